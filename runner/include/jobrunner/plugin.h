@@ -1,0 +1,119 @@
+/* jobrunner plugin ABI: the only header a job plugin includes.
+ *
+ * A plugin is a shared object exporting one function, JR_PLUGIN_ENTRY, that
+ * returns a pointer to a static jr_plugin_t descriptor. The host checks the
+ * descriptor (magic, ABI major, minor, struct size), then calls init() with a
+ * host function table through which the plugin registers its handlers by
+ * name. Plugins link no host symbols: everything goes through the table.
+ *
+ * Compatibility rules:
+ *   - ABI major changes break compatibility: a host refuses any other major.
+ *   - ABI minor changes only append members at the end of jr_host_api_t or
+ *     jr_plugin_t. A host runs plugins built for its minor or an older one,
+ *     and refuses a plugin built for a newer minor than it knows.
+ *   - api->size tells a plugin how much of the host table exists; check it
+ *     before calling a member added after minor 0.
+ */
+#ifndef JOBRUNNER_PLUGIN_H
+#define JOBRUNNER_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define JR_PLUGIN_MAGIC 0x4C50524Au /* "JRPL" read as little-endian bytes */
+#define JR_PLUGIN_ABI_MAJOR 1
+#define JR_PLUGIN_ABI_MINOR 0
+
+/* Name of the exported entry function, as a string for dlsym(). */
+#define JR_PLUGIN_ENTRY_NAME "jr_plugin_entry"
+
+/* What a handler returns. */
+typedef enum jr_result {
+    JR_RESULT_OK = 0,    /* done: the job is acknowledged and removed */
+    JR_RESULT_RETRY = 1, /* try again later (see api->retry_after) */
+    JR_RESULT_FAIL = 2   /* permanent failure: no further attempts */
+} jr_result_t;
+
+/* Log levels for api->log. */
+typedef enum jr_log_level {
+    JR_LOG_DEBUG = 0,
+    JR_LOG_INFO = 1,
+    JR_LOG_WARN = 2,
+    JR_LOG_ERROR = 3
+} jr_log_level_t;
+
+/* A job being run. Opaque: read it through the host table. Valid only for
+ * the duration of the handler call. */
+typedef struct jr_job jr_job_t;
+
+struct jr_host_api;
+
+/* A job handler. Runs one job; `udata` is what was given at registration. */
+typedef jr_result_t (*jr_handler_fn)(jr_job_t *job, const struct jr_host_api *api,
+                                     void *udata);
+
+/* The host function table. Members are only ever appended. */
+typedef struct jr_host_api {
+    uint32_t size; /* sizeof(jr_host_api_t) as the host compiled it */
+
+    /* Register a handler under `name` (1..64 chars of [A-Za-z0-9_.:-]).
+     * Only valid during init(). Returns 0, or -1 if the name is invalid or
+     * already taken (the plugin's init should then return non-zero). */
+    int (*register_handler)(void *ctx, const char *name, jr_handler_fn fn, void *udata);
+
+    /* The job's id: stable across attempts; use it as an idempotency key. */
+    const char *(*job_id)(const jr_job_t *job);
+    /* The queue the job came from. */
+    const char *(*job_queue)(const jr_job_t *job);
+    /* The payload bytes (binary-safe; also NUL-terminated for convenience). */
+    const void *(*job_payload)(const jr_job_t *job, size_t *len);
+    /* 1 for the first attempt, 2 for the first retry, ... */
+    uint32_t (*job_attempt)(const jr_job_t *job);
+    /* When the handler must be finished: Unix time in ms, 0 = no deadline. */
+    int64_t (*job_deadline_ms)(const jr_job_t *job);
+    /* Non-zero once the worker wants the handler to return (shutdown or
+     * timeout); long handlers should check it and return RETRY. */
+    int (*should_stop)(const jr_job_t *job);
+
+    /* Log one line tagged with the job's id, queue and handler. */
+    void (*log)(const jr_job_t *job, jr_log_level_t level, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+    /* With JR_RESULT_RETRY: run the next attempt no earlier than `ms` from
+     * now instead of the default backoff. */
+    void (*retry_after)(jr_job_t *job, int64_t ms);
+    /* Record why the attempt failed (kept with a retried or dead job). */
+    void (*set_error)(jr_job_t *job, const char *message);
+} jr_host_api_t;
+
+/* The plugin descriptor returned by the entry function. */
+typedef struct jr_plugin {
+    uint32_t magic;     /* JR_PLUGIN_MAGIC */
+    uint16_t abi_major; /* JR_PLUGIN_ABI_MAJOR the plugin was built with */
+    uint16_t abi_minor; /* JR_PLUGIN_ABI_MINOR the plugin was built with */
+    uint32_t size;      /* sizeof(jr_plugin_t) as the plugin compiled it */
+    const char *name;   /* plugin name, for logs */
+    const char *version;
+    /* Register handlers. Return 0 on success; non-zero refuses the plugin. */
+    int (*init)(void *ctx, const jr_host_api_t *api);
+    /* Release what init acquired. May be NULL. */
+    void (*fini)(void);
+} jr_plugin_t;
+
+/* Fill a descriptor's header fields with this header's values. */
+#define JR_PLUGIN_HEADER                                                      \
+    .magic = JR_PLUGIN_MAGIC, .abi_major = JR_PLUGIN_ABI_MAJOR,               \
+    .abi_minor = JR_PLUGIN_ABI_MINOR, .size = sizeof(jr_plugin_t)
+
+/* Declare the entry function a plugin must define:
+ *   JR_PLUGIN_EXPORT const jr_plugin_t *jr_plugin_entry(void) { return &desc; } */
+#define JR_PLUGIN_EXPORT __attribute__((visibility("default")))
+typedef const jr_plugin_t *(*jr_plugin_entry_fn)(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,203 @@
+#!lua name=jobrunner
+--[[
+The Redis side of jobrunner: a Redis Function library (Redis >= 7.0), loaded
+by every jobrunner process at start with FUNCTION LOAD REPLACE. Any client in
+any language may FCALL these functions; docs/redis-contract.md is the contract.
+
+Keys of queue Q (all share the hash tag {Q}, so every call touches one slot):
+  jr:{Q}:ready    stream, consumer group "jr": jobs ready to run
+  jr:{Q}:delayed  sorted set: job id -> due time (Unix ms, fractional = us)
+  jr:{Q}:jobs     hash: job id -> msgpack array of envelope fields (delayed jobs)
+  jr:{Q}:wake     stream of length 1: an entry is added when a job becomes the
+                  earliest delayed one; every scheduler XREADs it (a broadcast,
+                  unlike a list pop, so no scheduler keeps a stale timer)
+  jr:{Q}:seq      counter for ids of delayed jobs enqueued without an id
+  jr:{Q}:uniq:ID  idempotency window of an explicit job id
+Registry (its own slot): jr:{queues} set of queue names, jr:{queues}:wake stream.
+
+Every scheduling decision uses Redis's clock (TIME), never the caller's.
+]]
+
+local GROUP = 'jr'
+
+-- Redis time in ms with microsecond fraction.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+end
+
+-- Scores and times travel as fixed-point strings: Lua's default number
+-- formatting keeps 14 digits, which would round a due time by up to 50 us.
+local function ms_str(x)
+  return string.format('%.3f', x)
+end
+
+-- The consumer group exists whenever the stream does.
+local function ensure_group(ready)
+  if redis.call('EXISTS', ready) == 0 then
+    redis.call('XGROUP', 'CREATE', ready, GROUP, '0', 'MKSTREAM')
+  end
+end
+
+local function poke(wake)
+  redis.call('XADD', wake, 'MAXLEN', '1', '*', 'w', '1')
+end
+
+-- Id of the last wake entry ("0-0" if none): a scheduler XREADs after it.
+local function last_wake(wake)
+  local last = redis.call('XREVRANGE', wake, '+', '-', 'COUNT', 1)
+  return last[1] and last[1][1] or '0-0'
+end
+
+-- Ids of the form "d<digits>" and "<digits>-<digits>" are made by jobrunner.
+local function reserved_id(id)
+  return string.find(id, '^d%d+$') ~= nil or string.find(id, '^%d+%-%d+$') ~= nil
+end
+
+--[[
+jr_enqueue
+  KEYS: ready delayed jobs wake seq [uniq]   (uniq only with an explicit id)
+  ARGV: when id uniq_ms field value [field value ...]
+    when    "" or "0" = now; "+<ms>" = after a delay; "@<ms>" = at Unix ms
+            (decimals allowed: "+1500", "@1764581400250.5")
+    id      "" = generate one; otherwise the job id, and the enqueue is
+            idempotent: a second enqueue with the same id within the window
+            (uniq_ms after the due time) does nothing
+    fields  envelope fields in canonical order: h p [a] [m] [t]
+  Returns {job id, 1 if enqueued or 0 if a duplicate}.
+]]
+local function enqueue(keys, args)
+  local ready, delayed, jobs, wake, seq, uniq = keys[1], keys[2], keys[3], keys[4], keys[5], keys[6]
+  local when, id = args[1], args[2]
+  local now = now_ms()
+  local due = now
+  local c = string.sub(when, 1, 1)
+  if c == '+' then
+    local d = tonumber(string.sub(when, 2))
+    if not d then return redis.error_reply('ERR jobrunner: bad delay "' .. when .. '"') end
+    due = now + d
+  elseif c == '@' then
+    due = tonumber(string.sub(when, 2))
+    if not due then return redis.error_reply('ERR jobrunner: bad due time "' .. when .. '"') end
+  elseif when ~= '' and when ~= '0' then
+    return redis.error_reply('ERR jobrunner: bad due time "' .. when .. '" (use "", "+MS" or "@UNIXMS")')
+  end
+  if #args < 5 or #args % 2 ~= 1 or args[4] ~= 'h' or args[5] == '' then
+    return redis.error_reply('ERR jobrunner: fields must start with h <handler> and come in pairs')
+  end
+  if id ~= '' then
+    if reserved_id(id) then
+      return redis.error_reply('ERR jobrunner: job id "' .. id .. '" has a reserved form (d<n> or <n>-<n>)')
+    end
+    if not uniq then return redis.error_reply('ERR jobrunner: an explicit id needs its uniq key') end
+    local window = tonumber(args[3]) or 0
+    if window < 1 then window = 1 end
+    local ttl = math.floor(math.max(due - now, 0) + window)
+    if not redis.call('SET', uniq, '1', 'NX', 'PX', ttl) then return {id, 0} end
+  end
+  local fields = {}
+  for i = 4, #args do fields[#fields + 1] = args[i] end
+
+  if due <= now then
+    ensure_group(ready)
+    local sid
+    if id ~= '' then
+      sid = redis.call('XADD', ready, '*', 'id', id, unpack(fields))
+    else
+      sid = redis.call('XADD', ready, '*', unpack(fields))
+      id = sid
+    end
+    return {id, 1}
+  end
+
+  if id == '' then id = 'd' .. redis.call('INCR', seq) end
+  fields[#fields + 1] = 'e'
+  fields[#fields + 1] = tostring(math.floor(now))
+  fields[#fields + 1] = 'd'
+  fields[#fields + 1] = tostring(math.ceil(due))
+  redis.call('HSET', jobs, id, cmsgpack.pack(fields))
+  redis.call('ZADD', delayed, ms_str(due), id)
+  if redis.call('ZRANGE', delayed, 0, 0)[1] == id then poke(wake) end
+  return {id, 1}
+end
+
+--[[
+jr_promote
+  KEYS: ready delayed jobs wake
+  ARGV: limit
+  Moves up to `limit` jobs whose due time has come from delayed+jobs into the
+  ready stream, atomically. Returns {moved, next due ms or "" if none, now ms,
+  last wake id} (times as strings with 3 decimals). Call again while
+  moved == limit; block on the wake stream after the returned id.
+]]
+local function promote(keys, args)
+  local ready, delayed, jobs, wake = keys[1], keys[2], keys[3], keys[4]
+  local limit = tonumber(args[1]) or 1000
+  local now = now_ms()
+  local ids = redis.call('ZRANGE', delayed, '-inf', ms_str(now), 'BYSCORE', 'LIMIT', 0, limit)
+  if #ids > 0 then
+    ensure_group(ready)
+    for i = 1, #ids, 500 do
+      local chunk = {unpack(ids, i, math.min(i + 499, #ids))}
+      local envs = redis.call('HMGET', jobs, unpack(chunk))
+      for j, id in ipairs(chunk) do
+        if envs[j] then
+          redis.call('XADD', ready, '*', 'id', id, unpack(cmsgpack.unpack(envs[j])))
+        end
+      end
+      redis.call('HDEL', jobs, unpack(chunk))
+      redis.call('ZREM', delayed, unpack(chunk))
+    end
+  end
+  local head = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
+  return {#ids, head[2] and ms_str(tonumber(head[2])) or '', ms_str(now), last_wake(wake)}
+end
+
+--[[
+jr_ack
+  KEYS: ready
+  ARGV: stream entry ids
+  Acknowledges the entries and deletes them from the stream, atomically.
+  Returns how many were acknowledged.
+]]
+local function ack(keys, args)
+  local n = redis.call('XACK', keys[1], GROUP, unpack(args))
+  redis.call('XDEL', keys[1], unpack(args))
+  return n
+end
+
+--[[
+jr_register
+  KEYS: jr:{queues} jr:{queues}:wake
+  ARGV: queue names
+  Adds queues to the registry; pokes schedulers when one is new.
+  Returns how many were new.
+
+jr_queues
+  KEYS: jr:{queues} jr:{queues}:wake
+  Returns {last wake id, queue names...}: a scheduler serving every queue
+  reads this, then blocks on the wake stream after that id.
+]]
+local function register(keys, args)
+  local added = redis.call('SADD', keys[1], unpack(args))
+  if added > 0 then poke(keys[2]) end
+  return added
+end
+
+local function queues(keys)
+  local r = {last_wake(keys[2])}
+  for _, q in ipairs(redis.call('SMEMBERS', keys[1])) do r[#r + 1] = q end
+  return r
+end
+
+-- The contract version of this library (docs/redis-contract.md).
+local function version()
+  return '1'
+end
+
+redis.register_function('jr_enqueue', enqueue)
+redis.register_function('jr_promote', promote)
+redis.register_function('jr_ack', ack)
+redis.register_function('jr_register', register)
+redis.register_function{function_name = 'jr_queues', callback = queues, flags = {'no-writes'}}
+redis.register_function{function_name = 'jr_version', callback = version, flags = {'no-writes'}}

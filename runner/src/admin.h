@@ -1,0 +1,21 @@
+/* The admin commands: enqueue, stats. Each connects once and reports a
+ * failure on stderr rather than retrying. */
+#ifndef JR_ADMIN_H
+#define JR_ADMIN_H
+
+#include <stdio.h>
+
+#include "config.h"
+#include "redis.h"
+
+/* Enqueue one job and print its id on `out`. Returns the exit status. */
+int jr_cmd_enqueue(const jr_config_t *cfg, const jr_enqueue_t *job, FILE *out);
+
+/* Print ready/pending/delayed counts of `queues` (every registered queue if
+ * empty) as a table or JSON on `out`. Returns the exit status. */
+int jr_cmd_stats(const jr_config_t *cfg, const jr_strlist_t *queues, int json, FILE *out);
+
+/* Connect for a one-shot command; NULL after printing why on stderr. */
+jr_redis_t *jr_admin_connect(const jr_config_t *cfg);
+
+#endif

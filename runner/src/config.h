@@ -1,0 +1,69 @@
+/* Configuration: defaults, the YAML file, then environment and flags. */
+#ifndef JR_CONFIG_H
+#define JR_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct jr_strlist {
+    char **v;
+    size_t n;
+} jr_strlist_t;
+
+typedef enum { JR_LOG_TEXT = 0, JR_LOG_JSON = 1 } jr_log_format_t;
+
+typedef struct jr_config {
+    /* redis: */
+    char *redis_url;            /* NULL = not configured (see JR_DEFAULT_REDIS_URL) */
+    int64_t connect_timeout_ms; /* redis.connect_timeout: 10ms..5m, default 2000 */
+
+    /* log: */
+    jr_log_format_t log_format; /* log.format: text | json, default text */
+    int log_level;              /* log.level: debug|info|warn|error (jr_log_level_t), default info */
+
+    /* plugins: */
+    jr_strlist_t plugin_paths;  /* plugins.paths: files or directories; empty = JR_JOBS_DIR */
+
+    /* worker: */
+    jr_strlist_t worker_queues; /* worker.queues, empty = ["default"] */
+    int64_t worker_batch;       /* worker.batch: entries per XREADGROUP, 1..10000, default 128 */
+    int64_t worker_block_ms;    /* worker.block: longest blocking read, 100ms..60s, default 5s */
+
+    /* scheduler: */
+    jr_strlist_t scheduler_queues; /* scheduler.queues, empty = every registered queue */
+    int64_t scheduler_batch;       /* scheduler.batch: jobs per promotion call, 1..100000, default 1000 */
+    int64_t scheduler_block_ms;    /* scheduler.block: backstop of the blocking wait, 100ms..60s, default 5s */
+
+    /* enqueue: */
+    char *default_queue;        /* enqueue.queue, default "default" */
+} jr_config_t;
+
+/* Fill *cfg with the defaults above (all lists empty, strings NULL except
+ * default_queue). Returns 0 or JR_ENOMEM. */
+int jr_config_init(jr_config_t *cfg);
+
+/* Read a YAML file into *cfg (which jr_config_init filled), overriding the
+ * keys it sets; a list given in the file replaces the list in *cfg. An empty
+ * file, or a section with no keys, is fine. Unknown keys, duplicate keys,
+ * wrong types, out-of-range values and bad queue names are errors:
+ * returns JR_EINVAL (or JR_EIO if the file cannot be read) with a message in
+ * err of the form "FILE:LINE: KEY: what is wrong". On error *cfg keeps
+ * whatever was applied before the bad key; the caller frees it either way. */
+int jr_config_load_file(jr_config_t *cfg, const char *path, char *err, size_t errlen);
+
+/* Same as jr_config_load_file on an in-memory document; `name` stands in for
+ * the file name in messages. */
+int jr_config_load_string(jr_config_t *cfg, const char *yaml, size_t len,
+                          const char *name, char *err, size_t errlen);
+
+/* Apply environment overrides: JOBRUNNER_REDIS_URL. Returns 0 or JR_ENOMEM. */
+int jr_config_apply_env(jr_config_t *cfg);
+
+/* Free everything *cfg owns; safe to call twice. */
+void jr_config_free(jr_config_t *cfg);
+
+/* Append a copy of s to a list. Returns 0 or JR_ENOMEM. */
+int jr_strlist_push(jr_strlist_t *l, const char *s);
+void jr_strlist_free(jr_strlist_t *l);
+
+#endif

@@ -1,0 +1,29 @@
+/* Logging: one line per event, "TIME LEVEL COMPONENT[PID] MESSAGE k=v ...",
+ * or the same keys as one JSON object per line. TIME is UTC RFC 3339 with
+ * milliseconds. Lines go to stderr, buffered; jr_log_flush() writes them out
+ * (called before any blocking wait, so nothing sits in the buffer while idle). */
+#ifndef JR_LOG_H
+#define JR_LOG_H
+
+#include "jobrunner/plugin.h"
+#include "config.h"
+
+/* Set format, minimum level and component name (e.g. "worker"). */
+void jr_log_setup(jr_log_format_t format, int min_level, const char *component);
+
+/* Log `msg` followed by key/value string pairs, terminated by NULL:
+ *   jr_log_kv(JR_LOG_INFO, "job finished", "job", id, "queue", q, NULL);
+ * A pair whose value is NULL is left out. */
+void jr_log_kv(jr_log_level_t level, const char *msg, ...);
+
+/* printf-style message with no keys. */
+void jr_log(jr_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Like jr_log_kv with the pairs given as arrays (n pairs). */
+void jr_log_kvv(jr_log_level_t level, const char *msg, size_t n, const char *const *keys,
+                const char *const *vals);
+
+int jr_log_enabled(jr_log_level_t level);
+void jr_log_flush(void);
+
+#endif

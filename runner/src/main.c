@@ -1,0 +1,345 @@
+/* jobrunner: the command line. Parses flags, loads the configuration
+ * (defaults < YAML file < environment < flags) and runs one command. */
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "admin.h"
+#include "config.h"
+#include "dev.h"
+#include "jr.h"
+#include "log.h"
+#include "plugin.h"
+#include "redis.h"
+#include "scheduler.h"
+#include "util.h"
+#include "worker.h"
+
+static const char usage_main[] =
+    "usage: jobrunner COMMAND [OPTIONS]\n"
+    "\n"
+    "A reliable job runner on Redis Streams.\n"
+    "\n"
+    "commands:\n"
+    "  worker     run jobs from queues through plugin handlers\n"
+    "  scheduler  move delayed jobs into their queue when they fall due\n"
+    "  enqueue    add a job (now, after a delay, or at a time)\n"
+    "  stats      show ready, pending and delayed counts per queue\n"
+    "  dev        run the demo: private Redis, scheduler, workers, example shop\n"
+    "  version    print the version\n"
+    "\n"
+    "Run 'jobrunner COMMAND --help' for a command's options.\n";
+
+static const char usage_common[] =
+    "  -c, --config FILE   YAML configuration (see config/jobrunner.yaml)\n"
+    "      --redis URL     redis://[user:password@]host:port[/db] or unix:///path\n"
+    "                      (overrides the file and JOBRUNNER_REDIS_URL)\n"
+    "  -h, --help          show this help\n";
+
+static const char usage_worker[] =
+    "usage: jobrunner worker [-c FILE] [--redis URL] [-q QUEUE]... [--plugin PATH]...\n"
+    "\n"
+    "Consume queues (default: 'default') and run each job's handler.\n"
+    "\n"
+    "  -q, --queue QUEUE   a queue to consume (repeatable)\n"
+    "      --plugin PATH   a plugin .so or a directory of them (repeatable;\n"
+    "                      default: the installed jobs directory)\n";
+
+static const char usage_scheduler[] =
+    "usage: jobrunner scheduler [-c FILE] [--redis URL] [-q QUEUE]...\n"
+    "\n"
+    "Promote delayed jobs into their queue's stream when due. Without -q, serve\n"
+    "every queue ever enqueued to. Any number of schedulers may run at once.\n"
+    "\n"
+    "  -q, --queue QUEUE   a queue to serve (repeatable)\n";
+
+static const char usage_enqueue[] =
+    "usage: jobrunner enqueue [-c FILE] [--redis URL] [-q QUEUE] [--in DURATION | --at TIME]\n"
+    "                         [--id ID] HANDLER [PAYLOAD | -]\n"
+    "\n"
+    "Enqueue a job and print its id. PAYLOAD '-' reads it from standard input.\n"
+    "\n"
+    "  -q, --queue QUEUE   the queue (default: 'default')\n"
+    "      --in DURATION   run after a delay: 250ms, 30s, 5m, 2h, 1h30m\n"
+    "      --at TIME       run at a time: RFC 3339 (2026-12-01T09:30:00.250Z) or Unix seconds\n"
+    "      --id ID         the job's id; enqueueing the same id again does nothing\n"
+    "      --max-attempts N  attempts before the job is dead (default: the handler's)\n"
+    "      --timeout DURATION  per-attempt time limit (default: the handler's)\n";
+
+static const char usage_stats[] =
+    "usage: jobrunner stats [-c FILE] [--redis URL] [-q QUEUE]... [--json]\n"
+    "\n"
+    "Per queue: ready (waiting for a worker), pending (running or unacknowledged),\n"
+    "delayed (waiting for their due time). Without -q, every registered queue.\n"
+    "\n"
+    "  -q, --queue QUEUE   a queue to show (repeatable)\n"
+    "      --json          print JSON\n";
+
+static const char usage_dev[] =
+    "usage: jobrunner dev [-c FILE] [--redis URL] [--orders N] [--plugin DIR]\n"
+    "\n"
+    "The demo. Without a configured Redis, starts a private redis-server on a unix\n"
+    "socket; starts a scheduler and two workers; places N orders (default 12), each\n"
+    "with an order_autoclose job due 3-6 s later, pays some of them, and shows the\n"
+    "unpaid ones being closed. Stops everything it started and exits.\n";
+
+enum { OPT_REDIS = 1000, OPT_PLUGIN, OPT_IN, OPT_AT, OPT_ID, OPT_JSON, OPT_MAX, OPT_TIMEOUT, OPT_ORDERS };
+
+static const struct option long_opts[] = {
+    {"config", required_argument, 0, 'c'},  {"redis", required_argument, 0, OPT_REDIS},
+    {"queue", required_argument, 0, 'q'},   {"plugin", required_argument, 0, OPT_PLUGIN},
+    {"in", required_argument, 0, OPT_IN},   {"at", required_argument, 0, OPT_AT},
+    {"id", required_argument, 0, OPT_ID},   {"json", no_argument, 0, OPT_JSON},
+    {"max-attempts", required_argument, 0, OPT_MAX},
+    {"timeout", required_argument, 0, OPT_TIMEOUT},
+    {"orders", required_argument, 0, OPT_ORDERS},
+    {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+
+/* What the flags said, before the configuration is assembled. */
+typedef struct flags {
+    const char *config, *redis, *in, *at, *id, *max, *timeout, *orders;
+    jr_strlist_t queues, plugins;
+    int json;
+} flags_t;
+
+/* Which flags each command takes (as option values of long_opts). */
+static int flag_allowed(const char *cmd, int opt) {
+    switch (opt) {
+    case 'c': case OPT_REDIS: case 'h': return 1;
+    case 'q': return strcmp(cmd, "dev") != 0;
+    case OPT_PLUGIN: return !strcmp(cmd, "worker") || !strcmp(cmd, "dev");
+    case OPT_IN: case OPT_AT: case OPT_ID: case OPT_MAX: case OPT_TIMEOUT: return !strcmp(cmd, "enqueue");
+    case OPT_JSON: return !strcmp(cmd, "stats");
+    case OPT_ORDERS: return !strcmp(cmd, "dev");
+    }
+    return 0;
+}
+
+static const char *usage_of(const char *cmd) {
+    if (!strcmp(cmd, "worker")) return usage_worker;
+    if (!strcmp(cmd, "scheduler")) return usage_scheduler;
+    if (!strcmp(cmd, "enqueue")) return usage_enqueue;
+    if (!strcmp(cmd, "stats")) return usage_stats;
+    if (!strcmp(cmd, "dev")) return usage_dev;
+    return NULL;
+}
+
+static int die(const char *cmd, const char *fmt, const char *arg) {
+    fprintf(stderr, "jobrunner %s: ", cmd);
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nRun 'jobrunner %s --help' for usage.\n", cmd);
+    return 2;
+}
+
+/* The directory of plugins shipped with this program: next to it in the
+ * build tree and the install tree alike, else the configured prefix's. */
+static void default_jobs_dir(char *buf, size_t len) {
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0';
+            int w = snprintf(buf, len, "%s/%s", exe, JR_JOBS_REL);
+            if (w > 0 && (size_t)w < len && access(buf, R_OK | X_OK) == 0) return;
+        }
+    }
+    snprintf(buf, len, "%s", JR_JOBS_DIR);
+}
+
+/* Read all of stdin into a malloc'd buffer. */
+static char *read_stdin(size_t *len) {
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        size_t got = fread(buf + n, 1, cap - n, stdin);
+        n += got;
+        if (got == 0) break;
+        if (n == cap) {
+            char *b = realloc(buf, cap * 2 + 1);
+            if (!b) break;
+            buf = b, cap *= 2;
+        }
+    }
+    if (buf) buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+static int load_plugins(jr_registry_t *reg, const jr_config_t *cfg) {
+    char dir[PATH_MAX], err[JR_ERRLEN];
+    const jr_strlist_t *paths = &cfg->plugin_paths;
+    if (!paths->n) {
+        default_jobs_dir(dir, sizeof dir);
+        if (jr_plugin_load_path(reg, dir, err, sizeof err) != 0) goto fail;
+    }
+    for (size_t i = 0; i < paths->n; i++)
+        if (jr_plugin_load_path(reg, paths->v[i], err, sizeof err) != 0) goto fail;
+    if (jr_registry_handlers(reg) == 0) {
+        fprintf(stderr, "jobrunner worker: no job handlers loaded (looked in %s); use --plugin\n",
+                paths->n ? "the configured plugin paths" : dir);
+        return 1;
+    }
+    return 0;
+fail:
+    fprintf(stderr, "jobrunner worker: %s\n", err);
+    return 1;
+}
+
+static int run_enqueue(const char *cmd, const flags_t *f, const jr_config_t *cfg, int argc, char **argv) {
+    if (argc < 1 || argc > 2) return die(cmd, "%s", "expected HANDLER [PAYLOAD | -]");
+    if (f->in && f->at) return die(cmd, "%s", "--in and --at exclude each other");
+    jr_enqueue_t job = {.queue = f->queues.n ? f->queues.v[0] : cfg->default_queue, .id = f->id};
+    if (f->queues.n > 1) return die(cmd, "%s", "enqueue takes one -q");
+    if (!jr_queue_name_valid(job.queue))
+        return die(cmd, "invalid queue name \"%s\" (1-128 of A-Z a-z 0-9 _ . : -)", job.queue);
+    if (f->id && (!f->id[0] || strlen(f->id) >= JR_ID_MAX - 1))
+        return die(cmd, "invalid --id \"%s\" (1-158 bytes)", f->id);
+    if (f->in && jr_duration_parse(f->in, &job.delay_ms) != 0)
+        return die(cmd, "invalid --in \"%s\" (e.g. 250ms, 30s, 5m, 2h)", f->in);
+    if (f->at && jr_time_parse(f->at, &job.at_us) != 0)
+        return die(cmd, "invalid --at \"%s\" (RFC 3339 like 2026-12-01T09:30:00Z, or Unix seconds)", f->at);
+    if (f->at && job.at_us <= 0) job.at_us = 1; /* "at the epoch" = now */
+    if (f->max) {
+        char *end;
+        long v = strtol(f->max, &end, 10);
+        if (*end || v < 1 || v > 1000000) return die(cmd, "invalid --max-attempts \"%s\" (1-1000000)", f->max);
+        job.env.max_attempts = (uint32_t)v;
+    }
+    if (f->timeout && (jr_duration_parse(f->timeout, &job.env.timeout_ms) != 0 || job.env.timeout_ms <= 0))
+        return die(cmd, "invalid --timeout \"%s\" (e.g. 30s)", f->timeout);
+    job.env.handler = argv[0];
+    job.env.handler_len = strlen(argv[0]);
+    job.env.attempt = 1;
+    char *buf = NULL;
+    if (argc == 2 && strcmp(argv[1], "-") == 0) {
+        buf = read_stdin(&job.env.payload_len);
+        if (!buf) return die(cmd, "%s", "cannot read the payload from stdin");
+        job.env.payload = buf;
+    } else if (argc == 2) {
+        job.env.payload = argv[1];
+        job.env.payload_len = strlen(argv[1]);
+    }
+    int rc = jr_cmd_enqueue(cfg, &job, stdout);
+    free(buf);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        fputs(usage_main, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+        printf("jobrunner %s (plugin ABI %d.%d)\n", JR_VERSION, JR_PLUGIN_ABI_MAJOR, JR_PLUGIN_ABI_MINOR);
+        return 0;
+    }
+    const char *usage = usage_of(cmd);
+    if (!usage) {
+        fprintf(stderr, "jobrunner: unknown command \"%s\"\n\n%s", cmd, usage_main);
+        return 2;
+    }
+
+    flags_t f = {0};
+    int opt, status = 2;
+    optind = 2;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, "+c:q:h", long_opts, NULL)) != -1) {
+        if (opt == '?' || !flag_allowed(cmd, opt)) {
+            char name[64];
+            snprintf(name, sizeof name, "%s", argv[optind - 1]);
+            for (const struct option *o = long_opts; o->name; o++)
+                if (opt != '?' && o->val == opt) snprintf(name, sizeof name, "--%s", o->name);
+            status = die(cmd, "unknown or misplaced option \"%s\"", name);
+            goto out;
+        }
+        switch (opt) {
+        case 'h': printf("%s\noptions common to every command:\n%s", usage, usage_common); status = 0; goto out;
+        case 'c': f.config = optarg; break;
+        case OPT_REDIS: f.redis = optarg; break;
+        case 'q': jr_strlist_push(&f.queues, optarg); break;
+        case OPT_PLUGIN: jr_strlist_push(&f.plugins, optarg); break;
+        case OPT_IN: f.in = optarg; break;
+        case OPT_AT: f.at = optarg; break;
+        case OPT_ID: f.id = optarg; break;
+        case OPT_MAX: f.max = optarg; break;
+        case OPT_TIMEOUT: f.timeout = optarg; break;
+        case OPT_JSON: f.json = 1; break;
+        case OPT_ORDERS: f.orders = optarg; break;
+        }
+    }
+    for (size_t i = 0; i < f.queues.n; i++)
+        if (!jr_queue_name_valid(f.queues.v[i])) {
+            status = die(cmd, "invalid queue name \"%s\" (1-128 of A-Z a-z 0-9 _ . : -)", f.queues.v[i]);
+            goto out;
+        }
+    if (strcmp(cmd, "enqueue") != 0 && optind < argc) {
+        status = die(cmd, "unexpected argument \"%s\"", argv[optind]);
+        goto out;
+    }
+
+    jr_config_t cfg;
+    char err[JR_ERRLEN];
+    if (jr_config_init(&cfg) != 0) goto out;
+    if (f.config && jr_config_load_file(&cfg, f.config, err, sizeof err) != 0) {
+        fprintf(stderr, "jobrunner: %s\n", err);
+        status = 2;
+        goto out_cfg;
+    }
+    jr_config_apply_env(&cfg);
+    if (f.redis) {
+        jr_redis_url_t u;
+        if (jr_redis_url_parse(f.redis, &u, err, sizeof err) != 0) {
+            status = die(cmd, "--redis: %s", err);
+            goto out_cfg;
+        }
+        jr_redis_url_free(&u);
+        free(cfg.redis_url);
+        cfg.redis_url = strdup(f.redis);
+    }
+    jr_strlist_t *qdst = !strcmp(cmd, "worker") ? &cfg.worker_queues
+                         : !strcmp(cmd, "scheduler") ? &cfg.scheduler_queues : NULL;
+    if (qdst && f.queues.n) {
+        jr_strlist_free(qdst);
+        for (size_t i = 0; i < f.queues.n; i++) jr_strlist_push(qdst, f.queues.v[i]);
+    }
+    if (f.plugins.n) {
+        jr_strlist_free(&cfg.plugin_paths);
+        for (size_t i = 0; i < f.plugins.n; i++) jr_strlist_push(&cfg.plugin_paths, f.plugins.v[i]);
+    }
+    jr_log_setup(cfg.log_format, cfg.log_level, cmd);
+
+    if (!strcmp(cmd, "worker")) {
+        jr_registry_t *reg = jr_registry_new();
+        status = reg && load_plugins(reg, &cfg) == 0 ? jr_worker_run(&cfg, reg) : 1;
+        jr_registry_free(reg);
+    } else if (!strcmp(cmd, "scheduler")) {
+        status = jr_scheduler_run(&cfg);
+    } else if (!strcmp(cmd, "enqueue")) {
+        status = run_enqueue(cmd, &f, &cfg, argc - optind, argv + optind);
+    } else if (!strcmp(cmd, "stats")) {
+        status = jr_cmd_stats(&cfg, &f.queues, f.json, stdout);
+    } else { /* dev */
+        char self[PATH_MAX], dir[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        self[n > 0 ? n : 0] = '\0';
+        default_jobs_dir(dir, sizeof dir);
+        int orders = f.orders ? atoi(f.orders) : 12;
+        if (orders < 1 || orders > 10000) {
+            status = die(cmd, "invalid --orders \"%s\" (1-10000)", f.orders ? f.orders : "");
+        } else {
+            status = jr_dev_run(&cfg, self, f.plugins.n ? f.plugins.v[0] : dir, orders, f.config);
+        }
+    }
+out_cfg:
+    jr_config_free(&cfg);
+out:
+    jr_strlist_free(&f.queues);
+    jr_strlist_free(&f.plugins);
+    return status;
+}

@@ -1,0 +1,75 @@
+/* Plugin loading and the handler registry (internal side of the ABI in
+ * include/jobrunner/plugin.h). */
+#ifndef JR_PLUGIN_INTERNAL_H
+#define JR_PLUGIN_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "jobrunner/plugin.h"
+
+/* The job a handler sees (opaque to plugins). Strings are NUL-terminated and
+ * owned by the caller of jr_handler_run. */
+struct jr_job {
+    const char *id;
+    const char *queue;
+    const char *handler;
+    const char *payload; /* payload_len bytes plus a NUL */
+    size_t payload_len;
+    uint32_t attempt;
+    int64_t deadline_ms;           /* Unix ms, 0 = none */
+    const volatile int *stop_flag; /* may be NULL */
+    /* Filled by the handler through the host table: */
+    int64_t retry_after_ms;        /* -1 = not set */
+    char error[256];               /* "" = not set */
+};
+
+/* One registered handler. */
+typedef struct jr_handler {
+    char *name;
+    jr_handler_fn fn;
+    void *udata;
+    const char *plugin; /* resolved path (realpath) of the plugin that registered it */
+} jr_handler_t;
+
+typedef struct jr_registry jr_registry_t;
+
+/* An empty registry, or NULL on out-of-memory. */
+jr_registry_t *jr_registry_new(void);
+
+/* Call every loaded plugin's fini (in reverse load order), dlclose them and
+ * free the registry. NULL is fine. */
+void jr_registry_free(jr_registry_t *r);
+
+/* Load one plugin file. Refuses, with JR_EPLUGIN and a message "PATH: reason"
+ * in err: a missing file or one that is not a regular file, a file or its
+ * directory writable by group/others, a file dlopen cannot load, a file
+ * already loaded (the same object under any name), a missing entry function,
+ * a NULL descriptor, a wrong magic, an ABI major other than ours, a minor
+ * newer than ours, a descriptor smaller than its minor requires, a missing
+ * init, init returning non-zero, a handler name that is invalid or already
+ * registered (by this or another plugin) even if init ignores that and
+ * returns 0 (fini is then called). A refused plugin leaves the registry as it
+ * was. Out of memory gives JR_ENOMEM. Load from one thread only. */
+int jr_plugin_load(jr_registry_t *r, const char *path, char *err, size_t errlen);
+
+/* Load a plugin file, or every "*.so" in a directory (in name order,
+ * hidden files skipped). Stops at the first refusal, with its message;
+ * plugins loaded before it stay loaded. A directory with no plugin in it is
+ * not an error; one that cannot be read gives JR_EIO. */
+int jr_plugin_load_path(jr_registry_t *r, const char *path, char *err, size_t errlen);
+
+/* The handler registered under `name`, or NULL. The pointer stays valid
+ * until jr_registry_free, whatever is loaded afterwards. */
+const jr_handler_t *jr_registry_find(const jr_registry_t *r, const char *name);
+
+/* Number of registered handlers / loaded plugins. */
+size_t jr_registry_handlers(const jr_registry_t *r);
+size_t jr_registry_plugins(const jr_registry_t *r);
+
+/* Run a handler on a job, in the calling process and thread. Initialises
+ * job->retry_after_ms and job->error first. Returns what the handler
+ * returned; a value outside jr_result_t counts as JR_RESULT_FAIL with an
+ * error saying so. */
+jr_result_t jr_handler_run(const jr_handler_t *h, jr_job_t *job);
+
+#endif

@@ -1,0 +1,103 @@
+/* Process plumbing: see proc.h. */
+#include "proc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "jr.h"
+#include "log.h"
+
+static int sig_pipe[2] = {-1, -1};
+static volatile sig_atomic_t sig_count;
+
+static void on_signal(int sig) {
+    int saved = errno;
+    sig_count++;
+    char c = (char)sig;
+    if (write(sig_pipe[1], &c, 1) < 0) { /* pipe full: a wake-up is pending anyway */
+    }
+    errno = saved;
+}
+
+int jr_signals_install(void) {
+    if (sig_pipe[0] < 0) {
+        if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    return sig_pipe[0];
+}
+
+int jr_signals_count(void) { return (int)sig_count; }
+
+void jr_signals_drain(void) {
+    char buf[64];
+    while (sig_pipe[0] >= 0 && read(sig_pipe[0], buf, sizeof buf) > 0) {
+    }
+}
+
+int jr_sleep_interruptible(int64_t ms) {
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    int before = jr_signals_count();
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        if (jr_signals_count() != before) return 1;
+    return jr_signals_count() != before;
+}
+
+const char *jr_config_redis_url(const jr_config_t *cfg) {
+    return cfg->redis_url ? cfg->redis_url : JR_DEFAULT_REDIS_URL;
+}
+
+/* Connect once and prepare the connection; NULL with err set on failure. */
+static jr_redis_t *connect_once(const jr_config_t *cfg, char *err, size_t errlen) {
+    jr_redis_t *r = jr_redis_connect(jr_config_redis_url(cfg), cfg->connect_timeout_ms, err, errlen);
+    if (!r) return NULL;
+    if (jr_redis_load_library(r) != 0) {
+        snprintf(err, errlen, "loading the jobrunner function library: %s", jr_redis_errstr(r));
+        jr_redis_free(r);
+        return NULL;
+    }
+    char policy[64];
+    if (jr_redis_maxmemory_policy(r, policy, sizeof policy) == 0 && policy[0] &&
+        strcmp(policy, "noeviction") != 0)
+        jr_log_kv(JR_LOG_WARN,
+                  "Redis may evict keys when full: jobs would silently vanish; set maxmemory-policy noeviction",
+                  "maxmemory_policy", policy, NULL);
+    return r;
+}
+
+jr_redis_t *jr_connect_retry(const jr_config_t *cfg) {
+    int64_t backoff = 100;
+    for (int attempt = 1;; attempt++) {
+        char err[JR_ERRLEN];
+        jr_redis_t *r = connect_once(cfg, err, sizeof err);
+        if (r) {
+            if (attempt > 1) jr_log_kv(JR_LOG_INFO, "connected to Redis", "url", jr_config_redis_url(cfg), NULL);
+            return r;
+        }
+        char next[32], n[16];
+        snprintf(next, sizeof next, "%lldms", (long long)backoff);
+        snprintf(n, sizeof n, "%d", attempt);
+        jr_log_kv(JR_LOG_ERROR, "Redis unavailable, retrying", "error", err, "attempt", n, "retry_in",
+                  next, NULL);
+        if (jr_sleep_interruptible(backoff)) return NULL;
+        backoff = backoff * 2 > 5000 ? 5000 : backoff * 2;
+    }
+}
+
+void jr_consumer_name(char *buf, size_t len) {
+    char host[64] = "host";
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = '\0';
+    snprintf(buf, len, "%s-%d", host, (int)getpid());
+}

@@ -1,0 +1,32 @@
+/* Process plumbing shared by the long-running commands: stop signals and
+ * connecting to Redis with retries. */
+#ifndef JR_PROC_H
+#define JR_PROC_H
+
+#include "config.h"
+#include "redis.h"
+
+/* Route SIGTERM and SIGINT to a self-pipe (and ignore SIGPIPE). Returns the
+ * pipe's read end, to poll next to Redis sockets, or -1. */
+int jr_signals_install(void);
+/* How many stop signals have arrived (the second one means "now"). */
+int jr_signals_count(void);
+/* Empty the self-pipe after it polled readable. */
+void jr_signals_drain(void);
+
+/* Sleep up to ms, returning early (1) if a stop signal arrives. */
+int jr_sleep_interruptible(int64_t ms);
+
+/* The Redis URL to use: the configured one or the default. */
+const char *jr_config_redis_url(const jr_config_t *cfg);
+
+/* Connect to Redis, load the Function library and warn if the server may
+ * evict keys. Retries with capped exponential backoff (100 ms doubling to
+ * 5 s), logging each failure, until it succeeds or a stop signal arrives
+ * (then returns NULL). */
+jr_redis_t *jr_connect_retry(const jr_config_t *cfg);
+
+/* Consumer name for this process: "<hostname>-<pid>". */
+void jr_consumer_name(char *buf, size_t len);
+
+#endif

@@ -1,0 +1,647 @@
+/* The Redis layer: see redis.h. */
+#include "redis.h"
+
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "jr.h"
+#include "util.h"
+
+extern const char jr_lua_library[];
+extern const size_t jr_lua_library_len;
+
+#define REGISTERED_MAX 64
+
+struct jr_redis {
+    redisContext *c;
+    int64_t timeout_us;   /* bound on each non-blocking command */
+    redisReply *stash;    /* a reply already parsed by jr_redis_wait */
+    int broken;
+    char err[JR_ERRLEN];
+    char *registered[REGISTERED_MAX]; /* queues this connection registered */
+    size_t nregistered;
+};
+
+static int fail(jr_redis_t *r, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(jr_redis_t *r, int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->err, sizeof r->err, fmt, ap);
+    va_end(ap);
+    if (code != JR_EREDIS) r->broken = 1; /* an error reply leaves the connection usable */
+    return code;
+}
+
+static int transport_fail(jr_redis_t *r) {
+    return fail(r, JR_EIO, "Redis connection: %s", r->c->errstr[0] ? r->c->errstr : "closed");
+}
+
+const char *jr_redis_errstr(const jr_redis_t *r) { return r->err; }
+int jr_redis_ok(const jr_redis_t *r) { return r && !r->broken && r->c && !r->c->err; }
+
+/* Wait for fd readable (or extra_fd), up to timeout_us (-1 = forever). */
+static int poll_fd(int fd, int extra_fd, int64_t timeout_us) {
+    struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = extra_fd, .events = POLLIN}};
+    struct timespec ts, *tsp = NULL;
+    if (timeout_us >= 0) {
+        ts.tv_sec = timeout_us / 1000000;
+        ts.tv_nsec = (timeout_us % 1000000) * 1000;
+        tsp = &ts;
+    }
+    for (;;) {
+        int n = ppoll(p, extra_fd >= 0 ? 2 : 1, tsp, NULL);
+        if (n < 0 && errno == EINTR) {
+            if (extra_fd >= 0) return JR_WAIT_EXTRA; /* a signal: let the caller look */
+            continue;
+        }
+        if (n < 0) return JR_EIO;
+        if (n == 0) return JR_WAIT_TIMEOUT;
+        if (extra_fd >= 0 && (p[1].revents & POLLIN)) return JR_WAIT_EXTRA;
+        return JR_WAIT_READY;
+    }
+}
+
+int jr_redis_wait(jr_redis_t *r, int64_t timeout_us, int extra_fd) {
+    if (!jr_redis_ok(r)) return fail(r, JR_EIO, "Redis connection is broken");
+    if (r->stash) return JR_WAIT_READY;
+    void *rep = NULL;
+    if (redisGetReplyFromReader(r->c, &rep) != REDIS_OK) return transport_fail(r);
+    if (rep) {
+        r->stash = rep;
+        return JR_WAIT_READY;
+    }
+    int w = poll_fd(r->c->fd, extra_fd, timeout_us);
+    if (w < 0) return fail(r, JR_EIO, "poll: %s", strerror(errno));
+    return w;
+}
+
+/* Read one reply, waiting at most timeout_us (-1 = forever). A timeout
+ * breaks the connection: the reply may still arrive and would be misread. */
+static int recv_reply(jr_redis_t *r, redisReply **out, int64_t timeout_us) {
+    *out = NULL;
+    if (r->stash) {
+        *out = r->stash;
+        r->stash = NULL;
+        return 0;
+    }
+    if (!jr_redis_ok(r)) return fail(r, JR_EIO, "Redis connection is broken");
+    int64_t deadline = timeout_us < 0 ? -1 : jr_mono_us() + timeout_us;
+    for (;;) {
+        void *rep = NULL;
+        if (redisGetReplyFromReader(r->c, &rep) != REDIS_OK) return transport_fail(r);
+        if (rep) {
+            *out = rep;
+            return 0;
+        }
+        int64_t left = deadline < 0 ? -1 : deadline - jr_mono_us();
+        if (deadline >= 0 && left < 0) left = 0;
+        int w = poll_fd(r->c->fd, -1, left);
+        if (w == JR_WAIT_TIMEOUT) return fail(r, JR_ETIMEOUT, "Redis did not answer in time");
+        if (w < 0) return fail(r, JR_EIO, "poll: %s", strerror(errno));
+        if (redisBufferRead(r->c) != REDIS_OK) return transport_fail(r);
+    }
+}
+
+int jr_redis_flush(jr_redis_t *r) {
+    if (!jr_redis_ok(r)) return fail(r, JR_EIO, "Redis connection is broken");
+    int done = 0;
+    while (!done)
+        if (redisBufferWrite(r->c, &done) != REDIS_OK) return transport_fail(r);
+    return 0;
+}
+
+static int append_argv(jr_redis_t *r, int argc, const char **argv, const size_t *lens) {
+    if (!jr_redis_ok(r)) return fail(r, JR_EIO, "Redis connection is broken");
+    if (redisAppendCommandArgv(r->c, argc, argv, lens) != REDIS_OK)
+        return fail(r, JR_ENOMEM, "cannot format command");
+    return 0;
+}
+
+/* Check a reply for an error reply; frees it and returns JR_EREDIS if so. */
+static int reply_error(jr_redis_t *r, redisReply *rep) {
+    if (rep->type != REDIS_REPLY_ERROR) return 0;
+    fail(r, JR_EREDIS, "%s", rep->str);
+    freeReplyObject(rep);
+    return JR_EREDIS;
+}
+
+/* Run one command and return its reply (caller frees), or an error (error
+ * replies included: they are freed and reported as JR_EREDIS). */
+static int exec_argv(jr_redis_t *r, redisReply **out, int argc, const char **argv,
+                     const size_t *lens) {
+    int rc;
+    *out = NULL;
+    if ((rc = append_argv(r, argc, argv, lens)) || (rc = jr_redis_flush(r)) ||
+        (rc = recv_reply(r, out, r->timeout_us)))
+        return rc;
+    if ((rc = reply_error(r, *out))) *out = NULL;
+    return rc;
+}
+
+/* exec_argv for NUL-terminated arguments given inline, ending with NULL. */
+static int exec(jr_redis_t *r, redisReply **out, ...) {
+    const char *argv[16];
+    int argc = 0;
+    va_list ap;
+    va_start(ap, out);
+    const char *a;
+    while (argc < 16 && (a = va_arg(ap, const char *)) != NULL) argv[argc++] = a;
+    va_end(ap);
+    return exec_argv(r, out, argc, argv, NULL);
+}
+
+jr_redis_t *jr_redis_connect(const char *url, int64_t timeout_ms, char *err, size_t errlen) {
+    jr_redis_url_t u;
+    if (jr_redis_url_parse(url, &u, err, errlen) != 0) return NULL;
+    jr_redis_t *r = calloc(1, sizeof *r);
+    if (!r) {
+        jr_redis_url_free(&u);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    r->timeout_us = (timeout_ms > 0 ? timeout_ms : 2000) * 1000;
+    struct timeval tv = {(time_t)(r->timeout_us / 1000000), (suseconds_t)(r->timeout_us % 1000000)};
+    r->c = u.is_unix ? redisConnectUnixWithTimeout(u.path, tv)
+                     : redisConnectWithTimeout(u.host, u.port, tv);
+    if (!r->c || r->c->err) {
+        snprintf(err, errlen, "cannot connect to Redis at %s: %s", url,
+                 r->c ? r->c->errstr : "out of memory");
+        goto fail;
+    }
+    /* All waiting is done with poll(): no socket timeouts (a timed-out
+     * hiredis read would leave the context dead). */
+    struct timeval none = {0, 0};
+    redisSetTimeout(r->c, none);
+    redisReply *rep = NULL;
+    if (u.password) {
+        int rc = u.user ? exec(r, &rep, "AUTH", u.user, u.password, NULL)
+                        : exec(r, &rep, "AUTH", u.password, NULL);
+        if (rc) {
+            snprintf(err, errlen, "Redis at %s refused authentication: %s", url, r->err);
+            goto fail;
+        }
+        freeReplyObject(rep);
+    }
+    if (u.db) {
+        char db[16];
+        snprintf(db, sizeof db, "%d", u.db);
+        if (exec(r, &rep, "SELECT", db, NULL)) {
+            snprintf(err, errlen, "Redis at %s: SELECT %s: %s", url, db, r->err);
+            goto fail;
+        }
+        freeReplyObject(rep);
+    }
+    jr_redis_url_free(&u);
+    return r;
+fail:
+    jr_redis_url_free(&u);
+    jr_redis_free(r);
+    return NULL;
+}
+
+void jr_redis_free(jr_redis_t *r) {
+    if (!r) return;
+    if (r->stash) freeReplyObject(r->stash);
+    if (r->c) redisFree(r->c);
+    for (size_t i = 0; i < r->nregistered; i++) free(r->registered[i]);
+    free(r);
+}
+
+int jr_redis_load_library(jr_redis_t *r) {
+    const char *argv[] = {"FUNCTION", "LOAD", "REPLACE", jr_lua_library};
+    size_t lens[] = {8, 4, 7, jr_lua_library_len};
+    redisReply *rep;
+    int rc = exec_argv(r, &rep, 4, argv, lens);
+    if (rc == JR_EREDIS)
+        snprintf(r->err + strlen(r->err), sizeof r->err - strlen(r->err),
+                 " (jobrunner needs Redis >= 7.0 with Functions)");
+    if (rc) return rc;
+    freeReplyObject(rep);
+    return 0;
+}
+
+int jr_redis_client_id(jr_redis_t *r, long long *id) {
+    redisReply *rep;
+    int rc = exec(r, &rep, "CLIENT", "ID", NULL);
+    if (rc) return rc;
+    rc = rep->type == REDIS_REPLY_INTEGER ? (*id = rep->integer, 0)
+                                          : fail(r, JR_EPROTO, "CLIENT ID: not an integer");
+    freeReplyObject(rep);
+    return rc;
+}
+
+int jr_redis_unblock(jr_redis_t *r, long long client_id) {
+    char id[32];
+    snprintf(id, sizeof id, "%lld", client_id);
+    redisReply *rep;
+    int rc = exec(r, &rep, "CLIENT", "UNBLOCK", id, NULL);
+    if (!rc) freeReplyObject(rep);
+    return rc;
+}
+
+int jr_redis_maxmemory_policy(jr_redis_t *r, char *buf, size_t len) {
+    buf[0] = '\0';
+    redisReply *rep;
+    int rc = exec(r, &rep, "CONFIG", "GET", "maxmemory-policy", NULL);
+    if (rc) return rc;
+    if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+        rep->element[1]->type == REDIS_REPLY_STRING)
+        snprintf(buf, len, "%s", rep->element[1]->str);
+    freeReplyObject(rep);
+    return 0;
+}
+
+int jr_queue_name_valid(const char *q) {
+    size_t n = strlen(q);
+    if (n == 0 || n > JR_QUEUE_MAX) return 0;
+    for (const char *p = q; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '_' || *p == '.' || *p == ':' || *p == '-'))
+            return 0;
+    return 1;
+}
+
+void jr_qkeys(jr_qkeys_t *k, const char *q) {
+    snprintf(k->ready, sizeof k->ready, "jr:{%s}:ready", q);
+    snprintf(k->delayed, sizeof k->delayed, "jr:{%s}:delayed", q);
+    snprintf(k->jobs, sizeof k->jobs, "jr:{%s}:jobs", q);
+    snprintf(k->wake, sizeof k->wake, "jr:{%s}:wake", q);
+    snprintf(k->seq, sizeof k->seq, "jr:{%s}:seq", q);
+}
+
+/* Append FCALL jr_register for `queue` unless this connection did already.
+ * Returns 1 if appended, 0 if not needed, or an error. */
+static int append_register(jr_redis_t *r, const char *queue) {
+    for (size_t i = 0; i < r->nregistered; i++)
+        if (strcmp(r->registered[i], queue) == 0) return 0;
+    const char *argv[] = {"FCALL", "jr_register", "2", JR_REGISTRY_KEY, JR_REGISTRY_WAKE_KEY, queue};
+    int rc = append_argv(r, 6, argv, NULL);
+    if (rc) return rc;
+    if (r->nregistered < REGISTERED_MAX) {
+        char *copy = strdup(queue);
+        if (copy) r->registered[r->nregistered++] = copy;
+    }
+    return 1;
+}
+
+/* Append one FCALL jr_enqueue. */
+static int append_enqueue(jr_redis_t *r, const jr_enqueue_t *j) {
+    jr_qkeys_t k;
+    jr_qkeys(&k, j->queue);
+    char uniq[JR_KEY_MAX + JR_ID_MAX], when[48], window[24], nums[64];
+    const char *argv[6 + 6 + 2 * JR_ENVELOPE_MAX_FIELDS];
+    size_t lens[sizeof argv / sizeof argv[0]];
+    size_t a = 0;
+    int explicit_id = j->id && j->id[0];
+    argv[a++] = "FCALL", argv[a++] = "jr_enqueue", argv[a++] = explicit_id ? "6" : "5";
+    argv[a++] = k.ready, argv[a++] = k.delayed, argv[a++] = k.jobs, argv[a++] = k.wake;
+    argv[a++] = k.seq;
+    if (explicit_id) {
+        snprintf(uniq, sizeof uniq, "jr:{%s}:uniq:%s", j->queue, j->id);
+        argv[a++] = uniq;
+    }
+    if (j->at_us > 0)
+        snprintf(when, sizeof when, "@%lld.%03lld", (long long)(j->at_us / 1000),
+                 (long long)(j->at_us % 1000));
+    else if (j->delay_ms > 0)
+        snprintf(when, sizeof when, "+%lld", (long long)j->delay_ms);
+    else
+        when[0] = '\0';
+    snprintf(window, sizeof window, "%lld", (long long)(j->uniq_ms > 0 ? j->uniq_ms : 86400000));
+    argv[a++] = when, argv[a++] = explicit_id ? j->id : "", argv[a++] = window;
+    for (size_t i = 0; i < a; i++) lens[i] = strlen(argv[i]);
+    const char *names[JR_ENVELOPE_MAX_FIELDS], *vals[JR_ENVELOPE_MAX_FIELDS];
+    size_t vlens[JR_ENVELOPE_MAX_FIELDS];
+    size_t nf = jr_envelope_encode(&j->env, names, vals, vlens, nums, sizeof nums);
+    for (size_t i = 0; i < nf; i++) {
+        argv[a] = names[i], lens[a++] = strlen(names[i]);
+        argv[a] = vals[i], lens[a++] = vlens[i];
+    }
+    return append_argv(r, (int)a, argv, lens);
+}
+
+int jr_redis_enqueue(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n, char (*ids)[JR_ID_MAX],
+                     int *created) {
+    /* One pipeline, in windows so replies never pile up unboundedly. */
+    const size_t window = 1024;
+    for (size_t base = 0; base < n; base += window) {
+        size_t end = base + window < n ? base + window : n;
+        unsigned char regs[1024];
+        int rc;
+        for (size_t i = base; i < end; i++) {
+            if ((rc = append_register(r, jobs[i].queue)) < 0) return rc;
+            regs[i - base] = (unsigned char)rc;
+            if ((rc = append_enqueue(r, &jobs[i]))) return rc;
+        }
+        if ((rc = jr_redis_flush(r))) return rc;
+        int first_err = 0;
+        for (size_t i = base; i < end; i++) {
+            redisReply *rep;
+            for (int k = regs[i - base]; k >= 0; k--) { /* register reply, then enqueue's */
+                if ((rc = recv_reply(r, &rep, r->timeout_us))) return rc;
+                if (rep->type == REDIS_REPLY_ERROR) {
+                    if (!first_err) {
+                        fail(r, JR_EREDIS, "%s", rep->str);
+                        first_err = JR_EREDIS;
+                    }
+                } else if (k == 0) {
+                    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+                        rep->element[0]->type != REDIS_REPLY_STRING) {
+                        freeReplyObject(rep);
+                        return fail(r, JR_EPROTO, "jr_enqueue: unexpected reply");
+                    }
+                    if (ids) snprintf(ids[i], JR_ID_MAX, "%s", rep->element[0]->str);
+                    if (created) created[i] = rep->element[1]->integer != 0;
+                }
+                freeReplyObject(rep);
+            }
+        }
+        if (first_err) return first_err;
+    }
+    return 0;
+}
+
+/* Parse a "%.3f" ms string from the Lua side ("" -> -1). */
+static double ms_value(const redisReply *e) {
+    if (e->type == REDIS_REPLY_STRING && e->len > 0) return strtod(e->str, NULL);
+    return -1;
+}
+
+int jr_redis_promote(jr_redis_t *r, const char *queue, int64_t limit, int64_t *moved,
+                     double *next_due_ms, double *now_ms, char *wake_id) {
+    jr_qkeys_t k;
+    jr_qkeys(&k, queue);
+    char lim[24];
+    snprintf(lim, sizeof lim, "%lld", (long long)limit);
+    redisReply *rep;
+    int rc = exec(r, &rep, "FCALL", "jr_promote", "4", k.ready, k.delayed, k.jobs, k.wake, lim,
+                  NULL);
+    if (rc) return rc;
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 4 ||
+        rep->element[0]->type != REDIS_REPLY_INTEGER ||
+        rep->element[3]->type != REDIS_REPLY_STRING) {
+        freeReplyObject(rep);
+        return fail(r, JR_EPROTO, "jr_promote: unexpected reply");
+    }
+    *moved = rep->element[0]->integer;
+    *next_due_ms = ms_value(rep->element[1]);
+    *now_ms = ms_value(rep->element[2]);
+    snprintf(wake_id, JR_ID_MAX, "%s", rep->element[3]->str);
+    freeReplyObject(rep);
+    return 0;
+}
+
+int jr_redis_queues(jr_redis_t *r, jr_strlist_t *out, char *wake_id) {
+    redisReply *rep;
+    int rc = exec(r, &rep, "FCALL", "jr_queues", "2", JR_REGISTRY_KEY, JR_REGISTRY_WAKE_KEY, NULL);
+    if (rc) return rc;
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1 ||
+        rep->element[0]->type != REDIS_REPLY_STRING) {
+        freeReplyObject(rep);
+        return fail(r, JR_EPROTO, "jr_queues: unexpected reply");
+    }
+    snprintf(wake_id, JR_ID_MAX, "%s", rep->element[0]->str);
+    jr_strlist_free(out);
+    for (size_t i = 1; i < rep->elements; i++)
+        if (rep->element[i]->type == REDIS_REPLY_STRING && jr_queue_name_valid(rep->element[i]->str))
+            if (jr_strlist_push(out, rep->element[i]->str)) {
+                rc = fail(r, JR_ENOMEM, "out of memory");
+                break;
+            }
+    freeReplyObject(rep);
+    return rc;
+}
+
+int jr_redis_send_wake_read(jr_redis_t *r, const char *const *keys, char (*ids)[JR_ID_MAX],
+                            size_t n, int64_t timeout_ms) {
+    const char **argv = malloc((2 * n + 4) * sizeof *argv);
+    if (!argv) return fail(r, JR_ENOMEM, "out of memory");
+    char t[24];
+    snprintf(t, sizeof t, "%lld", (long long)timeout_ms);
+    size_t a = 0;
+    argv[a++] = "XREAD", argv[a++] = "BLOCK", argv[a++] = t, argv[a++] = "STREAMS";
+    for (size_t i = 0; i < n; i++) argv[a++] = keys[i];
+    for (size_t i = 0; i < n; i++) argv[a++] = ids[i];
+    int rc = append_argv(r, (int)a, argv, NULL);
+    free(argv);
+    return rc ? rc : jr_redis_flush(r);
+}
+
+int jr_redis_recv_wake_read(jr_redis_t *r, const char *const *keys, char (*ids)[JR_ID_MAX],
+                            unsigned char *fired, size_t n) {
+    memset(fired, 0, n);
+    redisReply *rep;
+    int rc = recv_reply(r, &rep, r->timeout_us);
+    if (rc) return rc;
+    if (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "UNBLOCKED", 9) == 0) rc = 0;
+    else if ((rc = reply_error(r, rep))) return rc;
+    for (size_t s = 0; rep->type == REDIS_REPLY_ARRAY && s < rep->elements; s++) {
+        redisReply *st = rep->element[s];
+        if (st->type != REDIS_REPLY_ARRAY || st->elements != 2 ||
+            st->element[1]->type != REDIS_REPLY_ARRAY || st->element[1]->elements == 0)
+            continue;
+        redisReply *last = st->element[1]->element[st->element[1]->elements - 1];
+        if (last->type != REDIS_REPLY_ARRAY || last->elements < 1) continue;
+        for (size_t i = 0; i < n; i++)
+            if (strcmp(keys[i], st->element[0]->str) == 0) {
+                snprintf(ids[i], JR_ID_MAX, "%s", last->element[0]->str);
+                fired[i] = 1;
+                rc++;
+            }
+    }
+    freeReplyObject(rep);
+    return rc;
+}
+
+int jr_redis_ensure_groups(jr_redis_t *r, const char *const *queues, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        jr_qkeys_t k;
+        jr_qkeys(&k, queues[i]);
+        redisReply *rep;
+        int rc = exec(r, &rep, "XGROUP", "CREATE", k.ready, JR_GROUP, "0", "MKSTREAM", NULL);
+        if (rc == JR_EREDIS && strstr(r->err, "BUSYGROUP")) continue;
+        if (rc) return rc;
+        freeReplyObject(rep);
+    }
+    return 0;
+}
+
+void jr_batch_free(jr_batch_t *b) {
+    if (b->reply) freeReplyObject(b->reply);
+    free(b->v);
+    free(b->strs);
+    free(b->lens);
+    memset(b, 0, sizeof *b);
+}
+
+int jr_redis_send_read(jr_redis_t *r, const char *consumer, const char *const *queues, size_t n,
+                       int64_t count, int64_t block_ms) {
+    if (n > 64) n = 64;
+    char cnt[24], blk[24];
+    jr_qkeys_t k[64];
+    const char *argv[10 + 2 * 64];
+    size_t a = 0;
+    snprintf(cnt, sizeof cnt, "%lld", (long long)count);
+    snprintf(blk, sizeof blk, "%lld", (long long)block_ms);
+    argv[a++] = "XREADGROUP", argv[a++] = "GROUP", argv[a++] = JR_GROUP, argv[a++] = consumer;
+    argv[a++] = "COUNT", argv[a++] = cnt, argv[a++] = "BLOCK", argv[a++] = blk;
+    argv[a++] = "STREAMS";
+    for (size_t i = 0; i < n; i++) {
+        jr_qkeys(&k[i], queues[i]);
+        argv[a++] = k[i].ready;
+    }
+    for (size_t i = 0; i < n; i++) argv[a++] = ">";
+    int rc = append_argv(r, (int)a, argv, NULL);
+    return rc ? rc : jr_redis_flush(r);
+}
+
+/* Grow the batch's arrays to hold `entries` entries and `strs` strings. */
+static int batch_reserve(jr_batch_t *b, size_t entries, size_t strs) {
+    if (entries > b->cap) {
+        jr_entry_t *v = realloc(b->v, entries * sizeof *v);
+        if (!v) return JR_ENOMEM;
+        b->v = v, b->cap = entries;
+    }
+    if (strs > b->strcap) {
+        const char **s = realloc(b->strs, strs * sizeof *s);
+        if (!s) return JR_ENOMEM;
+        b->strs = s;
+        size_t *l = realloc(b->lens, strs * sizeof *l);
+        if (!l) return JR_ENOMEM;
+        b->lens = l, b->strcap = strs;
+    }
+    return 0;
+}
+
+int jr_redis_recv_read(jr_redis_t *r, jr_batch_t *b, const char *const *queues, size_t n) {
+    if (b->reply) freeReplyObject(b->reply);
+    b->reply = NULL, b->n = 0, b->nstrs = 0;
+    redisReply *rep;
+    int rc = recv_reply(r, &rep, r->timeout_us);
+    if (rc) return rc;
+    if (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "UNBLOCKED", 9) == 0) {
+        freeReplyObject(rep);
+        return 0;
+    }
+    if ((rc = reply_error(r, rep))) return rc;
+    b->reply = rep;
+    if (rep->type == REDIS_REPLY_NIL) return 0;
+    if (rep->type != REDIS_REPLY_ARRAY) return fail(r, JR_EPROTO, "XREADGROUP: unexpected reply");
+    /* Count first, so pointers into the arrays never move while filling. */
+    size_t entries = 0, strs = 0;
+    for (size_t s = 0; s < rep->elements; s++) {
+        redisReply *st = rep->element[s];
+        if (st->type != REDIS_REPLY_ARRAY || st->elements != 2 ||
+            st->element[1]->type != REDIS_REPLY_ARRAY)
+            return fail(r, JR_EPROTO, "XREADGROUP: unexpected stream reply");
+        for (size_t e = 0; e < st->element[1]->elements; e++) {
+            redisReply *en = st->element[1]->element[e];
+            entries++;
+            if (en->type == REDIS_REPLY_ARRAY && en->elements == 2 &&
+                en->element[1]->type == REDIS_REPLY_ARRAY)
+                strs += en->element[1]->elements;
+        }
+    }
+    if (batch_reserve(b, entries, strs)) return fail(r, JR_ENOMEM, "out of memory");
+    for (size_t s = 0; s < rep->elements; s++) {
+        redisReply *st = rep->element[s];
+        uint32_t qi = 0;
+        jr_qkeys_t k;
+        for (size_t i = 0; i < n; i++) {
+            jr_qkeys(&k, queues[i]);
+            if (strcmp(k.ready, st->element[0]->str) == 0) qi = (uint32_t)i;
+        }
+        for (size_t e = 0; e < st->element[1]->elements; e++) {
+            redisReply *en = st->element[1]->element[e];
+            if (en->type != REDIS_REPLY_ARRAY || en->elements != 2 ||
+                en->element[0]->type != REDIS_REPLY_STRING)
+                return fail(r, JR_EPROTO, "XREADGROUP: unexpected entry");
+            jr_entry_t *x = &b->v[b->n++];
+            x->queue = qi;
+            x->id = en->element[0]->str;
+            redisReply *f = en->element[1];
+            size_t nf = f->type == REDIS_REPLY_ARRAY ? f->elements : 0;
+            const char **s0 = b->strs + b->nstrs;
+            size_t *l0 = b->lens + b->nstrs;
+            /* names at even slots, values at odd: split into two runs */
+            size_t half = nf / 2;
+            for (size_t i = 0; i < half * 2; i++) {
+                redisReply *fe = f->element[i];
+                int str = fe->type == REDIS_REPLY_STRING;
+                size_t slot = (i % 2 == 0) ? i / 2 : half + i / 2;
+                s0[slot] = str ? fe->str : "";
+                l0[slot] = str ? fe->len : 0;
+            }
+            b->nstrs += half * 2;
+            x->nfields = half;
+            x->odd = (int)(nf % 2);
+            x->names = s0, x->name_lens = l0;
+            x->values = s0 + half, x->value_lens = l0 + half;
+        }
+    }
+    return 0;
+}
+
+int jr_redis_append_ack(jr_redis_t *r, const char *queue, const char *const *ids, size_t n) {
+    jr_qkeys_t k;
+    jr_qkeys(&k, queue);
+    const char **argv = malloc((n + 4) * sizeof *argv);
+    if (!argv) return fail(r, JR_ENOMEM, "out of memory");
+    argv[0] = "FCALL", argv[1] = "jr_ack", argv[2] = "1", argv[3] = k.ready;
+    memcpy(argv + 4, ids, n * sizeof *ids);
+    int rc = append_argv(r, (int)(n + 4), argv, NULL);
+    free(argv);
+    return rc;
+}
+
+int jr_redis_recv_int(jr_redis_t *r, long long *v) {
+    redisReply *rep;
+    int rc = recv_reply(r, &rep, r->timeout_us);
+    if (rc) return rc;
+    if ((rc = reply_error(r, rep))) return rc;
+    rc = rep->type == REDIS_REPLY_INTEGER ? (*v = rep->integer, 0)
+                                          : fail(r, JR_EPROTO, "expected an integer reply");
+    freeReplyObject(rep);
+    return rc;
+}
+
+int jr_redis_stats(jr_redis_t *r, const char *queue, jr_qstats_t *s) {
+    jr_qkeys_t k;
+    jr_qkeys(&k, queue);
+    memset(s, 0, sizeof *s);
+    const char *cmds[3][4] = {{"XLEN", k.ready}, {"ZCARD", k.delayed},
+                              {"XPENDING", k.ready, JR_GROUP}};
+    int argcs[3] = {2, 2, 3};
+    int rc;
+    for (int i = 0; i < 3; i++)
+        if ((rc = append_argv(r, argcs[i], cmds[i], NULL))) return rc;
+    if ((rc = jr_redis_flush(r))) return rc;
+    long long len = 0;
+    int first_err = 0;
+    for (int i = 0; i < 3; i++) {
+        redisReply *rep;
+        if ((rc = recv_reply(r, &rep, r->timeout_us))) return rc;
+        if (rep->type == REDIS_REPLY_INTEGER) {
+            if (i == 0) len = rep->integer;
+            else s->delayed = rep->integer;
+        } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements >= 1 &&
+                   rep->element[0]->type == REDIS_REPLY_INTEGER) {
+            s->pending = rep->element[0]->integer;
+        } else if (rep->type == REDIS_REPLY_ERROR && !strstr(rep->str, "NOGROUP") && !first_err) {
+            fail(r, JR_EREDIS, "%s", rep->str);
+            first_err = JR_EREDIS;
+        }
+        freeReplyObject(rep);
+    }
+    /* Acknowledged entries are deleted, so the stream holds exactly the
+     * ready and the pending ones. */
+    s->ready = len - s->pending;
+    if (s->ready < 0) s->ready = 0;
+    return first_err;
+}

@@ -1,0 +1,146 @@
+/* The Redis layer: connections, the Function library, and one typed call per
+ * operation jobrunner performs. hiredis types never leave redis.c.
+ *
+ * All I/O goes through poll() with our own deadlines, so a blocking command
+ * (XREADGROUP BLOCK, XREAD BLOCK) can be waited on with a precise client-side timer
+ * and interrupted by a signal pipe, and a slow reply never kills the context
+ * the way a hiredis socket timeout does. Any transport error leaves the
+ * connection broken (jr_redis_ok() == 0): the caller frees it and reconnects. */
+#ifndef JR_REDIS_H
+#define JR_REDIS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "envelope.h"
+
+typedef struct jr_redis jr_redis_t;
+
+#define JR_QUEUE_MAX 128 /* longest queue name */
+#define JR_KEY_MAX (JR_QUEUE_MAX + 32)
+#define JR_ID_MAX 160    /* longest job id */
+#define JR_GROUP "jr"
+
+/* Connect to `url` (see jr_redis_url_parse), authenticate and select the db.
+ * `timeout_ms` bounds the connect and every non-blocking command. Returns
+ * NULL with a message in err if that fails. */
+jr_redis_t *jr_redis_connect(const char *url, int64_t timeout_ms, char *err, size_t errlen);
+void jr_redis_free(jr_redis_t *r);
+
+/* The last error on this connection ("" if none). */
+const char *jr_redis_errstr(const jr_redis_t *r);
+/* 1 while the connection is usable; 0 after a transport error. */
+int jr_redis_ok(const jr_redis_t *r);
+
+/* FUNCTION LOAD REPLACE the embedded library. */
+int jr_redis_load_library(jr_redis_t *r);
+
+/* CLIENT ID of this connection / CLIENT UNBLOCK another one. */
+int jr_redis_client_id(jr_redis_t *r, long long *id);
+int jr_redis_unblock(jr_redis_t *r, long long client_id);
+
+/* CONFIG GET maxmemory-policy into buf ("" if not readable). */
+int jr_redis_maxmemory_policy(jr_redis_t *r, char *buf, size_t len);
+
+/* 1 if q is a valid queue name: 1..JR_QUEUE_MAX of [A-Za-z0-9_.:-]. */
+int jr_queue_name_valid(const char *q);
+
+/* The keys of a queue (see runner/lua/jobrunner.lua). */
+typedef struct jr_qkeys {
+    char ready[JR_KEY_MAX], delayed[JR_KEY_MAX], jobs[JR_KEY_MAX], wake[JR_KEY_MAX],
+        seq[JR_KEY_MAX];
+} jr_qkeys_t;
+void jr_qkeys(jr_qkeys_t *k, const char *queue);
+#define JR_REGISTRY_KEY "jr:{queues}"
+#define JR_REGISTRY_WAKE_KEY "jr:{queues}:wake"
+
+/* One job to enqueue. */
+typedef struct jr_enqueue {
+    const char *queue;  /* a valid queue name */
+    const char *id;     /* NULL = generated; otherwise idempotent */
+    int64_t delay_ms;   /* > 0: due this long after Redis's now */
+    int64_t at_us;      /* > 0: due at this Unix time (us); wins over delay */
+    int64_t uniq_ms;    /* idempotency window after the due time; 0 = 24 h */
+    jr_envelope_t env;  /* handler, payload, max_attempts, timeout_ms */
+} jr_enqueue_t;
+
+/* Enqueue n jobs in one pipeline (registering their queues once per
+ * connection). ids (may be NULL) receives each job id; created (may be
+ * NULL) 1 per job, or 0 where an explicit id was already enqueued. Returns 0,
+ * or an error with the first failure's text in jr_redis_errstr. */
+int jr_redis_enqueue(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n, char (*ids)[JR_ID_MAX],
+                     int *created);
+
+/* Promote up to `limit` due jobs of `queue`. *next_due_ms = earliest due
+ * time left (-1 if none) and *now_ms = Redis's time of the call, both Unix
+ * ms; wake_id (JR_ID_MAX bytes) = the queue's last wake entry id. */
+int jr_redis_promote(jr_redis_t *r, const char *queue, int64_t limit, int64_t *moved,
+                     double *next_due_ms, double *now_ms, char *wake_id);
+
+/* Every registered queue (replaces *out's contents), and the registry's last
+ * wake entry id into wake_id (JR_ID_MAX bytes). */
+int jr_redis_queues(jr_redis_t *r, jr_strlist_t *out, char *wake_id);
+
+/* Send XREAD BLOCK timeout_ms STREAMS <keys> <ids> without waiting for the
+ * reply: blocks until an entry newer than ids[i] arrives in keys[i]. Redis
+ * ends the block only on its hz tick: the timeout is a backstop, the
+ * caller's timer (jr_redis_wait) is the precise one. */
+int jr_redis_send_wake_read(jr_redis_t *r, const char *const *keys, char (*ids)[JR_ID_MAX],
+                            size_t n, int64_t timeout_ms);
+/* Read its reply: for each stream that had entries, ids[i] becomes the
+ * newest id and fired[i] = 1 (others 0). Returns how many fired. */
+int jr_redis_recv_wake_read(jr_redis_t *r, const char *const *keys, char (*ids)[JR_ID_MAX],
+                            unsigned char *fired, size_t n);
+
+/* Wait until a reply can be read, `timeout_us` passes (-1 = forever), or
+ * `extra_fd` (-1 = none) becomes readable. Returns JR_WAIT_* or an error. */
+enum { JR_WAIT_TIMEOUT = 0, JR_WAIT_READY = 1, JR_WAIT_EXTRA = 2 };
+int jr_redis_wait(jr_redis_t *r, int64_t timeout_us, int extra_fd);
+
+/* Create the consumer group of each queue if missing (stream too). */
+int jr_redis_ensure_groups(jr_redis_t *r, const char *const *queues, size_t n);
+
+/* A batch of stream entries read by XREADGROUP. Pointers stay valid until
+ * the next jr_redis_recv_read or jr_batch_free on the batch. */
+typedef struct jr_entry {
+    uint32_t queue; /* index into the queues given to send_read */
+    const char *id; /* stream entry id */
+    size_t nfields;
+    int odd; /* 1 if the entry had an odd number of field/value items */
+    const char *const *names, *const *values;
+    const size_t *name_lens, *value_lens;
+} jr_entry_t;
+typedef struct jr_batch {
+    jr_entry_t *v;
+    size_t n, cap;
+    const char **strs; /* storage behind names/values */
+    size_t *lens;
+    size_t nstrs, strcap;
+    void *reply; /* owned */
+} jr_batch_t;
+void jr_batch_free(jr_batch_t *b);
+
+/* Send XREADGROUP GROUP jr <consumer> COUNT count BLOCK block_ms STREAMS
+ * <ready keys> > ... for the queues, without waiting. */
+int jr_redis_send_read(jr_redis_t *r, const char *consumer, const char *const *queues, size_t n,
+                       int64_t count, int64_t block_ms);
+/* Read its reply into *b (empty batch on timeout or unblock). */
+int jr_redis_recv_read(jr_redis_t *r, jr_batch_t *b, const char *const *queues, size_t n);
+
+/* Append (not send) an acknowledge-and-remove of stream entries of a queue. */
+int jr_redis_append_ack(jr_redis_t *r, const char *queue, const char *const *ids, size_t n);
+/* Send everything appended. */
+int jr_redis_flush(jr_redis_t *r);
+/* Read one reply expected to be an integer (or an error reply -> JR_EREDIS). */
+int jr_redis_recv_int(jr_redis_t *r, long long *v);
+
+/* Counts of one queue. */
+typedef struct jr_qstats {
+    long long ready;   /* in the stream, not yet delivered */
+    long long pending; /* delivered to a worker, not yet acknowledged */
+    long long delayed; /* waiting for their due time */
+} jr_qstats_t;
+int jr_redis_stats(jr_redis_t *r, const char *queue, jr_qstats_t *s);
+
+#endif

@@ -1,0 +1,205 @@
+/* The scheduler.
+ *
+ * Two connections: `cmd` runs jr_promote; `blk` keeps one XREAD BLOCK
+ * outstanding on the wake streams of the queues served (and the registry's,
+ * when following every queue). The precise timer is ours: we poll() the
+ * blocked connection with a deadline at the earliest due time, and promote
+ * on `cmd` when it passes, leaving the XREAD in place. Redis's own BLOCK
+ * timeout (scheduler.block) is only a backstop, because Redis ends blocked
+ * commands on its hz tick, up to 100 ms late. While idle the only Redis
+ * traffic is that one XREAD per backstop period.
+ *
+ * Any number of schedulers may run: jr_promote is atomic, and the wake
+ * streams are read (not popped), so every scheduler learns of an earlier job. */
+#include "scheduler.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jr.h"
+#include "log.h"
+#include "proc.h"
+#include "redis.h"
+#include "util.h"
+
+typedef struct sched {
+    const jr_config_t *cfg;
+    int follow;           /* serving every registered queue */
+    jr_strlist_t queues;
+    char (*wake_ids)[JR_ID_MAX]; /* per queue, then the registry's */
+    char (*wake_keys)[JR_KEY_MAX];
+    const char **keyv;
+    unsigned char *fired;
+    size_t nwake;
+    int64_t deadline_us;  /* monotonic time of the next due job, -1 = none */
+    jr_redis_t *cmd, *blk;
+    int blocked;          /* an XREAD is outstanding on blk */
+} sched_t;
+
+static void sched_drop_conns(sched_t *s) {
+    jr_redis_free(s->cmd);
+    jr_redis_free(s->blk);
+    s->cmd = s->blk = NULL;
+    s->blocked = 0;
+}
+
+/* (Re)build the wake key arrays for the current queue list, keeping the ids
+ * already known for queues that stay. Returns 0 or JR_ENOMEM. */
+static int sched_set_queues(sched_t *s, jr_strlist_t *queues, const char *registry_id) {
+    size_t n = queues->n + (s->follow ? 1 : 0);
+    char(*ids)[JR_ID_MAX] = calloc(n ? n : 1, sizeof *ids);
+    char(*keys)[JR_KEY_MAX] = calloc(n ? n : 1, sizeof *keys);
+    const char **keyv = calloc(n ? n : 1, sizeof *keyv);
+    unsigned char *fired = calloc(n ? n : 1, 1);
+    if (!ids || !keys || !keyv || !fired) {
+        free(ids), free(keys), free(keyv), free(fired);
+        return JR_ENOMEM;
+    }
+    for (size_t i = 0; i < queues->n; i++) {
+        jr_qkeys_t k;
+        jr_qkeys(&k, queues->v[i]);
+        snprintf(keys[i], JR_KEY_MAX, "%s", k.wake);
+        snprintf(ids[i], JR_ID_MAX, "0-0");
+        for (size_t j = 0; j < s->nwake; j++)
+            if (strcmp(s->wake_keys[j], keys[i]) == 0) memcpy(ids[i], s->wake_ids[j], JR_ID_MAX);
+        keyv[i] = keys[i];
+    }
+    if (s->follow) {
+        snprintf(keys[n - 1], JR_KEY_MAX, "%s", JR_REGISTRY_WAKE_KEY);
+        snprintf(ids[n - 1], JR_ID_MAX, "%s", registry_id);
+        keyv[n - 1] = keys[n - 1];
+    }
+    free(s->wake_ids), free(s->wake_keys), free(s->keyv), free(s->fired);
+    jr_strlist_free(&s->queues);
+    s->queues = *queues;
+    memset(queues, 0, sizeof *queues);
+    s->wake_ids = ids, s->wake_keys = keys, s->keyv = keyv, s->fired = fired, s->nwake = n;
+    return 0;
+}
+
+/* Read the registry and serve what it lists. */
+static int sched_refresh(sched_t *s) {
+    jr_strlist_t q = {0};
+    char reg_id[JR_ID_MAX];
+    int rc = jr_redis_queues(s->cmd, &q, reg_id);
+    if (rc) return rc;
+    if (q.n != s->queues.n) {
+        char n[24];
+        snprintf(n, sizeof n, "%zu", q.n);
+        jr_log_kv(JR_LOG_INFO, "serving registered queues", "count", n, NULL);
+    }
+    rc = sched_set_queues(s, &q, reg_id);
+    jr_strlist_free(&q);
+    return rc;
+}
+
+/* Promote everything due in queue i; fold its next due time into the
+ * deadline. */
+static int sched_promote(sched_t *s, size_t i) {
+    const char *q = s->queues.v[i];
+    int64_t moved, total = 0;
+    double next_due, now;
+    for (;;) {
+        int64_t sent = jr_mono_us();
+        int rc = jr_redis_promote(s->cmd, q, s->cfg->scheduler_batch, &moved, &next_due, &now,
+                                  s->wake_ids[i]);
+        if (rc) return rc;
+        total += moved;
+        if (moved < s->cfg->scheduler_batch) {
+            if (next_due >= 0) {
+                /* Due times are Redis time: convert the distance to our
+                 * monotonic clock, measured from before the call so we never
+                 * wake late (waking a little early costs one more call). */
+                int64_t at = sent + (int64_t)((next_due - now) * 1000.0);
+                if (s->deadline_us < 0 || at < s->deadline_us) s->deadline_us = at;
+            }
+            break;
+        }
+    }
+    if (total > 0 && jr_log_enabled(JR_LOG_INFO)) {
+        char n[24];
+        snprintf(n, sizeof n, "%lld", (long long)total);
+        jr_log_kv(JR_LOG_INFO, "promoted due jobs", "queue", q, "jobs", n, NULL);
+    }
+    return 0;
+}
+
+static int sched_promote_all(sched_t *s) {
+    s->deadline_us = -1;
+    for (size_t i = 0; i < s->queues.n; i++) {
+        int rc = sched_promote(s, i);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* Connect both connections and bring the state up to date. */
+static int sched_connect(sched_t *s) {
+    if (!(s->cmd = jr_connect_retry(s->cfg))) return JR_EINTR;
+    if (!(s->blk = jr_connect_retry(s->cfg))) return JR_EINTR;
+    int rc = s->follow ? sched_refresh(s) : 0;
+    return rc ? rc : sched_promote_all(s);
+}
+
+int jr_scheduler_run(const jr_config_t *cfg) {
+    sched_t s = {.cfg = cfg, .deadline_us = -1};
+    int sigfd = jr_signals_install();
+    s.follow = cfg->scheduler_queues.n == 0;
+    if (!s.follow) {
+        jr_strlist_t q = {0};
+        for (size_t i = 0; i < cfg->scheduler_queues.n; i++)
+            jr_strlist_push(&q, cfg->scheduler_queues.v[i]);
+        sched_set_queues(&s, &q, "0-0");
+        jr_strlist_free(&q);
+    }
+    char qs[512] = "";
+    for (size_t i = 0; i < cfg->scheduler_queues.n; i++)
+        snprintf(qs + strlen(qs), sizeof qs - strlen(qs), "%s%s", i ? "," : "", cfg->scheduler_queues.v[i]);
+    jr_log_kv(JR_LOG_INFO, "scheduler starting", "redis", jr_config_redis_url(cfg), "queues",
+              s.follow ? "(every registered queue)" : qs, NULL);
+    int status = 0;
+    while (jr_signals_count() == 0) {
+        int rc = 0;
+        if (!s.cmd && (rc = sched_connect(&s)) == JR_EINTR) break;
+        if (!rc && !s.blocked) {
+            rc = jr_redis_send_wake_read(s.blk, s.keyv, s.wake_ids, s.nwake, cfg->scheduler_block_ms);
+            s.blocked = rc == 0;
+        }
+        int w = 0;
+        if (!rc) {
+            int64_t wait = s.deadline_us < 0 ? -1 : s.deadline_us - jr_mono_us();
+            if (s.deadline_us >= 0 && wait < 0) wait = 0;
+            jr_log_flush();
+            w = jr_redis_wait(s.blk, wait, sigfd);
+            if (w < 0) rc = w;
+        }
+        if (!rc && w == JR_WAIT_EXTRA) {
+            jr_signals_drain();
+            continue;
+        }
+        if (!rc && w == JR_WAIT_TIMEOUT) {
+            rc = sched_promote_all(&s); /* our timer: the next job is due */
+        } else if (!rc && w == JR_WAIT_READY) {
+            s.blocked = 0;
+            int fired = jr_redis_recv_wake_read(s.blk, s.keyv, s.wake_ids, s.fired, s.nwake);
+            if (fired < 0) rc = fired;
+            else if (s.follow && s.fired[s.nwake - 1]) rc = sched_refresh(&s);
+            if (!rc) rc = sched_promote_all(&s);
+        }
+        if (rc && rc != JR_EINTR) {
+            jr_log_kv(JR_LOG_ERROR, "Redis error, reconnecting", "error",
+                      s.cmd && jr_redis_errstr(s.cmd)[0] ? jr_redis_errstr(s.cmd)
+                      : s.blk ? jr_redis_errstr(s.blk) : jr_strerror(rc), NULL);
+            sched_drop_conns(&s);
+            if (jr_sleep_interruptible(100)) break;
+        }
+    }
+    jr_log_kv(JR_LOG_INFO, "scheduler stopped", NULL);
+    jr_log_flush();
+    sched_drop_conns(&s);
+    jr_strlist_t empty = {0};
+    s.follow = 0;
+    sched_set_queues(&s, &empty, "");
+    return status;
+}

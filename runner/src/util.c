@@ -1,0 +1,490 @@
+/* Pure parsing and formatting helpers: see util.h. */
+#include "util.h"
+
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "jr.h"
+
+const char *jr_strerror(int err) {
+    switch (err) {
+    case JR_EOK:
+        return "success";
+#define JR__ERR_CASE(name, msg) \
+    case JR_E##name:            \
+        return msg;
+        JR_ERRNO_MAP(JR__ERR_CASE)
+#undef JR__ERR_CASE
+    }
+    return "unknown error";
+}
+
+/* Locale-independent, and safe for any char value (unlike isdigit). */
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+/* ---- durations ---------------------------------------------------------- */
+
+/* floor(0.<digits> * unit) for a string of n decimal digits, exactly: the
+ * digits times `unit`, done as schoolbook multiplication from the last digit;
+ * the carry out of the fraction is the whole-number part. */
+static int64_t frac_times(const char *digits, size_t n, int64_t unit) {
+    int64_t carry = 0;
+    while (n-- > 0) carry = ((digits[n] - '0') * unit + carry) / 10;
+    return carry;
+}
+
+int jr_duration_parse(const char *s, int64_t *ms) {
+    if (!s || !*s) return JR_EINVAL;
+    if (strcmp(s, "0") == 0) {
+        *ms = 0;
+        return 0;
+    }
+    int64_t total = 0;
+    const char *p = s;
+    while (*p) {
+        if (!is_digit(*p)) return JR_EINVAL;
+        int64_t whole = 0;
+        for (; is_digit(*p); p++) {
+            int d = *p - '0';
+            if (whole > (INT64_MAX - d) / 10) return JR_EINVAL;
+            whole = whole * 10 + d;
+        }
+        const char *frac = p;
+        size_t nfrac = 0;
+        if (*p == '.') {
+            frac = ++p;
+            while (is_digit(*p)) p++;
+            nfrac = (size_t)(p - frac);
+            if (nfrac == 0) return JR_EINVAL;
+        }
+        int64_t unit;
+        if (p[0] == 'm' && p[1] == 's') {
+            unit = 1;
+            p += 2;
+        } else if (*p == 's') {
+            unit = 1000;
+            p++;
+        } else if (*p == 'm') {
+            unit = 60 * 1000;
+            p++;
+        } else if (*p == 'h') {
+            unit = 3600 * 1000;
+            p++;
+        } else {
+            return JR_EINVAL; /* no unit or an unknown one */
+        }
+        if (whole > INT64_MAX / unit) return JR_EINVAL;
+        int64_t v = whole * unit;
+        int64_t f = frac_times(frac, nfrac, unit);
+        if (v > INT64_MAX - f) return JR_EINVAL;
+        v += f;
+        if (total > INT64_MAX - v) return JR_EINVAL;
+        total += v;
+    }
+    *ms = total;
+    return 0;
+}
+
+/* ---- calendar ----------------------------------------------------------- */
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's
+ * days_from_civil); valid for any year, independent of TZ and timegm. */
+static int64_t days_from_civil(int64_t y, int m, int d) {
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+/* Inverse of days_from_civil. */
+static void civil_from_days(int64_t z, int64_t *y, int *m, int *d) {
+    z += 719468;
+    int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+    int64_t doe = z - era * 146097;
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    int64_t mp = (5 * doy + 2) / 153;
+    *d = (int)(doy - (153 * mp + 2) / 5 + 1);
+    *m = (int)(mp < 10 ? mp + 3 : mp - 9);
+    *y = yoe + era * 400 + (*m <= 2);
+}
+
+static int days_in_month(int64_t y, int m) {
+    static const int days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    return m == 2 && leap ? 29 : days[m - 1];
+}
+
+/* Read exactly n digits at *p into *out and advance *p; 0 or -1. */
+static int take_digits(const char **p, int n, int *out) {
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (!is_digit((*p)[i])) return -1;
+        v = v * 10 + ((*p)[i] - '0');
+    }
+    *p += n;
+    *out = v;
+    return 0;
+}
+
+/* Read a '.' and one or more digits at *p if present; the first six give
+ * microseconds (later ones are dropped: rounding down). 0, or -1 for a '.'
+ * without digits. */
+static int take_fraction_us(const char **p, int64_t *us) {
+    *us = 0;
+    if (**p != '.') return 0;
+    (*p)++;
+    int n = 0;
+    for (; is_digit(**p); (*p)++, n++)
+        if (n < 6) *us = *us * 10 + (**p - '0');
+    if (n == 0) return -1;
+    for (; n < 6; n++) *us *= 10;
+    return 0;
+}
+
+static int parse_rfc3339(const char *p, int64_t *us) {
+    int y, mo, d, h, mi, sec, oh = 0, om = 0, sign = 0;
+    int64_t frac;
+    if (take_digits(&p, 4, &y) || *p++ != '-' || take_digits(&p, 2, &mo) || *p++ != '-' ||
+        take_digits(&p, 2, &d))
+        return -1;
+    if (*p != 'T' && *p != 't') return -1;
+    p++;
+    if (take_digits(&p, 2, &h) || *p++ != ':' || take_digits(&p, 2, &mi) || *p++ != ':' ||
+        take_digits(&p, 2, &sec) || take_fraction_us(&p, &frac))
+        return -1;
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if (*p == '+' || *p == '-') {
+        sign = *p++ == '+' ? 1 : -1;
+        if (take_digits(&p, 2, &oh) || *p++ != ':' || take_digits(&p, 2, &om)) return -1;
+    } else {
+        return -1; /* the zone is required */
+    }
+    if (*p != '\0') return -1;
+    if (mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo)) return -1;
+    /* Leap seconds (:60) are refused: Unix time cannot represent them. */
+    if (h > 23 || mi > 59 || sec > 59 || oh > 23 || om > 59) return -1;
+    int64_t secs = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec -
+                   sign * (oh * 3600 + om * 60);
+    *us = secs * 1000000 + frac;
+    return 0;
+}
+
+/* Non-negative Unix seconds, optionally with a fraction. */
+static int parse_unix_seconds(const char *p, int64_t *us) {
+    const int64_t max_secs = INT64_MAX / 1000000 - 1; /* leaves room for the fraction */
+    int64_t secs = 0, frac;
+    if (!is_digit(*p)) return -1;
+    for (; is_digit(*p); p++) {
+        secs = secs * 10 + (*p - '0');
+        if (secs > max_secs) return -1;
+    }
+    if (take_fraction_us(&p, &frac) || *p != '\0') return -1;
+    *us = secs * 1000000 + frac;
+    return 0;
+}
+
+int jr_time_parse(const char *s, int64_t *us) {
+    if (!s || !*s) return JR_EINVAL;
+    int64_t v;
+    /* "YYYY-" starts every RFC 3339 time; Unix seconds have no '-'. */
+    int rfc = strlen(s) > 4 && s[4] == '-';
+    if ((rfc ? parse_rfc3339(s, &v) : parse_unix_seconds(s, &v)) != 0) return JR_EINVAL;
+    *us = v;
+    return 0;
+}
+
+char *jr_time_format(int64_t unix_ms, char *buf) {
+    const int64_t day_ms = 86400000;
+    int64_t days = unix_ms / day_ms, rem = unix_ms % day_ms;
+    if (rem < 0) { /* floor division for times before 1970 */
+        days--;
+        rem += day_ms;
+    }
+    int64_t y;
+    int m, d;
+    civil_from_days(days, &y, &m, &d);
+    snprintf(buf, JR_TIME_LEN, "%04lld-%02d-%02dT%02d:%02d:%02d.%03dZ", (long long)y, m, d,
+             (int)(rem / 3600000), (int)(rem / 60000 % 60), (int)(rem / 1000 % 60),
+             (int)(rem % 1000));
+    return buf;
+}
+
+/* ---- Redis URLs --------------------------------------------------------- */
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...) {
+    if (!err || errlen == 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* Copy the URL for error messages with any password replaced by "***", so
+ * a typo in a URL does not put the password into logs. */
+static void redact(const char *s, char *out, size_t outlen) {
+    const char *auth = strstr(s, "://");
+    if (auth) {
+        auth += 3;
+        size_t alen = strcspn(auth, "/");
+        const char *at = NULL;
+        for (const char *q = auth; q < auth + alen; q++)
+            if (*q == '@') at = q;
+        const char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
+        if (colon) {
+            snprintf(out, outlen, "%.*s***%s", (int)(colon + 1 - s), s, at);
+            return;
+        }
+    }
+    snprintf(out, outlen, "%s", s);
+}
+
+/* Decimal digits only, value <= max; 0 or -1. */
+static int parse_uint(const char *s, size_t n, long max, long *out) {
+    long v = 0;
+    if (n == 0) return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (!is_digit(s[i])) return -1;
+        v = v * 10 + (s[i] - '0');
+        if (v > max) return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int hex_value(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decode s[0..n) into a new string in *out (NULL when n == 0).
+ * Returns 0, JR_ENOMEM, or JR_EINVAL for a bad escape or an escaped NUL. */
+static int percent_decode(const char *s, size_t n, char **out) {
+    *out = NULL;
+    if (n == 0) return 0;
+    char *r = malloc(n + 1), *w = r;
+    if (!r) return JR_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] != '%') {
+            *w++ = s[i];
+            continue;
+        }
+        int hi = i + 2 < n ? hex_value(s[i + 1]) : -1;
+        int lo = hi >= 0 ? hex_value(s[i + 2]) : -1;
+        if (lo < 0 || (hi == 0 && lo == 0)) {
+            free(r);
+            return JR_EINVAL;
+        }
+        *w++ = (char)(hi * 16 + lo);
+        i += 2;
+    }
+    *w = '\0';
+    *out = r;
+    return 0;
+}
+
+static int copy_str(const char *s, size_t n, char **out) {
+    *out = strndup(s, n);
+    return *out ? 0 : JR_ENOMEM;
+}
+
+static int host_char_ok(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) || c == '-' ||
+           c == '.' || c == '_';
+}
+
+/* Parse what follows "redis://". `shown` is the redacted URL for messages. */
+static int parse_tcp(const char *p, jr_redis_url_t *u, const char *shown, char *err,
+                     size_t errlen) {
+    const char *end = p + strcspn(p, "/");
+    const char *at = NULL;
+    for (const char *q = p; q < end; q++)
+        if (*q == '@') at = q;
+    if (at) {
+        const char *colon = memchr(p, ':', (size_t)(at - p));
+        if (!colon) {
+            set_err(err, errlen,
+                    "missing \":\" before the password in redis URL \"%s\" "
+                    "(use redis://[user]:password@host)",
+                    shown);
+            return JR_EINVAL;
+        }
+        int rc = percent_decode(p, (size_t)(colon - p), &u->user);
+        if (rc == 0) rc = percent_decode(colon + 1, (size_t)(at - colon - 1), &u->password);
+        if (rc == JR_EINVAL)
+            set_err(err, errlen, "bad percent-escape in user or password of redis URL \"%s\"",
+                    shown);
+        if (rc) return rc;
+        p = at + 1;
+    }
+
+    const char *host = p, *host_end, *port = NULL;
+    if (*p == '[') {
+        host = p + 1;
+        host_end = memchr(host, ']', (size_t)(end - host));
+        if (!host_end) {
+            set_err(err, errlen, "missing \"]\" after IPv6 host in redis URL \"%s\"", shown);
+            return JR_EINVAL;
+        }
+        for (const char *q = host; q < host_end; q++) {
+            if (hex_value(*q) < 0 && *q != ':' && *q != '.') {
+                set_err(err, errlen, "bad IPv6 host \"%.*s\" in redis URL \"%s\"",
+                        (int)(host_end - host), host, shown);
+                return JR_EINVAL;
+            }
+        }
+        const char *after = host_end + 1;
+        if (after < end && *after != ':') {
+            set_err(err, errlen, "unexpected \"%.*s\" after IPv6 host in redis URL \"%s\"",
+                    (int)(end - after), after, shown);
+            return JR_EINVAL;
+        }
+        if (after < end) port = after + 1;
+    } else {
+        host_end = memchr(p, ':', (size_t)(end - p));
+        if (!host_end) host_end = end;
+        else port = host_end + 1;
+        if (port && memchr(port, ':', (size_t)(end - port))) {
+            set_err(err, errlen,
+                    "bad host \"%.*s\" in redis URL \"%s\" (put IPv6 addresses in brackets, "
+                    "e.g. [::1])",
+                    (int)(end - p), p, shown);
+            return JR_EINVAL;
+        }
+        for (const char *q = host; q < host_end; q++) {
+            if (!host_char_ok(*q)) {
+                set_err(err, errlen, "bad host \"%.*s\" in redis URL \"%s\"",
+                        (int)(host_end - host), host, shown);
+                return JR_EINVAL;
+            }
+        }
+    }
+    if (host_end == host) {
+        set_err(err, errlen, "missing host in redis URL \"%s\"", shown);
+        return JR_EINVAL;
+    }
+    int rc = copy_str(host, (size_t)(host_end - host), &u->host);
+    if (rc) return rc;
+
+    u->port = 6379;
+    if (port) {
+        long v;
+        if (parse_uint(port, (size_t)(end - port), 65535, &v) || v == 0) {
+            set_err(err, errlen, "bad port \"%.*s\" in redis URL \"%s\"", (int)(end - port),
+                    port, shown);
+            return JR_EINVAL;
+        }
+        u->port = (int)v;
+    }
+
+    if (*end == '/' && end[1] != '\0') {
+        long v;
+        if (parse_uint(end + 1, strlen(end + 1), INT_MAX, &v)) {
+            set_err(err, errlen, "bad database \"%s\" in redis URL \"%s\"", end + 1, shown);
+            return JR_EINVAL;
+        }
+        u->db = (int)v;
+    }
+    return 0;
+}
+
+/* Parse what follows "unix://": an absolute path and an optional "?db=N". */
+static int parse_unix(const char *p, jr_redis_url_t *u, const char *shown, char *err,
+                      size_t errlen) {
+    /* The limit of sockaddr_un.sun_path, including its NUL. */
+    const size_t max_path = 107;
+    size_t n = strcspn(p, "?");
+    if (n <= 1 || *p != '/') {
+        set_err(err, errlen,
+                "missing absolute socket path in redis URL \"%s\" (use unix:///path/to/sock)",
+                shown);
+        return JR_EINVAL;
+    }
+    if (n > max_path) {
+        set_err(err, errlen, "socket path longer than %zu bytes in redis URL \"%s\"", max_path,
+                shown);
+        return JR_EINVAL;
+    }
+    int rc = copy_str(p, n, &u->path);
+    if (rc) return rc;
+    if (p[n] == '?') {
+        const char *q = p + n + 1;
+        long v;
+        if (strncmp(q, "db=", 3) != 0) {
+            set_err(err, errlen,
+                    "unknown parameter \"%s\" in redis URL \"%s\" (only ?db=N is supported)", q,
+                    shown);
+            return JR_EINVAL;
+        }
+        if (parse_uint(q + 3, strlen(q + 3), INT_MAX, &v)) {
+            set_err(err, errlen, "bad database \"%s\" in redis URL \"%s\"", q + 3, shown);
+            return JR_EINVAL;
+        }
+        u->db = (int)v;
+    }
+    u->is_unix = 1;
+    return 0;
+}
+
+int jr_redis_url_parse(const char *s, jr_redis_url_t *u, char *err, size_t errlen) {
+    memset(u, 0, sizeof *u);
+    if (!s || !*s) {
+        set_err(err, errlen, "empty redis URL");
+        return JR_EINVAL;
+    }
+    char shown[256];
+    redact(s, shown, sizeof shown);
+    const char *sep = strstr(s, "://");
+    int rc;
+    if (!sep) {
+        set_err(err, errlen, "missing scheme in redis URL \"%s\" (use redis:// or unix://)",
+                shown);
+        rc = JR_EINVAL;
+    } else if (sep - s == 5 && strncasecmp(s, "redis", 5) == 0) {
+        rc = parse_tcp(sep + 3, u, shown, err, errlen);
+    } else if (sep - s == 4 && strncasecmp(s, "unix", 4) == 0) {
+        rc = parse_unix(sep + 3, u, shown, err, errlen);
+    } else {
+        set_err(err, errlen,
+                "unsupported scheme \"%.*s\" in redis URL \"%s\" (use redis:// or unix://)",
+                (int)(sep - s), s, shown);
+        rc = JR_EINVAL;
+    }
+    if (rc == JR_ENOMEM) set_err(err, errlen, "%s", jr_strerror(rc));
+    if (rc) jr_redis_url_free(u);
+    return rc;
+}
+
+void jr_redis_url_free(jr_redis_url_t *u) {
+    free(u->host);
+    free(u->path);
+    free(u->user);
+    free(u->password);
+    memset(u, 0, sizeof *u);
+}
+
+/* ---- clocks ------------------------------------------------------------- */
+
+int64_t jr_wall_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t jr_mono_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}

@@ -1,0 +1,12 @@
+/* `jobrunner worker`: runs jobs from queues through plugin handlers. */
+#ifndef JR_WORKER_H
+#define JR_WORKER_H
+
+#include "config.h"
+#include "plugin.h"
+
+/* Run until SIGTERM/SIGINT, consuming cfg->worker_queues (or "default")
+ * with the handlers in `reg`. Returns the process exit status. */
+int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg);
+
+#endif

@@ -1,0 +1,202 @@
+/* Test support: see harness.h. */
+#include "harness.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+int64_t jrt_wall_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+void jrt_sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* fork + exec with the child tied to our life; out/err fds (or -1 = null). */
+static pid_t start(const char *path, const char *const *argv, int out, int err) {
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    cr_assert(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(127);
+        int null = open("/dev/null", O_RDWR);
+        dup2(null, 0);
+        dup2(out >= 0 ? out : null, 1);
+        dup2(err >= 0 ? err : null, 2);
+        execv(path, (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+void jrt_redis_start(jrt_redis_t *r, const char *const *extra) {
+    memset(r, 0, sizeof *r);
+    snprintf(r->dir, sizeof r->dir, "/tmp/jrt.XXXXXX");
+    cr_assert(mkdtemp(r->dir), "mkdtemp: %s", strerror(errno));
+    snprintf(r->sock, sizeof r->sock, "%s/redis.sock", r->dir);
+    snprintf(r->url, sizeof r->url, "unix://%s", r->sock);
+    const char *argv[64] = {JRT_REDIS_SERVER, "--port", "0", "--unixsocket", r->sock,
+                            "--save", "", "--appendonly", "no", "--dir", r->dir};
+    size_t n = 11;
+    for (size_t i = 0; extra && extra[i] && n < 62; i++) argv[n++] = extra[i];
+    argv[n] = NULL;
+    char log[128];
+    snprintf(log, sizeof log, "%s/redis.log", r->dir);
+    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+    r->pid = start(JRT_REDIS_SERVER, argv, fd, fd);
+    close(fd);
+    for (int i = 0; i < 500; i++) {
+        redisContext *c = redisConnectUnix(r->sock);
+        if (c && !c->err) {
+            redisReply *rep = redisCommand(c, "PING");
+            int ok = rep && rep->type == REDIS_REPLY_STATUS;
+            if (rep) freeReplyObject(rep);
+            redisFree(c);
+            if (ok) return;
+        } else if (c) {
+            redisFree(c);
+        }
+        jrt_sleep_ms(10);
+    }
+    cr_assert_fail("redis-server did not start (see %s)", log);
+}
+
+void jrt_redis_stop(jrt_redis_t *r) {
+    if (r->pid > 0) jrt_stop(r->pid, SIGTERM, 5000);
+    r->pid = 0;
+    if (r->dir[0]) {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", r->dir);
+        if (system(cmd) != 0) {
+        }
+        r->dir[0] = '\0';
+    }
+}
+
+redisContext *jrt_connect(const jrt_redis_t *r) {
+    redisContext *c = redisConnectUnix(r->sock);
+    cr_assert(c && !c->err, "connect to test redis: %s", c ? c->errstr : "oom");
+    return c;
+}
+
+long long jrt_int(redisContext *c, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *rep = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    cr_assert(rep, "redis: %s", c->errstr);
+    cr_assert(rep->type == REDIS_REPLY_INTEGER, "expected an integer reply to %s, got type %d %s",
+              fmt, rep->type, rep->type == REDIS_REPLY_ERROR ? rep->str : "");
+    long long v = rep->integer;
+    freeReplyObject(rep);
+    return v;
+}
+
+static const char **with_program(const char *const *args, const char **argv, size_t cap) {
+    size_t n = 0;
+    argv[n++] = JRT_JOBRUNNER;
+    for (size_t i = 0; args[i] && n < cap - 1; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    return argv;
+}
+
+pid_t jrt_spawn(const char *log, const char *const *args) {
+    const char *argv[64];
+    int fd = log ? open(log, O_WRONLY | O_CREAT | O_APPEND, 0600) : -1;
+    pid_t pid = start(JRT_JOBRUNNER, with_program(args, argv, 64), fd, fd);
+    if (fd >= 0) close(fd);
+    return pid;
+}
+
+/* Read all of fd into buf (truncating), NUL-terminated. */
+static void drain(int fd, char *buf, size_t len) {
+    size_t n = 0;
+    char scratch[4096];
+    for (;;) {
+        ssize_t got = buf && n + 1 < len ? read(fd, buf + n, len - 1 - n) : read(fd, scratch, sizeof scratch);
+        if (got <= 0) break;
+        if (buf && n + 1 < len) n += (size_t)got;
+    }
+    if (buf && len) buf[n] = '\0';
+}
+
+int jrt_run(char *out, size_t outlen, char *err, size_t errlen, const char *const *args) {
+    const char *argv[64];
+    char outp[] = "/tmp/jrt-out.XXXXXX", errp[] = "/tmp/jrt-err.XXXXXX";
+    int ofd = mkstemp(outp), efd = mkstemp(errp);
+    cr_assert(ofd >= 0 && efd >= 0);
+    pid_t pid = start(JRT_JOBRUNNER, with_program(args, argv, 64), ofd, efd);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    lseek(ofd, 0, SEEK_SET), lseek(efd, 0, SEEK_SET);
+    drain(ofd, out, outlen);
+    drain(efd, err, errlen);
+    close(ofd), close(efd);
+    unlink(outp), unlink(errp);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+int jrt_stop(pid_t pid, int sig, int timeout_ms) {
+    int st = 0;
+    kill(pid, sig);
+    for (int waited = 0; waited < timeout_ms; waited += 5) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        if (w < 0) return -1;
+        jrt_sleep_ms(5);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    return -1;
+}
+
+char *jrt_slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    cr_assert(buf);
+    while (f) {
+        if (n + 4096 > cap) {
+            buf = realloc(buf, cap *= 2);
+            cr_assert(buf);
+        }
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        if (got == 0) break;
+        n += got;
+    }
+    if (f) fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+size_t jrt_lines(const char *path) {
+    char *s = jrt_slurp(path);
+    size_t n = 0;
+    for (char *p = s; *p; p++) n += *p == '\n';
+    free(s);
+    return n;
+}
+
+size_t jrt_wait_lines(const char *path, size_t n, int timeout_ms) {
+    size_t got = 0;
+    for (int waited = 0; waited <= timeout_ms; waited += 20) {
+        if ((got = jrt_lines(path)) >= n) return got;
+        jrt_sleep_ms(20);
+    }
+    return got;
+}

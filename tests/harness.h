@@ -1,0 +1,52 @@
+/* Test support: a real redis-server per test on a unix socket in a fresh
+ * temp dir, and jobrunner processes run as they would be by a user. Every
+ * process started here is stopped by pid; each also gets PR_SET_PDEATHSIG so
+ * nothing outlives a test process that crashed. */
+#ifndef JRT_HARNESS_H
+#define JRT_HARNESS_H
+
+#include <hiredis/hiredis.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef struct jrt_redis {
+    pid_t pid;
+    char dir[64];   /* temp dir holding the socket, logs and files of the test */
+    char sock[128];
+    char url[160];  /* unix://... */
+} jrt_redis_t;
+
+/* Start redis-server (extra args, NULL-terminated, may be NULL) and wait
+ * until it answers PING. Fails the test if it cannot. */
+void jrt_redis_start(jrt_redis_t *r, const char *const *extra);
+/* Stop it by pid and remove the temp dir. Safe if never started. */
+void jrt_redis_stop(jrt_redis_t *r);
+/* A hiredis connection to it (fails the test if impossible). */
+redisContext *jrt_connect(const jrt_redis_t *r);
+/* Run a command, expect an integer reply, return it. */
+long long jrt_int(redisContext *c, const char *fmt, ...);
+
+/* Start the jobrunner program with args (NULL-terminated), stdout and stderr
+ * appended to `log` (a path, or NULL for /dev/null). Returns the pid. */
+pid_t jrt_spawn(const char *log, const char *const *args);
+/* Run the jobrunner program to completion with args, capturing stdout into
+ * out (NUL-terminated, truncated to outlen) and stderr into err (may be
+ * NULL). Returns its exit status (or -1 if it was killed). */
+int jrt_run(char *out, size_t outlen, char *err, size_t errlen, const char *const *args);
+/* Send sig to pid and wait up to timeout_ms for it to exit; SIGKILL after.
+ * Returns the exit status, 128+signal if killed by one, -1 if it had to be
+ * SIGKILLed. */
+int jrt_stop(pid_t pid, int sig, int timeout_ms);
+
+/* Read a whole file (malloc'd, NUL-terminated; "" if missing). */
+char *jrt_slurp(const char *path);
+/* Number of lines in a file (0 if missing). */
+size_t jrt_lines(const char *path);
+/* Wait until path has at least n lines, up to timeout_ms. Returns the count. */
+size_t jrt_wait_lines(const char *path, size_t n, int timeout_ms);
+
+int64_t jrt_wall_us(void);
+void jrt_sleep_ms(int ms);
+
+#endif

@@ -1,0 +1,243 @@
+/* The job path end to end, with real processes and a real redis-server:
+ * enqueue -> (scheduler) -> worker -> handler -> acknowledged. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "jr.h"
+#include "redis.h"
+
+static jrt_redis_t R;
+static char record[192], wlog[192];
+
+static void setup(void) {
+    jrt_redis_start(&R, NULL);
+    snprintf(record, sizeof record, "%s/record.txt", R.dir);
+    snprintf(wlog, sizeof wlog, "%s/worker.log", R.dir);
+    setenv("JRT_RECORD", record, 1);
+}
+static void teardown(void) { jrt_redis_stop(&R); }
+
+TestSuite(jobpath, .init = setup, .fini = teardown, .timeout = 120);
+
+static pid_t start_worker(void) {
+    const char *args[] = {"worker", "--redis", R.url, "--plugin", JRT_RECORD_PLUGIN, NULL};
+    return jrt_spawn(wlog, args);
+}
+
+static pid_t start_scheduler(const char *log) {
+    const char *args[] = {"scheduler", "--redis", R.url, NULL};
+    return jrt_spawn(log, args);
+}
+
+static void cli_enqueue(char *id, size_t idlen, const char *const *extra) {
+    const char *args[32] = {"enqueue", "--redis", R.url};
+    size_t n = 3;
+    for (size_t i = 0; extra[i]; i++) args[n++] = extra[i];
+    args[n] = NULL;
+    char err[512];
+    int st = jrt_run(id, idlen, err, sizeof err, args);
+    cr_assert_eq(st, 0, "enqueue failed: %s", err);
+    id[strcspn(id, "\n")] = '\0';
+}
+
+static void queue_stats(const char *q, jr_qstats_t *s) {
+    char err[JR_ERRLEN];
+    jr_redis_t *r = jr_redis_connect(R.url, 2000, err, sizeof err);
+    cr_assert(r, "%s", err);
+    cr_assert_eq(jr_redis_stats(r, q, s), 0, "%s", jr_redis_errstr(r));
+    jr_redis_free(r);
+}
+
+/* Count lines of the record file whose first word is id. */
+static int runs_of(const char *id) {
+    char *s = jrt_slurp(record);
+    int n = 0;
+    size_t len = strlen(id);
+    for (char *line = s; *line;) {
+        char *nl = strchr(line, '\n');
+        if (!strncmp(line, id, len) && line[len] == ' ') n++;
+        if (!nl) break;
+        line = nl + 1;
+    }
+    free(s);
+    return n;
+}
+
+Test(jobpath, job_enqueued_now_runs_once_and_is_removed) {
+    pid_t w = start_worker();
+    char id[128];
+    const char *args[] = {"record", "hello world", NULL};
+    cli_enqueue(id, sizeof id, args);
+    cr_assert_eq(jrt_wait_lines(record, 1, 10000), 1, "the job did not run");
+    jrt_sleep_ms(300);
+    cr_expect_eq(runs_of(id), 1, "job %s ran %d times", id, runs_of(id));
+    char *rec = jrt_slurp(record);
+    cr_expect(strstr(rec, " 1 ") && strstr(rec, "hello world"), "attempt 1 with the payload: %s", rec);
+    free(rec);
+    jr_qstats_t s;
+    queue_stats("default", &s);
+    cr_expect(s.ready == 0 && s.pending == 0 && s.delayed == 0, "left behind: ready=%lld pending=%lld delayed=%lld",
+              s.ready, s.pending, s.delayed);
+    cr_expect_eq(jrt_stop(w, SIGTERM, 5000), 0, "worker did not exit 0 on SIGTERM");
+    /* The log line a user greps for. */
+    char *log = jrt_slurp(wlog);
+    char want[256];
+    snprintf(want, sizeof want, "job=%s queue=default handler=record attempt=1 outcome=ok duration_ms=", id);
+    cr_expect(strstr(log, want), "no '%s' in the worker log:\n%s", want, log);
+    free(log);
+}
+
+Test(jobpath, delayed_jobs_never_run_before_due) {
+    pid_t w = start_worker();
+    char slog[192];
+    snprintf(slog, sizeof slog, "%s/scheduler.log", R.dir);
+    pid_t s = start_scheduler(slog);
+    enum { N = 12 };
+    int64_t due_us[N];
+    char ids[N][128];
+    for (int i = 0; i < N; i++) {
+        char in[32];
+        int delay = 300 + 100 * i;
+        snprintf(in, sizeof in, "%dms", delay);
+        int64_t before = jrt_wall_us();
+        const char *args[] = {"--in", in, "record", "x", NULL};
+        cli_enqueue(ids[i], sizeof ids[i], args);
+        due_us[i] = before + (int64_t)delay * 1000; /* Redis's now is later than `before` */
+    }
+    cr_assert_eq(jrt_wait_lines(record, N, 15000), N, "not every delayed job ran");
+    char *rec = jrt_slurp(record);
+    for (int i = 0; i < N; i++) {
+        char *line = strstr(rec, ids[i]);
+        cr_assert(line, "job %s did not run", ids[i]);
+        unsigned attempt;
+        long long start;
+        cr_assert_eq(sscanf(line + strlen(ids[i]), " %u %lld", &attempt, &start), 2);
+        cr_expect_geq(start, due_us[i], "job %s ran %lld us before it was due", ids[i], due_us[i] - start);
+        /* Not a latency benchmark (bench/ has that); only proves the jobs
+         * are not waiting on a poll interval or Redis's hz tick. */
+        cr_expect_lt(start - due_us[i], 1000000, "job %s ran %lld ms late", ids[i], (start - due_us[i]) / 1000);
+    }
+    free(rec);
+    cr_expect_eq(jrt_stop(s, SIGTERM, 5000), 0);
+    cr_expect_eq(jrt_stop(w, SIGTERM, 5000), 0);
+}
+
+Test(jobpath, two_workers_run_1000_jobs_exactly_once) {
+    enum { N = 1000 };
+    char err[JR_ERRLEN];
+    jr_redis_t *r = jr_redis_connect(R.url, 2000, err, sizeof err);
+    cr_assert(r, "%s", err);
+    cr_assert_eq(jr_redis_load_library(r), 0, "%s", jr_redis_errstr(r));
+    static jr_enqueue_t jobs[N];
+    static char payloads[N][16];
+    static char ids[N][JR_ID_MAX];
+    for (int i = 0; i < N; i++) {
+        snprintf(payloads[i], sizeof payloads[i], "p%d", i);
+        jobs[i] = (jr_enqueue_t){.queue = "default",
+                                 .env = {.handler = "record", .handler_len = 6, .payload = payloads[i],
+                                         .payload_len = strlen(payloads[i]), .attempt = 1}};
+    }
+    pid_t w1 = start_worker(), w2 = start_worker();
+    cr_assert_eq(jr_redis_enqueue(r, jobs, N, ids, NULL), 0, "%s", jr_redis_errstr(r));
+    jr_redis_free(r);
+    size_t got = jrt_wait_lines(record, N, 60000);
+    jrt_sleep_ms(300);
+    cr_assert_eq(jrt_lines(record), N, "%zu runs for %d jobs", jrt_lines(record), N);
+    for (int i = 0; i < N; i++) cr_expect_eq(runs_of(ids[i]), 1, "job %s ran %d times", ids[i], runs_of(ids[i]));
+    (void)got;
+    jr_qstats_t s;
+    queue_stats("default", &s);
+    cr_expect(s.ready == 0 && s.pending == 0, "ready=%lld pending=%lld", s.ready, s.pending);
+    cr_expect_eq(jrt_stop(w1, SIGTERM, 5000), 0);
+    cr_expect_eq(jrt_stop(w2, SIGTERM, 5000), 0);
+}
+
+Test(jobpath, three_schedulers_never_promote_a_job_twice) {
+    enum { N = 1000 };
+    char err[JR_ERRLEN];
+    jr_redis_t *r = jr_redis_connect(R.url, 2000, err, sizeof err);
+    cr_assert(r, "%s", err);
+    cr_assert_eq(jr_redis_load_library(r), 0, "%s", jr_redis_errstr(r));
+    char logs[3][192];
+    pid_t s[3];
+    for (int i = 0; i < 3; i++) {
+        snprintf(logs[i], sizeof logs[i], "%s/scheduler%d.log", R.dir, i);
+        s[i] = start_scheduler(logs[i]);
+    }
+    jrt_sleep_ms(200);
+    /* Due times spread over one second, many sharing a millisecond. */
+    static jr_enqueue_t jobs[N];
+    for (int i = 0; i < N; i++)
+        jobs[i] = (jr_enqueue_t){.queue = "default", .delay_ms = 200 + (i % 250) * 4,
+                                 .env = {.handler = "record", .handler_len = 6, .attempt = 1}};
+    cr_assert_eq(jr_redis_enqueue(r, jobs, N, NULL, NULL), 0, "%s", jr_redis_errstr(r));
+    jr_redis_free(r);
+    jr_qstats_t st = {0};
+    for (int i = 0; i < 500; i++) {
+        queue_stats("default", &st);
+        if (st.delayed == 0 && st.ready >= N) break;
+        jrt_sleep_ms(20);
+    }
+    jrt_sleep_ms(300); /* a double promotion would show up as extra entries */
+    queue_stats("default", &st);
+    cr_assert_eq(st.delayed, 0, "%lld jobs never promoted", st.delayed);
+    cr_assert_eq(st.ready, N, "%lld entries in the stream for %d jobs", st.ready, N);
+    /* Every entry carries a distinct job id. */
+    redisContext *c = jrt_connect(&R);
+    redisReply *rep = redisCommand(c, "XRANGE jr:{default}:ready - +");
+    cr_assert(rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == N);
+    char **seen = calloc(N, sizeof *seen);
+    for (size_t i = 0; i < rep->elements; i++) {
+        redisReply *f = rep->element[i]->element[1];
+        cr_assert(f->elements >= 2 && !strcmp(f->element[0]->str, "id"));
+        seen[i] = f->element[1]->str;
+        for (size_t j = 0; j < i; j++) cr_assert_str_neq(seen[j], seen[i], "job %s promoted twice", seen[i]);
+    }
+    free(seen);
+    freeReplyObject(rep);
+    redisFree(c);
+    for (int i = 0; i < 3; i++) cr_expect_eq(jrt_stop(s[i], SIGTERM, 5000), 0);
+}
+
+Test(jobpath, explicit_id_enqueued_twice_runs_once) {
+    pid_t w = start_worker();
+    char slog[192];
+    snprintf(slog, sizeof slog, "%s/scheduler.log", R.dir);
+    pid_t s = start_scheduler(slog);
+    char id1[128], id2[128], id3[128], id4[128];
+    const char *now[] = {"--id", "order-42", "record", "a", NULL};
+    cli_enqueue(id1, sizeof id1, now);
+    cli_enqueue(id2, sizeof id2, now);
+    const char *later[] = {"--id", "order-43", "--in", "300ms", "record", "b", NULL};
+    cli_enqueue(id3, sizeof id3, later);
+    cli_enqueue(id4, sizeof id4, later);
+    cr_expect_str_eq(id1, "order-42");
+    cr_expect_str_eq(id2, "order-42");
+    cr_expect_str_eq(id3, "order-43");
+    jrt_wait_lines(record, 2, 10000);
+    jrt_sleep_ms(700);
+    cr_expect_eq(runs_of("order-42"), 1, "order-42 ran %d times", runs_of("order-42"));
+    cr_expect_eq(runs_of("order-43"), 1, "order-43 ran %d times", runs_of("order-43"));
+    cr_expect_eq(jrt_lines(record), 2);
+    cr_expect_eq(jrt_stop(s, SIGTERM, 5000), 0);
+    cr_expect_eq(jrt_stop(w, SIGTERM, 5000), 0);
+}
+
+Test(jobpath, scheduler_follows_queues_registered_after_it_started) {
+    char slog[192];
+    snprintf(slog, sizeof slog, "%s/scheduler.log", R.dir);
+    pid_t s = start_scheduler(slog);
+    jrt_sleep_ms(300);
+    const char *wargs[] = {"worker", "--redis", R.url, "--plugin", JRT_RECORD_PLUGIN, "-q", "mail", NULL};
+    pid_t w = jrt_spawn(wlog, wargs);
+    char id[128];
+    const char *args[] = {"-q", "mail", "--in", "200ms", "record", "new queue", NULL};
+    cli_enqueue(id, sizeof id, args);
+    cr_expect_eq(jrt_wait_lines(record, 1, 10000), 1, "a job on a queue created after the scheduler started never ran");
+    cr_expect_eq(jrt_stop(s, SIGTERM, 5000), 0);
+    cr_expect_eq(jrt_stop(w, SIGTERM, 5000), 0);
+}

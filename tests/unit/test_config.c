@@ -1,0 +1,440 @@
+/* Unit tests for config.c: defaults, the YAML loader and its error messages,
+ * environment overrides. */
+#include <criterion/criterion.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "jobrunner/plugin.h"
+#include "jr.h"
+
+static jr_config_t cfg;
+static char err[JR_ERRLEN];
+
+static void setup(void) {
+    cr_assert_eq(jr_config_init(&cfg), 0);
+    err[0] = '\0';
+}
+static void teardown(void) { jr_config_free(&cfg); }
+
+TestSuite(config, .init = setup, .fini = teardown);
+
+static int load(const char *yaml) {
+    return jr_config_load_string(&cfg, yaml, strlen(yaml), "t.yaml", err, sizeof err);
+}
+
+static void load_ok(const char *yaml) {
+    int rc = load(yaml);
+    cr_assert_eq(rc, 0, "load failed (%d): %s\n--- document:\n%s", rc, err, yaml);
+}
+
+/* Load a bad document; assert JR_EINVAL and that the message contains each
+ * NULL-terminated fragment (the first is usually "t.yaml:LINE: KEY: "). */
+static void load_bad(const char *yaml, ...) {
+    int rc = load(yaml);
+    cr_assert_eq(rc, JR_EINVAL, "expected JR_EINVAL, got %d (%s)\n--- document:\n%s", rc, err,
+                 yaml);
+    va_list ap;
+    va_start(ap, yaml);
+    for (const char *frag; (frag = va_arg(ap, const char *));)
+        cr_expect(strstr(err, frag) != NULL, "message \"%s\" lacks \"%s\"\n--- document:\n%s",
+                  err, frag, yaml);
+    va_end(ap);
+}
+
+static void expect_list(const jr_strlist_t *l, size_t n, ...) {
+    cr_assert_eq(l->n, n, "list has %zu items, expected %zu", l->n, n);
+    va_list ap;
+    va_start(ap, n);
+    for (size_t i = 0; i < n; i++) cr_expect_str_eq(l->v[i], va_arg(ap, const char *));
+    va_end(ap);
+}
+
+static void expect_defaults(const jr_config_t *c) {
+    cr_expect_null(c->redis_url);
+    cr_expect_eq(c->connect_timeout_ms, 2000);
+    cr_expect_eq(c->log_format, JR_LOG_TEXT);
+    cr_expect_eq(c->log_level, JR_LOG_INFO);
+    cr_expect_eq(c->plugin_paths.n, 0);
+    cr_expect_eq(c->worker_queues.n, 0);
+    cr_expect_eq(c->worker_batch, 128);
+    cr_expect_eq(c->worker_block_ms, 5000);
+    cr_expect_eq(c->scheduler_queues.n, 0);
+    cr_expect_eq(c->scheduler_batch, 1000);
+    cr_expect_eq(c->scheduler_block_ms, 5000);
+    cr_expect_str_eq(c->default_queue, "default");
+}
+
+/* ---- defaults and good documents ---------------------------------------- */
+
+Test(config, defaults) { expect_defaults(&cfg); }
+
+Test(config, example_file_loads_and_shows_the_defaults) {
+    const char *path = JRT_SOURCE_DIR "/config/jobrunner.yaml";
+    int rc = jr_config_load_file(&cfg, path, err, sizeof err);
+    cr_assert_eq(rc, 0, "%s", err);
+    /* The example documents the defaults, so loading it changes nothing but
+     * spelling the default URL out. */
+    cr_expect_str_eq(cfg.redis_url, JR_DEFAULT_REDIS_URL);
+    free(cfg.redis_url);
+    cfg.redis_url = NULL;
+    expect_defaults(&cfg);
+}
+
+Test(config, full_document_sets_every_field) {
+    load_ok("redis:\n"
+            "  url: unix:///run/redis.sock?db=2\n"
+            "  connect_timeout: 750ms\n"
+            "log:\n"
+            "  format: json\n"
+            "  level: warn\n"
+            "plugins:\n"
+            "  paths:\n"
+            "    - /opt/jobs\n"
+            "    - ./build/lib/email.so\n"
+            "worker:\n"
+            "  queues: [emails, \"reports:daily\"]\n"
+            "  batch: 10000\n"
+            "  block: 100ms\n"
+            "scheduler:\n"
+            "  queues: [emails]\n"
+            "  batch: 1\n"
+            "  block: 1m\n"
+            "enqueue:\n"
+            "  queue: emails\n");
+    cr_expect_str_eq(cfg.redis_url, "unix:///run/redis.sock?db=2");
+    cr_expect_eq(cfg.connect_timeout_ms, 750);
+    cr_expect_eq(cfg.log_format, JR_LOG_JSON);
+    cr_expect_eq(cfg.log_level, JR_LOG_WARN);
+    expect_list(&cfg.plugin_paths, 2, "/opt/jobs", "./build/lib/email.so");
+    expect_list(&cfg.worker_queues, 2, "emails", "reports:daily");
+    cr_expect_eq(cfg.worker_batch, 10000);
+    cr_expect_eq(cfg.worker_block_ms, 100);
+    expect_list(&cfg.scheduler_queues, 1, "emails");
+    cr_expect_eq(cfg.scheduler_batch, 1);
+    cr_expect_eq(cfg.scheduler_block_ms, 60000);
+    cr_expect_str_eq(cfg.default_queue, "emails");
+}
+
+Test(config, every_log_level) {
+    static const char *names[] = {"debug", "info", "warn", "error"};
+    static const int levels[] = {JR_LOG_DEBUG, JR_LOG_INFO, JR_LOG_WARN, JR_LOG_ERROR};
+    char doc[64];
+    for (int i = 0; i < 4; i++) {
+        jr_config_free(&cfg);
+        cr_assert_eq(jr_config_init(&cfg), 0);
+        snprintf(doc, sizeof doc, "log:\n  level: %s\n", names[i]);
+        load_ok(doc);
+        cr_expect_eq(cfg.log_level, levels[i], "%s", names[i]);
+    }
+}
+
+Test(config, partial_document_keeps_other_defaults) {
+    load_ok("worker:\n  batch: 5\n");
+    cr_expect_eq(cfg.worker_batch, 5);
+    cr_expect_eq(cfg.worker_block_ms, 5000);
+    cr_expect_eq(cfg.scheduler_batch, 1000);
+    cr_expect_str_eq(cfg.default_queue, "default");
+}
+
+Test(config, empty_documents_are_fine) {
+    load_ok("");
+    load_ok("# only a comment\n\n");
+    load_ok("---\n");
+    load_ok("---\n...\n");
+    expect_defaults(&cfg);
+}
+
+Test(config, section_with_every_key_commented_out) {
+    load_ok("worker:\n  # batch: 5\nlog:\n");
+    expect_defaults(&cfg);
+}
+
+Test(config, quoted_values_accepted) {
+    load_ok("worker:\n  batch: \"42\"\n  block: '2s'\n");
+    cr_expect_eq(cfg.worker_batch, 42);
+    cr_expect_eq(cfg.worker_block_ms, 2000);
+}
+
+Test(config, empty_lists) {
+    load_ok("worker:\n  queues: [a]\n");
+    load_ok("worker:\n  queues: []\n");
+    cr_expect_eq(cfg.worker_queues.n, 0);
+}
+
+Test(config, list_replaces_previous_list) {
+    load_ok("worker:\n  queues: [a, b]\nplugins:\n  paths: [/x]\n");
+    load_ok("worker:\n  queues:\n    - c\n");
+    expect_list(&cfg.worker_queues, 1, "c");
+    expect_list(&cfg.plugin_paths, 1, "/x"); /* not given the second time: kept */
+}
+
+Test(config, queue_name_edges) {
+    char doc[300] = "enqueue:\n  queue: ";
+    size_t n = strlen(doc);
+    memset(doc + n, 'q', 128);
+    strcpy(doc + n + 128, "\n");
+    load_ok(doc);
+    cr_expect_eq(strlen(cfg.default_queue), 128);
+    load_ok("enqueue:\n  queue: A-z_0.9:x\n");
+    cr_expect_str_eq(cfg.default_queue, "A-z_0.9:x");
+}
+
+Test(config, crlf_line_endings) {
+    load_ok("worker:\r\n  batch: 7\r\n");
+    cr_expect_eq(cfg.worker_batch, 7);
+}
+
+/* ---- errors: structure -------------------------------------------------- */
+
+Test(config, unknown_section) {
+    load_bad("log:\n  level: info\nworkers:\n  batch: 5\n", "t.yaml:3: workers: unknown section",
+             "worker", NULL);
+}
+
+Test(config, unknown_key) {
+    load_bad("worker:\n  batch: 5\n\n  blok: 5s\n", "t.yaml:4: worker.blok: unknown key",
+             "block", NULL);
+}
+
+Test(config, scalar_where_mapping_expected) {
+    load_bad("redis:\n  url: redis://h\nworker: 5\n", "t.yaml:3: worker: ", "mapping", NULL);
+}
+
+Test(config, sequence_where_mapping_expected) {
+    load_bad("worker:\n  - batch\n", "t.yaml:2: worker: ", "mapping", "got a sequence", NULL);
+}
+
+Test(config, mapping_where_scalar_expected) {
+    load_bad("worker:\n  batch:\n    value: 5\n", "t.yaml:3: worker.batch: ", "got a mapping",
+             NULL);
+}
+
+Test(config, sequence_where_scalar_expected) {
+    load_bad("enqueue:\n  queue: [a]\n", "t.yaml:2: enqueue.queue: ", "got a sequence", NULL);
+}
+
+Test(config, scalar_where_sequence_expected) {
+    load_bad("worker:\n  queues: default\n", "t.yaml:2: worker.queues: ", "sequence",
+             "got a scalar", NULL);
+}
+
+Test(config, mapping_where_sequence_expected) {
+    load_bad("plugins:\n  paths: {a: b}\n", "t.yaml:2: plugins.paths: ", "sequence", NULL);
+}
+
+Test(config, sequence_item_not_a_string) {
+    load_bad("worker:\n  queues:\n    - a\n    - [b]\n", "t.yaml:4: worker.queues[1]: ",
+             "got a sequence", NULL);
+}
+
+Test(config, missing_value) {
+    /* libyaml places an empty value on its key's line. */
+    load_bad("worker:\n  block: 5s\n  batch:\n", "t.yaml:3: worker.batch: ", "empty value",
+             NULL);
+    load_bad("log:\n  level: ~\n", "t.yaml:2: log.level: ", "empty value", NULL);
+}
+
+Test(config, top_level_not_a_mapping) {
+    load_bad("just a string\n", "t.yaml:1: ", "top level must be a mapping", NULL);
+    load_bad("\n- redis\n- log\n", "t.yaml:2: ", "top level must be a mapping", "sequence",
+             NULL);
+}
+
+Test(config, duplicate_key) {
+    load_bad("worker:\n  batch: 5\n  block: 1s\n  batch: 6\n", "t.yaml:4: worker.batch: ",
+             "duplicate key", "line 2", NULL);
+}
+
+Test(config, duplicate_section) {
+    load_bad("worker:\n  batch: 5\nlog: {}\nworker:\n  block: 1s\n", "t.yaml:4: worker: ",
+             "duplicate key", "line 1", NULL);
+}
+
+Test(config, syntax_error) {
+    load_bad("worker:\n  batch: 5\n  queues: [a, b}\nlog:\n  level: info\n",
+             "t.yaml:3: YAML syntax error: ", "flow sequence", NULL);
+    load_bad("enqueue:\n  queue: \"abc\n\n", "t.yaml:4: YAML syntax error: ", "end of stream",
+             NULL);
+    load_bad("worker:\n  batch: 5\n block: 5s\n", "t.yaml:3: YAML syntax error", NULL);
+    load_bad("worker:\n\tbatch: 5\n", "t.yaml:2: YAML syntax error", NULL);
+}
+
+Test(config, invalid_utf8_names_line) {
+    load_bad("log:\n  level: info\nenqueue:\n  queue: caf\xff\n", "t.yaml:4: ", NULL);
+}
+
+Test(config, second_document_refused) {
+    load_bad("worker:\n  batch: 5\n---\nworker:\n  batch: 6\n", "t.yaml:3: ",
+             "one YAML document", NULL);
+}
+
+Test(config, alias_refused) {
+    load_bad("worker:\n  batch: &b 5\nscheduler:\n  batch: *b\n", "t.yaml:4: scheduler.batch: ",
+             "alias", NULL);
+}
+
+Test(config, complex_key_refused) {
+    load_bad("worker:\n  ? [a]\n  : 5\n", "t.yaml:2: worker: ", "key", NULL);
+}
+
+/* ---- errors: values ----------------------------------------------------- */
+
+Test(config, bad_integer) {
+    load_bad("worker:\n  queues: [a]\n  batch: abc\n",
+             "t.yaml:3: worker.batch: must be an integer from 1 to 10000, got \"abc\"", NULL);
+    load_bad("worker:\n  batch: 12.5\n", "t.yaml:2: worker.batch: ", "\"12.5\"", NULL);
+    load_bad("worker:\n  batch: 99999999999999999999999\n", "t.yaml:2: worker.batch: ", NULL);
+    load_bad("worker:\n  batch: ' 5'\n", "t.yaml:2: worker.batch: ", NULL);
+}
+
+Test(config, integer_out_of_range) {
+    load_bad("worker:\n  batch: 0\n", "t.yaml:2: worker.batch: ", "from 1 to 10000", "\"0\"",
+             NULL);
+    load_bad("worker:\n  batch: 10001\n", "t.yaml:2: worker.batch: ", "\"10001\"", NULL);
+    load_bad("scheduler:\n  batch: 100001\n", "t.yaml:2: scheduler.batch: ", "1 to 100000", NULL);
+    load_bad("scheduler:\n  batch: -1\n", "t.yaml:2: scheduler.batch: ", NULL);
+}
+
+Test(config, bad_duration) {
+    load_bad("worker:\n  block: 5\n", "t.yaml:2: worker.block: ", "duration", "\"5\"", NULL);
+    load_bad("redis:\n  connect_timeout: 2 s\n", "t.yaml:2: redis.connect_timeout: ",
+             "\"2 s\"", NULL);
+    load_bad("scheduler:\n  block: 5d\n", "t.yaml:2: scheduler.block: ", NULL);
+}
+
+Test(config, duration_out_of_range) {
+    load_bad("worker:\n  block: 99ms\n", "t.yaml:2: worker.block: ",
+             "from 100ms to 60s, got \"99ms\"", NULL);
+    load_bad("worker:\n  block: 1m1ms\n", "t.yaml:2: worker.block: ", "\"1m1ms\"", NULL);
+    load_bad("scheduler:\n  block: 0\n", "t.yaml:2: scheduler.block: ", NULL);
+    load_bad("redis:\n  connect_timeout: 1h\n", "t.yaml:2: redis.connect_timeout: ", "5m",
+             NULL);
+}
+
+Test(config, bad_enum) {
+    load_bad("log:\n  format: xml\n", "t.yaml:2: log.format: ", "text or json", "\"xml\"", NULL);
+    load_bad("log:\n  level: verbose\n", "t.yaml:2: log.level: ",
+             "debug, info, warn or error", "\"verbose\"", NULL);
+    load_bad("log:\n  level: INFO\n", "t.yaml:2: log.level: ", NULL);
+}
+
+Test(config, bad_redis_url) {
+    load_bad("redis:\n  url: redis://h:99999\n", "t.yaml:2: redis.url: ", "bad port \"99999\"",
+             NULL);
+    load_bad("redis:\n  url: http://h\n", "t.yaml:2: redis.url: ", "unsupported scheme", NULL);
+}
+
+Test(config, bad_queue_names) {
+    load_bad("worker:\n  queues: [ok, \"a b\"]\n", "t.yaml:2: worker.queues[1]: ",
+             "bad queue name \"a b\"", NULL);
+    load_bad("scheduler:\n  queues:\n    - ''\n", "t.yaml:3: scheduler.queues[0]: ",
+             "bad queue name \"\"", NULL);
+    load_bad("enqueue:\n  queue: a/b\n", "t.yaml:2: enqueue.queue: ", "bad queue name \"a/b\"",
+             NULL);
+    char doc[300] = "enqueue:\n  queue: ";
+    size_t n = strlen(doc);
+    memset(doc + n, 'q', 129);
+    strcpy(doc + n + 129, "\n");
+    load_bad(doc, "t.yaml:2: enqueue.queue: ", "bad queue name", NULL);
+}
+
+Test(config, duplicate_queue_in_list) {
+    load_bad("worker:\n  queues:\n    - a\n    - b\n    - a\n", "t.yaml:5: worker.queues[2]: ",
+             "\"a\"", "twice", NULL);
+}
+
+Test(config, empty_plugin_path) {
+    load_bad("plugins:\n  paths: ['']\n", "t.yaml:2: plugins.paths[0]: ", "empty", NULL);
+}
+
+Test(config, error_keeps_what_came_before_and_no_later_keys) {
+    load_bad("worker:\n  batch: 7\n  block: nope\n  queues: [x]\n", "t.yaml:3: ", NULL);
+    cr_expect_eq(cfg.worker_batch, 7);
+    cr_expect_eq(cfg.worker_block_ms, 5000);
+    cr_expect_eq(cfg.worker_queues.n, 0);
+}
+
+Test(config, failed_list_leaves_old_list) {
+    load_ok("worker:\n  queues: [a]\n");
+    load_bad("worker:\n  queues: [b, \"c d\"]\n", "t.yaml:2: ", NULL);
+    expect_list(&cfg.worker_queues, 1, "a");
+}
+
+/* ---- files -------------------------------------------------------------- */
+
+Test(config, missing_file_is_io_error) {
+    int rc = jr_config_load_file(&cfg, "/nonexistent/jr.yaml", err, sizeof err);
+    cr_expect_eq(rc, JR_EIO);
+    cr_expect(strstr(err, "/nonexistent/jr.yaml") != NULL, "%s", err);
+}
+
+Test(config, file_errors_name_the_file) {
+    char path[] = "/tmp/jr_config_test_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    const char doc[] = "# comment\nworker:\n  batch: 5\n  batch: 6\n";
+    cr_assert_eq(write(fd, doc, sizeof doc - 1), (ssize_t)(sizeof doc - 1));
+    close(fd);
+    int rc = jr_config_load_file(&cfg, path, err, sizeof err);
+    unlink(path);
+    cr_expect_eq(rc, JR_EINVAL);
+    char want[128];
+    snprintf(want, sizeof want, "%s:4: worker.batch: duplicate key", path);
+    cr_expect(strstr(err, want) != NULL, "\"%s\" lacks \"%s\"", err, want);
+}
+
+Test(config, directory_is_io_error) {
+    cr_expect_eq(jr_config_load_file(&cfg, "/tmp", err, sizeof err), JR_EIO);
+    cr_expect(strstr(err, "/tmp") != NULL, "%s", err);
+}
+
+/* ---- environment, lists, freeing ---------------------------------------- */
+
+Test(config, env_overrides_redis_url) {
+    load_ok("redis:\n  url: redis://fromfile\n");
+    setenv("JOBRUNNER_REDIS_URL", "redis://fromenv:7000", 1);
+    cr_expect_eq(jr_config_apply_env(&cfg), 0);
+    cr_expect_str_eq(cfg.redis_url, "redis://fromenv:7000");
+}
+
+Test(config, empty_or_unset_env_changes_nothing) {
+    load_ok("redis:\n  url: redis://fromfile\n");
+    setenv("JOBRUNNER_REDIS_URL", "", 1);
+    cr_expect_eq(jr_config_apply_env(&cfg), 0);
+    cr_expect_str_eq(cfg.redis_url, "redis://fromfile");
+    unsetenv("JOBRUNNER_REDIS_URL");
+    cr_expect_eq(jr_config_apply_env(&cfg), 0);
+    cr_expect_str_eq(cfg.redis_url, "redis://fromfile");
+}
+
+Test(config, env_sets_url_when_file_has_none) {
+    setenv("JOBRUNNER_REDIS_URL", "unix:///tmp/r.sock", 1);
+    cr_expect_eq(jr_config_apply_env(&cfg), 0);
+    cr_expect_str_eq(cfg.redis_url, "unix:///tmp/r.sock");
+}
+
+Test(config, free_twice) {
+    load_ok("redis:\n  url: redis://h\nworker:\n  queues: [a, b]\n");
+    jr_config_free(&cfg);
+    jr_config_free(&cfg);
+    cr_expect_null(cfg.redis_url);
+    cr_expect_null(cfg.default_queue);
+    cr_expect_eq(cfg.worker_queues.n, 0);
+}
+
+Test(config, strlist_push_copies) {
+    jr_strlist_t l = {0};
+    char s[] = "abc";
+    cr_assert_eq(jr_strlist_push(&l, s), 0);
+    cr_assert_eq(jr_strlist_push(&l, "def"), 0);
+    s[0] = 'X';
+    expect_list(&l, 2, "abc", "def");
+    jr_strlist_free(&l);
+    cr_expect_eq(l.n, 0);
+    cr_expect_null(l.v);
+    jr_strlist_free(&l);
+}
