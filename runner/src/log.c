@@ -26,11 +26,12 @@ int jr_log_enabled(jr_log_level_t level) { return (int)level >= log_min; }
 
 void jr_log_flush(void) { fflush(stderr); }
 
-/* Write s as a JSON string body (without quotes). */
-static void json_escape(FILE *f, const char *s) {
+/* Write s as a JSON string body (without quotes); with quotes = 0 only
+ * control characters are escaped (text-mode messages: one line each). */
+static void escape(FILE *f, const char *s, int quotes) {
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') {
+        if (quotes && (c == '"' || c == '\\')) {
             fputc('\\', f);
             fputc(c, f);
         } else if (c == '\n') {
@@ -56,7 +57,7 @@ static void text_value(FILE *f, const char *s) {
         return;
     }
     fputc('"', f);
-    json_escape(f, s);
+    escape(f, s, 1);
     fputc('"', f);
 }
 
@@ -70,18 +71,19 @@ void jr_log_kvv(jr_log_level_t level, const char *msg, size_t n, const char *con
     if (log_format == JR_LOG_JSON) {
         fprintf(f, "{\"time\":\"%s\",\"level\":\"%s\",\"component\":\"%s\",\"pid\":%d,\"msg\":\"",
                 ts, lv, log_component, (int)getpid());
-        json_escape(f, msg);
+        escape(f, msg, 1);
         fputc('"', f);
         for (size_t i = 0; i < n; i++) {
             fputs(",\"", f);
-            json_escape(f, keys[i]);
+            escape(f, keys[i], 1);
             fputs("\":\"", f);
-            json_escape(f, vals[i] ? vals[i] : "");
+            escape(f, vals[i] ? vals[i] : "", 1);
             fputc('"', f);
         }
         fputs("}\n", f);
     } else {
-        fprintf(f, "%s %-5s %s[%d] %s", ts, lv, log_component, (int)getpid(), msg);
+        fprintf(f, "%s %-5s %s[%d] ", ts, lv, log_component, (int)getpid());
+        escape(f, msg, 0); /* a message never spans lines */
         for (size_t i = 0; i < n; i++) {
             fprintf(f, " %s=", keys[i]);
             text_value(f, vals[i] ? vals[i] : "");

@@ -11,6 +11,7 @@
 
 #include "jr.h"
 #include "log.h"
+#include "util.h"
 
 static int sig_pipe[2] = {-1, -1};
 static volatile sig_atomic_t sig_count;
@@ -58,6 +59,11 @@ const char *jr_config_redis_url(const jr_config_t *cfg) {
     return cfg->redis_url ? cfg->redis_url : JR_DEFAULT_REDIS_URL;
 }
 
+const char *jr_config_redis_url_shown(const jr_config_t *cfg, char *buf, size_t len) {
+    jr_redis_url_redact(jr_config_redis_url(cfg), buf, len);
+    return buf;
+}
+
 /* Connect once and prepare the connection; NULL with err set on failure. */
 static jr_redis_t *connect_once(const jr_config_t *cfg, char *err, size_t errlen) {
     jr_redis_t *r = jr_redis_connect(jr_config_redis_url(cfg), cfg->connect_timeout_ms, err, errlen);
@@ -82,7 +88,10 @@ jr_redis_t *jr_connect_retry(const jr_config_t *cfg) {
         char err[JR_ERRLEN];
         jr_redis_t *r = connect_once(cfg, err, sizeof err);
         if (r) {
-            if (attempt > 1) jr_log_kv(JR_LOG_INFO, "connected to Redis", "url", jr_config_redis_url(cfg), NULL);
+            char shown[512];
+            if (attempt > 1)
+                jr_log_kv(JR_LOG_INFO, "connected to Redis", "url",
+                          jr_config_redis_url_shown(cfg, shown, sizeof shown), NULL);
             return r;
         }
         char next[32], n[16];

@@ -19,6 +19,8 @@ int jr_sleep_interruptible(int64_t ms);
 
 /* The Redis URL to use: the configured one or the default. */
 const char *jr_config_redis_url(const jr_config_t *cfg);
+/* The same with any password masked, for logs; returns buf. */
+const char *jr_config_redis_url_shown(const jr_config_t *cfg, char *buf, size_t len);
 
 /* Connect to Redis, load the Function library and warn if the server may
  * evict keys. Retries with capped exponential backoff (100 ms doubling to

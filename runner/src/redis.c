@@ -159,6 +159,9 @@ static int exec(jr_redis_t *r, redisReply **out, ...) {
 jr_redis_t *jr_redis_connect(const char *url, int64_t timeout_ms, char *err, size_t errlen) {
     jr_redis_url_t u;
     if (jr_redis_url_parse(url, &u, err, errlen) != 0) return NULL;
+    char shown[512];
+    jr_redis_url_redact(url, shown, sizeof shown);
+    url = shown; /* only ever shown from here on */
     jr_redis_t *r = calloc(1, sizeof *r);
     if (!r) {
         jr_redis_url_free(&u);

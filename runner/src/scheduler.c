@@ -156,7 +156,8 @@ int jr_scheduler_run(const jr_config_t *cfg) {
     char qs[512] = "";
     for (size_t i = 0; i < cfg->scheduler_queues.n; i++)
         snprintf(qs + strlen(qs), sizeof qs - strlen(qs), "%s%s", i ? "," : "", cfg->scheduler_queues.v[i]);
-    jr_log_kv(JR_LOG_INFO, "scheduler starting", "redis", jr_config_redis_url(cfg), "queues",
+    char shown[512];
+    jr_log_kv(JR_LOG_INFO, "scheduler starting", "redis", jr_config_redis_url_shown(cfg, shown, sizeof shown), "queues",
               s.follow ? "(every registered queue)" : qs, NULL);
     int status = 0;
     while (jr_signals_count() == 0) {
@@ -198,8 +199,7 @@ int jr_scheduler_run(const jr_config_t *cfg) {
     jr_log_kv(JR_LOG_INFO, "scheduler stopped", NULL);
     jr_log_flush();
     sched_drop_conns(&s);
-    jr_strlist_t empty = {0};
-    s.follow = 0;
-    sched_set_queues(&s, &empty, "");
+    free(s.wake_ids), free(s.wake_keys), free(s.keyv), free(s.fired);
+    jr_strlist_free(&s.queues);
     return status;
 }

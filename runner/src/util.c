@@ -230,9 +230,7 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...) {
     va_end(ap);
 }
 
-/* Copy the URL for error messages with any password replaced by "***", so
- * a typo in a URL does not put the password into logs. */
-static void redact(const char *s, char *out, size_t outlen) {
+void jr_redis_url_redact(const char *s, char *out, size_t outlen) {
     const char *auth = strstr(s, "://");
     if (auth) {
         auth += 3;
@@ -445,7 +443,7 @@ int jr_redis_url_parse(const char *s, jr_redis_url_t *u, char *err, size_t errle
         return JR_EINVAL;
     }
     char shown[256];
-    redact(s, shown, sizeof shown);
+    jr_redis_url_redact(s, shown, sizeof shown);
     const char *sep = strstr(s, "://");
     int rc;
     if (!sep) {

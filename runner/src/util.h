@@ -46,6 +46,10 @@ typedef struct jr_redis_url {
  * "***"), and leaves *u zeroed. */
 int jr_redis_url_parse(const char *s, jr_redis_url_t *u, char *err, size_t errlen);
 
+/* Copy a Redis URL with any password replaced by "***", for logs and
+ * messages (the URL need not be valid). */
+void jr_redis_url_redact(const char *url, char *out, size_t outlen);
+
 /* Release the strings of a parsed URL; safe on a zeroed or freed struct. */
 void jr_redis_url_free(jr_redis_url_t *u);
 

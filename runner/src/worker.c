@@ -166,8 +166,9 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
     int sigfd = jr_signals_install();
     char nh[16];
     snprintf(nh, sizeof nh, "%zu", jr_registry_handlers(reg));
+    char shown[512];
     jr_log_kv(JR_LOG_INFO, "worker starting", "consumer", w.consumer, "redis",
-              jr_config_redis_url(cfg), "handlers", nh, NULL);
+              jr_config_redis_url_shown(cfg, shown, sizeof shown), "handlers", nh, NULL);
     while (!w.stop && jr_signals_count() == 0) {
         int rc = 0;
         if (!w.rd && (rc = worker_connect(&w)) == JR_EINTR) break;

@@ -1,0 +1,8 @@
+#!/bin/sh
+# Configure and build into DIR (default build/) with warnings as errors.
+# Extra arguments go to cmake's configure step.
+set -eu
+dir=${1:-build}
+[ $# -gt 0 ] && shift
+cmake -S . -B "$dir" -DJR_WERROR=ON "$@" >/dev/null
+cmake --build "$dir" -j"$(nproc)"

@@ -1,0 +1,14 @@
+#!/bin/sh
+# Install the Debian packages jobrunner needs to build and test, if missing.
+set -eu
+pkgs="cmake gcc make pkg-config libhiredis-dev libyaml-dev libcriterion-dev redis-server redis-tools"
+missing=""
+for p in $pkgs; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "installing:$missing"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+$SUDO apt-get update -q
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing

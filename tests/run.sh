@@ -1,0 +1,26 @@
+#!/bin/sh
+# The whole test suite: install what is missing, build with -Werror, run
+# every test against real redis-servers, then build and run it all again
+# under AddressSanitizer + UndefinedBehaviorSanitizer (any report fails).
+# JR_SKIP_SANITIZE=1 skips the second run.
+set -eu
+cd "$(dirname "$0")/.."
+sh .ci/deps.sh
+sh .ci/build.sh build
+(cd build && ctest --output-on-failure)
+
+[ "${JR_SKIP_SANITIZE:-0}" = 1 ] && exit 0
+echo "== again under ASan+UBSan =="
+sh .ci/build.sh build-asan -DJR_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+reports="$PWD/build-asan/sanitizer-reports"
+rm -rf "$reports" && mkdir -p "$reports"
+export ASAN_OPTIONS="log_path=$reports/asan:detect_leaks=1:abort_on_error=0"
+export UBSAN_OPTIONS="log_path=$reports/ubsan:print_stacktrace=1:halt_on_error=1"
+status=0
+(cd build-asan && ctest --output-on-failure) || status=1
+if [ -n "$(ls -A "$reports")" ]; then
+  echo "sanitizer reports:"
+  for f in "$reports"/*; do echo "--- $f"; cat "$f"; done
+  status=1
+fi
+exit $status
