@@ -190,6 +190,209 @@ local function queues(keys)
   return r
 end
 
+-- Field names in canonical order (docs/redis-contract.md).
+local ORDER = {'h', 'p', 'a', 'm', 't', 'e', 'd', 'err'}
+
+-- Stream entry fields {f1, v1, ...} -> map, plus the list of names not in
+-- ORDER (kept, in their order, so nothing a producer wrote is lost).
+local function to_map(flat)
+  local m, extra = {}, {}
+  local known = {id = true, why = true}
+  for _, k in ipairs(ORDER) do known[k] = true end
+  for i = 1, #flat, 2 do
+    if m[flat[i]] == nil then
+      m[flat[i]] = flat[i + 1]
+      if not known[flat[i]] then extra[#extra + 1] = flat[i] end
+    end
+  end
+  return m, extra
+end
+
+-- Map -> flat field list in canonical order (without id), then the extras.
+local function to_flat(m, extra)
+  local f = {}
+  for _, k in ipairs(ORDER) do
+    if m[k] ~= nil then f[#f + 1] = k; f[#f + 1] = m[k] end
+  end
+  for _, k in ipairs(extra) do f[#f + 1] = k; f[#f + 1] = m[k] end
+  return f
+end
+
+-- The consumer that holds a pending entry, or nil.
+local function owner(ready, entry)
+  local p = redis.call('XPENDING', ready, GROUP, entry, entry, 1)
+  return p[1] and p[1][2] or nil
+end
+
+-- The time part of a stream id, in ms.
+local function id_ms(entry)
+  return string.match(entry, '^(%d+)%-') or '0'
+end
+
+local function bury(dead, dead_max, m, extra, id, err, why)
+  m.err = err
+  local f = {'id', id}
+  for _, x in ipairs(to_flat(m, extra)) do f[#f + 1] = x end
+  f[#f + 1] = 'why'
+  f[#f + 1] = why
+  redis.call('XADD', dead, 'MAXLEN', '~', dead_max, '*', unpack(f))
+end
+
+--[[
+jr_fail: an attempt failed (or the entry cannot be run): retry or bury it.
+  KEYS: ready delayed jobs wake dead
+  ARGV: entry consumer action delay_ms error why dead_max
+    action  "retry": attempt+1, due in delay_ms (0 = ready again now)
+            "dead": into the dead stream with error and why
+  Does nothing and returns 0 unless `consumer` still holds the entry (a
+  worker that lost its lease must not retry a job another one now runs).
+  Returns 1.
+]]
+local function fail(keys, args)
+  local ready, delayed, jobs, wake, dead = keys[1], keys[2], keys[3], keys[4], keys[5]
+  local entry, consumer, action = args[1], args[2], args[3]
+  local delay, err, why, dead_max = tonumber(args[4]) or 0, args[5], args[6], args[7]
+  if owner(ready, entry) ~= consumer then return 0 end
+  local e = redis.call('XRANGE', ready, entry, entry)
+  redis.call('XACK', ready, GROUP, entry)
+  redis.call('XDEL', ready, entry)
+  if not e[1] then return 0 end
+  local m, extra = to_map(e[1][2])
+  local id = m.id or entry
+  m.id = nil
+  if m.e == nil then m.e = id_ms(entry) end
+  if action == 'dead' then
+    bury(dead, dead_max, m, extra, id, err, why)
+    return 1
+  end
+  local now = now_ms()
+  m.a = tostring((tonumber(m.a) or 1) + 1)
+  m.err = err
+  if delay <= 0 then
+    m.d = nil
+    ensure_group(ready)
+    redis.call('XADD', ready, '*', 'id', id, unpack(to_flat(m, extra)))
+    return 1
+  end
+  local due = now + delay
+  m.d = tostring(math.ceil(due))
+  redis.call('HSET', jobs, id, cmsgpack.pack(to_flat(m, extra)))
+  redis.call('ZADD', delayed, ms_str(due), id)
+  if redis.call('ZRANGE', delayed, 0, 0)[1] == id then poke(wake) end
+  return 1
+end
+
+--[[
+jr_reclaim: take over entries whose worker stopped heartbeating.
+  KEYS: ready dead
+  ARGV: consumer min_idle_ms cursor count max_deliveries dead_max
+  One XAUTOCLAIM step. Entries delivered more than max_deliveries times are
+  poison: they go to the dead stream instead of being run again.
+  Returns {next cursor, deleted, poisoned, {{ready, {{id, fields}, ...}}}}:
+  the last element has XREADGROUP's shape; deleted counts ids XAUTOCLAIM
+  found deleted from the stream (Redis 7 removes them from the PEL).
+]]
+local function reclaim(keys, args)
+  local ready, dead = keys[1], keys[2]
+  local consumer, min_idle, cursor, count = args[1], args[2], args[3], args[4]
+  local max_deliveries, dead_max = tonumber(args[5]), args[6]
+  if redis.call('EXISTS', ready) == 0 then return {'0-0', 0, 0, {}} end
+  local r = redis.call('XAUTOCLAIM', ready, GROUP, consumer, min_idle, cursor, 'COUNT', count)
+  local kept, poisoned = {}, 0
+  for _, en in ipairs(r[2]) do
+    if en and en[2] then
+      local p = redis.call('XPENDING', ready, GROUP, en[1], en[1], 1)
+      local delivered = p[1] and tonumber(p[1][4]) or 0
+      if delivered > max_deliveries then
+        local m, extra = to_map(en[2])
+        local id = m.id or en[1]
+        m.id = nil
+        if m.e == nil then m.e = id_ms(en[1]) end
+        bury(dead, dead_max, m, extra, id,
+             'delivered ' .. delivered .. ' times: its worker died while running it each time', 'poison')
+        redis.call('XACK', ready, GROUP, en[1])
+        redis.call('XDEL', ready, en[1])
+        poisoned = poisoned + 1
+      else
+        kept[#kept + 1] = en
+      end
+    end
+  end
+  local deleted = r[3] and #r[3] or 0
+  return {r[1], deleted, poisoned, {{ready, kept}}}
+end
+
+--[[
+jr_heartbeat: extend the lease of running entries.
+  KEYS: ready
+  ARGV: consumer entry ...
+  Resets the idle time of each entry this consumer still holds (XCLAIM
+  JUSTID: no delivery counted). Returns the entries it no longer holds.
+]]
+local function heartbeat(keys, args)
+  local ready, consumer = keys[1], args[1]
+  local lost = {}
+  for i = 2, #args do
+    if owner(ready, args[i]) == consumer then
+      redis.call('XCLAIM', ready, GROUP, consumer, 0, args[i], 'JUSTID')
+    else
+      lost[#lost + 1] = args[i]
+    end
+  end
+  return lost
+end
+
+--[[
+jr_handback: give back entries fetched but never started (shutdown).
+  KEYS: ready
+  ARGV: consumer entry ...
+  Each entry this consumer holds is added again as a new entry (so a
+  blocked worker gets it at once) and the old one acknowledged and deleted.
+  Returns how many were handed back.
+]]
+local function handback(keys, args)
+  local ready, consumer, n = keys[1], args[1], 0
+  for i = 2, #args do
+    if owner(ready, args[i]) == consumer then
+      local e = redis.call('XRANGE', ready, args[i], args[i])
+      if e[1] then
+        local m, extra = to_map(e[1][2])
+        local id = m.id or args[i]
+        m.id = nil
+        if m.e == nil then m.e = id_ms(args[i]) end
+        redis.call('XADD', ready, '*', 'id', id, unpack(to_flat(m, extra)))
+        n = n + 1
+      end
+      redis.call('XACK', ready, GROUP, args[i])
+      redis.call('XDEL', ready, args[i])
+    end
+  end
+  return n
+end
+
+--[[
+jr_dead_retry: run dead jobs again, attempts reset.
+  KEYS: dead ready
+  ARGV: dead entry ids
+  Returns how many were re-enqueued.
+]]
+local function dead_retry(keys, args)
+  local dead, ready, n = keys[1], keys[2], 0
+  for _, entry in ipairs(args) do
+    local e = redis.call('XRANGE', dead, entry, entry)
+    if e[1] then
+      local m, extra = to_map(e[1][2])
+      local id = m.id or entry
+      m.id, m.a, m.err, m.d = nil, nil, nil, nil
+      ensure_group(ready)
+      redis.call('XADD', ready, '*', 'id', id, unpack(to_flat(m, extra)))
+      redis.call('XDEL', dead, entry)
+      n = n + 1
+    end
+  end
+  return n
+end
+
 -- The contract version of this library (docs/redis-contract.md).
 local function version()
   return '1'
@@ -199,5 +402,10 @@ redis.register_function('jr_enqueue', enqueue)
 redis.register_function('jr_promote', promote)
 redis.register_function('jr_ack', ack)
 redis.register_function('jr_register', register)
+redis.register_function('jr_fail', fail)
+redis.register_function('jr_reclaim', reclaim)
+redis.register_function('jr_heartbeat', heartbeat)
+redis.register_function('jr_handback', handback)
+redis.register_function('jr_dead_retry', dead_retry)
 redis.register_function{function_name = 'jr_queues', callback = queues, flags = {'no-writes'}}
 redis.register_function{function_name = 'jr_version', callback = version, flags = {'no-writes'}}

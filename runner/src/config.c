@@ -25,6 +25,7 @@ typedef enum {
     T_ENUM,      /* int: index into names */
     T_PATHS,     /* jr_strlist_t of non-empty strings */
     T_QUEUES,    /* jr_strlist_t of distinct queue names */
+    T_HANDLERS,  /* the handlers section: NAME -> mapping of "jobs" policy keys */
 } key_type_t;
 
 typedef struct {
@@ -38,15 +39,19 @@ typedef struct {
 
 static const char *const log_formats[] = {"text", "json", NULL};
 static const char *const log_levels[] = {"debug", "info", "warn", "error", NULL};
+static const char *const isolations[] = {"process", "inline", NULL};
 
 _Static_assert(JR_LOG_TEXT == 0 && JR_LOG_JSON == 1, "log_formats order");
 _Static_assert(JR_LOG_DEBUG == 0 && JR_LOG_INFO == 1 && JR_LOG_WARN == 2 && JR_LOG_ERROR == 3,
                "log_levels order");
 _Static_assert(sizeof(jr_log_format_t) == sizeof(int), "T_ENUM fields are stored as int");
+_Static_assert(JR_ISOLATION_PROCESS == 0 && JR_ISOLATION_INLINE == 1, "isolations order");
 
 #define F(field) offsetof(jr_config_t, field)
-#define MS_S 1000
+#define MS_S 1000LL
 #define MS_M (60 * MS_S)
+#define MS_H (60 * MS_M)
+#define J(field) (F(jobs) + offsetof(jr_policy_t, field))
 
 /* Rows of one section must be adjacent. */
 static const key_def_t keys[] = {
@@ -58,6 +63,19 @@ static const key_def_t keys[] = {
     {"worker", "queues", T_QUEUES, F(worker_queues), 0, 0, NULL},
     {"worker", "batch", T_INT, F(worker_batch), 1, 10000, NULL},
     {"worker", "block", T_DURATION, F(worker_block_ms), 100, 60 * MS_S, NULL},
+    {"worker", "concurrency", T_INT, F(worker_concurrency), 1, 256, NULL},
+    {"worker", "isolation", T_ENUM, F(worker_isolation), 0, 0, isolations},
+    {"worker", "lease", T_DURATION, F(worker_lease_ms), 100, MS_H, NULL},
+    {"worker", "grace", T_DURATION, F(worker_grace_ms), 0, MS_H, NULL},
+    /* The first four "jobs" rows are also the keys of each handler override. */
+    {"jobs", "timeout", T_DURATION, J(timeout_ms), 1, 7 * 24 * MS_H, NULL},
+    {"jobs", "max_attempts", T_INT, J(max_attempts), 1, 1000, NULL},
+    {"jobs", "backoff", T_DURATION, J(backoff_ms), 0, 30 * 24 * MS_H, NULL},
+    {"jobs", "backoff_max", T_DURATION, J(backoff_max_ms), 0, 30 * 24 * MS_H, NULL},
+    {"jobs", "max_deliveries", T_INT, F(max_deliveries), 1, 1000, NULL},
+    {"jobs", "max_payload", T_INT, F(max_payload), 1, 512 << 20, NULL},
+    {"dead", "max", T_INT, F(dead_max), 1, 10000000, NULL},
+    {"handlers", "*", T_HANDLERS, 0, 0, 0, NULL},
     {"scheduler", "queues", T_QUEUES, F(scheduler_queues), 0, 0, NULL},
     {"scheduler", "batch", T_INT, F(scheduler_batch), 1, 100000, NULL},
     {"scheduler", "block", T_DURATION, F(scheduler_block_ms), 100, 60 * MS_S, NULL},
@@ -95,6 +113,15 @@ int jr_config_init(jr_config_t *cfg) {
     cfg->worker_block_ms = 5000;
     cfg->scheduler_batch = 1000;
     cfg->scheduler_block_ms = 5000;
+    cfg->worker_concurrency = 1;
+    cfg->worker_isolation = JR_ISOLATION_PROCESS;
+    cfg->worker_lease_ms = 30000;
+    cfg->worker_grace_ms = 8000;
+    cfg->jobs = (jr_policy_t){.timeout_ms = 5 * MS_M, .max_attempts = 10, .backoff_ms = 1000,
+                              .backoff_max_ms = MS_H};
+    cfg->max_deliveries = 5;
+    cfg->max_payload = 1 << 20;
+    cfg->dead_max = 10000;
     cfg->default_queue = strdup(JR_DEFAULT_QUEUE);
     return cfg->default_queue ? 0 : JR_ENOMEM;
 }
@@ -105,7 +132,22 @@ void jr_config_free(jr_config_t *cfg) {
     jr_strlist_free(&cfg->plugin_paths);
     jr_strlist_free(&cfg->worker_queues);
     jr_strlist_free(&cfg->scheduler_queues);
+    for (size_t i = 0; i < cfg->nhandlers; i++) free(cfg->handlers[i].name);
+    free(cfg->handlers);
     memset(cfg, 0, sizeof *cfg);
+}
+
+jr_policy_t jr_config_policy(const jr_config_t *cfg, const char *handler) {
+    jr_policy_t p = cfg->jobs;
+    for (size_t i = 0; handler && i < cfg->nhandlers; i++) {
+        if (strcmp(cfg->handlers[i].name, handler) != 0) continue;
+        const jr_policy_t *o = &cfg->handlers[i].p;
+        if (o->timeout_ms >= 0) p.timeout_ms = o->timeout_ms;
+        if (o->max_attempts >= 0) p.max_attempts = o->max_attempts;
+        if (o->backoff_ms >= 0) p.backoff_ms = o->backoff_ms;
+        if (o->backoff_max_ms >= 0) p.backoff_max_ms = o->backoff_max_ms;
+    }
+    return p;
 }
 
 int jr_config_apply_env(jr_config_t *cfg) {
@@ -130,6 +172,7 @@ typedef struct {
     char *err;
     size_t errlen;
     jr_config_t *cfg;
+    char *base; /* where row offsets point: the config, or shifted onto a handler override */
     size_t seen_line[NKEYS]; /* line where key i was set, 0 = not yet */
     size_t section_line[NKEYS]; /* same for the section starting at row i */
 } loader_t;
@@ -240,7 +283,7 @@ static int parse_int64(const char *s, int64_t *out) {
 
 /* Apply the scalar value of the current event to row d. */
 static int set_scalar(loader_t *ld, const key_def_t *d, const char *path) {
-    void *field = (char *)ld->cfg + d->off;
+    void *field = ld->base + d->off;
     const char *v = ev_text(ld);
     char lo[32], hi[32];
     switch (d->type) {
@@ -363,14 +406,82 @@ static int find_row(const loader_t *ld, const char *section) {
     return -1;
 }
 
+/* Index of the first row of a section. */
+static int find_row_index(const char *section) {
+    for (size_t i = 0; i < NKEYS; i++)
+        if (!strcmp(keys[i].section, section)) return (int)i;
+    return -1;
+}
+
 /* Refuse anything but a plain string as a mapping key. */
 static int check_key_event(loader_t *ld, const char *where) {
     if (ld->ev.type == YAML_SCALAR_EVENT) return 0;
     return fail(ld, where, "expected a key name, got %s", ev_kind(ld));
 }
 
+/* Handler names as in plugins: 1..64 of [A-Za-z0-9_.:-]. */
+static int handler_name_ok(const char *s) {
+    size_t n = strlen(s);
+    return n >= 1 && n <= 64 &&
+           strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-") == n;
+}
+
+/* The current event opens the "handlers" section: a mapping of handler
+ * name -> mapping of the four policy keys of "jobs". Values go into an
+ * override whose unset fields stay -1 (inherit). */
+static int load_handlers(loader_t *ld) {
+    if (ev_is_null(ld)) return 0;
+    if (ld->ev.type != YAML_MAPPING_START_EVENT)
+        return fail(ld, "handlers", "expected a mapping of handler names, got %s", ev_kind(ld));
+    int rc;
+    char path[PATH_LEN];
+    while ((rc = next(ld)) == 0 && ld->ev.type != YAML_MAPPING_END_EVENT) {
+        if ((rc = check_key_event(ld, "handlers"))) return rc;
+        const char *name = ev_text(ld);
+        snprintf(path, sizeof path, "handlers.%s", name);
+        if (!handler_name_ok(name))
+            return fail(ld, path, "bad handler name (1 to 64 of A-Z a-z 0-9 _ . : -)");
+        for (size_t i = 0; i < ld->cfg->nhandlers; i++)
+            if (!strcmp(ld->cfg->handlers[i].name, name)) return fail(ld, path, "duplicate key");
+        jr_handler_policy_t *v = realloc(ld->cfg->handlers, (ld->cfg->nhandlers + 1) * sizeof *v);
+        if (!v) return JR_ENOMEM;
+        ld->cfg->handlers = v;
+        jr_handler_policy_t *h = &v[ld->cfg->nhandlers];
+        if (!(h->name = strdup(name))) return JR_ENOMEM;
+        h->p = (jr_policy_t){-1, -1, -1, -1};
+        ld->cfg->nhandlers++;
+        if ((rc = next(ld))) return rc;
+        if (ev_is_null(ld)) continue;
+        if (ld->ev.type != YAML_MAPPING_START_EVENT)
+            return fail(ld, path, "expected a mapping (timeout, max_attempts, backoff, backoff_max), got %s",
+                        ev_kind(ld));
+        size_t seen[4] = {0};
+        while ((rc = next(ld)) == 0 && ld->ev.type != YAML_MAPPING_END_EVENT) {
+            char key[PATH_LEN + 70];
+            if ((rc = check_key_event(ld, path))) return rc;
+            snprintf(key, sizeof key, "%s.%s", path, ev_text(ld));
+            int row = find_row(ld, "jobs");
+            int first = find_row_index("jobs");
+            if (row < 0 || row - first >= 4)
+                return fail(ld, key, "unknown key (a handler has timeout, max_attempts, backoff, backoff_max)");
+            if (seen[row - first]) return fail(ld, key, "duplicate key (first given on line %zu)", seen[row - first]);
+            seen[row - first] = ev_line(ld);
+            if ((rc = next(ld))) return rc;
+            if (ld->ev.type != YAML_SCALAR_EVENT || ev_is_null(ld))
+                return fail(ld, key, "expected a single value, got %s", ev_kind(ld));
+            ld->base = (char *)&h->p - F(jobs);
+            rc = set_scalar(ld, &keys[row], key);
+            ld->base = (char *)ld->cfg;
+            if (rc) return rc;
+        }
+        if (rc) return rc;
+    }
+    return rc;
+}
+
 /* The current event opens a section's value; read its keys. */
 static int load_section(loader_t *ld, const char *section) {
+    if (!strcmp(section, "handlers")) return load_handlers(ld);
     if (ev_is_null(ld)) return 0; /* "worker:" with every key commented out */
     if (ld->ev.type != YAML_MAPPING_START_EVENT)
         return fail(ld, section, "expected a mapping of keys, got %s", ev_kind(ld));
@@ -451,6 +562,7 @@ int jr_config_load_string(jr_config_t *cfg, const char *yaml, size_t len, const 
     ld.err = err;
     ld.errlen = errlen;
     ld.cfg = cfg;
+    ld.base = (char *)cfg;
     int rc = load_stream(&ld);
     if (rc == JR_ENOMEM) set_err(err, errlen, "%s: %s", name, jr_strerror(rc));
     if (ld.have_ev) yaml_event_delete(&ld.ev);

@@ -11,6 +11,20 @@ typedef struct jr_strlist {
 } jr_strlist_t;
 
 typedef enum { JR_LOG_TEXT = 0, JR_LOG_JSON = 1 } jr_log_format_t;
+typedef enum { JR_ISOLATION_PROCESS = 0, JR_ISOLATION_INLINE = 1 } jr_isolation_t;
+
+/* How a job is run and retried. In a handler override, -1 = inherit. */
+typedef struct jr_policy {
+    int64_t timeout_ms;     /* one attempt's time limit */
+    int64_t max_attempts;   /* attempts before the job is dead */
+    int64_t backoff_ms;     /* ceiling of the first retry delay */
+    int64_t backoff_max_ms; /* cap of the retry delay ceiling */
+} jr_policy_t;
+
+typedef struct jr_handler_policy {
+    char *name;
+    jr_policy_t p;
+} jr_handler_policy_t;
 
 typedef struct jr_config {
     /* redis: */
@@ -28,6 +42,22 @@ typedef struct jr_config {
     jr_strlist_t worker_queues; /* worker.queues, empty = ["default"] */
     int64_t worker_batch;       /* worker.batch: entries per XREADGROUP, 1..10000, default 128 */
     int64_t worker_block_ms;    /* worker.block: longest blocking read, 100ms..60s, default 5s */
+    int64_t worker_concurrency; /* worker.concurrency: handler processes per worker, 1..256, default 1 */
+    int worker_isolation;       /* worker.isolation: process | inline (jr_isolation_t), default process */
+    int64_t worker_lease_ms;    /* worker.lease: idle time after which another worker takes a job over, 100ms..1h, default 30s */
+    int64_t worker_grace_ms;    /* worker.grace: how long running jobs may finish after SIGTERM, 0..1h, default 8s */
+
+    /* jobs: defaults for every handler */
+    jr_policy_t jobs;           /* jobs.timeout 5m, jobs.max_attempts 10, jobs.backoff 1s, jobs.backoff_max 1h */
+    int64_t max_deliveries;     /* jobs.max_deliveries: deliveries (crashed workers) before a job is poison, 1..1000, default 5 */
+    int64_t max_payload;        /* jobs.max_payload: largest payload in bytes, 1..512 MiB, default 1 MiB */
+
+    /* handlers: NAME: {timeout, max_attempts, backoff, backoff_max} */
+    jr_handler_policy_t *handlers;
+    size_t nhandlers;
+
+    /* dead: */
+    int64_t dead_max;           /* dead.max: dead jobs kept per queue (oldest trimmed), 1..10000000, default 10000 */
 
     /* scheduler: */
     jr_strlist_t scheduler_queues; /* scheduler.queues, empty = every registered queue */
@@ -55,6 +85,10 @@ int jr_config_load_file(jr_config_t *cfg, const char *path, char *err, size_t er
  * the file name in messages. */
 int jr_config_load_string(jr_config_t *cfg, const char *yaml, size_t len,
                           const char *name, char *err, size_t errlen);
+
+/* The policy for a handler: its override's values where set, the jobs
+ * defaults elsewhere. */
+jr_policy_t jr_config_policy(const jr_config_t *cfg, const char *handler);
 
 /* Apply environment overrides: JOBRUNNER_REDIS_URL. Returns 0 or JR_ENOMEM. */
 int jr_config_apply_env(jr_config_t *cfg);

@@ -64,8 +64,7 @@ const char *jr_config_redis_url_shown(const jr_config_t *cfg, char *buf, size_t 
     return buf;
 }
 
-/* Connect once and prepare the connection; NULL with err set on failure. */
-static jr_redis_t *connect_once(const jr_config_t *cfg, char *err, size_t errlen) {
+jr_redis_t *jr_connect_once(const jr_config_t *cfg, char *err, size_t errlen) {
     jr_redis_t *r = jr_redis_connect(jr_config_redis_url(cfg), cfg->connect_timeout_ms, err, errlen);
     if (!r) return NULL;
     if (jr_redis_load_library(r) != 0) {
@@ -86,7 +85,7 @@ jr_redis_t *jr_connect_retry(const jr_config_t *cfg) {
     int64_t backoff = 100;
     for (int attempt = 1;; attempt++) {
         char err[JR_ERRLEN];
-        jr_redis_t *r = connect_once(cfg, err, sizeof err);
+        jr_redis_t *r = jr_connect_once(cfg, err, sizeof err);
         if (r) {
             char shown[512];
             if (attempt > 1)

@@ -81,6 +81,20 @@ int jr_redis_wait(jr_redis_t *r, int64_t timeout_us, int extra_fd) {
     return w;
 }
 
+int jr_redis_fd(const jr_redis_t *r) { return r && r->c ? r->c->fd : -1; }
+
+int jr_redis_has_reply(jr_redis_t *r) {
+    if (r->stash) return 1;
+    if (!jr_redis_ok(r)) return 0;
+    void *rep = NULL;
+    if (redisGetReplyFromReader(r->c, &rep) != REDIS_OK) {
+        transport_fail(r);
+        return 1; /* let the caller read, and see the error */
+    }
+    r->stash = rep;
+    return rep != NULL;
+}
+
 /* Read one reply, waiting at most timeout_us (-1 = forever). A timeout
  * breaks the connection: the reply may still arrive and would be misread. */
 static int recv_reply(jr_redis_t *r, redisReply **out, int64_t timeout_us) {
@@ -276,6 +290,7 @@ void jr_qkeys(jr_qkeys_t *k, const char *q) {
     snprintf(k->jobs, sizeof k->jobs, "jr:{%s}:jobs", q);
     snprintf(k->wake, sizeof k->wake, "jr:{%s}:wake", q);
     snprintf(k->seq, sizeof k->seq, "jr:{%s}:seq", q);
+    snprintf(k->dead, sizeof k->dead, "jr:{%s}:dead", q);
 }
 
 /* Append FCALL jr_register for `queue` unless this connection did already.
@@ -522,27 +537,20 @@ static int batch_reserve(jr_batch_t *b, size_t entries, size_t strs) {
     return 0;
 }
 
-int jr_redis_recv_read(jr_redis_t *r, jr_batch_t *b, const char *const *queues, size_t n) {
-    if (b->reply) freeReplyObject(b->reply);
-    b->reply = NULL, b->n = 0, b->nstrs = 0;
-    redisReply *rep;
-    int rc = recv_reply(r, &rep, r->timeout_us);
-    if (rc) return rc;
-    if (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "UNBLOCKED", 9) == 0) {
-        freeReplyObject(rep);
-        return 0;
-    }
-    if ((rc = reply_error(r, rep))) return rc;
+/* Fill *b from an XREADGROUP-shaped reply [[key, [[id, fields], ...]], ...]
+ * that b now owns; entries of unknown keys get queue index qi_default. */
+static int parse_streams(jr_redis_t *r, jr_batch_t *b, redisReply *rep, const char *const *queues,
+                         size_t n, uint32_t qi_default) {
     b->reply = rep;
     if (rep->type == REDIS_REPLY_NIL) return 0;
-    if (rep->type != REDIS_REPLY_ARRAY) return fail(r, JR_EPROTO, "XREADGROUP: unexpected reply");
+    if (rep->type != REDIS_REPLY_ARRAY) return fail(r, JR_EPROTO, "stream read: unexpected reply");
     /* Count first, so pointers into the arrays never move while filling. */
     size_t entries = 0, strs = 0;
     for (size_t s = 0; s < rep->elements; s++) {
         redisReply *st = rep->element[s];
         if (st->type != REDIS_REPLY_ARRAY || st->elements != 2 ||
-            st->element[1]->type != REDIS_REPLY_ARRAY)
-            return fail(r, JR_EPROTO, "XREADGROUP: unexpected stream reply");
+            st->element[0]->type != REDIS_REPLY_STRING || st->element[1]->type != REDIS_REPLY_ARRAY)
+            return fail(r, JR_EPROTO, "stream read: unexpected stream reply");
         for (size_t e = 0; e < st->element[1]->elements; e++) {
             redisReply *en = st->element[1]->element[e];
             entries++;
@@ -554,17 +562,19 @@ int jr_redis_recv_read(jr_redis_t *r, jr_batch_t *b, const char *const *queues, 
     if (batch_reserve(b, entries, strs)) return fail(r, JR_ENOMEM, "out of memory");
     for (size_t s = 0; s < rep->elements; s++) {
         redisReply *st = rep->element[s];
-        uint32_t qi = 0;
-        jr_qkeys_t k;
+        uint32_t qi = qi_default;
         for (size_t i = 0; i < n; i++) {
+            jr_qkeys_t k;
             jr_qkeys(&k, queues[i]);
             if (strcmp(k.ready, st->element[0]->str) == 0) qi = (uint32_t)i;
         }
         for (size_t e = 0; e < st->element[1]->elements; e++) {
             redisReply *en = st->element[1]->element[e];
+            /* Before Redis 7, XAUTOCLAIM gave nil for deleted entries. */
+            if (en->type == REDIS_REPLY_NIL) continue;
             if (en->type != REDIS_REPLY_ARRAY || en->elements != 2 ||
                 en->element[0]->type != REDIS_REPLY_STRING)
-                return fail(r, JR_EPROTO, "XREADGROUP: unexpected entry");
+                return fail(r, JR_EPROTO, "stream read: unexpected entry");
             jr_entry_t *x = &b->v[b->n++];
             x->queue = qi;
             x->id = en->element[0]->str;
@@ -588,6 +598,175 @@ int jr_redis_recv_read(jr_redis_t *r, jr_batch_t *b, const char *const *queues, 
             x->values = s0 + half, x->value_lens = l0 + half;
         }
     }
+    return 0;
+}
+
+/* Drop what the batch holds from its last fill. */
+static void batch_reset(jr_batch_t *b) {
+    if (b->reply) freeReplyObject(b->reply);
+    b->reply = NULL, b->n = 0, b->nstrs = 0;
+}
+
+int jr_redis_recv_read(jr_redis_t *r, jr_batch_t *b, const char *const *queues, size_t n) {
+    batch_reset(b);
+    redisReply *rep;
+    int rc = recv_reply(r, &rep, r->timeout_us);
+    if (rc) return rc;
+    if (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "UNBLOCKED", 9) == 0) {
+        freeReplyObject(rep);
+        return 0;
+    }
+    if ((rc = reply_error(r, rep))) return rc;
+    return parse_streams(r, b, rep, queues, n, 0);
+}
+
+int jr_redis_append_fail(jr_redis_t *r, const char *queue, const char *entry, const char *consumer,
+                         const char *action, int64_t delay_ms, const char *error, const char *why,
+                         int64_t dead_max) {
+    jr_qkeys_t k;
+    jr_qkeys(&k, queue);
+    char delay[24], max[24];
+    snprintf(delay, sizeof delay, "%lld", (long long)delay_ms);
+    snprintf(max, sizeof max, "%lld", (long long)dead_max);
+    const char *argv[] = {"FCALL", "jr_fail", "5", k.ready, k.delayed, k.jobs, k.wake, k.dead,
+                          entry, consumer, action, delay, error, why, max};
+    return append_argv(r, 15, argv, NULL);
+}
+
+/* Append FCALL fn 1 <ready> consumer ids... */
+static int append_ids_call(jr_redis_t *r, const char *fn, const char *queue, const char *consumer,
+                           const char *const *ids, size_t n) {
+    jr_qkeys_t k;
+    jr_qkeys(&k, queue);
+    const char **argv = malloc((n + 5) * sizeof *argv);
+    if (!argv) return fail(r, JR_ENOMEM, "out of memory");
+    size_t a = 0;
+    argv[a++] = "FCALL", argv[a++] = fn, argv[a++] = "1", argv[a++] = k.ready;
+    if (consumer) argv[a++] = consumer;
+    memcpy(argv + a, ids, n * sizeof *ids);
+    int rc = append_argv(r, (int)(a + n), argv, NULL);
+    free(argv);
+    return rc;
+}
+
+int jr_redis_append_handback(jr_redis_t *r, const char *queue, const char *consumer,
+                             const char *const *ids, size_t n) {
+    return append_ids_call(r, "jr_handback", queue, consumer, ids, n);
+}
+
+int jr_redis_heartbeat(jr_redis_t *r, const char *queue, const char *consumer,
+                       const char *const *ids, size_t n, unsigned char *lost) {
+    memset(lost, 0, n);
+    int rc = append_ids_call(r, "jr_heartbeat", queue, consumer, ids, n);
+    redisReply *rep;
+    if (rc || (rc = jr_redis_flush(r)) || (rc = recv_reply(r, &rep, r->timeout_us))) return rc;
+    if ((rc = reply_error(r, rep))) return rc;
+    int nlost = 0;
+    for (size_t i = 0; rep->type == REDIS_REPLY_ARRAY && i < rep->elements; i++)
+        for (size_t j = 0; j < n; j++)
+            if (rep->element[i]->type == REDIS_REPLY_STRING && !strcmp(rep->element[i]->str, ids[j])) {
+                lost[j] = 1;
+                nlost++;
+            }
+    freeReplyObject(rep);
+    return nlost;
+}
+
+int jr_redis_reclaim(jr_redis_t *r, const char *queue, uint32_t qi, const char *consumer,
+                     int64_t min_idle_ms, char *cursor, int64_t count, int64_t max_deliveries,
+                     int64_t dead_max, jr_batch_t *b, long long *deleted, long long *poisoned) {
+    batch_reset(b);
+    jr_qkeys_t k;
+    jr_qkeys(&k, queue);
+    char idle[24], cnt[24], maxd[24], dmax[24];
+    snprintf(idle, sizeof idle, "%lld", (long long)min_idle_ms);
+    snprintf(cnt, sizeof cnt, "%lld", (long long)count);
+    snprintf(maxd, sizeof maxd, "%lld", (long long)max_deliveries);
+    snprintf(dmax, sizeof dmax, "%lld", (long long)dead_max);
+    redisReply *rep;
+    int rc = exec(r, &rep, "FCALL", "jr_reclaim", "2", k.ready, k.dead, consumer, idle, cursor, cnt,
+                  maxd, dmax, NULL);
+    if (rc) return rc;
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 4 ||
+        rep->element[0]->type != REDIS_REPLY_STRING) {
+        freeReplyObject(rep);
+        return fail(r, JR_EPROTO, "jr_reclaim: unexpected reply");
+    }
+    snprintf(cursor, JR_ID_MAX, "%s", rep->element[0]->str);
+    *deleted = rep->element[1]->integer;
+    *poisoned = rep->element[2]->integer;
+    /* Keep the whole reply alive: the batch points into its 4th element. */
+    redisReply *streams = rep->element[3];
+    rc = parse_streams(r, b, streams, NULL, 0, qi);
+    b->reply = rep;
+    return rc;
+}
+
+int jr_redis_xrange(jr_redis_t *r, const char *key, int64_t count, jr_batch_t *b) {
+    batch_reset(b);
+    char cnt[24];
+    snprintf(cnt, sizeof cnt, "%lld", (long long)(count > 0 ? count : INT64_MAX / 2));
+    redisReply *rep;
+    int rc = exec(r, &rep, "XRANGE", key, "-", "+", "COUNT", cnt, NULL);
+    if (rc) return rc;
+    /* Wrap it as [[key, entries]] so one parser serves every stream read. */
+    redisReply *outer = calloc(1, sizeof *outer), *pair = calloc(1, sizeof *pair);
+    redisReply *name = calloc(1, sizeof *name);
+    redisReply **po = malloc(sizeof *po), **pp = malloc(2 * sizeof *pp);
+    char *kcopy = strdup(key);
+    if (!outer || !pair || !name || !po || !pp || !kcopy) {
+        free(outer), free(pair), free(name), free(po), free(pp), free(kcopy);
+        freeReplyObject(rep);
+        return fail(r, JR_ENOMEM, "out of memory");
+    }
+    name->type = REDIS_REPLY_STRING, name->str = kcopy, name->len = strlen(kcopy);
+    pair->type = REDIS_REPLY_ARRAY, pair->elements = 2, pair->element = pp;
+    pp[0] = name, pp[1] = rep;
+    outer->type = REDIS_REPLY_ARRAY, outer->elements = 1, outer->element = po;
+    po[0] = pair;
+    return parse_streams(r, b, outer, NULL, 0, 0);
+}
+
+int jr_redis_dead_retry(jr_redis_t *r, const char *queue, const char *const *entries, size_t n,
+                        long long *moved) {
+    jr_qkeys_t k;
+    jr_qkeys(&k, queue);
+    const char **argv = malloc((n + 5) * sizeof *argv);
+    if (!argv) return fail(r, JR_ENOMEM, "out of memory");
+    argv[0] = "FCALL", argv[1] = "jr_dead_retry", argv[2] = "2", argv[3] = k.dead, argv[4] = k.ready;
+    memcpy(argv + 5, entries, n * sizeof *entries);
+    redisReply *rep;
+    int rc = exec_argv(r, &rep, (int)(n + 5), argv, NULL);
+    free(argv);
+    if (rc) return rc;
+    *moved = rep->type == REDIS_REPLY_INTEGER ? rep->integer : 0;
+    freeReplyObject(rep);
+    return 0;
+}
+
+int jr_redis_dead_purge(jr_redis_t *r, const char *queue, const char *const *entries, size_t n,
+                        long long *removed) {
+    jr_qkeys_t k;
+    jr_qkeys(&k, queue);
+    redisReply *rep;
+    int rc;
+    if (n == 0) {
+        if ((rc = exec(r, &rep, "XLEN", k.dead, NULL))) return rc;
+        *removed = rep->integer;
+        freeReplyObject(rep);
+        if ((rc = exec(r, &rep, "DEL", k.dead, NULL))) return rc;
+        freeReplyObject(rep);
+        return 0;
+    }
+    const char **argv = malloc((n + 2) * sizeof *argv);
+    if (!argv) return fail(r, JR_ENOMEM, "out of memory");
+    argv[0] = "XDEL", argv[1] = k.dead;
+    memcpy(argv + 2, entries, n * sizeof *entries);
+    rc = exec_argv(r, &rep, (int)(n + 2), argv, NULL);
+    free(argv);
+    if (rc) return rc;
+    *removed = rep->integer;
+    freeReplyObject(rep);
     return 0;
 }
 
@@ -618,21 +797,22 @@ int jr_redis_stats(jr_redis_t *r, const char *queue, jr_qstats_t *s) {
     jr_qkeys_t k;
     jr_qkeys(&k, queue);
     memset(s, 0, sizeof *s);
-    const char *cmds[3][4] = {{"XLEN", k.ready}, {"ZCARD", k.delayed},
-                              {"XPENDING", k.ready, JR_GROUP}};
-    int argcs[3] = {2, 2, 3};
+    const char *cmds[4][4] = {{"XLEN", k.ready}, {"ZCARD", k.delayed},
+                              {"XPENDING", k.ready, JR_GROUP}, {"XLEN", k.dead}};
+    int argcs[4] = {2, 2, 3, 2};
     int rc;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         if ((rc = append_argv(r, argcs[i], cmds[i], NULL))) return rc;
     if ((rc = jr_redis_flush(r))) return rc;
     long long len = 0;
     int first_err = 0;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         redisReply *rep;
         if ((rc = recv_reply(r, &rep, r->timeout_us))) return rc;
         if (rep->type == REDIS_REPLY_INTEGER) {
             if (i == 0) len = rep->integer;
-            else s->delayed = rep->integer;
+            else if (i == 1) s->delayed = rep->integer;
+            else s->dead = rep->integer;
         } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements >= 1 &&
                    rep->element[0]->type == REDIS_REPLY_INTEGER) {
             s->pending = rep->element[0]->integer;

@@ -49,7 +49,7 @@ int jr_queue_name_valid(const char *q);
 /* The keys of a queue (see runner/lua/jobrunner.lua). */
 typedef struct jr_qkeys {
     char ready[JR_KEY_MAX], delayed[JR_KEY_MAX], jobs[JR_KEY_MAX], wake[JR_KEY_MAX],
-        seq[JR_KEY_MAX];
+        seq[JR_KEY_MAX], dead[JR_KEY_MAX];
 } jr_qkeys_t;
 void jr_qkeys(jr_qkeys_t *k, const char *queue);
 #define JR_REGISTRY_KEY "jr:{queues}"
@@ -98,6 +98,11 @@ int jr_redis_recv_wake_read(jr_redis_t *r, const char *const *keys, char (*ids)[
 enum { JR_WAIT_TIMEOUT = 0, JR_WAIT_READY = 1, JR_WAIT_EXTRA = 2 };
 int jr_redis_wait(jr_redis_t *r, int64_t timeout_us, int extra_fd);
 
+/* The connection's socket, to poll() next to other fds, and whether a
+ * reply is already buffered (then poll would not report it). */
+int jr_redis_fd(const jr_redis_t *r);
+int jr_redis_has_reply(jr_redis_t *r);
+
 /* Create the consumer group of each queue if missing (stream too). */
 int jr_redis_ensure_groups(jr_redis_t *r, const char *const *queues, size_t n);
 
@@ -135,11 +140,48 @@ int jr_redis_flush(jr_redis_t *r);
 /* Read one reply expected to be an integer (or an error reply -> JR_EREDIS). */
 int jr_redis_recv_int(jr_redis_t *r, long long *v);
 
+/* Append a failed attempt's outcome for a stream entry this consumer holds:
+ * action "retry" (attempt+1, due after delay_ms) or "dead" (into the dead
+ * stream, trimmed to about dead_max, with error and why). Its reply is an
+ * integer: 1 done, 0 if the entry is no longer ours. */
+int jr_redis_append_fail(jr_redis_t *r, const char *queue, const char *entry, const char *consumer,
+                         const char *action, int64_t delay_ms, const char *error, const char *why,
+                         int64_t dead_max);
+
+/* Append a hand-back of entries fetched but never started. Integer reply. */
+int jr_redis_append_handback(jr_redis_t *r, const char *queue, const char *consumer,
+                             const char *const *ids, size_t n);
+
+/* Extend the lease of running entries. lost[i] = 1 for each entry no longer
+ * held by this consumer. Returns how many were lost, or an error. */
+int jr_redis_heartbeat(jr_redis_t *r, const char *queue, const char *consumer,
+                       const char *const *ids, size_t n, unsigned char *lost);
+
+/* One XAUTOCLAIM step over the entries of `queue` idle longer than min_idle:
+ * claimed entries come into *b (queue index qi), poison ones go to the dead
+ * stream. cursor (JR_ID_MAX bytes) is read and updated ("0-0" = done).
+ * *deleted = ids Redis found deleted, *poisoned = entries buried. */
+int jr_redis_reclaim(jr_redis_t *r, const char *queue, uint32_t qi, const char *consumer,
+                     int64_t min_idle_ms, char *cursor, int64_t count, int64_t max_deliveries,
+                     int64_t dead_max, jr_batch_t *b, long long *deleted, long long *poisoned);
+
+/* Read the entries of a stream (oldest first, at most count; 0 = all) into
+ * *b, as a batch of queue index 0. */
+int jr_redis_xrange(jr_redis_t *r, const char *key, int64_t count, jr_batch_t *b);
+
+/* Re-enqueue dead entries (attempts reset). *moved = how many. */
+int jr_redis_dead_retry(jr_redis_t *r, const char *queue, const char *const *entries, size_t n,
+                        long long *moved);
+/* Delete dead entries (n == 0: all of them). *removed = how many. */
+int jr_redis_dead_purge(jr_redis_t *r, const char *queue, const char *const *entries, size_t n,
+                        long long *removed);
+
 /* Counts of one queue. */
 typedef struct jr_qstats {
     long long ready;   /* in the stream, not yet delivered */
     long long pending; /* delivered to a worker, not yet acknowledged */
     long long delayed; /* waiting for their due time */
+    long long dead;    /* in the dead-letter stream */
 } jr_qstats_t;
 int jr_redis_stats(jr_redis_t *r, const char *queue, jr_qstats_t *s);
 

@@ -475,6 +475,15 @@ void jr_redis_url_free(jr_redis_url_t *u) {
 
 /* ---- clocks ------------------------------------------------------------- */
 
+int64_t jr_backoff_ms(uint32_t attempt, int64_t base_ms, int64_t cap_ms, uint64_t rnd) {
+    if (base_ms <= 0 || cap_ms <= 0) return 0;
+    int64_t ceiling = base_ms;
+    for (uint32_t i = 1; i < attempt && ceiling < cap_ms; i++)
+        ceiling = ceiling > INT64_MAX / 2 ? INT64_MAX : ceiling * 2;
+    if (ceiling > cap_ms) ceiling = cap_ms;
+    return (int64_t)(rnd % ((uint64_t)ceiling + 1));
+}
+
 int64_t jr_wall_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);

@@ -53,6 +53,12 @@ void jr_redis_url_redact(const char *url, char *out, size_t outlen);
 /* Release the strings of a parsed URL; safe on a zeroed or freed struct. */
 void jr_redis_url_free(jr_redis_url_t *u);
 
+/* Delay before the retry that follows failed attempt number `attempt`
+ * (1 = the first attempt failed): exponential backoff with full jitter, a
+ * uniform value in [0, min(cap_ms, base_ms * 2^(attempt-1))], picked with the
+ * uniform random number `rnd`. Never negative; no overflow for any attempt. */
+int64_t jr_backoff_ms(uint32_t attempt, int64_t base_ms, int64_t cap_ms, uint64_t rnd);
+
 /* Wall-clock Unix time in ms / monotonic clock in microseconds. */
 int64_t jr_wall_ms(void);
 int64_t jr_mono_us(void);

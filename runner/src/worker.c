@@ -1,21 +1,57 @@
 /* The worker.
  *
- * One connection carries everything in order: the acknowledgements of the
- * batch just run, then the next XREADGROUP ... BLOCK, written together, so a
- * batch costs one round trip. A second connection exists only to CLIENT
- * UNBLOCK the first when a stop signal arrives while it is blocked. */
+ * Connections: `rd` carries only XREADGROUP ... BLOCK (so a blocked read
+ * never delays anything else); `ctl` carries everything else, pipelined:
+ * acknowledgements, retries, dead letters, hand-backs, heartbeats, reclaims,
+ * and CLIENT UNBLOCK of `rd` at shutdown.
+ *
+ * The loop reads a batch only when a runner (exec.h) is idle, hands it over,
+ * and meanwhile polls the read, the runners, and the signal pipe. Every
+ * outcome becomes an operation queued in memory and sent on `ctl`; if Redis
+ * goes away they wait there, jobs keep running, and the worker reconnects
+ * with capped backoff. Each operation is safe to send twice (the Redis side
+ * checks ownership), so nothing is lost or doubled across a reconnect. */
 #include "worker.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "envelope.h"
+#include "exec.h"
 #include "jr.h"
 #include "log.h"
 #include "proc.h"
 #include "redis.h"
 #include "util.h"
+
+#define ENTRY_MAX 48 /* "<20 digits>-<20 digits>" */
+
+/* A job handed to the executor. */
+typedef struct slot {
+    int used;
+    uint32_t queue;
+    char entry[ENTRY_MAX];
+    char *id, *handler;
+    uint32_t attempt, max_attempts;
+    jr_policy_t policy;
+} slot_t;
+
+typedef enum { OP_ACK, OP_RETRY, OP_DEAD, OP_HANDBACK } op_kind_t;
+
+/* Something to tell Redis about an entry. */
+typedef struct op {
+    op_kind_t kind;
+    uint32_t queue;
+    char entry[ENTRY_MAX];
+    int64_t delay_ms;
+    char *error;     /* RETRY, DEAD */
+    const char *why; /* DEAD: failed | invalid */
+} op_t;
 
 typedef struct worker {
     const jr_config_t *cfg;
@@ -25,169 +61,458 @@ typedef struct worker {
     char consumer[128];
     jr_redis_t *rd, *ctl;
     long long rd_id;
+    int reading;
+    int64_t next_connect, backoff_ms;
+    jr_exec_t *exec;
+    slot_t *slots;
+    size_t nslots, used;
+    jr_task_t *tasks;
+    jr_outcome_t *outcomes;
+    op_t *ops;
+    size_t nops, opcap;
     jr_batch_t batch;
-    const char **ack_ids; /* per queue: ids to acknowledge, batch.n slots each */
-    size_t *nack;
-    size_t ack_cmds; /* acknowledgement replies still to read */
-    volatile int stop;
+    int64_t next_heartbeat, next_reclaim;
+    size_t reclaim_q;
+    char cursor[JR_ID_MAX];
+    int stopping, signals_seen;
+    int64_t grace_deadline;
+    uint64_t rng;
 } worker_t;
 
-static void worker_drop_conns(worker_t *w) {
-    jr_redis_free(w->rd);
-    jr_redis_free(w->ctl);
-    w->rd = w->ctl = NULL;
-    w->ack_cmds = 0;
+static uint64_t next_rand(worker_t *w) { /* xorshift64* */
+    w->rng ^= w->rng >> 12, w->rng ^= w->rng << 25, w->rng ^= w->rng >> 27;
+    return w->rng * 2685821657736338717ULL;
 }
 
-static int worker_connect(worker_t *w) {
-    if (!(w->rd = jr_connect_retry(w->cfg))) return JR_EINTR;
-    if (!(w->ctl = jr_connect_retry(w->cfg))) return JR_EINTR;
-    int rc = jr_redis_ensure_groups(w->rd, w->queues, w->nq);
-    if (!rc) rc = jr_redis_client_id(w->rd, &w->rd_id);
+static int64_t lease_us(const worker_t *w) { return w->cfg->worker_lease_ms * 1000; }
+
+/* ---- operations ---------------------------------------------------------- */
+
+static int push_op(worker_t *w, op_kind_t kind, uint32_t queue, const char *entry,
+                   int64_t delay_ms, const char *error, const char *why) {
+    if (w->nops == w->opcap) {
+        size_t cap = w->opcap ? w->opcap * 2 : 256;
+        op_t *v = realloc(w->ops, cap * sizeof *v);
+        if (!v) return JR_ENOMEM;
+        w->ops = v, w->opcap = cap;
+    }
+    op_t *o = &w->ops[w->nops];
+    o->kind = kind, o->queue = queue, o->delay_ms = delay_ms, o->why = why;
+    snprintf(o->entry, sizeof o->entry, "%s", entry);
+    o->error = error ? strdup(error) : NULL;
+    if (error && !o->error) return JR_ENOMEM;
+    w->nops++;
+    return 0;
+}
+
+static void clear_ops(worker_t *w) {
+    for (size_t i = 0; i < w->nops; i++) free(w->ops[i].error);
+    w->nops = 0;
+}
+
+/* Send every queued operation on ctl in one pipeline and read the replies.
+ * Acknowledgements and hand-backs of a queue go as one call each. On error
+ * the operations stay queued for the next connection. */
+static int flush_ops(worker_t *w) {
+    if (!w->nops) return 0;
+    int rc = 0;
+    size_t calls = 0;
+    const char **ids = malloc(w->nops * sizeof *ids);
+    if (!ids) return JR_ENOMEM;
+    for (uint32_t q = 0; q < w->nq && !rc; q++) {
+        for (int kind = OP_ACK; kind <= OP_HANDBACK && !rc; kind += OP_HANDBACK - OP_ACK) {
+            size_t n = 0;
+            for (size_t i = 0; i < w->nops; i++)
+                if (w->ops[i].queue == q && (int)w->ops[i].kind == kind) ids[n++] = w->ops[i].entry;
+            if (!n) continue;
+            rc = kind == OP_ACK ? jr_redis_append_ack(w->ctl, w->queues[q], ids, n)
+                                : jr_redis_append_handback(w->ctl, w->queues[q], w->consumer, ids, n);
+            calls++;
+        }
+    }
+    free(ids);
+    for (size_t i = 0; i < w->nops && !rc; i++) {
+        const op_t *o = &w->ops[i];
+        if (o->kind != OP_RETRY && o->kind != OP_DEAD) continue;
+        rc = jr_redis_append_fail(w->ctl, w->queues[o->queue], o->entry, w->consumer,
+                                  o->kind == OP_RETRY ? "retry" : "dead", o->delay_ms,
+                                  o->error ? o->error : "", o->why ? o->why : "failed",
+                                  w->cfg->dead_max);
+        calls++;
+    }
+    if (!rc) rc = jr_redis_flush(w->ctl);
+    for (size_t i = 0; i < calls && !rc; i++) {
+        long long v;
+        rc = jr_redis_recv_int(w->ctl, &v);
+        if (rc == JR_EREDIS) { /* a refused call must not wedge the others */
+            jr_log_kv(JR_LOG_ERROR, "Redis refused an operation", "error", jr_redis_errstr(w->ctl), NULL);
+            rc = 0;
+        }
+    }
+    if (!rc) clear_ops(w);
     return rc;
 }
 
-static const char *outcome_name(jr_result_t r) {
-    switch (r) {
-    case JR_RESULT_OK: return "ok";
-    case JR_RESULT_RETRY: return "retry";
-    default: return "failed";
-    }
+/* ---- jobs ---------------------------------------------------------------- */
+
+static void log_outcome(const worker_t *w, const slot_t *s, const char *outcome,
+                        int64_t duration_us, const char *error, int64_t retry_in) {
+    char attempt[16], dur[32], retry[32];
+    snprintf(attempt, sizeof attempt, "%u", s->attempt);
+    snprintf(dur, sizeof dur, "%lld.%03lld", (long long)(duration_us / 1000), (long long)(duration_us % 1000));
+    snprintf(retry, sizeof retry, "%lldms", (long long)retry_in);
+    jr_log_kv(outcome[0] == 'o' ? JR_LOG_INFO : JR_LOG_WARN, "job finished", "job", s->id, "queue",
+              w->queues[s->queue], "handler", s->handler, "attempt", attempt, "outcome", outcome,
+              "duration_ms", dur, "error", error && error[0] ? error : NULL, "retry_in",
+              retry_in >= 0 ? retry : NULL, NULL);
 }
 
-/* Log an entry that cannot be run and leave it pending. */
-static void reject_entry(const jr_entry_t *e, const char *queue, const char *reason) {
-    jr_log_kv(JR_LOG_ERROR, "cannot run entry; left pending", "entry", e->id, "queue", queue,
-              "reason", reason, NULL);
+/* Bury an entry that cannot run, saying why. */
+static int reject(worker_t *w, uint32_t q, const char *entry, const char *reason) {
+    jr_log_kv(JR_LOG_ERROR, "invalid job; moved to the dead-letter stream", "entry", entry, "queue",
+              w->queues[q], "reason", reason, NULL);
+    return push_op(w, OP_DEAD, q, entry, 0, reason, "invalid");
 }
 
-/* Run one entry; returns 1 if it is to be acknowledged. */
-static int run_entry(worker_t *w, const jr_entry_t *e) {
-    const char *queue = w->queues[e->queue];
-    jr_envelope_t env;
-    char err[JR_ERRLEN];
-    if (e->odd) {
-        reject_entry(e, queue, "odd number of field/value items");
-        return 0;
-    }
-    if (jr_envelope_decode(&env, e->id, e->nfields, e->names, e->name_lens, e->values,
-                           e->value_lens, err, sizeof err) != 0) {
-        reject_entry(e, queue, err);
-        return 0;
-    }
-    /* Values from Redis replies are NUL-terminated. */
-    const jr_handler_t *h = jr_registry_find(w->reg, env.handler);
-    if (!h) {
-        snprintf(err, sizeof err, "no handler named \"%s\" is loaded", env.handler);
-        reject_entry(e, queue, err);
-        return 0;
-    }
-    jr_job_t job = {.id = env.id,
-                    .queue = queue,
-                    .handler = env.handler,
-                    .payload = env.payload,
-                    .payload_len = env.payload_len,
-                    .attempt = env.attempt,
-                    .stop_flag = &w->stop};
-    int64_t t0 = jr_mono_us();
-    jr_result_t res = jr_handler_run(h, &job);
-    int64_t dt = jr_mono_us() - t0;
-    char attempt[16], dur[32];
-    snprintf(attempt, sizeof attempt, "%u", env.attempt);
-    snprintf(dur, sizeof dur, "%lld.%03lld", (long long)(dt / 1000), (long long)(dt % 1000));
-    jr_log_kv(res == JR_RESULT_OK ? JR_LOG_INFO : JR_LOG_WARN, "job finished", "job", env.id,
-              "queue", queue, "handler", env.handler, "attempt", attempt, "outcome",
-              outcome_name(res), "duration_ms", dur, "error", job.error[0] ? job.error : NULL,
-              NULL);
-    return res == JR_RESULT_OK;
+static void free_slot(worker_t *w, slot_t *s) {
+    free(s->id), free(s->handler);
+    s->id = s->handler = NULL;
+    s->used = 0;
+    w->used--;
 }
 
-/* Run the batch just read and append its acknowledgements. */
-static int run_batch(worker_t *w) {
-    jr_batch_t *b = &w->batch;
-    const char **ids = realloc(w->ack_ids, (b->n ? b->n : 1) * w->nq * sizeof *ids);
-    if (!ids) return JR_ENOMEM;
-    w->ack_ids = ids;
-    memset(w->nack, 0, w->nq * sizeof *w->nack);
-    for (size_t i = 0; i < b->n; i++) {
-        const jr_entry_t *e = &b->v[i];
-        if (run_entry(w, e)) w->ack_ids[e->queue * b->n + w->nack[e->queue]++] = e->id;
-    }
-    for (size_t q = 0; q < w->nq; q++) {
-        if (!w->nack[q]) continue;
-        int rc = jr_redis_append_ack(w->rd, w->queues[q], w->ack_ids + q * b->n, w->nack[q]);
-        if (rc) return rc;
-        w->ack_cmds++;
-    }
-    return 0;
-}
-
-/* Read the replies of acknowledgements sent with the last read. */
-static int read_acks(worker_t *w) {
-    for (; w->ack_cmds > 0; w->ack_cmds--) {
-        long long n;
-        int rc = jr_redis_recv_int(w->rd, &n);
-        if (rc) return rc;
-    }
-    return 0;
-}
-
-/* One turn: send acks + read, wait, run what came. */
-static int worker_turn(worker_t *w, int sigfd) {
-    int rc = jr_redis_send_read(w->rd, w->consumer, w->queues, w->nq, w->cfg->worker_batch,
-                                w->cfg->worker_block_ms);
-    if (!rc) rc = read_acks(w);
-    if (rc) return rc;
-    jr_log_flush();
-    for (;;) {
-        int r = jr_redis_wait(w->rd, -1, sigfd);
-        if (r < 0) return r;
-        if (r == JR_WAIT_READY) break;
-        jr_signals_drain();
-        if (jr_signals_count() > 0 && !w->stop) {
-            w->stop = 1;
-            /* The blocked read ends at once; entries it already took are
-             * still delivered to us and run below before we exit. */
-            if ((rc = jr_redis_unblock(w->ctl, w->rd_id))) return rc;
+/* Turn an outcome into an operation and a log line. */
+static int finish(worker_t *w, const jr_outcome_t *o) {
+    slot_t *s = &w->slots[o->tag];
+    int rc = 0;
+    if (o->kind == JR_OUT_OK) {
+        log_outcome(w, s, "ok", o->duration_us, NULL, -1);
+        rc = push_op(w, OP_ACK, s->queue, s->entry, 0, NULL, NULL);
+    } else if (o->kind == JR_OUT_UNSTARTED) {
+        rc = push_op(w, OP_HANDBACK, s->queue, s->entry, 0, NULL, NULL);
+    } else {
+        const char *err = o->error[0] ? o->error
+                          : o->kind == JR_OUT_RETRY ? "the handler asked for a retry"
+                                                    : "the handler failed";
+        if (o->kind == JR_OUT_FAIL || s->attempt >= s->max_attempts) {
+            char why[300];
+            if (o->kind != JR_OUT_FAIL)
+                snprintf(why, sizeof why, "%s (attempt %u of %u)", err, s->attempt, s->max_attempts);
+            else
+                snprintf(why, sizeof why, "%s (permanent failure)", err);
+            log_outcome(w, s, "dead", o->duration_us, why, -1);
+            rc = push_op(w, OP_DEAD, s->queue, s->entry, 0, why, "failed");
+        } else {
+            int64_t delay = o->retry_after_ms >= 0
+                                ? o->retry_after_ms
+                                : jr_backoff_ms(s->attempt, s->policy.backoff_ms,
+                                                s->policy.backoff_max_ms, next_rand(w));
+            log_outcome(w, s, "retry", o->duration_us, err, delay);
+            rc = push_op(w, OP_RETRY, s->queue, s->entry, delay, err, NULL);
         }
     }
-    if ((rc = jr_redis_recv_read(w->rd, &w->batch, w->queues, w->nq))) return rc;
-    return run_batch(w);
+    free_slot(w, s);
+    return rc;
+}
+
+/* Hand a batch of entries to the executor (or back to Redis when stopping). */
+static int dispatch(worker_t *w, const jr_batch_t *b) {
+    size_t nt = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        const jr_entry_t *e = &b->v[i];
+        jr_envelope_t env;
+        char err[JR_ERRLEN];
+        int rc = 0;
+        if (w->stopping) {
+            rc = push_op(w, OP_HANDBACK, e->queue, e->id, 0, NULL, NULL);
+        } else if (strlen(e->id) >= ENTRY_MAX) {
+            rc = reject(w, e->queue, e->id, "malformed stream entry id");
+        } else if (e->odd) {
+            rc = reject(w, e->queue, e->id, "odd number of field/value items");
+        } else if (jr_envelope_decode(&env, e->id, e->nfields, e->names, e->name_lens, e->values,
+                                      e->value_lens, err, sizeof err) != 0) {
+            rc = reject(w, e->queue, e->id, err);
+        } else if (env.id_len >= JR_ID_MAX || memchr(env.id, 0, env.id_len)) {
+            rc = reject(w, e->queue, e->id, "job id too long or not text");
+        } else if (env.payload_len > (size_t)w->cfg->max_payload) {
+            snprintf(err, sizeof err, "payload of %zu bytes is over the limit of %lld (jobs.max_payload)",
+                     env.payload_len, (long long)w->cfg->max_payload);
+            rc = reject(w, e->queue, e->id, err);
+        } else if (!jr_registry_find(w->reg, env.handler)) { /* values are NUL-terminated */
+            snprintf(err, sizeof err, "no handler named \"%.64s\" is loaded", env.handler);
+            rc = reject(w, e->queue, e->id, err);
+        } else {
+            size_t k = 0;
+            while (w->slots[k].used) k++; /* a free slot exists: reads ask for no more */
+            slot_t *s = &w->slots[k];
+            s->used = 1;
+            w->used++;
+            s->queue = e->queue;
+            snprintf(s->entry, sizeof s->entry, "%s", e->id);
+            s->id = strndup(env.id, env.id_len);
+            s->handler = strdup(env.handler);
+            if (!s->id || !s->handler) return JR_ENOMEM;
+            s->policy = jr_config_policy(w->cfg, env.handler);
+            s->attempt = env.attempt;
+            s->max_attempts = env.max_attempts ? env.max_attempts : (uint32_t)s->policy.max_attempts;
+            w->tasks[nt++] = (jr_task_t){.tag = (uint32_t)k, .id = s->id, .queue = w->queues[e->queue],
+                                         .handler = s->handler, .payload = env.payload,
+                                         .payload_len = env.payload_len, .attempt = env.attempt,
+                                         .timeout_ms = env.timeout_ms ? env.timeout_ms : s->policy.timeout_ms};
+        }
+        if (rc) return rc;
+    }
+    /* Spread the tasks over the idle runners. */
+    size_t idle = jr_exec_idle(w->exec), done = 0;
+    while (done < nt && idle > 0) {
+        size_t n = (nt - done + idle - 1) / idle;
+        if (jr_exec_submit(w->exec, w->tasks + done, n) != 0) break;
+        done += n, idle--;
+    }
+    for (; done < nt; done++) { /* cannot happen unless a runner failed to start */
+        slot_t *s = &w->slots[w->tasks[done].tag];
+        int rc = push_op(w, OP_HANDBACK, s->queue, s->entry, 0, NULL, NULL);
+        free_slot(w, s);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+static int collect(worker_t *w) {
+    size_t n;
+    while ((n = jr_exec_collect(w->exec, w->outcomes, w->nslots)) > 0) {
+        for (size_t i = 0; i < n; i++) {
+            int rc = finish(w, &w->outcomes[i]);
+            if (rc) return rc;
+        }
+        if (n < w->nslots) break;
+    }
+    return 0;
+}
+
+/* ---- leases -------------------------------------------------------------- */
+
+/* Extend the lease of every job we run, per queue. */
+static int heartbeat(worker_t *w) {
+    const char **ids = malloc(w->nslots * sizeof *ids);
+    unsigned char *lost = malloc(w->nslots);
+    int rc = ids && lost ? 0 : JR_ENOMEM;
+    for (uint32_t q = 0; q < w->nq && !rc; q++) {
+        size_t n = 0;
+        for (size_t i = 0; i < w->nslots; i++)
+            if (w->slots[i].used && w->slots[i].queue == q) ids[n++] = w->slots[i].entry;
+        if (!n) continue;
+        int nlost = jr_redis_heartbeat(w->ctl, w->queues[q], w->consumer, ids, n, lost);
+        if (nlost < 0) rc = nlost;
+        for (size_t i = 0; i < n && nlost > 0; i++)
+            if (lost[i])
+                jr_log_kv(JR_LOG_WARN, "lease lost: another worker took this job over", "entry", ids[i],
+                          "queue", w->queues[q], NULL);
+    }
+    free(ids), free(lost);
+    return rc;
+}
+
+/* One XAUTOCLAIM step on one queue, taking over what fits the idle
+ * runners; moves to the next queue when a queue's scan is complete. */
+static int reclaim(worker_t *w) {
+    long long deleted = 0, poisoned = 0;
+    int64_t want = (int64_t)(w->nslots - w->used);
+    if (want > w->cfg->worker_batch) want = w->cfg->worker_batch;
+    if (want <= 0) return 0;
+    int rc = jr_redis_reclaim(w->ctl, w->queues[w->reclaim_q], (uint32_t)w->reclaim_q, w->consumer,
+                              w->cfg->worker_lease_ms, w->cursor, want, w->cfg->max_deliveries,
+                              w->cfg->dead_max, &w->batch, &deleted, &poisoned);
+    if (rc) return rc;
+    if (w->batch.n || deleted || poisoned) {
+        char n[24], d[24], p[24];
+        snprintf(n, sizeof n, "%zu", w->batch.n);
+        snprintf(d, sizeof d, "%lld", deleted);
+        snprintf(p, sizeof p, "%lld", poisoned);
+        jr_log_kv(JR_LOG_WARN, "took over jobs of a worker that stopped heartbeating", "queue",
+                  w->queues[w->reclaim_q], "jobs", n, "deleted", d, "poison", p, NULL);
+    }
+    if (!strcmp(w->cursor, "0-0")) {
+        w->reclaim_q = (w->reclaim_q + 1) % w->nq;
+        if (w->reclaim_q == 0) w->next_reclaim = jr_mono_us() + lease_us(w) / 2;
+    }
+    return dispatch(w, &w->batch);
+}
+
+/* ---- connections ---------------------------------------------------------- */
+
+static void drop_conns(worker_t *w, int rc) {
+    const char *why = w->rd && jr_redis_errstr(w->rd)[0] ? jr_redis_errstr(w->rd)
+                      : w->ctl && jr_redis_errstr(w->ctl)[0] ? jr_redis_errstr(w->ctl)
+                      : jr_strerror(rc);
+    jr_log_kv(JR_LOG_ERROR, "Redis error; jobs keep running, reconnecting", "error", why, NULL);
+    jr_redis_free(w->rd);
+    jr_redis_free(w->ctl);
+    w->rd = w->ctl = NULL;
+    w->reading = 0;
+    w->next_connect = jr_mono_us() + w->backoff_ms * 1000;
+}
+
+static int try_connect(worker_t *w) {
+    char err[JR_ERRLEN];
+    if (!(w->ctl = jr_connect_once(w->cfg, err, sizeof err)) ||
+        !(w->rd = jr_connect_once(w->cfg, err, sizeof err))) {
+        jr_redis_free(w->ctl);
+        w->ctl = NULL;
+        char retry[32];
+        snprintf(retry, sizeof retry, "%lldms", (long long)w->backoff_ms);
+        jr_log_kv(JR_LOG_ERROR, "Redis unavailable, retrying", "error", err, "retry_in", retry, NULL);
+        w->next_connect = jr_mono_us() + w->backoff_ms * 1000;
+        w->backoff_ms = w->backoff_ms * 2 > 5000 ? 5000 : w->backoff_ms * 2;
+        return JR_EIO;
+    }
+    int rc = jr_redis_ensure_groups(w->ctl, w->queues, w->nq);
+    if (!rc) rc = jr_redis_client_id(w->rd, &w->rd_id);
+    if (rc) {
+        drop_conns(w, rc);
+        return rc;
+    }
+    if (w->backoff_ms > 100) jr_log_kv(JR_LOG_INFO, "connected to Redis", NULL);
+    w->backoff_ms = 100;
+    return 0;
+}
+
+/* ---- the loop ------------------------------------------------------------- */
+
+static void begin_stop(worker_t *w) {
+    if (w->stopping) return;
+    char grace[32];
+    snprintf(grace, sizeof grace, "%lldms", (long long)w->cfg->worker_grace_ms);
+    jr_log_kv(JR_LOG_INFO, "stopping: running jobs may finish, the rest go back to the queue", "grace",
+              grace, NULL);
+    w->stopping = 1;
+    w->grace_deadline = jr_mono_us() + w->cfg->worker_grace_ms * 1000;
+    jr_exec_stop(w->exec);
+    if (w->reading && w->ctl && jr_redis_unblock(w->ctl, w->rd_id) != 0) drop_conns(w, JR_EIO);
+}
+
+static int64_t min_deadline(int64_t a, int64_t b) { return a < 0 ? b : b < 0 ? a : a < b ? a : b; }
+
+/* One turn of the loop. Returns an error only for a broken connection. */
+static int turn(worker_t *w, int sigfd) {
+    int rc = 0;
+    int64_t now = jr_mono_us();
+    int connected = w->rd != NULL;
+    if (connected && !w->stopping && !w->reading && jr_exec_idle(w->exec) > 0 &&
+        now >= w->next_reclaim && (rc = reclaim(w)))
+        return rc;
+    if (connected && !w->stopping && !w->reading && jr_exec_idle(w->exec) > 0) {
+        if (now < w->next_reclaim || strcmp(w->cursor, "0-0") == 0) {
+            int64_t block = w->cfg->worker_block_ms;
+            int64_t until = w->next_reclaim > now ? (w->next_reclaim - now) / 1000 + 1 : block;
+            int64_t want = (int64_t)(w->nslots - w->used);
+            if (want > w->cfg->worker_batch) want = w->cfg->worker_batch;
+            if ((rc = jr_redis_send_read(w->rd, w->consumer, w->queues, w->nq, want,
+                                         until < block ? until : block)))
+                return rc;
+            w->reading = 1;
+        }
+    }
+    /* Wait for: the read, a runner, a signal, or the next timer. */
+    struct pollfd fds[2 + 256];
+    size_t nf = 0;
+    int ready_now = w->reading && jr_redis_has_reply(w->rd);
+    if (w->reading) fds[nf++] = (struct pollfd){.fd = jr_redis_fd(w->rd), .events = POLLIN};
+    fds[nf++] = (struct pollfd){.fd = sigfd, .events = POLLIN};
+    nf += jr_exec_pollfds(w->exec, fds + nf, 256);
+    int64_t deadline = jr_exec_deadline(w->exec);
+    if (w->used) deadline = min_deadline(deadline, w->next_heartbeat);
+    if (w->stopping) deadline = min_deadline(deadline, w->grace_deadline);
+    if (!connected) deadline = min_deadline(deadline, w->next_connect);
+    if (connected && !w->reading && !w->stopping && w->used < w->nslots)
+        deadline = min_deadline(deadline, w->next_reclaim);
+    int timeout = ready_now ? 0 : deadline < 0 ? -1 : (int)((deadline - now + 999) / 1000);
+    if (timeout < 0 && deadline >= 0) timeout = 0;
+    jr_log_flush();
+    if (poll(fds, nf, timeout) < 0 && errno != EINTR) return JR_EIO;
+
+    if (w->reading && (ready_now || (fds[0].revents & (POLLIN | POLLHUP | POLLERR)))) {
+        w->reading = 0;
+        if ((rc = jr_redis_recv_read(w->rd, &w->batch, w->queues, w->nq)) ||
+            (rc = dispatch(w, &w->batch)))
+            return rc;
+    }
+    if ((rc = collect(w))) return rc;
+    now = jr_mono_us();
+    if (w->rd && w->used && now >= w->next_heartbeat) {
+        w->next_heartbeat = now + lease_us(w) / 3;
+        if ((rc = heartbeat(w))) return rc;
+    }
+    return w->ctl ? flush_ops(w) : 0;
 }
 
 int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
     static const char *dflt[] = {JR_DEFAULT_QUEUE};
-    worker_t w = {.cfg = cfg, .reg = reg};
+    worker_t w = {.cfg = cfg, .reg = reg, .backoff_ms = 100};
     w.queues = cfg->worker_queues.n ? (const char **)cfg->worker_queues.v : dflt;
     w.nq = cfg->worker_queues.n ? cfg->worker_queues.n : 1;
-    w.nack = calloc(w.nq, sizeof *w.nack);
-    if (!w.nack) return 1;
     jr_consumer_name(w.consumer, sizeof w.consumer);
+    w.rng = (uint64_t)jr_mono_us() ^ ((uint64_t)getpid() << 32) ^ 0x9E3779B97F4A7C15ULL;
+    snprintf(w.cursor, sizeof w.cursor, "0-0");
+    int inline_mode = cfg->worker_isolation == JR_ISOLATION_INLINE;
+    size_t runners = inline_mode ? 1 : (size_t)cfg->worker_concurrency;
+    w.nslots = (size_t)cfg->worker_batch * runners;
+    w.slots = calloc(w.nslots, sizeof *w.slots);
+    w.tasks = calloc(w.nslots, sizeof *w.tasks);
+    w.outcomes = calloc(w.nslots, sizeof *w.outcomes);
     int sigfd = jr_signals_install();
-    char nh[16];
-    snprintf(nh, sizeof nh, "%zu", jr_registry_handlers(reg));
-    char shown[512];
-    jr_log_kv(JR_LOG_INFO, "worker starting", "consumer", w.consumer, "redis",
-              jr_config_redis_url_shown(cfg, shown, sizeof shown), "handlers", nh, NULL);
-    while (!w.stop && jr_signals_count() == 0) {
-        int rc = 0;
-        if (!w.rd && (rc = worker_connect(&w)) == JR_EINTR) break;
-        if (!rc) rc = worker_turn(&w, sigfd);
-        if (rc) {
-            jr_log_kv(JR_LOG_ERROR, "Redis error, reconnecting", "error",
-                      w.rd && jr_redis_errstr(w.rd)[0] ? jr_redis_errstr(w.rd)
-                      : w.ctl ? jr_redis_errstr(w.ctl) : jr_strerror(rc), NULL);
-            worker_drop_conns(&w);
-            if (jr_sleep_interruptible(100)) break;
-        }
+    char err[JR_ERRLEN];
+    if (!w.slots || !w.tasks || !w.outcomes ||
+        !(w.exec = jr_exec_new(reg, inline_mode, (int)runners, (size_t)cfg->worker_batch, err, sizeof err))) {
+        jr_log_kv(JR_LOG_ERROR, "cannot start the worker", "error", w.slots ? err : "out of memory", NULL);
+        free(w.slots), free(w.tasks), free(w.outcomes);
+        return 1;
     }
-    /* Send the last acknowledgements. */
-    if (w.rd && w.ack_cmds && jr_redis_flush(w.rd) == 0) read_acks(&w);
+    char nh[16], shown[512], nr[16];
+    snprintf(nh, sizeof nh, "%zu", jr_registry_handlers(reg));
+    snprintf(nr, sizeof nr, "%zu", runners);
+    jr_log_kv(JR_LOG_INFO, "worker starting", "consumer", w.consumer, "redis",
+              jr_config_redis_url_shown(cfg, shown, sizeof shown), "handlers", nh, "isolation",
+              inline_mode ? "inline" : "process", "concurrency", nr, NULL);
+    w.next_reclaim = jr_mono_us(); /* take over orphans at once */
+
+    for (;;) {
+        int sigs = jr_signals_count();
+        if (sigs != w.signals_seen) {
+            jr_signals_drain();
+            if (sigs >= 2) {
+                jr_log_kv(JR_LOG_WARN, "second signal: stopping now; unfinished jobs stay pending", NULL);
+                break;
+            }
+            w.signals_seen = sigs;
+            begin_stop(&w);
+        }
+        if (w.stopping && !w.reading && w.used == 0 && w.nops == 0) break;
+        if (w.stopping && w.used && jr_mono_us() >= w.grace_deadline) {
+            jr_log_kv(JR_LOG_WARN, "grace period over: stopping the jobs still running and handing them back", NULL);
+            jr_exec_kill(w.exec);
+            w.grace_deadline = INT64_MAX;
+        }
+        if (w.stopping && !w.rd && w.used == 0) break; /* nothing to flush to */
+        int rc = 0;
+        if (!w.rd && jr_mono_us() >= w.next_connect) rc = try_connect(&w);
+        if (rc == 0 || w.rd == NULL) rc = turn(&w, sigfd);
+        if (rc == JR_ENOMEM) {
+            jr_log_kv(JR_LOG_ERROR, "out of memory", NULL);
+            break;
+        }
+        if (rc && w.rd) drop_conns(&w, rc);
+    }
+    if (w.ctl) flush_ops(&w); /* best effort: what is not sent stays pending in Redis */
     jr_log_kv(JR_LOG_INFO, "worker stopped", "consumer", w.consumer, NULL);
     jr_log_flush();
-    worker_drop_conns(&w);
+    jr_exec_free(w.exec);
+    jr_redis_free(w.rd);
+    jr_redis_free(w.ctl);
+    for (size_t i = 0; i < w.nslots; i++) free(w.slots[i].id), free(w.slots[i].handler);
+    clear_ops(&w);
+    free(w.ops);
     jr_batch_free(&w.batch);
-    free(w.ack_ids);
-    free(w.nack);
+    free(w.slots), free(w.tasks), free(w.outcomes);
     return 0;
 }

@@ -1,0 +1,256 @@
+/* jr_peer: the jobrunner producer of the peer benchmark (bench/peers/), the
+ * counterpart of bullmq_peer.js, sidekiq_peer.rb, rq_peer.py, ... It enqueues
+ * through the C API (jr_redis_enqueue, pipelined), the way the CLI does.
+ *
+ *   jr_peer bulk N                      N jobs "0 <pad>", pipelined in chunks
+ *   jr_peer warm N                      same as bulk (warm-up jobs)
+ *   jr_peer paced N RATE                one job at a time at RATE/s on an absolute
+ *                                       schedule; payload t = monotonic ms just
+ *                                       before the enqueue call
+ *   jr_peer delayed N SPREAD_MS DELAY_MS  N jobs spread evenly over SPREAD_MS,
+ *                                       each with delay_ms = DELAY_MS; payload
+ *                                       t = intended due = monotonic ms just
+ *                                       before the call + DELAY_MS
+ *   jr_peer bulkdelayed N DELAY_MS      N delayed jobs, pipelined in chunks
+ *                                       (for the memory figure of delayed jobs)
+ *   jr_peer mono                        print CLOCK_MONOTONIC ms (for scripts)
+ *   jr_peer waitkey get|llen KEY TARGET TIMEOUT_S
+ *                                       poll GET KEY (or LLEN KEY) every 10 ms on one
+ *                                       connection until >= TARGET; gives up after
+ *                                       TIMEOUT_S, or 20 s without progress; prints
+ *                                       the last value (exit 1 if short). A quiet
+ *                                       waiter: no process per poll to steal CPU.
+ *   jr_peer waitempty TIMEOUT_S         poll the queue's counts (jobrunner stats)
+ *                                       every 2 ms until ready, pending and delayed
+ *                                       are all 0; print t_empty=<monotonic ms>
+ *
+ * Prints one line: enqueue_mode=... enqueue_s=... [achieved_rate=...]; the
+ * time counts from after the connection is up and the library loaded.
+ *
+ * env: BENCH_URL (a jobrunner Redis URL), else BENCH_SOCKET (unix socket),
+ *      else 127.0.0.1:BENCH_PORT (6390); BENCH_QUEUE (bench); BENCH_HANDLER
+ *      (bench; bench/bench_job.c also has "noop"); BENCH_CHUNK
+ *      (1000); BENCH_PAYLOAD_BYTES (pad the payload to this size; default:
+ *      "<t> " + 44 characters, as the other peers). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <hiredis/hiredis.h>
+
+#include "jr.h"
+#include "redis.h"
+
+#define PAD_LEN 44
+#define PAYLOAD_MAX 4096
+
+static jr_redis_t *r;
+static const char *queue = "bench";
+static const char *handler = "bench";
+static size_t payload_bytes; /* 0 = "<t> " + PAD_LEN */
+
+static double mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
+}
+
+static void sleep_until_ms(double at) {
+    struct timespec ts = {(time_t)(at / 1000.0), 0};
+    ts.tv_nsec = (long)((at - (double)ts.tv_sec * 1000.0) * 1e6);
+    if (ts.tv_nsec < 0) ts.tv_nsec = 0;
+    if (ts.tv_nsec > 999999999) ts.tv_nsec = 999999999;
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+    }
+}
+
+static void die(const char *what) {
+    fprintf(stderr, "jr_peer: %s: %s\n", what, r ? jr_redis_errstr(r) : "");
+    exit(1);
+}
+
+/* Format the payload for time t into buf; returns its length. */
+static size_t payload(char *buf, double t) {
+    int n = t > 0 ? snprintf(buf, PAYLOAD_MAX, "%.3f ", t) : snprintf(buf, PAYLOAD_MAX, "0 ");
+    size_t len = (size_t)n;
+    size_t want = payload_bytes ? payload_bytes : len + PAD_LEN;
+    if (want >= PAYLOAD_MAX) want = PAYLOAD_MAX - 1;
+    while (len < want) buf[len++] = 'x';
+    buf[len] = '\0';
+    return len;
+}
+
+static void job_init(jr_enqueue_t *j, const char *p, size_t len) {
+    memset(j, 0, sizeof *j);
+    j->queue = queue;
+    j->env.handler = handler;
+    j->env.handler_len = strlen(handler);
+    j->env.payload = p;
+    j->env.payload_len = len;
+    j->env.attempt = 1;
+}
+
+/* N jobs, pipelined in chunks; delay_ms 0 = run now. */
+static void bulk(long n, int64_t delay_ms, size_t chunk) {
+    jr_enqueue_t *jobs = calloc(chunk, sizeof *jobs);
+    char buf[PAYLOAD_MAX];
+    size_t len = payload(buf, 0);
+    if (!jobs) die("out of memory");
+    for (size_t i = 0; i < chunk; i++) {
+        job_init(&jobs[i], buf, len);
+        jobs[i].delay_ms = delay_ms;
+    }
+    double t0 = mono_ms();
+    for (long done = 0; done < n;) {
+        size_t k = (size_t)(n - done) < chunk ? (size_t)(n - done) : chunk;
+        if (jr_redis_enqueue(r, jobs, k, NULL, NULL) != 0) die("enqueue");
+        done += (long)k;
+    }
+    double s = (mono_ms() - t0) / 1000.0;
+    printf("enqueue_mode=jr_redis_enqueue(pipeline,chunk=%zu%s) enqueue_s=%.3f enqueue_jobs_per_s=%.0f\n",
+           chunk, delay_ms > 0 ? ",delayed" : "", s, (double)n / s);
+    free(jobs);
+}
+
+/* One at a time on an absolute schedule of `rate` per second. delay_ms > 0:
+ * delayed jobs whose payload carries the intended due time. */
+static void paced(long n, double rate, int64_t delay_ms) {
+    char buf[PAYLOAD_MAX];
+    jr_enqueue_t j;
+    double t0 = mono_ms();
+    for (long i = 0; i < n; i++) {
+        sleep_until_ms(t0 + (double)i * 1000.0 / rate);
+        double t = mono_ms();
+        size_t len = payload(buf, t + (double)delay_ms);
+        job_init(&j, buf, len);
+        j.delay_ms = delay_ms;
+        if (jr_redis_enqueue(r, &j, 1, NULL, NULL) != 0) die("enqueue");
+    }
+    double s = (mono_ms() - t0) / 1000.0;
+    printf("enqueue_mode=single enqueue_s=%.3f achieved_rate=%.1f\n", s, (double)n / s);
+}
+
+static long arg_long(const char *s) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*end || v < 0) {
+        fprintf(stderr, "jr_peer: bad number \"%s\"\n", s);
+        exit(2);
+    }
+    return v;
+}
+
+/* waitkey: see the top of the file. Uses hiredis directly (jr_redis has no
+ * generic command). */
+static int waitkey(const char *how, const char *key, long long target, double timeout_s) {
+    redisContext *c;
+    const char *e;
+    struct timeval tv = {5, 0};
+    if ((e = getenv("BENCH_SOCKET")) && e[0])
+        c = redisConnectUnixWithTimeout(e, tv);
+    else
+        c = redisConnectWithTimeout("127.0.0.1", (e = getenv("BENCH_PORT")) && e[0] ? atoi(e) : 6390, tv);
+    if (!c || c->err) {
+        fprintf(stderr, "jr_peer: waitkey: cannot connect: %s\n", c ? c->errstr : "oom");
+        return 1;
+    }
+    int llen = !strcmp(how, "llen");
+    double t0 = mono_ms(), last_change = t0;
+    long long v = 0, last = -1;
+    for (;;) {
+        redisReply *rep = redisCommand(c, llen ? "LLEN %s" : "GET %s", key);
+        if (!rep) {
+            fprintf(stderr, "jr_peer: waitkey: %s\n", c->errstr);
+            return 1;
+        }
+        v = rep->type == REDIS_REPLY_INTEGER ? rep->integer
+            : rep->type == REDIS_REPLY_STRING ? atoll(rep->str) : 0;
+        freeReplyObject(rep);
+        double now = mono_ms();
+        if (v != last) last = v, last_change = now;
+        if (v >= target || now - t0 > timeout_s * 1000.0 || now - last_change > 20000.0) break;
+        sleep_until_ms(now + 10.0);
+    }
+    redisFree(c);
+    printf("%lld\n", v);
+    return v >= target ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 2 && !strcmp(argv[1], "mono")) { /* for scripts: CLOCK_MONOTONIC ms */
+        printf("%.3f\n", mono_ms());
+        return 0;
+    }
+    if (argc == 6 && !strcmp(argv[1], "waitkey"))
+        return waitkey(argv[2], argv[3], atoll(argv[4]), strtod(argv[5], NULL));
+    if (argc < 3) {
+        fprintf(stderr, "usage: jr_peer bulk N | warm N | paced N RATE | delayed N SPREAD_MS DELAY_MS"
+                        " | bulkdelayed N DELAY_MS | waitempty TIMEOUT_S | mono"
+                        " | waitkey get|llen KEY TARGET TIMEOUT_S\n");
+        return 2;
+    }
+    const char *mode = argv[1];
+    char url[1024];
+    const char *e;
+    if ((e = getenv("BENCH_URL")) && e[0])
+        snprintf(url, sizeof url, "%s", e);
+    else if ((e = getenv("BENCH_SOCKET")) && e[0])
+        snprintf(url, sizeof url, "unix://%s", e);
+    else
+        snprintf(url, sizeof url, "redis://127.0.0.1:%s",
+                 (e = getenv("BENCH_PORT")) && e[0] ? e : "6390");
+    if ((e = getenv("BENCH_QUEUE")) && e[0]) queue = e;
+    if ((e = getenv("BENCH_HANDLER")) && e[0]) handler = e;
+    size_t chunk = (e = getenv("BENCH_CHUNK")) && e[0] ? (size_t)arg_long(e) : 1000;
+    if (chunk < 1) chunk = 1;
+    if ((e = getenv("BENCH_PAYLOAD_BYTES")) && e[0]) payload_bytes = (size_t)arg_long(e);
+
+    char err[JR_ERRLEN];
+    if (!(r = jr_redis_connect(url, 5000, err, sizeof err))) {
+        fprintf(stderr, "jr_peer: %s\n", err);
+        return 1;
+    }
+    if (jr_redis_load_library(r) != 0) die("FUNCTION LOAD");
+
+    long n = arg_long(argv[2]);
+    if (!strcmp(mode, "bulk") || !strcmp(mode, "warm")) {
+        bulk(n, 0, chunk);
+    } else if (!strcmp(mode, "bulkdelayed") && argc >= 4) {
+        bulk(n, arg_long(argv[3]), chunk);
+    } else if (!strcmp(mode, "waitempty")) {
+        double end = mono_ms() + (double)n * 1000.0;
+        for (;;) {
+            jr_qstats_t st;
+            if (jr_redis_stats(r, queue, &st) != 0) die("stats");
+            double now = mono_ms();
+            if (st.ready == 0 && st.pending == 0 && st.delayed == 0) {
+                printf("t_empty=%.3f\n", now);
+                break;
+            }
+            if (now > end) {
+                printf("t_empty=timeout ready=%lld pending=%lld delayed=%lld\n", st.ready, st.pending,
+                       st.delayed);
+                fflush(stdout);
+                return 1;
+            }
+            sleep_until_ms(now + 2.0);
+        }
+    } else if (!strcmp(mode, "paced") && argc >= 4) {
+        double rate = strtod(argv[3], NULL);
+        if (rate <= 0) return 2;
+        paced(n, rate, 0);
+    } else if (!strcmp(mode, "delayed") && argc >= 5) {
+        double spread = strtod(argv[3], NULL);
+        int64_t delay = (int64_t)strtod(argv[4], NULL);
+        if (spread <= 0 || delay <= 0) return 2;
+        paced(n, (double)n * 1000.0 / spread, delay);
+    } else {
+        fprintf(stderr, "jr_peer: unknown mode or missing arguments: %s\n", mode);
+        return 2;
+    }
+    fflush(stdout);
+    jr_redis_free(r);
+    return 0;
+}

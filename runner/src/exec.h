@@ -1,0 +1,91 @@
+/* The executor: runs handlers for the worker, isolated in supervised child
+ * processes ("process", the default) or in the worker itself ("inline").
+ *
+ * Process mode: `concurrency` runner processes, forked after the plugins are
+ * loaded. A runner gets a batch of tasks in one message, runs them in order,
+ * and writes each result into memory shared with the worker, waking the
+ * worker only when the batch ends or after a job that took over a
+ * millisecond — so a job costs no system call of its own. From the shared
+ * memory the worker always knows which task is running: a runner that dies
+ * (SIGSEGV, abort, exit) costs exactly that task an attempt ("crashed:
+ * SIGSEGV"), one that runs past a task's timeout is killed ("timeout"), the
+ * tasks after it run in a fresh runner, and nothing else is lost or run twice.
+ *
+ * Inline mode runs handlers in the worker process: no fork, no isolation — a
+ * crashing handler takes the worker down (its jobs are then reclaimed by
+ * other workers) and timeouts are only advisory (should_stop). */
+#ifndef JR_EXEC_H
+#define JR_EXEC_H
+
+#include <poll.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "plugin.h"
+
+/* A task for the executor; strings are copied at submission. */
+typedef struct jr_task {
+    uint32_t tag;        /* the caller's name for it, echoed in the outcome */
+    const char *id, *queue, *handler;
+    const char *payload;
+    size_t payload_len;
+    uint32_t attempt;
+    int64_t timeout_ms;  /* > 0 */
+} jr_task_t;
+
+typedef enum jr_out {
+    JR_OUT_OK,        /* handler returned OK */
+    JR_OUT_RETRY,     /* handler returned RETRY */
+    JR_OUT_FAIL,      /* handler returned FAIL (permanent) */
+    JR_OUT_CRASH,     /* the runner died while running it */
+    JR_OUT_TIMEOUT,   /* it ran past its timeout and its runner was killed */
+    JR_OUT_UNSTARTED  /* never started (the executor is stopping) */
+} jr_out_t;
+
+typedef struct jr_outcome {
+    uint32_t tag;
+    jr_out_t kind;
+    int64_t retry_after_ms; /* from the handler, -1 = not set */
+    int64_t duration_us;
+    char error[256];        /* "" = none */
+} jr_outcome_t;
+
+typedef struct jr_exec jr_exec_t;
+
+/* Start the executor. max_batch bounds the tasks of one submission.
+ * Returns NULL with a message in err on failure. */
+jr_exec_t *jr_exec_new(const jr_registry_t *reg, int inline_mode, int concurrency,
+                       size_t max_batch, char *err, size_t errlen);
+
+/* Kill the runners (SIGKILL) and free everything. NULL is fine. */
+void jr_exec_free(jr_exec_t *x);
+
+/* Runners able to take a submission now. */
+size_t jr_exec_idle(const jr_exec_t *x);
+/* Tasks submitted whose outcome has not been collected yet. */
+size_t jr_exec_busy(const jr_exec_t *x);
+
+/* Hand n (<= max_batch) tasks to one idle runner. Inline mode runs them
+ * before returning. Returns 0, or JR_EINVAL if no runner is idle. */
+int jr_exec_submit(jr_exec_t *x, const jr_task_t *tasks, size_t n);
+
+/* The fds to poll (up to max into fds; returns how many) and the monotonic
+ * time (us) by which jr_exec_collect must run to enforce a timeout (-1 =
+ * none). */
+size_t jr_exec_pollfds(const jr_exec_t *x, struct pollfd *fds, size_t max);
+int64_t jr_exec_deadline(const jr_exec_t *x);
+
+/* Gather outcomes (after poll, or any time): results written so far, runners
+ * that died (restarting them), runners past a deadline (killing them). Fills
+ * up to max outcomes; returns how many. Call again while it returns max. */
+size_t jr_exec_collect(jr_exec_t *x, jr_outcome_t *out, size_t max);
+
+/* Ask runners to stop after their current task: the rest of their batches
+ * come back as JR_OUT_UNSTARTED. */
+void jr_exec_stop(jr_exec_t *x);
+
+/* Kill busy runners now: their running task and the rest of their batch
+ * come back as JR_OUT_UNSTARTED (the caller hands them back). */
+void jr_exec_kill(jr_exec_t *x);
+
+#endif
