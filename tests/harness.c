@@ -44,12 +44,8 @@ static pid_t start(const char *path, const char *const *argv, int out, int err) 
     return pid;
 }
 
-void jrt_redis_start(jrt_redis_t *r, const char *const *extra) {
-    memset(r, 0, sizeof *r);
-    snprintf(r->dir, sizeof r->dir, "/tmp/jrt.XXXXXX");
-    cr_assert(mkdtemp(r->dir), "mkdtemp: %s", strerror(errno));
-    snprintf(r->sock, sizeof r->sock, "%s/redis.sock", r->dir);
-    snprintf(r->url, sizeof r->url, "unix://%s", r->sock);
+/* Start redis-server in r->dir (already made) and wait for PING. */
+static void redis_launch(jrt_redis_t *r, const char *const *extra) {
     const char *argv[64] = {JRT_REDIS_SERVER, "--port", "0", "--unixsocket", r->sock,
                             "--save", "", "--appendonly", "no", "--dir", r->dir};
     size_t n = 11;
@@ -74,6 +70,37 @@ void jrt_redis_start(jrt_redis_t *r, const char *const *extra) {
         jrt_sleep_ms(10);
     }
     cr_assert_fail("redis-server did not start (see %s)", log);
+}
+
+void jrt_redis_start(jrt_redis_t *r, const char *const *extra) {
+    memset(r, 0, sizeof *r);
+    snprintf(r->dir, sizeof r->dir, "/tmp/jrt.XXXXXX");
+    cr_assert(mkdtemp(r->dir), "mkdtemp: %s", strerror(errno));
+    snprintf(r->sock, sizeof r->sock, "%s/redis.sock", r->dir);
+    snprintf(r->url, sizeof r->url, "unix://%s", r->sock);
+    redis_launch(r, extra);
+}
+
+void jrt_redis_restart(jrt_redis_t *r, const char *const *extra) {
+    jrt_stop(r->pid, SIGKILL, 5000);
+    unlink(r->sock);
+    redis_launch(r, extra);
+}
+
+void jrt_write(const jrt_redis_t *r, const char *name, const char *text, char *out, size_t outlen) {
+    snprintf(out, outlen, "%s/%s", r->dir, name);
+    FILE *f = fopen(out, "w");
+    cr_assert(f, "cannot write %s", out);
+    fputs(text, f);
+    fclose(f);
+}
+
+int jrt_count(const char *path, const char *needle) {
+    char *s = jrt_slurp(path);
+    int n = 0;
+    for (char *p = s; (p = strstr(p, needle)) != NULL; p++) n++;
+    free(s);
+    return n;
 }
 
 void jrt_redis_stop(jrt_redis_t *r) {

@@ -20,6 +20,9 @@ typedef struct jrt_redis {
 /* Start redis-server (extra args, NULL-terminated, may be NULL) and wait
  * until it answers PING. Fails the test if it cannot. */
 void jrt_redis_start(jrt_redis_t *r, const char *const *extra);
+/* Kill it (SIGKILL, like a crash or power loss) and start it again on the
+ * same socket and dir, with the same extra args. */
+void jrt_redis_restart(jrt_redis_t *r, const char *const *extra);
 /* Stop it by pid and remove the temp dir. Safe if never started. */
 void jrt_redis_stop(jrt_redis_t *r);
 /* A hiredis connection to it (fails the test if impossible). */
@@ -38,6 +41,11 @@ int jrt_run(char *out, size_t outlen, char *err, size_t errlen, const char *cons
  * Returns the exit status, 128+signal if killed by one, -1 if it had to be
  * SIGKILLed. */
 int jrt_stop(pid_t pid, int sig, int timeout_ms);
+
+/* Write `text` to DIR/name (DIR = the test's temp dir); path into out. */
+void jrt_write(const jrt_redis_t *r, const char *name, const char *text, char *out, size_t outlen);
+/* Count occurrences of needle in a file. */
+int jrt_count(const char *path, const char *needle);
 
 /* Read a whole file (malloc'd, NUL-terminated; "" if missing). */
 char *jrt_slurp(const char *path);

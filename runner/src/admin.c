@@ -1,7 +1,10 @@
 /* The admin commands: see admin.h. */
 #include "admin.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+#include "util.h"
 
 #include "jr.h"
 #include "proc.h"
@@ -49,19 +52,172 @@ int jr_cmd_stats(const jr_config_t *cfg, const jr_strlist_t *queues, int json, F
         queues = &all;
     }
     if (!rc && json) fputs("{\"queues\":[", out);
-    else if (!rc) fprintf(out, "%-24s %12s %12s %12s\n", "QUEUE", "READY", "PENDING", "DELAYED");
+    else if (!rc) fprintf(out, "%-24s %12s %12s %12s %12s\n", "QUEUE", "READY", "PENDING", "DELAYED", "DEAD");
     for (size_t i = 0; !rc && i < queues->n; i++) {
         jr_qstats_t s;
         if ((rc = jr_redis_stats(r, queues->v[i], &s))) break;
         if (json)
-            fprintf(out, "%s{\"queue\":\"%s\",\"ready\":%lld,\"pending\":%lld,\"delayed\":%lld}",
-                    i ? "," : "", queues->v[i], s.ready, s.pending, s.delayed);
+            fprintf(out, "%s{\"queue\":\"%s\",\"ready\":%lld,\"pending\":%lld,\"delayed\":%lld,\"dead\":%lld}",
+                    i ? "," : "", queues->v[i], s.ready, s.pending, s.delayed, s.dead);
         else
-            fprintf(out, "%-24s %12lld %12lld %12lld\n", queues->v[i], s.ready, s.pending, s.delayed);
+            fprintf(out, "%-24s %12lld %12lld %12lld %12lld\n", queues->v[i], s.ready, s.pending,
+                    s.delayed, s.dead);
     }
     if (!rc && json) fputs("]}\n", out);
     if (rc) fprintf(stderr, "jobrunner: stats: %s\n", jr_redis_errstr(r));
     jr_strlist_free(&all);
     jr_redis_free(r);
     return rc ? 1 : 0;
+}
+
+/* The value of field `name` in a stream entry, or NULL (length in *len). */
+static const char *field(const jr_entry_t *e, const char *name, size_t *len) {
+    for (size_t i = 0; i < e->nfields; i++)
+        if (e->name_lens[i] == strlen(name) && !memcmp(e->names[i], name, e->name_lens[i])) {
+            if (len) *len = e->value_lens[i];
+            return e->values[i];
+        }
+    return NULL;
+}
+
+/* Print bytes as text: printable ASCII as is, the rest as \xNN. JSON mode
+ * escapes for a JSON string instead. */
+static void print_bytes(FILE *out, const char *s, size_t n, int json) {
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (json && (c == '"' || c == '\\')) fprintf(out, "\\%c", c);
+        else if (c >= 0x20 && c < 0x7f) fputc(c, out);
+        else if (json) fprintf(out, "\\u%04x", c);
+        else fprintf(out, "\\x%02x", c);
+    }
+}
+
+static void print_field(FILE *out, const jr_entry_t *e, const char *name, const char *dflt, int json) {
+    size_t len = 0;
+    const char *v = field(e, name, &len);
+    if (!v) v = dflt, len = strlen(dflt);
+    print_bytes(out, v, len, json);
+}
+
+/* When the entry was buried: its stream id's time. */
+static void dead_time(const jr_entry_t *e, char *buf) {
+    jr_time_format(strtoll(e->id, NULL, 10), buf);
+}
+
+int jr_cmd_dead(const jr_config_t *cfg, const char *queue, const char *sub, char **ids, size_t nids,
+                int all, int json, FILE *out) {
+    int list = !strcmp(sub, "list"), show = !strcmp(sub, "show");
+    int retry = !strcmp(sub, "retry"), purge = !strcmp(sub, "purge");
+    if (!list && !show && !retry && !purge) {
+        fprintf(stderr, "jobrunner dead: unknown subcommand \"%s\" (list, show, retry or purge)\n", sub);
+        return 2;
+    }
+    if ((retry || purge) && !all && !nids) {
+        fprintf(stderr, "jobrunner dead %s: name job ids or give --all\n", sub);
+        return 2;
+    }
+    if (show && !nids) {
+        fprintf(stderr, "jobrunner dead show: name one or more job ids\n");
+        return 2;
+    }
+    jr_redis_t *r = jr_admin_connect(cfg);
+    if (!r) return 1;
+    jr_qkeys_t k;
+    jr_qkeys(&k, queue);
+    jr_batch_t b = {0};
+    int status = 0;
+    if (jr_redis_xrange(r, k.dead, 0, &b) != 0) {
+        fprintf(stderr, "jobrunner dead: %s\n", jr_redis_errstr(r));
+        status = 1;
+        goto out;
+    }
+    /* Which entries the command is about: all, or those of the named jobs. */
+    const char **sel = calloc(b.n + 1, sizeof *sel);
+    size_t nsel = 0;
+    if (!sel) {
+        status = 1;
+        goto out;
+    }
+    for (size_t i = 0; i < b.n; i++) {
+        size_t len;
+        const char *id = field(&b.v[i], "id", &len);
+        int want = all || (list && !nids);
+        for (size_t j = 0; j < nids && !want; j++)
+            want = id && strlen(ids[j]) == len && !memcmp(ids[j], id, len);
+        if (want) sel[nsel++] = b.v[i].id;
+    }
+    for (size_t j = 0; j < nids; j++) { /* a job id that is not dead is an error */
+        int found = 0;
+        for (size_t i = 0; i < b.n && !found; i++) {
+            size_t len;
+            const char *id = field(&b.v[i], "id", &len);
+            found = id && strlen(ids[j]) == len && !memcmp(ids[j], id, len);
+        }
+        if (!found) {
+            fprintf(stderr, "jobrunner dead %s: no dead job \"%s\" in queue %s\n", sub, ids[j], queue);
+            status = 1;
+        }
+    }
+    if (list || show) {
+        if (list && json) fputs("[", out);
+        if (list && !json) fprintf(out, "%-24s %-28s %-16s %-8s %-8s %s\n", "DEAD AT", "JOB", "HANDLER", "ATTEMPT", "WHY", "ERROR");
+        size_t shown = 0;
+        for (size_t i = 0; i < b.n; i++) {
+            const jr_entry_t *e = &b.v[i];
+            int pick = 0;
+            for (size_t s2 = 0; s2 < nsel && !pick; s2++) pick = sel[s2] == e->id;
+            if (!pick) continue;
+            char t[JR_TIME_LEN];
+            dead_time(e, t);
+            if (json) {
+                fprintf(out, "%s{\"dead_at\":\"%s\",\"entry\":\"%s\"", shown++ ? "," : "", t, e->id);
+                for (size_t f = 0; f < e->nfields; f++) {
+                    fputs(",\"", out);
+                    print_bytes(out, e->names[f], e->name_lens[f], 1);
+                    fputs("\":\"", out);
+                    print_bytes(out, e->values[f], e->value_lens[f], 1);
+                    fputs("\"", out);
+                }
+                fputs("}", out);
+            } else if (list) {
+                fprintf(out, "%-24s ", t);
+                print_field(out, e, "id", "?", 0);
+                fputs(" ", out);
+                print_field(out, e, "h", "?", 0);
+                fputs(" ", out);
+                print_field(out, e, "a", "1", 0);
+                fputs(" ", out);
+                print_field(out, e, "why", "?", 0);
+                fputs(" ", out);
+                print_field(out, e, "err", "", 0);
+                fputs("\n", out);
+            } else {
+                fprintf(out, "%sdead_at: %s\nentry: %s\n", shown++ ? "\n" : "", t, e->id);
+                for (size_t f = 0; f < e->nfields; f++) {
+                    print_bytes(out, e->names[f], e->name_lens[f], 0);
+                    fputs(": ", out);
+                    print_bytes(out, e->values[f], e->value_lens[f], 0);
+                    fputs("\n", out);
+                }
+            }
+        }
+        if (list && json) fputs("]\n", out);
+    } else if (nsel) {
+        long long n = 0;
+        int rc = retry ? jr_redis_dead_retry(r, queue, sel, nsel, &n)
+                       : jr_redis_dead_purge(r, queue, all ? NULL : sel, all ? 0 : nsel, &n);
+        if (rc) {
+            fprintf(stderr, "jobrunner dead %s: %s\n", sub, jr_redis_errstr(r));
+            status = 1;
+        } else {
+            fprintf(out, "%s %lld dead job%s\n", retry ? "re-enqueued" : "purged", n, n == 1 ? "" : "s");
+        }
+    } else if (!status) {
+        fprintf(out, "no dead jobs in queue %s\n", queue);
+    }
+    free(sel);
+out:
+    jr_batch_free(&b);
+    jr_redis_free(r);
+    return status;
 }

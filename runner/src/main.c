@@ -27,7 +27,8 @@ static const char usage_main[] =
     "  worker     run jobs from queues through plugin handlers\n"
     "  scheduler  move delayed jobs into their queue when they fall due\n"
     "  enqueue    add a job (now, after a delay, or at a time)\n"
-    "  stats      show ready, pending and delayed counts per queue\n"
+    "  stats      show ready, pending, delayed and dead counts per queue\n"
+    "  dead       list, show, retry or purge dead jobs\n"
     "  dev        run the demo: private Redis, scheduler, workers, example shop\n"
     "  version    print the version\n"
     "\n"
@@ -78,6 +79,20 @@ static const char usage_stats[] =
     "  -q, --queue QUEUE   a queue to show (repeatable)\n"
     "      --json          print JSON\n";
 
+static const char usage_dead[] =
+    "usage: jobrunner dead list|show|retry|purge [-c FILE] [--redis URL] [-q QUEUE] [ID... | --all]\n"
+    "\n"
+    "Jobs that failed permanently, ran out of attempts, crashed their worker too often\n"
+    "(poison) or could not be read are kept in the queue's dead-letter stream.\n"
+    "\n"
+    "  list [ID...]        one line per dead job (--json: all fields)\n"
+    "  show ID...          every field of the named jobs\n"
+    "  retry ID...|--all   enqueue them again, attempts reset\n"
+    "  purge ID...|--all   delete them\n"
+    "  -q, --queue QUEUE   the queue (default: 'default')\n"
+    "      --all           every dead job of the queue\n"
+    "      --json          print JSON (list, show)\n";
+
 static const char usage_dev[] =
     "usage: jobrunner dev [-c FILE] [--redis URL] [--orders N] [--plugin DIR]\n"
     "\n"
@@ -86,7 +101,7 @@ static const char usage_dev[] =
     "with an order_autoclose job due 3-6 s later, pays some of them, and shows the\n"
     "unpaid ones being closed. Stops everything it started and exits.\n";
 
-enum { OPT_REDIS = 1000, OPT_PLUGIN, OPT_IN, OPT_AT, OPT_ID, OPT_JSON, OPT_MAX, OPT_TIMEOUT, OPT_ORDERS };
+enum { OPT_REDIS = 1000, OPT_PLUGIN, OPT_IN, OPT_AT, OPT_ID, OPT_JSON, OPT_MAX, OPT_TIMEOUT, OPT_ORDERS, OPT_ALL };
 
 static const struct option long_opts[] = {
     {"config", required_argument, 0, 'c'},  {"redis", required_argument, 0, OPT_REDIS},
@@ -96,13 +111,14 @@ static const struct option long_opts[] = {
     {"max-attempts", required_argument, 0, OPT_MAX},
     {"timeout", required_argument, 0, OPT_TIMEOUT},
     {"orders", required_argument, 0, OPT_ORDERS},
+    {"all", no_argument, 0, OPT_ALL},
     {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
 
 /* What the flags said, before the configuration is assembled. */
 typedef struct flags {
     const char *config, *redis, *in, *at, *id, *max, *timeout, *orders;
     jr_strlist_t queues, plugins;
-    int json;
+    int json, all;
 } flags_t;
 
 /* Which flags each command takes (as option values of long_opts). */
@@ -112,7 +128,8 @@ static int flag_allowed(const char *cmd, int opt) {
     case 'q': return strcmp(cmd, "dev") != 0;
     case OPT_PLUGIN: return !strcmp(cmd, "worker") || !strcmp(cmd, "dev");
     case OPT_IN: case OPT_AT: case OPT_ID: case OPT_MAX: case OPT_TIMEOUT: return !strcmp(cmd, "enqueue");
-    case OPT_JSON: return !strcmp(cmd, "stats");
+    case OPT_JSON: return !strcmp(cmd, "stats") || !strcmp(cmd, "dead");
+    case OPT_ALL: return !strcmp(cmd, "dead");
     case OPT_ORDERS: return !strcmp(cmd, "dev");
     }
     return 0;
@@ -124,6 +141,7 @@ static const char *usage_of(const char *cmd) {
     if (!strcmp(cmd, "enqueue")) return usage_enqueue;
     if (!strcmp(cmd, "stats")) return usage_stats;
     if (!strcmp(cmd, "dev")) return usage_dev;
+    if (!strcmp(cmd, "dead")) return usage_dead;
     return NULL;
 }
 
@@ -224,6 +242,12 @@ static int run_enqueue(const char *cmd, const flags_t *f, const jr_config_t *cfg
         job.env.payload = argv[1];
         job.env.payload_len = strlen(argv[1]);
     }
+    if (job.env.payload_len > (size_t)cfg->max_payload) {
+        fprintf(stderr, "jobrunner enqueue: the payload is %zu bytes, over the limit of %lld (jobs.max_payload)\n",
+                job.env.payload_len, (long long)cfg->max_payload);
+        free(buf);
+        return 1;
+    }
     int rc = jr_cmd_enqueue(cfg, &job, stdout);
     free(buf);
     return rc;
@@ -249,7 +273,10 @@ int main(int argc, char **argv) {
     int opt, status = 2;
     optind = 2;
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, "+c:q:h", long_opts, NULL)) != -1) {
+    /* Options stop at the first operand (a payload may start with '-'),
+     * except for dead, whose subcommand comes first. */
+    const char *optstring = strcmp(cmd, "dead") ? "+c:q:h" : "c:q:h";
+    while ((opt = getopt_long(argc, argv, optstring, long_opts, NULL)) != -1) {
         if (opt == '?' || !flag_allowed(cmd, opt)) {
             char name[64];
             snprintf(name, sizeof name, "%s", argv[optind - 1]);
@@ -271,6 +298,7 @@ int main(int argc, char **argv) {
         case OPT_TIMEOUT: f.timeout = optarg; break;
         case OPT_JSON: f.json = 1; break;
         case OPT_ORDERS: f.orders = optarg; break;
+        case OPT_ALL: f.all = 1; break;
         }
     }
     for (size_t i = 0; i < f.queues.n; i++)
@@ -278,7 +306,7 @@ int main(int argc, char **argv) {
             status = die(cmd, "invalid queue name \"%s\" (1-128 of A-Z a-z 0-9 _ . : -)", f.queues.v[i]);
             goto out;
         }
-    if (strcmp(cmd, "enqueue") != 0 && optind < argc) {
+    if (strcmp(cmd, "enqueue") != 0 && strcmp(cmd, "dead") != 0 && optind < argc) {
         status = die(cmd, "unexpected argument \"%s\"", argv[optind]);
         goto out;
     }
@@ -324,6 +352,17 @@ int main(int argc, char **argv) {
         status = run_enqueue(cmd, &f, &cfg, argc - optind, argv + optind);
     } else if (!strcmp(cmd, "stats")) {
         status = jr_cmd_stats(&cfg, &f.queues, f.json, stdout);
+    } else if (!strcmp(cmd, "dead")) {
+        if (optind >= argc) {
+            status = die(cmd, "%s", "expected list, show, retry or purge");
+        } else if (f.queues.n > 1) {
+            status = die(cmd, "%s", "dead takes one -q");
+        } else if (f.all && optind + 1 < argc) {
+            status = die(cmd, "%s", "give job ids or --all, not both");
+        } else {
+            status = jr_cmd_dead(&cfg, f.queues.n ? f.queues.v[0] : cfg.default_queue, argv[optind],
+                                 argv + optind + 1, (size_t)(argc - optind - 1), f.all, f.json, stdout);
+        }
     } else { /* dev */
         char self[PATH_MAX], dir[PATH_MAX];
         ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);

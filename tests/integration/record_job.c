@@ -1,8 +1,15 @@
-/* Test job plugin. Handler "record" appends one line per run to the file
+/* Test job plugin. Every handler first appends one line per run to the file
  * named by the environment variable JRT_RECORD:
  *   <job id> <attempt> <start Unix us> <payload>\n
- * with a single O_APPEND write, so lines from concurrent workers never mix. */
+ * with a single O_APPEND write, so lines from concurrent workers never mix.
+ * Then:
+ *   record  returns OK
+ *   nap     sleeps <payload> ms, returns OK
+ *   crash   dies of SIGSEGV
+ *   hang    sleeps forever, ignoring should_stop
+ *   fail    returns FAIL (permanent) with error "refused by test" */
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,8 +43,40 @@ static jr_result_t record(jr_job_t *job, const jr_host_api_t *api, void *udata) 
     return JR_RESULT_OK;
 }
 
+static jr_result_t nap(jr_job_t *job, const jr_host_api_t *api, void *udata) {
+    jr_result_t r = record(job, api, udata);
+    size_t len;
+    long ms = atol((const char *)api->job_payload(job, &len));
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+    return r;
+}
+
+static jr_result_t crash(jr_job_t *job, const jr_host_api_t *api, void *udata) {
+    record(job, api, udata);
+    raise(SIGSEGV);
+    return JR_RESULT_OK;
+}
+
+static jr_result_t hang(jr_job_t *job, const jr_host_api_t *api, void *udata) {
+    record(job, api, udata);
+    for (;;) pause();
+    return JR_RESULT_OK;
+}
+
+static jr_result_t fail(jr_job_t *job, const jr_host_api_t *api, void *udata) {
+    record(job, api, udata);
+    api->set_error(job, "refused by test");
+    return JR_RESULT_FAIL;
+}
+
 static int init(void *ctx, const jr_host_api_t *api) {
-    return api->register_handler(ctx, "record", record, NULL);
+    return api->register_handler(ctx, "record", record, NULL) ||
+           api->register_handler(ctx, "nap", nap, NULL) ||
+           api->register_handler(ctx, "crash", crash, NULL) ||
+           api->register_handler(ctx, "hang", hang, NULL) ||
+           api->register_handler(ctx, "fail", fail, NULL);
 }
 
 static const jr_plugin_t desc = {JR_PLUGIN_HEADER, .name = "record", .version = "1", .init = init};

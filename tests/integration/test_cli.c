@@ -99,6 +99,8 @@ Test(cli, bad_arguments_are_named) {
         {{"enqueue", "--in", "soon", "echo", NULL}, "invalid --in \"soon\""},
         {{"enqueue", "--at", "2026-02-30T00:00:00Z", "echo", NULL}, "invalid --at"},
         {{"enqueue", "--in", "1s", "--at", "1", "echo", NULL}, "exclude each other"},
+        {{"dead", "frob", NULL}, "unknown subcommand"},
+        {{"dead", "retry", NULL}, "--all"},
         {{"enqueue", "-q", "no spaces", "echo", NULL}, "invalid queue name"},
         {{"enqueue", NULL}, "expected HANDLER"},
         {{"worker", "--bogus", NULL}, "\"--bogus\""},
@@ -137,7 +139,7 @@ Test(cli, stats_counts_ready_and_delayed_and_env_gives_the_url) {
     cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, past), 0, "%s", err);
     const char *stats[] = {"stats", "--json", NULL};
     cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, stats), 0, "%s", err);
-    cr_expect(strstr(out, "{\"queue\":\"default\",\"ready\":2,\"pending\":0,\"delayed\":1}"), "%s", out);
+    cr_expect(strstr(out, "{\"queue\":\"default\",\"ready\":2,\"pending\":0,\"delayed\":1,\"dead\":0}"), "%s", out);
     const char *table[] = {"stats", NULL};
     cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, table), 0, "%s", err);
     cr_expect(strstr(out, "QUEUE") && strstr(out, "default"), "%s", out);

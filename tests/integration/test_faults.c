@@ -1,0 +1,388 @@
+/* Failure modes, each injected for real: crashing and hanging handlers,
+ * SIGKILLed workers, SIGTERM mid-run, long jobs and leases, Redis killed and
+ * restarted, garbage in the stream, poison jobs, dead-letter handling. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "jr.h"
+#include "redis.h"
+
+static jrt_redis_t R;
+static char record[192], cfgpath[192];
+
+static void setup(void) {
+    jrt_redis_start(&R, NULL);
+    snprintf(record, sizeof record, "%s/record.txt", R.dir);
+    setenv("JRT_RECORD", record, 1);
+}
+static void teardown(void) { jrt_redis_stop(&R); }
+
+TestSuite(faults, .init = setup, .fini = teardown, .timeout = 180);
+
+/* A config file for this test: the Redis URL plus `extra` YAML. */
+static const char *config(const char *extra) {
+    char text[2048];
+    snprintf(text, sizeof text, "redis:\n  url: %s\n%s", R.url, extra);
+    jrt_write(&R, "jobrunner.yaml", text, cfgpath, sizeof cfgpath);
+    return cfgpath;
+}
+
+static pid_t start(const char *what, const char *log) {
+    char path[192];
+    snprintf(path, sizeof path, "%s/%s", R.dir, log);
+    const char *w[] = {"worker", "-c", cfgpath, "--plugin", JRT_RECORD_PLUGIN, NULL};
+    const char *s[] = {"scheduler", "-c", cfgpath, NULL};
+    return jrt_spawn(path, strcmp(what, "worker") == 0 ? w : s);
+}
+
+static const char *logpath(const char *log) {
+    static char path[4][192];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(path[k], sizeof path[k], "%s/%s", R.dir, log);
+    return path[k];
+}
+
+static jr_redis_t *conn(void) {
+    char err[JR_ERRLEN];
+    jr_redis_t *r = jr_redis_connect(R.url, 2000, err, sizeof err);
+    cr_assert(r, "%s", err);
+    cr_assert_eq(jr_redis_load_library(r), 0, "%s", jr_redis_errstr(r));
+    return r;
+}
+
+/* Enqueue n jobs of handler h with payload p (and options) through the C API. */
+static void enqueue(size_t n, const char *h, const char *p, uint32_t max_attempts, int64_t timeout_ms,
+                    char (*ids)[JR_ID_MAX]) {
+    jr_redis_t *r = conn();
+    jr_enqueue_t *jobs = calloc(n, sizeof *jobs);
+    for (size_t i = 0; i < n; i++)
+        jobs[i] = (jr_enqueue_t){.queue = "default",
+                                 .env = {.handler = h, .handler_len = strlen(h), .payload = p,
+                                         .payload_len = strlen(p), .attempt = 1,
+                                         .max_attempts = max_attempts, .timeout_ms = timeout_ms}};
+    cr_assert_eq(jr_redis_enqueue(r, jobs, n, ids, NULL), 0, "%s", jr_redis_errstr(r));
+    free(jobs);
+    jr_redis_free(r);
+}
+
+static jr_qstats_t stats(void) {
+    jr_redis_t *r = conn();
+    jr_qstats_t s;
+    cr_assert_eq(jr_redis_stats(r, "default", &s), 0, "%s", jr_redis_errstr(r));
+    jr_redis_free(r);
+    return s;
+}
+
+/* Wait until nothing is ready, pending or delayed (and `dead` are dead). */
+static jr_qstats_t wait_settled(long long dead, int timeout_ms) {
+    jr_qstats_t s = {0};
+    for (int t = 0; t <= timeout_ms; t += 50) {
+        s = stats();
+        if (s.ready == 0 && s.pending == 0 && s.delayed == 0 && s.dead >= dead) break;
+        jrt_sleep_ms(50);
+    }
+    return s;
+}
+
+static int runs_of(const char *id) {
+    char *s = jrt_slurp(record);
+    int n = 0;
+    size_t len = strlen(id);
+    for (char *line = s; *line;) {
+        if (!strncmp(line, id, len) && line[len] == ' ') n++;
+        char *nl = strchr(line, '\n');
+        if (!nl) break;
+        line = nl + 1;
+    }
+    free(s);
+    return n;
+}
+
+/* The dead entry of a job, as "field=value;..." (empty if none). */
+static void dead_entry(const char *id, char *out, size_t len) {
+    redisContext *c = jrt_connect(&R);
+    redisReply *rep = redisCommand(c, "XRANGE jr:{default}:dead - +");
+    out[0] = '\0';
+    for (size_t i = 0; rep && i < rep->elements; i++) {
+        redisReply *f = rep->element[i]->element[1];
+        int match = 0;
+        for (size_t j = 0; j + 1 < f->elements; j += 2)
+            match |= !strcmp(f->element[j]->str, "id") && !strcmp(f->element[j + 1]->str, id);
+        for (size_t j = 0; match && j + 1 < f->elements; j += 2)
+            snprintf(out + strlen(out), len - strlen(out), "%s=%s;", f->element[j]->str,
+                     f->element[j + 1]->str);
+    }
+    if (rep) freeReplyObject(rep);
+    redisFree(c);
+}
+
+Test(faults, segfaulting_handler_neither_kills_the_worker_nor_other_jobs) {
+    config("jobs:\n  backoff: 20ms\n  backoff_max: 50ms\n");
+    pid_t w = start("worker", "worker.log"), s = start("scheduler", "sched.log");
+    char crash_id[1][JR_ID_MAX], ok_ids[40][JR_ID_MAX];
+    enqueue(20, "record", "before", 0, 0, ok_ids);
+    enqueue(1, "crash", "", 3, 0, crash_id);
+    enqueue(20, "record", "after", 0, 0, ok_ids + 20);
+    jr_qstats_t st = wait_settled(1, 20000);
+    cr_expect_eq(st.dead, 1, "dead=%lld ready=%lld pending=%lld delayed=%lld", st.dead, st.ready, st.pending, st.delayed);
+    cr_expect_eq(runs_of(crash_id[0]), 3, "the crashing job ran %d times, not max_attempts=3", runs_of(crash_id[0]));
+    for (int i = 0; i < 40; i++) cr_expect_eq(runs_of(ok_ids[i]), 1, "job %s ran %d times", ok_ids[i], runs_of(ok_ids[i]));
+    char dead[2048];
+    dead_entry(crash_id[0], dead, sizeof dead);
+    cr_expect(strstr(dead, "crashed: SIGSEGV") && strstr(dead, "a=3;") && strstr(dead, "why=failed"), "%s", dead);
+    cr_expect_eq(waitpid(w, NULL, WNOHANG), 0, "the worker died");
+    cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
+    cr_expect_eq(jrt_stop(s, SIGTERM, 5000), 0);
+}
+
+Test(faults, hanging_handler_is_killed_at_its_timeout_retried_then_dead) {
+    config("jobs:\n  backoff: 10ms\n  backoff_max: 10ms\n");
+    pid_t w = start("worker", "worker.log"), s = start("scheduler", "sched.log");
+    char id[1][JR_ID_MAX], other[1][JR_ID_MAX];
+    int64_t t0 = jrt_wall_us();
+    enqueue(1, "hang", "", 2, 300, id);
+    enqueue(1, "record", "", 0, 0, other);
+    jr_qstats_t st = wait_settled(1, 20000);
+    int64_t took = jrt_wall_us() - t0;
+    cr_expect_eq(st.dead, 1);
+    cr_expect_eq(runs_of(id[0]), 2, "ran %d times, not 2", runs_of(id[0]));
+    cr_expect_eq(runs_of(other[0]), 1, "the job after it did not run once");
+    cr_expect_geq(took, 600000, "two attempts of 300 ms took only %lld us", took);
+    char dead[2048];
+    dead_entry(id[0], dead, sizeof dead);
+    cr_expect(strstr(dead, "timeout") && strstr(dead, "a=2;"), "%s", dead);
+    cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
+    cr_expect_eq(jrt_stop(s, SIGTERM, 5000), 0);
+}
+
+Test(faults, a_job_longer_than_the_lease_is_not_taken_over_while_its_worker_lives) {
+    config("worker:\n  lease: 600ms\n");
+    pid_t w1 = start("worker", "w1.log"), w2 = start("worker", "w2.log");
+    char id[1][JR_ID_MAX];
+    enqueue(1, "nap", "2500", 0, 0, id);
+    jrt_sleep_ms(3500);
+    jr_qstats_t st = wait_settled(0, 5000);
+    cr_expect(st.pending == 0 && st.ready == 0, "pending=%lld ready=%lld", st.pending, st.ready);
+    cr_expect_eq(runs_of(id[0]), 1, "a 2.5 s job with a 0.6 s lease ran %d times", runs_of(id[0]));
+    cr_expect_eq(jrt_count(logpath("w1.log"), "took over") + jrt_count(logpath("w2.log"), "took over"), 0);
+    cr_expect_eq(jrt_stop(w1, SIGTERM, 10000), 0);
+    cr_expect_eq(jrt_stop(w2, SIGTERM, 10000), 0);
+}
+
+Test(faults, sigterm_lets_running_jobs_finish_and_hands_back_the_rest) {
+    config("worker:\n  batch: 16\n  grace: 3s\n");
+    pid_t w1 = start("worker", "w1.log");
+    enum { N = 120 };
+    static char ids[N][JR_ID_MAX];
+    enqueue(N, "nap", "30", 0, 0, ids);
+    jrt_sleep_ms(400); /* w1 is busy, with jobs fetched but not started */
+    int64_t t0 = jrt_wall_us();
+    int st = jrt_stop(w1, SIGTERM, 6000);
+    int64_t took = jrt_wall_us() - t0;
+    cr_expect_eq(st, 0, "worker exit status %d after SIGTERM", st);
+    cr_expect_lt(took, 3500000, "took %lld us to stop with a 3 s grace period", took);
+    jr_qstats_t mid = stats();
+    cr_expect_eq(mid.pending, 0, "%lld entries left pending by a graceful stop", mid.pending);
+    pid_t w2 = start("worker", "w2.log");
+    jr_qstats_t end = wait_settled(0, 30000);
+    cr_expect(end.ready == 0 && end.pending == 0, "ready=%lld pending=%lld", end.ready, end.pending);
+    for (int i = 0; i < N; i++) cr_expect_eq(runs_of(ids[i]), 1, "job %s ran %d times", ids[i], runs_of(ids[i]));
+    cr_expect_eq(jrt_stop(w2, SIGTERM, 10000), 0);
+}
+
+/* The job ids in the record file, with how often each ran. */
+static int cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+Test(faults, sigkill_random_workers_loses_nothing, .timeout = 240) {
+    config("worker:\n  batch: 16\n  lease: 1s\njobs:\n  max_deliveries: 50\n");
+    enum { N = 5000, W = 3 };
+    static char ids[N][JR_ID_MAX];
+    enqueue(N, "nap", "2", 0, 0, ids);
+    pid_t w[W];
+    char name[32];
+    for (int i = 0; i < W; i++) {
+        snprintf(name, sizeof name, "w%d.log", i);
+        w[i] = start("worker", name);
+    }
+    srand((unsigned)getpid());
+    int kills = 0;
+    for (int round = 0; round < 60; round++) {
+        jrt_sleep_ms(150 + rand() % 200);
+        jr_qstats_t s = stats();
+        if (s.ready == 0 && s.pending == 0) break;
+        int k = rand() % W;
+        kill(w[k], SIGKILL);
+        waitpid(w[k], NULL, 0);
+        kills++;
+        snprintf(name, sizeof name, "w%d.log", k);
+        w[k] = start("worker", name);
+    }
+    jr_qstats_t s = wait_settled(0, 60000);
+    cr_expect(s.ready == 0 && s.pending == 0 && s.delayed == 0 && s.dead == 0,
+              "left: ready=%lld pending=%lld delayed=%lld dead=%lld", s.ready, s.pending, s.delayed, s.dead);
+    /* Every job ran; count the extra runs. */
+    char *text = jrt_slurp(record);
+    size_t nlines = 0;
+    char **lines = malloc((N * 4 + 1) * sizeof *lines);
+    for (char *p = strtok(text, "\n"); p && nlines < N * 4; p = strtok(NULL, "\n")) {
+        *strchr(p, ' ') = '\0';
+        lines[nlines++] = p;
+    }
+    qsort(lines, nlines, sizeof *lines, cmp);
+    size_t distinct = 0, dups = 0;
+    for (size_t i = 0; i < nlines; i++) {
+        if (i == 0 || strcmp(lines[i], lines[i - 1])) distinct++;
+        else dups++;
+    }
+    /* A killed worker can have run at most one batch (16) whose
+     * acknowledgements had not reached Redis. */
+    fprintf(stderr, "kill test: jobs=%d workers=%d kills=%d runs=%zu distinct=%zu duplicates=%zu lost=%d\n", N, W,
+            kills, nlines, distinct, dups, N - (int)distinct);
+    cr_expect_eq(distinct, N, "%zu of %d jobs ran", distinct, N);
+    cr_expect_leq(dups, (size_t)kills * 16, "%zu duplicates for %d kills", dups, kills);
+    cr_expect_gt(kills, 3, "the test killed only %d workers", kills);
+    free(lines);
+    free(text);
+    for (int i = 0; i < W; i++) jrt_stop(w[i], SIGTERM, 10000);
+}
+
+Test(faults, redis_killed_and_restarted_with_aof_loses_nothing) {
+    const char *aof[] = {"--appendonly", "yes", "--appendfsync", "always", NULL};
+    jrt_redis_restart(&R, aof); /* same socket, now with AOF */
+    config("worker:\n  batch: 8\n");
+    pid_t w = start("worker", "worker.log"), s = start("scheduler", "sched.log");
+    enum { N = 300, D = 50 };
+    static char ids[N][JR_ID_MAX], dids[D][JR_ID_MAX];
+    enqueue(N, "nap", "5", 0, 0, ids);
+    {
+        jr_redis_t *r = conn();
+        jr_enqueue_t j[D];
+        for (int i = 0; i < D; i++)
+            j[i] = (jr_enqueue_t){.queue = "default", .delay_ms = 1500 + i * 10,
+                                  .env = {.handler = "record", .handler_len = 6, .attempt = 1}};
+        cr_assert_eq(jr_redis_enqueue(r, j, D, dids, NULL), 0);
+        jr_redis_free(r);
+    }
+    jrt_sleep_ms(500);
+    jrt_redis_restart(&R, aof); /* SIGKILL: only what AOF has survives */
+    jrt_sleep_ms(1500);
+    jrt_redis_restart(&R, aof);
+    jr_qstats_t st = wait_settled(0, 60000);
+    cr_expect(st.ready == 0 && st.pending == 0 && st.delayed == 0 && st.dead == 0,
+              "ready=%lld pending=%lld delayed=%lld dead=%lld", st.ready, st.pending, st.delayed, st.dead);
+    for (int i = 0; i < N; i++) cr_expect_geq(runs_of(ids[i]), 1, "job %s never ran", ids[i]);
+    for (int i = 0; i < D; i++) cr_expect_geq(runs_of(dids[i]), 1, "delayed job %s never ran", dids[i]);
+    cr_expect_gt(jrt_count(logpath("worker.log"), "reconnecting"), 0, "the worker never saw Redis go");
+    cr_expect_eq(waitpid(w, NULL, WNOHANG), 0, "the worker died");
+    cr_expect_eq(waitpid(s, NULL, WNOHANG), 0, "the scheduler died");
+    cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
+    cr_expect_eq(jrt_stop(s, SIGTERM, 5000), 0);
+}
+
+Test(faults, garbage_entries_are_dead_lettered_with_the_reason) {
+    config("jobs:\n  max_payload: 100\n");
+    pid_t w = start("worker", "worker.log");
+    jrt_sleep_ms(300);
+    redisContext *c = jrt_connect(&R);
+    const char *garbage[][2] = {
+        {"XADD jr:{default}:ready * p nohandler", "missing field \"h\""},
+        {"XADD jr:{default}:ready * h record a two", "non-numeric or out-of-range field \"a\""},
+        {"XADD jr:{default}:ready * h no_such_handler", "no handler named \"no_such_handler\""},
+        {"XADD jr:{default}:ready * h record zz 1", "unknown field \"zz\""},
+    };
+    for (size_t i = 0; i < 4; i++) freeReplyObject(redisCommand(c, garbage[i][0]));
+    char big[201];
+    memset(big, 'x', 200);
+    big[200] = '\0';
+    freeReplyObject(redisCommand(c, "XADD jr:{default}:ready * h record p %s", big));
+    freeReplyObject(redisCommand(c, "XADD jr:{default}:ready * h record p fine"));
+    jr_qstats_t st = wait_settled(5, 10000);
+    cr_expect_eq(st.dead, 5, "dead=%lld", st.dead);
+    cr_expect_eq(jrt_lines(record), 1, "only the good entry runs");
+    redisReply *rep = redisCommand(c, "XRANGE jr:{default}:dead - +");
+    char all[8192] = "";
+    for (size_t i = 0; rep && i < rep->elements; i++) {
+        redisReply *f = rep->element[i]->element[1];
+        for (size_t j = 0; j + 1 < f->elements; j += 2)
+            snprintf(all + strlen(all), sizeof all - strlen(all), "%s=%s;", f->element[j]->str, f->element[j + 1]->str);
+        strcat(all, "\n");
+    }
+    freeReplyObject(rep);
+    for (size_t i = 0; i < 4; i++) cr_expect(strstr(all, garbage[i][1]), "no dead entry says %s:\n%s", garbage[i][1], all);
+    cr_expect(strstr(all, "over the limit of 100"), "%s", all);
+    cr_expect_eq(jrt_count(logpath("worker.log"), "why=invalid") + 0, 0); /* why is in Redis, not a log key */
+    cr_expect(strstr(all, "why=invalid"), "%s", all);
+    redisFree(c);
+    cr_expect_eq(waitpid(w, NULL, WNOHANG), 0, "a garbage entry killed the worker");
+    cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
+}
+
+Test(faults, a_job_that_keeps_killing_its_worker_becomes_poison) {
+    /* Inline mode: the crash takes the whole worker down every time. */
+    config("worker:\n  isolation: inline\n  lease: 300ms\njobs:\n  max_deliveries: 2\n");
+    char id[1][JR_ID_MAX];
+    enqueue(1, "crash", "", 0, 0, id);
+    pid_t w = -1;
+    jr_qstats_t st = {0};
+    for (int i = 0; i < 40; i++) {
+        if (w <= 0 || waitpid(w, NULL, WNOHANG) == w) w = start("worker", "worker.log");
+        jrt_sleep_ms(250);
+        st = stats();
+        if (st.dead == 1) break;
+    }
+    cr_expect_eq(st.dead, 1, "never dead-lettered: pending=%lld", st.pending);
+    char dead[2048];
+    dead_entry(id[0], dead, sizeof dead);
+    cr_expect(strstr(dead, "why=poison") && strstr(dead, "delivered 3 times"), "%s", dead);
+    cr_expect_eq(runs_of(id[0]), 2, "a poison job ran %d times with max_deliveries 2", runs_of(id[0]));
+    if (w > 0) jrt_stop(w, SIGTERM, 10000);
+}
+
+Test(faults, enqueue_refuses_a_payload_over_the_limit) {
+    config("jobs:\n  max_payload: 10\n");
+    char out[256], err[512];
+    const char *args[] = {"enqueue", "-c", cfgpath, "record", "eleven bytes", NULL};
+    cr_expect_eq(jrt_run(out, sizeof out, err, sizeof err, args), 1);
+    cr_expect(strstr(err, "12 bytes, over the limit of 10"), "%s", err);
+    cr_expect_eq(stats().ready, 0);
+}
+
+Test(faults, dead_jobs_can_be_listed_shown_retried_and_purged) {
+    config("");
+    pid_t w = start("worker", "worker.log");
+    char id[1][JR_ID_MAX];
+    enqueue(1, "fail", "payload-1", 0, 0, id);
+    cr_assert_eq(wait_settled(1, 10000).dead, 1);
+    char out[4096], err[1024];
+    const char *list[] = {"dead", "list", "-c", cfgpath, NULL};
+    cr_expect_eq(jrt_run(out, sizeof out, err, sizeof err, list), 0, "%s", err);
+    cr_expect(strstr(out, id[0]) && strstr(out, "refused by test") && strstr(out, "fail"), "%s", out);
+    const char *show[] = {"dead", "show", "-c", cfgpath, id[0], NULL};
+    cr_expect_eq(jrt_run(out, sizeof out, err, sizeof err, show), 0, "%s", err);
+    cr_expect(strstr(out, "p: payload-1") && strstr(out, "why: failed"), "%s", out);
+    const char *missing[] = {"dead", "show", "-c", cfgpath, "nope", NULL};
+    cr_expect_eq(jrt_run(out, sizeof out, err, sizeof err, missing), 1);
+    cr_expect(strstr(err, "no dead job \"nope\""), "%s", err);
+    const char *retry[] = {"dead", "retry", "-c", cfgpath, id[0], NULL};
+    cr_expect_eq(jrt_run(out, sizeof out, err, sizeof err, retry), 0, "%s", err);
+    cr_expect(strstr(out, "re-enqueued 1"), "%s", out);
+    cr_expect_eq(wait_settled(1, 10000).dead, 1);
+    cr_expect_eq(runs_of(id[0]), 2, "retried job ran %d times in all", runs_of(id[0]));
+    char *rec = jrt_slurp(record);
+    char want[256];
+    snprintf(want, sizeof want, "%s 1 ", id[0]);
+    cr_expect(strstr(strchr(rec, '\n') + 1, want), "the retry did not start again at attempt 1:\n%s", rec);
+    free(rec);
+    const char *purge[] = {"dead", "purge", "-c", cfgpath, "--all", NULL};
+    cr_expect_eq(jrt_run(out, sizeof out, err, sizeof err, purge), 0, "%s", err);
+    cr_expect(strstr(out, "purged 1"), "%s", out);
+    cr_expect_eq(stats().dead, 0);
+    cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
+}
