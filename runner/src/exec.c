@@ -188,7 +188,10 @@ static int spawn(jr_exec_t *x, runner_t *r) {
         /* Shutdown is the worker's to run: it tells us through shm->stop. */
         signal(SIGINT, SIG_IGN);
         signal(SIGTERM, SIG_IGN);
-        signal(SIGPIPE, SIG_DFL);
+        /* A handler's crash must end the runner by its signal, so the worker
+         * can name it (a sanitizer's handler would turn it into exit(1)). */
+        int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGPIPE};
+        for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++) signal(fatal[i], SIG_DFL);
         int fd = dup2(sv[1], 3);
         if (fd < 0) _exit(71);
         close_range(4, ~0U, 0); /* Redis sockets and other runners' ends */
