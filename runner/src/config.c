@@ -173,6 +173,7 @@ typedef struct {
     size_t errlen;
     jr_config_t *cfg;
     char *base; /* where row offsets point: the config, or shifted onto a handler override */
+    size_t handlers_start; /* overrides before this index came from earlier loads */
     size_t seen_line[NKEYS]; /* line where key i was set, 0 = not yet */
     size_t section_line[NKEYS]; /* same for the section starting at row i */
 } loader_t;
@@ -441,8 +442,16 @@ static int load_handlers(loader_t *ld) {
         snprintf(path, sizeof path, "handlers.%s", name);
         if (!handler_name_ok(name))
             return fail(ld, path, "bad handler name (1 to 64 of A-Z a-z 0-9 _ . : -)");
-        for (size_t i = 0; i < ld->cfg->nhandlers; i++)
-            if (!strcmp(ld->cfg->handlers[i].name, name)) return fail(ld, path, "duplicate key");
+        jr_config_t *c = ld->cfg;
+        for (size_t i = 0; i < c->nhandlers; i++) {
+            if (strcmp(c->handlers[i].name, name) != 0) continue;
+            if (i >= ld->handlers_start) return fail(ld, path, "duplicate key");
+            /* Set by an earlier file: this one replaces it. */
+            free(c->handlers[i].name);
+            memmove(&c->handlers[i], &c->handlers[i + 1], (c->nhandlers - i - 1) * sizeof *c->handlers);
+            c->nhandlers--, ld->handlers_start--;
+            break;
+        }
         jr_handler_policy_t *v = realloc(ld->cfg->handlers, (ld->cfg->nhandlers + 1) * sizeof *v);
         if (!v) return JR_ENOMEM;
         ld->cfg->handlers = v;
@@ -563,6 +572,7 @@ int jr_config_load_string(jr_config_t *cfg, const char *yaml, size_t len, const 
     ld.errlen = errlen;
     ld.cfg = cfg;
     ld.base = (char *)cfg;
+    ld.handlers_start = cfg->nhandlers;
     int rc = load_stream(&ld);
     if (rc == JR_ENOMEM) set_err(err, errlen, "%s: %s", name, jr_strerror(rc));
     if (ld.have_ev) yaml_event_delete(&ld.ev);

@@ -66,6 +66,18 @@ static void expect_defaults(const jr_config_t *c) {
     cr_expect_eq(c->scheduler_batch, 1000);
     cr_expect_eq(c->scheduler_block_ms, 5000);
     cr_expect_str_eq(c->default_queue, "default");
+    cr_expect_eq(c->worker_isolation, JR_ISOLATION_PROCESS);
+    cr_expect_eq(c->worker_concurrency, 1);
+    cr_expect_eq(c->worker_lease_ms, 30000);
+    cr_expect_eq(c->worker_grace_ms, 8000);
+    cr_expect_eq(c->jobs.timeout_ms, 300000);
+    cr_expect_eq(c->jobs.max_attempts, 10);
+    cr_expect_eq(c->jobs.backoff_ms, 1000);
+    cr_expect_eq(c->jobs.backoff_max_ms, 3600000);
+    cr_expect_eq(c->max_deliveries, 5);
+    cr_expect_eq(c->max_payload, 1 << 20);
+    cr_expect_eq(c->dead_max, 10000);
+    cr_expect_eq(c->nhandlers, 0);
 }
 
 /* ---- defaults and good documents ---------------------------------------- */
@@ -437,4 +449,35 @@ Test(config, strlist_push_copies) {
     cr_expect_eq(l.n, 0);
     cr_expect_null(l.v);
     jr_strlist_free(&l);
+}
+
+/* ---- reliability settings and handler overrides ----------------------- */
+
+Test(config, handler_overrides_inherit_what_they_leave_out) {
+    load_ok("jobs:\n  timeout: 1m\n  max_attempts: 4\n"
+            "handlers:\n  send_mail:\n    timeout: 30s\n  resize: {max_attempts: 2, backoff: 10ms}\n"
+            "worker:\n  isolation: inline\n  concurrency: 4\n  lease: 2s\n  grace: 0s\n"
+            "dead:\n  max: 50\n");
+    cr_expect_eq(cfg.worker_isolation, JR_ISOLATION_INLINE);
+    cr_expect_eq(cfg.worker_concurrency, 4);
+    cr_expect_eq(cfg.worker_lease_ms, 2000);
+    cr_expect_eq(cfg.worker_grace_ms, 0);
+    cr_expect_eq(cfg.dead_max, 50);
+    jr_policy_t m = jr_config_policy(&cfg, "send_mail");
+    cr_expect(m.timeout_ms == 30000 && m.max_attempts == 4 && m.backoff_ms == 1000);
+    jr_policy_t r = jr_config_policy(&cfg, "resize");
+    cr_expect(r.timeout_ms == 60000 && r.max_attempts == 2 && r.backoff_ms == 10 && r.backoff_max_ms == 3600000);
+    jr_policy_t other = jr_config_policy(&cfg, "unlisted");
+    cr_expect(other.timeout_ms == 60000 && other.max_attempts == 4);
+}
+
+Test(config, bad_handler_overrides_are_named) {
+    load_bad("handlers:\n  send_mail:\n    retries: 3\n", "t.yaml:3: handlers.send_mail.retries: unknown key", NULL);
+    load_bad("handlers:\n  a:\n    max_deliveries: 3\n", "handlers.a.max_deliveries: unknown key", NULL);
+    load_bad("handlers:\n  a: {timeout: soon}\n", "handlers.a.timeout: must be a duration", NULL);
+    load_bad("handlers:\n  a: {}\n  a: {}\n", "t.yaml:3: handlers.a: duplicate key", NULL);
+    load_bad("handlers:\n  \"bad name\": {}\n", "bad handler name", NULL);
+    load_bad("handlers: [a]\n", "handlers: expected a mapping", NULL);
+    load_bad("worker:\n  isolation: thread\n", "t.yaml:2: worker.isolation: must be process or inline", NULL);
+    load_bad("jobs:\n  max_attempts: 0\n", "jobs.max_attempts: must be an integer from 1 to 1000", NULL);
 }

@@ -445,3 +445,36 @@ Test(clock, monotonic_advances) {
     cr_expect_geq(b - a, 20000);
     cr_expect_lt(b - a, 2000000);
 }
+
+/* ---- backoff ------------------------------------------------------------- */
+
+Test(backoff, ceiling_doubles_per_attempt_up_to_the_cap) {
+    /* The largest random number gives the ceiling itself. */
+    cr_expect_eq(jr_backoff_ms(1, 1000, 3600000, UINT64_MAX - (UINT64_MAX % 1001)), 0);
+    int64_t expect[] = {1000, 2000, 4000, 8000, 16000};
+    for (uint32_t a = 1; a <= 5; a++) {
+        uint64_t top = (uint64_t)expect[a - 1];
+        cr_expect_eq(jr_backoff_ms(a, 1000, 3600000, top), (int64_t)top, "attempt %u", a);
+        cr_expect_eq(jr_backoff_ms(a, 1000, 3600000, top + 1), 0, "attempt %u wraps to 0", a);
+    }
+    cr_expect_eq(jr_backoff_ms(40, 1000, 3600000, 3600000), 3600000, "capped");
+    cr_expect_eq(jr_backoff_ms(UINT32_MAX, 1000, 3600000, 3600000), 3600000, "no overflow");
+    cr_expect_eq(jr_backoff_ms(70, INT64_MAX / 4, INT64_MAX, 5), 5, "no overflow near INT64_MAX");
+    cr_expect_eq(jr_backoff_ms(3, 0, 1000, 12345), 0, "zero base = retry at once");
+}
+
+Test(backoff, full_jitter_spreads_over_the_whole_range) {
+    /* Attempt 4 with base 100 ms: uniform in [0, 800]. */
+    uint64_t x = 88172645463325252ULL;
+    int64_t lo = INT64_MAX, hi = -1, sum = 0;
+    enum { N = 20000 };
+    for (int i = 0; i < N; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int64_t d = jr_backoff_ms(4, 100, 3600000, x);
+        cr_assert(d >= 0 && d <= 800, "delay %lld outside [0, 800]", (long long)d);
+        lo = d < lo ? d : lo, hi = d > hi ? d : hi, sum += d;
+    }
+    cr_expect_leq(lo, 5, "never near 0: min %lld", (long long)lo);
+    cr_expect_geq(hi, 795, "never near the ceiling: max %lld", (long long)hi);
+    cr_expect(sum / N > 380 && sum / N < 420, "mean %lld, expected about 400", (long long)(sum / N));
+}
