@@ -63,7 +63,7 @@ jr_enqueue
     id      "" = generate one; otherwise the job id, and the enqueue is
             idempotent: a second enqueue with the same id within the window
             (uniq_ms after the due time) does nothing
-    fields  envelope fields in canonical order: h p [a] [m] [t]
+    fields  envelope fields in canonical order: h p [a] [m] [t] [b]
   Returns {job id, 1 if enqueued or 0 if a duplicate}.
 ]]
 local function enqueue(keys, args)
@@ -191,7 +191,7 @@ local function queues(keys)
 end
 
 -- Field names in canonical order (docs/redis-contract.md).
-local ORDER = {'h', 'p', 'a', 'm', 't', 'e', 'd', 'err'}
+local ORDER = {'h', 'p', 'a', 'm', 't', 'b', 'e', 'd', 'err'}
 
 -- Stream entry fields {f1, v1, ...} -> map, plus the list of names not in
 -- ORDER (kept, in their order, so nothing a producer wrote is lost).

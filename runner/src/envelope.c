@@ -80,6 +80,7 @@ int jr_envelope_decode(jr_envelope_t *env, const char *entry_id, size_t n,
             if (name_is(nm, nl, JR_F_ATTEMPT)) bit = 1u << 4, lo = 1, hi = UINT32_MAX;
             else if (name_is(nm, nl, JR_F_MAX)) bit = 1u << 5, hi = UINT32_MAX;
             else if (name_is(nm, nl, JR_F_TIMEOUT)) bit = 1u << 6;
+            else if (name_is(nm, nl, JR_F_BACKOFF)) bit = 1u << 9;
             else if (name_is(nm, nl, JR_F_ENQUEUED)) bit = 1u << 7;
             else if (name_is(nm, nl, JR_F_DUE)) bit = 1u << 8;
             else {
@@ -94,6 +95,7 @@ int jr_envelope_decode(jr_envelope_t *env, const char *entry_id, size_t n,
             case 1u << 4: env->attempt = (uint32_t)num; break;
             case 1u << 5: env->max_attempts = (uint32_t)num; break;
             case 1u << 6: env->timeout_ms = num; break;
+            case 1u << 9: env->backoff_ms = num; break;
             case 1u << 7: env->enqueued_ms = num; break;
             default: env->due_ms = num, have_due = 1; break;
             }
@@ -123,7 +125,8 @@ size_t jr_envelope_encode(const jr_envelope_t *env, const char **names, const ch
         int64_t v, dflt;
     } nums[] = {{JR_F_ATTEMPT, env->attempt, 1},
                 {JR_F_MAX, env->max_attempts, 0},
-                {JR_F_TIMEOUT, env->timeout_ms, 0}};
+                {JR_F_TIMEOUT, env->timeout_ms, 0},
+                {JR_F_BACKOFF, env->backoff_ms, 0}};
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
         if (nums[i].v == nums[i].dflt || (i == 0 && nums[i].v == 0)) continue;
         int w = snprintf(numbuf + used, numbuf_len - used, "%lld", (long long)nums[i].v);

@@ -14,11 +14,12 @@
 #define JR_F_ATTEMPT "a"   /* attempt number; absent = 1 */
 #define JR_F_MAX "m"       /* max attempts; absent = handler/config default */
 #define JR_F_TIMEOUT "t"   /* timeout in ms; absent = handler/config default */
+#define JR_F_BACKOFF "b"   /* backoff base in ms; absent = handler/config default */
 #define JR_F_ENQUEUED "e"  /* enqueued at, Unix ms; absent = stream entry id time */
 #define JR_F_DUE "d"       /* due at, Unix ms; absent = enqueued at */
 #define JR_F_ERROR "err"   /* last error (retried jobs) */
 
-#define JR_ENVELOPE_MAX_FIELDS 9
+#define JR_ENVELOPE_MAX_FIELDS 10
 
 /* A decoded envelope. Strings point into the decoded buffers (not copied,
  * not NUL-terminated: use the lengths). */
@@ -32,6 +33,7 @@ typedef struct jr_envelope {
     uint32_t attempt;      /* >= 1 */
     uint32_t max_attempts; /* 0 = default */
     int64_t timeout_ms;    /* 0 = default */
+    int64_t backoff_ms;    /* 0 = default */
     int64_t enqueued_ms;
     int64_t due_ms;
     const char *error;     /* NULL if none */
@@ -49,7 +51,7 @@ int jr_envelope_decode(jr_envelope_t *env, const char *entry_id, size_t n,
                        char *err, size_t errlen);
 
 /* Encode the fields a producer sends: handler, payload, and attempt, max,
- * timeout only when they differ from their defaults (id, e and d are added by
+ * timeout, backoff only when they differ from their defaults (id, e and d are added by
  * the enqueue function). Writes up to JR_ENVELOPE_MAX_FIELDS name/value pairs
  * into names/values/lens, numbers formatted into `numbuf` (>= 64 bytes), and
  * returns the number of pairs. */

@@ -68,7 +68,8 @@ static const char usage_enqueue[] =
     "      --at TIME       run at a time: RFC 3339 (2026-12-01T09:30:00.250Z) or Unix seconds\n"
     "      --id ID         the job's id; enqueueing the same id again does nothing\n"
     "      --max-attempts N  attempts before the job is dead (default: the handler's)\n"
-    "      --timeout DURATION  per-attempt time limit (default: the handler's)\n";
+    "      --timeout DURATION  per-attempt time limit (default: the handler's)\n"
+    "      --backoff DURATION  first retry delay ceiling, doubling per attempt (default: the handler's)\n";
 
 static const char usage_stats[] =
     "usage: jobrunner stats [-c FILE] [--redis URL] [-q QUEUE]... [--json]\n"
@@ -101,7 +102,7 @@ static const char usage_dev[] =
     "with an order_autoclose job due 3-6 s later, pays some of them, and shows the\n"
     "unpaid ones being closed. Stops everything it started and exits.\n";
 
-enum { OPT_REDIS = 1000, OPT_PLUGIN, OPT_IN, OPT_AT, OPT_ID, OPT_JSON, OPT_MAX, OPT_TIMEOUT, OPT_ORDERS, OPT_ALL };
+enum { OPT_REDIS = 1000, OPT_PLUGIN, OPT_IN, OPT_AT, OPT_ID, OPT_JSON, OPT_MAX, OPT_TIMEOUT, OPT_ORDERS, OPT_ALL, OPT_BACKOFF };
 
 static const struct option long_opts[] = {
     {"config", required_argument, 0, 'c'},  {"redis", required_argument, 0, OPT_REDIS},
@@ -112,11 +113,12 @@ static const struct option long_opts[] = {
     {"timeout", required_argument, 0, OPT_TIMEOUT},
     {"orders", required_argument, 0, OPT_ORDERS},
     {"all", no_argument, 0, OPT_ALL},
+    {"backoff", required_argument, 0, OPT_BACKOFF},
     {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
 
 /* What the flags said, before the configuration is assembled. */
 typedef struct flags {
-    const char *config, *redis, *in, *at, *id, *max, *timeout, *orders;
+    const char *config, *redis, *in, *at, *id, *max, *timeout, *orders, *backoff;
     jr_strlist_t queues, plugins;
     int json, all;
 } flags_t;
@@ -127,7 +129,8 @@ static int flag_allowed(const char *cmd, int opt) {
     case 'c': case OPT_REDIS: case 'h': return 1;
     case 'q': return strcmp(cmd, "dev") != 0;
     case OPT_PLUGIN: return !strcmp(cmd, "worker") || !strcmp(cmd, "dev");
-    case OPT_IN: case OPT_AT: case OPT_ID: case OPT_MAX: case OPT_TIMEOUT: return !strcmp(cmd, "enqueue");
+    case OPT_IN: case OPT_AT: case OPT_ID: case OPT_MAX: case OPT_TIMEOUT: case OPT_BACKOFF:
+        return !strcmp(cmd, "enqueue");
     case OPT_JSON: return !strcmp(cmd, "stats") || !strcmp(cmd, "dead");
     case OPT_ALL: return !strcmp(cmd, "dead");
     case OPT_ORDERS: return !strcmp(cmd, "dev");
@@ -230,6 +233,8 @@ static int run_enqueue(const char *cmd, const flags_t *f, const jr_config_t *cfg
     }
     if (f->timeout && (jr_duration_parse(f->timeout, &job.env.timeout_ms) != 0 || job.env.timeout_ms <= 0))
         return die(cmd, "invalid --timeout \"%s\" (e.g. 30s)", f->timeout);
+    if (f->backoff && (jr_duration_parse(f->backoff, &job.env.backoff_ms) != 0 || job.env.backoff_ms <= 0))
+        return die(cmd, "invalid --backoff \"%s\" (e.g. 500ms)", f->backoff);
     job.env.handler = argv[0];
     job.env.handler_len = strlen(argv[0]);
     job.env.attempt = 1;
@@ -299,6 +304,7 @@ int main(int argc, char **argv) {
         case OPT_JSON: f.json = 1; break;
         case OPT_ORDERS: f.orders = optarg; break;
         case OPT_ALL: f.all = 1; break;
+        case OPT_BACKOFF: f.backoff = optarg; break;
         }
     }
     for (size_t i = 0; i < f.queues.n; i++)

@@ -253,6 +253,7 @@ static int dispatch(worker_t *w, const jr_batch_t *b) {
             s->handler = strdup(env.handler);
             if (!s->id || !s->handler) return JR_ENOMEM;
             s->policy = jr_config_policy(w->cfg, env.handler);
+            if (env.backoff_ms) s->policy.backoff_ms = env.backoff_ms;
             s->attempt = env.attempt;
             s->max_attempts = env.max_attempts ? env.max_attempts : (uint32_t)s->policy.max_attempts;
             w->tasks[nt++] = (jr_task_t){.tag = (uint32_t)k, .id = s->id, .queue = w->queues[e->queue],

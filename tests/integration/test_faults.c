@@ -391,3 +391,67 @@ Test(faults, dead_jobs_can_be_listed_shown_retried_and_purged) {
     cr_expect_eq(stats().dead, 0);
     cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
 }
+
+Test(faults, schedulers_killed_mid_promotion_lose_and_double_nothing) {
+    config("scheduler:\n  batch: 50\n");
+    enum { N = 20000 };
+    jr_redis_t *r = conn();
+    static jr_enqueue_t jobs[N];
+    for (int i = 0; i < N; i++)
+        jobs[i] = (jr_enqueue_t){.queue = "default", .delay_ms = 400 + i % 7,
+                                 .env = {.handler = "record", .handler_len = 6, .attempt = 1}};
+    cr_assert_eq(jr_redis_enqueue(r, jobs, N, NULL, NULL), 0, "%s", jr_redis_errstr(r));
+    jr_redis_free(r);
+    pid_t s[2] = {start("scheduler", "s0.log"), start("scheduler", "s1.log")};
+    int kills = 0;
+    jr_qstats_t st = stats();
+    for (int round = 0; round < 400 && st.delayed > 0; round++) {
+        jrt_sleep_ms(5 + round % 7);
+        int k = round % 2;
+        kill(s[k], SIGKILL);
+        waitpid(s[k], NULL, 0);
+        kills++;
+        s[k] = start("scheduler", k ? "s1.log" : "s0.log");
+        st = stats();
+    }
+    for (int i = 0; i < 200 && (st = stats()).delayed > 0; i++) jrt_sleep_ms(50);
+    cr_expect_eq(st.delayed, 0, "%lld never promoted", st.delayed);
+    cr_expect_eq(st.ready, N, "%lld stream entries for %d jobs (%d scheduler kills)", st.ready, N, kills);
+    redisContext *c = jrt_connect(&R);
+    cr_expect_eq(jrt_int(c, "HLEN jr:{default}:jobs"), 0, "envelopes left behind");
+    redisFree(c);
+    fprintf(stderr, "scheduler kill test: jobs=%d kills=%d promoted=%lld\n", N, kills, st.ready);
+    for (int i = 0; i < 2; i++) jrt_stop(s[i], SIGTERM, 5000);
+}
+
+Test(faults, a_redis_that_may_evict_keys_gets_a_warning) {
+    const char *lru[] = {"--maxmemory-policy", "allkeys-lru", NULL};
+    jrt_redis_restart(&R, lru);
+    config("");
+    pid_t w = start("worker", "worker.log");
+    int found = 0;
+    for (int i = 0; i < 100 && !found; i++) {
+        jrt_sleep_ms(20);
+        found = jrt_count(logpath("worker.log"), "set maxmemory-policy noeviction");
+    }
+    cr_expect(found, "no warning in the worker log");
+    cr_expect(jrt_count(logpath("worker.log"), "maxmemory_policy=allkeys-lru"), "the policy is not named");
+    jrt_stop(w, SIGTERM, 5000);
+}
+
+Test(faults, a_second_signal_stops_at_once_and_leaves_the_job_pending) {
+    config("worker:\n  grace: 20s\n");
+    pid_t w = start("worker", "worker.log");
+    char id[1][JR_ID_MAX];
+    enqueue(1, "nap", "10000", 0, 0, id);
+    cr_assert_eq(jrt_wait_lines(record, 1, 5000), 1);
+    kill(w, SIGTERM);
+    jrt_sleep_ms(300);
+    cr_expect_eq(waitpid(w, NULL, WNOHANG), 0, "the first signal did not wait for the running job");
+    int64_t t0 = jrt_wall_us();
+    int st = jrt_stop(w, SIGTERM, 5000);
+    cr_expect_lt(jrt_wall_us() - t0, 2000000, "the second signal did not stop it at once");
+    cr_expect_eq(st, 0);
+    jr_qstats_t s = stats();
+    cr_expect_eq(s.pending, 1, "the unfinished job must stay pending (pending=%lld ready=%lld)", s.pending, s.ready);
+}

@@ -36,7 +36,7 @@ Test(envelope, minimal_entry_takes_defaults_from_the_stream_id) {
 Test(envelope, every_field_decodes) {
     jr_envelope_t e;
     char err[JR_ERRLEN];
-    const char *kv[] = {"id", "order-9", "h", "close", "p", "", "a", "3", "m", "5", "t", "30000",
+    const char *kv[] = {"id", "order-9", "h", "close", "p", "", "a", "3", "m", "5", "t", "30000", "b", "250",
                         "e", "1700000000000", "d", "1700000005000", "err", "timeout", NULL};
     cr_assert_eq(decode(&e, "1764457664123-0", kv, err), 0, "%s", err);
     cr_expect(e.id_len == 7 && !memcmp(e.id, "order-9", 7));
@@ -44,6 +44,7 @@ Test(envelope, every_field_decodes) {
     cr_expect_eq(e.attempt, 3);
     cr_expect_eq(e.max_attempts, 5);
     cr_expect_eq(e.timeout_ms, 30000);
+    cr_expect_eq(e.backoff_ms, 250);
     cr_expect_eq(e.enqueued_ms, 1700000000000);
     cr_expect_eq(e.due_ms, 1700000005000);
     cr_expect(e.error_len == 7 && !memcmp(e.error, "timeout", 7));
@@ -90,9 +91,9 @@ Test(envelope, encode_leaves_defaults_out_and_round_trips) {
     cr_expect_str_eq(names[0], "h");
     cr_expect_str_eq(names[1], "p");
 
-    in.attempt = 4, in.max_attempts = 7, in.timeout_ms = 1500;
+    in.attempt = 4, in.max_attempts = 7, in.timeout_ms = 1500, in.backoff_ms = 40;
     n = jr_envelope_encode(&in, names, values, lens, nums, sizeof nums);
-    cr_assert_eq(n, 5);
+    cr_assert_eq(n, 6);
     size_t nl[JR_ENVELOPE_MAX_FIELDS];
     for (size_t i = 0; i < n; i++) nl[i] = strlen(names[i]);
     jr_envelope_t out;
@@ -103,4 +104,5 @@ Test(envelope, encode_leaves_defaults_out_and_round_trips) {
     cr_expect_eq(out.attempt, 4);
     cr_expect_eq(out.max_attempts, 7);
     cr_expect_eq(out.timeout_ms, 1500);
+    cr_expect_eq(out.backoff_ms, 40);
 }
