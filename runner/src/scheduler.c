@@ -186,7 +186,9 @@ int jr_scheduler_run(const jr_config_t *cfg) {
             int fired = jr_redis_recv_wake_read(s.blk, s.keyv, s.wake_ids, s.fired, s.nwake);
             if (fired < 0) rc = fired;
             else if (s.follow && s.fired[s.nwake - 1]) rc = sched_refresh(&s);
-            if (!rc) rc = sched_promote_all(&s);
+            /* A backstop timeout (nothing fired) needs nothing: our timer
+             * covers the jobs we know of, the wake streams any earlier one. */
+            if (!rc && fired > 0) rc = sched_promote_all(&s);
         }
         if (rc && rc != JR_EINTR) {
             jr_log_kv(JR_LOG_ERROR, "Redis error, reconnecting", "error",
