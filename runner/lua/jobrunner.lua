@@ -66,50 +66,49 @@ jr_enqueue
     fields  envelope fields in canonical order: h p [a] [m] [t] [b]
   Returns {job id, 1 if enqueued or 0 if a duplicate}.
 ]]
-local function enqueue(keys, args)
-  local ready, delayed, jobs, wake, seq, uniq = keys[1], keys[2], keys[3], keys[4], keys[5], keys[6]
-  local when, id = args[1], args[2]
-  local now = now_ms()
-  local due = now
+-- Check one job's arguments (fields are args[first..last]); returns an
+-- error reply or nil. Nothing is written before every job of a call passed.
+local function check(when, id, args, first, last)
   local c = string.sub(when, 1, 1)
-  if c == '+' then
-    local d = tonumber(string.sub(when, 2))
-    if not d then return redis.error_reply('ERR jobrunner: bad delay "' .. when .. '"') end
-    due = now + d
-  elseif c == '@' then
-    due = tonumber(string.sub(when, 2))
-    if not due then return redis.error_reply('ERR jobrunner: bad due time "' .. when .. '"') end
+  if c == '+' or c == '@' then
+    if not tonumber(string.sub(when, 2)) then
+      return redis.error_reply('ERR jobrunner: bad due time "' .. when .. '"')
+    end
   elseif when ~= '' and when ~= '0' then
     return redis.error_reply('ERR jobrunner: bad due time "' .. when .. '" (use "", "+MS" or "@UNIXMS")')
   end
-  if #args < 5 or #args % 2 ~= 1 or args[4] ~= 'h' or args[5] == '' then
+  local n = last - first + 1
+  if n < 2 or n % 2 ~= 0 or args[first] ~= 'h' or args[first + 1] == '' then
     return redis.error_reply('ERR jobrunner: fields must start with h <handler> and come in pairs')
   end
+  if id ~= '' and reserved_id(id) then
+    return redis.error_reply('ERR jobrunner: job id "' .. id .. '" has a reserved form (d<n> or <n>-<n>)')
+  end
+  return nil
+end
+
+-- Enqueue one checked job: fields are args[first..last]. Returns {id, 0|1}.
+local function put(keys, when, id, window, args, first, last, now)
+  local ready, delayed, jobs, wake, seq, uniq = keys[1], keys[2], keys[3], keys[4], keys[5], keys[6]
+  local due = now
+  local c = string.sub(when, 1, 1)
+  if c == '+' then due = now + tonumber(string.sub(when, 2))
+  elseif c == '@' then due = tonumber(string.sub(when, 2)) end
   if id ~= '' then
-    if reserved_id(id) then
-      return redis.error_reply('ERR jobrunner: job id "' .. id .. '" has a reserved form (d<n> or <n>-<n>)')
-    end
-    if not uniq then return redis.error_reply('ERR jobrunner: an explicit id needs its uniq key') end
-    local window = tonumber(args[3]) or 0
     if window < 1 then window = 1 end
     local ttl = math.floor(math.max(due - now, 0) + window)
     if not redis.call('SET', uniq, '1', 'NX', 'PX', ttl) then return {id, 0} end
   end
   local fields = {}
-  for i = 4, #args do fields[#fields + 1] = args[i] end
-
+  for i = first, last do fields[#fields + 1] = args[i] end
   if due <= now then
     ensure_group(ready)
-    local sid
     if id ~= '' then
-      sid = redis.call('XADD', ready, '*', 'id', id, unpack(fields))
-    else
-      sid = redis.call('XADD', ready, '*', unpack(fields))
-      id = sid
+      redis.call('XADD', ready, '*', 'id', id, unpack(fields))
+      return {id, 1}
     end
-    return {id, 1}
+    return {redis.call('XADD', ready, '*', unpack(fields)), 1}
   end
-
   if id == '' then id = 'd' .. redis.call('INCR', seq) end
   fields[#fields + 1] = 'e'
   fields[#fields + 1] = tostring(math.floor(now))
@@ -119,6 +118,52 @@ local function enqueue(keys, args)
   redis.call('ZADD', delayed, ms_str(due), id)
   if redis.call('ZRANGE', delayed, 0, 0)[1] == id then poke(wake) end
   return {id, 1}
+end
+
+local function enqueue(keys, args)
+  local when, id = args[1], args[2]
+  local err = check(when, id, args, 4, #args)
+  if err then return err end
+  if id ~= '' and not keys[6] then
+    return redis.error_reply('ERR jobrunner: an explicit id needs its uniq key')
+  end
+  return put(keys, when, id, tonumber(args[3]) or 0, args, 4, #args, now_ms())
+end
+
+--[[
+jr_enqueue_many: jr_enqueue for many jobs of one queue in one call (bulk).
+  KEYS: ready delayed jobs wake seq, then the uniq key of each job that has
+        an explicit id, in the order of those jobs
+  ARGV: uniq_ms, then per job: when id npairs field value ... (npairs
+        field/value pairs)
+  Every job is checked before any is written. Returns {id, 0|1, id, 0|1, ...}.
+]]
+local function enqueue_many(keys, args)
+  local jobs, i, nuniq = {}, 2, 0
+  while i <= #args do
+    local when, id, np = args[i], args[i + 1], tonumber(args[i + 2])
+    if not np or i + 2 + 2 * np > #args then
+      return redis.error_reply('ERR jobrunner: jr_enqueue_many: bad job at argument ' .. i)
+    end
+    local first, last = i + 3, i + 2 + 2 * np
+    local err = check(when, id, args, first, last)
+    if err then return err end
+    if id ~= '' then nuniq = nuniq + 1 end
+    jobs[#jobs + 1] = {when, id, first, last, id ~= '' and keys[5 + nuniq] or nil}
+    i = last + 1
+  end
+  if #keys ~= 5 + nuniq then
+    return redis.error_reply('ERR jobrunner: jr_enqueue_many needs one uniq key per explicit id')
+  end
+  local window, now, out = tonumber(args[1]) or 0, now_ms(), {}
+  local k = {keys[1], keys[2], keys[3], keys[4], keys[5]}
+  for _, j in ipairs(jobs) do
+    k[6] = j[5]
+    local r = put(k, j[1], j[2], window, args, j[3], j[4], now)
+    out[#out + 1] = r[1]
+    out[#out + 1] = r[2]
+  end
+  return out
 end
 
 --[[
@@ -399,6 +444,7 @@ local function version()
 end
 
 redis.register_function('jr_enqueue', enqueue)
+redis.register_function('jr_enqueue_many', enqueue_many)
 redis.register_function('jr_promote', promote)
 redis.register_function('jr_ack', ack)
 redis.register_function('jr_register', register)

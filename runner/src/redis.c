@@ -308,74 +308,109 @@ static int append_register(jr_redis_t *r, const char *queue) {
     return 1;
 }
 
-/* Append one FCALL jr_enqueue. */
-static int append_enqueue(jr_redis_t *r, const jr_enqueue_t *j) {
+/* Per-job strings of an enqueue call, formatted before the argv points at
+ * them. */
+typedef struct enq_scratch {
+    char when[48], npairs[8], uniq[JR_KEY_MAX + JR_ID_MAX], nums[64];
+} enq_scratch_t;
+
+/* Append FCALL jr_enqueue_many for jobs[0..n) (all of one queue). */
+static int append_enqueue_many(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n, int64_t window_ms) {
     jr_qkeys_t k;
-    jr_qkeys(&k, j->queue);
-    char uniq[JR_KEY_MAX + JR_ID_MAX], when[48], window[24], nums[64];
-    const char *argv[6 + 6 + 2 * JR_ENVELOPE_MAX_FIELDS];
-    size_t lens[sizeof argv / sizeof argv[0]];
-    size_t a = 0;
-    int explicit_id = j->id && j->id[0];
-    argv[a++] = "FCALL", argv[a++] = "jr_enqueue", argv[a++] = explicit_id ? "6" : "5";
+    jr_qkeys(&k, jobs[0].queue);
+    size_t max = 9 + n * (4 + 2 * JR_ENVELOPE_MAX_FIELDS);
+    const char **argv = malloc(max * sizeof *argv);
+    size_t *lens = malloc(max * sizeof *lens);
+    enq_scratch_t *sc = malloc(n * sizeof *sc);
+    int rc = 0;
+    if (!argv || !lens || !sc) {
+        rc = fail(r, JR_ENOMEM, "out of memory");
+        goto out;
+    }
+    char nkeys[16], window[24];
+    size_t a = 0, nuniq = 0;
+    argv[a++] = "FCALL", argv[a++] = "jr_enqueue_many", argv[a++] = nkeys;
     argv[a++] = k.ready, argv[a++] = k.delayed, argv[a++] = k.jobs, argv[a++] = k.wake;
     argv[a++] = k.seq;
-    if (explicit_id) {
-        snprintf(uniq, sizeof uniq, "jr:{%s}:uniq:%s", j->queue, j->id);
-        argv[a++] = uniq;
-    }
-    if (j->at_us > 0)
-        snprintf(when, sizeof when, "@%lld.%03lld", (long long)(j->at_us / 1000),
-                 (long long)(j->at_us % 1000));
-    else if (j->delay_ms > 0)
-        snprintf(when, sizeof when, "+%lld", (long long)j->delay_ms);
-    else
-        when[0] = '\0';
-    snprintf(window, sizeof window, "%lld", (long long)(j->uniq_ms > 0 ? j->uniq_ms : 86400000));
-    argv[a++] = when, argv[a++] = explicit_id ? j->id : "", argv[a++] = window;
+    for (size_t i = 0; i < n; i++)
+        if (jobs[i].id && jobs[i].id[0]) {
+            snprintf(sc[i].uniq, sizeof sc[i].uniq, "jr:{%s}:uniq:%s", jobs[i].queue, jobs[i].id);
+            argv[a++] = sc[i].uniq;
+            nuniq++;
+        }
+    snprintf(nkeys, sizeof nkeys, "%zu", 5 + nuniq);
+    snprintf(window, sizeof window, "%lld", (long long)(window_ms > 0 ? window_ms : 86400000));
+    argv[a++] = window;
     for (size_t i = 0; i < a; i++) lens[i] = strlen(argv[i]);
-    const char *names[JR_ENVELOPE_MAX_FIELDS], *vals[JR_ENVELOPE_MAX_FIELDS];
-    size_t vlens[JR_ENVELOPE_MAX_FIELDS];
-    size_t nf = jr_envelope_encode(&j->env, names, vals, vlens, nums, sizeof nums);
-    for (size_t i = 0; i < nf; i++) {
-        argv[a] = names[i], lens[a++] = strlen(names[i]);
-        argv[a] = vals[i], lens[a++] = vlens[i];
+    for (size_t i = 0; i < n; i++) {
+        const jr_enqueue_t *j = &jobs[i];
+        if (j->at_us > 0)
+            snprintf(sc[i].when, sizeof sc[i].when, "@%lld.%03lld", (long long)(j->at_us / 1000),
+                     (long long)(j->at_us % 1000));
+        else if (j->delay_ms > 0)
+            snprintf(sc[i].when, sizeof sc[i].when, "+%lld", (long long)j->delay_ms);
+        else
+            sc[i].when[0] = '\0';
+        const char *names[JR_ENVELOPE_MAX_FIELDS], *vals[JR_ENVELOPE_MAX_FIELDS];
+        size_t vlens[JR_ENVELOPE_MAX_FIELDS];
+        size_t nf = jr_envelope_encode(&j->env, names, vals, vlens, sc[i].nums, sizeof sc[i].nums);
+        snprintf(sc[i].npairs, sizeof sc[i].npairs, "%zu", nf);
+        const char *id = j->id && j->id[0] ? j->id : "";
+        argv[a] = sc[i].when, lens[a] = strlen(sc[i].when), a++;
+        argv[a] = id, lens[a] = strlen(id), a++;
+        argv[a] = sc[i].npairs, lens[a] = strlen(sc[i].npairs), a++;
+        for (size_t f = 0; f < nf; f++) {
+            argv[a] = names[f], lens[a] = strlen(names[f]), a++;
+            argv[a] = vals[f], lens[a] = vlens[f], a++;
+        }
     }
-    return append_argv(r, (int)a, argv, lens);
+    rc = append_argv(r, (int)a, argv, lens);
+out:
+    free(argv), free(lens), free(sc);
+    return rc;
 }
 
 int jr_redis_enqueue(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n, char (*ids)[JR_ID_MAX],
                      int *created) {
-    /* One pipeline, in windows so replies never pile up unboundedly. */
-    const size_t window = 1024;
+    /* Runs of consecutive jobs of one queue, up to `chunk` per call, all
+     * sent in one pipeline per `window` jobs so replies never pile up. */
+    const size_t chunk = 1000, window = 16 * 1000;
     for (size_t base = 0; base < n; base += window) {
         size_t end = base + window < n ? base + window : n;
-        unsigned char regs[1024];
+        size_t starts[16 + 1], ncalls = 0;
+        unsigned char regs[16];
         int rc;
-        for (size_t i = base; i < end; i++) {
+        for (size_t i = base; i < end;) {
+            size_t j = i + 1;
+            while (j < end && j - i < chunk && !strcmp(jobs[j].queue, jobs[i].queue) &&
+                   jobs[j].uniq_ms == jobs[i].uniq_ms)
+                j++;
+            if (ncalls == 16) break; /* cannot happen: window/chunk calls at most */
             if ((rc = append_register(r, jobs[i].queue)) < 0) return rc;
-            regs[i - base] = (unsigned char)rc;
-            if ((rc = append_enqueue(r, &jobs[i]))) return rc;
+            regs[ncalls] = (unsigned char)rc;
+            if ((rc = append_enqueue_many(r, jobs + i, j - i, jobs[i].uniq_ms))) return rc;
+            starts[ncalls++] = i;
+            i = j;
         }
+        starts[ncalls] = end;
         if ((rc = jr_redis_flush(r))) return rc;
         int first_err = 0;
-        for (size_t i = base; i < end; i++) {
-            redisReply *rep;
-            for (int k = regs[i - base]; k >= 0; k--) { /* register reply, then enqueue's */
+        for (size_t c = 0; c < ncalls; c++) {
+            for (int kk = regs[c]; kk >= 0; kk--) { /* register reply, then the enqueue's */
+                redisReply *rep;
                 if ((rc = recv_reply(r, &rep, r->timeout_us))) return rc;
                 if (rep->type == REDIS_REPLY_ERROR) {
-                    if (!first_err) {
-                        fail(r, JR_EREDIS, "%s", rep->str);
-                        first_err = JR_EREDIS;
-                    }
-                } else if (k == 0) {
-                    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
-                        rep->element[0]->type != REDIS_REPLY_STRING) {
+                    if (!first_err) first_err = fail(r, JR_EREDIS, "%s", rep->str);
+                } else if (kk == 0) {
+                    size_t cnt = starts[c + 1] - starts[c];
+                    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 * cnt) {
                         freeReplyObject(rep);
-                        return fail(r, JR_EPROTO, "jr_enqueue: unexpected reply");
+                        return fail(r, JR_EPROTO, "jr_enqueue_many: unexpected reply");
                     }
-                    if (ids) snprintf(ids[i], JR_ID_MAX, "%s", rep->element[0]->str);
-                    if (created) created[i] = rep->element[1]->integer != 0;
+                    for (size_t x = 0; x < cnt; x++) {
+                        if (ids) snprintf(ids[starts[c] + x], JR_ID_MAX, "%s", rep->element[2 * x]->str);
+                        if (created) created[starts[c] + x] = rep->element[2 * x + 1]->integer != 0;
+                    }
                 }
                 freeReplyObject(rep);
             }

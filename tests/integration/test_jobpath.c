@@ -241,3 +241,42 @@ Test(jobpath, scheduler_follows_queues_registered_after_it_started) {
     cr_expect_eq(jrt_stop(s, SIGTERM, 5000), 0);
     cr_expect_eq(jrt_stop(w, SIGTERM, 5000), 0);
 }
+
+Test(jobpath, bulk_enqueue_mixes_ids_delays_and_duplicates_in_one_call) {
+    char err[JR_ERRLEN];
+    jr_redis_t *r = jr_redis_connect(R.url, 2000, err, sizeof err);
+    cr_assert(r, "%s", err);
+    cr_assert_eq(jr_redis_load_library(r), 0, "%s", jr_redis_errstr(r));
+    jr_enqueue_t jobs[5] = {
+        {.queue = "default", .env = {.handler = "record", .handler_len = 6, .attempt = 1}},
+        {.queue = "default", .id = "bulk-1", .env = {.handler = "record", .handler_len = 6, .attempt = 1}},
+        {.queue = "default", .delay_ms = 60000, .env = {.handler = "record", .handler_len = 6, .attempt = 1}},
+        {.queue = "default", .id = "bulk-1", .env = {.handler = "record", .handler_len = 6, .attempt = 1}},
+        {.queue = "other", .id = "bulk-2", .delay_ms = 60000,
+         .env = {.handler = "record", .handler_len = 6, .attempt = 1}},
+    };
+    char ids[5][JR_ID_MAX];
+    int created[5];
+    cr_assert_eq(jr_redis_enqueue(r, jobs, 5, ids, created), 0, "%s", jr_redis_errstr(r));
+    cr_expect(strchr(ids[0], '-') && created[0] == 1, "%s %d", ids[0], created[0]);
+    cr_expect(!strcmp(ids[1], "bulk-1") && created[1] == 1);
+    cr_expect(ids[2][0] == 'd' && created[2] == 1, "%s", ids[2]);
+    cr_expect(!strcmp(ids[3], "bulk-1") && created[3] == 0, "a repeated id in one call must be a duplicate");
+    cr_expect(!strcmp(ids[4], "bulk-2") && created[4] == 1);
+    jr_qstats_t s;
+    cr_assert_eq(jr_redis_stats(r, "default", &s), 0);
+    cr_expect(s.ready == 2 && s.delayed == 1, "ready=%lld delayed=%lld", s.ready, s.delayed);
+    cr_assert_eq(jr_redis_stats(r, "other", &s), 0);
+    cr_expect_eq(s.delayed, 1);
+
+    /* One bad job refuses the whole call: nothing is written. */
+    jr_enqueue_t bad[2] = {
+        {.queue = "default", .env = {.handler = "record", .handler_len = 6, .attempt = 1}},
+        {.queue = "default", .id = "12-34", .env = {.handler = "record", .handler_len = 6, .attempt = 1}},
+    };
+    cr_expect_eq(jr_redis_enqueue(r, bad, 2, NULL, NULL), JR_EREDIS);
+    cr_expect(strstr(jr_redis_errstr(r), "reserved form"), "%s", jr_redis_errstr(r));
+    cr_assert_eq(jr_redis_stats(r, "default", &s), 0);
+    cr_expect_eq(s.ready, 2, "a refused bulk call wrote %lld entries", s.ready - 2);
+    jr_redis_free(r);
+}
