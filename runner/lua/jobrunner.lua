@@ -88,7 +88,8 @@ local function check(when, id, args, first, last)
 end
 
 -- Enqueue one checked job: fields are args[first..last]. Returns {id, 0|1}.
-local function put(keys, when, id, window, args, first, last, now)
+-- `grouped`: the caller made sure the stream and its group exist.
+local function put(keys, when, id, window, args, first, last, now, grouped)
   local ready, delayed, jobs, wake, seq, uniq = keys[1], keys[2], keys[3], keys[4], keys[5], keys[6]
   local due = now
   local c = string.sub(when, 1, 1)
@@ -99,16 +100,15 @@ local function put(keys, when, id, window, args, first, last, now)
     local ttl = math.floor(math.max(due - now, 0) + window)
     if not redis.call('SET', uniq, '1', 'NX', 'PX', ttl) then return {id, 0} end
   end
-  local fields = {}
-  for i = first, last do fields[#fields + 1] = args[i] end
   if due <= now then
-    ensure_group(ready)
+    if not grouped then ensure_group(ready) end
     if id ~= '' then
-      redis.call('XADD', ready, '*', 'id', id, unpack(fields))
+      redis.call('XADD', ready, '*', 'id', id, unpack(args, first, last))
       return {id, 1}
     end
-    return {redis.call('XADD', ready, '*', unpack(fields)), 1}
+    return {redis.call('XADD', ready, '*', unpack(args, first, last)), 1}
   end
+  local fields = {unpack(args, first, last)}
   if id == '' then id = 'd' .. redis.call('INCR', seq) end
   fields[#fields + 1] = 'e'
   fields[#fields + 1] = tostring(math.floor(now))
@@ -157,9 +157,10 @@ local function enqueue_many(keys, args)
   end
   local window, now, out = tonumber(args[1]) or 0, now_ms(), {}
   local k = {keys[1], keys[2], keys[3], keys[4], keys[5]}
+  ensure_group(keys[1])
   for _, j in ipairs(jobs) do
     k[6] = j[5]
-    local r = put(k, j[1], j[2], window, args, j[3], j[4], now)
+    local r = put(k, j[1], j[2], window, args, j[3], j[4], now, true)
     out[#out + 1] = r[1]
     out[#out + 1] = r[2]
   end
