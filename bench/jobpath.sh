@@ -107,7 +107,12 @@ wait_count() { # target deadline_s get|llen key
 }
 
 stats_json() { "$JR" stats --json --redis "$URL" -q bench 2>&1; }
-stats_zero() { stats_json | grep -q '"ready":0,"pending":0,"delayed":0'; }
+# ready, pending and delayed all 0, and dead (if the version reports it) 0
+counts_zero() {
+  grep -q '"ready":0[,}]' <<<"$1" && grep -q '"pending":0[,}]' <<<"$1" && grep -q '"delayed":0[,}]' <<<"$1" &&
+    { ! grep -q '"dead":' <<<"$1" || grep -q '"dead":0[,}]' <<<"$1"; }
+}
+stats_zero() { counts_zero "$(stats_json)"; }
 
 # Check bench:seen: expected ids, each exactly once. Prints "ids=.. dup=.. ".
 check_seen() { # expected
@@ -136,7 +141,7 @@ T_FIRST=$(rc get bench:t_first); T_LAST=$(rc get bench:t_last)
 DONE=$(rc get bench:done)
 SEEN1=$(check_seen "$N") || FAIL+=("part 1: not exactly once ($SEEN1 of $N)")
 STATS1=$(stats_json)
-grep -q '"ready":0,"pending":0,"delayed":0' <<<"$STATS1" || FAIL+=("part 1: queue not empty: $STATS1")
+counts_zero "$STATS1" || FAIL+=("part 1: queue not empty: $STATS1")
 [ "${DONE:-0}" = "$N" ] || FAIL+=("part 1: bench:done=$DONE, expected $N")
 read -r DRAIN_RATE WALL_RATE STARTUP_S <<<"$(awk -v n="$N" -v f="${T_FIRST:-nan}" -v l="${T_LAST:-nan}" -v s="$T_LAUNCH" \
   'BEGIN { if (l == "" || f == "" || l == "nan") { print "- - -"; exit }
@@ -160,7 +165,7 @@ sleep 0.5
 stop_pids "${PIDS[@]}"; PIDS=()
 SEEN2=$(check_seen $((N_WARM + N_DELAYED))) || FAIL+=("part 2: not exactly once ($SEEN2 of $((N_WARM + N_DELAYED)))")
 STATS2=$(stats_json)
-grep -q '"ready":0,"pending":0,"delayed":0' <<<"$STATS2" || FAIL+=("part 2: queue not empty: $STATS2")
+counts_zero "$STATS2" || FAIL+=("part 2: queue not empty: $STATS2")
 [ "$GOT" -ge "$N_DELAYED" ] || FAIL+=("part 2: only $GOT of $N_DELAYED delayed jobs ran")
 # min p50 p99 max early count (percentile index as bench/peers/bench.py: round(q*(n-1)))
 read -r LMIN L50 L99 LMAX EARLY LCOUNT <<<"$(rc lrange bench:lat 0 -1 | sort -g | awk '

@@ -151,6 +151,7 @@ def main():
         row = dict(
             peer=p,
             n=t[0]["jobs"] if t else "",
+            workers=t[0].get("workers", "") if t else "",
             drain=med([num(r["jobs_per_s"]) for r in t]),
             wall=med([num(r["wall_jobs_per_s"]) for r in t]),
             enq=med([num(r["enqueue_jobs_per_s"]) for r in t]),
@@ -185,16 +186,23 @@ def main():
         ex[r.get("workload")].append(r)
     enq_bulk = med([num(r["enqueue_jobs_per_s"]) for r in ex["enqueue_bulk"]])
     enq_cli = med([num(r["enqueue_jobs_per_s"]) for r in ex["enqueue_cli"]])
-    drain_noop = med([num(r["jobs_per_s"]) for r in ex["drain_noop"]])
-    drain_bench = med([num(r["jobs_per_s"]) for r in ex["drain_bench"]])
+    variants = []
+    for r in ex["drain_noop"] + ex["drain_bench"]:
+        if r.get("config", "defaults") not in variants:
+            variants.append(r.get("config", "defaults"))
+
+    def drain_of(kind, v):
+        return med([num(r.get("jobs_per_s")) for r in ex[kind] if r.get("config", "defaults") == v and "error" not in r])
+
+    drain_noop = drain_of("drain_noop", "defaults")
+    drain_bench = drain_of("drain_bench", "defaults")
+    extra_errors = [r for r in extras if "error" in r]
     mem = {r["kind"]: num(r["bytes_per_job"]) for r in ex["memory"]}
     idle = ex["idle"][-1] if ex["idle"] else {}
     n_bulk = ex["enqueue_bulk"][0]["jobs"] if ex["enqueue_bulk"] else "?"
     n_drain = ex["drain_noop"][0]["jobs"] if ex["drain_noop"] else "?"
 
     jr = next((row for row in table if row["peer"] == "jobrunner"), None)
-    jr_lat = by["latency"].get("jobrunner", [])
-    jr_del = by["delayed"].get("jobrunner", [])
 
     def ratio(v, c):
         return "-" if v != v or c != c or c == 0 else f"{v / c:.2f}"
@@ -202,31 +210,43 @@ def main():
     def met(ok):
         return "met" if ok else "NOT met"
 
-    # rows: figure, value, unit, ceiling text, ratio, target text, met
+    # rows: figure, value, unit, ceiling text, ratio, target text, met, key
     figs = []
+    put_later = []
     if jr:
-        figs.append(("drain, bench body, harness N=%s (TCP, 1 signal RTT/job)" % jr["n"], jr["drain"], "jobs/s",
+        figs.append(("drain, bench body, peer harness N=%s, %s" % (jr["n"], jr["workers"]), jr["drain"], "jobs/s",
                      f"XADD c50 P1 {f0(c_p1)}", ratio(jr["drain"], c_p1), ">= 50,000",
                      met(jr["drain"] >= TARGETS["drain_jobs_per_s"]), "drain_bench_harness"))
-    figs.append((f"drain, bench body, N={n_drain}", drain_bench, "jobs/s", f"XADD c50 P1 {f0(c_p1)}",
-                 ratio(drain_bench, c_p1), ">= 50,000", met(drain_bench >= TARGETS["drain_jobs_per_s"]), "drain_bench"))
-    figs.append((f"drain, noop handler, N={n_drain} (launch->empty)", drain_noop, "jobs/s",
-                 f"XADD c50 P1 {f0(c_p1)}", ratio(drain_noop, c_p1), ">= 50,000",
-                 met(drain_noop >= TARGETS["drain_jobs_per_s"]), "drain_noop"))
+    for v in variants:
+        dn, db = drain_of("drain_noop", v), drain_of("drain_bench", v)
+        tag = "" if v == "defaults" else "_" + v
+        label = "jobrunner defaults" if v == "defaults" else f"worker config {v}"
+        figs.append((f"drain, bench body, N={n_drain}, {label}", db, "jobs/s", f"XADD c50 P1 {f0(c_p1)}",
+                     ratio(db, c_p1), ">= 50,000", met(db >= TARGETS["drain_jobs_per_s"]), f"drain_bench{tag}"))
+        figs.append((f"drain, noop handler, N={n_drain}, {label}", dn, "jobs/s",
+                     f"XADD c50 P1 {f0(c_p1)}", ratio(dn, c_p1), ">= 50,000",
+                     met(dn >= TARGETS["drain_jobs_per_s"]), f"drain_noop{tag}"))
+        put_later.append((f"jobrunner.drain_noop{tag}_jobs_per_s", dn))
+        put_later.append((f"jobrunner.drain_bench{tag}_jobs_per_s", db))
     figs.append((f"bulk enqueue, C API pipelined, N={n_bulk}", enq_bulk, "jobs/s", f"XADD c50 P64 {f0(c_p64)}",
                  ratio(enq_bulk, c_p64), ">= 100,000", met(enq_bulk >= TARGETS["enqueue_jobs_per_s"]), "enqueue_bulk"))
     figs.append(("enqueue, CLI (one process per job)", enq_cli, "jobs/s", f"XADD c50 P1 {f0(c_p1)}",
                  ratio(enq_cli, c_p1), "-", "-", "enqueue_cli"))
-    for i, r in enumerate(jr_lat):
-        p50, p99 = num(r["p50_ms"]), num(r["p99_ms"])
-        figs.append((f"latency @500/s run {i + 1}: p50 / p99", f"{f2(p50)} / {f2(p99)}", "ms",
-                     f"XADD c1 p50 {c_rtt:.3f} ms" if c_rtt == c_rtt else "-", ratio(p50, c_rtt),
-                     "p50 <= 0.2, p99 <= 0.5",
-                     met(p50 <= TARGETS["lat_p50_ms"] and p99 <= TARGETS["lat_p99_ms"]), f"latency_run{i + 1}"))
-    for i, r in enumerate(jr_del):
-        p99, early = num(r["p99_ms"]), int(r.get("early", "0") or 0)
-        figs.append((f"delayed lateness run {i + 1}: p50 / p99 / max, early", f"{f2(num(r['p50_ms']))} / {f2(p99)} / {f2(num(r['max_ms']))}, {early}",
-                     "ms", "-", "-", "0 early, p99 <= 2", met(early == 0 and p99 <= TARGETS["late_p99_ms"]), f"delayed_run{i + 1}"))
+    for pname in ("jobrunner", "jobrunner_inline"):
+        sfx = "" if pname == "jobrunner" else ", isolation inline"
+        ksfx = "" if pname == "jobrunner" else "_inline"
+        for i, r in enumerate(by["latency"].get(pname, [])):
+            p50, p99 = num(r["p50_ms"]), num(r["p99_ms"])
+            figs.append((f"latency @500/s run {i + 1}{sfx}: p50 / p99", f"{f2(p50)} / {f2(p99)}", "ms",
+                         f"XADD c1 p50 {c_rtt:.3f} ms" if c_rtt == c_rtt else "-", ratio(p50, c_rtt),
+                         "p50 <= 0.2, p99 <= 0.5",
+                         met(p50 <= TARGETS["lat_p50_ms"] and p99 <= TARGETS["lat_p99_ms"]), f"latency{ksfx}_run{i + 1}"))
+        for i, r in enumerate(by["delayed"].get(pname, [])):
+            p99, early = num(r["p99_ms"]), int(r.get("early", "0") or 0)
+            figs.append((f"delayed lateness run {i + 1}{sfx}: p50 / p99 / max, early",
+                         f"{f2(num(r['p50_ms']))} / {f2(p99)} / {f2(num(r['max_ms']))}, {early}",
+                         "ms", "-", "-", "0 early, p99 <= 2", met(early == 0 and p99 <= TARGETS["late_p99_ms"]),
+                         f"delayed{ksfx}_run{i + 1}"))
     raw = mem.get("raw_xadd", float("nan"))
     for kind, label in (("waiting", "memory per waiting job (50-byte payload)"),
                         ("delayed", "memory per delayed job (50-byte payload)")):
@@ -250,9 +270,9 @@ def main():
     put("jobrunner.enqueue_bulk_jobs_per_s", enq_bulk)
     put("jobrunner.enqueue_bulk_ratio_to_xadd_c50_p64", ratio(enq_bulk, c_p64))
     put("jobrunner.enqueue_cli_jobs_per_s", enq_cli)
-    put("jobrunner.drain_noop_jobs_per_s", drain_noop)
+    for k, v in put_later:
+        put(k, v)
     put("jobrunner.drain_noop_ratio_to_xadd_c50_p1", ratio(drain_noop, c_p1))
-    put("jobrunner.drain_bench_jobs_per_s", drain_bench)
     put("jobrunner.drain_bench_ratio_to_xadd_c50_p1", ratio(drain_bench, c_p1))
     if jr:
         put("jobrunner.harness_drain_ratio_to_xadd_c50_p1", ratio(jr["drain"], c_p1))
@@ -290,6 +310,11 @@ def main():
         print(f"  idle: {idle.get('client_cmds')} commands sent by clients in {idle['seconds']} s "
               f"({idle.get('by_process', '').replace(';', ' ')}); Redis ran {idle.get('commandstats_total')} "
               f"counting those inside FCALL ({idle.get('commandstats', '').rstrip(',')})")
+    if extra_errors:
+        print("\n== errors in the jobrunner extras")
+        for r in extra_errors:
+            print("  " + " ".join(f"{k}={v}" for k, v in r.items()))
+        kv["jobrunner.extras_errors"] = str(len(extra_errors))
     if errors:
         print("\n== errors in the peer harness")
         for r in errors:

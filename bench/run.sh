@@ -59,21 +59,6 @@ BUILD_TYPE=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$BUILD/CMakeCache.txt"); B
 # The batch marker ties the peer lines and the extras of this run together.
 BATCH="run=$STAMP"
 
-# ------------------------------------------------------------------ 1. peer harness
-if [ "${SKIP_PEERS:-0}" != 1 ]; then
-  log "peer harness: PEERS=\"$PEERS\" REPS=$REPS LAT_REPS=$LAT_REPS"
-  # run_all.sh installs what is missing (apt-get, npm), starts its own redis,
-  # and appends a '# batch' header plus one line per result to $PEER_RESULTS.
-  (cd "$HERE/peers" && PEERS="$PEERS" REPS="$REPS" LAT_REPS="$LAT_REPS" JR_BUILD_DIR="$BUILD" \
-    RESULTS="$PEER_RESULTS" timeout -k 30 3600 ./run_all.sh) || log "peer harness exited with $?"
-fi
-
-# ------------------------------------------------------------------ 2. jobrunner extras
-if [ "${SKIP_EXTRAS:-0}" = 1 ]; then
-  $PY "$HERE/report.py" --peers "$PEER_RESULTS" --extras "$EXTRAS" --out "$LATEST"
-  exit 0
-fi
-
 WORK=$(mktemp -d /tmp/jr-bench.XXXXXX)
 PIDS=()
 REDIS_PID=
@@ -113,15 +98,27 @@ for _ in $(seq 100); do rc ping >/dev/null 2>&1 && break; sleep 0.05; done
 rc ping >/dev/null 2>&1 || { log "redis did not start"; exit 1; }
 log "extras: redis-server pid $REDIS_PID on 127.0.0.1:$PORT (dir $WORK)"
 
-CONF=$WORK/jobrunner.yaml
-printf 'log:\n  level: warn\n' >"$CONF"
+# Worker configurations: jobrunner's defaults (log level warn, as every peer),
+# and the variants the drain figures are also measured with.
+variant_conf() { # name -> prints the path of its YAML
+  local f=$WORK/$1.yaml
+  {
+    printf 'log:\n  level: warn\n'
+    case $1 in
+      inline) printf 'worker:\n  isolation: inline\n' ;;
+      c[0-9]*) printf 'worker:\n  concurrency: %s\n' "${1#c}" ;;
+    esac
+  } >"$f"
+  echo "$f"
+}
+CONF=$(variant_conf defaults)
 export BENCH_PORT=$PORT BENCH_QUEUE=bench BENCH_SOCKET= BENCH_URL=
 emit() { echo "$BATCH $*" | tee -a "$EXTRAS"; }
 used_memory() { rc info memory | sed -n 's/^used_memory:\([0-9]*\).*/\1/p'; }
 start_workers() { # n, then env assignments
   local n=$1 i; shift
   for ((i = 0; i < n; i++)); do
-    env "$@" "$JR" worker -c "$CONF" --redis "$URL" -q bench --plugin "$PLUGIN" \
+    env "$@" "$JR" worker -c "${WCONF:-$CONF}" --redis "$URL" -q bench --plugin "$PLUGIN" \
       >>"$WORK/worker.log" 2>&1 </dev/null &
     PIDS+=($!)
   done
@@ -132,6 +129,38 @@ start_scheduler() {
 }
 stop_all() { [ ${#PIDS[@]} -gt 0 ] && stop_pids "${PIDS[@]}"; PIDS=(); }
 kv() { sed -n "s/.*$1=\([^ ]*\).*/\1/p" <<<"$2"; }
+
+
+# ------------------------------------------------------------------ 0. smoke test
+# A jobrunner that does not run jobs would waste the whole run: check first.
+rc flushall >/dev/null
+"$PEER" bulk 100 >/dev/null || { log "smoke test: enqueue failed"; exit 1; }
+start_workers 2 BENCH_N=100
+if ! "$PEER" waitkey get bench:done 100 20 >/dev/null; then
+  stop_all
+  log "smoke test: 2 workers did not run 100 jobs in 20 s; see $WORK/worker.log. Not running the suite."
+  tail -5 "$WORK/worker.log" >&2
+  exit 1
+fi
+stop_all
+log "smoke test passed"
+
+# ------------------------------------------------------------------ 1. peer harness
+if [ "${SKIP_PEERS:-0}" != 1 ]; then
+  log "peer harness: PEERS=\"$PEERS\" REPS=$REPS LAT_REPS=$LAT_REPS"
+  # run_all.sh installs what is missing (apt-get, npm), starts its own redis,
+  # and appends a '# batch' header plus one line per result to $PEER_RESULTS.
+  (cd "$HERE/peers" && PEERS="$PEERS" REPS="$REPS" LAT_REPS="$LAT_REPS" JR_BUILD_DIR="$BUILD" \
+    RESULTS="$PEER_RESULTS" timeout -k 30 3600 ./run_all.sh) || log "peer harness exited with $?"
+fi
+
+# ------------------------------------------------------------------ 2. jobrunner extras
+if [ "${SKIP_EXTRAS:-0}" = 1 ]; then
+  trap - EXIT
+  cleanup
+  $PY "$HERE/report.py" --peers "$PEER_RESULTS" --extras "$EXTRAS" --batch "$BATCH" --out "$LATEST"
+  exit 0
+fi
 
 echo "# extras $BATCH" >>"$EXTRAS"
 CPU=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//;s/ /_/g')
@@ -165,28 +194,43 @@ for ((i = 0; i < N_CLI; i++)); do "$JR" enqueue --redis "$URL" -q bench bench "0
 t1=$("$PEER" mono)
 emit "workload=enqueue_cli jobs=$i enqueue_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.3f", (b-a)/1000}') enqueue_jobs_per_s=$(awk -v a="$t0" -v b="$t1" -v n="$i" 'BEGIN{printf "%.0f", n/((b-a)/1000)}') mode=one_process_per_job"
 
-# --- drain: N_BULK jobs enqueued first, then 2 workers
-log "extras: drain of $N_BULK jobs, 2 workers (noop handler, then the bench body)"
-for k in $(seq "$REPS"); do
-  rc flushall >/dev/null
-  BENCH_HANDLER=noop "$PEER" bulk "$N_BULK" >/dev/null
-  t_launch=$("$PEER" mono)
-  start_workers 2 BENCH_N=0
-  out=$("$PEER" waitempty 120)
-  stop_all
-  t_empty=$(kv t_empty "$out")
-  emit "workload=drain_noop rep=$k jobs=$N_BULK wall_s=$(awk -v a="$t_launch" -v b="$t_empty" 'BEGIN{printf "%.3f", (b-a)/1000}') jobs_per_s=$(awk -v a="$t_launch" -v b="$t_empty" -v n="$N_BULK" 'BEGIN{printf "%.0f", n/((b-a)/1000)}') measure=launch_to_empty"
+# --- drain: N_BULK jobs enqueued first, then 2 workers; jobrunner's defaults and variants
+DRAIN_VARIANTS=${DRAIN_VARIANTS:-"defaults inline c4"}
+log "extras: drain of $N_BULK jobs, 2 workers, configs: $DRAIN_VARIANTS (noop handler, then the bench body)"
+for v in $DRAIN_VARIANTS; do
+  WCONF=$(variant_conf "$v")
+  for k in $(seq "$REPS"); do
+    rc flushall >/dev/null
+    BENCH_HANDLER=noop "$PEER" bulk "$N_BULK" >/dev/null
+    t_launch=$("$PEER" mono)
+    start_workers 2 BENCH_N=0
+    out=$(BENCH_HANDLER=noop "$PEER" waitempty 60)
+    ok=$?
+    stop_all
+    t_empty=$(kv t_empty "$out")
+    if [ $ok != 0 ]; then
+      emit "workload=drain_noop config=$v rep=$k jobs=$N_BULK error=queue_not_empty_after_60s $out"
+      continue
+    fi
+    emit "workload=drain_noop config=$v rep=$k jobs=$N_BULK wall_s=$(awk -v a="$t_launch" -v b="$t_empty" 'BEGIN{printf "%.3f", (b-a)/1000}') jobs_per_s=$(awk -v a="$t_launch" -v b="$t_empty" -v n="$N_BULK" 'BEGIN{printf "%.0f", n/((b-a)/1000)}') measure=launch_to_empty"
+  done
+  for k in $(seq "$REPS"); do
+    rc flushall >/dev/null
+    "$PEER" bulk "$N_BULK" >/dev/null
+    t_launch=$("$PEER" mono)
+    start_workers 2 BENCH_N="$N_BULK"
+    "$PEER" waitkey get bench:done "$N_BULK" 120 >/dev/null
+    ok=$?
+    stop_all
+    tf=$(rc get bench:t_first); tl=$(rc get bench:t_last); done_n=$(rc get bench:done)
+    if [ $ok != 0 ] || [ -z "$tl" ]; then
+      emit "workload=drain_bench config=$v rep=$k jobs=$N_BULK error=incomplete completed=${done_n:-0}"
+      continue
+    fi
+    emit "workload=drain_bench config=$v rep=$k jobs=$N_BULK completed=$done_n drain_s=$(awk -v a="$tf" -v b="$tl" 'BEGIN{printf "%.3f", (b-a)/1000}') jobs_per_s=$(awk -v a="$tf" -v b="$tl" -v n="$N_BULK" 'BEGIN{printf "%.0f", (n-1)/((b-a)/1000)}') wall_jobs_per_s=$(awk -v a="$t_launch" -v b="$tl" -v n="$N_BULK" 'BEGIN{printf "%.0f", n/((b-a)/1000)}') measure=first_to_last_completion"
+  done
 done
-for k in $(seq "$REPS"); do
-  rc flushall >/dev/null
-  "$PEER" bulk "$N_BULK" >/dev/null
-  t_launch=$("$PEER" mono)
-  start_workers 2 BENCH_N="$N_BULK"
-  "$PEER" waitempty 120 >/dev/null
-  stop_all
-  tf=$(rc get bench:t_first); tl=$(rc get bench:t_last); done_n=$(rc get bench:done)
-  emit "workload=drain_bench rep=$k jobs=$N_BULK completed=$done_n drain_s=$(awk -v a="$tf" -v b="$tl" 'BEGIN{printf "%.3f", (b-a)/1000}') jobs_per_s=$(awk -v a="$tf" -v b="$tl" -v n="$N_BULK" 'BEGIN{printf "%.0f", (n-1)/((b-a)/1000)}') wall_jobs_per_s=$(awk -v a="$t_launch" -v b="$tl" -v n="$N_BULK" 'BEGIN{printf "%.0f", n/((b-a)/1000)}') measure=first_to_last_completion"
-done
+WCONF=
 
 # --- memory per waiting job, per delayed job, and a raw XADD of the same payload
 log "extras: memory, $N_MEM jobs, 50-byte payload"

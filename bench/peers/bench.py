@@ -3,6 +3,7 @@
 
 usage: /usr/bin/python3 bench.py PEER WORKLOAD [--run K]
   PEER     jobrunner | bullmq | beequeue | sidekiq | rq | celery
+           variants: jobrunner_inline (worker.isolation: inline: handlers run in the worker process)
            variants: rq_simple (RQ SimpleWorker, no fork), sidekiq_poll1 (poll_interval_average=1)
   WORKLOAD throughput | latency | delayed | memory
 env: BENCH_PORT (6390), BENCH_PIDFILE (worker process-group ids, for run_all.sh's safety net),
@@ -11,7 +12,8 @@ env: BENCH_PORT (6390), BENCH_PIDFILE (worker process-group ids, for run_all.sh'
      BENCH_CONC (10), BENCH_LOGDIR (worker logs),
      NAME_<PEER> overrides NAME for one peer (N_THROUGHPUT_RQ, LAT_RATE_RQ, SPREAD_MS_RQ, ...)
      jobrunner: JR_BUILD_DIR (the project's build tree, default ../../build) holds
-     bin/jobrunner, bench/jr_peer (producer) and bench/bench_job.so (the job plugin)
+     bin/jobrunner, bench/jr_peer (producer) and bench/bench_job.so (the job plugin);
+     JR_ISOLATION (process|inline), JR_CONCURRENCY: worker settings (default: jobrunner's)
 
 It only talks to redis on 127.0.0.1:BENCH_PORT, starts the peer's workers in their own process
 group, and always stops them (SIGTERM, then SIGKILL) before exiting. Every wait has a deadline.
@@ -67,26 +69,35 @@ ROOT = os.path.dirname(os.path.dirname(HERE))  # the jobrunner project (bench/pe
 JR_BUILD = os.path.abspath(os.environ.get("JR_BUILD_DIR", os.path.join(ROOT, "build")))
 
 
-def jobrunner_conf():
-    """Worker/scheduler configuration for the jobrunner peer: log level warn, as every peer."""
+def jobrunner_conf(iso=""):
+    """Worker/scheduler configuration for the jobrunner peer: log level warn, as every peer;
+    jobrunner's defaults otherwise, unless JR_ISOLATION (process|inline) or JR_CONCURRENCY
+    (runner processes per worker) are set. Returns (path, description)."""
     path = os.path.join(LOGDIR, "jobrunner-bench.yaml")
+    iso, conc = iso or os.environ.get("JR_ISOLATION", ""), os.environ.get("JR_CONCURRENCY", "")
     with open(path, "w") as f:
         f.write("log:\n  level: warn\n")
-    return path
+        if iso or conc:
+            f.write("worker:\n")
+            if iso:
+                f.write(f"  isolation: {iso}\n")
+            if conc:
+                f.write(f"  concurrency: {conc}\n")
+    desc = "2proc" + (f"_{iso}" if iso else "") + (f"_c{conc}" if conc else "") + ("" if iso or conc else "_defaults")
+    return path, desc
 
 
 # producer: argv prefix; workers: list of argv (one OS process each); desc: what "workers" means.
 def peer_spec(peer, workload):
     delayed = workload == "delayed"
     env = {}
-    if peer == "jobrunner":
+    if peer in ("jobrunner", "jobrunner_inline"):
         # producer: bench/jr_peer.c (C API, jr_redis_enqueue); job: bench/bench_job.c (plugin)
         jr = os.path.join(JR_BUILD, "bin", "jobrunner")
         prod = [os.path.join(JR_BUILD, "bench", "jr_peer")]
-        conf = jobrunner_conf()
+        conf, desc = jobrunner_conf("inline" if peer == "jobrunner_inline" else "")
         common = ["-c", conf, "--redis", f"redis://127.0.0.1:{PORT}", "-q", "bench"]
         workers = [[jr, "worker"] + common + ["--plugin", os.path.join(JR_BUILD, "bench", "bench_job.so")]] * 2
-        desc = "2proc_inline"
         if delayed:
             workers = workers + [[jr, "scheduler"] + common]
             desc += "+scheduler"

@@ -136,7 +136,11 @@ fi
 
 if has latency; then
   for k in $(seq "$LAT_REPS"); do
-    for p in $PEERS; do log "latency $p run $k"; one "$p" latency "$k"; done
+    for p in $PEERS; do
+      log "latency $p run $k"; one "$p" latency "$k"
+      # jobrunner's default runs handlers in child processes; also measure the inline mode
+      if [ "$p" = jobrunner ]; then log "latency jobrunner_inline run $k"; one jobrunner_inline latency "$k"; fi
+    done
   done
   # rq_simple saturates at ~450-600 jobs/s here, so 500/s is not "idle workers" for it:
   # also measure it at 100/s.
@@ -151,6 +155,7 @@ if has delayed; then
     for p in $PEERS; do
       log "delayed $p run $k"; one "$p" delayed "$k"
       if [ "$p" = sidekiq ]; then log "delayed sidekiq_poll1 run $k"; one sidekiq_poll1 delayed "$k"; fi
+      if [ "$p" = jobrunner ]; then log "delayed jobrunner_inline run $k"; one jobrunner_inline delayed "$k"; fi
     done
   done
 fi

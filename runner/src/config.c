@@ -113,7 +113,7 @@ int jr_config_init(jr_config_t *cfg) {
     cfg->worker_block_ms = 5000;
     cfg->scheduler_batch = 1000;
     cfg->scheduler_block_ms = 5000;
-    cfg->worker_concurrency = 1;
+    cfg->worker_concurrency = 4;
     cfg->worker_isolation = JR_ISOLATION_PROCESS;
     cfg->worker_lease_ms = 30000;
     cfg->worker_grace_ms = 8000;

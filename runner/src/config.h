@@ -42,7 +42,7 @@ typedef struct jr_config {
     jr_strlist_t worker_queues; /* worker.queues, empty = ["default"] */
     int64_t worker_batch;       /* worker.batch: entries per XREADGROUP, 1..10000, default 128 */
     int64_t worker_block_ms;    /* worker.block: longest blocking read, 100ms..60s, default 5s */
-    int64_t worker_concurrency; /* worker.concurrency: handler processes per worker, 1..256, default 1 */
+    int64_t worker_concurrency; /* worker.concurrency: handler processes per worker, 1..256, default 4 */
     int worker_isolation;       /* worker.isolation: process | inline (jr_isolation_t), default process */
     int64_t worker_lease_ms;    /* worker.lease: idle time after which another worker takes a job over, 100ms..1h, default 30s */
     int64_t worker_grace_ms;    /* worker.grace: how long running jobs may finish after SIGTERM, 0..1h, default 8s */

@@ -241,12 +241,12 @@ Test(faults, sigkill_random_workers_loses_nothing, .timeout = 240) {
         if (i == 0 || strcmp(lines[i], lines[i - 1])) distinct++;
         else dups++;
     }
-    /* A killed worker can have run at most one batch (16) whose
-     * acknowledgements had not reached Redis. */
+    /* A killed worker can have run at most what it held (batch 16 per
+     * runner, 4 runners) without the acknowledgements reaching Redis. */
     fprintf(stderr, "kill test: jobs=%d workers=%d kills=%d runs=%zu distinct=%zu duplicates=%zu lost=%d\n", N, W,
             kills, nlines, distinct, dups, N - (int)distinct);
     cr_expect_eq(distinct, N, "%zu of %d jobs ran", distinct, N);
-    cr_expect_leq(dups, (size_t)kills * 16, "%zu duplicates for %d kills", dups, kills);
+    cr_expect_leq(dups, (size_t)kills * 64, "%zu duplicates for %d kills", dups, kills);
     cr_expect_gt(kills, 3, "the test killed only %d workers", kills);
     free(lines);
     free(text);

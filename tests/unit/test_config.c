@@ -67,7 +67,7 @@ static void expect_defaults(const jr_config_t *c) {
     cr_expect_eq(c->scheduler_block_ms, 5000);
     cr_expect_str_eq(c->default_queue, "default");
     cr_expect_eq(c->worker_isolation, JR_ISOLATION_PROCESS);
-    cr_expect_eq(c->worker_concurrency, 1);
+    cr_expect_eq(c->worker_concurrency, 4);
     cr_expect_eq(c->worker_lease_ms, 30000);
     cr_expect_eq(c->worker_grace_ms, 8000);
     cr_expect_eq(c->jobs.timeout_ms, 300000);
