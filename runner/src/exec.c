@@ -366,9 +366,11 @@ int jr_exec_submit(jr_exec_t *x, const jr_task_t *t, size_t n) {
     r->msg = NULL;
     int rc = 0;
     for (size_t i = 0; i < n && !rc; i++) {
-        task_hdr_t h = {.attempt = t[i].attempt, .timeout_ms = t[i].timeout_ms,
-                        .lens = {(uint32_t)strlen(t[i].id), (uint32_t)strlen(t[i].queue),
-                                 (uint32_t)strlen(t[i].handler), (uint32_t)t[i].payload_len}};
+        task_hdr_t h;
+        memset(&h, 0, sizeof h); /* padding too: it goes down the socket */
+        h.attempt = t[i].attempt, h.timeout_ms = t[i].timeout_ms;
+        h.lens[0] = (uint32_t)strlen(t[i].id), h.lens[1] = (uint32_t)strlen(t[i].queue);
+        h.lens[2] = (uint32_t)strlen(t[i].handler), h.lens[3] = (uint32_t)t[i].payload_len;
         r->offs[i] = len;
         r->tags[i] = t[i].tag;
         r->timeouts_ms[i] = t[i].timeout_ms;
