@@ -192,8 +192,9 @@ local function promote(keys, args)
         end
       end
       redis.call('HDEL', jobs, unpack(chunk))
-      redis.call('ZREM', delayed, unpack(chunk))
     end
+    -- The ids are the lowest-scored members: remove them by rank.
+    redis.call('ZREMRANGEBYRANK', delayed, 0, #ids - 1)
   end
   local head = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
   return {#ids, head[2] and ms_str(tonumber(head[2])) or '', ms_str(now), last_wake(wake)}
