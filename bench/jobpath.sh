@@ -4,6 +4,7 @@
 #   bench/jobpath.sh                 # build (if needed), run both parts, print a table
 #   BUILD_DIR=build-bench bench/jobpath.sh
 #   N=20000 N_DELAYED=2000 SKIP_BUILD=1 bench/jobpath.sh
+#   ISOLATION=inline CONCURRENCY=4 bench/jobpath.sh   # worker settings (default: jobrunner's)
 #
 # Starts its own redis-server (no TCP: port 0, a unix socket in a temp dir,
 # --save '' --appendonly no), then
@@ -84,7 +85,15 @@ rc ping >/dev/null 2>&1 || { log "redis did not start"; FAILED=1; exit 1; }
 
 URL=unix://$SOCK
 CONF=$WORK/jobrunner.yaml
-printf 'log:\n  level: %s\n' "$LOG_LEVEL" >"$CONF"
+{
+  printf 'log:\n  level: %s\n' "$LOG_LEVEL"
+  # ISOLATION (process|inline) and CONCURRENCY override jobrunner's worker defaults
+  if [ -n "${ISOLATION:-}${CONCURRENCY:-}" ]; then
+    printf 'worker:\n'
+    [ -n "${ISOLATION:-}" ] && printf '  isolation: %s\n' "$ISOLATION"
+    [ -n "${CONCURRENCY:-}" ] && printf '  concurrency: %s\n' "$CONCURRENCY"
+  fi
+} >"$CONF"
 export BENCH_SOCKET=$SOCK BENCH_CHECK=1 BENCH_QUEUE=bench
 
 start_workers() { # n, then env assignments for them
@@ -184,7 +193,7 @@ cat <<EOF
 
 jobrunner job path — $(date -u +%Y-%m-%dT%H:%M:%SZ)
 machine: nproc=$(nproc) cpu="$MODEL" kernel=$(uname -r) redis=$REDISV (unix socket, --save '' --appendonly no)
-build:   $BUILD ($(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)); workers log level: $LOG_LEVEL
+build:   $BUILD ($(BT=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$BUILD/CMakeCache.txt" 2>/dev/null); echo "${BT:-RelWithDebInfo}")); workers: log level $LOG_LEVEL, isolation ${ISOLATION:-default}, concurrency ${CONCURRENCY:-default}
 
 1. exactly once: $N jobs, $WORKERS workers (enqueued first, then workers started)
    enqueue (C API, pipelined, chunks of 1000)   $ENQ_RATE jobs/s   (${ENQ_S} s)
@@ -201,7 +210,7 @@ build:   $BUILD ($(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$BUILD/CMakeCache.tx
    ran: $SEEN2 (incl. $N_WARM warm-up jobs); stats: $STATS2
 EOF
 # machine-readable line for scripts
-echo "jobpath n=$N enqueue_jobs_per_s=$ENQ_RATE drain_jobs_per_s=$DRAIN_RATE wall_jobs_per_s=$WALL_RATE startup_s=$STARTUP_S checks_ok=$([ ${#FAIL[@]} -eq 0 ] && echo 1 || echo 0) delayed_n=$N_DELAYED late_min_ms=$LMIN late_p50_ms=$L50 late_p99_ms=$L99 late_max_ms=$LMAX early=$EARLY"
+echo "jobpath isolation=${ISOLATION:-default} concurrency=${CONCURRENCY:-default} n=$N enqueue_jobs_per_s=$ENQ_RATE drain_jobs_per_s=$DRAIN_RATE wall_jobs_per_s=$WALL_RATE startup_s=$STARTUP_S checks_ok=$([ ${#FAIL[@]} -eq 0 ] && echo 1 || echo 0) delayed_n=$N_DELAYED late_min_ms=$LMIN late_p50_ms=$L50 late_p99_ms=$L99 late_max_ms=$LMAX early=$EARLY"
 
 if [ ${#FAIL[@]} -gt 0 ]; then
   echo

@@ -93,7 +93,7 @@ def main():
     # ---------------------------------------------------------------- machine
     env = next((r for r in extras if r.get("workload") == "env"), {})
     penv = next((r for r in peers if r.get("workload") == "env"), {})
-    for k in ("nproc", "cpu", "kernel", "redis", "jobrunner", "build", "quick"):
+    for k in ("nproc", "cpu", "kernel", "redis", "jobrunner", "build", "quick", "loadavg_start", "loadavg_extras"):
         if k in env:
             kv[f"machine.{k}"] = env[k]
     for k, v in penv.items():

@@ -56,6 +56,7 @@ PLUGIN=$BUILD/bench/bench_job.so
 for f in "$JR" "$PEER" "$PLUGIN"; do [ -e "$f" ] || { log "missing $f"; exit 1; }; done
 BUILD_TYPE=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$BUILD/CMakeCache.txt"); BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo}
 
+LOAD0=$(cut -d' ' -f1 /proc/loadavg) # other load on the shared machine shows up here
 # The batch marker ties the peer lines and the extras of this run together.
 BATCH="run=$STAMP"
 
@@ -164,7 +165,7 @@ fi
 
 echo "# extras $BATCH" >>"$EXTRAS"
 CPU=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//;s/ /_/g')
-emit "workload=env nproc=$(nproc) cpu=$CPU kernel=$(uname -r) redis=$(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/') jobrunner=$("$JR" version | awk '{print $2}') build=$BUILD_TYPE quick=$QUICK" >/dev/null
+emit "workload=env nproc=$(nproc) cpu=$CPU kernel=$(uname -r) redis=$(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/') jobrunner=$("$JR" version | awk '{print $2}') build=$BUILD_TYPE quick=$QUICK loadavg_start=$LOAD0 loadavg_extras=$(cut -d' ' -f1 /proc/loadavg)" >/dev/null
 
 # --- ceiling, on this redis, in this run
 ceiling() { # name clients pipeline requests cmd...

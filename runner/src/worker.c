@@ -157,6 +157,7 @@ static int flush_ops(worker_t *w) {
 
 static void log_outcome(const worker_t *w, const slot_t *s, const char *outcome,
                         int64_t duration_us, const char *error, int64_t retry_in) {
+    if (!jr_log_enabled(outcome[0] == 'o' ? JR_LOG_INFO : JR_LOG_WARN)) return;
     char attempt[16], dur[32], retry[32];
     snprintf(attempt, sizeof attempt, "%u", s->attempt);
     snprintf(dur, sizeof dur, "%lld.%03lld", (long long)(duration_us / 1000), (long long)(duration_us % 1000));
