@@ -53,17 +53,8 @@ SOCK=$WORK/redis.sock
 PIDS=()      # everything started here except redis, by pid
 REDIS_PID=
 
-stop_pids() { # stop the given pids: SIGTERM, up to 5 s, then SIGKILL
-  local p end
-  for p in "$@"; do kill -TERM "$p" 2>/dev/null; done
-  end=$((SECONDS + 5))
-  for p in "$@"; do
-    while kill -0 "$p" 2>/dev/null && [ $SECONDS -lt $end ]; do sleep 0.05; done
-    kill -0 "$p" 2>/dev/null && kill -KILL "$p" 2>/dev/null
-    wait "$p" 2>/dev/null
-  done
-  return 0
-}
+. "$HERE/lib.sh"  # stop_pids
+STOP_GRACE=5
 cleanup() {
   [ ${#PIDS[@]} -gt 0 ] && stop_pids "${PIDS[@]}"
   PIDS=()

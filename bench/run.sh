@@ -68,17 +68,7 @@ PORT=${EXTRAS_PORT:-6400}
 while port_busy "$PORT"; do PORT=$((PORT + 1)); done
 URL=redis://127.0.0.1:$PORT
 
-stop_pids() {
-  local p end
-  for p in "$@"; do kill -TERM "$p" 2>/dev/null; done
-  end=$((SECONDS + 8))
-  for p in "$@"; do
-    while kill -0 "$p" 2>/dev/null && [ $SECONDS -lt $end ]; do sleep 0.05; done
-    kill -0 "$p" 2>/dev/null && kill -KILL "$p" 2>/dev/null
-    wait "$p" 2>/dev/null
-  done
-  return 0
-}
+. "$HERE/lib.sh"  # stop_pids
 cleanup() {
   [ ${#PIDS[@]} -gt 0 ] && stop_pids "${PIDS[@]}"
   PIDS=()

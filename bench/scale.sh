@@ -30,17 +30,7 @@ WORK=$(mktemp -d /tmp/jr-scale.XXXXXX)
 SOCK=$WORK/redis.sock
 PIDS=()
 REDIS_PID=
-stop_pids() {
-  local p end
-  for p in "$@"; do kill -TERM "$p" 2>/dev/null; done
-  end=$((SECONDS + 8))
-  for p in "$@"; do
-    while kill -0 "$p" 2>/dev/null && [ $SECONDS -lt $end ]; do sleep 0.05; done
-    kill -0 "$p" 2>/dev/null && kill -KILL "$p" 2>/dev/null
-    wait "$p" 2>/dev/null
-  done
-  return 0
-}
+. "$HERE/lib.sh"  # stop_pids
 cleanup() {
   [ ${#PIDS[@]} -gt 0 ] && stop_pids "${PIDS[@]}"
   if [ -n "$REDIS_PID" ] && kill -0 "$REDIS_PID" 2>/dev/null; then
