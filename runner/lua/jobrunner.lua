@@ -6,8 +6,9 @@ any language may FCALL these functions; docs/redis-contract.md is the contract.
 
 Keys of queue Q (all share the hash tag {Q}, so every call touches one slot):
   jr:{Q}:ready    stream, consumer group "jr": jobs ready to run
-  jr:{Q}:delayed  sorted set: job id -> due time (Unix ms, fractional = us)
-  jr:{Q}:jobs     hash: job id -> msgpack array of envelope fields (delayed jobs)
+  jr:{Q}:delayed  sorted set: member = msgpack array {id, field, value, ...}
+                  (the whole envelope of a delayed job), score = due time
+                  (Unix ms, fractional part = us)
   jr:{Q}:wake     stream of length 1: an entry is added when a job becomes the
                   earliest delayed one; every scheduler XREADs it (a broadcast,
                   unlike a list pop, so no scheduler keeps a stale timer)
@@ -56,7 +57,7 @@ end
 
 --[[
 jr_enqueue
-  KEYS: ready delayed jobs wake seq [uniq]   (uniq only with an explicit id)
+  KEYS: ready delayed wake seq [uniq]   (uniq only with an explicit id)
   ARGV: when id uniq_ms field value [field value ...]
     when    "" or "0" = now; "+<ms>" = after a delay; "@<ms>" = at Unix ms
             (decimals allowed: "+1500", "@1764581400250.5")
@@ -66,6 +67,13 @@ jr_enqueue
     fields  envelope fields in canonical order: h p [a] [m] [t] [b]
   Returns {job id, 1 if enqueued or 0 if a duplicate}.
 ]]
+-- Put a packed envelope into the delayed set at `due`; poke the schedulers
+-- if it is now the earliest.
+local function schedule(delayed, wake, due, packed)
+  redis.call('ZADD', delayed, ms_str(due), packed)
+  if redis.call('ZRANGE', delayed, 0, 0)[1] == packed then poke(wake) end
+end
+
 -- Check one job's arguments (fields are args[first..last]); returns an
 -- error reply or nil. Nothing is written before every job of a call passed.
 local function check(when, id, args, first, last)
@@ -90,7 +98,7 @@ end
 -- Enqueue one checked job: fields are args[first..last]. Returns {id, 0|1}.
 -- `grouped`: the caller made sure the stream and its group exist.
 local function put(keys, when, id, window, args, first, last, now, grouped)
-  local ready, delayed, jobs, wake, seq, uniq = keys[1], keys[2], keys[3], keys[4], keys[5], keys[6]
+  local ready, delayed, wake, seq, uniq = keys[1], keys[2], keys[3], keys[4], keys[5]
   local due = now
   local c = string.sub(when, 1, 1)
   if c == '+' then due = now + tonumber(string.sub(when, 2))
@@ -108,15 +116,13 @@ local function put(keys, when, id, window, args, first, last, now, grouped)
     end
     return {redis.call('XADD', ready, '*', unpack(args, first, last)), 1}
   end
-  local fields = {unpack(args, first, last)}
   if id == '' then id = 'd' .. redis.call('INCR', seq) end
-  fields[#fields + 1] = 'e'
-  fields[#fields + 1] = tostring(math.floor(now))
-  fields[#fields + 1] = 'd'
-  fields[#fields + 1] = tostring(math.ceil(due))
-  redis.call('HSET', jobs, id, cmsgpack.pack(fields))
-  redis.call('ZADD', delayed, ms_str(due), id)
-  if redis.call('ZRANGE', delayed, 0, 0)[1] == id then poke(wake) end
+  local env = {id, unpack(args, first, last)}
+  env[#env + 1] = 'e'
+  env[#env + 1] = tostring(math.floor(now))
+  env[#env + 1] = 'd'
+  env[#env + 1] = tostring(math.ceil(due))
+  schedule(delayed, wake, due, cmsgpack.pack(env))
   return {id, 1}
 end
 
@@ -124,7 +130,7 @@ local function enqueue(keys, args)
   local when, id = args[1], args[2]
   local err = check(when, id, args, 4, #args)
   if err then return err end
-  if id ~= '' and not keys[6] then
+  if id ~= '' and not keys[5] then
     return redis.error_reply('ERR jobrunner: an explicit id needs its uniq key')
   end
   return put(keys, when, id, tonumber(args[3]) or 0, args, 4, #args, now_ms())
@@ -132,7 +138,7 @@ end
 
 --[[
 jr_enqueue_many: jr_enqueue for many jobs of one queue in one call (bulk).
-  KEYS: ready delayed jobs wake seq, then the uniq key of each job that has
+  KEYS: ready delayed wake seq, then the uniq key of each job that has
         an explicit id, in the order of those jobs
   ARGV: uniq_ms, then per job: when id npairs field value ... (npairs
         field/value pairs)
@@ -149,17 +155,17 @@ local function enqueue_many(keys, args)
     local err = check(when, id, args, first, last)
     if err then return err end
     if id ~= '' then nuniq = nuniq + 1 end
-    jobs[#jobs + 1] = {when, id, first, last, id ~= '' and keys[5 + nuniq] or nil}
+    jobs[#jobs + 1] = {when, id, first, last, id ~= '' and keys[4 + nuniq] or nil}
     i = last + 1
   end
-  if #keys ~= 5 + nuniq then
+  if #keys ~= 4 + nuniq then
     return redis.error_reply('ERR jobrunner: jr_enqueue_many needs one uniq key per explicit id')
   end
   local window, now, out = tonumber(args[1]) or 0, now_ms(), {}
-  local k = {keys[1], keys[2], keys[3], keys[4], keys[5]}
+  local k = {keys[1], keys[2], keys[3], keys[4]}
   ensure_group(keys[1])
   for _, j in ipairs(jobs) do
-    k[6] = j[5]
+    k[5] = j[5]
     local r = put(k, j[1], j[2], window, args, j[3], j[4], now, true)
     out[#out + 1] = r[1]
     out[#out + 1] = r[2]
@@ -169,35 +175,32 @@ end
 
 --[[
 jr_promote
-  KEYS: ready delayed jobs wake
+  KEYS: ready delayed wake
   ARGV: limit
-  Moves up to `limit` jobs whose due time has come from delayed+jobs into the
-  ready stream, atomically. Returns {moved, next due ms or "" if none, now ms,
-  last wake id} (times as strings with 3 decimals). Call again while
+  Moves up to `limit` jobs whose due time has come from the delayed set into
+  the ready stream, atomically. Returns {moved, next due ms or "" if none,
+  now ms, last wake id} (times as strings with 3 decimals). Call again while
   moved == limit; block on the wake stream after the returned id.
 ]]
 local function promote(keys, args)
-  local ready, delayed, jobs, wake = keys[1], keys[2], keys[3], keys[4]
+  local ready, delayed, wake = keys[1], keys[2], keys[3]
   local limit = tonumber(args[1]) or 1000
   local now = now_ms()
-  local ids = redis.call('ZRANGE', delayed, '-inf', ms_str(now), 'BYSCORE', 'LIMIT', 0, limit)
-  if #ids > 0 then
+  local envs = redis.call('ZRANGE', delayed, '-inf', ms_str(now), 'BYSCORE', 'LIMIT', 0, limit)
+  if #envs > 0 then
     ensure_group(ready)
-    for i = 1, #ids, 500 do
-      local chunk = {unpack(ids, i, math.min(i + 499, #ids))}
-      local envs = redis.call('HMGET', jobs, unpack(chunk))
-      for j, id in ipairs(chunk) do
-        if envs[j] then
-          redis.call('XADD', ready, '*', 'id', id, unpack(cmsgpack.unpack(envs[j])))
-        end
+    for _, packed in ipairs(envs) do
+      local ok, env = pcall(cmsgpack.unpack, packed)
+      -- A member that is not an envelope cannot be run: it is dropped.
+      if ok and type(env) == 'table' and env[1] then
+        redis.call('XADD', ready, '*', 'id', unpack(env))
       end
-      redis.call('HDEL', jobs, unpack(chunk))
     end
-    -- The ids are the lowest-scored members: remove them by rank.
-    redis.call('ZREMRANGEBYRANK', delayed, 0, #ids - 1)
+    -- The promoted members are the lowest-scored ones: remove them by rank.
+    redis.call('ZREMRANGEBYRANK', delayed, 0, #envs - 1)
   end
   local head = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
-  return {#ids, head[2] and ms_str(tonumber(head[2])) or '', ms_str(now), last_wake(wake)}
+  return {#envs, head[2] and ms_str(tonumber(head[2])) or '', ms_str(now), last_wake(wake)}
 end
 
 --[[
@@ -287,7 +290,7 @@ end
 
 --[[
 jr_fail: an attempt failed (or the entry cannot be run): retry or bury it.
-  KEYS: ready delayed jobs wake dead
+  KEYS: ready delayed wake dead
   ARGV: entry consumer action delay_ms error why dead_max
     action  "retry": attempt+1, due in delay_ms (0 = ready again now)
             "dead": into the dead stream with error and why
@@ -296,7 +299,7 @@ jr_fail: an attempt failed (or the entry cannot be run): retry or bury it.
   Returns 1.
 ]]
 local function fail(keys, args)
-  local ready, delayed, jobs, wake, dead = keys[1], keys[2], keys[3], keys[4], keys[5]
+  local ready, delayed, wake, dead = keys[1], keys[2], keys[3], keys[4]
   local entry, consumer, action = args[1], args[2], args[3]
   local delay, err, why, dead_max = tonumber(args[4]) or 0, args[5], args[6], args[7]
   if owner(ready, entry) ~= consumer then return 0 end
@@ -323,9 +326,9 @@ local function fail(keys, args)
   end
   local due = now + delay
   m.d = tostring(math.ceil(due))
-  redis.call('HSET', jobs, id, cmsgpack.pack(to_flat(m, extra)))
-  redis.call('ZADD', delayed, ms_str(due), id)
-  if redis.call('ZRANGE', delayed, 0, 0)[1] == id then poke(wake) end
+  local env = to_flat(m, extra)
+  table.insert(env, 1, id)
+  schedule(delayed, wake, due, cmsgpack.pack(env))
   return 1
 end
 

@@ -287,7 +287,6 @@ int jr_queue_name_valid(const char *q) {
 void jr_qkeys(jr_qkeys_t *k, const char *q) {
     snprintf(k->ready, sizeof k->ready, "jr:{%s}:ready", q);
     snprintf(k->delayed, sizeof k->delayed, "jr:{%s}:delayed", q);
-    snprintf(k->jobs, sizeof k->jobs, "jr:{%s}:jobs", q);
     snprintf(k->wake, sizeof k->wake, "jr:{%s}:wake", q);
     snprintf(k->seq, sizeof k->seq, "jr:{%s}:seq", q);
     snprintf(k->dead, sizeof k->dead, "jr:{%s}:dead", q);
@@ -330,7 +329,7 @@ static int append_enqueue_many(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n
     char nkeys[16], window[24];
     size_t a = 0, nuniq = 0;
     argv[a++] = "FCALL", argv[a++] = "jr_enqueue_many", argv[a++] = nkeys;
-    argv[a++] = k.ready, argv[a++] = k.delayed, argv[a++] = k.jobs, argv[a++] = k.wake;
+    argv[a++] = k.ready, argv[a++] = k.delayed, argv[a++] = k.wake;
     argv[a++] = k.seq;
     for (size_t i = 0; i < n; i++)
         if (jobs[i].id && jobs[i].id[0]) {
@@ -338,7 +337,7 @@ static int append_enqueue_many(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n
             argv[a++] = sc[i].uniq;
             nuniq++;
         }
-    snprintf(nkeys, sizeof nkeys, "%zu", 5 + nuniq);
+    snprintf(nkeys, sizeof nkeys, "%zu", 4 + nuniq);
     snprintf(window, sizeof window, "%lld", (long long)(window_ms > 0 ? window_ms : 86400000));
     argv[a++] = window;
     for (size_t i = 0; i < a; i++) lens[i] = strlen(argv[i]);
@@ -433,8 +432,7 @@ int jr_redis_promote(jr_redis_t *r, const char *queue, int64_t limit, int64_t *m
     char lim[24];
     snprintf(lim, sizeof lim, "%lld", (long long)limit);
     redisReply *rep;
-    int rc = exec(r, &rep, "FCALL", "jr_promote", "4", k.ready, k.delayed, k.jobs, k.wake, lim,
-                  NULL);
+    int rc = exec(r, &rep, "FCALL", "jr_promote", "3", k.ready, k.delayed, k.wake, lim, NULL);
     if (rc) return rc;
     if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 4 ||
         rep->element[0]->type != REDIS_REPLY_INTEGER ||
@@ -663,9 +661,9 @@ int jr_redis_append_fail(jr_redis_t *r, const char *queue, const char *entry, co
     char delay[24], max[24];
     snprintf(delay, sizeof delay, "%lld", (long long)delay_ms);
     snprintf(max, sizeof max, "%lld", (long long)dead_max);
-    const char *argv[] = {"FCALL", "jr_fail", "5", k.ready, k.delayed, k.jobs, k.wake, k.dead,
+    const char *argv[] = {"FCALL", "jr_fail", "4", k.ready, k.delayed, k.wake, k.dead,
                           entry, consumer, action, delay, error, why, max};
-    return append_argv(r, 15, argv, NULL);
+    return append_argv(r, 14, argv, NULL);
 }
 
 /* Append FCALL fn 1 <ready> consumer ids... */

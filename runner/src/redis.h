@@ -48,7 +48,7 @@ int jr_queue_name_valid(const char *q);
 
 /* The keys of a queue (see runner/lua/jobrunner.lua). */
 typedef struct jr_qkeys {
-    char ready[JR_KEY_MAX], delayed[JR_KEY_MAX], jobs[JR_KEY_MAX], wake[JR_KEY_MAX],
+    char ready[JR_KEY_MAX], delayed[JR_KEY_MAX], wake[JR_KEY_MAX],
         seq[JR_KEY_MAX], dead[JR_KEY_MAX];
 } jr_qkeys_t;
 void jr_qkeys(jr_qkeys_t *k, const char *queue);
