@@ -6,9 +6,9 @@ any language may FCALL these functions; docs/redis-contract.md is the contract.
 
 Keys of queue Q (all share the hash tag {Q}, so every call touches one slot):
   jr:{Q}:ready    stream, consumer group "jr": jobs ready to run
-  jr:{Q}:delayed  sorted set: member = msgpack array {id, field, value, ...}
-                  (the whole envelope of a delayed job), score = due time
-                  (Unix ms, fractional part = us)
+  jr:{Q}:delayed  sorted set: member = the whole envelope of a delayed job as
+                  a sequence of msgpack strings: id, field, value, ...;
+                  score = due time (Unix ms, fractional part = us)
   jr:{Q}:wake     stream of length 1: an entry is added when a job becomes the
                   earliest delayed one; every scheduler XREADs it (a broadcast,
                   unlike a list pop, so no scheduler keeps a stale timer)
@@ -122,7 +122,7 @@ local function put(keys, when, id, window, args, first, last, now, grouped)
   env[#env + 1] = tostring(math.floor(now))
   env[#env + 1] = 'd'
   env[#env + 1] = tostring(math.ceil(due))
-  schedule(delayed, wake, due, cmsgpack.pack(env))
+  schedule(delayed, wake, due, cmsgpack.pack(unpack(env)))
   return {id, 1}
 end
 
@@ -173,6 +173,15 @@ local function enqueue_many(keys, args)
   return out
 end
 
+-- XADD one unpacked envelope (id, field, value, ...) straight from
+-- pcall(cmsgpack.unpack, member): no table in between. A member that is not
+-- an envelope (an odd count, or not msgpack) cannot be run and is dropped.
+local function xadd_env(ready, ok, id, ...)
+  if ok and type(id) == 'string' and select('#', ...) % 2 == 0 and select('#', ...) > 0 then
+    redis.call('XADD', ready, '*', 'id', id, ...)
+  end
+end
+
 --[[
 jr_promote
   KEYS: ready delayed wake
@@ -190,11 +199,7 @@ local function promote(keys, args)
   if #envs > 0 then
     ensure_group(ready)
     for _, packed in ipairs(envs) do
-      local ok, env = pcall(cmsgpack.unpack, packed)
-      -- A member that is not an envelope cannot be run: it is dropped.
-      if ok and type(env) == 'table' and env[1] then
-        redis.call('XADD', ready, '*', 'id', unpack(env))
-      end
+      xadd_env(ready, pcall(cmsgpack.unpack, packed))
     end
     -- The promoted members are the lowest-scored ones: remove them by rank.
     redis.call('ZREMRANGEBYRANK', delayed, 0, #envs - 1)
@@ -326,9 +331,7 @@ local function fail(keys, args)
   end
   local due = now + delay
   m.d = tostring(math.ceil(due))
-  local env = to_flat(m, extra)
-  table.insert(env, 1, id)
-  schedule(delayed, wake, due, cmsgpack.pack(env))
+  schedule(delayed, wake, due, cmsgpack.pack(id, unpack(to_flat(m, extra))))
   return 1
 end
 
