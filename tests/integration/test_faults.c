@@ -455,3 +455,19 @@ Test(faults, a_second_signal_stops_at_once_and_leaves_the_job_pending) {
     jr_qstats_t s = stats();
     cr_expect_eq(s.pending, 1, "the unfinished job must stay pending (pending=%lld ready=%lld)", s.pending, s.ready);
 }
+
+Test(faults, a_jobs_own_backoff_overrides_the_configured_one) {
+    /* With the configured 1 h backoff the retry would almost surely wait
+     * minutes; the job's own 20 ms must win. */
+    config("jobs:\n  backoff: 1h\n  backoff_max: 1h\n");
+    pid_t w = start("worker", "worker.log"), s = start("scheduler", "sched.log");
+    char out[256], err[512];
+    const char *args[] = {"enqueue", "-c", cfgpath, "--backoff", "20ms", "--max-attempts", "2", "crash", "", NULL};
+    cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, args), 0, "%s", err);
+    out[strcspn(out, "\n")] = '\0';
+    jr_qstats_t st = wait_settled(1, 10000);
+    cr_expect_eq(st.dead, 1, "not dead after 10 s: delayed=%lld", st.delayed);
+    cr_expect_eq(runs_of(out), 2, "job %s ran %d times", out, runs_of(out));
+    cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
+    cr_expect_eq(jrt_stop(s, SIGTERM, 5000), 0);
+}
