@@ -9,9 +9,13 @@ extras.txt: lines "run=STAMP workload=... key=value ..."; the lines of --batch (
             the last run in the file) are used.
 Prints a table to stdout and writes key=value lines to --out.
 """
-import statistics
 import sys
 from collections import defaultdict
+import os
+
+# The peer harness's own helpers, so both tables read numbers the same way.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
+from summarize import med, num  # noqa: E402
 
 TARGETS = {  # issue 4
     "drain_jobs_per_s": 50000,
@@ -57,18 +61,6 @@ def extra_rows(path, batch):
         if l.split()[0] == batch:
             rows.append(parse_kv(l))
     return rows
-
-
-def num(v):
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return float("nan")
-
-
-def med(vals):
-    vals = [v for v in vals if v == v]
-    return statistics.median(vals) if vals else float("nan")
 
 
 def f0(v):
