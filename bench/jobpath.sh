@@ -49,30 +49,21 @@ for f in "$JR" "$PEER" "$PLUGIN"; do [ -e "$f" ] || { log "missing $f (build fir
 
 # ------------------------------------------------------------------ redis
 WORK=$(mktemp -d /tmp/jobpath.XXXXXX)
-SOCK=$WORK/redis.sock
 PIDS=()      # everything started here except redis, by pid
 REDIS_PID=
 
-. "$HERE/lib.sh"  # stop_pids
+. "$HERE/lib.sh"  # stop_pids, start_redis, rc, stop_redis
 STOP_GRACE=5
 cleanup() {
   [ ${#PIDS[@]} -gt 0 ] && stop_pids "${PIDS[@]}"
   PIDS=()
-  if [ -n "$REDIS_PID" ] && kill -0 "$REDIS_PID" 2>/dev/null; then
-    redis-cli -s "$SOCK" shutdown nosave >/dev/null 2>&1 || kill "$REDIS_PID"
-    wait "$REDIS_PID" 2>/dev/null
-  fi
+  stop_redis
   if [ "${KEEP_WORK:-0}" = 1 ] || [ "${FAILED:-0}" = 1 ]; then log "logs kept in $WORK"; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-redis-server --port 0 --unixsocket "$SOCK" --unixsocketperm 700 --save '' --appendonly no \
-  --dir "$WORK" --logfile "$WORK/redis.log" --daemonize no &
-REDIS_PID=$!
-rc() { redis-cli -s "$SOCK" "$@"; }
-for _ in $(seq 100); do rc ping >/dev/null 2>&1 && break; sleep 0.05; done
-rc ping >/dev/null 2>&1 || { log "redis did not start"; FAILED=1; exit 1; }
+start_redis "$WORK" || { log "redis did not start"; FAILED=1; exit 1; }
 
 URL=unix://$SOCK
 CONF=$WORK/jobrunner.yaml

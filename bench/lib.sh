@@ -13,3 +13,27 @@ stop_pids() {
   done
   return 0
 }
+
+# start_redis DIR: a private redis-server on DIR/redis.sock, no persistence,
+# log in DIR/redis.log. Sets SOCK and REDIS_PID; returns non-zero if it does
+# not answer within 5 s.
+start_redis() {
+  SOCK=$1/redis.sock
+  redis-server --port 0 --unixsocket "$SOCK" --unixsocketperm 700 --save '' --appendonly no \
+    --dir "$1" --logfile "$1/redis.log" --daemonize no &
+  REDIS_PID=$!
+  for _ in $(seq 100); do rc ping >/dev/null 2>&1 && return 0; sleep 0.05; done
+  return 1
+}
+
+# rc ARGS...: redis-cli against the private redis-server.
+rc() { redis-cli -s "$SOCK" "$@"; }
+
+# stop_redis: shut the private redis-server down (SIGTERM by pid if it does
+# not answer), and reap it.
+stop_redis() {
+  if [ -n "${REDIS_PID:-}" ] && kill -0 "$REDIS_PID" 2>/dev/null; then
+    rc shutdown nosave >/dev/null 2>&1 || kill "$REDIS_PID"
+    wait "$REDIS_PID" 2>/dev/null
+  fi
+}

@@ -22,18 +22,15 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
   cmake --build "$BUILD" -j2 --target jobrunner jr_peer >/dev/null || exit 1
 fi
 WORK=$(mktemp -d /tmp/jr-promote.XXXXXX)
-SOCK=$WORK/redis.sock
 REDIS_PID= SCHED_PID=
+. "$HERE/lib.sh"  # start_redis, rc, stop_redis, stop_pids
 cleanup() {
-  [ -n "$SCHED_PID" ] && kill "$SCHED_PID" 2>/dev/null && wait "$SCHED_PID" 2>/dev/null
-  [ -n "$REDIS_PID" ] && kill "$REDIS_PID" 2>/dev/null && wait "$REDIS_PID" 2>/dev/null
+  [ -n "$SCHED_PID" ] && stop_pids "$SCHED_PID"
+  stop_redis
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-redis-server --port 0 --unixsocket "$SOCK" --save '' --appendonly no --dir "$WORK" >/dev/null &
-REDIS_PID=$!
-for _ in $(seq 200); do [ -S "$SOCK" ] && break; sleep 0.02; done
-rc() { redis-cli -s "$SOCK" "$@"; }
+start_redis "$WORK" || { echo "redis did not start"; exit 1; }
 export BENCH_SOCKET=$SOCK BENCH_QUEUE=bench
 enq=$("$PEER" bulkdelayed "$N" 1) || { echo "enqueue failed"; exit 1; }
 sleep 0.1

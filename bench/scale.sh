@@ -27,25 +27,17 @@ fi
 log() { echo "[scale $(date +%T)] $*" >&2; }
 
 WORK=$(mktemp -d /tmp/jr-scale.XXXXXX)
-SOCK=$WORK/redis.sock
 PIDS=()
 REDIS_PID=
-. "$HERE/lib.sh"  # stop_pids
+. "$HERE/lib.sh"  # stop_pids, start_redis, rc, stop_redis
 cleanup() {
   [ ${#PIDS[@]} -gt 0 ] && stop_pids "${PIDS[@]}"
-  if [ -n "$REDIS_PID" ] && kill -0 "$REDIS_PID" 2>/dev/null; then
-    redis-cli -s "$SOCK" shutdown nosave >/dev/null 2>&1 || kill "$REDIS_PID"
-    wait "$REDIS_PID" 2>/dev/null
-  fi
+  stop_redis
   if [ "${OK:-0}" = 1 ] && [ "${KEEP_WORK:-0}" != 1 ]; then rm -rf "$WORK"; else log "logs kept in $WORK"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-redis-server --port 0 --unixsocket "$SOCK" --unixsocketperm 700 --save '' --appendonly no \
-  --dir "$WORK" --logfile "$WORK/redis.log" --daemonize no &
-REDIS_PID=$!
-rc() { redis-cli -s "$SOCK" "$@"; }
-for _ in $(seq 100); do rc ping >/dev/null 2>&1 && break; sleep 0.05; done
+start_redis "$WORK" || { log "redis did not start"; exit 1; }
 export BENCH_SOCKET=$SOCK BENCH_QUEUE=bench
 CONF=$WORK/jobrunner.yaml
 printf 'log:\n  level: warn\n' >"$CONF"
