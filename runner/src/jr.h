@@ -13,8 +13,6 @@
     X(REDIS, "Redis error")                             \
     X(PROTO, "unexpected reply from Redis")             \
     X(PLUGIN, "plugin refused")                         \
-    X(EXISTS, "already exists")                         \
-    X(NOTFOUND, "not found")                            \
     X(TIMEOUT, "timed out")                             \
     X(INTR, "interrupted")
 
