@@ -1,0 +1,22 @@
+/* The documented maxima of every time and count a job carries, shared by the
+ * CLI, the config loader, the C API and (as literals, checked against these
+ * by a test) the Redis function library. A value past its maximum is refused
+ * with a message naming it, never clamped or wrapped. */
+#ifndef JR_LIMITS_H
+#define JR_LIMITS_H
+
+#define JR_MS_DAY (24LL * 3600 * 1000)
+
+/* A delayed job is due at most this long after Redis's now (--in, --at,
+ * "+MS"/"@MS" in the contract, a handler's retry delay): 10 years. */
+#define JR_DELAY_MAX_MS (3650 * JR_MS_DAY)
+/* A job's timeout (envelope field t, --timeout, jobs.timeout): 1 ms .. 7 days. */
+#define JR_TIMEOUT_MAX_MS (7 * JR_MS_DAY)
+/* Backoff base and cap (envelope field b, --backoff, jobs.backoff*): up to 30 days. */
+#define JR_BACKOFF_MAX_MS (30 * JR_MS_DAY)
+/* Attempts of one job (envelope fields a and m, jobs.max_attempts): 1 .. 1000. */
+#define JR_ATTEMPTS_MAX 1000
+/* Idempotency window of an explicit id after its due time: up to 10 years. */
+#define JR_UNIQ_MAX_MS JR_DELAY_MAX_MS
+
+#endif
