@@ -550,6 +550,12 @@ static int parse_unix(const char *p, jr_redis_url_t *u, const char *shown, char 
     int rc;
     if (*p != '/') { /* a userinfo ends with the '@' just before the path */
         const char *slash = strchr(p, '/');
+        if (slash && slash[-1] != '@' && strstr(slash, "@/")) {
+            set_err(err, errlen,
+                    "a '/' in the user or password must be written %%2F in redis URL \"%s\"",
+                    shown);
+            return JR_EINVAL;
+        }
         if (!slash || slash[-1] != '@') {
             set_err(err, errlen,
                     "missing absolute socket path in redis URL \"%s\" (use unix:///path/to/sock "

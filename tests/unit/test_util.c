@@ -642,6 +642,8 @@ Test(redis_url, unix_socket_with_password) {
 Test(redis_url, bad_unix_auth) {
     url_bad("unix://alice@/tmp/r.sock", "missing \":\"", "unix://[user]:password@/path", NULL);
     url_bad("unix://:pw/tmp/r.sock", "missing absolute socket path", NULL);
+    url_bad("unix://:pa/ss@/tmp/r.sock", "'/' in the user or password must be written %2F",
+            "unix://:***@/tmp/r.sock", NULL);
     url_bad("unix://:pw@tmp/r.sock", "missing absolute socket path", NULL);
     url_bad("unix://:pw@/", "missing absolute socket path", NULL);
     url_bad("unix://:a@/s?password=b", "password given twice", NULL);
