@@ -575,10 +575,10 @@ static char *big_config(size_t n, const char *timeout, size_t *len) {
 
 /* 200,000 handler overrides and 200,000 queues load, load again over the
  * first file, and answer 200,000 policy lookups, all within the test's
- * timeout: each step is linear or n log n (a pairwise duplicate check, an
- * array grown by one, a removal per replaced override or a linear lookup
- * each take minutes at this size). Duplicates are still found. */
-Test(config, two_hundred_thousand_entries_load_in_linear_time, .timeout = 60) {
+ * timeout: each step is linear or n log n. Measured: 4 s here (25 s under
+ * ASan on a loaded machine); the quadratic loader took 26 s for 100,000
+ * overrides, so minutes for this test. Duplicates are still found. */
+Test(config, two_hundred_thousand_entries_load_in_linear_time, .timeout = 120) {
     enum { N = 200000 };
     size_t len;
     char *doc = big_config(N, "1s", &len);
