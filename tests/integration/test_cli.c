@@ -289,11 +289,17 @@ Test(cli, password_protected_redis_over_unix_socket) {
     snprintf(blog, sizeof blog, "%s/bad-worker.log", R.dir);
     const char *wargs[] = {"worker", "--redis", url, "--plugin", JRT_PLUGIN_DIR "/echo.so", NULL};
     const char *bargs[] = {"worker", "--redis", bad, "--plugin", JRT_PLUGIN_DIR "/echo.so", NULL};
-    pid_t w = jrt_spawn(wlog, wargs), b = jrt_spawn(blog, bargs);
+    char slog[192];
+    snprintf(slog, sizeof slog, "%s/bad-scheduler.log", R.dir);
+    const char *sargs[] = {"scheduler", "--redis", bad, NULL};
+    pid_t w = jrt_spawn(wlog, wargs), b = jrt_spawn(blog, bargs), sch = jrt_spawn(slog, sargs);
     cr_expect_eq(wait_for(wlog, "outcome=ok", 2, 10000), 2, "the worker did not run both jobs");
     cr_expect_geq(wait_for(blog, "WRONGPASS", 3, 10000), 3, "the worker did not keep reporting");
+    cr_expect_geq(wait_for(slog, "refused the password for user", 3, 10000), 3,
+                  "the scheduler did not keep reporting");
     cr_expect_eq(jrt_stop(w, SIGTERM, 5000), 0);
     jrt_stop(b, SIGTERM, 5000);
+    jrt_stop(sch, SIGTERM, 5000);
     char *log = jrt_slurp(blog);
     cr_expect(strstr(log, "refused the password for user"), "%s", log);
     cr_expect(strstr(log, "retry_in=200ms") && strstr(log, "retry_in=400ms"), "no backoff:\n%s", log);

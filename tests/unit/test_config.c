@@ -504,8 +504,8 @@ static const struct {
 
 /* Each duration key takes its maximum, refuses one millisecond more and any
  * value too long for 64 bits with a message naming the key and the range;
- * a handler override has the bounds of its "jobs" key. */
-Test(config, every_duration_key_has_its_maximum) {
+ * a handler override has the bounds of its "jobs" key. Integer keys too. */
+Test(config, every_duration_and_integer_key_has_its_maximum) {
     char doc[512], want[128];
     for (size_t i = 0; i < sizeof duration_keys / sizeof duration_keys[0]; i++) {
         const char *sec = duration_keys[i].section, *key = duration_keys[i].key;
@@ -529,6 +529,35 @@ Test(config, every_duration_key_has_its_maximum) {
     }
     load_ok("jobs:\n  max_attempts: 1000\n");
     load_bad("handlers:\n  h: {max_attempts: 1001}\n", "handlers.h.max_attempts: must be an integer from 1 to 1000", NULL);
+
+    /* Integer keys: one past the maximum, values too long for 64 bits and
+     * anything but plain ASCII decimal are refused, the range named. */
+    const struct {
+        const char *section, *key, *range, *max;
+    } ints[] = {
+        {"worker", "batch", "from 1 to 10000", "10000"},
+        {"worker", "concurrency", "from 1 to 256", "256"},
+        {"jobs", "max_attempts", "from 1 to 1000", "1000"},
+        {"jobs", "max_deliveries", "from 1 to 1000", "1000"},
+        {"jobs", "max_payload", "from 1 to 536870912", "536870912"},
+        {"dead", "max", "from 1 to 10000000", "10000000"},
+        {"scheduler", "batch", "from 1 to 100000", "100000"},
+    };
+    const char *bad[] = {"99999999999999999999", "9223372036854775808", "-9223372036854775809",
+                         "0x10", "1e3", "+5", "\"\\uFF15\"", "' 5'", "'5 '", "5.0", ".inf", ".nan",
+                         "1_000", "0", "-0", "0b11"};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        snprintf(doc, sizeof doc, "%s:\n  %s: %s\n", ints[i].section, ints[i].key, ints[i].max);
+        load_ok(doc);
+        snprintf(want, sizeof want, "t.yaml:2: %s.%s: must be an integer %s, got", ints[i].section,
+                 ints[i].key, ints[i].range);
+        snprintf(doc, sizeof doc, "%s:\n  %s: %s1\n", ints[i].section, ints[i].key, ints[i].max);
+        load_bad(doc, want, NULL);
+        for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+            snprintf(doc, sizeof doc, "%s:\n  %s: %s\n", ints[i].section, ints[i].key, bad[k]);
+            load_bad(doc, want, NULL);
+        }
+    }
 }
 
 /* Inputs that are no duration at all are refused by every duration key,
