@@ -698,6 +698,43 @@ Test(redis_url, unix_password_redacted) {
     }
 }
 
+/* Random passwords of any printable bytes, percent-encoded where needed,
+ * in each URL form: each decodes to itself, and neither the redacted URL
+ * nor the message about a bad URL holding it shows it (raw or encoded). */
+Test(redis_url, any_password_round_trips_and_stays_hidden) {
+    static const char specials[] = "@:/?&=%#+ !$'()*,;[]~\"\\";
+    uint64_t x = 0x2545F4914F6CDD1DULL;
+    for (int i = 0; i < 5000; i++) {
+        char pw[40], enc[130], url[400], shown[400], err[JR_ERRLEN];
+        size_t n = 8 + rnd(&x) % 24, e = 0;
+        for (size_t k = 0; k < n; k++) {
+            char c = rnd(&x) % 3 ? (char)('a' + rnd(&x) % 26) : specials[rnd(&x) % (sizeof specials - 1)];
+            pw[k] = c;
+            if ((c >= 'a' && c <= 'z')) enc[e++] = c;
+            else e += (size_t)snprintf(enc + e, 4, "%%%02X", (unsigned char)c);
+        }
+        pw[n] = enc[e] = '\0';
+        const char *forms[] = {"redis://u:%s@host:7000/2", "unix://u:%s@/tmp/r.sock?db=2",
+                               "unix:///tmp/r.sock?db=2&user=u&password=%s",
+                               "unix:///tmp/r.sock?password=%s&user=u&db=2"};
+        for (int f = 0; f < 4; f++) {
+            snprintf(url, sizeof url, forms[f], enc);
+            jr_redis_url_t u = url_ok(url);
+            cr_assert_str_eq(u.password, pw, "%s", url);
+            cr_assert_str_eq(u.user, "u");
+            cr_assert_eq(u.db, 2);
+            jr_redis_url_free(&u);
+            jr_redis_url_redact(url, shown, sizeof shown);
+            cr_assert_null(strstr(shown, enc), "%s -> %s", url, shown);
+            cr_assert(strstr(shown, "***"), "%s -> %s", url, shown);
+            /* The same URL made invalid after the password. */
+            strcat(url, f == 0 ? "x" : "&frob=1");
+            cr_assert_eq(jr_redis_url_parse(url, &u, err, sizeof err), JR_EINVAL, "%s", url);
+            cr_assert_null(strstr(err, enc), "%s -> %s", url, err);
+        }
+    }
+}
+
 Test(redis_url, free_is_safe_twice_and_on_zeroed) {
     jr_redis_url_t u = url_ok("redis://:x@h");
     jr_redis_url_free(&u);
