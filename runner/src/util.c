@@ -295,15 +295,15 @@ void jr_redis_url_redact(const char *s, char *out, size_t outlen) {
     const char *sep = strstr(s, "://");
     const char *rest = sep ? sep + 3 : s, *at = NULL;
     /* Where the userinfo ends: unix:// has it only before "@/" (the path
-     * may hold '@'); elsewhere it is the last '@' before any '?'. */
+     * may hold '@'); elsewhere it is the last '@' (nothing after the host
+     * holds one, and a password may hold an unescaped '?' or '/'). */
     if (sep && sep - s == 4 && strncasecmp(s, "unix", 4) == 0) {
         if (*rest != '/') {
             at = strstr(rest, "@/");
             if (!at) at = strrchr(rest, '@');
         }
     } else if (sep) {
-        for (const char *q = rest; *q && *q != '?'; q++)
-            if (*q == '@') at = q;
+        at = strrchr(rest, '@');
     }
     const char *colon = at ? memchr(rest, ':', (size_t)(at - rest)) : NULL;
     const char *p = s;

@@ -674,6 +674,9 @@ Test(redis_url, unix_password_redacted) {
         {"unix:///tmp/r.sock?password=hunter2", "unix:///tmp/r.sock?password=***"},
         {"unix:///tmp/a@b:c/r.sock", "unix:///tmp/a@b:c/r.sock"},
         {"redis://:hun/ter2@host", "redis://:***@host"},
+        {"redis://:hun?ter2@host", "redis://:***@host"},
+        {"redis://:hun#ter2@host/1", "redis://:***@host/1"},
+        {"unix://:hun?ter2@/tmp/r.sock?db=1", "unix://:***@/tmp/r.sock?db=1"},
         {"redis://u:hunter2@host/1", "redis://u:***@host/1"},
         {"redis://host:6379", "redis://host:6379"},
     };
