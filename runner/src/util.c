@@ -187,7 +187,7 @@ static int take_fraction_us(const char **p, int64_t *us) {
     *us = 0;
     if (**p != '.') return 0;
     (*p)++;
-    int n = 0;
+    size_t n = 0; /* any number of digits: no int to overflow */
     for (; is_digit(**p); (*p)++, n++)
         if (n < 6) *us = *us * 10 + (**p - '0');
     if (n == 0) return -1;

@@ -399,6 +399,47 @@ Test(time_parse, range_is_years_0000_to_9999) {
     tp_bad("\xd9\xa2\xd9\xa0\xd9\xa2\xd9\xa6-01-01T00:00:00Z"); /* Arabic-Indic 2026 */
 }
 
+/* Generated RFC 3339 times with fields in and out of range (years 0..9999,
+ * month 13, day 32, hour 24, minute 60, second 60, offsets past 23:59)
+ * against timegm as the reference: a valid one gives exactly its instant,
+ * inside JR_TIME_MIN_US..JR_TIME_MAX_US; any other is refused. */
+Test(time_parse, property_against_timegm) {
+    uint64_t x = 0xD1B54A32D192ED03ULL;
+    int valid = 0, refused = 0;
+    for (int i = 0; i < 100000; i++) {
+        int y = (int)(rnd(&x) % 4 == 0 ? (rnd(&x) % 2 ? rnd(&x) % 3 : 9997 + rnd(&x) % 3) : rnd(&x) % 10000);
+        int mo = (int)(rnd(&x) % 14), d = (int)(rnd(&x) % 33), h = (int)(rnd(&x) % 25);
+        int mi = (int)(rnd(&x) % 61), sec = (int)(rnd(&x) % 61);
+        int oh = (int)(rnd(&x) % 25), om = (int)(rnd(&x) % 61), zone = (int)(rnd(&x) % 3);
+        unsigned frac = (unsigned)(rnd(&x) % 1000000);
+        char s[64];
+        int n = snprintf(s, sizeof s, "%04d-%02d-%02dT%02d:%02d:%02d.%06u", y, mo, d, h, mi, sec, frac);
+        if (zone == 0) snprintf(s + n, sizeof s - (size_t)n, "Z");
+        else snprintf(s + n, sizeof s - (size_t)n, "%c%02d:%02d", zone == 1 ? '+' : '-', oh, om);
+        if (zone == 0) oh = om = 0;
+        int sign = zone == 2 ? -1 : 1;
+
+        struct tm tm = {.tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d, .tm_hour = h,
+                        .tm_min = mi, .tm_sec = sec};
+        time_t t = timegm(&tm); /* normalizes: compare to see if the date was real */
+        int ok = mo >= 1 && mo <= 12 && d >= 1 && h <= 23 && mi <= 59 && sec <= 59 && oh <= 23 &&
+                 om <= 59 && tm.tm_mday == d && tm.tm_mon == mo - 1;
+        int64_t want = ((int64_t)t - sign * (oh * 3600 + om * 60)) * 1000000 + frac;
+        ok = ok && want >= JR_TIME_MIN_US && want <= JR_TIME_MAX_US;
+        int64_t got = -12345;
+        int rc = jr_time_parse(s, &got);
+        if (ok) {
+            cr_assert(rc == 0 && got == want, "\"%s\": rc %d, %lld != %lld", s, rc, (long long)got,
+                      (long long)want);
+            valid++;
+        } else {
+            cr_assert(rc == JR_EINVAL && got == -12345, "\"%s\" accepted as %lld", s, (long long)got);
+            refused++;
+        }
+    }
+    cr_expect(valid > 20000 && refused > 20000, "valid %d, refused %d", valid, refused);
+}
+
 /* ---- time formatting ---------------------------------------------------- */
 
 Test(time_format, known_values) {
