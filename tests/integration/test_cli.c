@@ -37,7 +37,18 @@ Test(cli, redis_cli_example_from_the_docs_works) {
     const char *wargs[] = {"worker", "--redis", R.url, "--plugin", JRT_PLUGIN_DIR "/echo.so", NULL};
     const char *sargs[] = {"scheduler", "--redis", R.url, NULL};
     pid_t w = jrt_spawn(wlog, wargs);
-    jrt_sleep_ms(300); /* the worker loads the function library */
+    /* The worker loads the function library: wait for it (a fixed sleep is
+     * too short on a loaded machine). */
+    redisContext *c = jrt_connect(&R);
+    int loaded = 0;
+    for (int waited = 0; !loaded && waited < 10000; waited += 20) {
+        redisReply *rep = redisCommand(c, "FUNCTION LIST LIBRARYNAME jobrunner");
+        loaded = rep && rep->type == REDIS_REPLY_ARRAY && rep->elements > 0;
+        if (rep) freeReplyObject(rep);
+        if (!loaded) jrt_sleep_ms(20);
+    }
+    redisFree(c);
+    cr_assert(loaded, "the worker did not load the function library");
 
     /* The fenced block after the marker comment, run line by line. */
     char *doc = jrt_slurp(JRT_SOURCE_DIR "/docs/redis-contract.md");
