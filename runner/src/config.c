@@ -15,6 +15,7 @@
 
 #include "jobrunner/plugin.h"
 #include "jr.h"
+#include "jr_limits.h"
 #include "util.h"
 
 typedef enum {
@@ -68,10 +69,10 @@ static const key_def_t keys[] = {
     {"worker", "lease", T_DURATION, F(worker_lease_ms), 100, MS_H, NULL},
     {"worker", "grace", T_DURATION, F(worker_grace_ms), 0, MS_H, NULL},
     /* The first four "jobs" rows are also the keys of each handler override. */
-    {"jobs", "timeout", T_DURATION, J(timeout_ms), 1, 7 * 24 * MS_H, NULL},
-    {"jobs", "max_attempts", T_INT, J(max_attempts), 1, 1000, NULL},
-    {"jobs", "backoff", T_DURATION, J(backoff_ms), 0, 30 * 24 * MS_H, NULL},
-    {"jobs", "backoff_max", T_DURATION, J(backoff_max_ms), 0, 30 * 24 * MS_H, NULL},
+    {"jobs", "timeout", T_DURATION, J(timeout_ms), 1, JR_TIMEOUT_MAX_MS, NULL},
+    {"jobs", "max_attempts", T_INT, J(max_attempts), 1, JR_ATTEMPTS_MAX, NULL},
+    {"jobs", "backoff", T_DURATION, J(backoff_ms), 0, JR_BACKOFF_MAX_MS, NULL},
+    {"jobs", "backoff_max", T_DURATION, J(backoff_max_ms), 0, JR_BACKOFF_MAX_MS, NULL},
     {"jobs", "max_deliveries", T_INT, F(max_deliveries), 1, 1000, NULL},
     {"jobs", "max_payload", T_INT, F(max_payload), 1, 512 << 20, NULL},
     {"dead", "max", T_INT, F(dead_max), 1, 10000000, NULL},
@@ -85,16 +86,83 @@ static const key_def_t keys[] = {
 
 /* ---- lists and defaults ------------------------------------------------- */
 
+/* Make room for item number n+1 in v, an array of n items of `size` bytes
+ * that only this function grows: it doubles the array whenever n is a power
+ * of two, so the capacity is always at least the power of two >= n (also
+ * after items are dropped) and appending n items costs O(n). Returns the
+ * array (moved or not), or NULL if memory ran out (v is then unchanged). */
+static void *grow(void *v, size_t n, size_t size) {
+    if (n & (n - 1)) return v; /* not a power of two: there is room */
+    size_t cap = n ? 2 * n : 1;
+    return cap <= SIZE_MAX / size ? realloc(v, cap * size) : NULL;
+}
+
 int jr_strlist_push(jr_strlist_t *l, const char *s) {
     char *copy = strdup(s);
-    char **v = copy ? realloc(l->v, (l->n + 1) * sizeof *v) : NULL;
+    char **v = copy ? grow(l->v, l->n, sizeof *v) : NULL;
     if (!v) {
         free(copy);
         return JR_ENOMEM;
     }
-    v[l->n++] = copy;
     l->v = v;
+    l->v[l->n++] = copy;
     return 0;
+}
+
+/* ---- a string set, for duplicate checks in linear time ----------------- */
+
+/* Open addressing over strings owned elsewhere, each with a value (an
+ * index or a line number); kept at most half full, so an insert or a lookup
+ * costs O(1) on average. */
+typedef struct {
+    const char *key; /* NULL = empty */
+    size_t val;
+} slot_t;
+typedef struct {
+    slot_t *slot;
+    size_t cap, n; /* cap: 0 or a power of two */
+} strset_t;
+
+static size_t hash_str(const char *s) { /* FNV-1a */
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return (size_t)(h ^ (h >> 32));
+}
+
+/* The slot holding key, or NULL if key is not in the set. */
+static slot_t *strset_get(const strset_t *set, const char *key) {
+    if (!set->cap) return NULL;
+    for (size_t i = hash_str(key) & (set->cap - 1);; i = (i + 1) & (set->cap - 1)) {
+        if (!set->slot[i].key) return NULL;
+        if (!strcmp(set->slot[i].key, key)) return &set->slot[i];
+    }
+}
+
+/* Add key (not yet in the set) with its value. Returns 0 or JR_ENOMEM. */
+static int strset_add(strset_t *set, const char *key, size_t val) {
+    if (2 * (set->n + 1) > set->cap) {
+        size_t cap = set->cap ? 2 * set->cap : 16;
+        slot_t *slot = cap <= SIZE_MAX / sizeof *slot ? calloc(cap, sizeof *slot) : NULL;
+        if (!slot) return JR_ENOMEM;
+        for (size_t i = 0; i < set->cap; i++) {
+            if (!set->slot[i].key) continue;
+            size_t j = hash_str(set->slot[i].key) & (cap - 1);
+            while (slot[j].key) j = (j + 1) & (cap - 1);
+            slot[j] = set->slot[i];
+        }
+        free(set->slot);
+        set->slot = slot, set->cap = cap;
+    }
+    size_t j = hash_str(key) & (set->cap - 1);
+    while (set->slot[j].key) j = (j + 1) & (set->cap - 1);
+    set->slot[j] = (slot_t){key, val};
+    set->n++;
+    return 0;
+}
+
+static void strset_free(strset_t *set) {
+    free(set->slot);
+    memset(set, 0, sizeof *set);
 }
 
 void jr_strlist_free(jr_strlist_t *l) {
@@ -137,16 +205,23 @@ void jr_config_free(jr_config_t *cfg) {
     memset(cfg, 0, sizeof *cfg);
 }
 
+static int cmp_handler(const void *a, const void *b) {
+    return strcmp(((const jr_handler_policy_t *)a)->name, ((const jr_handler_policy_t *)b)->name);
+}
+
 jr_policy_t jr_config_policy(const jr_config_t *cfg, const char *handler) {
     jr_policy_t p = cfg->jobs;
-    for (size_t i = 0; handler && i < cfg->nhandlers; i++) {
-        if (strcmp(cfg->handlers[i].name, handler) != 0) continue;
-        const jr_policy_t *o = &cfg->handlers[i].p;
-        if (o->timeout_ms >= 0) p.timeout_ms = o->timeout_ms;
-        if (o->max_attempts >= 0) p.max_attempts = o->max_attempts;
-        if (o->backoff_ms >= 0) p.backoff_ms = o->backoff_ms;
-        if (o->backoff_max_ms >= 0) p.backoff_max_ms = o->backoff_max_ms;
-    }
+    if (!handler || !cfg->nhandlers) return p;
+    /* The loader keeps the overrides sorted by name, without duplicates. */
+    jr_handler_policy_t key = {.name = (char *)handler};
+    const jr_handler_policy_t *h =
+        bsearch(&key, cfg->handlers, cfg->nhandlers, sizeof key, cmp_handler);
+    if (!h) return p;
+    const jr_policy_t *o = &h->p;
+    if (o->timeout_ms >= 0) p.timeout_ms = o->timeout_ms;
+    if (o->max_attempts >= 0) p.max_attempts = o->max_attempts;
+    if (o->backoff_ms >= 0) p.backoff_ms = o->backoff_ms;
+    if (o->backoff_max_ms >= 0) p.backoff_max_ms = o->backoff_max_ms;
     return p;
 }
 
@@ -174,6 +249,8 @@ typedef struct {
     jr_config_t *cfg;
     char *base; /* where row offsets point: the config, or shifted onto a handler override */
     size_t handlers_start; /* overrides before this index came from earlier loads */
+    strset_t handler_names;  /* name -> index in cfg->handlers, while loading "handlers" */
+    size_t *handler_lines;   /* line of each override this load added */
     size_t seen_line[NKEYS]; /* line where key i was set, 0 = not yet */
     size_t section_line[NKEYS]; /* same for the section starting at row i */
 } loader_t;
@@ -263,14 +340,6 @@ static int queue_name_ok(const char *s) {
 
 #define QUEUE_RULE "1 to 128 characters of A-Z a-z 0-9 _ . : -"
 
-/* 1500 -> "1500ms", 60000 -> "60s", 300000 -> "5m": for range messages. */
-static const char *fmt_ms(int64_t ms, char *buf, size_t len) {
-    if (ms % MS_M == 0 && ms >= 2 * MS_M) snprintf(buf, len, "%lldm", (long long)(ms / MS_M));
-    else if (ms % MS_S == 0) snprintf(buf, len, "%llds", (long long)(ms / MS_S));
-    else snprintf(buf, len, "%lldms", (long long)ms);
-    return buf;
-}
-
 /* Strict decimal integer (optional '-'), no spaces; 0 or -1. */
 static int parse_int64(const char *s, int64_t *out) {
     char *end;
@@ -286,7 +355,6 @@ static int parse_int64(const char *s, int64_t *out) {
 static int set_scalar(loader_t *ld, const key_def_t *d, const char *path) {
     void *field = ld->base + d->off;
     const char *v = ev_text(ld);
-    char lo[32], hi[32];
     switch (d->type) {
     case T_URL: {
         jr_redis_url_t u;
@@ -302,14 +370,9 @@ static int set_scalar(loader_t *ld, const key_def_t *d, const char *path) {
             return fail(ld, path, "bad queue name \"%s\" (must be %s)", v, QUEUE_RULE);
         break;
     case T_DURATION: {
-        int64_t ms;
-        if (jr_duration_parse(v, &ms))
-            return fail(ld, path, "must be a duration like 500ms, 5s, 1m or 1h30m, got \"%s\"",
-                        v);
-        if (ms < d->min || ms > d->max)
-            return fail(ld, path, "must be a duration from %s to %s, got \"%s\"",
-                        fmt_ms(d->min, lo, sizeof lo), fmt_ms(d->max, hi, sizeof hi), v);
-        *(int64_t *)field = ms;
+        char why[JR_ERRLEN];
+        if (jr_duration_parse_range(v, d->min, d->max, (int64_t *)field, why, sizeof why))
+            return fail(ld, path, "%s, got \"%s\"", why, v);
         return 0;
     }
     case T_INT: {
@@ -347,6 +410,7 @@ static int set_scalar(loader_t *ld, const key_def_t *d, const char *path) {
  * check each item, then replace the list in the config. */
 static int set_list(loader_t *ld, const key_def_t *d, const char *path) {
     jr_strlist_t list = {0};
+    strset_t seen = {0};
     int rc = 0;
     char item[PATH_LEN + 24]; /* path plus "[index]" */
     while ((rc = next(ld)) == 0 && ld->ev.type != YAML_SEQUENCE_END_EVENT) {
@@ -360,14 +424,15 @@ static int set_list(loader_t *ld, const key_def_t *d, const char *path) {
             rc = fail(ld, item, "must not be empty");
         } else if (d->type == T_QUEUES && !queue_name_ok(v)) {
             rc = fail(ld, item, "bad queue name \"%s\" (must be %s)", v, QUEUE_RULE);
-        } else if (d->type == T_QUEUES) {
-            for (size_t i = 0; i < list.n && !rc; i++)
-                if (strcmp(list.v[i], v) == 0)
-                    rc = fail(ld, item, "queue \"%s\" is listed twice", v);
+        } else if (d->type == T_QUEUES && strset_get(&seen, v)) {
+            rc = fail(ld, item, "queue \"%s\" is listed twice (first given on line %zu)", v,
+                      strset_get(&seen, v)->val);
         }
         if (!rc) rc = jr_strlist_push(&list, v);
+        if (!rc && d->type == T_QUEUES) rc = strset_add(&seen, list.v[list.n - 1], ev_line(ld));
         if (rc) break;
     }
+    strset_free(&seen);
     if (rc) {
         jr_strlist_free(&list);
         return rc;
@@ -436,6 +501,8 @@ static int load_handlers(loader_t *ld) {
         return fail(ld, "handlers", "expected a mapping of handler names, got %s", ev_kind(ld));
     int rc;
     char path[PATH_LEN];
+    for (size_t i = 0; i < ld->cfg->nhandlers; i++) /* from earlier loads */
+        if ((rc = strset_add(&ld->handler_names, ld->cfg->handlers[i].name, i))) return rc;
     while ((rc = next(ld)) == 0 && ld->ev.type != YAML_MAPPING_END_EVENT) {
         if ((rc = check_key_event(ld, "handlers"))) return rc;
         const char *name = ev_text(ld);
@@ -443,22 +510,31 @@ static int load_handlers(loader_t *ld) {
         if (!handler_name_ok(name))
             return fail(ld, path, "bad handler name (1 to 64 of A-Z a-z 0-9 _ . : -)");
         jr_config_t *c = ld->cfg;
-        for (size_t i = 0; i < c->nhandlers; i++) {
-            if (strcmp(c->handlers[i].name, name) != 0) continue;
-            if (i >= ld->handlers_start) return fail(ld, path, "duplicate key");
-            /* Set by an earlier file: this one replaces it. */
-            free(c->handlers[i].name);
-            memmove(&c->handlers[i], &c->handlers[i + 1], (c->nhandlers - i - 1) * sizeof *c->handlers);
-            c->nhandlers--, ld->handlers_start--;
-            break;
+        slot_t *old = strset_get(&ld->handler_names, name);
+        if (old && old->val >= ld->handlers_start)
+            return fail(ld, path, "duplicate key (first given on line %zu)",
+                        ld->handler_lines[old->val - ld->handlers_start]);
+        size_t at = c->nhandlers, nnew = at - ld->handlers_start;
+        char *copy = strdup(name);
+        jr_handler_policy_t *hs = copy ? grow(c->handlers, at, sizeof *hs) : NULL;
+        if (hs) c->handlers = hs;
+        size_t *lines = hs ? grow(ld->handler_lines, nnew, sizeof *lines) : NULL;
+        if (!lines) {
+            free(copy);
+            return JR_ENOMEM;
         }
-        jr_handler_policy_t *v = realloc(ld->cfg->handlers, (ld->cfg->nhandlers + 1) * sizeof *v);
-        if (!v) return JR_ENOMEM;
-        ld->cfg->handlers = v;
-        jr_handler_policy_t *h = &v[ld->cfg->nhandlers];
-        if (!(h->name = strdup(name))) return JR_ENOMEM;
-        h->p = (jr_policy_t){-1, -1, -1, -1};
-        ld->cfg->nhandlers++;
+        ld->handler_lines = lines;
+        jr_handler_policy_t *h = &c->handlers[at];
+        *h = (jr_handler_policy_t){copy, {-1, -1, -1, -1}};
+        ld->handler_lines[nnew] = ev_line(ld);
+        c->nhandlers++;
+        if (old) { /* set by an earlier file: this one replaces it */
+            free(c->handlers[old->val].name);
+            c->handlers[old->val].name = NULL; /* dropped by finish_handlers */
+            *old = (slot_t){copy, at};
+        } else if ((rc = strset_add(&ld->handler_names, copy, at))) {
+            return rc;
+        }
         if ((rc = next(ld))) return rc;
         if (ev_is_null(ld)) continue;
         if (ld->ev.type != YAML_MAPPING_START_EVENT)
@@ -556,6 +632,16 @@ static int load_stream(loader_t *ld) {
     return 0;
 }
 
+/* Drop the overrides a later file replaced and sort the rest by name, for
+ * jr_config_policy's binary search. */
+static void finish_handlers(jr_config_t *cfg) {
+    size_t j = 0;
+    for (size_t i = 0; i < cfg->nhandlers; i++)
+        if (cfg->handlers[i].name) cfg->handlers[j++] = cfg->handlers[i];
+    cfg->nhandlers = j;
+    if (j) qsort(cfg->handlers, j, sizeof *cfg->handlers, cmp_handler);
+}
+
 int jr_config_load_string(jr_config_t *cfg, const char *yaml, size_t len, const char *name,
                           char *err, size_t errlen) {
     loader_t ld;
@@ -574,6 +660,9 @@ int jr_config_load_string(jr_config_t *cfg, const char *yaml, size_t len, const 
     ld.base = (char *)cfg;
     ld.handlers_start = cfg->nhandlers;
     int rc = load_stream(&ld);
+    finish_handlers(cfg);
+    strset_free(&ld.handler_names);
+    free(ld.handler_lines);
     if (rc == JR_ENOMEM) set_err(err, errlen, "%s: %s", name, jr_strerror(rc));
     if (ld.have_ev) yaml_event_delete(&ld.ev);
     yaml_parser_delete(&ld.parser);

@@ -48,11 +48,13 @@ typedef struct jr_config {
     int64_t worker_grace_ms;    /* worker.grace: how long running jobs may finish after SIGTERM, 0..1h, default 8s */
 
     /* jobs: defaults for every handler */
-    jr_policy_t jobs;           /* jobs.timeout 5m, jobs.max_attempts 10, jobs.backoff 1s, jobs.backoff_max 1h */
+    jr_policy_t jobs;           /* jobs.timeout 5m (1ms..JR_TIMEOUT_MAX_MS), jobs.max_attempts 10 (1..JR_ATTEMPTS_MAX),
+                                   jobs.backoff 1s, jobs.backoff_max 1h (0..JR_BACKOFF_MAX_MS) */
     int64_t max_deliveries;     /* jobs.max_deliveries: deliveries (crashed workers) before a job is poison, 1..1000, default 5 */
     int64_t max_payload;        /* jobs.max_payload: largest payload in bytes, 1..512 MiB, default 1 MiB */
 
-    /* handlers: NAME: {timeout, max_attempts, backoff, backoff_max} */
+    /* handlers: NAME: {timeout, max_attempts, backoff, backoff_max}; sorted
+     * by name, without duplicates (see jr_config_policy) */
     jr_handler_policy_t *handlers;
     size_t nhandlers;
 
@@ -73,7 +75,8 @@ typedef struct jr_config {
 int jr_config_init(jr_config_t *cfg);
 
 /* Read a YAML file into *cfg (which jr_config_init filled), overriding the
- * keys it sets; a list given in the file replaces the list in *cfg. An empty
+ * keys it sets; a list given in the file replaces the list in *cfg, a
+ * handler override replaces the earlier one of that name. An empty
  * file, or a section with no keys, is fine. Unknown keys, duplicate keys,
  * wrong types, out-of-range values and bad queue names are errors:
  * returns JR_EINVAL (or JR_EIO if the file cannot be read) with a message in
@@ -87,7 +90,7 @@ int jr_config_load_string(jr_config_t *cfg, const char *yaml, size_t len,
                           const char *name, char *err, size_t errlen);
 
 /* The policy for a handler: its override's values where set, the jobs
- * defaults elsewhere. */
+ * defaults elsewhere. O(log n) in the number of overrides. */
 jr_policy_t jr_config_policy(const jr_config_t *cfg, const char *handler);
 
 /* Apply environment overrides: JOBRUNNER_REDIS_URL. Returns 0 or JR_ENOMEM. */

@@ -2,6 +2,7 @@
  * (defaults < YAML file < environment < flags) and runs one command. */
 #include <getopt.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "config.h"
 #include "dev.h"
 #include "jr.h"
+#include "jr_limits.h"
 #include "log.h"
 #include "plugin.h"
 #include "redis.h"
@@ -64,12 +66,14 @@ static const char usage_enqueue[] =
     "Enqueue a job and print its id. PAYLOAD '-' reads it from standard input.\n"
     "\n"
     "  -q, --queue QUEUE   the queue (default: 'default')\n"
-    "      --in DURATION   run after a delay: 250ms, 30s, 5m, 2h, 1h30m\n"
+    "      --in DURATION   run after a delay: 250ms, 30s, 5m, 2h, 1h30m (at most 87600h = 10 years)\n"
     "      --at TIME       run at a time: RFC 3339 (2026-12-01T09:30:00.250Z) or Unix seconds\n"
+    "                      (at most 10 years from now)\n"
     "      --id ID         the job's id; enqueueing the same id again does nothing\n"
-    "      --max-attempts N  attempts before the job is dead (default: the handler's)\n"
-    "      --timeout DURATION  per-attempt time limit (default: the handler's)\n"
-    "      --backoff DURATION  first retry delay ceiling, doubling per attempt (default: the handler's)\n";
+    "      --max-attempts N  attempts before the job is dead, 1-1000 (default: the handler's)\n"
+    "      --timeout DURATION  per-attempt time limit, at most 168h = 7 days (default: the handler's)\n"
+    "      --backoff DURATION  first retry delay ceiling, doubling per attempt, at most 720h = 30 days\n"
+    "                          (default: the handler's)\n";
 
 static const char usage_stats[] =
     "usage: jobrunner stats [-c FILE] [--redis URL] [-q QUEUE]... [--json]\n"
@@ -101,6 +105,10 @@ static const char usage_dev[] =
     "socket; starts a scheduler and two workers; places N orders (default 12), each\n"
     "with an order_autoclose job due 3-6 s later, pays some of them, and shows the\n"
     "unpaid ones being closed. Stops everything it started and exits.\n";
+
+_Static_assert(JR_DELAY_MAX_MS == 87600 * 3600 * 1000LL && JR_TIMEOUT_MAX_MS == 168 * 3600 * 1000LL &&
+                   JR_BACKOFF_MAX_MS == 720 * 3600 * 1000LL && JR_ATTEMPTS_MAX == 1000,
+               "the maxima in usage_enqueue");
 
 enum { OPT_REDIS = 1000, OPT_PLUGIN, OPT_IN, OPT_AT, OPT_ID, OPT_JSON, OPT_MAX, OPT_TIMEOUT, OPT_ORDERS, OPT_ALL, OPT_BACKOFF };
 
@@ -155,6 +163,49 @@ static int die(const char *cmd, const char *fmt, const char *arg) {
     return 2;
 }
 
+/* "invalid OPTION "VALUE": why" (the value is cut, not the message, if it
+ * is very long); returns the usage-error status 2. */
+static int die2(const char *cmd, const char *opt, const char *value, const char *why) {
+    fprintf(stderr, "jobrunner %s: invalid %s \"%.200s%s\": %s\n", cmd, opt, value,
+            strlen(value) > 200 ? "..." : "", why);
+    fprintf(stderr, "Run 'jobrunner %s --help' for usage.\n", cmd);
+    return 2;
+}
+
+/* A decimal integer of ASCII digits only, from min to max; 0 or -1. */
+static int parse_count(const char *s, int64_t min, int64_t max, int64_t *out) {
+    int64_t v = 0;
+    if (!*s) return -1;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9') return -1;
+        v = v * 10 + (*s - '0');
+        if (v > max) return -1;
+    }
+    if (v < min) return -1;
+    *out = v;
+    return 0;
+}
+
+/* Parse --at: a time jr_time_parse accepts, at most JR_DELAY_MAX_MS after
+ * this host's clock. */
+static int check_at(const char *s, int64_t *us, char *why, size_t len) {
+    int64_t v;
+    char max[JR_DURATION_LEN];
+    if (jr_time_parse(s, &v) != 0) {
+        snprintf(why, len,
+                 "must be an RFC 3339 time like 2026-12-01T09:30:00Z or 2026-12-01T10:30:00+01:00 "
+                 "(years 0000 to 9999, offsets up to 23:59), or Unix seconds");
+        return -1;
+    }
+    if (v / 1000 - jr_wall_ms() > JR_DELAY_MAX_MS) {
+        snprintf(why, len, "is more than %s from now (the maximum delay)",
+                 jr_duration_format(JR_DELAY_MAX_MS, max, sizeof max));
+        return -1;
+    }
+    *us = v;
+    return 0;
+}
+
 /* The directory of plugins shipped with this program: next to it in the
  * build tree and the install tree alike, else the configured prefix's. */
 static void default_jobs_dir(char *buf, size_t len) {
@@ -172,23 +223,25 @@ static void default_jobs_dir(char *buf, size_t len) {
     snprintf(buf, len, "%s", JR_JOBS_DIR);
 }
 
-/* Read all of stdin into a malloc'd buffer. */
+/* Read all of stdin into a malloc'd buffer (NUL-terminated, *len bytes).
+ * Returns NULL if memory runs out or reading fails: never a cut payload. */
 static char *read_stdin(size_t *len) {
     size_t cap = 4096, n = 0;
     char *buf = malloc(cap + 1);
     while (buf) {
-        size_t got = fread(buf + n, 1, cap - n, stdin);
-        n += got;
-        if (got == 0) break;
-        if (n == cap) {
-            char *b = realloc(buf, cap * 2 + 1);
-            if (!b) break;
-            buf = b, cap *= 2;
+        n += fread(buf + n, 1, cap - n, stdin);
+        if (ferror(stdin)) break;
+        if (n < cap) { /* end of input */
+            buf[n] = '\0';
+            *len = n;
+            return buf;
         }
+        char *b = cap <= SIZE_MAX / 2 - 1 ? realloc(buf, cap * 2 + 1) : NULL;
+        if (!b) break;
+        buf = b, cap *= 2;
     }
-    if (buf) buf[n] = '\0';
-    *len = n;
-    return buf;
+    free(buf);
+    return NULL;
 }
 
 static int load_plugins(jr_registry_t *reg, const jr_config_t *cfg) {
@@ -220,28 +273,36 @@ static int run_enqueue(const char *cmd, const flags_t *f, const jr_config_t *cfg
         return die(cmd, "invalid queue name \"%s\" (1-128 of A-Z a-z 0-9 _ . : -)", job.queue);
     if (f->id && (!f->id[0] || strlen(f->id) >= JR_ID_MAX - 1))
         return die(cmd, "invalid --id \"%s\" (1-158 bytes)", f->id);
-    if (f->in && jr_duration_parse(f->in, &job.delay_ms) != 0)
-        return die(cmd, "invalid --in \"%s\" (e.g. 250ms, 30s, 5m, 2h)", f->in);
-    if (f->at && jr_time_parse(f->at, &job.at_us) != 0)
-        return die(cmd, "invalid --at \"%s\" (RFC 3339 like 2026-12-01T09:30:00Z, or Unix seconds)", f->at);
+    char why[JR_ERRLEN];
+    if (f->in && jr_duration_parse_range(f->in, 0, JR_DELAY_MAX_MS, &job.delay_ms, why, sizeof why))
+        return die2(cmd, "--in", f->in, why);
+    if (f->at && check_at(f->at, &job.at_us, why, sizeof why)) return die2(cmd, "--at", f->at, why);
     if (f->at && job.at_us <= 0) job.at_us = 1; /* "at the epoch" = now */
     if (f->max) {
-        char *end;
-        long v = strtol(f->max, &end, 10);
-        if (*end || v < 1 || v > 1000000) return die(cmd, "invalid --max-attempts \"%s\" (1-1000000)", f->max);
+        int64_t v;
+        if (parse_count(f->max, 1, JR_ATTEMPTS_MAX, &v)) {
+            snprintf(why, sizeof why, "must be an integer from 1 to %d", JR_ATTEMPTS_MAX);
+            return die2(cmd, "--max-attempts", f->max, why);
+        }
         job.env.max_attempts = (uint32_t)v;
     }
-    if (f->timeout && (jr_duration_parse(f->timeout, &job.env.timeout_ms) != 0 || job.env.timeout_ms <= 0))
-        return die(cmd, "invalid --timeout \"%s\" (e.g. 30s)", f->timeout);
-    if (f->backoff && (jr_duration_parse(f->backoff, &job.env.backoff_ms) != 0 || job.env.backoff_ms <= 0))
-        return die(cmd, "invalid --backoff \"%s\" (e.g. 500ms)", f->backoff);
+    if (f->timeout &&
+        jr_duration_parse_range(f->timeout, 1, JR_TIMEOUT_MAX_MS, &job.env.timeout_ms, why, sizeof why))
+        return die2(cmd, "--timeout", f->timeout, why);
+    if (f->backoff &&
+        jr_duration_parse_range(f->backoff, 1, JR_BACKOFF_MAX_MS, &job.env.backoff_ms, why, sizeof why))
+        return die2(cmd, "--backoff", f->backoff, why);
     job.env.handler = argv[0];
     job.env.handler_len = strlen(argv[0]);
     job.env.attempt = 1;
     char *buf = NULL;
     if (argc == 2 && strcmp(argv[1], "-") == 0) {
         buf = read_stdin(&job.env.payload_len);
-        if (!buf) return die(cmd, "%s", "cannot read the payload from stdin");
+        if (!buf) {
+            fprintf(stderr, "jobrunner enqueue: cannot read the payload from stdin: %s\n",
+                    ferror(stdin) ? "read error" : "out of memory");
+            return 1;
+        }
         job.env.payload = buf;
     } else if (argc == 2) {
         job.env.payload = argv[1];
@@ -294,8 +355,14 @@ int main(int argc, char **argv) {
         case 'h': printf("%s\noptions common to every command:\n%s", usage, usage_common); status = 0; goto out;
         case 'c': f.config = optarg; break;
         case OPT_REDIS: f.redis = optarg; break;
-        case 'q': jr_strlist_push(&f.queues, optarg); break;
-        case OPT_PLUGIN: jr_strlist_push(&f.plugins, optarg); break;
+        case 'q':
+        case OPT_PLUGIN:
+            if (jr_strlist_push(opt == 'q' ? &f.queues : &f.plugins, optarg)) {
+                fprintf(stderr, "jobrunner %s: %s\n", cmd, jr_strerror(JR_ENOMEM));
+                status = 1;
+                goto out;
+            }
+            break;
         case OPT_IN: f.in = optarg; break;
         case OPT_AT: f.at = optarg; break;
         case OPT_ID: f.id = optarg; break;
@@ -319,7 +386,7 @@ int main(int argc, char **argv) {
 
     jr_config_t cfg;
     char err[JR_ERRLEN];
-    if (jr_config_init(&cfg) != 0) goto out;
+    if (jr_config_init(&cfg) != 0) goto out_of_memory;
     if (f.config && jr_config_load_file(&cfg, f.config, err, sizeof err) != 0) {
         fprintf(stderr, "jobrunner: %s\n", err);
         status = 2;
@@ -335,16 +402,19 @@ int main(int argc, char **argv) {
         jr_redis_url_free(&u);
         free(cfg.redis_url);
         cfg.redis_url = strdup(f.redis);
+        if (!cfg.redis_url) goto out_of_memory; /* never fall back to the default URL */
     }
     jr_strlist_t *qdst = !strcmp(cmd, "worker") ? &cfg.worker_queues
                          : !strcmp(cmd, "scheduler") ? &cfg.scheduler_queues : NULL;
     if (qdst && f.queues.n) {
         jr_strlist_free(qdst);
-        for (size_t i = 0; i < f.queues.n; i++) jr_strlist_push(qdst, f.queues.v[i]);
+        for (size_t i = 0; i < f.queues.n; i++)
+            if (jr_strlist_push(qdst, f.queues.v[i])) goto out_of_memory;
     }
     if (f.plugins.n) {
         jr_strlist_free(&cfg.plugin_paths);
-        for (size_t i = 0; i < f.plugins.n; i++) jr_strlist_push(&cfg.plugin_paths, f.plugins.v[i]);
+        for (size_t i = 0; i < f.plugins.n; i++)
+            if (jr_strlist_push(&cfg.plugin_paths, f.plugins.v[i])) goto out_of_memory;
     }
     jr_log_setup(cfg.log_format, cfg.log_level, cmd);
 
@@ -374,13 +444,17 @@ int main(int argc, char **argv) {
         ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
         self[n > 0 ? n : 0] = '\0';
         default_jobs_dir(dir, sizeof dir);
-        int orders = f.orders ? atoi(f.orders) : 12;
-        if (orders < 1 || orders > 10000) {
-            status = die(cmd, "invalid --orders \"%s\" (1-10000)", f.orders ? f.orders : "");
+        int64_t orders = 12;
+        if (f.orders && parse_count(f.orders, 1, 10000, &orders)) {
+            status = die2(cmd, "--orders", f.orders, "must be an integer from 1 to 10000");
         } else {
-            status = jr_dev_run(&cfg, self, f.plugins.n ? f.plugins.v[0] : dir, orders, f.config);
+            status = jr_dev_run(&cfg, self, f.plugins.n ? f.plugins.v[0] : dir, (int)orders, f.config);
         }
     }
+    goto out_cfg;
+out_of_memory:
+    fprintf(stderr, "jobrunner %s: %s\n", cmd, jr_strerror(JR_ENOMEM));
+    status = 1;
 out_cfg:
     jr_config_free(&cfg);
 out:

@@ -199,8 +199,31 @@ jr_redis_t *jr_redis_connect(const char *url, int64_t timeout_ms, char *err, siz
     if (u.password) {
         int rc = u.user ? exec(r, &rep, "AUTH", u.user, u.password, NULL)
                         : exec(r, &rep, "AUTH", u.password, NULL);
+        if (rc == JR_EREDIS && (!strncmp(r->err, "WRONGPASS", 9) || strstr(r->err, "invalid password"))) {
+            snprintf(err, errlen, "Redis at %s refused the password for %s%s%s (%s)", url,
+                     u.user ? "user \"" : "the default user", u.user ? u.user : "",
+                     u.user ? "\"" : "", r->err);
+            goto fail;
+        }
         if (rc) {
-            snprintf(err, errlen, "Redis at %s refused authentication: %s", url, r->err);
+            snprintf(err, errlen, "Redis at %s: AUTH failed: %s", url, r->err);
+            goto fail;
+        }
+        freeReplyObject(rep);
+    } else {
+        /* Without this, a server that wants a password would be blamed
+         * later for whatever command happens to come first. */
+        int rc = exec(r, &rep, "PING", NULL);
+        if (rc == JR_EREDIS && !strncmp(r->err, "NOAUTH", 6)) {
+            snprintf(err, errlen,
+                     "Redis at %s requires a password (%s); give it in the URL, e.g. %s", url,
+                     r->err,
+                     u.is_unix ? "unix://[user]:PASSWORD@/path/to/sock"
+                               : "redis://[user]:PASSWORD@host:port");
+            goto fail;
+        }
+        if (rc) {
+            snprintf(err, errlen, "Redis at %s: PING failed: %s", url, r->err);
             goto fail;
         }
         freeReplyObject(rep);

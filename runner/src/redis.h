@@ -22,9 +22,13 @@ typedef struct jr_redis jr_redis_t;
 #define JR_ID_MAX 160    /* longest job id */
 #define JR_GROUP "jr"
 
-/* Connect to `url` (see jr_redis_url_parse), authenticate and select the db.
- * `timeout_ms` bounds the connect and every non-blocking command. Returns
- * NULL with a message in err if that fails. */
+/* Connect to `url` (see jr_redis_url_parse), authenticate (AUTH [user]
+ * password; without a password, a PING checks that none is needed) and
+ * select the db. `timeout_ms` bounds the connect and every non-blocking
+ * command. Returns NULL with a message in err if that fails; the password is
+ * never in it, Redis's own error text always is ("Redis at URL refused the
+ * password for user "u" (WRONGPASS ...)", "... requires a password
+ * (NOAUTH ...)"). */
 jr_redis_t *jr_redis_connect(const char *url, int64_t timeout_ms, char *err, size_t errlen);
 void jr_redis_free(jr_redis_t *r);
 

@@ -38,21 +38,25 @@ static int64_t frac_times(const char *digits, size_t n, int64_t unit) {
     return carry;
 }
 
-int jr_duration_parse(const char *s, int64_t *ms) {
-    if (!s || !*s) return JR_EINVAL;
+/* Parse a duration (see jr_duration_parse). Returns 0 with *ms set, -1 if s
+ * is not a duration, or 1 if it is one but longer than INT64_MAX ms (then
+ * the arithmetic stops and only the syntax is checked, so nothing wraps). */
+static int duration_parse(const char *s, int64_t *ms) {
+    if (!s || !*s) return -1;
     if (strcmp(s, "0") == 0) {
         *ms = 0;
         return 0;
     }
     int64_t total = 0;
+    int big = 0;
     const char *p = s;
     while (*p) {
-        if (!is_digit(*p)) return JR_EINVAL;
+        if (!is_digit(*p)) return -1;
         int64_t whole = 0;
         for (; is_digit(*p); p++) {
             int d = *p - '0';
-            if (whole > (INT64_MAX - d) / 10) return JR_EINVAL;
-            whole = whole * 10 + d;
+            if (whole > (INT64_MAX - d) / 10) big = 1;
+            else whole = whole * 10 + d;
         }
         const char *frac = p;
         size_t nfrac = 0;
@@ -60,7 +64,7 @@ int jr_duration_parse(const char *s, int64_t *ms) {
             frac = ++p;
             while (is_digit(*p)) p++;
             nfrac = (size_t)(p - frac);
-            if (nfrac == 0) return JR_EINVAL;
+            if (nfrac == 0) return -1;
         }
         int64_t unit;
         if (p[0] == 'm' && p[1] == 's') {
@@ -76,18 +80,60 @@ int jr_duration_parse(const char *s, int64_t *ms) {
             unit = 3600 * 1000;
             p++;
         } else {
-            return JR_EINVAL; /* no unit or an unknown one */
+            return -1; /* no unit or an unknown one */
         }
-        if (whole > INT64_MAX / unit) return JR_EINVAL;
+        if (big) continue;
+        if (whole > INT64_MAX / unit) {
+            big = 1;
+            continue;
+        }
         int64_t v = whole * unit;
         int64_t f = frac_times(frac, nfrac, unit);
-        if (v > INT64_MAX - f) return JR_EINVAL;
-        v += f;
-        if (total > INT64_MAX - v) return JR_EINVAL;
-        total += v;
+        if (v > INT64_MAX - f || total > INT64_MAX - (v + f)) {
+            big = 1;
+            continue;
+        }
+        total += v + f;
     }
+    if (big) return 1;
     *ms = total;
     return 0;
+}
+
+int jr_duration_parse(const char *s, int64_t *ms) {
+    return duration_parse(s, ms) == 0 ? 0 : JR_EINVAL;
+}
+
+int jr_duration_parse_range(const char *s, int64_t min_ms, int64_t max_ms, int64_t *ms,
+                            char *err, size_t errlen) {
+    int64_t v = 0;
+    int rc = duration_parse(s, &v);
+    if (rc < 0) {
+        if (err && errlen) snprintf(err, errlen, "must be a duration like 500ms, 5s, 1m or 1h30m");
+        return JR_EINVAL;
+    }
+    if (rc > 0 || v < min_ms || v > max_ms) {
+        char lo[JR_DURATION_LEN], hi[JR_DURATION_LEN];
+        if (err && errlen)
+            snprintf(err, errlen, "must be a duration from %s to %s",
+                     jr_duration_format(min_ms, lo, sizeof lo),
+                     jr_duration_format(max_ms, hi, sizeof hi));
+        return JR_EINVAL;
+    }
+    *ms = v;
+    return 0;
+}
+
+char *jr_duration_format(int64_t ms, char *buf, size_t len) {
+    const int64_t s = 1000, m = 60 * s, h = 60 * m, day = 24 * h;
+    if (ms == 0) snprintf(buf, len, "0");
+    else if (ms > 0 && ms % day == 0 && ms >= 2 * day)
+        snprintf(buf, len, "%lldh (%lld days)", (long long)(ms / h), (long long)(ms / day));
+    else if (ms > 0 && ms % h == 0 && ms >= 2 * h) snprintf(buf, len, "%lldh", (long long)(ms / h));
+    else if (ms > 0 && ms % m == 0 && ms >= 2 * m) snprintf(buf, len, "%lldm", (long long)(ms / m));
+    else if (ms % s == 0) snprintf(buf, len, "%llds", (long long)(ms / s));
+    else snprintf(buf, len, "%lldms", (long long)ms);
+    return buf;
 }
 
 /* ---- calendar ----------------------------------------------------------- */
@@ -141,7 +187,7 @@ static int take_fraction_us(const char **p, int64_t *us) {
     *us = 0;
     if (**p != '.') return 0;
     (*p)++;
-    int n = 0;
+    size_t n = 0; /* any number of digits: no int to overflow */
     for (; is_digit(**p); (*p)++, n++)
         if (n < 6) *us = *us * 10 + (**p - '0');
     if (n == 0) return -1;
@@ -174,13 +220,16 @@ static int parse_rfc3339(const char *p, int64_t *us) {
     if (h > 23 || mi > 59 || sec > 59 || oh > 23 || om > 59) return -1;
     int64_t secs = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec -
                    sign * (oh * 3600 + om * 60);
+    /* An offset can move the instant out of years 0000..9999. */
+    if (secs < JR_TIME_MIN_US / 1000000 || secs > JR_TIME_MAX_US / 1000000) return -1;
     *us = secs * 1000000 + frac;
     return 0;
 }
 
-/* Non-negative Unix seconds, optionally with a fraction. */
+/* Non-negative Unix seconds up to the end of year 9999, optionally with a
+ * fraction. */
 static int parse_unix_seconds(const char *p, int64_t *us) {
-    const int64_t max_secs = INT64_MAX / 1000000 - 1; /* leaves room for the fraction */
+    const int64_t max_secs = JR_TIME_MAX_US / 1000000;
     int64_t secs = 0, frac;
     if (!is_digit(*p)) return -1;
     for (; is_digit(*p); p++) {
@@ -230,21 +279,57 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...) {
     va_end(ap);
 }
 
+/* Append n bytes of p to out (outlen bytes, *w used), cutting at the end. */
+static void put(char *out, size_t outlen, size_t *w, const char *p, size_t n) {
+    if (*w + 1 >= outlen) return;
+    if (n > outlen - 1 - *w) n = outlen - 1 - *w;
+    memcpy(out + *w, p, n);
+    *w += n;
+    out[*w] = '\0';
+}
+
 void jr_redis_url_redact(const char *s, char *out, size_t outlen) {
-    const char *auth = strstr(s, "://");
-    if (auth) {
-        auth += 3;
-        size_t alen = strcspn(auth, "/");
-        const char *at = NULL;
-        for (const char *q = auth; q < auth + alen; q++)
-            if (*q == '@') at = q;
-        const char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
-        if (colon) {
-            snprintf(out, outlen, "%.*s***%s", (int)(colon + 1 - s), s, at);
-            return;
+    if (outlen == 0) return;
+    out[0] = '\0';
+    size_t w = 0;
+    const char *sep = strstr(s, "://");
+    const char *rest = sep ? sep + 3 : s, *at = NULL;
+    /* Where the userinfo ends: unix:// has it only before "@/" (the path
+     * may hold '@'); elsewhere it is the last '@' (nothing after the host
+     * holds one, and a password may hold an unescaped '?' or '/'). */
+    if (sep && sep - s == 4 && strncasecmp(s, "unix", 4) == 0) {
+        if (*rest != '/') {
+            at = strstr(rest, "@/");
+            if (!at) at = strrchr(rest, '@');
         }
+    } else if (sep) {
+        at = strrchr(rest, '@');
     }
-    snprintf(out, outlen, "%s", s);
+    const char *colon = at ? memchr(rest, ':', (size_t)(at - rest)) : NULL;
+    const char *p = s;
+    if (colon) {
+        put(out, outlen, &w, s, (size_t)(colon + 1 - s));
+        put(out, outlen, &w, "***", 3);
+        p = at;
+    }
+    const char *qm = strchr(p, '?');
+    if (!qm) {
+        put(out, outlen, &w, p, strlen(p));
+        return;
+    }
+    put(out, outlen, &w, p, (size_t)(qm + 1 - p));
+    for (p = qm + 1;; p++) { /* each parameter; a password's value is masked */
+        size_t n = strcspn(p, "&");
+        if (strncmp(p, "password=", 9) == 0) {
+            put(out, outlen, &w, p, 9);
+            put(out, outlen, &w, "***", 3);
+        } else {
+            put(out, outlen, &w, p, n);
+        }
+        p += n;
+        if (!*p) break;
+        put(out, outlen, &w, "&", 1);
+    }
 }
 
 /* Decimal digits only, value <= max; 0 or -1. */
@@ -303,6 +388,23 @@ static int host_char_ok(char c) {
            c == '.' || c == '_';
 }
 
+/* Decode "[user]:password" in [p, at) into u->user and u->password; `form`
+ * shows the right syntax in the message. */
+static int parse_userinfo(const char *p, const char *at, jr_redis_url_t *u, const char *form,
+                          const char *shown, char *err, size_t errlen) {
+    const char *colon = memchr(p, ':', (size_t)(at - p));
+    if (!colon) {
+        set_err(err, errlen, "missing \":\" before the password in redis URL \"%s\" (use %s)",
+                shown, form);
+        return JR_EINVAL;
+    }
+    int rc = percent_decode(p, (size_t)(colon - p), &u->user);
+    if (rc == 0) rc = percent_decode(colon + 1, (size_t)(at - colon - 1), &u->password);
+    if (rc == JR_EINVAL)
+        set_err(err, errlen, "bad percent-escape in user or password of redis URL \"%s\"", shown);
+    return rc;
+}
+
 /* Parse what follows "redis://". `shown` is the redacted URL for messages. */
 static int parse_tcp(const char *p, jr_redis_url_t *u, const char *shown, char *err,
                      size_t errlen) {
@@ -311,19 +413,7 @@ static int parse_tcp(const char *p, jr_redis_url_t *u, const char *shown, char *
     for (const char *q = p; q < end; q++)
         if (*q == '@') at = q;
     if (at) {
-        const char *colon = memchr(p, ':', (size_t)(at - p));
-        if (!colon) {
-            set_err(err, errlen,
-                    "missing \":\" before the password in redis URL \"%s\" "
-                    "(use redis://[user]:password@host)",
-                    shown);
-            return JR_EINVAL;
-        }
-        int rc = percent_decode(p, (size_t)(colon - p), &u->user);
-        if (rc == 0) rc = percent_decode(colon + 1, (size_t)(at - colon - 1), &u->password);
-        if (rc == JR_EINVAL)
-            set_err(err, errlen, "bad percent-escape in user or password of redis URL \"%s\"",
-                    shown);
+        int rc = parse_userinfo(p, at, u, "redis://[user]:password@host", shown, err, errlen);
         if (rc) return rc;
         p = at + 1;
     }
@@ -398,13 +488,88 @@ static int parse_tcp(const char *p, jr_redis_url_t *u, const char *shown, char *
     return 0;
 }
 
-/* Parse what follows "unix://": an absolute path and an optional "?db=N". */
+/* Parse the parameters after the '?' of a unix URL: "key=value" joined by
+ * '&', keys db, user and password, each at most once. */
+static int parse_params(const char *q, jr_redis_url_t *u, const char *shown, char *err,
+                        size_t errlen) {
+    int seen_db = 0;
+    for (;; q++) {
+        size_t n = strcspn(q, "&");
+        const char *eq = memchr(q, '=', n);
+        size_t klen = eq ? (size_t)(eq - q) : n;
+        const char *v = eq ? eq + 1 : q + n;
+        size_t vlen = (size_t)(q + n - v);
+        char **str = NULL;
+        if (klen == 2 && !strncmp(q, "db", 2)) {
+            long db;
+            if (seen_db++) {
+                set_err(err, errlen, "parameter \"db\" given twice in redis URL \"%s\"", shown);
+                return JR_EINVAL;
+            }
+            if (parse_uint(v, vlen, INT_MAX, &db)) {
+                set_err(err, errlen, "bad database \"%.*s\" in redis URL \"%s\"", (int)vlen, v,
+                        shown);
+                return JR_EINVAL;
+            }
+            u->db = (int)db;
+        } else if ((klen == 4 && !strncmp(q, "user", 4)) ||
+                   (klen == 8 && !strncmp(q, "password", 8))) {
+            str = klen == 4 ? &u->user : &u->password;
+            if (*str) {
+                set_err(err, errlen, "%s given twice in redis URL \"%s\"",
+                        klen == 4 ? "user" : "password", shown);
+                return JR_EINVAL;
+            }
+            if (vlen == 0) {
+                set_err(err, errlen, "empty %s in redis URL \"%s\"", klen == 4 ? "user" : "password",
+                        shown);
+                return JR_EINVAL;
+            }
+            int rc = percent_decode(v, vlen, str);
+            if (rc == JR_EINVAL)
+                set_err(err, errlen, "bad percent-escape in %s of redis URL \"%s\"",
+                        klen == 4 ? "user" : "password", shown);
+            if (rc) return rc;
+        } else {
+            set_err(err, errlen,
+                    "unknown parameter \"%.*s\" in redis URL \"%s\" (use db, user or password)",
+                    (int)klen, q, shown);
+            return JR_EINVAL;
+        }
+        q += n;
+        if (!*q) return 0;
+    }
+}
+
+/* Parse what follows "unix://": optional "[user]:password@", an absolute
+ * path, and optional parameters after a '?'. */
 static int parse_unix(const char *p, jr_redis_url_t *u, const char *shown, char *err,
                       size_t errlen) {
     /* The limit of sockaddr_un.sun_path, including its NUL. */
     const size_t max_path = 107;
+    int rc;
+    if (*p != '/') { /* a userinfo ends with the '@' just before the path */
+        const char *slash = strchr(p, '/');
+        if (slash && slash[-1] != '@' && strstr(slash, "@/")) {
+            set_err(err, errlen,
+                    "a '/' in the user or password must be written %%2F in redis URL \"%s\"",
+                    shown);
+            return JR_EINVAL;
+        }
+        if (!slash || slash[-1] != '@') {
+            set_err(err, errlen,
+                    "missing absolute socket path in redis URL \"%s\" (use unix:///path/to/sock "
+                    "or unix://[user]:password@/path/to/sock)",
+                    shown);
+            return JR_EINVAL;
+        }
+        rc = parse_userinfo(p, slash - 1, u, "unix://[user]:password@/path/to/sock", shown, err,
+                            errlen);
+        if (rc) return rc;
+        p = slash;
+    }
     size_t n = strcspn(p, "?");
-    if (n <= 1 || *p != '/') {
+    if (n <= 1) {
         set_err(err, errlen,
                 "missing absolute socket path in redis URL \"%s\" (use unix:///path/to/sock)",
                 shown);
@@ -415,23 +580,8 @@ static int parse_unix(const char *p, jr_redis_url_t *u, const char *shown, char 
                 shown);
         return JR_EINVAL;
     }
-    int rc = copy_str(p, n, &u->path);
-    if (rc) return rc;
-    if (p[n] == '?') {
-        const char *q = p + n + 1;
-        long v;
-        if (strncmp(q, "db=", 3) != 0) {
-            set_err(err, errlen,
-                    "unknown parameter \"%s\" in redis URL \"%s\" (only ?db=N is supported)", q,
-                    shown);
-            return JR_EINVAL;
-        }
-        if (parse_uint(q + 3, strlen(q + 3), INT_MAX, &v)) {
-            set_err(err, errlen, "bad database \"%s\" in redis URL \"%s\"", q + 3, shown);
-            return JR_EINVAL;
-        }
-        u->db = (int)v;
-    }
+    if ((rc = copy_str(p, n, &u->path))) return rc;
+    if (p[n] == '?' && (rc = parse_params(p + n + 1, u, shown, err, errlen))) return rc;
     u->is_unix = 1;
     return 0;
 }
@@ -458,6 +608,11 @@ int jr_redis_url_parse(const char *s, jr_redis_url_t *u, char *err, size_t errle
         set_err(err, errlen,
                 "unsupported scheme \"%.*s\" in redis URL \"%s\" (use redis:// or unix://)",
                 (int)(sep - s), s, shown);
+        rc = JR_EINVAL;
+    }
+    if (rc == 0 && u->user && !u->password) {
+        set_err(err, errlen, "user \"%s\" without a password in redis URL \"%s\"", u->user,
+                shown);
         rc = JR_EINVAL;
     }
     if (rc == JR_ENOMEM) set_err(err, errlen, "%s", jr_strerror(rc));

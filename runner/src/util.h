@@ -7,17 +7,39 @@
 
 /* Parse a duration: one or more <number><unit> groups, unit one of
  * ms, s, m, h (e.g. "250ms", "30s", "1.5s", "5m", "2h", "1h30m"); "0" alone
- * is allowed. Stores milliseconds in *ms (fractions of a ms are rounded
- * down). Returns 0, or JR_EINVAL for empty, negative, unit-less,
- * unknown-unit or overflowing input (leaving *ms unchanged). */
+ * is allowed. Only ASCII digits; no sign, space, exponent or other unit.
+ * Stores milliseconds in *ms exactly (fractions of a ms are rounded down in
+ * each group). Returns 0, or JR_EINVAL for empty, negative, unit-less,
+ * unknown-unit input or a value over INT64_MAX ms (never wrapped), leaving
+ * *ms unchanged. */
 int jr_duration_parse(const char *s, int64_t *ms);
+
+/* jr_duration_parse, and the value must lie in min_ms..max_ms. On error
+ * returns JR_EINVAL with a message in err for the caller to prefix with the
+ * option or key: "must be a duration like 500ms, ..." or "must be a
+ * duration from 1ms to 168h (7 days)" (also for values too long for int64),
+ * leaving *ms unchanged. */
+int jr_duration_parse_range(const char *s, int64_t min_ms, int64_t max_ms, int64_t *ms,
+                            char *err, size_t errlen);
+
+/* Format a duration for messages in the largest unit that divides it:
+ * "0", "250ms", "60s", "5m", "48h", "168h (7 days)". Returns buf; a buffer
+ * of JR_DURATION_LEN bytes holds any value. */
+#define JR_DURATION_LEN 64
+char *jr_duration_format(int64_t ms, char *buf, size_t len);
+
+/* The range of jr_time_parse, in Unix microseconds: the years 0000 to 9999
+ * (0000-01-01T00:00:00Z .. 9999-12-31T23:59:59.999999Z). */
+#define JR_TIME_MIN_US (INT64_C(-62167219200) * 1000000)
+#define JR_TIME_MAX_US (INT64_C(253402300799) * 1000000 + 999999)
 
 /* Parse an absolute time: RFC 3339 ("2026-12-01T09:30:00Z",
  * "2026-12-01T09:30:00.250+01:00", 't'/'z' accepted, fractional seconds of
- * any length) or non-negative Unix seconds ("1764581400", "1764581400.25").
- * Stores Unix time in microseconds in *us; fraction digits past the
- * microsecond are dropped. Returns 0 or JR_EINVAL (e.g. a bad date like
- * Feb 30, a leap second :60, a missing zone, trailing garbage), leaving *us
+ * any length, offsets up to 23:59) or non-negative Unix seconds
+ * ("1764581400", "1764581400.25"). Stores Unix time in microseconds in *us;
+ * fraction digits past the microsecond are dropped. Returns 0 or JR_EINVAL
+ * (e.g. a bad date like Feb 30, a leap second :60, a missing zone, trailing
+ * garbage, an instant outside JR_TIME_MIN_US..JR_TIME_MAX_US), leaving *us
  * unchanged. */
 int jr_time_parse(const char *s, int64_t *us);
 
@@ -39,15 +61,20 @@ typedef struct jr_redis_url {
 } jr_redis_url_t;
 
 /* Parse "redis://[[user]:password@]host[:port][/db]" or
- * "unix:///path/to/sock[?db=N]". IPv6 hosts go in brackets ("[::1]").
- * Percent-escapes in user and password are decoded; an empty user or
- * password is NULL. On error returns JR_EINVAL (or JR_ENOMEM) with a message
- * in err naming what was wrong (quoting the URL with the password shown as
- * "***"), and leaves *u zeroed. */
+ * "unix://[[user]:password@]/path/to/sock[?param&...]" with the parameters
+ * db=N, user=NAME and password=SECRET (each at most once; a user or
+ * password given both before the path and as a parameter is refused).
+ * IPv6 hosts go in brackets ("[::1]"). Percent-escapes in user and password
+ * are decoded (a '/' in a password before the path must be written %2F, a
+ * '&' in a parameter %26); an empty user or password before the '@' is NULL;
+ * a user without a password is refused. On error returns JR_EINVAL (or
+ * JR_ENOMEM) with a message in err naming what was wrong (quoting the URL
+ * with the password shown as "***"), and leaves *u zeroed. */
 int jr_redis_url_parse(const char *s, jr_redis_url_t *u, char *err, size_t errlen);
 
-/* Copy a Redis URL with any password replaced by "***", for logs and
- * messages (the URL need not be valid). */
+/* Copy a Redis URL with any password (before the '@' or in a password=
+ * parameter) replaced by "***", for logs and messages (the URL need not be
+ * valid; output longer than outlen is cut, never the mask). */
 void jr_redis_url_redact(const char *url, char *out, size_t outlen);
 
 /* Release the strings of a parsed URL; safe on a zeroed or freed struct. */

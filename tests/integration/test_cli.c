@@ -37,7 +37,18 @@ Test(cli, redis_cli_example_from_the_docs_works) {
     const char *wargs[] = {"worker", "--redis", R.url, "--plugin", JRT_PLUGIN_DIR "/echo.so", NULL};
     const char *sargs[] = {"scheduler", "--redis", R.url, NULL};
     pid_t w = jrt_spawn(wlog, wargs);
-    jrt_sleep_ms(300); /* the worker loads the function library */
+    /* The worker loads the function library: wait for it (a fixed sleep is
+     * too short on a loaded machine). */
+    redisContext *c = jrt_connect(&R);
+    int loaded = 0;
+    for (int waited = 0; !loaded && waited < 10000; waited += 20) {
+        redisReply *rep = redisCommand(c, "FUNCTION LIST LIBRARYNAME jobrunner");
+        loaded = rep && rep->type == REDIS_REPLY_ARRAY && rep->elements > 0;
+        if (rep) freeReplyObject(rep);
+        if (!loaded) jrt_sleep_ms(20);
+    }
+    redisFree(c);
+    cr_assert(loaded, "the worker did not load the function library");
 
     /* The fenced block after the marker comment, run line by line. */
     char *doc = jrt_slurp(JRT_SOURCE_DIR "/docs/redis-contract.md");
@@ -168,5 +179,144 @@ Test(cli, payload_from_stdin_and_json_logs) {
     cr_expect_eq(jrt_stop(w, SIGTERM, 5000), 0);
     char *log = jrt_slurp(wlog);
     cr_expect(strstr(log, "{\"time\":\"20") && strstr(log, "\"handler\":\"record\""), "%s", log);
+    free(log);
+}
+
+/* Every time and duration the CLI takes has a maximum: past it, the value
+ * is refused (exit 2) with a message naming the option and the maximum,
+ * and nothing is enqueued; at the maximum it is accepted. */
+Test(cli, every_duration_and_time_is_bounded) {
+    char far[32], too_far[32];
+    int64_t now_s = jrt_wall_us() / 1000000;
+    snprintf(far, sizeof far, "%lld", (long long)(now_s + 3650LL * 86400 - 60));
+    snprintf(too_far, sizeof too_far, "%lld", (long long)(now_s + 3650LL * 86400 + 60));
+    struct {
+        const char *opt, *value, *says; /* says NULL = accepted */
+    } cases[] = {
+        {"--in", "3000000000h", "from 0 to 87600h (3650 days)"},
+        {"--in", "99999999999999999999h", "from 0 to 87600h (3650 days)"},
+        {"--in", "87600h1ms", "from 0 to 87600h (3650 days)"},
+        {"--in", "87600h", NULL},
+        {"--in", "1e400s", "must be a duration like"},
+        {"--in", "-5s", "must be a duration like"},
+        {"--in", "5", "must be a duration like"},
+        {"--timeout", "3000000000h", "from 1ms to 168h (7 days)"},
+        {"--timeout", "168h1ms", "from 1ms to 168h (7 days)"},
+        {"--timeout", "0", "from 1ms to 168h (7 days)"},
+        {"--timeout", "168h", NULL},
+        {"--backoff", "721h", "from 1ms to 720h (30 days)"},
+        {"--backoff", "2562047788016h", "from 1ms to 720h (30 days)"},
+        {"--backoff", "720h", NULL},
+        {"--max-attempts", "1001", "from 1 to 1000"},
+        {"--max-attempts", "99999999999999999999", "from 1 to 1000"},
+        {"--max-attempts", "0x10", "from 1 to 1000"},
+        {"--max-attempts", "1000", NULL},
+        {"--at", too_far, "more than 87600h (3650 days) from now"},
+        {"--at", "99999999999", "more than 87600h (3650 days) from now"},
+        {"--at", "9999-12-31T23:59:59Z", "more than 87600h (3650 days) from now"},
+        {"--at", "253402300800", "years 0000 to 9999"},
+        {"--at", "10000-01-01T00:00:00Z", "years 0000 to 9999"},
+        {"--at", "9999-12-31T23:59:59-01:00", "years 0000 to 9999"},
+        {"--at", "2026-12-01T09:30:00+24:00", "offsets up to 23:59"},
+        {"--at", "2026-12-01T09:30:00+05", "RFC 3339"},
+        {"--at", far, NULL},
+        {"--at", "0000-01-01T00:00:00Z", NULL}, /* the past: due now */
+    };
+    int accepted = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *args[] = {"enqueue", "--redis", R.url, cases[i].opt, cases[i].value, "echo", NULL};
+        int st = jrt_run(out, sizeof out, err, sizeof err, args);
+        if (!cases[i].says) {
+            cr_expect_eq(st, 0, "%s %s: exit %d: %s", cases[i].opt, cases[i].value, st, err);
+            accepted += st == 0;
+            continue;
+        }
+        char want[128];
+        snprintf(want, sizeof want, "invalid %s \"%s\": ", cases[i].opt, cases[i].value);
+        cr_expect_eq(st, 2, "%s %s: exit %d", cases[i].opt, cases[i].value, st);
+        cr_expect(strstr(err, want) && strstr(err, cases[i].says), "%s %s: stderr does not say %s%s:\n%s",
+                  cases[i].opt, cases[i].value, want, cases[i].says, err);
+    }
+    /* Only the accepted ones reached Redis. */
+    const char *stats[] = {"stats", "--redis", R.url, "--json", NULL};
+    cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, stats), 0, "%s", err);
+    char want[128];
+    snprintf(want, sizeof want, "\"ready\":%d,", accepted - 2);
+    cr_expect(strstr(out, want) && strstr(out, "\"delayed\":2,"), "%d accepted: %s", accepted, out);
+
+    const char *orders[][3] = {{"dev", "--orders", "12abc"}, {"dev", "--orders", "99999999999999999999"},
+                               {"dev", "--orders", "0"}};
+    for (size_t i = 0; i < 3; i++) {
+        const char *args[] = {orders[i][0], orders[i][1], orders[i][2], NULL};
+        cr_expect_eq(jrt_run(out, sizeof out, err, sizeof err, args), 2, "--orders %s", orders[i][2]);
+        cr_expect(strstr(err, "from 1 to 10000"), "%s", err);
+    }
+}
+
+/* Redis with a password, reached over its unix socket: the password in the
+ * URL (userinfo or parameter, percent-encoded) works for enqueue, stats
+ * and a worker; a wrong or missing one is an error that says so in Redis's
+ * words, exits 1, and never shows the password. */
+Test(cli, password_protected_redis_over_unix_socket) {
+    redisContext *c = jrt_connect(&R);
+    redisReply *rep = redisCommand(c, "ACL SETUSER alice on >alice-pw ~* &* +@all");
+    cr_assert(rep && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    rep = redisCommand(c, "CONFIG SET requirepass %s", "p@ss:w/rd%&? x");
+    cr_assert(rep && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    redisFree(c);
+
+    char url[512], url2[512], bad[512], none[512];
+    snprintf(url, sizeof url, "unix://:p%%40ss%%3Aw%%2Frd%%25%%26%%3F%%20x@%s", R.sock);
+    snprintf(url2, sizeof url2, "unix://%s?user=alice&password=alice-pw&db=0", R.sock);
+    snprintf(bad, sizeof bad, "unix://alice:wrong-secret@%s", R.sock);
+    snprintf(none, sizeof none, "unix://%s", R.sock);
+
+    const char *enq[] = {"enqueue", "--redis", url, "echo", "a", NULL};
+    cr_expect_eq(jrt_run(out, sizeof out, err, sizeof err, enq), 0, "%s", err);
+    const char *enq2[] = {"enqueue", "--redis", url2, "echo", "b", NULL};
+    cr_expect_eq(jrt_run(out, sizeof out, err, sizeof err, enq2), 0, "%s", err);
+    const char *stats[] = {"stats", "--redis", url, "--json", NULL};
+    cr_expect_eq(jrt_run(out, sizeof out, err, sizeof err, stats), 0, "%s", err);
+    cr_expect(strstr(out, "\"ready\":2,"), "%s", out);
+
+    const char *wrong[] = {"stats", "--redis", bad, NULL};
+    cr_expect_eq(jrt_run(out, sizeof out, err, sizeof err, wrong), 1);
+    cr_expect(strstr(err, "refused the password for user \"alice\"") && strstr(err, "WRONGPASS"), "%s", err);
+    cr_expect(strstr(err, "unix://alice:***@"), "%s", err);
+    cr_expect_null(strstr(err, "wrong-secret"), "%s", err);
+    const char *enq_wrong[] = {"enqueue", "--redis", bad, "echo", NULL};
+    cr_expect_eq(jrt_run(out, sizeof out, err, sizeof err, enq_wrong), 1);
+    cr_expect(strstr(err, "WRONGPASS"), "%s", err);
+    const char *missing[] = {"enqueue", "--redis", none, "echo", NULL};
+    cr_expect_eq(jrt_run(out, sizeof out, err, sizeof err, missing), 1);
+    cr_expect(strstr(err, "requires a password") && strstr(err, "NOAUTH"), "%s", err);
+
+    /* A worker with the right password runs the jobs; one with a wrong
+     * password keeps saying why, with a growing pause, and never the password. */
+    char wlog[192], blog[192];
+    snprintf(wlog, sizeof wlog, "%s/worker.log", R.dir);
+    snprintf(blog, sizeof blog, "%s/bad-worker.log", R.dir);
+    const char *wargs[] = {"worker", "--redis", url, "--plugin", JRT_PLUGIN_DIR "/echo.so", NULL};
+    const char *bargs[] = {"worker", "--redis", bad, "--plugin", JRT_PLUGIN_DIR "/echo.so", NULL};
+    char slog[192];
+    snprintf(slog, sizeof slog, "%s/bad-scheduler.log", R.dir);
+    const char *sargs[] = {"scheduler", "--redis", bad, NULL};
+    pid_t w = jrt_spawn(wlog, wargs), b = jrt_spawn(blog, bargs), sch = jrt_spawn(slog, sargs);
+    cr_expect_eq(wait_for(wlog, "outcome=ok", 2, 10000), 2, "the worker did not run both jobs");
+    cr_expect_geq(wait_for(blog, "WRONGPASS", 3, 10000), 3, "the worker did not keep reporting");
+    cr_expect_geq(wait_for(slog, "refused the password for user", 3, 10000), 3,
+                  "the scheduler did not keep reporting");
+    cr_expect_eq(jrt_stop(w, SIGTERM, 5000), 0);
+    jrt_stop(b, SIGTERM, 5000);
+    jrt_stop(sch, SIGTERM, 5000);
+    char *log = jrt_slurp(blog);
+    cr_expect(strstr(log, "refused the password for user"), "%s", log);
+    cr_expect(strstr(log, "retry_in=200ms") && strstr(log, "retry_in=400ms"), "no backoff:\n%s", log);
+    cr_expect_null(strstr(log, "wrong-secret"), "%s", log);
+    free(log);
+    log = jrt_slurp(wlog);
+    cr_expect_null(strstr(log, "p@ss"), "%s", log);
     free(log);
 }

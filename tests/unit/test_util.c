@@ -2,10 +2,13 @@
 #include <criterion/criterion.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "jr.h"
+#include "jr_limits.h"
 #include "util.h"
 
 /* ---- durations ---------------------------------------------------------- */
@@ -88,6 +91,188 @@ Test(duration, null_rejected) {
     int64_t ms = 7;
     cr_expect_eq(jr_duration_parse(NULL, &ms), JR_EINVAL);
     cr_expect_eq(ms, 7);
+}
+
+/* Inputs an attacker or a typo could give: each is refused, never read as
+ * something else (no sign, space, exponent, hex, NaN, non-ASCII digit,
+ * arithmetic or unit outside ms/s/m/h), and nothing too long wraps. */
+Test(duration, hostile_inputs_refused) {
+    const char *bad[] = {
+        "99999999999999999999h", "3000000000000000h", "1e400s", "1e3s", "-5s", "-0s", "5",
+        "5 s", " 5s", "5s\n", "1h-30m", "1h+30m", "1h 30m", "nan", "NaNs", "inf", "infs",
+        "0x10s", "0x10", "1_000s", "1,5s", "1..5s", "1.5.5s", "\xef\xbc\x95s" /* fullwidth 5 */,
+        "\xd9\xa5s" /* Arabic-Indic 5 */, "5\xc2\xb5s" /* micro sign */, "5us", "5ns", "5d",
+        "5w", "5y", "5H", "5M", "5Ms", "5mss", "5sm", "ms", "h", ".", "1.", "0.", "00",
+        "9223372036854775807ms1ms", "2562047788015h1h",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) dur_bad(bad[i]);
+}
+
+Test(duration, very_long_inputs_are_exact) {
+    /* 100,000 leading zeros, then 100,000 fraction digits: exact, not slow. */
+    enum { N = 100000 };
+    char *s = malloc(2 * N + 16);
+    memset(s, '0', N);
+    strcpy(s + N, "7.");
+    memset(s + N + 2, '9', N);
+    strcpy(s + 2 * N + 2, "s");
+    cr_expect_eq(dur(s), 7999);
+    /* 100,000 digits of 9: refused, not wrapped. */
+    memset(s, '9', 2 * N);
+    strcpy(s + 2 * N, "ms");
+    dur_bad(s);
+    free(s);
+}
+
+/* An independent reference for the property test: the grammar checked
+ * token by token and the value summed in 128 bits (the generator keeps
+ * digit runs under 21 digits, so nothing overflows here). Returns -1 for
+ * "not a duration", else 0 with the exact value in *v. */
+static int ref_duration(const char *s, __int128 *v) {
+    if (!strcmp(s, "0")) return *v = 0, 0;
+    if (!*s) return -1;
+    __int128 total = 0;
+    while (*s) {
+        __int128 whole = 0, frac = 0, scale = 1;
+        if (*s < '0' || *s > '9') return -1;
+        while (*s >= '0' && *s <= '9') whole = whole * 10 + (*s++ - '0');
+        if (*s == '.') {
+            s++;
+            if (*s < '0' || *s > '9') return -1;
+            while (*s >= '0' && *s <= '9') frac = frac * 10 + (*s++ - '0'), scale *= 10;
+        }
+        __int128 unit;
+        if (!strncmp(s, "ms", 2)) unit = 1, s += 2;
+        else if (*s == 's') unit = 1000, s++;
+        else if (*s == 'm') unit = 60000, s++;
+        else if (*s == 'h') unit = 3600000, s++;
+        else return -1;
+        total += whole * unit + frac * unit / scale;
+    }
+    *v = total;
+    return 0;
+}
+
+static uint64_t rnd(uint64_t *x) {
+    *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
+    return *x;
+}
+
+/* Append 1..max random digits (sometimes a value at an edge) to s. */
+static void put_digits(char *s, size_t len, uint64_t *x, int max) {
+    static const char *const edges[] = {"0", "9223372036854775807", "9223372036854775808",
+                                        "2562047788015", "2562047788016", "153722867280912",
+                                        "87600", "168", "720", "99999999999999999999"};
+    if (rnd(x) % 4 == 0 && max >= 20) {
+        strncat(s, edges[rnd(x) % 10], len - strlen(s) - 1);
+        return;
+    }
+    size_t at = strlen(s);
+    for (int n = 1 + (int)(rnd(x) % (uint64_t)max); n > 0 && at + 1 < len; n--)
+        s[at++] = (char)('0' + rnd(x) % 10);
+    s[at] = '\0';
+}
+
+/* Many generated strings, mostly near-durations: jr_duration_parse gives
+ * exactly the reference value when it fits in int64, else an error with
+ * *ms untouched; jr_duration_parse_range gives a value inside its range or
+ * an error naming the range. */
+Test(duration, property_exact_or_refused) {
+    static const char *const units[] = {"ms", "s", "m", "h"};
+    static const char *const bad_units[] = {"d", "us", " ", "S", "sec", "\xc2\xb5s"};
+    static const char *const junk[] = {"-", "+", " ", "e", "x", ".", "\xef\xbc\x95", "nan",
+                                       "ms", "s", "h", "m", "\n", "0x", "1e3"};
+    uint64_t x = 0x9E3779B97F4A7C15ULL;
+    int accepted = 0, too_big = 0, refused = 0;
+    for (int i = 0; i < 200000; i++) {
+        char s[512] = "";
+        for (int k = 1 + (int)(rnd(&x) % 6); k > 0; k--) {
+            uint64_t r = rnd(&x) % 16;
+            if (r == 0) { /* junk: never a digit next to a group's digits */
+                strncat(s, junk[rnd(&x) % 15], sizeof s - strlen(s) - 1);
+                continue;
+            }
+            put_digits(s, sizeof s, &x, 20);
+            if (rnd(&x) % 4 == 0) {
+                strncat(s, ".", sizeof s - strlen(s) - 1);
+                put_digits(s, sizeof s, &x, 18);
+            }
+            strncat(s, r == 1 ? bad_units[rnd(&x) % 6] : units[rnd(&x) % 4], sizeof s - strlen(s) - 1);
+        }
+        if (i % 1000 == 0) snprintf(s, sizeof s, "0"); /* the bare zero, now and then */
+        __int128 want = 0;
+        int ok = ref_duration(s, &want) == 0;
+        int64_t got = -12345;
+        int rc = jr_duration_parse(s, &got);
+        if (ok && want <= INT64_MAX) {
+            cr_assert_eq(rc, 0, "\"%s\" refused", s);
+            cr_assert(got == (int64_t)want, "\"%s\": got %lld", s, (long long)got);
+            accepted++;
+        } else {
+            cr_assert_eq(rc, JR_EINVAL, "\"%s\" accepted as %lld", s, (long long)got);
+            cr_assert_eq(got, -12345, "\"%s\": *ms changed", s);
+            ok ? too_big++ : refused++;
+        }
+        char err[JR_ERRLEN] = "";
+        int64_t r = -12345;
+        rc = jr_duration_parse_range(s, 1, JR_TIMEOUT_MAX_MS, &r, err, sizeof err);
+        if (ok && want >= 1 && want <= JR_TIMEOUT_MAX_MS) {
+            cr_assert(rc == 0 && r == (int64_t)want, "\"%s\": %s", s, err);
+        } else {
+            cr_assert(rc == JR_EINVAL && r == -12345, "\"%s\" accepted as %lld", s, (long long)r);
+            cr_assert(strstr(err, ok ? "from 1ms to 168h (7 days)" : "must be a duration like"),
+                      "\"%s\": %s", s, err);
+        }
+    }
+    /* The generator must reach each outcome often. */
+    cr_log_info("accepted %d, too big %d, refused %d", accepted, too_big, refused);
+    cr_expect_gt(accepted, 20000, "accepted %d", accepted);
+    cr_expect_gt(too_big, 2000, "too big %d", too_big);
+    cr_expect_gt(refused, 20000, "refused %d", refused);
+}
+
+Test(duration, range_messages_name_the_maximum) {
+    struct {
+        const char *s;
+        int64_t min, max;
+        const char *says; /* NULL = accepted */
+    } cases[] = {
+        {"3000000000h", 0, JR_DELAY_MAX_MS, "from 0 to 87600h (3650 days)"},
+        {"87600h1ms", 0, JR_DELAY_MAX_MS, "from 0 to 87600h (3650 days)"},
+        {"87600h", 0, JR_DELAY_MAX_MS, NULL},
+        {"99999999999999999999h", 1, JR_TIMEOUT_MAX_MS, "from 1ms to 168h (7 days)"},
+        {"168h", 1, JR_TIMEOUT_MAX_MS, NULL},
+        {"0", 1, JR_TIMEOUT_MAX_MS, "from 1ms to 168h (7 days)"},
+        {"721h", 1, JR_BACKOFF_MAX_MS, "to 720h (30 days)"},
+        {"99ms", 100, 60000, "from 100ms to 60s"},
+        {"1h", 10, 300000, "from 10ms to 5m"},
+        {"soon", 0, 1000, "must be a duration like 500ms, 5s, 1m or 1h30m"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char err[JR_ERRLEN] = "";
+        int64_t ms = -1;
+        int rc = jr_duration_parse_range(cases[i].s, cases[i].min, cases[i].max, &ms, err, sizeof err);
+        if (!cases[i].says) {
+            cr_expect_eq(rc, 0, "\"%s\": %s", cases[i].s, err);
+            continue;
+        }
+        cr_expect_eq(rc, JR_EINVAL, "\"%s\" accepted", cases[i].s);
+        cr_expect_eq(ms, -1);
+        cr_expect(strstr(err, cases[i].says), "\"%s\": \"%s\" lacks \"%s\"", cases[i].s, err,
+                  cases[i].says);
+    }
+}
+
+Test(duration, format) {
+    char b[JR_DURATION_LEN];
+    cr_expect_str_eq(jr_duration_format(0, b, sizeof b), "0");
+    cr_expect_str_eq(jr_duration_format(250, b, sizeof b), "250ms");
+    cr_expect_str_eq(jr_duration_format(60000, b, sizeof b), "60s");
+    cr_expect_str_eq(jr_duration_format(3600000, b, sizeof b), "60m");
+    cr_expect_str_eq(jr_duration_format(7200000, b, sizeof b), "2h");
+    cr_expect_str_eq(jr_duration_format(JR_DELAY_MAX_MS, b, sizeof b), "87600h (3650 days)");
+    cr_expect_str_eq(jr_duration_format(INT64_MAX, b, sizeof b), "9223372036854775807ms");
+    cr_expect_lt(strlen(jr_duration_format(INT64_MIN, b, sizeof b)), sizeof b);
 }
 
 /* ---- time parsing ------------------------------------------------------- */
@@ -192,6 +377,67 @@ Test(time_parse, unix_seconds_malformed) {
     tp_bad("1764581400 ");
     tp_bad("1e9");
     tp_bad("99999999999999999999"); /* microseconds overflow int64 */
+}
+
+/* Times are refused outside the years 0000..9999, also when an offset
+ * moves them there, and Unix seconds past 9999-12-31T23:59:59Z. */
+Test(time_parse, range_is_years_0000_to_9999) {
+    cr_expect_eq(tp("9999-12-31T23:59:59.999999Z"), JR_TIME_MAX_US);
+    cr_expect_eq(tp("0000-01-01T00:00:00Z"), JR_TIME_MIN_US);
+    cr_expect_eq(tp("253402300799.999999"), JR_TIME_MAX_US);
+    cr_expect_eq(tp("9999-12-31T23:59:59+01:00"), tp("9999-12-31T22:59:59Z"));
+    tp_bad("253402300800");
+    tp_bad("9223372036854");
+    tp_bad("9999-12-31T23:59:59-00:01");
+    tp_bad("0000-01-01T00:00:00+00:01");
+    tp_bad("10000-01-01T00:00:00Z");
+    tp_bad("+2026-01-01T00:00:00Z");
+    tp_bad("-001-01-01T00:00:00Z");
+    tp_bad("2026-01-01T00:00:00+99:00");
+    tp_bad("2026-01-01T00:00:00+1:00");
+    tp_bad("2026-01-01T00:00:00\xef\xbc\x8b" "01:00"); /* fullwidth plus */
+    tp_bad("\xd9\xa2\xd9\xa0\xd9\xa2\xd9\xa6-01-01T00:00:00Z"); /* Arabic-Indic 2026 */
+}
+
+/* Generated RFC 3339 times with fields in and out of range (years 0..9999,
+ * month 13, day 32, hour 24, minute 60, second 60, offsets past 23:59)
+ * against timegm as the reference: a valid one gives exactly its instant,
+ * inside JR_TIME_MIN_US..JR_TIME_MAX_US; any other is refused. */
+Test(time_parse, property_against_timegm) {
+    uint64_t x = 0xD1B54A32D192ED03ULL;
+    int valid = 0, refused = 0;
+    for (int i = 0; i < 100000; i++) {
+        int y = (int)(rnd(&x) % 4 == 0 ? (rnd(&x) % 2 ? rnd(&x) % 3 : 9997 + rnd(&x) % 3) : rnd(&x) % 10000);
+        int mo = (int)(rnd(&x) % 14), d = (int)(rnd(&x) % 33), h = (int)(rnd(&x) % 25);
+        int mi = (int)(rnd(&x) % 61), sec = (int)(rnd(&x) % 61);
+        int oh = (int)(rnd(&x) % 25), om = (int)(rnd(&x) % 61), zone = (int)(rnd(&x) % 3);
+        unsigned frac = (unsigned)(rnd(&x) % 1000000);
+        char s[64];
+        int n = snprintf(s, sizeof s, "%04d-%02d-%02dT%02d:%02d:%02d.%06u", y, mo, d, h, mi, sec, frac);
+        if (zone == 0) snprintf(s + n, sizeof s - (size_t)n, "Z");
+        else snprintf(s + n, sizeof s - (size_t)n, "%c%02d:%02d", zone == 1 ? '+' : '-', oh, om);
+        if (zone == 0) oh = om = 0;
+        int sign = zone == 2 ? -1 : 1;
+
+        struct tm tm = {.tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d, .tm_hour = h,
+                        .tm_min = mi, .tm_sec = sec};
+        time_t t = timegm(&tm); /* normalizes: compare to see if the date was real */
+        int ok = mo >= 1 && mo <= 12 && d >= 1 && h <= 23 && mi <= 59 && sec <= 59 && oh <= 23 &&
+                 om <= 59 && tm.tm_mday == d && tm.tm_mon == mo - 1;
+        int64_t want = ((int64_t)t - sign * (oh * 3600 + om * 60)) * 1000000 + frac;
+        ok = ok && want >= JR_TIME_MIN_US && want <= JR_TIME_MAX_US;
+        int64_t got = -12345;
+        int rc = jr_time_parse(s, &got);
+        if (ok) {
+            cr_assert(rc == 0 && got == want, "\"%s\": rc %d, %lld != %lld", s, rc, (long long)got,
+                      (long long)want);
+            valid++;
+        } else {
+            cr_assert(rc == JR_EINVAL && got == -12345, "\"%s\" accepted as %lld", s, (long long)got);
+            refused++;
+        }
+    }
+    cr_expect(valid > 20000 && refused > 20000, "valid %d, refused %d", valid, refused);
 }
 
 /* ---- time formatting ---------------------------------------------------- */
@@ -395,11 +641,142 @@ Test(redis_url, bad_unix) {
     url_bad("unix://", "missing absolute socket path", NULL);
     url_bad("unix:///", "missing absolute socket path", NULL);
     url_bad("unix://relative.sock", "missing absolute socket path", NULL);
-    url_bad("unix:///s?password=x", "unknown parameter \"password=x\"", NULL);
+    url_bad("unix:///s?pass=x", "unknown parameter \"pass\"", "db, user or password", NULL);
     char long_url[300] = "unix:///";
     memset(long_url + 8, 'a', 200);
     long_url[208] = '\0';
     url_bad(long_url, "socket path longer than", NULL);
+}
+
+/* The documented forms of a password-protected unix socket: userinfo
+ * before the path, or parameters; percent-escapes decoded in both. */
+Test(redis_url, unix_socket_with_password) {
+    struct {
+        const char *url;
+        const char *user, *password, *path;
+        int db;
+    } cases[] = {
+        {"unix://:secret@/tmp/r.sock", NULL, "secret", "/tmp/r.sock", 0},
+        {"unix://alice:s3cret@/tmp/r.sock?db=3", "alice", "s3cret", "/tmp/r.sock", 3},
+        {"unix://:p%40ss%3Aw%2Frd%25%26%3F%20x@/tmp/r.sock", NULL, "p@ss:w/rd%&? x", "/tmp/r.sock", 0},
+        {"unix://:a@b:c@/tmp/r.sock", NULL, "a@b:c", "/tmp/r.sock", 0},
+        {"unix://:pw@/tmp/with@sign/r.sock", NULL, "pw", "/tmp/with@sign/r.sock", 0},
+        {"unix:///tmp/r.sock?password=secret", NULL, "secret", "/tmp/r.sock", 0},
+        {"unix:///tmp/r.sock?db=2&user=bob&password=p%26w%3D%2F", "bob", "p&w=/", "/tmp/r.sock", 2},
+        {"unix:///tmp/r.sock?password=x&db=7", NULL, "x", "/tmp/r.sock", 7},
+        {"unix:///tmp/a@b/r.sock?db=1", NULL, NULL, "/tmp/a@b/r.sock", 1},
+        {"UNIX://:pw@/tmp/r.sock", NULL, "pw", "/tmp/r.sock", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        jr_redis_url_t u = url_ok(cases[i].url);
+        cr_expect_eq(u.is_unix, 1, "%s", cases[i].url);
+        cr_expect_str_eq(u.path, cases[i].path, "%s", cases[i].url);
+        cr_expect_eq(u.db, cases[i].db, "%s", cases[i].url);
+        if (cases[i].user) cr_expect_str_eq(u.user, cases[i].user, "%s", cases[i].url);
+        else cr_expect_null(u.user, "%s", cases[i].url);
+        if (cases[i].password) cr_expect_str_eq(u.password, cases[i].password, "%s", cases[i].url);
+        else cr_expect_null(u.password, "%s", cases[i].url);
+        jr_redis_url_free(&u);
+    }
+}
+
+Test(redis_url, bad_unix_auth) {
+    url_bad("unix://alice@/tmp/r.sock", "missing \":\"", "unix://[user]:password@/path", NULL);
+    url_bad("unix://:pw/tmp/r.sock", "missing absolute socket path", NULL);
+    url_bad("unix://:pa/ss@/tmp/r.sock", "'/' in the user or password must be written %2F",
+            "unix://:***@/tmp/r.sock", NULL);
+    url_bad("unix://:pw@tmp/r.sock", "missing absolute socket path", NULL);
+    url_bad("unix://:pw@/", "missing absolute socket path", NULL);
+    url_bad("unix://:a@/s?password=b", "password given twice", NULL);
+    url_bad("unix:///s?password=a&password=b", "password given twice", NULL);
+    url_bad("unix://u:p@/s?user=v", "user given twice", NULL);
+    url_bad("unix:///s?db=1&db=2", "\"db\" given twice", NULL);
+    url_bad("unix:///s?user=bob", "user \"bob\" without a password", NULL);
+    url_bad("unix://bob:@/s", "user \"bob\" without a password", NULL);
+    url_bad("redis://bob:@host", "user \"bob\" without a password", NULL);
+    url_bad("unix:///s?password=", "empty password", NULL);
+    url_bad("unix:///s?password", "empty password", NULL);
+    url_bad("unix:///s?password=%zz", "bad percent-escape in password", NULL);
+    url_bad("unix:///s?password=%00", "bad percent-escape in password", NULL);
+    url_bad("unix://:%4@/s", "percent-escape", NULL);
+    url_bad("unix:///s?", "unknown parameter \"\"", NULL);
+    url_bad("unix:///s?db=1&", "unknown parameter \"\"", NULL);
+}
+
+/* The password never shows in a message or log, in any form. */
+Test(redis_url, unix_password_redacted) {
+    struct {
+        const char *url, *shown;
+    } cases[] = {
+        {"unix://:hunter2@/tmp/r.sock", "unix://:***@/tmp/r.sock"},
+        {"unix://alice:hunter2@/tmp/r.sock?db=1", "unix://alice:***@/tmp/r.sock?db=1"},
+        {"unix://:hun/ter2@/tmp/r.sock", "unix://:***@/tmp/r.sock"},
+        {"unix:///tmp/r.sock?db=1&password=hunter2&user=bob", "unix:///tmp/r.sock?db=1&password=***&user=bob"},
+        {"unix:///tmp/r.sock?password=hunter2", "unix:///tmp/r.sock?password=***"},
+        {"unix:///tmp/a@b:c/r.sock", "unix:///tmp/a@b:c/r.sock"},
+        {"redis://:hun/ter2@host", "redis://:***@host"},
+        {"redis://:hun?ter2@host", "redis://:***@host"},
+        {"redis://:hun#ter2@host/1", "redis://:***@host/1"},
+        {"unix://:hun?ter2@/tmp/r.sock?db=1", "unix://:***@/tmp/r.sock?db=1"},
+        {"redis://u:hunter2@host/1", "redis://u:***@host/1"},
+        {"redis://host:6379", "redis://host:6379"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char out[256];
+        jr_redis_url_redact(cases[i].url, out, sizeof out);
+        cr_expect_str_eq(out, cases[i].shown);
+    }
+    /* A cut output never shows a part of the password either. */
+    char small[12];
+    jr_redis_url_redact("unix:///s?password=hunter2", small, sizeof small);
+    cr_expect_null(strstr(small, "hun"), "%s", small);
+    /* Nor does an error message about a URL with a password. */
+    const char *bad[] = {"unix://:hunter2@/s?db=x", "unix:///s?password=hunter2&db=x",
+                         "unix://:hunter2@/s?frob=1", "redis://:hun/ter2@host"};
+    for (size_t i = 0; i < 4; i++) {
+        char err[JR_ERRLEN];
+        jr_redis_url_t u;
+        cr_expect_eq(jr_redis_url_parse(bad[i], &u, err, sizeof err), JR_EINVAL, "%s", bad[i]);
+        cr_expect_null(strstr(err, "hunter2"), "leaked: %s", err);
+        cr_expect_null(strstr(err, "ter2"), "leaked: %s", err);
+    }
+}
+
+/* Random passwords of any printable bytes, percent-encoded where needed,
+ * in each URL form: each decodes to itself, and neither the redacted URL
+ * nor the message about a bad URL holding it shows it (raw or encoded). */
+Test(redis_url, any_password_round_trips_and_stays_hidden) {
+    static const char specials[] = "@:/?&=%#+ !$'()*,;[]~\"\\";
+    uint64_t x = 0x2545F4914F6CDD1DULL;
+    for (int i = 0; i < 5000; i++) {
+        char pw[40], enc[130], url[400], shown[400], err[JR_ERRLEN];
+        size_t n = 8 + rnd(&x) % 24, e = 0;
+        for (size_t k = 0; k < n; k++) {
+            char c = rnd(&x) % 3 ? (char)('a' + rnd(&x) % 26) : specials[rnd(&x) % (sizeof specials - 1)];
+            pw[k] = c;
+            if ((c >= 'a' && c <= 'z')) enc[e++] = c;
+            else e += (size_t)snprintf(enc + e, 4, "%%%02X", (unsigned char)c);
+        }
+        pw[n] = enc[e] = '\0';
+        const char *forms[] = {"redis://u:%s@host:7000/2", "unix://u:%s@/tmp/r.sock?db=2",
+                               "unix:///tmp/r.sock?db=2&user=u&password=%s",
+                               "unix:///tmp/r.sock?password=%s&user=u&db=2"};
+        for (int f = 0; f < 4; f++) {
+            snprintf(url, sizeof url, forms[f], enc);
+            jr_redis_url_t u = url_ok(url);
+            cr_assert_str_eq(u.password, pw, "%s", url);
+            cr_assert_str_eq(u.user, "u");
+            cr_assert_eq(u.db, 2);
+            jr_redis_url_free(&u);
+            jr_redis_url_redact(url, shown, sizeof shown);
+            cr_assert_null(strstr(shown, enc), "%s -> %s", url, shown);
+            cr_assert(strstr(shown, "***"), "%s -> %s", url, shown);
+            /* The same URL made invalid after the password. */
+            strcat(url, f == 0 ? "x" : "&frob=1");
+            cr_assert_eq(jr_redis_url_parse(url, &u, err, sizeof err), JR_EINVAL, "%s", url);
+            cr_assert_null(strstr(err, enc), "%s -> %s", url, err);
+        }
+    }
 }
 
 Test(redis_url, free_is_safe_twice_and_on_zeroed) {
