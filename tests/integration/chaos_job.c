@@ -1,11 +1,12 @@
 /* Hostile job plugin for the chaos test (test_chaos.c). Every run appends one
  * line to the file named by the environment variable JRT_CHAOS_RECORD, with a
  * single O_APPEND write so lines of concurrent processes never mix:
- *   <queue> TAB <job id> TAB <attempt> TAB <parent pid> TAB <own pid> TAB <Unix us> TAB <outcome> LF
- * The parent pid is the worker when the handler runs in one of its runner
- * processes; the outcome is what the handler is about to do (ok, retry, fail,
- * crash, abort, hang). A handler that forks also writes "#child TAB <pid>" so
- * the test can stop strays by pid. Handlers:
+ *   <queue> TAB <job id> TAB <attempt> TAB <ancestry> TAB <Unix us> TAB <outcome> LF
+ * The ancestry is "pid,parent,grandparent,..." (up to 4, from /proc): the
+ * test finds the worker among them, and knows a run in a handler's forked
+ * child by it. The outcome is what the handler is about to do (ok, retry,
+ * fail, crash, abort, hang). A handler that forks also writes
+ * "#child TAB <pid>" so the test can tell and stop strays by pid. Handlers:
  *   ok        returns OK
  *   slow      sleeps <payload> ms, then returns OK
  *   flaky     attempt 1 asks for a retry in 100 ms, later attempts return OK
@@ -42,15 +43,41 @@ static int append(const char *line, size_t n) {
     return ok ? 0 : -1;
 }
 
+/* The parent of pid, from /proc/<pid>/stat (0 if unknown). */
+static int parent_of(int pid) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold anything */
+    int ppid = 0;
+    return p && sscanf(p + 1, " %*c %d", &ppid) == 1 ? ppid : 0;
+}
+
+/* "pid,parent,grandparent,great-grandparent" (stops at init). */
+static void ancestry(char *out, size_t len) {
+    int pid = (int)getpid(), ppid = (int)getppid();
+    int n = snprintf(out, len, "%d,%d", pid, ppid);
+    for (int i = 0; i < 2 && ppid > 1 && n > 0 && (size_t)n < len; i++) {
+        ppid = parent_of(ppid);
+        n += snprintf(out + n, len - (size_t)n, ",%d", ppid);
+    }
+}
+
 /* Record this run with the outcome the handler intends. Returns 0, or -1
  * (with the job's error set) if the record cannot be written. */
 static int record(jr_job_t *job, const jr_host_api_t *api, const char *outcome) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     long long us = (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-    char line[512];
-    int n = snprintf(line, sizeof line, "%s\t%s\t%u\t%d\t%d\t%lld\t%s\n", api->job_queue(job), api->job_id(job),
-                     api->job_attempt(job), (int)getppid(), (int)getpid(), us, outcome);
+    char line[512], chain[64];
+    ancestry(chain, sizeof chain);
+    int n = snprintf(line, sizeof line, "%s\t%s\t%u\t%s\t%lld\t%s\n", api->job_queue(job), api->job_id(job),
+                     api->job_attempt(job), chain, us, outcome);
     if (n < 0 || (size_t)n >= sizeof line || append(line, (size_t)n) != 0) {
         api->set_error(job, "chaos_job: cannot write the record file (JRT_CHAOS_RECORD)");
         return -1;

@@ -670,47 +670,56 @@ static void inject_garbage(int q, int round) {
 /* ---- out of memory ---------------------------------------------------------- */
 
 static int64_t oom_t0;
-static int oom_confirmed;
+static int oom_confirmed, oom_refills;
 
-/* Grow a filler key by small appends until Redis refuses one for lack of
- * memory (a small query buffer never decides it). Returns 1 once refused. */
-static int oom_fill(redisContext *c) {
-    static char chunk[16 * 1024];
-    memset(chunk, 'f', sizeof chunk);
-    for (int i = 0; i < 1000; i++) {
-        redisReply *rep = redisCommand(c, "APPEND chaos:filler %b", chunk, sizeof chunk);
-        cr_assert(rep, "APPEND: %s", c->errstr);
-        int oom = rep->type == REDIS_REPLY_ERROR && strstr(rep->str, "OOM");
-        cr_assert(oom || rep->type == REDIS_REPLY_INTEGER, "APPEND: %s", rep->str);
-        freeReplyObject(rep);
-        if (oom) return 1;
-    }
-    return 0;
-}
-
-/* maxmemory just above what is used (noeviction), then writes until Redis
- * refuses them: from here every write that may grow memory is refused. */
-static void oom_begin(void) {
-    redisContext *c = jrt_connect(&R);
-    oom_t0 = jrt_wall_us();
-    must(c, "CONFIG SET maxmemory-policy noeviction");
+static long long used_memory(redisContext *c) {
     redisReply *rep = redisCommand(c, "INFO memory");
     cr_assert(rep && rep->type == REDIS_REPLY_STRING, "INFO memory failed");
     const char *u = strstr(rep->str, "used_memory:");
     cr_assert(u, "no used_memory in INFO");
     long long used = atoll(u + 12);
     freeReplyObject(rep);
-    must(c, "CONFIG SET maxmemory %lld", used + 256 * 1024);
-    oom_confirmed = oom_fill(c);
-    redisFree(c);
-    fprintf(stderr, "chaos: out of memory from now (maxmemory %lld, writes refused: %s)\n", used + 256 * 1024,
-            oom_confirmed ? "yes" : "NO");
+    return used;
 }
 
-/* Keep Redis over its limit (memory freed meanwhile would end the window). */
+/* Set maxmemory just above what is used now (noeviction), then grow a
+ * filler key by small appends until Redis refuses one for lack of memory (a
+ * small query buffer never decides it). Used memory moves (client buffers
+ * come and go), so this is repeated until a refusal. Returns 1 once refused. */
+static int oom_fill(redisContext *c) {
+    static char chunk[16 * 1024];
+    memset(chunk, 'f', sizeof chunk);
+    must(c, "CONFIG SET maxmemory-policy noeviction");
+    for (int round = 0; round < 20; round++) {
+        must(c, "CONFIG SET maxmemory %lld", used_memory(c) + 128 * 1024);
+        for (int i = 0; i < 64; i++) {
+            redisReply *rep = redisCommand(c, "APPEND chaos:filler %b", chunk, sizeof chunk);
+            cr_assert(rep, "APPEND: %s", c->errstr);
+            int oom = rep->type == REDIS_REPLY_ERROR && strstr(rep->str, "OOM");
+            cr_assert(oom || rep->type == REDIS_REPLY_INTEGER, "APPEND: %s", rep->str);
+            freeReplyObject(rep);
+            if (oom) return 1;
+        }
+    }
+    return 0;
+}
+
+/* From here every write that may grow memory is refused. */
+static void oom_begin(void) {
+    redisContext *c = jrt_connect(&R);
+    oom_t0 = jrt_wall_us();
+    oom_confirmed = oom_fill(c);
+    redisFree(c);
+    fprintf(stderr, "chaos: out of memory from now (writes refused: %s)\n", oom_confirmed ? "yes" : "NO");
+}
+
+/* Keep Redis at its limit (memory freed meanwhile would end the window). */
 static void oom_keep(void) {
     redisContext *c = jrt_connect(&R);
-    oom_fill(c);
+    redisReply *rep = redisCommand(c, "SET chaos:probe 1");
+    int refused = rep && rep->type == REDIS_REPLY_ERROR && strstr(rep->str, "OOM");
+    if (rep) freeReplyObject(rep);
+    if (!refused) oom_confirmed &= oom_fill(c), oom_refills++;
     redisFree(c);
 }
 
@@ -834,7 +843,10 @@ static void scan_dead(redisContext *c) {
 
 typedef struct rec {
     char key[ID_MAX + 8];
-    int attempt, wpid, rpid;
+    int attempt;
+    int chain[4], nchain; /* the recording process, its parent, ... */
+    int wpid;             /* the nearest worker among them, 0 if none */
+    int stray;            /* run in a handler's forked child, or with no worker above it */
     int64_t t;
     char outcome[8];
 } rec_t;
@@ -862,33 +874,51 @@ static void read_record(void) {
             if (nchildren < sizeof children / sizeof *children) children[nchildren++] = atoi(line + 7);
             continue;
         }
-        char *f[7];
+        char *f[6];
         int k = 0;
-        for (char *p = line; k < 7; k++) {
+        for (char *p = line; k < 6; k++) {
             f[k] = p;
             char *tab = strchr(p, '\t');
             if (!tab) break;
             *tab = '\0', p = tab + 1;
         }
-        cr_assert(k == 6, "malformed record line (%d fields): %s", k + 1, line);
+        cr_assert(k == 5, "malformed record line (%d fields): %s", k + 1, line);
         rec_t *r = &recs[nrecs++];
         snprintf(r->key, sizeof r->key, "%s/%s", f[0], f[1]);
-        r->attempt = atoi(f[2]), r->wpid = atoi(f[3]), r->rpid = atoi(f[4]);
-        r->t = atoll(f[5]);
-        snprintf(r->outcome, sizeof r->outcome, "%s", f[6]);
+        r->attempt = atoi(f[2]);
+        for (char *p = f[3]; *p && r->nchain < 4; p += strcspn(p, ","), p += *p == ',')
+            r->chain[r->nchain++] = atoi(p);
+        r->t = atoll(f[4]);
+        snprintf(r->outcome, sizeof r->outcome, "%s", f[5]);
+    }
+    for (size_t i = 0; i < nrecs; i++) { /* children are known only now */
+        rec_t *r = &recs[i];
+        for (int k = 0; k < r->nchain && !r->wpid; k++) {
+            for (size_t c = 0; c < nchildren; c++) r->stray |= r->chain[k] == children[c];
+            if (is_worker(r->chain[k])) r->wpid = r->chain[k];
+        }
+        r->stray |= !r->wpid;
     }
     free(text);
     qsort(recs, nrecs, sizeof *recs, rec_cmp);
 }
 
-/* Why a job that ran OK at `a` ran OK again at `b`; NULL if nothing explains it. */
+/* A worker that lost Redis retries its connection with a backoff capped at
+ * 5 s (worker.c), so its acknowledgements may wait that long after Redis is
+ * back: a Redis fault explains runs up to then. */
+#define RECONNECT_SLACK_US 5000000
+
+/* Why a job that ran OK at `a` ran OK again at `b`; NULL if nothing explains
+ * it. A fault explains it when it lies between the two runs: the worker of
+ * `a` was SIGKILLed after `a` (before its acknowledgement reached Redis), or
+ * Redis was down or out of memory after `a` began and before `b`. */
 static const char *explain(const rec_t *a, const rec_t *b) {
     for (size_t i = 0; i < kills.n; i++)
         if (kills.v[i].pid == a->wpid && kills.v[i].t1 > a->t && kills.v[i].t0 < b->t) return "worker SIGKILLed";
     for (size_t i = 0; i < restarts.n; i++)
-        if (restarts.v[i].t1 > a->t && restarts.v[i].t0 < b->t) return "Redis restarted";
+        if (restarts.v[i].t1 + RECONNECT_SLACK_US > a->t && restarts.v[i].t0 < b->t) return "Redis restarted";
     for (size_t i = 0; i < ooms.n; i++)
-        if (ooms.v[i].t1 > a->t && ooms.v[i].t0 < b->t) return "Redis out of memory";
+        if (ooms.v[i].t1 + RECONNECT_SLACK_US > a->t && ooms.v[i].t0 < b->t) return "Redis out of memory";
     for (size_t i = 0; i < deaths.n; i++)
         if (deaths.v[i].pid == a->wpid && deaths.v[i].t1 > a->t && deaths.v[i].t0 < b->t)
             return "worker died on its own";
@@ -1105,9 +1135,11 @@ Test(chaos, kills_restarts_oom_garbage_and_hostile_handlers_lose_and_repeat_noth
             if (strstr(recs[i].key, G[x].marker)) g = &G[x];
         const rec_t *prev_ok = NULL;
         for (size_t r = i; r < k; r++) {
-            int legit = is_worker(recs[r].wpid);
-            if (!legit) note(&stray, "  %s attempt %d ran in pid %d whose parent %d is no worker\n", recs[r].key,
-                             recs[r].attempt, recs[r].rpid, recs[r].wpid);
+            int legit = !recs[r].stray;
+            if (!legit)
+                note(&stray, "  %s attempt %d ran in pid %d (parent %d): %s\n", recs[r].key, recs[r].attempt,
+                     recs[r].chain[0], recs[r].nchain > 1 ? recs[r].chain[1] : 0,
+                     recs[r].wpid ? "a forked child of a handler" : "no worker above it (an orphan)");
             if (g) g->ran++;
             if (!j) continue;
             j->runs++, j->stray_runs += !legit;
@@ -1226,7 +1258,7 @@ Test(chaos, kills_restarts_oom_garbage_and_hostile_handlers_lose_and_repeat_noth
             "==== chaos ledger: seed=%llu seconds=%d without=[%s] ====\n"
             "time:        chaos %.1f s, drain %.1f s, stop %.1f s\n"
             "faults:      worker SIGKILLs %zu, scheduler SIGKILLs %d, Redis restarts %zu, OOM windows %zu"
-            " (writes refused: %s), garbage items %zu\n"
+            " (writes refused: %s, refilled %d times), garbage items %zu\n"
             "enqueued:    %lld jobs (explicit ids %lld, generated %lld); calls refused under OOM %lld"
             " (their generated-id jobs not retried: %lld); outcome unknown %lld\n"
             "             uniq-key garbage: %lld enqueues answered duplicate (and must never run)\n"
@@ -1238,7 +1270,7 @@ Test(chaos, kills_restarts_oom_garbage_and_hostile_handlers_lose_and_repeat_noth
             "both:        %lld done and dead, %lld dead twice\n"
             "duplicates:  %lld runs OK more than once: worker SIGKILL %lld, Redis restart %lld, Redis OOM %lld,"
             " worker died on its own %lld; UNEXPLAINED %lld\n"
-            "stray runs:  %lld (in a process that is no worker's runner)\n"
+            "stray runs:  %lld (in a handler's forked child, or in a process no worker is above)\n"
             "unknown:     %lld ids ran that were never enqueued\n"
             "stale uniq:  %lld refused enqueues left their id behind\n"
             "garbage:     %zu items: dead-lettered %lld (why other than invalid: %lld), left in place %lld"
@@ -1248,7 +1280,7 @@ Test(chaos, kills_restarts_oom_garbage_and_hostile_handlers_lose_and_repeat_noth
             "==== end of chaos ledger ====\n",
             seed, seconds, without, (t_chaos_end - t_start) / 1e6, (t_drained - t_chaos_end) / 1e6,
             (t_stopped - t_drained) / 1e6, kills.n, sched_kills, restarts.n, ooms.n,
-            ooms.n ? (oom_confirmed ? "yes" : "NO") : "-", ngarbage, enqueued, enqueued_explicit,
+            ooms.n ? (oom_confirmed ? "yes" : "NO") : "-", oom_refills, ngarbage, enqueued, enqueued_explicit,
             enqueued_generated, refused_calls, refused_generated, uncertain_generated, uniq_refused, done, dead,
             dead_by[K_CRASH], dead_by[K_ABORT], dead_by[K_HANG], dead_by[K_FAIL], poison, lost.n, stuck.n, wrong.n,
             done_and_dead.n, dead_twice.n, dup_total, dup_kill, dup_restart, dup_oom, dup_death, unexplained.n,
