@@ -353,6 +353,7 @@ static int reap(jr_exec_t *x, runner_t *r) {
     int st = 0;
     if (r->pid > 0) {
         kill(-r->pid, SIGKILL);
+        kill(r->pid, SIGKILL); /* in case a handler moved the runner to another group */
         while (waitpid(r->pid, &st, 0) < 0 && errno == EINTR) {
         }
     }

@@ -101,8 +101,8 @@ static void expect_final(long long dead) {
 /* How many record lines say handler `what` ran job id. */
 static int runs(const char *what, const char *id) {
     char *s = jrt_slurp(file("record.txt"));
-    char want[160];
-    snprintf(want, sizeof want, "%s %s ", what, id);
+    char want[JR_ID_MAX + 64];
+    snprintf(want, sizeof want, "%.32s %s ", what, id);
     int n = 0;
     for (char *line = s; *line;) {
         n += strncmp(line, want, strlen(want)) == 0;
@@ -348,7 +348,7 @@ static void closing_std_fds(const char *extra) {
     expect_final(0);
     jrt_sleep_ms(200);
     for (int i = 1; i < 4; i++) {
-        char want[128];
+        char want[JR_ID_MAX + 32];
         snprintf(want, sizeof want, "logline marker %s", ids[i]);
         cr_expect_eq(jrt_count(file("worker.log"), want), 1, "\"%s\" is not in the worker log once", want);
         cr_expect_eq(runs("logline", ids[i]), 1);
@@ -398,7 +398,7 @@ Test(hostile, a_job_that_stops_when_asked_goes_back_without_using_an_attempt) {
 /* "end <id> <us>" of a sleepy job, 0 if none. */
 static long long end_of(const char *id) {
     char *s = jrt_slurp(file("record.txt"));
-    char want[160];
+    char want[JR_ID_MAX + 16];
     snprintf(want, sizeof want, "end %s ", id);
     char *at = strstr(s, want);
     long long us = at ? atoll(at + strlen(want)) : 0;
@@ -425,4 +425,49 @@ Test(hostile, quick_jobs_do_not_wait_behind_a_slow_one_while_runners_are_idle) {
     cr_expect_eq(runs("sleepy", slow), 1);
     expect_oks("worker.log", 6);
     cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
+}
+
+/* ---- the executor alone: all tasks handed to one runner ---- */
+
+#include <poll.h>
+
+#include "exec.h"
+#include "plugin.h"
+
+Test(hostile, tasks_handed_to_one_busy_runner_move_to_idle_ones) {
+    jr_registry_t *reg = jr_registry_new();
+    char err[JR_ERRLEN];
+    cr_assert_eq(jr_plugin_load(reg, JRT_HOSTILE_PLUGIN, err, sizeof err), 0, "%s", err);
+    jr_exec_t *x = jr_exec_new(reg, 0, 4, 16, err, sizeof err);
+    cr_assert(x, "%s", err);
+    enum { N = 6 };
+    jr_task_t t[N];
+    for (int i = 0; i < N; i++)
+        t[i] = (jr_task_t){.tag = (uint32_t)i, .id = "x", .queue = "q", .handler = "sleepy",
+                           .payload = i == 0 ? "2000" : "50", .payload_len = i == 0 ? 4 : 2,
+                           .attempt = 1, .timeout_ms = 10000};
+    int64_t t0 = jrt_wall_us(), ended[N] = {0};
+    cr_assert_eq(jr_exec_submit(x, t, N), 0); /* all six to one runner, three idle */
+    int got = 0;
+    while (got < N && jrt_wall_us() - t0 < 10000000) {
+        struct pollfd fds[4];
+        size_t nf = jr_exec_pollfds(x, fds, 4);
+        poll(fds, nf, 100);
+        jr_outcome_t out[N];
+        size_t n = jr_exec_collect(x, out, N);
+        for (size_t i = 0; i < n; i++) {
+            cr_expect_eq(out[i].kind, JR_OUT_OK, "task %u: %d %s", out[i].tag, out[i].kind, out[i].error);
+            cr_expect_eq(ended[out[i].tag], 0, "task %u reported twice", out[i].tag);
+            ended[out[i].tag] = jrt_wall_us() - t0;
+            got++;
+        }
+    }
+    cr_expect_eq(got, N);
+    cr_expect_geq(ended[0], 2000000);
+    for (int i = 1; i < N; i++)
+        cr_expect_lt(ended[i], 1000000, "quick task %d waited %lld ms", i, (long long)(ended[i] / 1000));
+    cr_expect_eq(jr_exec_busy(x), 0);
+    cr_expect_eq(jr_exec_idle(x), 4);
+    jr_exec_free(x);
+    jr_registry_free(reg);
 }
