@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,10 @@
 #define NONE UINT32_MAX
 #define RESULT_INTERRUPTED 100 /* slot result: RETRY after the stop flag was set */
 #define EXIT_WAIT_MS 2000      /* how long jr_exec_free waits for runner_exit */
+/* Tasks waiting behind one that has run this long move to idle runners. A
+ * job shorter than this never causes a move (a move costs a message, and
+ * would break up batches of quick jobs for nothing). */
+#define MOVE_AFTER_US 1000
 
 /* One result, written by the runner. */
 typedef struct slot {
@@ -54,14 +59,6 @@ typedef struct shm {
     slot_t slots[];
 } shm_t;
 
-/* Shared by the worker and all runners: (gen << 32) | the number of runners
- * the worker sees idle; gen grows each time that number does. A runner that
- * claims a task with more waiting behind it while some are idle wakes the
- * worker, once per gen, so the worker moves them (see balance). */
-typedef struct common {
-    uint64_t idle;
-} common_t;
-
 typedef struct runner {
     pid_t pid;          /* 0 = none */
     int fd;             /* our end of the socket to the runner, -1 = none */
@@ -87,12 +84,10 @@ struct jr_exec {
     int inline_mode, stopping;
     size_t nrunners, max_batch, shm_size;
     runner_t *runners;
-    common_t *common;
     int epfd;                /* the runners' sockets and pidfds */
     struct epoll_event *evs; /* 2 per runner */
     int *keep;               /* fds open at start, ascending: runners keep these */
     size_t nkeep;
-    pid_t self;
     /* inline mode: outcomes waiting for collect */
     jr_outcome_t *pending;
     size_t npending;
@@ -139,7 +134,26 @@ static jr_out_t kind_of(int32_t result) {
 
 /* ---- the runner process -------------------------------------------------- */
 
-static pid_t runner_pid; /* in a runner: its own pid; a handler's fork has another */
+/* 1 in a process forked (by fork(), daemon(), ...) from one that runs
+ * handlers: set by a pthread_atfork child handler, so checking it after each
+ * handler costs nothing (getpid() is a system call, microseconds in a VM). A
+ * runner clears it right after its own fork. */
+static volatile int forked_copy;
+
+static void on_fork_child(void) { forked_copy = 1; }
+
+/* Register on_fork_child once per process. */
+static int watch_forks(void) {
+    static int done;
+    if (!done && pthread_atfork(NULL, NULL, on_fork_child) != 0) return -1;
+    done = 1;
+    return 0;
+}
+
+/* A process the handler forked that returned from it: not ours to report. */
+static void exit_if_forked_copy(void) {
+    if (forked_copy) _exit(0);
+}
 
 static int read_full(int fd, void *p, size_t n) {
     char *c = p;
@@ -192,14 +206,13 @@ static void run_task(const jr_registry_t *reg, shm_t *shm, const task_hdr_t *h, 
     }
     char err[sizeof sl->error];
     if (jr_handler_ready(reg, hd, err, sizeof err) != 0) {
-        if (getpid() != runner_pid) _exit(0);
+        exit_if_forked_copy();
         sl->result = JR_RESULT_RETRY;
         memcpy(sl->error, err, sizeof err);
         return;
     }
     int32_t res = (int32_t)jr_handler_run(hd, &job);
-    /* A process the handler forked that returned too: not ours to report. */
-    if (getpid() != runner_pid) _exit(0);
+    exit_if_forked_copy();
     if (res == JR_RESULT_RETRY && __atomic_load_n(&shm->stop, __ATOMIC_ACQUIRE)) res = RESULT_INTERRUPTED;
     sl->result = res;
     sl->retry_after_ms = job.retry_after_ms;
@@ -208,10 +221,9 @@ static void run_task(const jr_registry_t *reg, shm_t *shm, const task_hdr_t *h, 
 
 /* Run batches from fd until the worker closes it, then call the plugins'
  * runner_exit. Never returns. */
-static void runner_main(int fd, shm_t *shm, const common_t *common, const jr_registry_t *reg) {
+static void runner_main(int fd, shm_t *shm, const jr_registry_t *reg) {
     char *buf = NULL;
     size_t cap = 0;
-    uint64_t asked_gen = UINT64_MAX;
     for (;;) {
         uint32_t len;
         if (read_full(fd, &len, sizeof len) != 0 || len < sizeof(uint32_t)) break;
@@ -226,13 +238,6 @@ static void runner_main(int fd, shm_t *shm, const common_t *common, const jr_reg
         int64_t last_notify = jr_mono_us();
         for (uint32_t i = 0, end; i < n; i++) {
             if (__atomic_load_n(&shm->stop, __ATOMIC_ACQUIRE) || !claim(shm, i, &end)) break;
-            /* Tasks wait behind this one while a runner is idle: let the
-             * worker move them. */
-            uint64_t idle = __atomic_load_n(&common->idle, __ATOMIC_SEQ_CST);
-            if (i + 1 < end && (uint32_t)idle > 0 && idle >> 32 != asked_gen) {
-                asked_gen = idle >> 32;
-                notify(fd);
-            }
             task_hdr_t h;
             if (off + sizeof h > len) _exit(70);
             memcpy(&h, buf + off, sizeof h);
@@ -303,7 +308,8 @@ static int spawn(jr_exec_t *x, runner_t *r) {
         return JR_EIO;
     }
     if (pid == 0) {
-        setpgid(0, 0); /* our own group: killed as a whole on a timeout or crash */
+        forked_copy = 0; /* we are a runner, not a handler's copy */
+        setpgid(0, 0);   /* our own group: killed as a whole on a timeout or crash */
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent) _exit(0);
         /* Shutdown is the worker's to run: it tells us through shm->stop. */
@@ -317,9 +323,8 @@ static int spawn(jr_exec_t *x, runner_t *r) {
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
         keep_only(x->keep, x->nkeep, sv[1]); /* Redis sockets, other runners' ends */
-        runner_pid = getpid();
         jr_registry_runner_init(x->reg);
-        runner_main(sv[1], r->shm, x->common, x->reg);
+        runner_main(sv[1], r->shm, x->reg);
     }
     setpgid(pid, pid); /* as the child does: whichever runs first */
     close(sv[1]);
@@ -374,13 +379,6 @@ static size_t count_idle(const jr_exec_t *x) {
         n += !r->busy && r->pid > 0 && !r->exited;
     }
     return n;
-}
-
-/* Publish the idle count to the runners (see common_t). */
-static void publish_idle(jr_exec_t *x) {
-    uint64_t old = x->common->idle, n = x->stopping ? 0 : count_idle(x);
-    uint64_t gen = (old >> 32) + (n > (uint32_t)old);
-    __atomic_store_n(&x->common->idle, gen << 32 | n, __ATOMIC_SEQ_CST);
 }
 
 /* Send r's message (tasks [0, n)) to its process, after resetting the shared
@@ -490,21 +488,18 @@ jr_exec_t *jr_exec_new(const jr_registry_t *reg, int inline_mode, int concurrenc
     x->reg = reg;
     x->inline_mode = inline_mode;
     x->max_batch = max_batch;
-    x->self = getpid();
     x->epfd = -1;
     x->nrunners = inline_mode ? 1 : (size_t)(concurrency > 0 ? concurrency : 1);
+    if (watch_forks() != 0) {
+        snprintf(err, errlen, "pthread_atfork failed");
+        goto fail;
+    }
     if (inline_mode) {
         if (!(x->pending = calloc(max_batch, sizeof *x->pending))) goto oom;
         jr_registry_runner_init(reg);
         return x;
     }
     if (snapshot_fds(x, err, errlen)) goto fail;
-    x->common = mmap(NULL, sizeof *x->common, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (x->common == MAP_FAILED) {
-        x->common = NULL;
-        snprintf(err, errlen, "mmap: %s", strerror(errno));
-        goto fail;
-    }
     if ((x->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
         snprintf(err, errlen, "epoll_create1: %s", strerror(errno));
         goto fail;
@@ -530,7 +525,6 @@ jr_exec_t *jr_exec_new(const jr_registry_t *reg, int inline_mode, int concurrenc
             goto fail;
         }
     }
-    publish_idle(x);
     return x;
 oom:
     snprintf(err, errlen, "out of memory");
@@ -563,7 +557,6 @@ void jr_exec_free(jr_exec_t *x) {
         if (r->shm) munmap(r->shm, x->shm_size);
         free(r->tags), free(r->timeouts_ms), free(r->offs), free(r->msg);
     }
-    if (x->common) munmap(x->common, sizeof *x->common);
     if (x->epfd >= 0) close(x->epfd);
     free(x->runners);
     free(x->evs);
@@ -602,12 +595,11 @@ static void run_inline(jr_exec_t *x, const jr_task_t *t, size_t n) {
             o->kind = JR_OUT_FAIL;
             snprintf(o->error, sizeof o->error, "no handler named \"%s\" is loaded", t[i].handler);
         } else if (jr_handler_ready(x->reg, h, o->error, sizeof o->error) != 0) {
-            if (getpid() != x->self) _exit(0);
+            exit_if_forked_copy();
             o->kind = JR_OUT_RETRY;
         } else {
             jr_result_t res = jr_handler_run(h, &job);
-            /* A copy of the worker forked by the handler: it must not go on. */
-            if (getpid() != x->self) _exit(0);
+            exit_if_forked_copy(); /* a copy of the worker must not go on */
             o->kind = res == JR_RESULT_RETRY && x->inline_stop ? JR_OUT_INTERRUPTED : kind_of((int32_t)res);
             o->retry_after_ms = job.retry_after_ms;
             snprintf(o->error, sizeof o->error, "%s", job.error);
@@ -650,7 +642,6 @@ int jr_exec_submit(jr_exec_t *x, const jr_task_t *t, size_t n) {
     r->offs[n] = len;
     r->n = (uint32_t)n;
     start_batch(r);
-    publish_idle(x);
     return 0;
 }
 
@@ -670,15 +661,32 @@ static uint32_t running(const runner_t *r, int64_t *since) {
     return st != NONE && st >= d && st >= r->collected && st < r->end ? st : NONE;
 }
 
+/* When the tasks r has not claimed may move to an idle runner (monotonic
+ * us, -1 = none wait): MOVE_AFTER_US after the task r runs started; if r is
+ * between tasks, it starts one at once: look again in MOVE_AFTER_US. */
+static int64_t move_at(const runner_t *r, int64_t now) {
+    if (!r->busy || r->exited || r->abandon) return -1;
+    uint64_t c = __atomic_load_n(&r->shm->claim, __ATOMIC_SEQ_CST);
+    uint32_t next = (uint32_t)(c >> 32), end = (uint32_t)c;
+    if (end != r->end || next >= end || next < r->collected) return -1;
+    int64_t since;
+    return running(r, &since) == NONE ? now + MOVE_AFTER_US : since + MOVE_AFTER_US;
+}
+
 int64_t jr_exec_deadline(const jr_exec_t *x) {
-    int64_t best = -1;
+    int64_t best = -1, now = jr_mono_us();
+    int moves = !x->inline_mode && !x->stopping && count_idle(x) > 0;
     for (size_t i = 0; !x->inline_mode && i < x->nrunners; i++) {
         const runner_t *r = &x->runners[i];
-        int64_t since;
+        int64_t since, at;
         uint32_t t;
         if (!r->busy || (t = running(r, &since)) == NONE) continue;
-        int64_t at = since + r->timeouts_ms[t] * 1000;
+        at = since + r->timeouts_ms[t] * 1000;
         if (best < 0 || at < best) best = at;
+    }
+    for (size_t i = 0; moves && !x->inline_mode && i < x->nrunners; i++) {
+        int64_t at = move_at(&x->runners[i], now);
+        if (at >= 0 && (best < 0 || at < best)) best = at;
     }
     return best;
 }
@@ -809,21 +817,21 @@ static void collect_runner(jr_exec_t *x, runner_t *r, jr_outcome_t *out, size_t 
     if (dead) runner_died(x, r, out, k);
 }
 
-/* Move the tasks runners have not claimed to idle runners, split evenly:
- * from the runner with the most waiting, until no runner is idle or no
- * task waits. */
-static void balance(jr_exec_t *x) {
+/* Move the tasks waiting behind a running one (see move_at) to idle
+ * runners, split evenly: from the runner with the most waiting, until no
+ * runner is idle or no task may move. */
+static void balance(jr_exec_t *x, int64_t now) {
     size_t idle;
     while (!x->stopping && (idle = count_idle(x)) > 0) {
         runner_t *v = NULL;
         uint32_t best = 0, seen = 0;
         for (size_t i = 0; i < x->nrunners; i++) {
             runner_t *r = &x->runners[i];
-            if (!r->busy || r->exited || r->abandon) continue;
+            int64_t at = move_at(r, now);
+            if (at < 0 || at > now) continue;
             uint64_t c = __atomic_load_n(&r->shm->claim, __ATOMIC_SEQ_CST);
             uint32_t next = (uint32_t)(c >> 32), end = (uint32_t)c;
-            if (end == r->end && next > 0 && next >= r->collected && next < end && end - next > best)
-                v = r, best = end - next, seen = next;
+            if (end - next > best) v = r, best = end - next, seen = next;
         }
         if (!v) return;
         /* Room first, so that nothing can fail once the tasks are taken:
@@ -847,7 +855,6 @@ static void balance(jr_exec_t *x) {
             start_batch(r);
             j++;
         }
-        publish_idle(x);
     }
 }
 
@@ -871,8 +878,7 @@ size_t jr_exec_collect(jr_exec_t *x, jr_outcome_t *out, size_t max) {
         if (r->busy && k + (r->end - r->collected) > max) break; /* the caller comes back */
         collect_runner(x, r, out, &k);
     }
-    publish_idle(x);
-    balance(x);
+    balance(x, jr_mono_us());
     return k;
 }
 
@@ -881,7 +887,6 @@ void jr_exec_stop(jr_exec_t *x) {
     x->inline_stop = 1;
     for (size_t i = 0; !x->inline_mode && i < x->nrunners; i++)
         __atomic_store_n(&x->runners[i].shm->stop, 1, __ATOMIC_RELEASE);
-    if (!x->inline_mode) publish_idle(x);
 }
 
 void jr_exec_kill(jr_exec_t *x) {

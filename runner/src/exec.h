@@ -5,10 +5,11 @@
  * loaded (each calls the plugins' runner_init). A submission goes to one
  * idle runner as one message; the runner claims its tasks one at a time
  * (an atomic counter in memory shared with the worker, no system call) and
- * writes each result there, waking the worker only when the batch ends,
- * after a job that took over a millisecond, or when a runner sits idle while
- * tasks wait. Tasks a busy runner has not started are then moved to idle
- * runners, so a task starts as soon as any runner is free. From the shared
+ * writes each result there, waking the worker only when the batch ends or
+ * after a job that took over a millisecond. Tasks waiting behind one that
+ * has run for a millisecond move to idle runners, so a task never waits
+ * behind a slow one while a runner is free (and batches of quick jobs stay
+ * whole). From the shared
  * memory the worker always knows which task is running: a runner that dies
  * (SIGSEGV, abort, exit) costs exactly that task an attempt ("crashed:
  * SIGSEGV"), one that runs past a task's timeout is killed ("timeout"), the
@@ -95,7 +96,7 @@ int jr_exec_submit(jr_exec_t *x, const jr_task_t *tasks, size_t n);
 
 /* The fds to poll (up to max into fds; returns how many: 1 in process mode,
  * 0 inline) and the monotonic time (us) by which jr_exec_collect must run to
- * enforce a timeout (-1 = none). */
+ * enforce a timeout or move waiting tasks to an idle runner (-1 = none). */
 size_t jr_exec_pollfds(const jr_exec_t *x, struct pollfd *fds, size_t max);
 int64_t jr_exec_deadline(const jr_exec_t *x);
 
