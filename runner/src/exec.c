@@ -139,13 +139,16 @@ static jr_out_t kind_of(int32_t result) {
  * handler costs nothing (getpid() is a system call, microseconds in a VM). A
  * runner clears it right after its own fork. */
 static volatile int forked_copy;
+/* 1 once a handler in this runner forked: its children may need reaping. */
+static volatile int forked_children;
 
+static void on_fork_parent(void) { forked_children = 1; }
 static void on_fork_child(void) { forked_copy = 1; }
 
-/* Register on_fork_child once per process. */
+/* Register the fork handlers once per process. */
 static int watch_forks(void) {
     static int done;
-    if (!done && pthread_atfork(NULL, NULL, on_fork_child) != 0) return -1;
+    if (!done && pthread_atfork(NULL, on_fork_parent, on_fork_child) != 0) return -1;
     done = 1;
     return 0;
 }
@@ -263,7 +266,11 @@ static void runner_main(int fd, shm_t *shm, const jr_registry_t *reg) {
                 last_notify = jr_mono_us();
             }
         }
-        while (waitpid(-1, NULL, WNOHANG) > 0) { /* children handlers left behind */
+        if (forked_children) { /* reap the children handlers left behind */
+            pid_t p;
+            while ((p = waitpid(-1, NULL, WNOHANG)) > 0) {
+            }
+            forked_children = p == 0; /* some still run: look again next time */
         }
         __atomic_store_n(&shm->finished, 1, __ATOMIC_RELEASE);
         notify(fd);
@@ -308,7 +315,7 @@ static int spawn(jr_exec_t *x, runner_t *r) {
         return JR_EIO;
     }
     if (pid == 0) {
-        forked_copy = 0; /* we are a runner, not a handler's copy */
+        forked_copy = forked_children = 0; /* we are a runner, not a handler's copy */
         setpgid(0, 0);   /* our own group: killed as a whole on a timeout or crash */
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent) _exit(0);
@@ -778,6 +785,16 @@ static void runner_died(jr_exec_t *x, runner_t *r, jr_outcome_t *out, size_t *k)
 
 /* Collect what runner r has to report (see jr_exec_collect). */
 static void collect_runner(jr_exec_t *x, runner_t *r, jr_outcome_t *out, size_t *k) {
+    if (r->sock_ready) { /* wake-ups: drained even when idle, or poll would spin */
+        char buf[256];
+        ssize_t got;
+        while ((got = read(r->fd, buf, sizeof buf)) > 0) {
+        }
+        /* EOF with the process alive: a handler closed the runner's end. The
+         * pidfd tells when it ends; stop polling a socket that stays ready. */
+        if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) epoll_del(x, r->fd);
+        r->sock_ready = 0;
+    }
     if (!r->busy) {
         if (r->exited) { /* died idle: replace it */
             reap(x, r);
@@ -789,16 +806,6 @@ static void collect_runner(jr_exec_t *x, runner_t *r, jr_outcome_t *out, size_t 
     uint32_t from, old_end = r->end, took;
     if (x->stopping && (took = take_rest(r, 0, &from)) > 0) /* hand back what has not started */
         for (uint32_t t = from; t < old_end; t++) emit(out, k, r, t, JR_OUT_UNSTARTED);
-    if (r->sock_ready) {
-        char buf[256];
-        ssize_t got;
-        while ((got = read(r->fd, buf, sizeof buf)) > 0) {
-        }
-        /* EOF with the process alive: a handler closed the runner's end. The
-         * pidfd tells when it ends; stop polling a socket that stays ready. */
-        if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) epoll_del(x, r->fd);
-        r->sock_ready = 0;
-    }
     emit_done(r, out, k);
     if (!r->exited && __atomic_load_n(&r->shm->finished, __ATOMIC_ACQUIRE)) {
         emit_done(r, out, k);
