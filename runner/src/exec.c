@@ -91,7 +91,7 @@ struct jr_exec {
     /* inline mode: outcomes waiting for collect */
     jr_outcome_t *pending;
     size_t npending;
-    volatile int inline_stop;
+    volatile int inline_stop; /* int is sig_atomic_t here: on_stop_signal sets it */
 };
 
 /* ---- the batch message --------------------------------------------------
@@ -453,6 +453,50 @@ static void copy_tasks(runner_t *dst, const runner_t *src, uint32_t a, uint32_t 
     dst->n = b - a;
 }
 
+/* Inline mode: a handler runs inside the worker's loop, so the worker sees a
+ * SIGTERM or SIGINT only after it returns. This handler, installed in front
+ * of the worker's own (and calling it), sets the stop flag at once, so
+ * should_stop is true for the handler running; the rest of its batch comes
+ * back unstarted. Only installed over a handler function (never over the
+ * default action or SIG_IGN). */
+static volatile int *stop_on_signal;
+static struct sigaction prev_term, prev_int;
+
+static void on_stop_signal(int sig) {
+    if (stop_on_signal) *stop_on_signal = 1;
+    const struct sigaction *p = sig == SIGTERM ? &prev_term : &prev_int;
+    if (p->sa_flags & SA_SIGINFO) return; /* not ours to call without its siginfo */
+    if (p->sa_handler != SIG_DFL && p->sa_handler != SIG_IGN) p->sa_handler(sig);
+}
+
+static void chain_stop_signals(jr_exec_t *x) {
+    int sigs[2] = {SIGTERM, SIGINT};
+    struct sigaction *prev[2] = {&prev_term, &prev_int};
+    stop_on_signal = &x->inline_stop;
+    for (int i = 0; i < 2; i++) {
+        struct sigaction cur;
+        if (sigaction(sigs[i], NULL, &cur) != 0 || cur.sa_flags & SA_SIGINFO || cur.sa_handler == SIG_DFL ||
+            cur.sa_handler == SIG_IGN || cur.sa_handler == on_stop_signal)
+            continue;
+        *prev[i] = cur;
+        struct sigaction sa = cur;
+        sa.sa_handler = on_stop_signal;
+        sigaction(sigs[i], &sa, NULL);
+    }
+}
+
+/* Undo chain_stop_signals. */
+static void unchain_stop_signals(void) {
+    int sigs[2] = {SIGTERM, SIGINT};
+    struct sigaction *prev[2] = {&prev_term, &prev_int};
+    for (int i = 0; i < 2; i++) {
+        struct sigaction cur;
+        if (sigaction(sigs[i], NULL, &cur) == 0 && cur.sa_handler == on_stop_signal && !(cur.sa_flags & SA_SIGINFO))
+            sigaction(sigs[i], prev[i], NULL);
+    }
+    stop_on_signal = NULL;
+}
+
 /* The descriptors open now, ascending, into x->keep. */
 static int snapshot_fds(jr_exec_t *x, char *err, size_t errlen) {
     DIR *d = opendir("/proc/self/fd");
@@ -503,6 +547,7 @@ jr_exec_t *jr_exec_new(const jr_registry_t *reg, int inline_mode, int concurrenc
     }
     if (inline_mode) {
         if (!(x->pending = calloc(max_batch, sizeof *x->pending))) goto oom;
+        chain_stop_signals(x);
         jr_registry_runner_init(reg);
         return x;
     }
@@ -542,7 +587,10 @@ fail:
 
 void jr_exec_free(jr_exec_t *x) {
     if (!x) return;
-    if (x->inline_mode) jr_registry_runner_exit(x->reg);
+    if (x->inline_mode) {
+        unchain_stop_signals();
+        jr_registry_runner_exit(x->reg);
+    }
     /* Busy runners are killed; idle ones see their socket close and end
      * normally (runner_exit), then their group goes too. */
     for (size_t i = 0; x->runners && i < x->nrunners; i++) {
@@ -588,6 +636,14 @@ size_t jr_exec_busy(const jr_exec_t *x) {
 /* Run tasks in this process (inline mode). */
 static void run_inline(jr_exec_t *x, const jr_task_t *t, size_t n) {
     for (size_t i = 0; i < n; i++) {
+        if (x->inline_stop) { /* a stop signal came during this batch */
+            jr_outcome_t *o = &x->pending[x->npending++];
+            memset(o, 0, sizeof *o);
+            o->tag = t[i].tag;
+            o->kind = JR_OUT_UNSTARTED;
+            o->retry_after_ms = -1;
+            continue;
+        }
         jr_job_t job = {.id = t[i].id, .queue = t[i].queue, .handler = t[i].handler,
                         .payload = t[i].payload, .payload_len = t[i].payload_len,
                         .attempt = t[i].attempt, .deadline_ms = jr_wall_ms() + t[i].timeout_ms,

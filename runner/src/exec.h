@@ -31,8 +31,10 @@
  *
  * Inline mode runs handlers in the worker process: no fork, no isolation — a
  * crashing handler takes the worker down (its jobs are then reclaimed by
- * other workers) and timeouts are only advisory (should_stop). A process a
- * handler forks that returns from it still exits at once. */
+ * other workers) and timeouts are only advisory (should_stop). SIGTERM and
+ * SIGINT set should_stop at once (a handler chained in front of the
+ * worker's). A process a handler forks that returns from it still exits at
+ * once. */
 #ifndef JR_EXEC_H
 #define JR_EXEC_H
 

@@ -368,8 +368,12 @@ Test(hostile, a_handler_closing_fds_0_to_2_does_not_lose_later_log_lines_inline)
     closing_std_fds("worker:\n  isolation: inline\n");
 }
 
-Test(hostile, a_job_that_stops_when_asked_goes_back_without_using_an_attempt) {
-    config("worker:\n  grace: 5s\njobs:\n  max_attempts: 1\n");
+/* A polite job runs; SIGTERM; it must come back ready (not dead with
+ * max_attempts 1), logged "interrupted", and run again as attempt 1. */
+static void polite_job(const char *extra) {
+    char yaml[256];
+    snprintf(yaml, sizeof yaml, "worker:\n  grace: 5s\n%sjobs:\n  max_attempts: 1\n", extra);
+    config(yaml);
     char id[JR_ID_MAX];
     enqueue("polite", "", 0, 0, id);
     pid_t w = start_worker("w1.log");
@@ -393,6 +397,12 @@ Test(hostile, a_job_that_stops_when_asked_goes_back_without_using_an_attempt) {
     cr_expect_eq(jrt_count(file("record.txt"), want), 2, "the second run is not attempt 1 again:\n%s",
                  jrt_slurp(file("record.txt")));
     cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
+}
+
+Test(hostile, a_job_that_stops_when_asked_goes_back_without_using_an_attempt) { polite_job(""); }
+
+Test(hostile, a_job_that_stops_when_asked_goes_back_without_using_an_attempt_inline) {
+    polite_job("  isolation: inline\n");
 }
 
 /* "end <id> <us>" of a sleepy job, 0 if none. */
