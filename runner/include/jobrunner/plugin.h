@@ -27,7 +27,8 @@
  * and the new one calls runner_init again.
  *
  * A handler may start processes, but only the runner returns results: a
- * process that forked from a handler and returns from it ends at once. Each
+ * process forked from a handler (fork(), daemon(); not a raw clone system
+ * call) that returns from it ends at once. Each
  * runner is its own process group; on a timeout or crash the whole group is
  * killed (a shell pipeline the handler started dies with it), and what is
  * left in the group when the runner ends is killed too. A process that must
