@@ -1,15 +1,19 @@
 /* The executor: see exec.h. */
 #include "exec.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +22,12 @@
 #include "util.h"
 
 #define NONE UINT32_MAX
+#define RESULT_INTERRUPTED 100 /* slot result: RETRY after the stop flag was set */
+#define EXIT_WAIT_MS 2000      /* how long jr_exec_free waits for runner_exit */
+/* Tasks waiting behind one that has run this long move to idle runners. A
+ * job shorter than this never causes a move (a move costs a message, and
+ * would break up batches of quick jobs for nothing). */
+#define MOVE_AFTER_US 1000
 
 /* One result, written by the runner. */
 typedef struct slot {
@@ -28,34 +38,45 @@ typedef struct slot {
     char error[256];
 } slot_t;
 
-/* Memory shared between the worker and one runner. The runner writes
- * started_at then started before a task, the slot then done after it, and
- * finished when it leaves the batch; each with release order, read with
- * acquire order. */
+/* Memory shared between the worker and one runner (the runner's handlers
+ * can write it too, so the worker checks what it reads against what it
+ * sent).
+ *
+ * claim packs (next << 32) | end: the tasks of the message are [0, end) and
+ * the runner has claimed [0, next). The runner takes task next by a CAS to
+ * next + 1 while next < end; the worker takes the unclaimed rest by a CAS of
+ * end to next. So each task is run by the runner that claimed it, or moved,
+ * never both. After claiming, the runner writes started_at then started, the
+ * slot then done after the task, and finished when it leaves the batch;
+ * each with release order, read with acquire order. */
 typedef struct shm {
+    uint64_t claim;
     uint32_t started;      /* index of the task running or last run, NONE before the first */
-    uint32_t done;         /* tasks finished */
-    uint32_t finished;     /* 1 once the runner left the batch (done, or asked to stop) */
+    uint32_t done;         /* tasks finished: [0, done) */
+    uint32_t finished;     /* 1 once the runner left the batch (nothing left, or asked to stop) */
     volatile int stop;     /* set by the worker: stop after the current task */
     int64_t started_at_us; /* monotonic */
     slot_t slots[];
 } shm_t;
 
 typedef struct runner {
-    pid_t pid;
-    int fd;          /* our end of the socket to the runner */
+    pid_t pid;          /* 0 = none */
+    int fd;             /* our end of the socket to the runner, -1 = none */
+    int pidfd;          /* -1 = none */
     shm_t *shm;
     int busy;
-    uint32_t n;      /* tasks in the batch */
+    uint32_t n;         /* tasks in the message sent */
+    uint32_t end;       /* [0, end) are this runner's; [end, n) were moved away */
     uint32_t collected; /* tasks [0, collected) have outcomes */
-    uint32_t base;   /* index in the batch of the first task last sent */
     uint32_t *tags;
     int64_t *timeouts_ms;
-    char *msg;       /* the batch as sent: header then tasks */
-    size_t msg_len;
-    size_t *offs;    /* where task i starts in msg */
+    size_t *offs;       /* where task i starts in msg; offs[n] is the length */
+    char *msg;          /* the tasks as sent (after the 8-byte header) */
+    size_t msg_cap;
     uint32_t timed_out; /* task killed for its timeout, NONE */
-    int abandon;     /* killed on purpose: report what is left as unstarted */
+    int abandon;        /* killed on purpose: report what is left as unstarted */
+    int exited;         /* seen by collect: the pidfd says the process is gone */
+    int sock_ready;     /* seen by collect: the socket has bytes or EOF */
 } runner_t;
 
 struct jr_exec {
@@ -63,10 +84,14 @@ struct jr_exec {
     int inline_mode, stopping;
     size_t nrunners, max_batch, shm_size;
     runner_t *runners;
+    int epfd;                /* the runners' sockets and pidfds */
+    struct epoll_event *evs; /* 2 per runner */
+    int *keep;               /* fds open at start, ascending: runners keep these */
+    size_t nkeep;
     /* inline mode: outcomes waiting for collect */
     jr_outcome_t *pending;
     size_t npending;
-    volatile int inline_stop;
+    volatile int inline_stop; /* int is sig_atomic_t here: on_stop_signal sets it */
 };
 
 /* ---- the batch message --------------------------------------------------
@@ -80,20 +105,58 @@ typedef struct task_hdr {
     int64_t timeout_ms;
 } task_hdr_t;
 
-static int put(char **buf, size_t *len, size_t *cap, const void *p, size_t n) {
-    if (*len + n > *cap) {
-        size_t nc = *cap ? *cap : 4096;
-        while (nc < *len + n) nc *= 2;
-        char *nb = realloc(*buf, nc);
-        if (!nb) return JR_ENOMEM;
-        *buf = nb, *cap = nc;
-    }
-    memcpy(*buf + *len, p, n);
+/* Make room for `need` bytes of message in r. */
+static int msg_reserve(runner_t *r, size_t need) {
+    if (need <= r->msg_cap) return 0;
+    size_t nc = r->msg_cap ? r->msg_cap : 4096;
+    while (nc < need) nc *= 2;
+    char *nb = realloc(r->msg, nc);
+    if (!nb) return JR_ENOMEM;
+    r->msg = nb, r->msg_cap = nc;
+    return 0;
+}
+
+static int put(runner_t *r, size_t *len, const void *p, size_t n) {
+    if (msg_reserve(r, *len + n)) return JR_ENOMEM;
+    memcpy(r->msg + *len, p, n);
     *len += n;
     return 0;
 }
 
+static jr_out_t kind_of(int32_t result) {
+    switch (result) {
+    case JR_RESULT_OK: return JR_OUT_OK;
+    case JR_RESULT_RETRY: return JR_OUT_RETRY;
+    case RESULT_INTERRUPTED: return JR_OUT_INTERRUPTED;
+    default: return JR_OUT_FAIL;
+    }
+}
+
 /* ---- the runner process -------------------------------------------------- */
+
+/* 1 in a process forked (by fork(), daemon(), ...) from one that runs
+ * handlers: set by a pthread_atfork child handler, so checking it after each
+ * handler costs nothing (getpid() is a system call, microseconds in a VM). A
+ * runner clears it right after its own fork. */
+static volatile int forked_copy;
+/* 1 once a handler in this runner forked: its children may need reaping. */
+static volatile int forked_children;
+
+static void on_fork_parent(void) { forked_children = 1; }
+static void on_fork_child(void) { forked_copy = 1; }
+
+/* Register the fork handlers once per process. */
+static int watch_forks(void) {
+    static int done;
+    if (!done && pthread_atfork(NULL, on_fork_parent, on_fork_child) != 0) return -1;
+    done = 1;
+    return 0;
+}
+
+/* A process the handler forked that returned from it: not ours to report. */
+static void exit_if_forked_copy(void) {
+    if (forked_copy) _exit(0);
+}
 
 static int read_full(int fd, void *p, size_t n) {
     char *c = p;
@@ -113,65 +176,132 @@ static void notify(int fd) {
     }
 }
 
-/* Run batches from fd until the worker closes it. Never returns. */
+/* Claim task i of the message. Returns 1 and the end of the message (tasks
+ * after i that may still come to us: [i + 1, *end)), or 0 if the worker
+ * took the rest. */
+static int claim(shm_t *shm, uint32_t i, uint32_t *end) {
+    uint64_t c = __atomic_load_n(&shm->claim, __ATOMIC_SEQ_CST);
+    for (;;) {
+        uint32_t next = (uint32_t)(c >> 32), e = (uint32_t)c;
+        if (next != i || next >= e) return 0;
+        if (__atomic_compare_exchange_n(&shm->claim, &c, c + (1ULL << 32), 0, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_SEQ_CST)) {
+            *end = e;
+            return 1;
+        }
+    }
+}
+
+/* Run one task: the handler's result into sl. Never returns in a process a
+ * handler forked. */
+static void run_task(const jr_registry_t *reg, shm_t *shm, const task_hdr_t *h, const char *const s[4],
+                     slot_t *sl) {
+    jr_job_t job = {.id = s[0], .queue = s[1], .handler = s[2], .payload = s[3],
+                    .payload_len = h->lens[3], .attempt = h->attempt,
+                    .deadline_ms = jr_wall_ms() + h->timeout_ms, .stop_flag = &shm->stop};
+    const jr_handler_t *hd = jr_registry_find(reg, s[2]);
+    sl->retry_after_ms = -1;
+    sl->error[0] = '\0';
+    if (!hd) {
+        sl->result = JR_RESULT_FAIL;
+        snprintf(sl->error, sizeof sl->error, "no handler named \"%s\" is loaded", s[2]);
+        return;
+    }
+    char err[sizeof sl->error];
+    if (jr_handler_ready(reg, hd, err, sizeof err) != 0) {
+        exit_if_forked_copy();
+        sl->result = JR_RESULT_RETRY;
+        memcpy(sl->error, err, sizeof err);
+        return;
+    }
+    int32_t res = (int32_t)jr_handler_run(hd, &job);
+    exit_if_forked_copy();
+    if (res == JR_RESULT_RETRY && __atomic_load_n(&shm->stop, __ATOMIC_ACQUIRE)) res = RESULT_INTERRUPTED;
+    sl->result = res;
+    sl->retry_after_ms = job.retry_after_ms;
+    snprintf(sl->error, sizeof sl->error, "%s", job.error);
+}
+
+/* Run batches from fd until the worker closes it, then call the plugins'
+ * runner_exit. Never returns. */
 static void runner_main(int fd, shm_t *shm, const jr_registry_t *reg) {
     char *buf = NULL;
     size_t cap = 0;
     for (;;) {
         uint32_t len;
-        if (read_full(fd, &len, sizeof len) != 0) _exit(0);
+        if (read_full(fd, &len, sizeof len) != 0 || len < sizeof(uint32_t)) break;
         if (len > cap) {
             free(buf);
             if (!(buf = malloc(cap = len))) _exit(70);
         }
-        if (read_full(fd, buf, len) != 0) _exit(0);
+        if (read_full(fd, buf, len) != 0) break;
         uint32_t n;
         memcpy(&n, buf, sizeof n);
         size_t off = sizeof n;
         int64_t last_notify = jr_mono_us();
-        for (uint32_t i = 0; i < n; i++) {
-            if (__atomic_load_n(&shm->stop, __ATOMIC_ACQUIRE)) break;
+        for (uint32_t i = 0, end; i < n; i++) {
+            if (__atomic_load_n(&shm->stop, __ATOMIC_ACQUIRE) || !claim(shm, i, &end)) break;
             task_hdr_t h;
+            if (off + sizeof h > len) _exit(70);
             memcpy(&h, buf + off, sizeof h);
             off += sizeof h;
             const char *s[4];
             for (int k = 0; k < 4; k++) {
+                if (off + h.lens[k] + 1 > len) _exit(70);
                 s[k] = buf + off;
                 off += h.lens[k] + 1;
             }
             int64_t t0 = jr_mono_us();
             __atomic_store_n(&shm->started_at_us, t0, __ATOMIC_RELEASE);
             __atomic_store_n(&shm->started, i, __ATOMIC_RELEASE);
-            jr_job_t job = {.id = s[0], .queue = s[1], .handler = s[2], .payload = s[3],
-                            .payload_len = h.lens[3], .attempt = h.attempt,
-                            .deadline_ms = jr_wall_ms() + h.timeout_ms, .stop_flag = &shm->stop};
             slot_t *sl = &shm->slots[i];
-            const jr_handler_t *hd = jr_registry_find(reg, s[2]);
-            if (hd) {
-                sl->result = (int32_t)jr_handler_run(hd, &job);
-                sl->retry_after_ms = job.retry_after_ms;
-                snprintf(sl->error, sizeof sl->error, "%s", job.error);
-            } else {
-                sl->result = JR_RESULT_FAIL;
-                sl->retry_after_ms = -1;
-                snprintf(sl->error, sizeof sl->error, "no handler named \"%s\" is loaded", s[2]);
-            }
+            run_task(reg, shm, &h, s, sl);
             int64_t t1 = jr_mono_us();
             sl->duration_us = t1 - t0;
             __atomic_store_n(&shm->done, i + 1, __ATOMIC_RELEASE);
             /* Wake the worker after a slow job, so its acknowledgement is not
              * held back by the rest of the batch; fast jobs wait for the end. */
-            if (t1 - last_notify > 1000 && i + 1 < n) {
+            if (t1 - last_notify > 1000 && i + 1 < end) {
                 notify(fd);
                 last_notify = jr_mono_us();
             }
         }
+        if (forked_children) { /* reap the children handlers left behind */
+            pid_t p;
+            while ((p = waitpid(-1, NULL, WNOHANG)) > 0) {
+            }
+            forked_children = p == 0; /* some still run: look again next time */
+        }
         __atomic_store_n(&shm->finished, 1, __ATOMIC_RELEASE);
         notify(fd);
     }
+    jr_registry_runner_exit(reg);
+    jr_log_flush();
+    _exit(0);
 }
 
-/* Fork the runner process of r. Returns 0 or an error. */
+/* In a new runner: close every descriptor except the `n` in keep
+ * (ascending) and `own`. */
+static void keep_only(const int *keep, size_t n, int own) {
+    unsigned lo = 0; /* lowest fd not yet decided */
+    size_t i = 0;
+    int own_done = 0;
+    for (;;) {
+        int k;
+        if (i < n && (own_done || keep[i] < own)) k = keep[i++];
+        else if (!own_done) k = own, own_done = 1;
+        else break;
+        if ((unsigned)k > lo) close_range(lo, (unsigned)k - 1, 0);
+        if ((unsigned)k + 1 > lo) lo = (unsigned)k + 1;
+    }
+    close_range(lo, ~0U, 0);
+}
+
+static void epoll_del(jr_exec_t *x, int fd) {
+    if (fd >= 0) epoll_ctl(x->epfd, EPOLL_CTL_DEL, fd, NULL);
+}
+
+/* Fork the runner process of r. Returns 0 or JR_EIO (errno says why). */
 static int spawn(jr_exec_t *x, runner_t *r) {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return JR_EIO;
@@ -179,10 +309,14 @@ static int spawn(jr_exec_t *x, runner_t *r) {
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
+        int e = errno;
         close(sv[0]), close(sv[1]);
+        errno = e;
         return JR_EIO;
     }
     if (pid == 0) {
+        forked_copy = forked_children = 0; /* we are a runner, not a handler's copy */
+        setpgid(0, 0);   /* our own group: killed as a whole on a timeout or crash */
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent) _exit(0);
         /* Shutdown is the worker's to run: it tells us through shm->stop. */
@@ -192,32 +326,86 @@ static int spawn(jr_exec_t *x, runner_t *r) {
          * can name it (a sanitizer's handler would turn it into exit(1)). */
         int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGPIPE};
         for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++) signal(fatal[i], SIG_DFL);
-        int fd = dup2(sv[1], 3);
-        if (fd < 0) _exit(71);
-        close_range(4, ~0U, 0); /* Redis sockets and other runners' ends */
-        runner_main(fd, r->shm, x->reg);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        keep_only(x->keep, x->nkeep, sv[1]); /* Redis sockets, other runners' ends */
+        jr_registry_runner_init(x->reg);
+        runner_main(sv[1], r->shm, x->reg);
     }
+    setpgid(pid, pid); /* as the child does: whichever runs first */
     close(sv[1]);
+    int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    size_t ix = (size_t)(r - x->runners);
+    struct epoll_event es = {.events = EPOLLIN, .data.u64 = ix << 1};
+    struct epoll_event ep = {.events = EPOLLIN, .data.u64 = ix << 1 | 1};
+    if (pfd < 0 || epoll_ctl(x->epfd, EPOLL_CTL_ADD, sv[0], &es) != 0 ||
+        epoll_ctl(x->epfd, EPOLL_CTL_ADD, pfd, &ep) != 0) {
+        int e = errno;
+        epoll_del(x, sv[0]);
+        kill(-pid, SIGKILL);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+        }
+        if (pfd >= 0) close(pfd);
+        close(sv[0]);
+        errno = e;
+        return JR_EIO;
+    }
     fcntl(sv[0], F_SETFL, O_NONBLOCK);
-    r->pid = pid;
-    r->fd = sv[0];
+    r->pid = pid, r->fd = sv[0], r->pidfd = pfd;
+    r->exited = r->sock_ready = 0;
     return 0;
 }
 
-/* Send tasks [from, n) of r's batch to its process, as a message of their
- * own: the runner numbers them from 0, we from `from` (r->base). */
-static int send_batch(runner_t *r, uint32_t from) {
+/* Kill r's process group (the runner, if alive, and whatever its handlers
+ * started in it), reap the runner and close its descriptors. Returns its
+ * wait status. The runner is not reaped before the kill, so its pid (the
+ * group's id) cannot have been reused. */
+static int reap(jr_exec_t *x, runner_t *r) {
+    int st = 0;
+    if (r->pid > 0) {
+        kill(-r->pid, SIGKILL);
+        kill(r->pid, SIGKILL); /* in case a handler moved the runner to another group */
+        while (waitpid(r->pid, &st, 0) < 0 && errno == EINTR) {
+        }
+    }
+    epoll_del(x, r->fd);
+    epoll_del(x, r->pidfd);
+    if (r->fd >= 0) close(r->fd);
+    if (r->pidfd >= 0) close(r->pidfd);
+    r->pid = 0, r->fd = r->pidfd = -1;
+    r->exited = r->sock_ready = 0;
+    return st;
+}
+
+/* The runners the worker may hand work to now (not counting `stopping`). */
+static size_t count_idle(const jr_exec_t *x) {
+    size_t n = 0;
+    for (size_t i = 0; i < x->nrunners; i++) {
+        const runner_t *r = &x->runners[i];
+        n += !r->busy && r->pid > 0 && !r->exited;
+    }
+    return n;
+}
+
+/* Send r's message (tasks [0, n)) to its process, after resetting the shared
+ * memory for it. If the send fails, the runner is killed: collect then sees
+ * it die and sends the tasks to its successor. */
+static void start_batch(runner_t *r) {
     shm_t *m = r->shm;
+    r->end = r->n, r->collected = 0, r->busy = 1;
+    r->timed_out = NONE, r->abandon = 0;
     m->started = NONE;
     m->finished = 0;
+    m->stop = 0;
     __atomic_store_n(&m->done, 0, __ATOMIC_RELEASE);
-    r->base = from;
-    size_t body = r->msg_len - r->offs[from];
-    uint32_t n = r->n - from, len = (uint32_t)(sizeof n + body);
+    __atomic_store_n(&m->claim, (uint64_t)r->n, __ATOMIC_SEQ_CST);
+    size_t body = r->offs[r->n];
+    uint32_t len = (uint32_t)(sizeof(uint32_t) + body), n = r->n;
     char head[8];
     memcpy(head, &len, 4);
     memcpy(head + 4, &n, 4);
-    const char *parts[2] = {head, r->msg + r->offs[from]};
+    const char *parts[2] = {head, r->msg};
     size_t sizes[2] = {8, body};
     for (int p = 0; p < 2; p++) {
         size_t sent = 0;
@@ -228,11 +416,120 @@ static int send_batch(runner_t *r, uint32_t from) {
                 poll(&pf, 1, 100);
                 continue;
             }
-            if (w < 0) return JR_EIO;
+            if (w < 0) {
+                kill(-r->pid, SIGKILL);
+                return;
+            }
             sent += (size_t)w;
         }
     }
-    return 0;
+}
+
+/* Keep only tasks [from, end) of r's message, renumbered from 0. */
+static void rebase(runner_t *r, uint32_t from) {
+    size_t base = r->offs[from];
+    uint32_t m = r->end - from;
+    memmove(r->msg, r->msg + base, r->offs[r->end] - base);
+    for (uint32_t j = 0; j < m; j++) {
+        r->tags[j] = r->tags[from + j];
+        r->timeouts_ms[j] = r->timeouts_ms[from + j];
+        r->offs[j] = r->offs[from + j] - base;
+    }
+    r->offs[m] = r->offs[from + m] - base;
+    r->n = r->end = m;
+    r->collected = 0;
+}
+
+/* Make tasks [a, b) of src the message of dst, whose msg has room. */
+static void copy_tasks(runner_t *dst, const runner_t *src, uint32_t a, uint32_t b) {
+    size_t base = src->offs[a], bytes = src->offs[b] - base;
+    memcpy(dst->msg, src->msg + base, bytes);
+    for (uint32_t j = 0; j < b - a; j++) {
+        dst->tags[j] = src->tags[a + j];
+        dst->timeouts_ms[j] = src->timeouts_ms[a + j];
+        dst->offs[j] = src->offs[a + j] - base;
+    }
+    dst->offs[b - a] = bytes;
+    dst->n = b - a;
+}
+
+/* Inline mode: a handler runs inside the worker's loop, so the worker sees a
+ * SIGTERM or SIGINT only after it returns. This handler, installed in front
+ * of the worker's own (and calling it), sets the stop flag at once, so
+ * should_stop is true for the handler running; the rest of its batch comes
+ * back unstarted. Only installed over a handler function (never over the
+ * default action or SIG_IGN). */
+static volatile int *stop_on_signal;
+static struct sigaction prev_term, prev_int;
+
+static void on_stop_signal(int sig) {
+    if (stop_on_signal) *stop_on_signal = 1;
+    const struct sigaction *p = sig == SIGTERM ? &prev_term : &prev_int;
+    if (p->sa_flags & SA_SIGINFO) return; /* not ours to call without its siginfo */
+    if (p->sa_handler != SIG_DFL && p->sa_handler != SIG_IGN) p->sa_handler(sig);
+}
+
+static void chain_stop_signals(jr_exec_t *x) {
+    int sigs[2] = {SIGTERM, SIGINT};
+    struct sigaction *prev[2] = {&prev_term, &prev_int};
+    stop_on_signal = &x->inline_stop;
+    for (int i = 0; i < 2; i++) {
+        struct sigaction cur;
+        if (sigaction(sigs[i], NULL, &cur) != 0 || cur.sa_flags & SA_SIGINFO || cur.sa_handler == SIG_DFL ||
+            cur.sa_handler == SIG_IGN || cur.sa_handler == on_stop_signal)
+            continue;
+        *prev[i] = cur;
+        struct sigaction sa = cur;
+        sa.sa_handler = on_stop_signal;
+        sigaction(sigs[i], &sa, NULL);
+    }
+}
+
+/* Undo chain_stop_signals. */
+static void unchain_stop_signals(void) {
+    int sigs[2] = {SIGTERM, SIGINT};
+    struct sigaction *prev[2] = {&prev_term, &prev_int};
+    for (int i = 0; i < 2; i++) {
+        struct sigaction cur;
+        if (sigaction(sigs[i], NULL, &cur) == 0 && cur.sa_handler == on_stop_signal && !(cur.sa_flags & SA_SIGINFO))
+            sigaction(sigs[i], prev[i], NULL);
+    }
+    stop_on_signal = NULL;
+}
+
+/* The descriptors open now, ascending, into x->keep. */
+static int snapshot_fds(jr_exec_t *x, char *err, size_t errlen) {
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) {
+        snprintf(err, errlen, "cannot list open descriptors (/proc/self/fd): %s", strerror(errno));
+        return JR_EIO;
+    }
+    size_t cap = 0;
+    struct dirent *e;
+    int rc = 0;
+    while (!rc && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        int fd = atoi(e->d_name);
+        if (fd == dirfd(d)) continue;
+        if (x->nkeep == cap) {
+            cap = cap ? 2 * cap : 16;
+            int *v = realloc(x->keep, cap * sizeof *v);
+            if (!v) {
+                rc = JR_ENOMEM;
+                snprintf(err, errlen, "out of memory");
+                break;
+            }
+            x->keep = v;
+        }
+        x->keep[x->nkeep++] = fd;
+    }
+    closedir(d);
+    for (size_t i = 1; i < x->nkeep; i++) /* insertion sort: a handful, nearly sorted */
+        for (size_t j = i; j > 0 && x->keep[j - 1] > x->keep[j]; j--) {
+            int t = x->keep[j];
+            x->keep[j] = x->keep[j - 1], x->keep[j - 1] = t;
+        }
+    return rc;
 }
 
 jr_exec_t *jr_exec_new(const jr_registry_t *reg, int inline_mode, int concurrency,
@@ -242,16 +539,29 @@ jr_exec_t *jr_exec_new(const jr_registry_t *reg, int inline_mode, int concurrenc
     x->reg = reg;
     x->inline_mode = inline_mode;
     x->max_batch = max_batch;
+    x->epfd = -1;
     x->nrunners = inline_mode ? 1 : (size_t)(concurrency > 0 ? concurrency : 1);
+    if (watch_forks() != 0) {
+        snprintf(err, errlen, "pthread_atfork failed");
+        goto fail;
+    }
     if (inline_mode) {
         if (!(x->pending = calloc(max_batch, sizeof *x->pending))) goto oom;
+        chain_stop_signals(x);
+        jr_registry_runner_init(reg);
         return x;
     }
+    if (snapshot_fds(x, err, errlen)) goto fail;
+    if ((x->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
+        snprintf(err, errlen, "epoll_create1: %s", strerror(errno));
+        goto fail;
+    }
+    if (!(x->evs = calloc(2 * x->nrunners, sizeof *x->evs))) goto oom;
     if (!(x->runners = calloc(x->nrunners, sizeof *x->runners))) goto oom;
+    for (size_t i = 0; i < x->nrunners; i++) x->runners[i].fd = x->runners[i].pidfd = -1;
     x->shm_size = sizeof(shm_t) + max_batch * sizeof(slot_t);
     for (size_t i = 0; i < x->nrunners; i++) {
         runner_t *r = &x->runners[i];
-        r->fd = -1;
         r->shm = mmap(NULL, x->shm_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
         if (r->shm == MAP_FAILED) {
             r->shm = NULL;
@@ -275,58 +585,65 @@ fail:
     return NULL;
 }
 
-/* SIGKILL r's process and reap it. Returns its wait status. */
-static int reap(runner_t *r, int sig) {
-    int st = 0;
-    if (r->pid > 0) {
-        if (sig) kill(r->pid, sig);
-        while (waitpid(r->pid, &st, 0) < 0 && errno == EINTR) {
-        }
-    }
-    if (r->fd >= 0) close(r->fd);
-    r->pid = 0, r->fd = -1;
-    return st;
-}
-
 void jr_exec_free(jr_exec_t *x) {
     if (!x) return;
+    if (x->inline_mode) {
+        unchain_stop_signals();
+        jr_registry_runner_exit(x->reg);
+    }
+    /* Busy runners are killed; idle ones see their socket close and end
+     * normally (runner_exit), then their group goes too. */
     for (size_t i = 0; x->runners && i < x->nrunners; i++) {
         runner_t *r = &x->runners[i];
-        reap(r, SIGKILL);
+        if (r->busy && r->pid > 0) kill(-r->pid, SIGKILL);
+        epoll_del(x, r->fd);
+        if (r->fd >= 0) close(r->fd);
+        r->fd = -1;
+    }
+    int64_t until = jr_mono_us() + EXIT_WAIT_MS * 1000;
+    for (size_t i = 0; x->runners && i < x->nrunners; i++) {
+        runner_t *r = &x->runners[i];
+        int64_t left;
+        while (r->pidfd >= 0 && (left = until - jr_mono_us()) > 0) {
+            struct pollfd pf = {.fd = r->pidfd, .events = POLLIN};
+            if (poll(&pf, 1, (int)((left + 999) / 1000)) != -1 || errno != EINTR) break;
+        }
+        reap(x, r);
         if (r->shm) munmap(r->shm, x->shm_size);
         free(r->tags), free(r->timeouts_ms), free(r->offs), free(r->msg);
     }
+    if (x->epfd >= 0) close(x->epfd);
     free(x->runners);
+    free(x->evs);
+    free(x->keep);
     free(x->pending);
     free(x);
 }
 
 size_t jr_exec_idle(const jr_exec_t *x) {
     if (x->inline_mode) return x->stopping ? 0 : 1;
-    size_t n = 0;
-    for (size_t i = 0; i < x->nrunners; i++) n += !x->runners[i].busy && x->runners[i].pid > 0;
-    return x->stopping ? 0 : n;
+    return x->stopping ? 0 : count_idle(x);
 }
 
 size_t jr_exec_busy(const jr_exec_t *x) {
     if (x->inline_mode) return x->npending;
     size_t n = 0;
     for (size_t i = 0; i < x->nrunners; i++)
-        if (x->runners[i].busy) n += x->runners[i].n - x->runners[i].collected;
+        if (x->runners[i].busy) n += x->runners[i].end - x->runners[i].collected;
     return n;
-}
-
-static jr_out_t kind_of(int32_t result) {
-    switch (result) {
-    case JR_RESULT_OK: return JR_OUT_OK;
-    case JR_RESULT_RETRY: return JR_OUT_RETRY;
-    default: return JR_OUT_FAIL;
-    }
 }
 
 /* Run tasks in this process (inline mode). */
 static void run_inline(jr_exec_t *x, const jr_task_t *t, size_t n) {
     for (size_t i = 0; i < n; i++) {
+        if (x->inline_stop) { /* a stop signal came during this batch */
+            jr_outcome_t *o = &x->pending[x->npending++];
+            memset(o, 0, sizeof *o);
+            o->tag = t[i].tag;
+            o->kind = JR_OUT_UNSTARTED;
+            o->retry_after_ms = -1;
+            continue;
+        }
         jr_job_t job = {.id = t[i].id, .queue = t[i].queue, .handler = t[i].handler,
                         .payload = t[i].payload, .payload_len = t[i].payload_len,
                         .attempt = t[i].attempt, .deadline_ms = jr_wall_ms() + t[i].timeout_ms,
@@ -334,16 +651,21 @@ static void run_inline(jr_exec_t *x, const jr_task_t *t, size_t n) {
         jr_outcome_t *o = &x->pending[x->npending++];
         memset(o, 0, sizeof *o);
         o->tag = t[i].tag;
+        o->retry_after_ms = -1;
         const jr_handler_t *h = jr_registry_find(x->reg, t[i].handler);
         int64_t t0 = jr_mono_us();
-        if (h) {
-            o->kind = kind_of(jr_handler_run(h, &job));
+        if (!h) {
+            o->kind = JR_OUT_FAIL;
+            snprintf(o->error, sizeof o->error, "no handler named \"%s\" is loaded", t[i].handler);
+        } else if (jr_handler_ready(x->reg, h, o->error, sizeof o->error) != 0) {
+            exit_if_forked_copy();
+            o->kind = JR_OUT_RETRY;
+        } else {
+            jr_result_t res = jr_handler_run(h, &job);
+            exit_if_forked_copy(); /* a copy of the worker must not go on */
+            o->kind = res == JR_RESULT_RETRY && x->inline_stop ? JR_OUT_INTERRUPTED : kind_of((int32_t)res);
             o->retry_after_ms = job.retry_after_ms;
             snprintf(o->error, sizeof o->error, "%s", job.error);
-        } else {
-            o->kind = JR_OUT_FAIL;
-            o->retry_after_ms = -1;
-            snprintf(o->error, sizeof o->error, "no handler named \"%s\" is loaded", t[i].handler);
         }
         o->duration_us = jr_mono_us() - t0;
     }
@@ -359,11 +681,9 @@ int jr_exec_submit(jr_exec_t *x, const jr_task_t *t, size_t n) {
     }
     runner_t *r = NULL;
     for (size_t i = 0; i < x->nrunners && !r; i++)
-        if (!x->runners[i].busy && x->runners[i].pid > 0) r = &x->runners[i];
+        if (!x->runners[i].busy && x->runners[i].pid > 0 && !x->runners[i].exited) r = &x->runners[i];
     if (!r || x->stopping) return JR_EINVAL;
-    size_t len = 0, cap = 0;
-    char *msg = r->msg;
-    r->msg = NULL;
+    size_t len = 0;
     int rc = 0;
     for (size_t i = 0; i < n && !rc; i++) {
         task_hdr_t h;
@@ -375,47 +695,61 @@ int jr_exec_submit(jr_exec_t *x, const jr_task_t *t, size_t n) {
         r->tags[i] = t[i].tag;
         r->timeouts_ms[i] = t[i].timeout_ms;
         const char *s[4] = {t[i].id, t[i].queue, t[i].handler, t[i].payload ? t[i].payload : ""};
-        rc = put(&msg, &len, &cap, &h, sizeof h);
+        rc = put(r, &len, &h, sizeof h);
         for (int k = 0; k < 4 && !rc; k++) {
-            rc = put(&msg, &len, &cap, s[k], h.lens[k]);
-            if (!rc) rc = put(&msg, &len, &cap, "", 1);
+            rc = put(r, &len, s[k], h.lens[k]);
+            if (!rc) rc = put(r, &len, "", 1);
         }
     }
-    r->offs[n] = len;
-    r->msg = msg, r->msg_len = len;
     if (rc) return rc;
-    r->n = (uint32_t)n, r->collected = 0, r->busy = 1;
-    r->timed_out = NONE, r->abandon = 0;
-    r->shm->stop = 0;
-    return send_batch(r, 0) == 0 ? 0 : JR_EIO;
+    r->offs[n] = len;
+    r->n = (uint32_t)n;
+    start_batch(r);
+    return 0;
 }
 
 size_t jr_exec_pollfds(const jr_exec_t *x, struct pollfd *fds, size_t max) {
-    size_t k = 0;
-    for (size_t i = 0; !x->inline_mode && i < x->nrunners && k < max; i++)
-        if (x->runners[i].busy && x->runners[i].fd >= 0)
-            fds[k++] = (struct pollfd){.fd = x->runners[i].fd, .events = POLLIN};
-    return k;
+    if (x->inline_mode || max == 0) return 0;
+    fds[0] = (struct pollfd){.fd = x->epfd, .events = POLLIN};
+    return 1;
 }
 
-/* Index in the batch of the task now running (NONE if none), and since
- * when (monotonic us). */
+/* Index of the task now running (NONE if none), and since when (monotonic
+ * us). Checked against what r was sent: the shared memory is writable by
+ * handlers. */
 static uint32_t running(const runner_t *r, int64_t *since) {
     uint32_t st = __atomic_load_n(&r->shm->started, __ATOMIC_ACQUIRE);
     uint32_t d = __atomic_load_n(&r->shm->done, __ATOMIC_ACQUIRE);
     *since = __atomic_load_n(&r->shm->started_at_us, __ATOMIC_ACQUIRE);
-    return st != NONE && st >= d ? r->base + st : NONE;
+    return st != NONE && st >= d && st >= r->collected && st < r->end ? st : NONE;
+}
+
+/* When the tasks r has not claimed may move to an idle runner (monotonic
+ * us, -1 = none wait): MOVE_AFTER_US after the task r runs started; if r is
+ * between tasks, it starts one at once: look again in MOVE_AFTER_US. */
+static int64_t move_at(const runner_t *r, int64_t now) {
+    if (!r->busy || r->exited || r->abandon) return -1;
+    uint64_t c = __atomic_load_n(&r->shm->claim, __ATOMIC_SEQ_CST);
+    uint32_t next = (uint32_t)(c >> 32), end = (uint32_t)c;
+    if (end != r->end || next >= end || next < r->collected) return -1;
+    int64_t since;
+    return running(r, &since) == NONE ? now + MOVE_AFTER_US : since + MOVE_AFTER_US;
 }
 
 int64_t jr_exec_deadline(const jr_exec_t *x) {
-    int64_t best = -1;
+    int64_t best = -1, now = jr_mono_us();
+    int moves = !x->inline_mode && !x->stopping && count_idle(x) > 0;
     for (size_t i = 0; !x->inline_mode && i < x->nrunners; i++) {
         const runner_t *r = &x->runners[i];
-        int64_t since;
+        int64_t since, at;
         uint32_t t;
         if (!r->busy || (t = running(r, &since)) == NONE) continue;
-        int64_t at = since + r->timeouts_ms[t] * 1000;
+        at = since + r->timeouts_ms[t] * 1000;
         if (best < 0 || at < best) best = at;
+    }
+    for (size_t i = 0; moves && !x->inline_mode && i < x->nrunners; i++) {
+        int64_t at = move_at(&x->runners[i], now);
+        if (at >= 0 && (best < 0 || at < best)) best = at;
     }
     return best;
 }
@@ -432,19 +766,38 @@ static jr_outcome_t *emit(jr_outcome_t *out, size_t *k, const runner_t *r, uint3
 /* Outcomes of tasks the runner finished since the last look. */
 static void emit_done(runner_t *r, jr_outcome_t *out, size_t *k) {
     uint32_t d = __atomic_load_n(&r->shm->done, __ATOMIC_ACQUIRE);
-    for (; r->collected < r->base + d; r->collected++) {
-        const slot_t *sl = &r->shm->slots[r->collected - r->base];
+    if (d > r->end) d = r->end;
+    for (; r->collected < d; r->collected++) {
+        const slot_t *sl = &r->shm->slots[r->collected];
         jr_outcome_t *o = emit(out, k, r, r->collected, kind_of(sl->result));
         o->retry_after_ms = sl->retry_after_ms;
         o->duration_us = sl->duration_us;
-        snprintf(o->error, sizeof o->error, "%s", sl->error);
+        memcpy(o->error, sl->error, sizeof o->error);
+        o->error[sizeof o->error - 1] = '\0';
     }
 }
 
 /* Everything not yet collected comes back unstarted; the runner is free. */
 static void emit_rest_unstarted(runner_t *r, jr_outcome_t *out, size_t *k) {
-    for (; r->collected < r->n; r->collected++) emit(out, k, r, r->collected, JR_OUT_UNSTARTED);
+    for (; r->collected < r->end; r->collected++) emit(out, k, r, r->collected, JR_OUT_UNSTARTED);
     r->busy = 0;
+}
+
+/* Take the tasks r has not claimed, [*from, old end), if it has claimed at
+ * least min_next of its message (balance leaves alone a runner that has not
+ * begun its message: it is about to). Returns how many were taken. */
+static uint32_t take_rest(runner_t *r, uint32_t min_next, uint32_t *from) {
+    uint64_t c = __atomic_load_n(&r->shm->claim, __ATOMIC_SEQ_CST);
+    for (;;) {
+        uint32_t next = (uint32_t)(c >> 32), end = (uint32_t)c;
+        if (end != r->end || next < r->collected || next < min_next || next >= end) return 0;
+        uint64_t want = (uint64_t)next << 32 | next;
+        if (__atomic_compare_exchange_n(&r->shm->claim, &c, want, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+            *from = next;
+            r->end = next;
+            return end - next;
+        }
+    }
 }
 
 /* The runner's process is gone (or was killed): account for the task it
@@ -452,7 +805,7 @@ static void emit_rest_unstarted(runner_t *r, jr_outcome_t *out, size_t *k) {
 static void runner_died(jr_exec_t *x, runner_t *r, jr_outcome_t *out, size_t *k) {
     int64_t since;
     uint32_t t = running(r, &since);
-    int st = reap(r, 0);
+    int st = reap(x, r);
     emit_done(r, out, k); /* it may have finished some before dying */
     if (t != NONE && t == r->collected) {
         jr_out_t kind = r->abandon ? JR_OUT_UNSTARTED : r->timed_out == t ? JR_OUT_TIMEOUT : JR_OUT_CRASH;
@@ -478,9 +831,94 @@ static void runner_died(jr_exec_t *x, runner_t *r, jr_outcome_t *out, size_t *k)
         emit_rest_unstarted(r, out, k);
         return;
     }
-    r->timed_out = NONE;
-    if (r->collected < r->n && send_batch(r, r->collected) == 0) return;
-    emit_rest_unstarted(r, out, k);
+    if (r->collected < r->end) {
+        rebase(r, r->collected);
+        start_batch(r);
+    } else {
+        r->busy = 0;
+    }
+}
+
+/* Collect what runner r has to report (see jr_exec_collect). */
+static void collect_runner(jr_exec_t *x, runner_t *r, jr_outcome_t *out, size_t *k) {
+    if (r->sock_ready) { /* wake-ups: drained even when idle, or poll would spin */
+        char buf[256];
+        ssize_t got;
+        while ((got = read(r->fd, buf, sizeof buf)) > 0) {
+        }
+        /* EOF with the process alive: a handler closed the runner's end. The
+         * pidfd tells when it ends; stop polling a socket that stays ready. */
+        if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) epoll_del(x, r->fd);
+        r->sock_ready = 0;
+    }
+    if (!r->busy) {
+        if (r->exited) { /* died idle: replace it */
+            reap(x, r);
+            if (!x->stopping && spawn(x, r) != 0)
+                jr_log_kv(JR_LOG_ERROR, "cannot restart a handler process", "error", strerror(errno), NULL);
+        }
+        return;
+    }
+    uint32_t from, old_end = r->end, took;
+    if (x->stopping && (took = take_rest(r, 0, &from)) > 0) /* hand back what has not started */
+        for (uint32_t t = from; t < old_end; t++) emit(out, k, r, t, JR_OUT_UNSTARTED);
+    emit_done(r, out, k);
+    if (!r->exited && __atomic_load_n(&r->shm->finished, __ATOMIC_ACQUIRE)) {
+        emit_done(r, out, k);
+        emit_rest_unstarted(r, out, k); /* asked to stop: the rest never ran */
+        return;
+    }
+    int dead = r->exited;
+    if (!dead) {
+        int64_t since;
+        uint32_t t = running(r, &since);
+        if (t != NONE && jr_mono_us() >= since + r->timeouts_ms[t] * 1000) {
+            r->timed_out = t;
+            dead = 1; /* runner_died kills the group */
+        }
+    }
+    if (dead) runner_died(x, r, out, k);
+}
+
+/* Move the tasks waiting behind a running one (see move_at) to idle
+ * runners, split evenly: from the runner with the most waiting, until no
+ * runner is idle or no task may move. */
+static void balance(jr_exec_t *x, int64_t now) {
+    size_t idle;
+    while (!x->stopping && (idle = count_idle(x)) > 0) {
+        runner_t *v = NULL;
+        uint32_t best = 0, seen = 0;
+        for (size_t i = 0; i < x->nrunners; i++) {
+            runner_t *r = &x->runners[i];
+            int64_t at = move_at(r, now);
+            if (at < 0 || at > now) continue;
+            uint64_t c = __atomic_load_n(&r->shm->claim, __ATOMIC_SEQ_CST);
+            uint32_t next = (uint32_t)(c >> 32), end = (uint32_t)c;
+            if (end - next > best) v = r, best = end - next, seen = next;
+        }
+        if (!v) return;
+        /* Room first, so that nothing can fail once the tasks are taken:
+         * whatever each idle runner gets is part of [seen, end). */
+        size_t bytes = v->offs[v->end] - v->offs[seen], m = idle < best ? idle : best;
+        for (size_t i = 0, j = 0; j < m; i++) {
+            runner_t *r = &x->runners[i];
+            if (r->busy || r->pid <= 0 || r->exited) continue;
+            if (msg_reserve(r, bytes)) return;
+            j++;
+        }
+        uint32_t from, took = take_rest(v, 1, &from);
+        if (took == 0) return;
+        m = idle < took ? idle : took;
+        for (size_t i = 0, j = 0; j < m; i++) {
+            runner_t *r = &x->runners[i];
+            if (r->busy || r->pid <= 0 || r->exited) continue;
+            uint32_t a = from + (uint32_t)((uint64_t)took * j / m);
+            uint32_t b = from + (uint32_t)((uint64_t)took * (j + 1) / m);
+            copy_tasks(r, v, a, b);
+            start_batch(r);
+            j++;
+        }
+    }
 }
 
 size_t jr_exec_collect(jr_exec_t *x, jr_outcome_t *out, size_t max) {
@@ -492,37 +930,18 @@ size_t jr_exec_collect(jr_exec_t *x, jr_outcome_t *out, size_t max) {
         x->npending -= k;
         return k;
     }
+    int ne = epoll_wait(x->epfd, x->evs, (int)(2 * x->nrunners), 0);
+    for (int i = 0; i < ne; i++) {
+        runner_t *r = &x->runners[x->evs[i].data.u64 >> 1];
+        if (x->evs[i].data.u64 & 1) r->exited = 1;
+        else r->sock_ready = 1;
+    }
     for (size_t i = 0; i < x->nrunners; i++) {
         runner_t *r = &x->runners[i];
-        if (!r->busy) continue;
-        if (k + (r->n - r->collected) > max) break; /* the caller comes back */
-        char buf[256];
-        ssize_t got;
-        int dead = 0;
-        while ((got = read(r->fd, buf, sizeof buf)) > 0) {
-        }
-        if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) dead = 1;
-        emit_done(r, out, &k);
-        if (!dead && __atomic_load_n(&r->shm->finished, __ATOMIC_ACQUIRE)) {
-            emit_done(r, out, &k);
-            emit_rest_unstarted(r, out, &k); /* asked to stop: the rest never ran */
-            continue;
-        }
-        if (!dead && waitpid(r->pid, NULL, WNOHANG) == r->pid) r->pid = -r->pid, dead = 1;
-        if (!dead) {
-            int64_t since;
-            uint32_t t = running(r, &since);
-            if (t != NONE && jr_mono_us() >= since + r->timeouts_ms[t] * 1000) {
-                r->timed_out = t;
-                kill(r->pid, SIGKILL);
-                dead = 1;
-            }
-        }
-        if (dead) {
-            if (r->pid < 0) r->pid = 0; /* already reaped above */
-            runner_died(x, r, out, &k);
-        }
+        if (r->busy && k + (r->end - r->collected) > max) break; /* the caller comes back */
+        collect_runner(x, r, out, &k);
     }
+    balance(x, jr_mono_us());
     return k;
 }
 
@@ -539,7 +958,7 @@ void jr_exec_kill(jr_exec_t *x) {
         runner_t *r = &x->runners[i];
         if (r->busy && r->pid > 0) {
             r->abandon = 1;
-            kill(r->pid, SIGKILL);
+            kill(-r->pid, SIGKILL);
         }
     }
 }

@@ -2,18 +2,39 @@
  * processes ("process", the default) or in the worker itself ("inline").
  *
  * Process mode: `concurrency` runner processes, forked after the plugins are
- * loaded. A runner gets a batch of tasks in one message, runs them in order,
- * and writes each result into memory shared with the worker, waking the
- * worker only when the batch ends or after a job that took over a
- * millisecond — so a job costs no system call of its own. From the shared
+ * loaded (each calls the plugins' runner_init). A submission goes to one
+ * idle runner as one message; the runner claims its tasks one at a time
+ * (an atomic counter in memory shared with the worker, no system call) and
+ * writes each result there, waking the worker only when the batch ends or
+ * after a job that took over a millisecond. Tasks waiting behind one that
+ * has run for a millisecond move to idle runners, so a task never waits
+ * behind a slow one while a runner is free (and batches of quick jobs stay
+ * whole). From the shared
  * memory the worker always knows which task is running: a runner that dies
  * (SIGSEGV, abort, exit) costs exactly that task an attempt ("crashed:
  * SIGSEGV"), one that runs past a task's timeout is killed ("timeout"), the
- * tasks after it run in a fresh runner, and nothing else is lost or run twice.
+ * tasks after it run in a fresh runner, and nothing else is lost or run
+ * twice.
+ *
+ * What handlers do with processes cannot confuse this: each runner is its
+ * own process group, killed as a whole on a timeout or crash (and when the
+ * runner ends); a runner's death is seen through a pidfd at once, with its
+ * wait status, even if a process it forked keeps its socket open; a process
+ * forked by a handler that returns from it exits at once, before touching
+ * the shared memory or the socket.
+ *
+ * Descriptors: those open when jr_exec_new is called (the plugins' from
+ * init, the log's) are inherited by every runner unchanged; everything the
+ * worker opens afterwards (Redis connections, other runners' sockets) is
+ * closed in runners. Call jr_exec_new after loading the plugins and before
+ * connecting to Redis.
  *
  * Inline mode runs handlers in the worker process: no fork, no isolation — a
  * crashing handler takes the worker down (its jobs are then reclaimed by
- * other workers) and timeouts are only advisory (should_stop). */
+ * other workers) and timeouts are only advisory (should_stop). SIGTERM and
+ * SIGINT set should_stop at once (a handler chained in front of the
+ * worker's). A process a handler forks that returns from it still exits at
+ * once. */
 #ifndef JR_EXEC_H
 #define JR_EXEC_H
 
@@ -39,7 +60,9 @@ typedef enum jr_out {
     JR_OUT_FAIL,      /* handler returned FAIL (permanent) */
     JR_OUT_CRASH,     /* the runner died while running it */
     JR_OUT_TIMEOUT,   /* it ran past its timeout and its runner was killed */
-    JR_OUT_UNSTARTED  /* never started (the executor is stopping) */
+    JR_OUT_UNSTARTED, /* never started (the executor is stopping) */
+    JR_OUT_INTERRUPTED /* returned RETRY after the executor was asked to stop
+                          (jr_exec_stop): hand it back, no attempt used */
 } jr_out_t;
 
 typedef struct jr_outcome {
@@ -57,7 +80,9 @@ typedef struct jr_exec jr_exec_t;
 jr_exec_t *jr_exec_new(const jr_registry_t *reg, int inline_mode, int concurrency,
                        size_t max_batch, char *err, size_t errlen);
 
-/* Kill the runners (SIGKILL) and free everything. NULL is fine. */
+/* Stop the runners and free everything. Idle runners end normally (calling
+ * runner_exit), waited for up to 2 s; busy ones, and any process left in a
+ * runner's group, are SIGKILLed. NULL is fine. */
 void jr_exec_free(jr_exec_t *x);
 
 /* Runners able to take a submission now. */
@@ -65,23 +90,27 @@ size_t jr_exec_idle(const jr_exec_t *x);
 /* Tasks submitted whose outcome has not been collected yet. */
 size_t jr_exec_busy(const jr_exec_t *x);
 
-/* Hand n (<= max_batch) tasks to one idle runner. Inline mode runs them
- * before returning. Returns 0, or JR_EINVAL if no runner is idle. */
+/* Hand n (<= max_batch) tasks to one idle runner (they may move to other
+ * runners that become idle first). Inline mode runs them before returning.
+ * Returns 0 (each task then gets exactly one outcome from collect), or
+ * JR_EINVAL if no runner is idle, JR_ENOMEM. */
 int jr_exec_submit(jr_exec_t *x, const jr_task_t *tasks, size_t n);
 
-/* The fds to poll (up to max into fds; returns how many) and the monotonic
- * time (us) by which jr_exec_collect must run to enforce a timeout (-1 =
- * none). */
+/* The fds to poll (up to max into fds; returns how many: 1 in process mode,
+ * 0 inline) and the monotonic time (us) by which jr_exec_collect must run to
+ * enforce a timeout or move waiting tasks to an idle runner (-1 = none). */
 size_t jr_exec_pollfds(const jr_exec_t *x, struct pollfd *fds, size_t max);
 int64_t jr_exec_deadline(const jr_exec_t *x);
 
 /* Gather outcomes (after poll, or any time): results written so far, runners
- * that died (restarting them), runners past a deadline (killing them). Fills
- * up to max outcomes; returns how many. Call again while it returns max. */
+ * that died (restarting them), runners past a deadline (killing them); then
+ * move tasks not started yet to idle runners. Fills up to max outcomes;
+ * returns how many. Call again while it returns max. */
 size_t jr_exec_collect(jr_exec_t *x, jr_outcome_t *out, size_t max);
 
-/* Ask runners to stop after their current task: the rest of their batches
- * come back as JR_OUT_UNSTARTED. */
+/* Ask runners to stop after their current task (should_stop becomes true):
+ * the rest of their batches come back as JR_OUT_UNSTARTED, a running task
+ * that then returns RETRY as JR_OUT_INTERRUPTED. */
 void jr_exec_stop(jr_exec_t *x);
 
 /* Kill busy runners now: their running task and the rest of their batch

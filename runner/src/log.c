@@ -1,6 +1,7 @@
 /* Logging: see log.h. Single-threaded use per process. */
 #include "log.h"
 
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,6 +13,13 @@ static jr_log_format_t log_format = JR_LOG_TEXT;
 static int log_min = JR_LOG_INFO;
 static char log_component[32] = "jobrunner";
 static char log_buf[1 << 16];
+/* Where lines go: a private duplicate of stderr taken by jr_log_setup, so a
+ * handler that closes fd 2 (and whatever opens next, landing there) neither
+ * loses our lines nor receives them. NULL before setup: stderr itself. */
+static FILE *log_out;
+#define LOG_FD_MIN 100 /* out of the way of descriptors code opens in order */
+
+static FILE *out(void) { return log_out ? log_out : stderr; }
 
 static const char *const level_names[] = {"debug", "info", "warn", "error"};
 
@@ -19,12 +27,22 @@ void jr_log_setup(jr_log_format_t format, int min_level, const char *component) 
     log_format = format;
     log_min = min_level;
     if (component) snprintf(log_component, sizeof log_component, "%s", component);
-    setvbuf(stderr, log_buf, _IOFBF, sizeof log_buf);
+    if (log_out) return;
+    int fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, LOG_FD_MIN);
+    if (fd < 0) fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3); /* a low RLIMIT_NOFILE */
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) { /* stderr is closed or we are out of memory: log to stderr as is */
+        if (fd >= 0) close(fd);
+        setvbuf(stderr, log_buf, _IOFBF, sizeof log_buf);
+        return;
+    }
+    setvbuf(f, log_buf, _IOFBF, sizeof log_buf);
+    log_out = f;
 }
 
 int jr_log_enabled(jr_log_level_t level) { return (int)level >= log_min; }
 
-void jr_log_flush(void) { fflush(stderr); }
+void jr_log_flush(void) { fflush(out()); }
 
 /* Write s as a JSON string body (without quotes); with quotes = 0 only
  * control characters are escaped (text-mode messages: one line each). */
@@ -67,7 +85,7 @@ void jr_log_kvv(jr_log_level_t level, const char *msg, size_t n, const char *con
     char ts[JR_TIME_LEN];
     jr_time_format(jr_wall_ms(), ts);
     const char *lv = level_names[level <= JR_LOG_ERROR ? level : JR_LOG_ERROR];
-    FILE *f = stderr;
+    FILE *f = out();
     if (log_format == JR_LOG_JSON) {
         fprintf(f, "{\"time\":\"%s\",\"level\":\"%s\",\"component\":\"%s\",\"pid\":%d,\"msg\":\"",
                 ts, lv, log_component, (int)getpid());

@@ -1,14 +1,17 @@
 /* Logging: one line per event, "TIME LEVEL COMPONENT[PID] MESSAGE k=v ...",
  * or the same keys as one JSON object per line. TIME is UTC RFC 3339 with
  * milliseconds. Lines go to stderr, buffered; jr_log_flush() writes them out
- * (called before any blocking wait, so nothing sits in the buffer while idle). */
+ * (called before any blocking wait, so nothing sits in the buffer while idle).
+ * From jr_log_setup on they go to a private duplicate of stderr (close-on-exec,
+ * fd >= 100), so a handler closing or reopening fds 0-2 does not divert them. */
 #ifndef JR_LOG_H
 #define JR_LOG_H
 
 #include "jobrunner/plugin.h"
 #include "config.h"
 
-/* Set format, minimum level and component name (e.g. "worker"). */
+/* Set format, minimum level and component name (e.g. "worker"); the first
+ * call takes the duplicate of stderr. */
 void jr_log_setup(jr_log_format_t format, int min_level, const char *component);
 
 /* Log `msg` followed by key/value string pairs, terminated by NULL:

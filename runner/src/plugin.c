@@ -26,7 +26,8 @@
  * the end of the last member that minor defines. A new minor appends its
  * entry here. */
 static const size_t desc_min_size[] = {
-    offsetof(jr_plugin_t, fini) + sizeof(void (*)(void)), /* 1.0 */
+    offsetof(jr_plugin_t, fini) + sizeof(void (*)(void)),               /* 1.0 */
+    offsetof(jr_plugin_t, runner_exit) + sizeof(void (*)(void *)),      /* 1.1 */
 };
 _Static_assert(sizeof desc_min_size / sizeof desc_min_size[0] == JR_PLUGIN_ABI_MINOR + 1,
                "one minimum descriptor size per ABI minor");
@@ -35,6 +36,10 @@ typedef struct plugin {
     char *path; /* realpath() of the file; handlers point at it */
     void *dl;
     const jr_plugin_t *desc;
+    /* In this process (the memory is copied by fork, so each runner has its
+     * own): RUNNER_NONE = runner_init not called, RUNNER_READY = it returned
+     * 0 (or there is none), RUNNER_FAILED = it returned non-zero. */
+    enum { RUNNER_NONE, RUNNER_READY, RUNNER_FAILED } runner_state;
 } plugin_t;
 
 /* The plugin whose init is running: where register_handler records the
@@ -185,6 +190,7 @@ static int api_register(void *ctx, const char *name, jr_handler_fn fn, void *uda
     h->fn = fn;
     h->udata = udata;
     h->plugin = l->p->path;
+    h->plugin_ix = r->nplugins; /* where the plugin goes if its load succeeds */
     memmove(&r->handlers[at + 1], &r->handlers[at], (r->nhandlers - at) * sizeof *r->handlers);
     r->handlers[at] = h;
     r->nhandlers++;
@@ -259,6 +265,50 @@ jr_result_t jr_handler_run(const jr_handler_t *h, jr_job_t *job) {
     snprintf(job->error, sizeof job->error, "handler %s returned %d, which is not a jr_result_t",
              h->name, res);
     return JR_RESULT_FAIL;
+}
+
+/* ---- per-process hooks ---- */
+
+static jr_plugin_hook_init_fn runner_init_of(const plugin_t *p) {
+    return p->desc->abi_minor >= 1 ? p->desc->runner_init : NULL;
+}
+
+/* Run p's runner_init (if any) in this process and record the result. */
+static int plugin_runner_init(const jr_registry_t *r, plugin_t *p) {
+    jr_plugin_hook_init_fn fn = runner_init_of(p);
+    int rc = fn ? fn((void *)r, &host_api) : 0;
+    p->runner_state = rc == 0 ? RUNNER_READY : RUNNER_FAILED;
+    if (rc != 0) {
+        char n[16];
+        snprintf(n, sizeof n, "%d", rc);
+        jr_log_kv(JR_LOG_ERROR, "runner_init of a plugin failed; its jobs are retried", "plugin",
+                  p->desc->name ? p->desc->name : p->path, "returned", n, NULL);
+    }
+    return rc;
+}
+
+void jr_registry_runner_init(const jr_registry_t *r) {
+    for (size_t i = 0; r && i < r->nplugins; i++) plugin_runner_init(r, &r->plugins[i]);
+}
+
+void jr_registry_runner_exit(const jr_registry_t *r) {
+    for (size_t i = r ? r->nplugins : 0; i-- > 0;) {
+        plugin_t *p = &r->plugins[i];
+        if (p->runner_state == RUNNER_READY && p->desc->abi_minor >= 1 && p->desc->runner_exit)
+            p->desc->runner_exit((void *)r);
+        p->runner_state = RUNNER_NONE;
+    }
+}
+
+int jr_handler_ready(const jr_registry_t *r, const jr_handler_t *h, char *err, size_t errlen) {
+    if (!r || h->plugin_ix >= r->nplugins) return 0;
+    plugin_t *p = &r->plugins[h->plugin_ix];
+    if (p->runner_state == RUNNER_READY) return 0;
+    int rc = plugin_runner_init(r, p);
+    if (rc != 0)
+        snprintf(err, errlen, "runner_init of plugin %s failed (returned %d)",
+                 p->desc->name ? p->desc->name : p->path, rc);
+    return rc;
 }
 
 /* ---- loading ---- */

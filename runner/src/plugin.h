@@ -29,7 +29,10 @@ typedef struct jr_handler {
     jr_handler_fn fn;
     void *udata;
     const char *plugin; /* resolved path (realpath) of the plugin that registered it */
+    size_t plugin_ix;   /* that plugin's place in the registry's load order */
 } jr_handler_t;
+
+typedef int (*jr_plugin_hook_init_fn)(void *ctx, const jr_host_api_t *api);
 
 typedef struct jr_registry jr_registry_t;
 
@@ -65,6 +68,21 @@ const jr_handler_t *jr_registry_find(const jr_registry_t *r, const char *name);
 /* Number of registered handlers / loaded plugins. */
 size_t jr_registry_handlers(const jr_registry_t *r);
 size_t jr_registry_plugins(const jr_registry_t *r);
+
+/* Call every plugin's runner_init (ABI minor >= 1), in load order, in this
+ * process: once in each process that runs handlers, before its first job.
+ * A failure is logged and remembered for jr_handler_ready. */
+void jr_registry_runner_init(const jr_registry_t *r);
+
+/* Call runner_exit, in reverse load order, of every plugin whose runner_init
+ * succeeded (or that has none) in this process. */
+void jr_registry_runner_exit(const jr_registry_t *r);
+
+/* 0 if the plugin of h is ready to run jobs in this process. If its
+ * runner_init failed (or was never called), call it again; if it still
+ * fails, return its non-zero result with "runner_init of plugin NAME failed
+ * (returned N)" in err. */
+int jr_handler_ready(const jr_registry_t *r, const jr_handler_t *h, char *err, size_t errlen);
 
 /* Run a handler on a job, in the calling process and thread. Initialises
  * job->retry_after_ms and job->error first. Returns what the handler

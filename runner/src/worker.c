@@ -189,7 +189,10 @@ static int finish(worker_t *w, const jr_outcome_t *o) {
     if (o->kind == JR_OUT_OK) {
         log_outcome(w, s, "ok", o->duration_us, NULL, -1);
         rc = push_op(w, OP_ACK, s->queue, s->entry, 0, NULL, NULL);
-    } else if (o->kind == JR_OUT_UNSTARTED) {
+    } else if (o->kind == JR_OUT_UNSTARTED || o->kind == JR_OUT_INTERRUPTED) {
+        /* Stopped by our shutdown, not by the job: no attempt used. */
+        if (o->kind == JR_OUT_INTERRUPTED)
+            log_outcome(w, s, "interrupted", o->duration_us, o->error, -1);
         rc = push_op(w, OP_HANDBACK, s->queue, s->entry, 0, NULL, NULL);
     } else {
         const char *err = o->error[0] ? o->error

@@ -164,16 +164,36 @@ Test(plugin, refuses_other_major) {
 }
 
 Test(plugin, refuses_newer_minor) {
-    load_refused(FX("newer_minor"),
-                 "built for plugin ABI 1.5, newer than this jobrunner's 1.0 (upgrade jobrunner)");
+    char reason[128];
+    snprintf(reason, sizeof reason,
+             "built for plugin ABI 1.5, newer than this jobrunner's 1.%d (upgrade jobrunner)",
+             JR_PLUGIN_ABI_MINOR);
+    load_refused(FX("newer_minor"), reason);
 }
 
 Test(plugin, refuses_short_descriptor) {
     char reason[128];
-    snprintf(reason, sizeof reason, "descriptor is 16 bytes, ABI 1.0 needs at least %zu",
-             offsetof(jr_plugin_t, fini) + sizeof(void *));
+    snprintf(reason, sizeof reason, "descriptor is 16 bytes, ABI 1.%d needs at least %zu",
+             JR_PLUGIN_ABI_MINOR, sizeof(jr_plugin_t));
     load_refused(FX("short_struct"), reason);
 }
+
+Test(plugin, refuses_minor_1_descriptor_without_room_for_its_hooks) {
+    char reason[128];
+    snprintf(reason, sizeof reason, "descriptor is %zu bytes, ABI 1.1 needs at least %zu",
+             offsetof(jr_plugin_t, runner_init), offsetof(jr_plugin_t, runner_exit) + sizeof(void *));
+    load_refused(FX("short_minor1"), reason);
+}
+
+Test(plugin, accepts_an_older_minor_with_its_shorter_descriptor) {
+    load_ok(FX("old_minor"));
+    const jr_handler_t *h = jr_registry_find(reg, "fx_old_minor");
+    cr_assert_not_null(h);
+    jr_registry_runner_init(reg); /* must not read hooks a 1.0 descriptor lacks */
+    cr_assert_eq(jr_handler_ready(reg, h, err, sizeof err), 0, "%s", err);
+    jr_registry_runner_exit(reg);
+}
+
 
 Test(plugin, refuses_missing_entry) {
     load_refused(FX("no_entry"), "no jr_plugin_entry symbol (not a jobrunner plugin)");
@@ -667,4 +687,46 @@ Test(plugin, order_autoclose_bad_payload_fails) {
     job = job_for("order_autoclose", big, PATH_MAX);
     cr_assert_eq(run(&job), JR_RESULT_FAIL);
     cr_assert_not_null(strstr(job.error, "too long"), "%s", job.error);
+}
+
+/* ---- per-runner hooks ---- */
+
+Test(plugin, runner_hooks_run_in_order_once_each) {
+    make_tmpdir();
+    char marker[PATH_MAX];
+    snprintf(marker, sizeof marker, "%s", tmp_path("hooks"));
+    setenv("JRT_HOOK_MARKER", marker, 1);
+    unsetenv("JRT_HOOK_FAIL");
+    load_ok(FX("hooks"));
+    const jr_handler_t *h = jr_registry_find(reg, "fx_hooked");
+    jr_job_t job = job_for("fx_hooked", "", 0);
+    cr_assert_eq(jr_handler_run(h, &job), JR_RESULT_FAIL, "init alone must not call runner_init");
+    jr_registry_runner_init(reg);
+    cr_assert_eq(jr_handler_ready(reg, h, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(jr_handler_run(h, &job), JR_RESULT_OK, "%s", job.error);
+    jr_registry_runner_exit(reg);
+    jr_registry_runner_exit(reg); /* a second exit calls nothing */
+    char *text = slurp(marker);
+    cr_assert_str_eq(text, "init\nexit\n");
+    free(text);
+}
+
+Test(plugin, a_failing_runner_init_is_retried_before_each_job_until_it_works) {
+    make_tmpdir();
+    char marker[PATH_MAX];
+    snprintf(marker, sizeof marker, "%s", tmp_path("hooks"));
+    setenv("JRT_HOOK_MARKER", marker, 1);
+    setenv("JRT_HOOK_FAIL", "2", 1);
+    load_ok(FX("hooks"));
+    const jr_handler_t *h = jr_registry_find(reg, "fx_hooked");
+    jr_registry_runner_init(reg); /* fails: 1st call */
+    cr_assert_neq(jr_handler_ready(reg, h, err, sizeof err), 0); /* fails: 2nd call */
+    cr_assert_str_eq(err, "runner_init of plugin hooks failed (returned 5)");
+    cr_assert_eq(jr_handler_ready(reg, h, err, sizeof err), 0, "%s", err); /* 3rd works */
+    cr_assert_eq(jr_handler_ready(reg, h, err, sizeof err), 0, "%s", err); /* not called again */
+    jr_registry_runner_exit(reg);
+    char *text = slurp(marker);
+    cr_assert_str_eq(text, "init\ninit\ninit\nexit\n");
+    free(text);
+    unsetenv("JRT_HOOK_FAIL");
 }

@@ -13,6 +13,26 @@
  *     and refuses a plugin built for a newer minor than it knows.
  *   - api->size tells a plugin how much of the host table exists; check it
  *     before calling a member added after minor 0.
+ *
+ * Processes (worker.isolation: process, the default): the worker loads the
+ * plugins and calls init once, then forks its runner processes; handlers run
+ * in those. What init opens (files, sockets, descriptors, memory) is
+ * inherited by every runner unchanged, and shared by all of them: fine for a
+ * log file opened with O_APPEND or read-only data. What must not be shared
+ * across fork (a database or TLS connection, threads, locks held, a random
+ * generator's state) belongs in runner_init, which runs in each runner
+ * process before its first job (and once in the worker with isolation:
+ * inline); runner_exit undoes it when the runner ends normally (not after a
+ * crash or a timeout kill). A runner is replaced after a crash or timeout,
+ * and the new one calls runner_init again.
+ *
+ * A handler may start processes, but only the runner returns results: a
+ * process forked from a handler (fork(), daemon(); not a raw clone system
+ * call) that returns from it ends at once. Each
+ * runner is its own process group; on a timeout or crash the whole group is
+ * killed (a shell pipeline the handler started dies with it), and what is
+ * left in the group when the runner ends is killed too. A process that must
+ * outlive its job has to leave the group (setsid).
  */
 #ifndef JOBRUNNER_PLUGIN_H
 #define JOBRUNNER_PLUGIN_H
@@ -26,7 +46,7 @@ extern "C" {
 
 #define JR_PLUGIN_MAGIC 0x4C50524Au /* "JRPL" read as little-endian bytes */
 #define JR_PLUGIN_ABI_MAJOR 1
-#define JR_PLUGIN_ABI_MINOR 0
+#define JR_PLUGIN_ABI_MINOR 1 /* 1: runner_init, runner_exit */
 
 /* Name of the exported entry function, as a string for dlsym(). */
 #define JR_PLUGIN_ENTRY_NAME "jr_plugin_entry"
@@ -101,6 +121,19 @@ typedef struct jr_plugin {
     int (*init)(void *ctx, const jr_host_api_t *api);
     /* Release what init acquired. May be NULL. */
     void (*fini)(void);
+
+    /* Members below: ABI minor 1. */
+
+    /* Called in each process that runs handlers, before its first job: every
+     * runner process after fork, or the worker once with isolation: inline.
+     * ctx is the host context init got (register_handler does not work here).
+     * Return 0; non-zero makes this plugin's jobs in that process come back
+     * as RETRY (error "runner_init of plugin NAME failed (returned N)"), and
+     * runner_init is called again before the next one. May be NULL. */
+    int (*runner_init)(void *ctx, const jr_host_api_t *api);
+    /* Called when such a process ends normally, if its runner_init returned
+     * 0 (or there is none). Not called after a crash or a kill. May be NULL. */
+    void (*runner_exit)(void *ctx);
 } jr_plugin_t;
 
 /* Fill a descriptor's header fields with this header's values. */

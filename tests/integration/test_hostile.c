@@ -1,0 +1,483 @@
+/* Handlers that misbehave with processes and descriptors (hostile_job.c)
+ * must not corrupt their worker: every job runs exactly once and ends in
+ * exactly the right state in Redis, crashes are seen at once with their
+ * signal, timeouts kill what the handler started, a plugin's descriptors
+ * and the worker's log survive, shutdown hands back interrupted jobs
+ * without using an attempt, and quick jobs never wait behind a slow one
+ * while a runner is idle. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "jr.h"
+#include "redis.h"
+
+static jrt_redis_t R;
+static char cfgpath[192];
+
+static void setup(void) {
+    jrt_redis_start(&R, NULL);
+    setenv("JRT_HOSTILE_DIR", R.dir, 1);
+}
+static void teardown(void) { jrt_redis_stop(&R); }
+
+TestSuite(hostile, .init = setup, .fini = teardown, .timeout = 120);
+
+/* R.dir/name, in one of four static buffers. */
+static const char *file(const char *name) {
+    static char path[4][192];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(path[k], sizeof path[k], "%s/%s", R.dir, name);
+    return path[k];
+}
+
+/* A config file: the Redis URL plus `extra` YAML. */
+static void config(const char *extra) {
+    char text[2048];
+    snprintf(text, sizeof text, "redis:\n  url: %s\n%s", R.url, extra);
+    jrt_write(&R, "jobrunner.yaml", text, cfgpath, sizeof cfgpath);
+}
+
+static pid_t start_worker(const char *log) {
+    const char *w[] = {"worker", "-c", cfgpath, "--plugin", JRT_HOSTILE_PLUGIN, NULL};
+    return jrt_spawn(file(log), w);
+}
+
+static jr_redis_t *conn(void) {
+    char err[JR_ERRLEN];
+    jr_redis_t *r = jr_redis_connect(R.url, 2000, err, sizeof err);
+    cr_assert(r, "%s", err);
+    cr_assert_eq(jr_redis_load_library(r), 0, "%s", jr_redis_errstr(r));
+    return r;
+}
+
+/* Enqueue one job of handler h with payload p; its id into id. */
+static void enqueue(const char *h, const char *p, uint32_t max_attempts, int64_t timeout_ms, char id[JR_ID_MAX]) {
+    jr_redis_t *r = conn();
+    jr_enqueue_t job = {.queue = "default",
+                        .env = {.handler = h, .handler_len = strlen(h), .payload = p, .payload_len = strlen(p),
+                                .attempt = 1, .max_attempts = max_attempts, .timeout_ms = timeout_ms}};
+    char ids[1][JR_ID_MAX];
+    cr_assert_eq(jr_redis_enqueue(r, &job, 1, ids, NULL), 0, "%s", jr_redis_errstr(r));
+    if (id) snprintf(id, JR_ID_MAX, "%s", ids[0]);
+    jr_redis_free(r);
+}
+
+static jr_qstats_t stats(void) {
+    jr_redis_t *r = conn();
+    jr_qstats_t s;
+    cr_assert_eq(jr_redis_stats(r, "default", &s), 0, "%s", jr_redis_errstr(r));
+    jr_redis_free(r);
+    return s;
+}
+
+/* Wait until nothing is ready, pending or delayed and `dead` are dead. */
+static jr_qstats_t wait_settled(long long dead, int timeout_ms) {
+    jr_qstats_t s = {0};
+    for (int t = 0; t <= timeout_ms; t += 50) {
+        s = stats();
+        if (s.ready == 0 && s.pending == 0 && s.delayed == 0 && s.dead >= dead) break;
+        jrt_sleep_ms(50);
+    }
+    return s;
+}
+
+/* Assert the queue holds nothing but `dead` dead jobs. */
+static void expect_final(long long dead) {
+    jr_qstats_t s = stats();
+    cr_expect(s.ready == 0 && s.pending == 0 && s.delayed == 0 && s.dead == dead,
+              "ready=%lld pending=%lld delayed=%lld dead=%lld (want dead=%lld)", s.ready, s.pending, s.delayed,
+              s.dead, dead);
+}
+
+/* How many record lines say handler `what` ran job id. */
+static int runs(const char *what, const char *id) {
+    char *s = jrt_slurp(file("record.txt"));
+    char want[JR_ID_MAX + 64];
+    snprintf(want, sizeof want, "%.32s %s ", what, id);
+    int n = 0;
+    for (char *line = s; *line;) {
+        n += strncmp(line, want, strlen(want)) == 0;
+        char *nl = strchr(line, '\n');
+        if (!nl) break;
+        line = nl + 1;
+    }
+    free(s);
+    return n;
+}
+
+/* The dead entry of a job, as "field=value;..." (empty if none). */
+static void dead_entry(const char *id, char *out, size_t len) {
+    redisContext *c = jrt_connect(&R);
+    redisReply *rep = redisCommand(c, "XRANGE jr:{default}:dead - +");
+    out[0] = '\0';
+    for (size_t i = 0; rep && i < rep->elements; i++) {
+        redisReply *f = rep->element[i]->element[1];
+        int match = 0;
+        for (size_t j = 0; j + 1 < f->elements; j += 2)
+            match |= !strcmp(f->element[j]->str, "id") && !strcmp(f->element[j + 1]->str, id);
+        for (size_t j = 0; match && j + 1 < f->elements; j += 2)
+            snprintf(out + strlen(out), len - strlen(out), "%s=%s;", f->element[j]->str, f->element[j + 1]->str);
+    }
+    if (rep) freeReplyObject(rep);
+    redisFree(c);
+}
+
+/* The worker log must say "outcome=ok" exactly n times and nothing worse. */
+static void expect_oks(const char *log, int n) {
+    cr_expect_eq(jrt_count(file(log), "outcome=ok"), n, "%d ok lines, want %d", jrt_count(file(log), "outcome=ok"), n);
+    cr_expect_eq(jrt_count(file(log), "outcome=retry") + jrt_count(file(log), "outcome=dead"), 0,
+                 "a job failed:\n%s", jrt_slurp(file(log)));
+}
+
+/* Enqueue n jobs of h (payload p) and n record jobs, interleaved; each must
+ * run once, end ok, and leave the queue empty, also `linger_ms` later (when
+ * the processes the handlers left behind have done their worst). */
+static void exactly_once(const char *h, const char *p, int n, int linger_ms) {
+    enum { MAX = 32 };
+    char hid[MAX][JR_ID_MAX], rid[MAX][JR_ID_MAX];
+    for (int i = 0; i < n; i++) {
+        enqueue(h, p, 0, 0, hid[i]);
+        enqueue("record", "", 0, 0, rid[i]);
+    }
+    pid_t w = start_worker("worker.log");
+    wait_settled(0, 20000);
+    jrt_sleep_ms(linger_ms);
+    expect_final(0);
+    for (int i = 0; i < n; i++) {
+        cr_expect_eq(runs(h, hid[i]), 1, "%s job %s ran %d times", h, hid[i], runs(h, hid[i]));
+        cr_expect_eq(runs("record", rid[i]), 1, "record job %s ran %d times", rid[i], runs("record", rid[i]));
+    }
+    expect_oks("worker.log", 2 * n);
+    int64_t t0 = jrt_wall_us();
+    cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0, "the worker did not stop cleanly on SIGTERM");
+    cr_expect_lt(jrt_wall_us() - t0, 5000000, "SIGTERM took %lld us", (long long)(jrt_wall_us() - t0));
+}
+
+Test(hostile, a_handler_that_forks_and_returns_in_both_processes) {
+    config("worker:\n  concurrency: 2\n");
+    exactly_once("fork_both", "", 12, 500);
+}
+
+Test(hostile, a_handler_that_leaves_a_daemon_which_returns_later) {
+    config("worker:\n  concurrency: 2\n");
+    exactly_once("daemon", "", 6, 2500); /* the daemons return 1.5 s after their job */
+}
+
+/* 1 if pid is gone (or a zombie nobody reaps). */
+static int gone(pid_t pid) {
+    char path[64], stat[256] = "";
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 1;
+    size_t n = fread(stat, 1, sizeof stat - 1, f);
+    stat[n] = '\0';
+    fclose(f);
+    char *p = strrchr(stat, ')');
+    return p && p[1] == ' ' && p[2] == 'Z';
+}
+
+Test(hostile, a_handler_that_leaves_a_background_shell_job) {
+    config("worker:\n  concurrency: 2\n");
+    exactly_once("bg_system", "", 4, 200);
+    /* The worker has stopped: what the handlers left in their runners'
+     * process groups went with them. */
+    char *text = jrt_slurp(file("bg.pid"));
+    int n = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"), n++) {
+        pid_t pid = (pid_t)atoi(line);
+        int g = 0;
+        for (int i = 0; i < 40 && !(g = gone(pid)); i++) jrt_sleep_ms(50);
+        cr_expect(g, "background process %d outlived its worker", (int)pid);
+    }
+    cr_expect_eq(n, 4, "%d background pids recorded", n);
+    free(text);
+}
+
+Test(hostile, a_handler_that_forks_and_returns_in_both_processes_inline) {
+    config("worker:\n  isolation: inline\n");
+    exactly_once("fork_both", "", 8, 500);
+}
+
+Test(hostile, a_timed_out_shell_pipeline_dies_with_its_job) {
+    config("");
+    char cmd[256], id[JR_ID_MAX];
+    snprintf(cmd, sizeof cmd, "sleep 2; echo done > %s", file("late.txt"));
+    enqueue("pipeline", cmd, 1, 500, id);
+    pid_t w = start_worker("worker.log");
+    wait_settled(1, 10000);
+    char dead[2048];
+    dead_entry(id, dead, sizeof dead);
+    cr_expect(strstr(dead, "timeout") && strstr(dead, "why=failed"), "%s", dead);
+    jrt_sleep_ms(3000); /* the pipeline would have written by now */
+    struct stat st;
+    cr_expect_neq(stat(file("late.txt"), &st), 0, "the timed-out pipeline finished its work later");
+    cr_expect_eq(runs("pipeline", id), 1);
+    expect_final(1);
+    cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
+}
+
+Test(hostile, a_crash_is_seen_at_once_with_its_signal_though_a_child_holds_the_socket) {
+    config("");
+    pid_t w = start_worker("worker.log");
+    jrt_sleep_ms(300);
+    char id[JR_ID_MAX];
+    int64_t t0 = jrt_wall_us();
+    enqueue("fork_crash", "", 1, 30000, id);
+    jr_qstats_t s = wait_settled(1, 15000);
+    int64_t took = jrt_wall_us() - t0;
+    cr_expect_eq(s.dead, 1);
+    cr_expect_lt(took, 3000000, "the crash was seen after %lld ms", (long long)(took / 1000));
+    char dead[2048];
+    dead_entry(id, dead, sizeof dead);
+    cr_expect(strstr(dead, "crashed: SIGSEGV") && strstr(dead, "why=failed"), "%s", dead);
+    char *pidtext = jrt_slurp(file("fork_crash.pid"));
+    pid_t child = (pid_t)atoi(pidtext);
+    free(pidtext);
+    cr_assert_gt(child, 0, "the handler's child never wrote its pid");
+    int dead_child = 0;
+    for (int i = 0; i < 40 && !(dead_child = gone(child)); i++) jrt_sleep_ms(50);
+    cr_expect(dead_child, "the crashed runner's child %d still runs", (int)child);
+    cr_expect_eq(runs("fork_crash", id), 1);
+    expect_final(1);
+    cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
+}
+
+Test(hostile, a_descriptor_the_plugin_opened_in_init_survives_into_runners) {
+    config("worker:\n  concurrency: 3\n");
+    enum { N = 20 };
+    char ids[N][JR_ID_MAX];
+    for (int i = 0; i < N; i++) enqueue("initfd", "", 1, 0, ids[i]);
+    pid_t w = start_worker("worker.log");
+    wait_settled(0, 15000);
+    expect_final(0);
+    expect_oks("worker.log", N);
+    char *text = jrt_slurp(file("initfd.txt"));
+    for (int i = 0; i < N; i++) {
+        char want[JR_ID_MAX + 2];
+        snprintf(want, sizeof want, "%.*s\n", JR_ID_MAX - 1, ids[i]);
+        char *at = strstr(text, want);
+        cr_expect(at && !strstr(at + 1, want), "job %s is not in initfd.txt exactly once:\n%s", ids[i], text);
+    }
+    cr_expect_eq(jrt_lines(file("initfd.txt")), N);
+    free(text);
+    cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
+}
+
+/* The pids after "<word> " in hooks.txt, into pids; returns how many. */
+static int hook_pids(const char *word, int *pids, int max) {
+    char *s = jrt_slurp(file("hooks.txt"));
+    int n = 0;
+    size_t len = strlen(word);
+    for (char *line = s; *line && n < max;) {
+        if (!strncmp(line, word, len) && line[len] == ' ') pids[n++] = atoi(line + len + 1);
+        char *nl = strchr(line, '\n');
+        if (!nl) break;
+        line = nl + 1;
+    }
+    free(s);
+    return n;
+}
+
+static int contains(const int *v, int n, int x) {
+    for (int i = 0; i < n; i++)
+        if (v[i] == x) return 1;
+    return 0;
+}
+
+Test(hostile, runner_init_runs_once_in_each_runner_and_runner_exit_when_it_ends) {
+    config("worker:\n  concurrency: 3\n");
+    enum { N = 30 };
+    char ids[N][JR_ID_MAX];
+    for (int i = 0; i < N; i++) enqueue("whoami", "", 1, 0, ids[i]);
+    pid_t w = start_worker("worker.log");
+    wait_settled(0, 15000);
+    expect_final(0);
+    int init[16], exits[16];
+    int ni = hook_pids("runner_init", init, 16);
+    cr_expect_eq(ni, 3, "runner_init ran %d times for 3 runners", ni);
+    for (int i = 0; i < ni; i++) {
+        cr_expect_neq(init[i], (int)w, "runner_init ran in the worker");
+        for (int j = 0; j < i; j++) cr_expect_neq(init[i], init[j], "runner_init ran twice in %d", init[i]);
+    }
+    char *rec = jrt_slurp(file("record.txt"));
+    for (char *line = strtok(rec, "\n"); line; line = strtok(NULL, "\n")) {
+        int pid = 0;
+        cr_expect_eq(sscanf(line, "whoami %*s %*u %d", &pid), 1, "%s", line);
+        cr_expect(contains(init, ni, pid), "a job ran in %d, where runner_init never ran", pid);
+    }
+    free(rec);
+    cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
+    int ne = hook_pids("runner_exit", exits, 16);
+    cr_expect_eq(ne, 3, "runner_exit ran %d times for 3 runners", ne);
+    for (int i = 0; i < ne; i++) cr_expect(contains(init, ni, exits[i]), "runner_exit in %d", exits[i]);
+}
+
+Test(hostile, runner_init_runs_once_in_an_inline_worker) {
+    config("worker:\n  isolation: inline\n");
+    enqueue("whoami", "", 1, 0, NULL);
+    pid_t w = start_worker("worker.log");
+    wait_settled(0, 15000);
+    expect_final(0);
+    cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
+    int init[4], exits[4];
+    cr_expect_eq(hook_pids("runner_init", init, 4), 1);
+    cr_expect_eq(init[0], (int)w);
+    cr_expect_eq(hook_pids("runner_exit", exits, 4), 1);
+    cr_expect_eq(exits[0], (int)w);
+}
+
+/* close_std then three logline jobs, in one batch (one runner): the lines
+ * logged after fds 0-2 were closed must be in the worker's log, not in the
+ * file that took their place. */
+static void closing_std_fds(const char *extra) {
+    config(extra);
+    char ids[4][JR_ID_MAX];
+    enqueue("close_std", "", 1, 0, ids[0]);
+    for (int i = 1; i < 4; i++) enqueue("logline", "", 1, 0, ids[i]);
+    pid_t w = start_worker("worker.log");
+    wait_settled(0, 15000);
+    expect_final(0);
+    jrt_sleep_ms(200);
+    for (int i = 1; i < 4; i++) {
+        char want[JR_ID_MAX + 32];
+        snprintf(want, sizeof want, "logline marker %s", ids[i]);
+        cr_expect_eq(jrt_count(file("worker.log"), want), 1, "\"%s\" is not in the worker log once", want);
+        cr_expect_eq(runs("logline", ids[i]), 1);
+    }
+    expect_oks("worker.log", 4);
+    cr_expect_eq(jrt_count(file("trap.txt"), "job"), 0, "log lines went into the handler's file:\n%s",
+                 jrt_slurp(file("trap.txt")));
+    cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
+    cr_expect_eq(jrt_count(file("worker.log"), "worker stopped"), 1, "the last log line is lost");
+}
+
+Test(hostile, a_handler_closing_fds_0_to_2_does_not_lose_later_log_lines) {
+    closing_std_fds("worker:\n  concurrency: 1\n");
+}
+
+Test(hostile, a_handler_closing_fds_0_to_2_does_not_lose_later_log_lines_inline) {
+    closing_std_fds("worker:\n  isolation: inline\n");
+}
+
+/* A polite job runs; SIGTERM; it must come back ready (not dead with
+ * max_attempts 1), logged "interrupted", and run again as attempt 1. */
+static void polite_job(const char *extra) {
+    char yaml[256];
+    snprintf(yaml, sizeof yaml, "worker:\n  grace: 5s\n%sjobs:\n  max_attempts: 1\n", extra);
+    config(yaml);
+    char id[JR_ID_MAX];
+    enqueue("polite", "", 0, 0, id);
+    pid_t w = start_worker("w1.log");
+    cr_assert_eq(jrt_wait_lines(file("record.txt"), 1, 10000), 1, "the job never started");
+    int64_t t0 = jrt_wall_us();
+    cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
+    cr_expect_lt(jrt_wall_us() - t0, 3000000, "stopping took %lld us", (long long)(jrt_wall_us() - t0));
+    jr_qstats_t s = stats();
+    cr_expect(s.ready == 1 && s.pending == 0 && s.dead == 0 && s.delayed == 0,
+              "after SIGTERM: ready=%lld pending=%lld dead=%lld delayed=%lld (want the job ready again)", s.ready,
+              s.pending, s.dead, s.delayed);
+    cr_expect_eq(jrt_count(file("w1.log"), "outcome=interrupted"), 1, "%s", jrt_slurp(file("w1.log")));
+    char okpath[192];
+    jrt_write(&R, "polite_ok", "", okpath, sizeof okpath);
+    w = start_worker("w2.log");
+    wait_settled(0, 15000);
+    expect_final(0);
+    cr_expect_eq(runs("polite", id), 2);
+    char want[JR_ID_MAX + 16];
+    snprintf(want, sizeof want, "polite %s 1 ", id);
+    cr_expect_eq(jrt_count(file("record.txt"), want), 2, "the second run is not attempt 1 again:\n%s",
+                 jrt_slurp(file("record.txt")));
+    cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
+}
+
+Test(hostile, a_job_that_stops_when_asked_goes_back_without_using_an_attempt) { polite_job(""); }
+
+Test(hostile, a_job_that_stops_when_asked_goes_back_without_using_an_attempt_inline) {
+    polite_job("  isolation: inline\n");
+}
+
+/* "end <id> <us>" of a sleepy job, 0 if none. */
+static long long end_of(const char *id) {
+    char *s = jrt_slurp(file("record.txt"));
+    char want[JR_ID_MAX + 16];
+    snprintf(want, sizeof want, "end %s ", id);
+    char *at = strstr(s, want);
+    long long us = at ? atoll(at + strlen(want)) : 0;
+    free(s);
+    return us;
+}
+
+Test(hostile, quick_jobs_do_not_wait_behind_a_slow_one_while_runners_are_idle) {
+    config("worker:\n  concurrency: 4\n");
+    char slow[JR_ID_MAX], quick[5][JR_ID_MAX];
+    enqueue("sleepy", "3000", 1, 0, slow); /* all six come in one read */
+    for (int i = 0; i < 5; i++) enqueue("sleepy", "50", 1, 0, quick[i]);
+    pid_t w = start_worker("worker.log");
+    wait_settled(0, 20000);
+    expect_final(0);
+    long long s_end = end_of(slow);
+    cr_assert_gt(s_end, 0, "the slow job did not end");
+    for (int i = 0; i < 5; i++) {
+        long long q = end_of(quick[i]);
+        cr_expect(q > 0 && q < s_end - 2000000, "quick job %d ended %lld ms before the slow one, not >= 2000", i,
+                  (s_end - q) / 1000);
+        cr_expect_eq(runs("sleepy", quick[i]), 1);
+    }
+    cr_expect_eq(runs("sleepy", slow), 1);
+    expect_oks("worker.log", 6);
+    cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
+}
+
+/* ---- the executor alone: all tasks handed to one runner ---- */
+
+#include <poll.h>
+
+#include "exec.h"
+#include "plugin.h"
+
+Test(hostile, tasks_handed_to_one_busy_runner_move_to_idle_ones) {
+    jr_registry_t *reg = jr_registry_new();
+    char err[JR_ERRLEN];
+    cr_assert_eq(jr_plugin_load(reg, JRT_HOSTILE_PLUGIN, err, sizeof err), 0, "%s", err);
+    jr_exec_t *x = jr_exec_new(reg, 0, 4, 16, err, sizeof err);
+    cr_assert(x, "%s", err);
+    enum { N = 6 };
+    jr_task_t t[N];
+    for (int i = 0; i < N; i++)
+        t[i] = (jr_task_t){.tag = (uint32_t)i, .id = "x", .queue = "q", .handler = "sleepy",
+                           .payload = i == 0 ? "2000" : "50", .payload_len = i == 0 ? 4 : 2,
+                           .attempt = 1, .timeout_ms = 10000};
+    int64_t t0 = jrt_wall_us(), ended[N] = {0};
+    cr_assert_eq(jr_exec_submit(x, t, N), 0); /* all six to one runner, three idle */
+    int got = 0;
+    while (got < N && jrt_wall_us() - t0 < 10000000) {
+        struct pollfd fds[4];
+        size_t nf = jr_exec_pollfds(x, fds, 4);
+        poll(fds, nf, 100);
+        jr_outcome_t out[N];
+        size_t n = jr_exec_collect(x, out, N);
+        for (size_t i = 0; i < n; i++) {
+            cr_expect_eq(out[i].kind, JR_OUT_OK, "task %u: %d %s", out[i].tag, out[i].kind, out[i].error);
+            cr_expect_eq(ended[out[i].tag], 0, "task %u reported twice", out[i].tag);
+            ended[out[i].tag] = jrt_wall_us() - t0;
+            got++;
+        }
+    }
+    cr_expect_eq(got, N);
+    cr_expect_geq(ended[0], 2000000);
+    for (int i = 1; i < N; i++)
+        cr_expect_lt(ended[i], 1000000, "quick task %d waited %lld ms", i, (long long)(ended[i] / 1000));
+    cr_expect_eq(jr_exec_busy(x), 0);
+    cr_expect_eq(jr_exec_idle(x), 4);
+    jr_exec_free(x);
+    jr_registry_free(reg);
+}
