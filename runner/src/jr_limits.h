@@ -1,3 +1,5 @@
+/* Named jr_limits.h, not limits.h: runner/src is on the include path, and a
+ * limits.h there would hide the C library's <limits.h>. */
 /* The documented maxima of every time and count a job carries, shared by the
  * CLI, the config loader, the C API and (as literals, checked against these
  * by a test) the Redis function library. A value past its maximum is refused
