@@ -28,7 +28,7 @@ dropped unseen.
 
 local GROUP = 'jr'
 
--- The maxima of runner/src/limits.h, as literals: a test
+-- The maxima of runner/src/jr_limits.h, as literals: a test
 -- (tests/integration/test_contract.c) checks that they equal the C constants.
 local DELAY_MAX_MS = 315360000000 -- JR_DELAY_MAX_MS: a job is due at most 10 years after now
 local TIMEOUT_MAX_MS = 604800000  -- JR_TIMEOUT_MAX_MS: envelope field t, 7 days
@@ -576,9 +576,10 @@ local function id_ms(entry)
   return string.match(entry, '^(%d+)') or '0'
 end
 
--- 1 if an entry of this many field/value items cannot be copied one by one.
-local function too_large(flat)
-  return #flat > 2 * FIELDS_MAX
+-- 1 if an entry's field/value items cannot be copied one by one. `added`:
+-- how many fields earlier copies may have added (bury adds id e err why).
+local function too_large(flat, added)
+  return #flat > 2 * (FIELDS_MAX + (added or 0))
 end
 
 -- Put a stream entry (id `entry`, fields `flat`) into the dead stream with
@@ -804,7 +805,7 @@ local function dead_retry(keys, args)
   if err then return err end
   for _, entry in ipairs(args) do
     local e = redis.call('XRANGE', dead, entry, entry)
-    if e[1] and not too_large(e[1][2]) then
+    if e[1] and not too_large(e[1][2], 4) then
       local m, rest = to_map(e[1][2])
       local runnable = m.h and m.h ~= ''
       for i = 1, #rest, 2 do

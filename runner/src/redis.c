@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "jr.h"
-#include "limits.h"
+#include "jr_limits.h"
 #include "util.h"
 
 extern const char jr_lua_library[];
@@ -386,7 +386,7 @@ static int reserved_id(const char *id) {
     return p > q && !*p;
 }
 
-/* Check job i against the contract (the bounds of limits.h), the way the
+/* Check job i against the contract (the bounds of jr_limits.h), the way the
  * Lua side will, so that a call is refused whole before anything is sent.
  * "@" times are checked against our clock here and Redis's there. Returns 0,
  * or JR_EINVAL with the reason in r->err (the connection stays usable). */

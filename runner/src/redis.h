@@ -68,7 +68,7 @@ typedef struct jr_enqueue {
 /* Enqueue n jobs in one pipeline (registering their queues once per
  * connection). Every job is checked first (valid queue name, non-empty
  * handler, id not of a reserved form and at most 158 bytes, every time and
- * count within runner/src/limits.h): one bad job refuses the whole call
+ * count within runner/src/jr_limits.h): one bad job refuses the whole call
  * with JR_EINVAL and nothing is sent. ids (may be NULL) receives each job
  * id; created (may be NULL) 1 per job, or 0 where an explicit id was
  * already enqueued. Returns 0, or an error with the first failure's text in
