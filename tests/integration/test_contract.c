@@ -81,7 +81,7 @@ static buf_t mp_seq(const char *first, ...) {
     return b;
 }
 /* The first item of a msgpack sequence if it is a string ("" otherwise). */
-__attribute__((unused)) static void mp_first(const char *p, size_t n, char *out, size_t outlen) {
+static void mp_first(const char *p, size_t n, char *out, size_t outlen) {
     const unsigned char *u = (const unsigned char *)p;
     size_t len = 0, h = 0;
     out[0] = '\0';
@@ -138,8 +138,11 @@ static buf_t snapshot(void) {
     char **names = calloc(keys->elements + 1, sizeof *names);
     for (size_t i = 0; i < keys->elements; i++) names[i] = keys->element[i]->str;
     qsort(names, keys->elements, sizeof *names, cmp_str);
+    for (size_t i = 0; i < keys->elements; i++) /* pipelined */
+        cr_assert_eq(redisAppendCommand(C, "DUMP %s", names[i]), REDIS_OK);
     for (size_t i = 0; i < keys->elements; i++) {
-        redisReply *d = cmd("DUMP", names[i], NULL);
+        redisReply *d = NULL;
+        cr_assert_eq(redisGetReply(C, (void **)&d), REDIS_OK, "%s", C->errstr);
         bput(&b, names[i], strlen(names[i]) + 1);
         if (d->type == REDIS_REPLY_STRING) bput(&b, d->str, d->len);
         bput(&b, "\n", 1);
@@ -818,4 +821,534 @@ Test(contract, scheduler_names_the_queue_and_backs_off_it_alone, .timeout = 60) 
     cr_expect(refusals >= 1 && refusals <= 4, "%d log lines for the broken queue in 3.8 s", refusals);
     cr_expect(jrt_count(log, "WRONGTYPE") + jrt_count(log, "holds a string") >= 1, "Redis's error not logged");
     cr_expect_eq(jrt_count(log, "queue=junk"), 1, "the dead-lettered member is not logged with its queue");
+}
+
+/* ---- the property test: random calls, an exact ledger ---- */
+
+enum { L_READY, L_PENDING, L_DELAYED, L_DEAD, L_DONE };
+static const char *const LOC[] = {"ready", "pending", "delayed", "dead", "done"};
+/* What a ledger entry is: a job, a stream entry without h, one too large to
+ * copy, a delayed-set member that is not an envelope. */
+enum { K_JOB, K_NOH, K_HUGE, K_MEMBER };
+
+typedef struct pjob {
+    char id[64]; /* job id (K_MEMBER: the marker inside the member) */
+    int q, loc, kind, attempt, deliveries, soon;
+    char entry[48]; /* stream entry id while pending */
+} pjob_t;
+
+#define NQ 2
+static const char *const PQ[NQ] = {"pa", "pb"};
+static struct {
+    pjob_t *v;
+    size_t n, cap;
+    int *slot; /* open addressing: index + 1, by queue and id */
+    size_t nslot;
+    unsigned char used[NQ][40]; /* explicit ids k0..k39 enqueued once */
+    uint64_t rng;
+    long refused, accepted;
+} P;
+
+static uint64_t rnd(void) {
+    P.rng ^= P.rng << 13, P.rng ^= P.rng >> 7, P.rng ^= P.rng << 17;
+    return P.rng;
+}
+static int pick(int n) { return (int)(rnd() % (uint64_t)n); }
+
+static size_t slot_of(int q, const char *id) {
+    uint64_t h = 1469598103934665603ULL ^ (uint64_t)q;
+    for (const char *p = id; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    size_t i = (size_t)(h & (P.nslot - 1));
+    while (P.slot[i] && (P.v[P.slot[i] - 1].q != q || strcmp(P.v[P.slot[i] - 1].id, id))) i = (i + 1) & (P.nslot - 1);
+    return i;
+}
+static pjob_t *find(int q, const char *id) {
+    size_t i = slot_of(q, id);
+    return P.slot[i] ? &P.v[P.slot[i] - 1] : NULL;
+}
+static pjob_t *add(int q, const char *id, int loc, int kind) {
+    cr_assert(!find(q, id), "job %s:%s enqueued twice", PQ[q], id);
+    cr_assert(P.n + 1 < P.nslot / 2, "ledger full");
+    if (P.n == P.cap) P.v = realloc(P.v, (P.cap = P.cap ? 2 * P.cap : 1024) * sizeof *P.v);
+    pjob_t *j = &P.v[P.n++];
+    memset(j, 0, sizeof *j);
+    snprintf(j->id, sizeof j->id, "%s", id);
+    j->q = q, j->loc = loc, j->kind = kind, j->attempt = 1;
+    P.slot[slot_of(q, id)] = (int)P.n;
+    return j;
+}
+
+/* The ledger id of a delayed-set member: its first item, or the marker of
+ * our not-msgpack garbage. */
+static void member_id(const char *p, size_t n, char *out) {
+    mp_first(p, n, out, 64);
+    if (!out[0] && n > 1 && (unsigned char)p[0] == 0xc1) snprintf(out, 64, "%.*s", (int)(n - 1), p + 1);
+}
+
+/* Every job is in exactly the place the model says, once; done ones nowhere. */
+static void check_ledger(long step) {
+    int *seen = calloc(P.n + 1, sizeof *seen);
+    char id[64];
+    for (int q = 0; q < NQ; q++) {
+        jr_qkeys_t k;
+        jr_qkeys(&k, PQ[q]);
+        redisReply *pend = cmd("XPENDING", k.ready, "jr", "-", "+", "100000", NULL);
+        redisReply *rs = cmd("XRANGE", k.ready, "-", "+", NULL);
+        for (size_t i = 0; rs->type == REDIS_REPLY_ARRAY && i < rs->elements; i++) {
+            const char *entry = rs->element[i]->element[0]->str;
+            redisReply *f = rs->element[i]->element[1], *fid = field(f, "id"), *fa = field(f, "a");
+            pjob_t *j = find(q, fid ? fid->str : entry);
+            cr_assert(j, "step %ld: unknown entry %s in %s", step, entry, k.ready);
+            int pending = 0;
+            for (size_t p = 0; pend->type == REDIS_REPLY_ARRAY && p < pend->elements; p++)
+                pending |= !strcmp(pend->element[p]->element[0]->str, entry);
+            int loc = pending ? L_PENDING : L_READY;
+            cr_assert_eq(j->loc, loc, "step %ld: job %s:%s is %s, the model says %s", step, PQ[q], j->id, LOC[loc],
+                         LOC[j->loc]);
+            if (pending) cr_assert_str_eq(j->entry, entry, "step %ld: job %s", step, j->id);
+            if (j->kind == K_JOB)
+                cr_assert_eq(fa ? atoi(fa->str) : 1, j->attempt, "step %ld: job %s attempt", step, j->id);
+            seen[j - P.v]++;
+        }
+        freeReplyObject(rs), freeReplyObject(pend);
+        redisReply *zs = cmd("ZRANGE", k.delayed, "0", "-1", NULL);
+        for (size_t i = 0; i < zs->elements; i++) {
+            member_id(zs->element[i]->str, zs->element[i]->len, id);
+            pjob_t *j = find(q, id);
+            cr_assert(j, "step %ld: unknown delayed member (id \"%s\") in %s", step, id, k.delayed);
+            cr_assert_eq(j->loc, L_DELAYED, "step %ld: job %s is delayed, the model says %s", step, j->id, LOC[j->loc]);
+            seen[j - P.v]++;
+        }
+        freeReplyObject(zs);
+        redisReply *ds = cmd("XRANGE", k.dead, "-", "+", NULL);
+        for (size_t i = 0; i < ds->elements; i++) {
+            redisReply *f = ds->element[i]->element[1], *fid = field(f, "id"), *raw = field(f, "raw");
+            if (fid) snprintf(id, sizeof id, "%s", fid->str);
+            else if (raw) member_id(raw->str, raw->len, id);
+            else id[0] = '\0';
+            pjob_t *j = find(q, id);
+            cr_assert(j, "step %ld: unknown dead entry (id \"%s\") in %s", step, id, k.dead);
+            cr_assert_eq(j->loc, L_DEAD, "step %ld: job %s is dead, the model says %s", step, j->id, LOC[j->loc]);
+            seen[j - P.v]++;
+        }
+        freeReplyObject(ds);
+    }
+    for (size_t i = 0; i < P.n; i++)
+        cr_assert_eq(seen[i], P.v[i].loc == L_DONE ? 0 : 1, "step %ld: job %s:%s (%s) found %d times", step,
+                     PQ[P.v[i].q], P.v[i].id, LOC[P.v[i].loc], seen[i]);
+    free(seen);
+}
+
+/* A pending job of queue q (or of any queue if q < 0), or NULL. */
+static pjob_t *some(int loc, int q) {
+    size_t n = 0;
+    for (size_t i = 0; i < P.n; i++) n += P.v[i].loc == loc && (q < 0 || P.v[i].q == q);
+    if (!n) return NULL;
+    size_t k = (size_t)pick((int)n);
+    for (size_t i = 0; i < P.n; i++)
+        if (P.v[i].loc == loc && (q < 0 || P.v[i].q == q) && k-- == 0) return &P.v[i];
+    return NULL;
+}
+
+/* Expect the call to be refused and to change nothing. */
+static void p_refused(const char *what, int argc, const char **argv) {
+    buf_t before = snapshot();
+    redisReply *rep = cmdv(argc, argv, NULL);
+    buf_t after = snapshot();
+    cr_assert_eq(rep->type, REDIS_REPLY_ERROR, "%s: not refused", what);
+    cr_assert(same(&before, &after), "%s (%s): a refused call changed the keys", what, rep->str);
+    freeReplyObject(rep), free(before.p), free(after.p);
+    P.refused++;
+}
+
+static const char *const BAD_WHEN[] = {"+nan", "+inf", "-inf", "-1", "+1e3", "+0x10", "@nan", "+", " +1", "+1 ",
+                                       "+315360000001", "@99999999999999", "+-1", "1"};
+
+static void p_enqueue_c(int valid) {
+    int n = 1 + pick(4);
+    jr_enqueue_t jobs[4];
+    char ids[4][JR_ID_MAX], pay[4][24], kid[4][16];
+    int created[4], soon[4], now_due[4];
+    for (int i = 0; i < n; i++) {
+        int q = pick(NQ), w = pick(10);
+        jobs[i] = job(PQ[q]);
+        for (int b = 0, len = pick(20); b < len; b++) pay[i][b] = (char)rnd();
+        jobs[i].env.payload = pay[i], jobs[i].env.payload_len = (size_t)pick(20);
+        if (pick(4) == 0) jobs[i].env.timeout_ms = 1 + pick(100000), jobs[i].env.max_attempts = 1 + (uint32_t)pick(1000);
+        if (pick(2)) snprintf(kid[i], sizeof kid[i], "k%d", pick(40)), jobs[i].id = kid[i];
+        now_due[i] = w < 4, soon[i] = w >= 4 && w < 6;
+        if (w >= 4 && w < 6) jobs[i].delay_ms = 1;
+        else if (w >= 6 && w < 8) jobs[i].delay_ms = 3600000;
+        else if (w == 8) jobs[i].at_us = 1000000, now_due[i] = 1;
+        else if (w == 9) jobs[i].at_us = jrt_wall_us() + 3600000000LL;
+    }
+    if (!valid) {
+        jr_enqueue_t *b = &jobs[pick(n)];
+        switch (pick(8)) {
+        case 0: b->delay_ms = -1, b->at_us = 0; break;
+        case 1: b->delay_ms = JR_DELAY_MAX_MS + 1, b->at_us = 0; break;
+        case 2: b->env.timeout_ms = JR_TIMEOUT_MAX_MS + 1; break;
+        case 3: b->env.attempt = JR_ATTEMPTS_MAX + 1; break;
+        case 4: b->queue = "x y"; break;
+        case 5: b->env.handler_len = 0; break;
+        case 6: b->id = "d9"; break;
+        default: b->uniq_ms = -5; break;
+        }
+        buf_t before = snapshot();
+        cr_assert_eq(jr_redis_enqueue(J, jobs, (size_t)n, ids, created), JR_EINVAL, "a bad C batch was taken");
+        buf_t after = snapshot();
+        cr_assert(same(&before, &after), "a refused C batch changed the keys: %s", jr_redis_errstr(J));
+        free(before.p), free(after.p);
+        P.refused++;
+        return;
+    }
+    cr_assert_eq(jr_redis_enqueue(J, jobs, (size_t)n, ids, created), 0, "%s", jr_redis_errstr(J));
+    for (int i = 0; i < n; i++) {
+        int q = jobs[i].queue == PQ[0] ? 0 : 1, dup = 0;
+        if (jobs[i].id) {
+            int k = atoi(jobs[i].id + 1);
+            dup = P.used[q][k];
+            P.used[q][k] = 1;
+        }
+        cr_assert_eq(created[i], !dup, "job %s: created %d, the model says %d", ids[i], created[i], !dup);
+        if (dup) continue;
+        pjob_t *j = add(q, ids[i], now_due[i] ? L_READY : L_DELAYED, K_JOB);
+        j->soon = soon[i];
+    }
+    P.accepted++;
+}
+
+static void p_enqueue_raw(int valid) {
+    int q = pick(NQ), many = pick(2), bad = valid ? -1 : pick(2);
+    jr_qkeys_t k;
+    jr_qkeys(&k, PQ[q]);
+    const char *argv[64];
+    int a = 0, nkeys = 4;
+    char kid[2][16], uniq[2][64], far[32];
+    snprintf(far, sizeof far, "@%lld", (long long)(jrt_wall_us() / 1000 + 3600000));
+    const char *whens[] = {"", "0", "+1", "+0.5", "+3600000", "@1", far};
+    int w[2], has_id[2], nj = many ? 2 : 1;
+    argv[a++] = "FCALL", argv[a++] = many ? "jr_enqueue_many" : "jr_enqueue", argv[a++] = NULL;
+    argv[a++] = k.ready, argv[a++] = k.delayed, argv[a++] = k.wake, argv[a++] = k.seq;
+    for (int i = 0; i < nj; i++) {
+        w[i] = pick(7), has_id[i] = pick(2);
+        snprintf(kid[i], sizeof kid[i], "k%d", pick(40));
+        snprintf(uniq[i], sizeof uniq[i], "jr:{%s}:uniq:%s", PQ[q], kid[i]);
+        if (many && i == 1 && has_id[0] && has_id[1] && !strcmp(kid[0], kid[1])) has_id[1] = 0;
+        if (has_id[i]) argv[a++] = uniq[i], nkeys++;
+    }
+    char nk[16];
+    snprintf(nk, sizeof nk, "%d", nkeys);
+    argv[2] = nk;
+    if (many) argv[a++] = "86400000";
+    for (int i = 0; i < nj; i++) {
+        /* the bad job: a bad time, bad fields or (jr_enqueue) a bad window */
+        int corrupt = i == bad || (!many && bad >= 0) ? pick(many ? 2 : 3) : -1;
+        argv[a++] = corrupt == 0 ? BAD_WHEN[pick((int)(sizeof BAD_WHEN / sizeof *BAD_WHEN))] : whens[w[i]];
+        argv[a++] = has_id[i] ? kid[i] : "";
+        if (!many) argv[a++] = corrupt == 2 ? "-1" : "86400000";
+        static const char *const fields[][4] = {{"h", "echo", NULL}, {"h", "echo", "p", "x"}, {"h", "echo", "t", "500"}};
+        static const char *const badf[][4] = {{"h", "", NULL}, {"h", "echo", "t", "0"}, {"h", "echo", "m", "1001"},
+                                              {"h", "echo", "zz", "1"}};
+        const char *const *f = corrupt == 1 ? badf[pick(4)] : fields[pick(3)];
+        int nf = f[2] ? 4 : 2;
+        if (many) argv[a++] = nf == 4 ? "2" : "1";
+        for (int x = 0; x < nf; x++) argv[a++] = f[x];
+    }
+    if (bad >= 0) {
+        p_refused("raw enqueue", a, argv);
+        return;
+    }
+    redisReply *rep = cmdv(a, argv, NULL);
+    cr_assert_eq(rep->type, REDIS_REPLY_ARRAY, "raw enqueue refused: %s", rep->str);
+    for (int i = 0; i < nj; i++) {
+        int dup = 0;
+        if (has_id[i]) {
+            int kk = atoi(kid[i] + 1);
+            dup = P.used[q][kk];
+            P.used[q][kk] = 1;
+        }
+        cr_assert_eq(rep->element[2 * i + 1]->integer, !dup, "raw job %s", rep->element[2 * i]->str);
+        if (dup) continue;
+        int now_due = w[i] == 0 || w[i] == 1 || w[i] == 5;
+        pjob_t *j = add(q, rep->element[2 * i]->str, now_due ? L_READY : L_DELAYED, K_JOB);
+        j->soon = w[i] == 2 || w[i] == 3;
+    }
+    freeReplyObject(rep);
+    P.accepted++;
+}
+
+static long garbage_n;
+
+static void p_garbage_member(void) {
+    int q = pick(NQ), soon = pick(4) != 0;
+    char id[32], score[32];
+    snprintf(id, sizeof id, "gm%ld", garbage_n++);
+    buf_t m = {0};
+    switch (pick(4)) {
+    case 0: bbyte(&m, 0xc1), bput(&m, id, strlen(id)); break; /* not msgpack */
+    case 1: m = mp_seq(id, "p", "no handler", NULL); break;
+    case 2: m = mp_seq(id, "h", NULL); break; /* odd */
+    default: m = mp_seq(id, "h", "echo", "a", NULL), bbyte(&m, 0x05); break; /* a number */
+    }
+    snprintf(score, sizeof score, "%lld", soon ? 1LL : (long long)(jrt_wall_us() / 1000 + 3600000));
+    jr_qkeys_t k;
+    jr_qkeys(&k, PQ[q]);
+    zadd(k.delayed, score, &m);
+    free(m.p);
+    add(q, id, L_DELAYED, K_MEMBER)->soon = soon;
+}
+
+static void p_garbage_entry(void) {
+    int q = pick(NQ);
+    jr_qkeys_t k;
+    jr_qkeys(&k, PQ[q]);
+    char entry[64];
+    int kind = pick(100) == 0 ? K_HUGE : K_NOH;
+    if (kind == K_HUGE) {
+        xadd_big(k.ready, 5000, entry);
+    } else {
+        static const char *const f[][2] = {{"x", "y"}, {"h", ""}, {"p", "z"}};
+        int c = pick(3);
+        redisReply *rep = cmd("XADD", k.ready, "*", f[c][0], f[c][1], NULL);
+        snprintf(entry, sizeof entry, "%s", rep->str);
+        freeReplyObject(rep);
+    }
+    add(q, entry, L_READY, kind);
+}
+
+/* Promote every due member of a queue, as a scheduler does, by the C API or
+ * a raw FCALL with 3 keys; the model moves every soon one. */
+static void p_promote(void) {
+    int q = pick(NQ), limit = 1 + pick(5), c_api = pick(2);
+    int64_t moved = 0, buried = 0, total_buried = 0;
+    jrt_sleep_ms(3); /* everything "soon" is due */
+    do {
+        if (c_api) {
+            double next, now;
+            char wake[JR_ID_MAX];
+            cr_assert_eq(jr_redis_promote(J, PQ[q], limit, 1000, &moved, &buried, &next, &now, wake), 0, "%s",
+                         jr_redis_errstr(J));
+        } else {
+            jr_qkeys_t k;
+            jr_qkeys(&k, PQ[q]);
+            char lim[8];
+            snprintf(lim, sizeof lim, "%d", limit);
+            redisReply *rep = cmd("FCALL", "jr_promote", "3", k.ready, k.delayed, k.wake, lim, NULL);
+            cr_assert_eq(rep->type, REDIS_REPLY_ARRAY, "promote: %s", rep->str);
+            moved = rep->element[0]->integer, buried = rep->element[4]->integer;
+            freeReplyObject(rep);
+        }
+        total_buried += buried;
+    } while (moved == limit);
+    int64_t want = 0;
+    for (size_t i = 0; i < P.n; i++) {
+        pjob_t *j = &P.v[i];
+        if (j->q != q || j->loc != L_DELAYED || !j->soon) continue;
+        int garbage = j->kind != K_JOB; /* a member without h is garbage */
+        j->loc = garbage ? L_DEAD : L_READY;
+        want += garbage;
+    }
+    cr_assert_eq(total_buried, want, "promote buried %lld members, the model says %lld", (long long)total_buried,
+                 (long long)want);
+}
+
+static void p_fetch(void) {
+    int q = pick(NQ);
+    jr_qkeys_t k;
+    jr_qkeys(&k, PQ[q]);
+    redisReply *rep = fetch(k.ready, 1 + pick(4));
+    for (size_t s = 0; rep->type == REDIS_REPLY_ARRAY && s < rep->elements; s++) {
+        redisReply *en = rep->element[s]->element[1];
+        for (size_t i = 0; i < en->elements; i++) {
+            const char *entry = en->element[i]->element[0]->str;
+            redisReply *fid = field(en->element[i]->element[1], "id");
+            pjob_t *j = find(q, fid ? fid->str : entry);
+            cr_assert(j, "fetched an unknown entry %s", entry);
+            cr_assert_eq(j->loc, L_READY, "fetched job %s, which the model has %s", j->id, LOC[j->loc]);
+            j->loc = L_PENDING, j->deliveries = 1;
+            snprintf(j->entry, sizeof j->entry, "%s", entry);
+        }
+    }
+    freeReplyObject(rep);
+}
+
+/* A fake worker finishes one pending job: ack, retry (now, soon, later),
+ * bury, or hand back; by the C API or a raw FCALL. */
+static void p_finish(void) {
+    pjob_t *j = some(L_PENDING, -1);
+    if (!j) return;
+    jr_qkeys_t k;
+    jr_qkeys(&k, PQ[j->q]);
+    int action = pick(6), c_api = pick(2);
+    long long r = -1;
+    const char *ids[] = {j->entry};
+    static const char *const delays[] = {"0", "1", "3600000"};
+    if (action == 0) {
+        if (c_api) {
+            cr_assert(jr_redis_append_ack(J, PQ[j->q], ids, 1) == 0 && jr_redis_flush(J) == 0 &&
+                      jr_redis_recv_int(J, &r) == 0, "%s", jr_redis_errstr(J));
+        } else {
+            r = jrt_int(C, "FCALL jr_ack 1 %s %s", k.ready, j->entry);
+        }
+        cr_assert_eq(r, 1, "ack of %s", j->id);
+        j->loc = L_DONE;
+    } else if (action <= 4) {
+        const char *act = action == 4 ? "dead" : "retry", *delay = action == 4 ? "0" : delays[action - 1];
+        if (c_api) {
+            cr_assert(jr_redis_append_fail(J, PQ[j->q], j->entry, "c1", act, atoll(delay), "boom", "failed", 1000) == 0 &&
+                      jr_redis_flush(J) == 0 && jr_redis_recv_int(J, &r) == 0, "%s", jr_redis_errstr(J));
+        } else {
+            r = jrt_int(C, "FCALL jr_fail 4 %s %s %s %s %s c1 %s %s boom failed 1000", k.ready, k.delayed, k.wake,
+                        k.dead, j->entry, act, delay);
+        }
+        cr_assert_eq(r, 1, "fail of %s", j->id);
+        if (action == 4 || j->kind == K_HUGE) {
+            j->loc = L_DEAD;
+        } else {
+            j->attempt++;
+            j->loc = action == 1 ? L_READY : L_DELAYED;
+            j->soon = action == 2;
+        }
+    } else {
+        if (c_api) {
+            cr_assert(jr_redis_append_handback(J, PQ[j->q], "c1", ids, 1) == 0 && jr_redis_flush(J) == 0 &&
+                      jr_redis_recv_int(J, &r) == 0, "%s", jr_redis_errstr(J));
+        } else {
+            r = jrt_int(C, "FCALL jr_handback 1 %s c1 %s", k.ready, j->entry);
+        }
+        cr_assert_eq(r, j->kind == K_HUGE ? 0 : 1, "handback of %s", j->id);
+        if (j->kind != K_HUGE) j->loc = L_READY;
+    }
+}
+
+static void p_heartbeat(void) {
+    pjob_t *j = some(L_PENDING, -1);
+    if (!j) return;
+    unsigned char lost[1];
+    const char *ids[] = {j->entry};
+    cr_assert_eq(jr_redis_heartbeat(J, PQ[j->q], "c1", ids, 1, lost), 0, "%s", jr_redis_errstr(J));
+}
+
+/* One full reclaim pass by the same consumer: every pending entry is
+ * delivered once more; those past max_deliveries are buried (poison). */
+static void p_reclaim(void) {
+    int q = pick(NQ);
+    long long maxd = 2 + pick(3), deleted, poisoned, total = 0, want = 0;
+    char cursor[JR_ID_MAX] = "0-0";
+    jr_batch_t b = {0};
+    do {
+        cr_assert_eq(jr_redis_reclaim(J, PQ[q], 0, "c1", 0, cursor, 100, maxd, 1000, &b, &deleted, &poisoned), 0,
+                     "%s", jr_redis_errstr(J));
+        total += poisoned;
+    } while (strcmp(cursor, "0-0"));
+    jr_batch_free(&b);
+    for (size_t i = 0; i < P.n; i++) {
+        pjob_t *j = &P.v[i];
+        if (j->q != q || j->loc != L_PENDING) continue;
+        if (++j->deliveries > maxd) j->loc = L_DEAD, want++;
+    }
+    cr_assert_eq(total, want, "reclaim buried %lld, the model says %lld", total, want);
+}
+
+static void p_dead_retry(void) {
+    int q = pick(NQ);
+    jr_qkeys_t k;
+    jr_qkeys(&k, PQ[q]);
+    redisReply *ds = cmd("XRANGE", k.dead, "-", "+", NULL);
+    if (ds->elements == 0) {
+        freeReplyObject(ds);
+        return;
+    }
+    const char *sel[3];
+    size_t n = 0;
+    long long want = 0, moved = -1;
+    for (size_t t = 0, m = 1 + (size_t)pick(3); t < m; t++) {
+        redisReply *e = ds->element[pick((int)ds->elements)];
+        int dup = 0;
+        for (size_t x = 0; x < n; x++) dup |= !strcmp(sel[x], e->element[0]->str);
+        if (dup) continue;
+        sel[n++] = e->element[0]->str;
+        redisReply *fid = field(e->element[1], "id"), *raw = field(e->element[1], "raw");
+        char id[64];
+        if (fid) snprintf(id, sizeof id, "%s", fid->str);
+        else member_id(raw->str, raw->len, id);
+        pjob_t *j = find(q, id);
+        cr_assert(j && j->loc == L_DEAD);
+        if (j->kind == K_JOB) j->loc = L_READY, j->attempt = 1, want++; /* the rest cannot run: they stay */
+    }
+    cr_assert_eq(jr_redis_dead_retry(J, PQ[q], sel, n, &moved), 0, "%s", jr_redis_errstr(J));
+    cr_assert_eq(moved, want, "dead retry moved %lld, the model says %lld", moved, want);
+    freeReplyObject(ds);
+}
+
+/* A worker or scheduler call with one bad argument (after good ones). */
+static void p_bad_worker_call(void) {
+    pjob_t *j = some(L_PENDING, -1);
+    int q = j ? j->q : pick(NQ);
+    jr_qkeys_t k;
+    jr_qkeys(&k, PQ[q]);
+    const char *e = j ? j->entry : "1-1";
+    const char *v[16];
+    int n = 0;
+    switch (pick(9)) {
+    case 0: n = 6, memcpy(v, (const char *[]){"FCALL", "jr_ack", "1", k.ready, e, "bad"}, 6 * sizeof *v); break;
+    case 1:
+        n = 14, memcpy(v, (const char *[]){"FCALL", "jr_fail", "4", k.ready, k.delayed, k.wake, k.dead, e, "c1",
+                                           pick(2) ? "retri" : "retry", "-1", "x", "failed", "1000"}, 14 * sizeof *v);
+        break;
+    case 2:
+        n = 14, memcpy(v, (const char *[]){"FCALL", "jr_fail", "4", k.ready, k.delayed, k.wake, k.dead, e, "c1",
+                                           "dead", "0", "x", "failed", "+inf"}, 14 * sizeof *v);
+        break;
+    case 3: n = 7, memcpy(v, (const char *[]){"FCALL", "jr_heartbeat", "1", k.ready, "c1", e, "0-x"}, 7 * sizeof *v); break;
+    case 4: n = 7, memcpy(v, (const char *[]){"FCALL", "jr_handback", "1", k.ready, "c1", e, "a-b"}, 7 * sizeof *v); break;
+    case 5:
+        memcpy(v, (const char *[]){"FCALL", "jr_reclaim", "2", k.ready, k.dead, "c1", "0", "0-0", "0", "3",
+                                           "1000"}, 11 * sizeof *v);
+        n = 11;
+        break;
+    case 6: n = 7, memcpy(v, (const char *[]){"FCALL", "jr_dead_retry", "2", k.dead, k.ready, "0-1", "zz"}, 7 * sizeof *v); break;
+    case 7: n = 7, memcpy(v, (const char *[]){"FCALL", "jr_promote", "3", k.ready, k.delayed, k.wake, "0"}, 7 * sizeof *v); break;
+    default: n = 6, memcpy(v, (const char *[]){"FCALL", "jr_register", "2", REGK, "bad name"}, 6 * sizeof *v); break;
+    }
+    p_refused(v[1], n, v);
+}
+
+Test(contract, property_random_calls_keep_an_exact_ledger, .timeout = 300) {
+    const char *seed_env = getenv("JRT_SEED"), *steps_env = getenv("JRT_STEPS");
+    uint64_t seed = seed_env ? strtoull(seed_env, NULL, 10) : (uint64_t)jrt_wall_us();
+    long steps = steps_env ? atol(steps_env) : 3000;
+    fprintf(stderr, "property test: JRT_SEED=%llu JRT_STEPS=%ld\n", (unsigned long long)seed, steps);
+    cr_log_info("property test: JRT_SEED=%llu", (unsigned long long)seed);
+    memset(&P, 0, sizeof P);
+    P.rng = seed * 2654435761ULL + 1;
+    P.nslot = 1 << 16;
+    P.slot = calloc(P.nslot, sizeof *P.slot);
+    int64_t t0 = jrt_wall_us();
+    for (long step = 0; step < steps; step++) {
+        int w = pick(100);
+        if (w < 10) p_enqueue_c(1);
+        else if (w < 14) p_enqueue_c(0);
+        else if (w < 22) p_enqueue_raw(1);
+        else if (w < 28) p_enqueue_raw(0);
+        else if (w < 31) p_garbage_member();
+        else if (w < 33) p_garbage_entry();
+        else if (w < 41) p_promote();
+        else if (w < 53) p_fetch();
+        else if (w < 75) p_finish();
+        else if (w < 78) p_heartbeat();
+        else if (w < 81) p_reclaim();
+        else if (w < 85) p_dead_retry();
+        else p_bad_worker_call();
+        check_ledger(step);
+    }
+    long n[5] = {0};
+    for (size_t i = 0; i < P.n; i++) n[P.v[i].loc]++;
+    fprintf(stderr,
+            "property test: seed %llu, %ld steps in %.1f s: %zu jobs (ready %ld, pending %ld, delayed %ld, dead %ld, "
+            "done %ld), %ld accepted enqueue calls, %ld refused calls changed nothing\n",
+            (unsigned long long)seed, steps, (double)(jrt_wall_us() - t0) / 1e6, P.n, n[0], n[1], n[2], n[3], n[4],
+            P.accepted, P.refused);
+    free(P.v), free(P.slot);
 }
