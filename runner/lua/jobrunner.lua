@@ -365,39 +365,77 @@ local function enqueue_many(keys, args)
   return out
 end
 
--- Values of f(...) as a count and a table (nils kept in place).
+-- Upvalues for the per-member path of jr_promote (a global lookup each
+-- time costs as much as the check itself); set on the first call, since a
+-- library cannot read globals while it loads.
+local l_type, l_select, l_pcall, l_unpack_limit
+
+-- The values of a call as a count and a table (nils kept in place).
 local function collect(...)
-  return select('#', ...), {...}
+  return l_select('#', ...), {...}
 end
 
 -- Decode a delayed-set member: a msgpack sequence of strings id, field,
--- value, ... with a non-empty h. Returns the items as a list, or nil and
--- what is wrong. Never raises (cmsgpack runs under pcall, and never returns
--- more values than Lua's stack takes).
+-- value, ... with a non-empty h. Returns a table whose items 3..n are id,
+-- field, value, ..., and n; or nil and what is wrong. Never raises: cmsgpack
+-- runs under pcall and never returns more values than Lua's stack takes.
 local function decode_member(packed)
   local most = 2 + 2 * FIELDS_MAX
-  local n, r = collect(pcall(cmsgpack.unpack_limit, packed, most, 0))
+  local n, r = collect(l_pcall(l_unpack_limit, packed, most, 0))
   if not r[1] then
     return nil, 'not a msgpack sequence of strings (' .. string.gsub(tostring(r[2]), '^.-: ', '') .. ')'
   end
   if n - 2 >= most and r[2] ~= -1 then return nil, 'more than ' .. FIELDS_MAX .. ' fields' end
-  local items = {}
+  if n == 2 then return nil, 'empty' end
   for i = 3, n do
-    if type(r[i]) ~= 'string' then
-      return nil, (i == 3 and 'the id' or 'item ' .. (i - 2)) .. ' is a ' .. type(r[i]) .. ', not a string'
+    if l_type(r[i]) ~= 'string' then
+      return nil, (i == 3 and 'the id' or 'item ' .. (i - 2)) .. ' is a ' .. l_type(r[i]) .. ', not a string'
     end
-    items[i - 2] = r[i]
   end
-  if #items == 0 then return nil, 'empty' end
-  if items[1] == '' or #items[1] > ID_MAX then return nil, 'the id is not 1..' .. ID_MAX .. ' bytes' end
-  if #items % 2 == 0 then return nil, 'an odd number of field/value items' end
-  for i = 2, #items, 2 do
-    if items[i] == 'h' then
-      if items[i + 1] == '' then return nil, 'an empty handler (field h)' end
-      return items
+  if r[3] == '' or #r[3] > ID_MAX then return nil, 'the id is not 1..' .. ID_MAX .. ' bytes' end
+  if n % 2 == 0 then return nil, 'an odd number of field/value items' end
+  for i = 4, n, 2 do
+    if r[i] == 'h' then
+      if r[i + 1] == '' then return nil, 'an empty handler (field h)' end
+      return r, n
     end
   end
   return nil, 'no handler (field h)'
+end
+
+-- The fast path of decode_member for the usual small member, straight from
+-- the values of cmsgpack: no table. 1 if `n` values are all strings.
+local function strings(n, a, ...)
+  if n == 0 then return true end
+  if l_type(a) ~= 'string' then return false end
+  return strings(n - 1, ...)
+end
+
+-- The value of the first h among field/value pairs, or nil.
+local function handler_of(f, v, ...)
+  if f == nil then return nil end
+  if f == 'h' then return v end
+  return handler_of(...)
+end
+
+-- Promote one member: XADD it if it is an envelope, else add {member,
+-- what is wrong} to `bad`. ok, off, id, ... are pcall(unpack_limit)'s values.
+local function promote_one(ready, bad, packed, ok, off, id, ...)
+  local n = l_select('#', ...)
+  if ok and off == -1 and n <= 32 and n > 0 and n % 2 == 0 and l_type(id) == 'string' and
+     id ~= '' and #id <= ID_MAX and strings(n, ...) then
+    local h = handler_of(...)
+    if h and h ~= '' then
+      redis.call('XADD', ready, '*', 'id', id, ...)
+      return
+    end
+  end
+  local items, m = decode_member(packed) -- the slow path says what is wrong
+  if items then
+    redis.call('XADD', ready, '*', 'id', unpack(items, 3, m))
+  else
+    bad[#bad + 1] = {packed, m}
+  end
 end
 
 --[[
@@ -430,16 +468,14 @@ local function promote(keys, args)
   if err then return err end
   local now = now_ms()
   local envs = redis.call('ZRANGE', delayed, '-inf', ms_str(now), 'BYSCORE', 'LIMIT', 0, limit)
+  if not l_type then
+    l_type, l_select, l_pcall, l_unpack_limit = type, select, pcall, cmsgpack.unpack_limit
+  end
   local bad = {}
   if #envs > 0 then
-    local good = {}
+    ensure_group(ready)
     for _, packed in ipairs(envs) do
-      local items, why = decode_member(packed)
-      if items then good[#good + 1] = items else bad[#bad + 1] = {packed, why} end
-    end
-    if #good > 0 then ensure_group(ready) end
-    for _, items in ipairs(good) do
-      redis.call('XADD', ready, '*', 'id', unpack(items))
+      promote_one(ready, bad, packed, l_pcall(l_unpack_limit, packed, 2 + 2 * FIELDS_MAX, 0))
     end
     for _, b in ipairs(bad) do
       xadd_dead(dead, dead_max, {'err', 'delayed member: ' .. b[2], 'why', 'invalid', 'raw', b[1]})

@@ -246,6 +246,7 @@ Test(contract, delayed_set_garbage_is_buried_once_and_good_jobs_promoted_once) {
     for (size_t i = 0; i <= ng; i++) {
         snprintf(id, sizeof id, "good%d", ngood++);
         buf_t m = mp_seq(id, "h", "echo", "p", "x", "e", "1", "d", "1", NULL);
+        for (int x = 0; i == ng && x < 30; x++) mp_str(&m, "f"), mp_str(&m, "v"); /* 69 items: still a job */
         snprintf(score, sizeof score, "%d", s++);
         zadd("jr:{q}:delayed", score, &m);
         free(m.p);
