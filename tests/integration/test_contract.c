@@ -1133,7 +1133,7 @@ static void p_promote(void) {
         } else {
             jr_qkeys_t k;
             jr_qkeys(&k, PQ[q]);
-            char lim[8];
+            char lim[16];
             snprintf(lim, sizeof lim, "%d", limit);
             redisReply *rep = cmd("FCALL", "jr_promote", "3", k.ready, k.delayed, k.wake, lim, NULL);
             cr_assert_eq(rep->type, REDIS_REPLY_ARRAY, "promote: %s", rep->str);
