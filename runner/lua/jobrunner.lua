@@ -17,9 +17,105 @@ Keys of queue Q (all share the hash tag {Q}, so every call touches one slot):
 Registry (its own slot): jr:{queues} set of queue names, jr:{queues}:wake stream.
 
 Every scheduling decision uses Redis's clock (TIME), never the caller's.
+
+Every function is all or nothing: it checks all its keys and arguments (and
+the types of the keys it writes) before its first write, and refuses with an
+error reply naming what is wrong; after its first write nothing can raise.
+Garbage found in a key (a member that is not an envelope, an entry too large
+to copy) goes to the dead stream, with what was wrong in `err`; nothing is
+dropped unseen.
 ]]
 
 local GROUP = 'jr'
+
+-- The maxima of runner/src/jr_limits.h, as literals: a test
+-- (tests/integration/test_contract.c) checks that they equal the C constants.
+local DELAY_MAX_MS = 315360000000 -- JR_DELAY_MAX_MS: a job is due at most 10 years after now
+local TIMEOUT_MAX_MS = 604800000  -- JR_TIMEOUT_MAX_MS: envelope field t, 7 days
+local BACKOFF_MAX_MS = 2592000000 -- JR_BACKOFF_MAX_MS: envelope field b, 30 days
+local ATTEMPTS_MAX = 1000         -- JR_ATTEMPTS_MAX: envelope fields a and m
+local UNIQ_MAX_MS = 315360000000  -- JR_UNIQ_MAX_MS: idempotency window, 10 years
+local QUEUE_MAX = 128             -- JR_QUEUE_MAX: longest queue name
+local ID_MAX = 158                -- longest explicit job id, bytes
+local PROMOTE_MAX = 100000        -- largest LIMIT of one jr_promote call
+-- An entry or delayed member with more field/value pairs than this cannot be
+-- copied field by field (Lua's unpack stops near 8000 values, cmsgpack.pack
+-- at 4000): it is buried whole, nothing lost. A real envelope has at most 10.
+local FIELDS_MAX = 1000
+
+-- Every refusal is an error reply "ERR jobrunner: <function>: <what>".
+local function refuse(fn, msg)
+  return redis.error_reply('ERR jobrunner: ' .. fn .. ': ' .. msg)
+end
+
+-- A value quoted for an error message: at most 100 bytes, printable ASCII.
+local function shown(s)
+  s = tostring(s)
+  local t = (string.gsub(string.sub(s, 1, 100), '[^%w%p ]', '?'))
+  return '"' .. t .. (#s > 100 and '..."' or '"')
+end
+
+-- Decimal digits -> number, else nil (no sign, hex, exponent, inf or nan).
+local function int_arg(s)
+  if type(s) == 'string' and string.find(s, '^%d+$') then return tonumber(s) end
+  return nil
+end
+
+-- Decimal digits with an optional fraction ("1500", "1764581400250.5").
+local function dec_arg(s)
+  if type(s) == 'string' and (string.find(s, '^%d+$') or string.find(s, '^%d+%.%d+$')) then
+    return tonumber(s)
+  end
+  return nil
+end
+
+-- A stream entry id Redis accepts: "<ms>-<seq>" or "<ms>", each < 2^64.
+local U64_MAX = '18446744073709551615'
+local function u64(s) return #s < 20 or (#s == 20 and s <= U64_MAX) end
+local function stream_id_ok(s)
+  if type(s) ~= 'string' then return false end
+  local a, b = string.match(s, '^(%d+)%-(%d+)$')
+  if a then return u64(a) and u64(b) end
+  return string.find(s, '^%d+$') ~= nil and u64(s)
+end
+
+-- A queue name jobrunner serves (jr_queue_name_valid in redis.c).
+local function queue_ok(q)
+  return type(q) == 'string' and #q >= 1 and #q <= QUEUE_MAX and string.find(q, '^[A-Za-z0-9_%.:%-]+$') ~= nil
+end
+local QUEUE_RULE = '1-128 characters of A-Z a-z 0-9 _ . : -'
+
+-- Check that keys[1..#suffixes] are jr:{Q}:<suffix> of one valid queue Q,
+-- and that there are no more keys unless `more`. Returns Q, or nil and an
+-- error reply.
+local function queue_of(fn, keys, suffixes, more)
+  if #keys < #suffixes or (#keys > #suffixes and not more) then
+    return nil, refuse(fn, 'takes the keys jr:{Q}:' .. table.concat(suffixes, ' jr:{Q}:') .. ', got ' .. #keys .. ' keys')
+  end
+  local q = string.match(keys[1], '^jr:{(.*)}:' .. suffixes[1] .. '$')
+  if not queue_ok(q) then
+    return nil, refuse(fn, 'key 1 must be jr:{Q}:' .. suffixes[1] .. ' with Q a queue name (' .. QUEUE_RULE .. '), got ' .. shown(keys[1]))
+  end
+  for i = 2, #suffixes do
+    local want = 'jr:{' .. q .. '}:' .. suffixes[i]
+    if keys[i] ~= want then
+      return nil, refuse(fn, 'key ' .. i .. ' must be ' .. shown(want) .. ', got ' .. shown(keys[i]))
+    end
+  end
+  return q
+end
+
+-- Refuse unless every key of spec ({{key, type}, ...}) is missing or holds
+-- that type: a write to a key of another type would raise mid-way.
+local function check_types(fn, spec)
+  for _, s in ipairs(spec) do
+    local t = redis.call('TYPE', s[1])['ok']
+    if t ~= 'none' and t ~= s[2] then
+      return refuse(fn, 'key ' .. shown(s[1]) .. ' holds a ' .. t .. ', not a ' .. s[2])
+    end
+  end
+  return nil
+end
 
 -- Redis time in ms with microsecond fraction.
 local function now_ms()
@@ -33,10 +129,22 @@ local function ms_str(x)
   return string.format('%.3f', x)
 end
 
+-- 1 if the stream exists and has the group (a stream made by a plain XADD
+-- has none).
+local function grouped(ready)
+  if redis.call('EXISTS', ready) == 0 then return false end
+  for _, g in ipairs(redis.call('XINFO', 'GROUPS', ready)) do
+    if g[2] == GROUP then return true end
+  end
+  return false
+end
+
 -- The consumer group exists whenever the stream does.
 local function ensure_group(ready)
   if redis.call('EXISTS', ready) == 0 then
     redis.call('XGROUP', 'CREATE', ready, GROUP, '0', 'MKSTREAM')
+  elseif not grouped(ready) then
+    redis.call('XGROUP', 'CREATE', ready, GROUP, '0')
   end
 end
 
@@ -50,21 +158,42 @@ local function last_wake(wake)
   return last[1] and last[1][1] or '0-0'
 end
 
+-- XADD to the dead stream, trimmed to about dead_max entries (nil: untrimmed).
+local function xadd_dead(dead, dead_max, fields)
+  if dead_max then
+    redis.call('XADD', dead, 'MAXLEN', '~', dead_max, '*', unpack(fields))
+  else
+    redis.call('XADD', dead, '*', unpack(fields))
+  end
+end
+
 -- Ids of the form "d<digits>" and "<digits>-<digits>" are made by jobrunner.
 local function reserved_id(id)
   return string.find(id, '^d%d+$') ~= nil or string.find(id, '^%d+%-%d+$') ~= nil
 end
 
+-- jr:{Q}:seq must be missing or an integer INCR can raise by n.
+local function check_seq(fn, seq, n)
+  local v = redis.call('GET', seq)
+  if v and not ((string.find(v, '^%-?[1-9]%d*$') or v == '0') and #v <= 18 and tonumber(v) + n < 1e18) then
+    return refuse(fn, 'key ' .. shown(seq) .. ' holds ' .. shown(v) .. ', not a job counter')
+  end
+  return nil
+end
+
 --[[
 jr_enqueue
-  KEYS: ready delayed wake seq [uniq]   (uniq only with an explicit id)
+  KEYS: ready delayed wake seq [uniq]   (uniq = jr:{Q}:uniq:ID, only with an id)
   ARGV: when id uniq_ms field value [field value ...]
     when    "" or "0" = now; "+<ms>" = after a delay; "@<ms>" = at Unix ms
-            (decimals allowed: "+1500", "@1764581400250.5")
-    id      "" = generate one; otherwise the job id, and the enqueue is
-            idempotent: a second enqueue with the same id within the window
-            (uniq_ms after the due time) does nothing
-    fields  envelope fields in canonical order: h p [a] [m] [t] [b]
+            (digits, optional fraction: "+1500", "@1764581400250.5"); due
+            at most DELAY_MAX_MS after Redis's now
+    id      "" = generate one; otherwise the job id (1..158 bytes), and the
+            enqueue is idempotent: a second enqueue with the same id within
+            the window (uniq_ms after the due time) does nothing
+    uniq_ms digits, 0..UNIQ_MAX_MS
+    fields  h <handler> first, then any of p, a, m, t, b once each (a, m:
+            1..ATTEMPTS_MAX; t: 1..TIMEOUT_MAX_MS; b: 1..BACKOFF_MAX_MS)
   Returns {job id, 1 if enqueued or 0 if a duplicate}.
 ]]
 -- Put a packed envelope into the delayed set at `due`; poke the schedulers
@@ -74,66 +203,113 @@ local function schedule(delayed, wake, due, packed)
   if redis.call('ZRANGE', delayed, 0, 0)[1] == packed then poke(wake) end
 end
 
--- Check one job's arguments (fields are args[first..last]); returns an
--- error reply or nil. Nothing is written before every job of a call passed.
-local function check(when, id, args, first, last)
-  local c = string.sub(when, 1, 1)
-  if c == '+' or c == '@' then
-    if not tonumber(string.sub(when, 2)) then
-      return redis.error_reply('ERR jobrunner: bad due time "' .. when .. '"')
+local PRODUCER_FIELDS = {h = true, p = true, a = ATTEMPTS_MAX, m = ATTEMPTS_MAX,
+                         t = TIMEOUT_MAX_MS, b = BACKOFF_MAX_MS}
+
+-- Check one job (fields = args[first..last]) against Redis's now. Returns
+-- its due time (Unix ms), or nil and an error reply.
+local function check_job(fn, when, id, args, first, last, now)
+  local due = now
+  if when ~= '' and when ~= '0' then
+    local c, v = string.sub(when, 1, 1), dec_arg(string.sub(when, 2))
+    if (c ~= '+' and c ~= '@') or not v then
+      return nil, refuse(fn, 'bad due time ' .. shown(when) .. ' (use "", "+MS" or "@UNIXMS": decimal digits with an optional fraction)')
     end
-  elseif when ~= '' and when ~= '0' then
-    return redis.error_reply('ERR jobrunner: bad due time "' .. when .. '" (use "", "+MS" or "@UNIXMS")')
+    due = c == '+' and now + v or v
+    if due > now + DELAY_MAX_MS then
+      return nil, refuse(fn, 'due time ' .. shown(when) .. ' is more than ' .. DELAY_MAX_MS .. ' ms (10 years) after now')
+    end
   end
   local n = last - first + 1
   if n < 2 or n % 2 ~= 0 or args[first] ~= 'h' or args[first + 1] == '' then
-    return redis.error_reply('ERR jobrunner: fields must start with h <handler> and come in pairs')
+    return nil, refuse(fn, 'fields must start with h <handler> (not empty) and come in pairs')
   end
-  if id ~= '' and reserved_id(id) then
-    return redis.error_reply('ERR jobrunner: job id "' .. id .. '" has a reserved form (d<n> or <n>-<n>)')
+  local seen = {}
+  for i = first, last, 2 do
+    local f, v = args[i], args[i + 1]
+    local rule = PRODUCER_FIELDS[f]
+    if not rule then
+      return nil, refuse(fn, 'unknown field ' .. shown(f) .. ' (a producer sends h, p, a, m, t, b)')
+    end
+    if seen[f] then return nil, refuse(fn, 'field ' .. f .. ' given twice') end
+    seen[f] = true
+    if rule ~= true then
+      local x = int_arg(v)
+      if not x or x < 1 or x > rule then
+        return nil, refuse(fn, 'field ' .. f .. ' must be an integer 1..' .. rule .. ', got ' .. shown(v))
+      end
+    end
   end
-  return nil
+  if id ~= '' then
+    if #id > ID_MAX then
+      return nil, refuse(fn, 'job id ' .. shown(id) .. ' is longer than ' .. ID_MAX .. ' bytes')
+    end
+    if reserved_id(id) then
+      return nil, refuse(fn, 'job id ' .. shown(id) .. ' has a reserved form (d<n> or <n>-<n>)')
+    end
+  end
+  return due
 end
 
--- Enqueue one checked job: fields are args[first..last]. Returns {id, 0|1}.
--- `grouped`: the caller made sure the stream and its group exist.
-local function put(keys, when, id, window, args, first, last, now, grouped)
-  local ready, delayed, wake, seq, uniq = keys[1], keys[2], keys[3], keys[4], keys[5]
-  local due = now
-  local c = string.sub(when, 1, 1)
-  if c == '+' then due = now + tonumber(string.sub(when, 2))
-  elseif c == '@' then due = tonumber(string.sub(when, 2)) end
+-- The idempotency window argument, or nil and an error reply.
+local function window_arg(fn, s)
+  local w = int_arg(s)
+  if not w or w > UNIQ_MAX_MS then
+    return nil, refuse(fn, 'UNIQ_MS must be an integer 0..' .. UNIQ_MAX_MS .. ', got ' .. shown(s))
+  end
+  return w
+end
+
+-- Enqueue one checked job: fields are args[first..last]; k = {ready,
+-- delayed, wake, seq, uniq}. Cannot raise. Returns {id, 0|1}.
+local function put(k, id, due, window, args, first, last, now)
   if id ~= '' then
-    if window < 1 then window = 1 end
-    local ttl = math.floor(math.max(due - now, 0) + window)
-    if not redis.call('SET', uniq, '1', 'NX', 'PX', ttl) then return {id, 0} end
+    local ttl = math.floor(math.max(due - now, 0) + math.max(window, 1))
+    if not redis.call('SET', k.uniq, '1', 'NX', 'PX', ttl) then return {id, 0} end
   end
   if due <= now then
-    if not grouped then ensure_group(ready) end
     if id ~= '' then
-      redis.call('XADD', ready, '*', 'id', id, unpack(args, first, last))
+      redis.call('XADD', k.ready, '*', 'id', id, unpack(args, first, last))
       return {id, 1}
     end
-    return {redis.call('XADD', ready, '*', unpack(args, first, last)), 1}
+    return {redis.call('XADD', k.ready, '*', unpack(args, first, last)), 1}
   end
-  if id == '' then id = 'd' .. redis.call('INCR', seq) end
+  if id == '' then id = 'd' .. redis.call('INCR', k.seq) end
   local env = {id, unpack(args, first, last)}
   env[#env + 1] = 'e'
   env[#env + 1] = tostring(math.floor(now))
   env[#env + 1] = 'd'
   env[#env + 1] = tostring(math.ceil(due))
-  schedule(delayed, wake, due, cmsgpack.pack(unpack(env)))
+  schedule(k.delayed, k.wake, due, cmsgpack.pack(unpack(env)))
   return {id, 1}
 end
 
+local function queue_types(fn, keys)
+  return check_types(fn, {{keys[1], 'stream'}, {keys[2], 'zset'}, {keys[3], 'stream'}, {keys[4], 'string'}})
+end
+
 local function enqueue(keys, args)
+  local fn = 'jr_enqueue'
+  local q, err = queue_of(fn, keys, {'ready', 'delayed', 'wake', 'seq'}, true)
+  if not q then return err end
+  if #args < 5 then return refuse(fn, 'arguments: WHEN ID UNIQ_MS h HANDLER [field value ...]') end
   local when, id = args[1], args[2]
-  local err = check(when, id, args, 4, #args)
-  if err then return err end
-  if id ~= '' and not keys[5] then
-    return redis.error_reply('ERR jobrunner: an explicit id needs its uniq key')
+  local window, werr = window_arg(fn, args[3])
+  if not window then return werr end
+  local uniq = 'jr:{' .. q .. '}:uniq:' .. id
+  if id ~= '' and (#keys ~= 5 or keys[5] ~= uniq) then
+    return refuse(fn, 'an explicit id needs key 5 = ' .. shown(uniq))
+  elseif id == '' and #keys ~= 4 then
+    return refuse(fn, 'a job without an id takes 4 keys, got ' .. #keys)
   end
-  return put(keys, when, id, tonumber(args[3]) or 0, args, 4, #args, now_ms())
+  local now = now_ms()
+  local due, derr = check_job(fn, when, id, args, 4, #args, now)
+  if not due then return derr end
+  err = queue_types(fn, keys) or check_seq(fn, keys[4], 1)
+  if err then return err end
+  if due <= now then ensure_group(keys[1]) end
+  local k = {ready = keys[1], delayed = keys[2], wake = keys[3], seq = keys[4], uniq = uniq}
+  return put(k, id, due, window, args, 4, #args, now)
 end
 
 --[[
@@ -142,70 +318,183 @@ jr_enqueue_many: jr_enqueue for many jobs of one queue in one call (bulk).
         an explicit id, in the order of those jobs
   ARGV: uniq_ms, then per job: when id npairs field value ... (npairs
         field/value pairs)
-  Every job is checked before any is written. Returns {id, 0|1, id, 0|1, ...}.
+  Every job is checked before any is written: one bad job refuses the whole
+  call. Returns {id, 0|1, id, 0|1, ...}.
 ]]
 local function enqueue_many(keys, args)
-  local jobs, i, nuniq = {}, 2, 0
+  local fn = 'jr_enqueue_many'
+  local q, err = queue_of(fn, keys, {'ready', 'delayed', 'wake', 'seq'}, true)
+  if not q then return err end
+  local window, werr = window_arg(fn, args[1])
+  if not window then return werr end
+  local now, jobs, i, nuniq, any_now = now_ms(), {}, 2, 0, false
   while i <= #args do
-    local when, id, np = args[i], args[i + 1], tonumber(args[i + 2])
-    if not np or i + 2 + 2 * np > #args then
-      return redis.error_reply('ERR jobrunner: jr_enqueue_many: bad job at argument ' .. i)
+    local nj = #jobs + 1
+    local when, id, np = args[i], args[i + 1], int_arg(args[i + 2])
+    if not id or not np or i + 2 + 2 * np > #args then
+      return refuse(fn, 'job ' .. nj .. ' (argument ' .. i .. '): expected WHEN ID NPAIRS, then NPAIRS field/value pairs')
     end
     local first, last = i + 3, i + 2 + 2 * np
-    local err = check(when, id, args, first, last)
-    if err then return err end
-    if id ~= '' then nuniq = nuniq + 1 end
-    jobs[#jobs + 1] = {when, id, first, last, id ~= '' and keys[4 + nuniq] or nil}
+    local due, derr = check_job(fn .. ': job ' .. nj, when, id, args, first, last, now)
+    if not due then return derr end
+    local uniq
+    if id ~= '' then
+      nuniq = nuniq + 1
+      uniq = 'jr:{' .. q .. '}:uniq:' .. id
+      if keys[4 + nuniq] ~= uniq then
+        return refuse(fn, 'key ' .. (4 + nuniq) .. ' must be ' .. shown(uniq) .. ', the uniq key of job ' .. nj)
+      end
+    end
+    if due <= now then any_now = true end
+    jobs[nj] = {id, due, first, last, uniq}
     i = last + 1
   end
   if #keys ~= 4 + nuniq then
-    return redis.error_reply('ERR jobrunner: jr_enqueue_many needs one uniq key per explicit id')
+    return refuse(fn, 'takes 4 keys plus one uniq key per job with an id: ' .. (4 + nuniq) .. ', got ' .. #keys)
   end
-  local window, now, out = tonumber(args[1]) or 0, now_ms(), {}
-  local k = {keys[1], keys[2], keys[3], keys[4]}
-  ensure_group(keys[1])
+  err = queue_types(fn, keys) or check_seq(fn, keys[4], #jobs)
+  if err then return err end
+  if any_now then ensure_group(keys[1]) end
+  local k, out = {ready = keys[1], delayed = keys[2], wake = keys[3], seq = keys[4]}, {}
   for _, j in ipairs(jobs) do
-    k[5] = j[5]
-    local r = put(k, j[1], j[2], window, args, j[3], j[4], now, true)
+    k.uniq = j[5]
+    local r = put(k, j[1], j[2], window, args, j[3], j[4], now)
     out[#out + 1] = r[1]
     out[#out + 1] = r[2]
   end
   return out
 end
 
--- XADD one unpacked envelope (id, field, value, ...) straight from
--- pcall(cmsgpack.unpack, member): no table in between. A member that is not
--- an envelope (an odd count, or not msgpack) cannot be run and is dropped.
-local function xadd_env(ready, ok, id, ...)
-  if ok and type(id) == 'string' and select('#', ...) % 2 == 0 and select('#', ...) > 0 then
-    redis.call('XADD', ready, '*', 'id', id, ...)
+-- Upvalues for the per-member path of jr_promote (a global lookup each
+-- time costs as much as the check itself); set on the first call, since a
+-- library cannot read globals while it loads.
+local l_type, l_select, l_pcall, l_unpack_limit
+
+-- The values of a call as a count and a table (nils kept in place).
+local function collect(...)
+  return l_select('#', ...), {...}
+end
+
+-- Decode a delayed-set member: a msgpack sequence of strings id, field,
+-- value, ... with a non-empty h. Returns a table whose items 3..n are id,
+-- field, value, ..., and n; or nil and what is wrong. Never raises: cmsgpack
+-- runs under pcall and never returns more values than Lua's stack takes.
+local function decode_member(packed)
+  local most = 2 + 2 * FIELDS_MAX
+  local n, r = collect(l_pcall(l_unpack_limit, packed, most, 0))
+  if not r[1] then
+    return nil, 'not a msgpack sequence of strings (' .. string.gsub(tostring(r[2]), '^.-: ', '') .. ')'
+  end
+  if n - 2 >= most and r[2] ~= -1 then return nil, 'more than ' .. FIELDS_MAX .. ' fields' end
+  if n == 2 then return nil, 'empty' end
+  for i = 3, n do
+    if l_type(r[i]) ~= 'string' then
+      return nil, (i == 3 and 'the id' or 'item ' .. (i - 2)) .. ' is a ' .. l_type(r[i]) .. ', not a string'
+    end
+  end
+  if r[3] == '' or #r[3] > ID_MAX then return nil, 'the id is not 1..' .. ID_MAX .. ' bytes' end
+  if n % 2 == 0 then return nil, 'an odd number of field/value items' end
+  for i = 4, n, 2 do
+    if r[i] == 'h' then
+      if r[i + 1] == '' then return nil, 'an empty handler (field h)' end
+      return r, n
+    end
+  end
+  return nil, 'no handler (field h)'
+end
+
+-- The fast path of decode_member for the usual small member, straight from
+-- the values of cmsgpack: no table. 1 if `n` values are all strings.
+local function strings(n, a, ...)
+  if n == 0 then return true end
+  if l_type(a) ~= 'string' then return false end
+  return strings(n - 1, ...)
+end
+
+-- The value of the first h among field/value pairs, or nil.
+local function handler_of(f, v, ...)
+  if f == nil then return nil end
+  if f == 'h' then return v end
+  return handler_of(...)
+end
+
+-- Promote one member: XADD it if it is an envelope, else add {member,
+-- what is wrong} to `bad`. ok, off, id, ... are pcall(unpack_limit)'s values.
+local function promote_one(ready, bad, packed, ok, off, id, ...)
+  local n = l_select('#', ...)
+  if ok and off == -1 and n <= 32 and n > 0 and n % 2 == 0 and l_type(id) == 'string' and
+     id ~= '' and #id <= ID_MAX and strings(n, ...) then
+    local h = handler_of(...)
+    if h and h ~= '' then
+      redis.call('XADD', ready, '*', 'id', id, ...)
+      return
+    end
+  end
+  local items, m = decode_member(packed) -- the slow path says what is wrong
+  if items then
+    redis.call('XADD', ready, '*', 'id', unpack(items, 3, m))
+  else
+    bad[#bad + 1] = {packed, m}
   end
 end
 
 --[[
 jr_promote
-  KEYS: ready delayed wake
-  ARGV: limit
-  Moves up to `limit` jobs whose due time has come from the delayed set into
-  the ready stream, atomically. Returns {moved, next due ms or "" if none,
-  now ms, last wake id} (times as strings with 3 decimals). Call again while
-  moved == limit; block on the wake stream after the returned id.
+  KEYS: ready delayed wake [dead]   (dead = jr:{Q}:dead; implied if left out)
+  ARGV: limit [dead_max]
+  Moves up to `limit` (1..PROMOTE_MAX) members whose due time has come out
+  of the delayed set, atomically: each envelope into the ready stream, each
+  member that is not an envelope into the dead stream (trimmed to about
+  dead_max) with why = "invalid", err = what is wrong and raw = the member.
+  Returns {moved, next due ms or "" if none, now ms, last wake id, buried}
+  (times as strings with 3 decimals; moved counts both kinds, buried the
+  dead ones). Call again while moved == limit; block on the wake stream
+  after the returned id.
 ]]
 local function promote(keys, args)
+  local fn = 'jr_promote'
+  local q, err = queue_of(fn, keys, {'ready', 'delayed', 'wake'}, true)
+  if not q then return err end
+  local dead = 'jr:{' .. q .. '}:dead'
+  if #keys > 4 or (keys[4] and keys[4] ~= dead) then
+    return refuse(fn, 'key 4 must be ' .. shown(dead) .. ' or left out')
+  end
   local ready, delayed, wake = keys[1], keys[2], keys[3]
-  local limit = tonumber(args[1]) or 1000
+  local limit, dead_max = int_arg(args[1]), args[2] and int_arg(args[2])
+  if not limit or limit < 1 or limit > PROMOTE_MAX or #args > 2 or (args[2] and not dead_max) then
+    return refuse(fn, 'arguments: LIMIT (1..' .. PROMOTE_MAX .. ') [DEAD_MAX], got ' .. shown(table.concat(args, ' ')))
+  end
+  err = check_types(fn, {{ready, 'stream'}, {delayed, 'zset'}, {wake, 'stream'}, {dead, 'stream'}})
+  if err then return err end
   local now = now_ms()
   local envs = redis.call('ZRANGE', delayed, '-inf', ms_str(now), 'BYSCORE', 'LIMIT', 0, limit)
+  if not l_type then
+    l_type, l_select, l_pcall, l_unpack_limit = type, select, pcall, cmsgpack.unpack_limit
+  end
+  local bad = {}
   if #envs > 0 then
     ensure_group(ready)
     for _, packed in ipairs(envs) do
-      xadd_env(ready, pcall(cmsgpack.unpack, packed))
+      promote_one(ready, bad, packed, l_pcall(l_unpack_limit, packed, 2 + 2 * FIELDS_MAX, 0))
     end
-    -- The promoted members are the lowest-scored ones: remove them by rank.
+    for _, b in ipairs(bad) do
+      xadd_dead(dead, dead_max, {'err', 'delayed member: ' .. b[2], 'why', 'invalid', 'raw', b[1]})
+    end
+    -- The members taken are the lowest-scored ones: remove them by rank.
     redis.call('ZREMRANGEBYRANK', delayed, 0, #envs - 1)
   end
   local head = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
-  return {#envs, head[2] and ms_str(tonumber(head[2])) or '', ms_str(now), last_wake(wake)}
+  return {#envs, head[2] and ms_str(tonumber(head[2])) or '', ms_str(now), last_wake(wake), #bad}
+end
+
+-- A list of stream entry ids args[first..]: nil, or an error reply.
+local function check_ids(fn, args, first)
+  for i = first, #args do
+    if not stream_id_ok(args[i]) then
+      return refuse(fn, 'argument ' .. i .. ' is not a stream entry id: ' .. shown(args[i]))
+    end
+  end
+  return nil
 end
 
 --[[
@@ -213,18 +502,28 @@ jr_ack
   KEYS: ready
   ARGV: stream entry ids
   Acknowledges the entries and deletes them from the stream, atomically.
-  Returns how many were acknowledged.
+  Returns how many were acknowledged. Runs while Redis is out of memory.
 ]]
 local function ack(keys, args)
-  local n = redis.call('XACK', keys[1], GROUP, unpack(args))
-  redis.call('XDEL', keys[1], unpack(args))
+  local fn = 'jr_ack'
+  local q, err = queue_of(fn, keys, {'ready'})
+  if not q then return err end
+  err = check_ids(fn, args, 1) or check_types(fn, {{keys[1], 'stream'}})
+  if err then return err end
+  if #args == 0 or not grouped(keys[1]) then return 0 end
+  local n = 0
+  for i = 1, #args, 1000 do
+    local j = math.min(i + 999, #args)
+    n = n + redis.call('XACK', keys[1], GROUP, unpack(args, i, j))
+    redis.call('XDEL', keys[1], unpack(args, i, j))
+  end
   return n
 end
 
 --[[
 jr_register
   KEYS: jr:{queues} jr:{queues}:wake
-  ARGV: queue names
+  ARGV: queue names (each 1-128 characters of A-Z a-z 0-9 _ . : -)
   Adds queues to the registry; pokes schedulers when one is new.
   Returns how many were new.
 
@@ -233,13 +532,36 @@ jr_queues
   Returns {last wake id, queue names...}: a scheduler serving every queue
   reads this, then blocks on the wake stream after that id.
 ]]
+local function registry_keys(fn, keys)
+  if #keys ~= 2 or keys[1] ~= 'jr:{queues}' or keys[2] ~= 'jr:{queues}:wake' then
+    return refuse(fn, 'takes the keys jr:{queues} jr:{queues}:wake')
+  end
+  return nil
+end
+
 local function register(keys, args)
-  local added = redis.call('SADD', keys[1], unpack(args))
+  local fn = 'jr_register'
+  local err = registry_keys(fn, keys)
+  if err then return err end
+  if #args == 0 then return refuse(fn, 'name at least one queue') end
+  for i = 1, #args do
+    if not queue_ok(args[i]) then
+      return refuse(fn, 'queue name ' .. shown(args[i]) .. ' is not valid (' .. QUEUE_RULE .. ')')
+    end
+  end
+  err = check_types(fn, {{keys[1], 'set'}, {keys[2], 'stream'}})
+  if err then return err end
+  local added = 0
+  for i = 1, #args, 1000 do
+    added = added + redis.call('SADD', keys[1], unpack(args, i, math.min(i + 999, #args)))
+  end
   if added > 0 then poke(keys[2]) end
   return added
 end
 
 local function queues(keys)
+  local err = registry_keys('jr_queues', keys)
+  if err then return err end
   local r = {last_wake(keys[2])}
   for _, q in ipairs(redis.call('SMEMBERS', keys[1])) do r[#r + 1] = q end
   return r
@@ -247,29 +569,35 @@ end
 
 -- Field names in canonical order (docs/redis-contract.md).
 local ORDER = {'h', 'p', 'a', 'm', 't', 'b', 'e', 'd', 'err'}
+local KNOWN = {id = true, h = true, p = true, a = true, m = true, t = true, b = true, e = true,
+               d = true, err = true}
 
--- Stream entry fields {f1, v1, ...} -> map, plus the list of names not in
--- ORDER (kept, in their order, so nothing a producer wrote is lost).
+-- Stream entry fields {f1, v1, ...} -> map of the first value of each
+-- envelope field (and id), and `rest`: every other pair (unknown names,
+-- repeated ones), in order, so nothing a producer wrote is lost.
 local function to_map(flat)
-  local m, extra = {}, {}
-  local known = {id = true, why = true}
-  for _, k in ipairs(ORDER) do known[k] = true end
+  local m, rest = {}, {}
   for i = 1, #flat, 2 do
-    if m[flat[i]] == nil then
-      m[flat[i]] = flat[i + 1]
-      if not known[flat[i]] then extra[#extra + 1] = flat[i] end
+    local f, v = flat[i], flat[i + 1]
+    if KNOWN[f] and m[f] == nil then
+      m[f] = v
+    else
+      rest[#rest + 1] = f
+      rest[#rest + 1] = v
     end
   end
-  return m, extra
+  return m, rest
 end
 
--- Map -> flat field list in canonical order (without id), then the extras.
-local function to_flat(m, extra)
+-- Map -> flat field list in canonical order (without id), then `mid`'s
+-- pairs, then the rest.
+local function to_flat(m, rest, mid)
   local f = {}
   for _, k in ipairs(ORDER) do
     if m[k] ~= nil then f[#f + 1] = k; f[#f + 1] = m[k] end
   end
-  for _, k in ipairs(extra) do f[#f + 1] = k; f[#f + 1] = m[k] end
+  for _, x in ipairs(mid or {}) do f[#f + 1] = x end
+  for _, x in ipairs(rest) do f[#f + 1] = x end
   return f
 end
 
@@ -281,58 +609,105 @@ end
 
 -- The time part of a stream id, in ms.
 local function id_ms(entry)
-  return string.match(entry, '^(%d+)%-') or '0'
+  return string.match(entry, '^(%d+)') or '0'
 end
 
-local function bury(dead, dead_max, m, extra, id, err, why)
+-- 1 if an entry's field/value items cannot be copied one by one. `added`:
+-- how many fields earlier copies may have added (bury adds id e err why).
+local function too_large(flat, added)
+  return #flat > 2 * (FIELDS_MAX + (added or 0))
+end
+
+-- Put a stream entry (id `entry`, fields `flat`) into the dead stream with
+-- err and why: id, its envelope fields in canonical order (err replaced),
+-- why, then every other field. An entry too large to copy field by field
+-- goes in whole: id, h, err (saying so), why, and raw = all its fields as one
+-- msgpack array. Cannot raise.
+local function bury(dead, dead_max, entry, flat, err, why)
+  local m, rest = to_map(flat)
+  local id = m.id or entry
+  if too_large(flat) then
+    local f = {'id', id}
+    if m.h then f[3], f[4] = 'h', m.h end
+    f[#f + 1] = 'err'
+    f[#f + 1] = err .. ' (the entry has ' .. (#flat / 2) .. ' fields, more than ' .. FIELDS_MAX ..
+                ': all of them are in raw, a msgpack array field, value, ...)'
+    f[#f + 1] = 'why'
+    f[#f + 1] = why
+    f[#f + 1] = 'raw'
+    f[#f + 1] = cmsgpack.pack(flat)
+    xadd_dead(dead, dead_max, f)
+    return
+  end
+  m.id = nil
+  if m.e == nil then m.e = id_ms(entry) end
   m.err = err
   local f = {'id', id}
-  for _, x in ipairs(to_flat(m, extra)) do f[#f + 1] = x end
-  f[#f + 1] = 'why'
-  f[#f + 1] = why
-  redis.call('XADD', dead, 'MAXLEN', '~', dead_max, '*', unpack(f))
+  for _, x in ipairs(to_flat(m, rest, {'why', why})) do f[#f + 1] = x end
+  xadd_dead(dead, dead_max, f)
 end
 
 --[[
 jr_fail: an attempt failed (or the entry cannot be run): retry or bury it.
   KEYS: ready delayed wake dead
   ARGV: entry consumer action delay_ms error why dead_max
-    action  "retry": attempt+1, due in delay_ms (0 = ready again now)
+    action  "retry": attempt+1, due in delay_ms (0 = ready again now,
+            at most DELAY_MAX_MS)
             "dead": into the dead stream with error and why
+  An entry too large to copy (more than FIELDS_MAX fields) is buried whole
+  (see bury) whatever the action, with why = "invalid" for a retry.
   Does nothing and returns 0 unless `consumer` still holds the entry (a
   worker that lost its lease must not retry a job another one now runs).
-  Returns 1.
+  Returns 1. Runs while Redis is out of memory.
 ]]
 local function fail(keys, args)
+  local fn = 'jr_fail'
+  local q, err = queue_of(fn, keys, {'ready', 'delayed', 'wake', 'dead'})
+  if not q then return err end
   local ready, delayed, wake, dead = keys[1], keys[2], keys[3], keys[4]
   local entry, consumer, action = args[1], args[2], args[3]
-  local delay, err, why, dead_max = tonumber(args[4]) or 0, args[5], args[6], args[7]
-  if owner(ready, entry) ~= consumer then return 0 end
+  local delay, errtext, why, dead_max = int_arg(args[4]), args[5], args[6], int_arg(args[7])
+  if #args ~= 7 then
+    return refuse(fn, 'arguments: ENTRY CONSUMER retry|dead DELAY_MS ERROR WHY DEAD_MAX')
+  elseif not stream_id_ok(entry) then
+    return refuse(fn, 'not a stream entry id: ' .. shown(entry))
+  elseif consumer == '' then
+    return refuse(fn, 'empty consumer name')
+  elseif action ~= 'retry' and action ~= 'dead' then
+    return refuse(fn, 'action must be retry or dead, got ' .. shown(action))
+  elseif not delay or delay > DELAY_MAX_MS then
+    return refuse(fn, 'DELAY_MS must be an integer 0..' .. DELAY_MAX_MS .. ', got ' .. shown(args[4]))
+  elseif not dead_max then
+    return refuse(fn, 'DEAD_MAX must be an integer, got ' .. shown(args[7]))
+  end
+  err = check_types(fn, {{ready, 'stream'}, {delayed, 'zset'}, {wake, 'stream'}, {dead, 'stream'}})
+  if err then return err end
+  if not grouped(ready) or owner(ready, entry) ~= consumer then return 0 end
   local e = redis.call('XRANGE', ready, entry, entry)
+  if e[1] then
+    local flat = e[1][2]
+    if action == 'dead' or too_large(flat) then
+      bury(dead, dead_max, entry, flat, errtext, action == 'dead' and why or 'invalid')
+    else
+      local m, rest = to_map(flat)
+      local id = m.id or entry
+      m.id = nil
+      if m.e == nil then m.e = id_ms(entry) end
+      m.a = tostring((tonumber(m.a) or 1) + 1)
+      m.err = errtext
+      if delay == 0 then
+        m.d = nil
+        redis.call('XADD', ready, '*', 'id', id, unpack(to_flat(m, rest)))
+      else
+        local due = now_ms() + delay
+        m.d = tostring(math.ceil(due))
+        schedule(delayed, wake, due, cmsgpack.pack(id, unpack(to_flat(m, rest))))
+      end
+    end
+  end
   redis.call('XACK', ready, GROUP, entry)
   redis.call('XDEL', ready, entry)
-  if not e[1] then return 0 end
-  local m, extra = to_map(e[1][2])
-  local id = m.id or entry
-  m.id = nil
-  if m.e == nil then m.e = id_ms(entry) end
-  if action == 'dead' then
-    bury(dead, dead_max, m, extra, id, err, why)
-    return 1
-  end
-  local now = now_ms()
-  m.a = tostring((tonumber(m.a) or 1) + 1)
-  m.err = err
-  if delay <= 0 then
-    m.d = nil
-    ensure_group(ready)
-    redis.call('XADD', ready, '*', 'id', id, unpack(to_flat(m, extra)))
-    return 1
-  end
-  local due = now + delay
-  m.d = tostring(math.ceil(due))
-  schedule(delayed, wake, due, cmsgpack.pack(id, unpack(to_flat(m, extra))))
-  return 1
+  return e[1] and 1 or 0
 end
 
 --[[
@@ -344,12 +719,24 @@ jr_reclaim: take over entries whose worker stopped heartbeating.
   Returns {next cursor, deleted, poisoned, {{ready, {{id, fields}, ...}}}}:
   the last element has XREADGROUP's shape; deleted counts ids XAUTOCLAIM
   found deleted from the stream (Redis 7 removes them from the PEL).
+  Runs while Redis is out of memory.
 ]]
 local function reclaim(keys, args)
+  local fn = 'jr_reclaim'
+  local q, err = queue_of(fn, keys, {'ready', 'dead'})
+  if not q then return err end
   local ready, dead = keys[1], keys[2]
-  local consumer, min_idle, cursor, count = args[1], args[2], args[3], args[4]
-  local max_deliveries, dead_max = tonumber(args[5]), args[6]
-  if redis.call('EXISTS', ready) == 0 then return {'0-0', 0, 0, {}} end
+  local consumer, cursor = args[1], args[3]
+  local min_idle, count = int_arg(args[2]), int_arg(args[4])
+  local max_deliveries, dead_max = int_arg(args[5]), int_arg(args[6])
+  if #args ~= 6 or consumer == '' or not min_idle or not stream_id_ok(cursor) or not count or
+     count < 1 or count > PROMOTE_MAX or not max_deliveries or not dead_max then
+    return refuse(fn, 'arguments: CONSUMER MIN_IDLE_MS CURSOR COUNT (1..' .. PROMOTE_MAX ..
+                  ') MAX_DELIVERIES DEAD_MAX, got ' .. shown(table.concat(args, ' ')))
+  end
+  err = check_types(fn, {{ready, 'stream'}, {dead, 'stream'}})
+  if err then return err end
+  if not grouped(ready) then return {'0-0', 0, 0, {}} end
   local r = redis.call('XAUTOCLAIM', ready, GROUP, consumer, min_idle, cursor, 'COUNT', count)
   local kept, poisoned = {}, 0
   for _, en in ipairs(r[2]) do
@@ -357,11 +744,7 @@ local function reclaim(keys, args)
       local p = redis.call('XPENDING', ready, GROUP, en[1], en[1], 1)
       local delivered = p[1] and tonumber(p[1][4]) or 0
       if delivered > max_deliveries then
-        local m, extra = to_map(en[2])
-        local id = m.id or en[1]
-        m.id = nil
-        if m.e == nil then m.e = id_ms(en[1]) end
-        bury(dead, dead_max, m, extra, id,
+        bury(dead, dead_max, en[1], en[2],
              'delivered ' .. delivered .. ' times: its worker died while running it each time', 'poison')
         redis.call('XACK', ready, GROUP, en[1])
         redis.call('XDEL', ready, en[1])
@@ -381,12 +764,19 @@ jr_heartbeat: extend the lease of running entries.
   ARGV: consumer entry ...
   Resets the idle time of each entry this consumer still holds (XCLAIM
   JUSTID: no delivery counted). Returns the entries it no longer holds.
+  Runs while Redis is out of memory.
 ]]
 local function heartbeat(keys, args)
+  local fn = 'jr_heartbeat'
+  local q, err = queue_of(fn, keys, {'ready'})
+  if not q then return err end
   local ready, consumer = keys[1], args[1]
-  local lost = {}
+  if not consumer or consumer == '' then return refuse(fn, 'arguments: CONSUMER ENTRY ...') end
+  err = check_ids(fn, args, 2) or check_types(fn, {{ready, 'stream'}})
+  if err then return err end
+  local lost, g = {}, grouped(ready)
   for i = 2, #args do
-    if owner(ready, args[i]) == consumer then
+    if g and owner(ready, args[i]) == consumer then
       redis.call('XCLAIM', ready, GROUP, consumer, 0, args[i], 'JUSTID')
     else
       lost[#lost + 1] = args[i]
@@ -401,23 +791,34 @@ jr_handback: give back entries fetched but never started (shutdown).
   ARGV: consumer entry ...
   Each entry this consumer holds is added again as a new entry (so a
   blocked worker gets it at once) and the old one acknowledged and deleted.
-  Returns how many were handed back.
+  An entry too large to copy (more than FIELDS_MAX fields) stays pending
+  as it is, for a reclaim to take over. Returns how many were handed back.
+  Runs while Redis is out of memory.
 ]]
 local function handback(keys, args)
+  local fn = 'jr_handback'
+  local q, err = queue_of(fn, keys, {'ready'})
+  if not q then return err end
   local ready, consumer, n = keys[1], args[1], 0
+  if not consumer or consumer == '' then return refuse(fn, 'arguments: CONSUMER ENTRY ...') end
+  err = check_ids(fn, args, 2) or check_types(fn, {{ready, 'stream'}})
+  if err then return err end
+  if not grouped(ready) then return 0 end
   for i = 2, #args do
     if owner(ready, args[i]) == consumer then
       local e = redis.call('XRANGE', ready, args[i], args[i])
-      if e[1] then
-        local m, extra = to_map(e[1][2])
-        local id = m.id or args[i]
-        m.id = nil
-        if m.e == nil then m.e = id_ms(args[i]) end
-        redis.call('XADD', ready, '*', 'id', id, unpack(to_flat(m, extra)))
-        n = n + 1
+      if not (e[1] and too_large(e[1][2])) then
+        if e[1] then
+          local m, rest = to_map(e[1][2])
+          local id = m.id or args[i]
+          m.id = nil
+          if m.e == nil then m.e = id_ms(args[i]) end
+          redis.call('XADD', ready, '*', 'id', id, unpack(to_flat(m, rest)))
+          n = n + 1
+        end
+        redis.call('XACK', ready, GROUP, args[i])
+        redis.call('XDEL', ready, args[i])
       end
-      redis.call('XACK', ready, GROUP, args[i])
-      redis.call('XDEL', ready, args[i])
     end
   end
   return n
@@ -427,20 +828,37 @@ end
 jr_dead_retry: run dead jobs again, attempts reset.
   KEYS: dead ready
   ARGV: dead entry ids
-  Returns how many were re-enqueued.
+  Re-enqueues each dead entry that can run; one without a handler, or
+  buried whole (a raw field: garbage, or too large to copy), stays in the
+  dead stream. Returns how many were re-enqueued.
 ]]
 local function dead_retry(keys, args)
+  local fn = 'jr_dead_retry'
+  local q, err = queue_of(fn, keys, {'dead', 'ready'})
+  if not q then return err end
   local dead, ready, n = keys[1], keys[2], 0
+  err = check_ids(fn, args, 1) or check_types(fn, {{dead, 'stream'}, {ready, 'stream'}})
+  if err then return err end
   for _, entry in ipairs(args) do
     local e = redis.call('XRANGE', dead, entry, entry)
-    if e[1] then
-      local m, extra = to_map(e[1][2])
-      local id = m.id or entry
-      m.id, m.a, m.err, m.d = nil, nil, nil, nil
-      ensure_group(ready)
-      redis.call('XADD', ready, '*', 'id', id, unpack(to_flat(m, extra)))
-      redis.call('XDEL', dead, entry)
-      n = n + 1
+    if e[1] and not too_large(e[1][2], 4) then
+      local m, rest = to_map(e[1][2])
+      local runnable = m.h and m.h ~= ''
+      for i = 1, #rest, 2 do
+        if rest[i] == 'raw' then runnable = false end
+      end
+      if runnable then
+        -- the first `why` is the one bury added
+        for i = 1, #rest, 2 do
+          if rest[i] == 'why' then table.remove(rest, i); table.remove(rest, i); break end
+        end
+        local id = m.id or entry
+        m.id, m.a, m.err, m.d = nil, nil, nil, nil
+        ensure_group(ready)
+        redis.call('XADD', ready, '*', 'id', id, unpack(to_flat(m, rest)))
+        redis.call('XDEL', dead, entry)
+        n = n + 1
+      end
     end
   end
   return n
@@ -451,15 +869,22 @@ local function version()
   return '1'
 end
 
+-- Functions that finish or free work run while Redis is out of memory
+-- (maxmemory reached); the ones that add work are refused with Redis's OOM
+-- error: that is the producer's backpressure.
+local function allow_oom(name, f)
+  redis.register_function{function_name = name, callback = f, flags = {'allow-oom'}}
+end
+
 redis.register_function('jr_enqueue', enqueue)
 redis.register_function('jr_enqueue_many', enqueue_many)
 redis.register_function('jr_promote', promote)
-redis.register_function('jr_ack', ack)
+allow_oom('jr_ack', ack)
 redis.register_function('jr_register', register)
-redis.register_function('jr_fail', fail)
-redis.register_function('jr_reclaim', reclaim)
-redis.register_function('jr_heartbeat', heartbeat)
-redis.register_function('jr_handback', handback)
+allow_oom('jr_fail', fail)
+allow_oom('jr_reclaim', reclaim)
+allow_oom('jr_heartbeat', heartbeat)
+allow_oom('jr_handback', handback)
 redis.register_function('jr_dead_retry', dead_retry)
 redis.register_function{function_name = 'jr_queues', callback = queues, flags = {'no-writes'}}
 redis.register_function{function_name = 'jr_version', callback = version, flags = {'no-writes'}}

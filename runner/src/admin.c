@@ -9,7 +9,11 @@
 #include "jr.h"
 #include "proc.h"
 
-jr_redis_t *jr_admin_connect(const jr_config_t *cfg) {
+/* Connect and load the function library. A command that only reads or
+ * deletes (stats, dead list/show/purge: `required` = 0) goes on when the
+ * load fails, e.g. on an out-of-memory Redis, with the library already in
+ * Redis; then a later failure shows Redis's own error. */
+static jr_redis_t *admin_connect(const jr_config_t *cfg, int required) {
     char err[JR_ERRLEN];
     jr_redis_t *r = jr_redis_connect(jr_config_redis_url(cfg), cfg->connect_timeout_ms, err, sizeof err);
     if (!r) {
@@ -17,12 +21,17 @@ jr_redis_t *jr_admin_connect(const jr_config_t *cfg) {
         return NULL;
     }
     if (jr_redis_load_library(r) != 0) {
-        fprintf(stderr, "jobrunner: loading the function library: %s\n", jr_redis_errstr(r));
-        jr_redis_free(r);
-        return NULL;
+        fprintf(stderr, "jobrunner: %sloading the function library: %s\n", required ? "" : "note: ",
+                jr_redis_errstr(r));
+        if (required || !jr_redis_ok(r)) {
+            jr_redis_free(r);
+            return NULL;
+        }
     }
     return r;
 }
+
+jr_redis_t *jr_admin_connect(const jr_config_t *cfg) { return admin_connect(cfg, 1); }
 
 int jr_cmd_enqueue(const jr_config_t *cfg, const jr_enqueue_t *job, FILE *out) {
     jr_redis_t *r = jr_admin_connect(cfg);
@@ -42,7 +51,7 @@ int jr_cmd_enqueue(const jr_config_t *cfg, const jr_enqueue_t *job, FILE *out) {
 }
 
 int jr_cmd_stats(const jr_config_t *cfg, const jr_strlist_t *queues, int json, FILE *out) {
-    jr_redis_t *r = jr_admin_connect(cfg);
+    jr_redis_t *r = admin_connect(cfg, 0);
     if (!r) return 1;
     jr_strlist_t all = {0};
     char wake[JR_ID_MAX];
@@ -120,7 +129,7 @@ int jr_cmd_dead(const jr_config_t *cfg, const char *queue, const char *sub, char
         fprintf(stderr, "jobrunner dead show: name one or more job ids\n");
         return 2;
     }
-    jr_redis_t *r = jr_admin_connect(cfg);
+    jr_redis_t *r = admin_connect(cfg, retry);
     if (!r) return 1;
     jr_qkeys_t k;
     jr_qkeys(&k, queue);
@@ -131,7 +140,9 @@ int jr_cmd_dead(const jr_config_t *cfg, const char *queue, const char *sub, char
         status = 1;
         goto out;
     }
-    /* Which entries the command is about: all, or those of the named jobs. */
+    /* Which entries the command is about: all, or those of the named jobs
+     * (a job id, or the dead entry's own id: garbage buried without a job
+     * id is named that way). */
     const char **sel = calloc(b.n + 1, sizeof *sel);
     size_t nsel = 0;
     if (!sel) {
@@ -143,7 +154,7 @@ int jr_cmd_dead(const jr_config_t *cfg, const char *queue, const char *sub, char
         const char *id = field(&b.v[i], "id", &len);
         int want = all || (list && !nids);
         for (size_t j = 0; j < nids && !want; j++)
-            want = id && strlen(ids[j]) == len && !memcmp(ids[j], id, len);
+            want = (id && strlen(ids[j]) == len && !memcmp(ids[j], id, len)) || !strcmp(ids[j], b.v[i].id);
         if (want) sel[nsel++] = b.v[i].id;
     }
     for (size_t j = 0; j < nids; j++) { /* a job id that is not dead is an error */
@@ -151,7 +162,7 @@ int jr_cmd_dead(const jr_config_t *cfg, const char *queue, const char *sub, char
         for (size_t i = 0; i < b.n && !found; i++) {
             size_t len;
             const char *id = field(&b.v[i], "id", &len);
-            found = id && strlen(ids[j]) == len && !memcmp(ids[j], id, len);
+            found = (id && strlen(ids[j]) == len && !memcmp(ids[j], id, len)) || !strcmp(ids[j], b.v[i].id);
         }
         if (!found) {
             fprintf(stderr, "jobrunner dead %s: no dead job \"%s\" in queue %s\n", sub, ids[j], queue);
@@ -211,6 +222,9 @@ int jr_cmd_dead(const jr_config_t *cfg, const char *queue, const char *sub, char
             status = 1;
         } else {
             fprintf(out, "%s %lld dead job%s\n", retry ? "re-enqueued" : "purged", n, n == 1 ? "" : "s");
+            if (retry && (size_t)n < nsel)
+                fprintf(stderr, "jobrunner dead retry: %zu left in the dead stream: they cannot run "
+                        "(no handler, or kept whole in a raw field)\n", nsel - (size_t)n);
         }
     } else if (!status) {
         fprintf(out, "no dead jobs in queue %s\n", queue);

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "jr.h"
+#include "jr_limits.h"
 #include "util.h"
 
 extern const char jr_lua_library[];
@@ -316,7 +317,9 @@ void jr_qkeys(jr_qkeys_t *k, const char *q) {
 }
 
 /* Append FCALL jr_register for `queue` unless this connection did already.
- * Returns 1 if appended, 0 if not needed, or an error. */
+ * Returns 1 if appended, 0 if not needed, or an error. Only the first
+ * REGISTERED_MAX queues are remembered: later ones are registered again on
+ * every call (harmless, SADD of a member already there). */
 static int append_register(jr_redis_t *r, const char *queue) {
     for (size_t i = 0; i < r->nregistered; i++)
         if (strcmp(r->registered[i], queue) == 0) return 0;
@@ -392,42 +395,109 @@ out:
     return rc;
 }
 
+/* 1 if id has a form jobrunner generates: "d<digits>" or "<digits>-<digits>". */
+static int reserved_id(const char *id) {
+    const char *p = id;
+    if (*p == 'd') {
+        while (*++p >= '0' && *p <= '9') {}
+        return p > id + 1 && !*p;
+    }
+    while (*p >= '0' && *p <= '9') p++;
+    if (p == id || *p != '-') return 0;
+    const char *q = ++p;
+    while (*p >= '0' && *p <= '9') p++;
+    return p > q && !*p;
+}
+
+/* Check job i against the contract (the bounds of jr_limits.h), the way the
+ * Lua side will, so that a call is refused whole before anything is sent.
+ * "@" times are checked against our clock here and Redis's there. Returns 0,
+ * or JR_EINVAL with the reason in r->err (the connection stays usable). */
+static int check_job(jr_redis_t *r, size_t i, const jr_enqueue_t *j, int64_t now_ms) {
+    char why[JR_ERRLEN - 64];
+    const jr_envelope_t *e = &j->env;
+    why[0] = '\0';
+    if (!j->queue || !jr_queue_name_valid(j->queue))
+        snprintf(why, sizeof why, "queue name \"%.*s\" is not valid (1-128 characters of A-Z a-z 0-9 _ . : -)",
+                 64, j->queue ? j->queue : "");
+    else if (j->id && j->id[0] && strlen(j->id) > JR_ID_MAX - 2)
+        snprintf(why, sizeof why, "job id \"%.40s...\" is longer than %d bytes", j->id, JR_ID_MAX - 2);
+    else if (j->id && j->id[0] && reserved_id(j->id))
+        snprintf(why, sizeof why, "job id \"%s\" has a reserved form (d<n> or <n>-<n>)", j->id);
+    else if (!e->handler || e->handler_len == 0)
+        snprintf(why, sizeof why, "empty handler name");
+    else if (!e->payload && e->payload_len > 0)
+        snprintf(why, sizeof why, "payload is NULL with a length");
+    else if (j->delay_ms < 0 || j->delay_ms > JR_DELAY_MAX_MS)
+        snprintf(why, sizeof why, "delay %lld ms is not in 0..%lld", (long long)j->delay_ms,
+                 (long long)JR_DELAY_MAX_MS);
+    else if (j->at_us < 0 || (j->at_us > 0 && j->at_us / 1000 > now_ms + JR_DELAY_MAX_MS))
+        snprintf(why, sizeof why, "due time %lld us is more than %lld ms after now", (long long)j->at_us,
+                 (long long)JR_DELAY_MAX_MS);
+    else if (j->uniq_ms < 0 || j->uniq_ms > JR_UNIQ_MAX_MS)
+        snprintf(why, sizeof why, "idempotency window %lld ms is not in 0..%lld", (long long)j->uniq_ms,
+                 (long long)JR_UNIQ_MAX_MS);
+    else if (e->attempt > JR_ATTEMPTS_MAX || e->max_attempts > JR_ATTEMPTS_MAX)
+        snprintf(why, sizeof why, "attempt %u / max attempts %u: at most %d", e->attempt, e->max_attempts,
+                 JR_ATTEMPTS_MAX);
+    else if (e->timeout_ms < 0 || e->timeout_ms > JR_TIMEOUT_MAX_MS)
+        snprintf(why, sizeof why, "timeout %lld ms is not in 1..%lld", (long long)e->timeout_ms,
+                 (long long)JR_TIMEOUT_MAX_MS);
+    else if (e->backoff_ms < 0 || e->backoff_ms > JR_BACKOFF_MAX_MS)
+        snprintf(why, sizeof why, "backoff %lld ms is not in 1..%lld", (long long)e->backoff_ms,
+                 (long long)JR_BACKOFF_MAX_MS);
+    if (!why[0]) return 0;
+    snprintf(r->err, sizeof r->err, "enqueue refused, nothing sent: job %zu: %s", i + 1, why);
+    return JR_EINVAL;
+}
+
 int jr_redis_enqueue(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n, char (*ids)[JR_ID_MAX],
                      int *created) {
+    int64_t now = jr_wall_ms();
+    for (size_t i = 0; i < n; i++) {
+        int rc = check_job(r, i, &jobs[i], now);
+        if (rc) return rc;
+    }
     /* Runs of consecutive jobs of one queue, up to `chunk` per call, all
-     * sent in one pipeline per `window` jobs so replies never pile up. */
+     * sent in one pipeline per `window` jobs so replies never pile up. A
+     * window holds at most one run per job (queues alternating). */
     const size_t chunk = 1000, window = 16 * 1000;
+    size_t cap = (n < window ? n : window) + 1;
+    size_t *starts = malloc(cap * sizeof *starts);
+    unsigned char *regs = malloc(cap);
+    int rc = 0;
+    if (!starts || !regs) {
+        rc = fail(r, JR_ENOMEM, "out of memory");
+        goto out;
+    }
     for (size_t base = 0; base < n; base += window) {
-        size_t end = base + window < n ? base + window : n;
-        size_t starts[16 + 1], ncalls = 0;
-        unsigned char regs[16];
-        int rc;
+        size_t end = base + window < n ? base + window : n, ncalls = 0;
         for (size_t i = base; i < end;) {
             size_t j = i + 1;
             while (j < end && j - i < chunk && !strcmp(jobs[j].queue, jobs[i].queue) &&
                    jobs[j].uniq_ms == jobs[i].uniq_ms)
                 j++;
-            if (ncalls == 16) break; /* cannot happen: window/chunk calls at most */
-            if ((rc = append_register(r, jobs[i].queue)) < 0) return rc;
+            if ((rc = append_register(r, jobs[i].queue)) < 0) goto out;
             regs[ncalls] = (unsigned char)rc;
-            if ((rc = append_enqueue_many(r, jobs + i, j - i, jobs[i].uniq_ms))) return rc;
+            if ((rc = append_enqueue_many(r, jobs + i, j - i, jobs[i].uniq_ms))) goto out;
             starts[ncalls++] = i;
             i = j;
         }
         starts[ncalls] = end;
-        if ((rc = jr_redis_flush(r))) return rc;
+        if ((rc = jr_redis_flush(r))) goto out;
         int first_err = 0;
         for (size_t c = 0; c < ncalls; c++) {
             for (int kk = regs[c]; kk >= 0; kk--) { /* register reply, then the enqueue's */
                 redisReply *rep;
-                if ((rc = recv_reply(r, &rep, r->timeout_us))) return rc;
+                if ((rc = recv_reply(r, &rep, r->timeout_us))) goto out;
                 if (rep->type == REDIS_REPLY_ERROR) {
                     if (!first_err) first_err = fail(r, JR_EREDIS, "%s", rep->str);
                 } else if (kk == 0) {
                     size_t cnt = starts[c + 1] - starts[c];
                     if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 * cnt) {
                         freeReplyObject(rep);
-                        return fail(r, JR_EPROTO, "jr_enqueue_many: unexpected reply");
+                        rc = fail(r, JR_EPROTO, "jr_enqueue_many: unexpected reply");
+                        goto out;
                     }
                     for (size_t x = 0; x < cnt; x++) {
                         if (ids) snprintf(ids[starts[c] + x], JR_ID_MAX, "%s", rep->element[2 * x]->str);
@@ -437,9 +507,11 @@ int jr_redis_enqueue(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n, char (*i
                 freeReplyObject(rep);
             }
         }
-        if (first_err) return first_err;
+        if ((rc = first_err)) goto out;
     }
-    return 0;
+out:
+    free(starts), free(regs);
+    return rc;
 }
 
 /* Parse a "%.3f" ms string from the Lua side ("" -> -1). */
@@ -448,22 +520,28 @@ static double ms_value(const redisReply *e) {
     return -1;
 }
 
-int jr_redis_promote(jr_redis_t *r, const char *queue, int64_t limit, int64_t *moved,
-                     double *next_due_ms, double *now_ms, char *wake_id) {
+int jr_redis_promote(jr_redis_t *r, const char *queue, int64_t limit, int64_t dead_max,
+                     int64_t *moved, int64_t *buried, double *next_due_ms, double *now_ms,
+                     char *wake_id) {
     jr_qkeys_t k;
     jr_qkeys(&k, queue);
-    char lim[24];
+    char lim[24], dmax[24];
     snprintf(lim, sizeof lim, "%lld", (long long)limit);
+    snprintf(dmax, sizeof dmax, "%lld", (long long)dead_max);
     redisReply *rep;
-    int rc = exec(r, &rep, "FCALL", "jr_promote", "3", k.ready, k.delayed, k.wake, lim, NULL);
+    int rc = exec(r, &rep, "FCALL", "jr_promote", "4", k.ready, k.delayed, k.wake, k.dead, lim, dmax,
+                  NULL);
     if (rc) return rc;
-    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 4 ||
+    /* A library older than this binary answers without the 5th element. */
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 4 ||
         rep->element[0]->type != REDIS_REPLY_INTEGER ||
-        rep->element[3]->type != REDIS_REPLY_STRING) {
+        rep->element[3]->type != REDIS_REPLY_STRING ||
+        (rep->elements > 4 && rep->element[4]->type != REDIS_REPLY_INTEGER)) {
         freeReplyObject(rep);
         return fail(r, JR_EPROTO, "jr_promote: unexpected reply");
     }
     *moved = rep->element[0]->integer;
+    *buried = rep->elements > 4 ? rep->element[4]->integer : 0;
     *next_due_ms = ms_value(rep->element[1]);
     *now_ms = ms_value(rep->element[2]);
     snprintf(wake_id, JR_ID_MAX, "%s", rep->element[3]->str);

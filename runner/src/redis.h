@@ -70,17 +70,26 @@ typedef struct jr_enqueue {
 } jr_enqueue_t;
 
 /* Enqueue n jobs in one pipeline (registering their queues once per
- * connection). ids (may be NULL) receives each job id; created (may be
- * NULL) 1 per job, or 0 where an explicit id was already enqueued. Returns 0,
- * or an error with the first failure's text in jr_redis_errstr. */
+ * connection). Every job is checked first (valid queue name, non-empty
+ * handler, id not of a reserved form and at most 158 bytes, every time and
+ * count within runner/src/jr_limits.h): one bad job refuses the whole call
+ * with JR_EINVAL and nothing is sent. ids (may be NULL) receives each job
+ * id; created (may be NULL) 1 per job, or 0 where an explicit id was
+ * already enqueued. Returns 0, or an error with the first failure's text in
+ * jr_redis_errstr (a refusal by Redis, e.g. of a key holding garbage,
+ * refuses that queue's part only). */
 int jr_redis_enqueue(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n, char (*ids)[JR_ID_MAX],
                      int *created);
 
-/* Promote up to `limit` due jobs of `queue`. *next_due_ms = earliest due
- * time left (-1 if none) and *now_ms = Redis's time of the call, both Unix
- * ms; wake_id (JR_ID_MAX bytes) = the queue's last wake entry id. */
-int jr_redis_promote(jr_redis_t *r, const char *queue, int64_t limit, int64_t *moved,
-                     double *next_due_ms, double *now_ms, char *wake_id);
+/* Take up to `limit` due members of `queue`'s delayed set: envelopes into
+ * the ready stream, garbage into the dead stream (trimmed to about
+ * dead_max). *moved = members taken, *buried = of those, how many were
+ * garbage. *next_due_ms = earliest due time left (-1 if none) and *now_ms =
+ * Redis's time of the call, both Unix ms; wake_id (JR_ID_MAX bytes) = the
+ * queue's last wake entry id. */
+int jr_redis_promote(jr_redis_t *r, const char *queue, int64_t limit, int64_t dead_max,
+                     int64_t *moved, int64_t *buried, double *next_due_ms, double *now_ms,
+                     char *wake_id);
 
 /* Every registered queue (replaces *out's contents), and the registry's last
  * wake entry id into wake_id (JR_ID_MAX bytes). */

@@ -10,7 +10,11 @@
  * traffic is that one XREAD per backstop period.
  *
  * Any number of schedulers may run: jr_promote is atomic, and the wake
- * streams are read (not popped), so every scheduler learns of an earlier job. */
+ * streams are read (not popped), so every scheduler learns of an earlier job.
+ *
+ * A queue whose promotion Redis refuses (an error reply: a key holding
+ * garbage, out of memory) is logged by name and retried after a backoff
+ * (1 s doubling to 60 s); the other queues go on as before. */
 #include "scheduler.h"
 
 #include <stdio.h>
@@ -31,6 +35,8 @@ typedef struct sched {
     char (*wake_keys)[JR_KEY_MAX];
     const char **keyv;
     unsigned char *fired;
+    int64_t *retry_at_us; /* per queue: monotonic time of the next try after a refusal, 0 = none */
+    int64_t *backoff_ms;  /* per queue: the last backoff, 0 = none */
     size_t nwake;
     int64_t deadline_us;  /* monotonic time of the next due job, -1 = none */
     jr_redis_t *cmd, *blk;
@@ -52,8 +58,10 @@ static int sched_set_queues(sched_t *s, jr_strlist_t *queues, const char *regist
     char(*keys)[JR_KEY_MAX] = calloc(n ? n : 1, sizeof *keys);
     const char **keyv = calloc(n ? n : 1, sizeof *keyv);
     unsigned char *fired = calloc(n ? n : 1, 1);
-    if (!ids || !keys || !keyv || !fired) {
-        free(ids), free(keys), free(keyv), free(fired);
+    int64_t *retry_at = calloc(n ? n : 1, sizeof *retry_at);
+    int64_t *backoff = calloc(n ? n : 1, sizeof *backoff);
+    if (!ids || !keys || !keyv || !fired || !retry_at || !backoff) {
+        free(ids), free(keys), free(keyv), free(fired), free(retry_at), free(backoff);
         return JR_ENOMEM;
     }
     for (size_t i = 0; i < queues->n; i++) {
@@ -62,7 +70,10 @@ static int sched_set_queues(sched_t *s, jr_strlist_t *queues, const char *regist
         snprintf(keys[i], JR_KEY_MAX, "%s", k.wake);
         snprintf(ids[i], JR_ID_MAX, "0-0");
         for (size_t j = 0; j < s->nwake; j++)
-            if (strcmp(s->wake_keys[j], keys[i]) == 0) memcpy(ids[i], s->wake_ids[j], JR_ID_MAX);
+            if (strcmp(s->wake_keys[j], keys[i]) == 0) {
+                memcpy(ids[i], s->wake_ids[j], JR_ID_MAX);
+                retry_at[i] = s->retry_at_us[j], backoff[i] = s->backoff_ms[j];
+            }
         keyv[i] = keys[i];
     }
     if (s->follow) {
@@ -71,10 +82,12 @@ static int sched_set_queues(sched_t *s, jr_strlist_t *queues, const char *regist
         keyv[n - 1] = keys[n - 1];
     }
     free(s->wake_ids), free(s->wake_keys), free(s->keyv), free(s->fired);
+    free(s->retry_at_us), free(s->backoff_ms);
     jr_strlist_free(&s->queues);
     s->queues = *queues;
     memset(queues, 0, sizeof *queues);
     s->wake_ids = ids, s->wake_keys = keys, s->keyv = keyv, s->fired = fired, s->nwake = n;
+    s->retry_at_us = retry_at, s->backoff_ms = backoff;
     return 0;
 }
 
@@ -94,31 +107,69 @@ static int sched_refresh(sched_t *s) {
     return rc;
 }
 
+static void sched_fold_deadline(sched_t *s, int64_t at) {
+    if (s->deadline_us < 0 || at < s->deadline_us) s->deadline_us = at;
+}
+
+/* Redis refused to promote queue i (an error reply): log it by name and
+ * try that queue again after a backoff, 1 s doubling to 60 s. */
+static void sched_back_off(sched_t *s, size_t i) {
+    int64_t b = s->backoff_ms[i] ? s->backoff_ms[i] * 2 : 1000;
+    if (b > 60000) b = 60000;
+    s->backoff_ms[i] = b;
+    s->retry_at_us[i] = jr_mono_us() + b * 1000;
+    sched_fold_deadline(s, s->retry_at_us[i]);
+    char in[24];
+    snprintf(in, sizeof in, "%lldms", (long long)b);
+    jr_log_kv(JR_LOG_ERROR, "Redis refused to promote this queue; trying it again later", "queue",
+              s->queues.v[i], "error", jr_redis_errstr(s->cmd), "retry_in", in, NULL);
+}
+
 /* Promote everything due in queue i; fold its next due time into the
- * deadline. */
+ * deadline. Returns 0 when Redis refused this queue (it backs off alone),
+ * or an error that needs a reconnect. */
 static int sched_promote(sched_t *s, size_t i) {
     const char *q = s->queues.v[i];
-    int64_t moved, total = 0;
+    int64_t moved, buried, total = 0, total_buried = 0;
     double next_due, now;
+    if (s->retry_at_us[i] > jr_mono_us()) {
+        sched_fold_deadline(s, s->retry_at_us[i]);
+        return 0;
+    }
     for (;;) {
         int64_t sent = jr_mono_us();
-        int rc = jr_redis_promote(s->cmd, q, s->cfg->scheduler_batch, &moved, &next_due, &now,
-                                  s->wake_ids[i]);
-        if (rc) return rc;
-        total += moved;
+        int rc = jr_redis_promote(s->cmd, q, s->cfg->scheduler_batch, s->cfg->dead_max, &moved,
+                                  &buried, &next_due, &now, s->wake_ids[i]);
+        /* A missing library (FUNCTION FLUSH) is fixed by reconnecting. */
+        if (rc == JR_EREDIS && !strstr(jr_redis_errstr(s->cmd), "Function not found")) {
+            sched_back_off(s, i);
+            break;
+        }
+        if (rc) {
+            jr_log_kv(JR_LOG_ERROR, "promoting this queue failed", "queue", q, "error",
+                      jr_redis_errstr(s->cmd)[0] ? jr_redis_errstr(s->cmd) : jr_strerror(rc), NULL);
+            return rc;
+        }
+        s->retry_at_us[i] = s->backoff_ms[i] = 0;
+        total += moved - buried;
+        total_buried += buried;
         if (moved < s->cfg->scheduler_batch) {
             if (next_due >= 0) {
                 /* Due times are Redis time: convert the distance to our
                  * monotonic clock, measured from before the call so we never
                  * wake late (waking a little early costs one more call). */
-                int64_t at = sent + (int64_t)((next_due - now) * 1000.0);
-                if (s->deadline_us < 0 || at < s->deadline_us) s->deadline_us = at;
+                sched_fold_deadline(s, sent + (int64_t)((next_due - now) * 1000.0));
             }
             break;
         }
     }
+    char n[24];
+    if (total_buried > 0) {
+        snprintf(n, sizeof n, "%lld", (long long)total_buried);
+        jr_log_kv(JR_LOG_WARN, "delayed set members that are not jobs moved to the dead stream (why=invalid)",
+                  "queue", q, "members", n, NULL);
+    }
     if (total > 0 && jr_log_enabled(JR_LOG_INFO)) {
-        char n[24];
         snprintf(n, sizeof n, "%lld", (long long)total);
         jr_log_kv(JR_LOG_INFO, "promoted due jobs", "queue", q, "jobs", n, NULL);
     }
@@ -202,6 +253,7 @@ int jr_scheduler_run(const jr_config_t *cfg) {
     jr_log_flush();
     sched_drop_conns(&s);
     free(s.wake_ids), free(s.wake_keys), free(s.keyv), free(s.fired);
+    free(s.retry_at_us), free(s.backoff_ms);
     jr_strlist_free(&s.queues);
     return status;
 }

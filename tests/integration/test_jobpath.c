@@ -274,7 +274,7 @@ Test(jobpath, bulk_enqueue_mixes_ids_delays_and_duplicates_in_one_call) {
         {.queue = "default", .env = {.handler = "record", .handler_len = 6, .attempt = 1}},
         {.queue = "default", .id = "12-34", .env = {.handler = "record", .handler_len = 6, .attempt = 1}},
     };
-    cr_expect_eq(jr_redis_enqueue(r, bad, 2, NULL, NULL), JR_EREDIS);
+    cr_expect_eq(jr_redis_enqueue(r, bad, 2, NULL, NULL), JR_EINVAL); /* refused before sending */
     cr_expect(strstr(jr_redis_errstr(r), "reserved form"), "%s", jr_redis_errstr(r));
     cr_assert_eq(jr_redis_stats(r, "default", &s), 0);
     cr_expect_eq(s.ready, 2, "a refused bulk call wrote %lld entries", s.ready - 2);
