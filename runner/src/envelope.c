@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "jr.h"
+#include "jr_limits.h"
 
 /* Parse exactly `len` bytes as a decimal integer in [min, max]. */
 static int parse_int(const char *s, size_t len, int64_t min, int64_t max, int64_t *out) {
@@ -77,10 +78,12 @@ int jr_envelope_decode(jr_envelope_t *env, const char *entry_id, size_t n,
             env->error = v, env->error_len = vl;
         } else {
             int64_t lo = 0, hi = INT64_MAX / 2;
-            if (name_is(nm, nl, JR_F_ATTEMPT)) bit = 1u << 4, lo = 1, hi = UINT32_MAX;
-            else if (name_is(nm, nl, JR_F_MAX)) bit = 1u << 5, hi = UINT32_MAX;
-            else if (name_is(nm, nl, JR_F_TIMEOUT)) bit = 1u << 6;
-            else if (name_is(nm, nl, JR_F_BACKOFF)) bit = 1u << 9;
+            /* The maxima of jr_limits.h: a job past them never got in
+             * through the contract, so it is refused here too. */
+            if (name_is(nm, nl, JR_F_ATTEMPT)) bit = 1u << 4, lo = 1, hi = JR_ATTEMPTS_MAX;
+            else if (name_is(nm, nl, JR_F_MAX)) bit = 1u << 5, hi = JR_ATTEMPTS_MAX;
+            else if (name_is(nm, nl, JR_F_TIMEOUT)) bit = 1u << 6, hi = JR_TIMEOUT_MAX_MS;
+            else if (name_is(nm, nl, JR_F_BACKOFF)) bit = 1u << 9, hi = JR_BACKOFF_MAX_MS;
             else if (name_is(nm, nl, JR_F_ENQUEUED)) bit = 1u << 7;
             else if (name_is(nm, nl, JR_F_DUE)) bit = 1u << 8;
             else {

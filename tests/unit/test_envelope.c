@@ -1,9 +1,11 @@
 /* Envelope encoding and decoding (pure). */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "envelope.h"
 #include "jr.h"
+#include "jr_limits.h"
 
 /* Decode name/value pairs given as a NULL-terminated list. */
 static int decode(jr_envelope_t *env, const char *entry_id, const char *const *kv, char *err) {
@@ -105,4 +107,28 @@ Test(envelope, encode_leaves_defaults_out_and_round_trips) {
     cr_expect_eq(out.max_attempts, 7);
     cr_expect_eq(out.timeout_ms, 1500);
     cr_expect_eq(out.backoff_ms, 40);
+}
+
+/* Every numeric field is accepted up to its maximum in jr_limits.h and
+ * refused one past it (a stream entry written by hand must not smuggle in
+ * a timeout or attempt count the contract refuses). */
+Test(envelope, numeric_fields_are_bounded_by_the_limits) {
+    static const struct {
+        const char *name;
+        long long max;
+    } rows[] = {{"a", JR_ATTEMPTS_MAX}, {"m", JR_ATTEMPTS_MAX}, {"t", JR_TIMEOUT_MAX_MS}, {"b", JR_BACKOFF_MAX_MS}};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        for (long long delta = 0; delta <= 1; delta++) {
+            char v[32];
+            snprintf(v, sizeof v, "%lld", rows[i].max + delta);
+            const char *kv[] = {"h", "x", rows[i].name, v, NULL};
+            jr_envelope_t e;
+            char err[JR_ERRLEN] = "";
+            int rc = decode(&e, "1-0", kv, err);
+            if (delta == 0)
+                cr_expect_eq(rc, 0, "%s=%s refused: %s", rows[i].name, v, err);
+            else
+                cr_expect(rc != 0 && strstr(err, "out-of-range"), "%s=%s accepted (%s)", rows[i].name, v, err);
+        }
+    }
 }
