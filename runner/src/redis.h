@@ -33,7 +33,10 @@ const char *jr_redis_errstr(const jr_redis_t *r);
 /* 1 while the connection is usable; 0 after a transport error. */
 int jr_redis_ok(const jr_redis_t *r);
 
-/* FUNCTION LOAD REPLACE the embedded library. */
+/* Make sure Redis has the embedded function library: FUNCTION LOAD REPLACE
+ * it only if the library named jobrunner is missing or its code differs, so
+ * connecting writes nothing (and works in an out-of-memory Redis) when the
+ * right version is loaded. Errors carry Redis's text. */
 int jr_redis_load_library(jr_redis_t *r);
 
 /* CLIENT ID of this connection / CLIENT UNBLOCK another one. */
@@ -103,7 +106,9 @@ int jr_redis_wait(jr_redis_t *r, int64_t timeout_us, int extra_fd);
 int jr_redis_fd(const jr_redis_t *r);
 int jr_redis_has_reply(jr_redis_t *r);
 
-/* Create the consumer group of each queue if missing (stream too). */
+/* Create the consumer group of each queue if missing (stream too). Looks
+ * first (XINFO GROUPS, pipelined) and writes only for what is missing, so it
+ * works in an out-of-memory Redis when every group exists. */
 int jr_redis_ensure_groups(jr_redis_t *r, const char *const *queues, size_t n);
 
 /* A batch of stream entries read by XREADGROUP. Pointers stay valid until
