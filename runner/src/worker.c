@@ -81,12 +81,15 @@ typedef struct worker {
     uint32_t *waitq;     /* WAITING slots in the order fetched: [wq_head, wq_n) */
     size_t wq_head, wq_n, wq_cap;
     jr_task_t *tasks;    /* worker.batch: one submission */
-    jr_outcome_t outcomes[64];
+    jr_outcome_t *outcomes; /* worker.batch x runners: all the executor can hold */
+    size_t noutcomes;
     op_t *ops;
     size_t nops, opcap;
     int64_t next_flush, flush_backoff_ms;
     refusal_t ops_refused, hb_refused, rc_refused;
-    int64_t rtt_us, job_us; /* moving averages: a Redis round trip, a job's run */
+    int64_t rtt_us, job_us; /* moving averages: a fetch's round trip, a job's run */
+    int64_t read_sent_us;   /* when the read in flight was sent */
+    size_t read_count;      /* its COUNT */
     jr_batch_t batch;
     int64_t next_heartbeat, next_reclaim;
     size_t reclaim_q;
@@ -115,11 +118,15 @@ static size_t prefetch(const worker_t *w) {
     return p >= (double)w->cfg->worker_prefetch ? (size_t)w->cfg->worker_prefetch : (size_t)p;
 }
 
-/* How many more entries to fetch now (0 = none): up to runners + prefetch held, at most worker.batch. */
+/* How many entries to fetch now (0 = none): up to runners + prefetch held,
+ * at most worker.batch; and, while jobs are still waiting for a runner, only
+ * once half of that bound is free (so reads stay large). */
 static size_t room(const worker_t *w) {
-    size_t cap = w->runners + prefetch(w);
+    size_t cap = w->runners + prefetch(w), batch = (size_t)w->cfg->worker_batch;
     size_t n = w->used < cap ? cap - w->used : 0;
-    return n > (size_t)w->cfg->worker_batch ? (size_t)w->cfg->worker_batch : n;
+    if (n > batch) n = batch;
+    size_t worth = cap / 2 < batch ? cap / 2 : batch;
+    return w->wq_n > w->wq_head && n < worth ? 0 : n;
 }
 
 /* Log a refusal by Redis (with Redis's own text) once per state change:
@@ -205,7 +212,6 @@ static int flush_ops(worker_t *w) {
                                   w->cfg->dead_max);
         call[i] = calls++;
     }
-    int64_t t0 = jr_mono_us();
     if (!rc && !(bad = calloc(calls ? calls : 1, 1))) rc = JR_ENOMEM;
     if (!rc) rc = jr_redis_flush(w->ctl);
     char err[JR_ERRLEN] = "";
@@ -221,7 +227,6 @@ static int flush_ops(worker_t *w) {
         }
     }
     if (!rc) {
-        w->rtt_us = ewma(w->rtt_us, jr_mono_us() - t0);
         size_t kept = 0;
         for (size_t i = 0; i < w->nops; i++) {
             if (bad[call[i]]) w->ops[kept++] = w->ops[i];
@@ -400,13 +405,14 @@ static int dispatch(worker_t *w, const jr_batch_t *b, int reclaimed) {
     return start(w);
 }
 
-/* Hand WAITING jobs, oldest first, to the idle runners, spread evenly (at
- * most worker.batch per runner). */
+/* Hand WAITING jobs, oldest first, to the idle runners: a share of what
+ * waits per runner (counting the busy ones, which come back for theirs), at
+ * most worker.batch per runner. */
 static int start(worker_t *w) {
     size_t idle = jr_exec_idle(w->exec);
     while (w->wq_head < w->wq_n && idle > 0) {
         size_t waiting = w->wq_n - w->wq_head;
-        size_t n = (waiting + idle - 1) / idle;
+        size_t n = (waiting + w->runners - 1) / w->runners;
         if (n > (size_t)w->cfg->worker_batch) n = (size_t)w->cfg->worker_batch;
         for (size_t i = 0; i < n; i++) {
             uint32_t k = w->waitq[w->wq_head + i];
@@ -442,7 +448,7 @@ static int hand_back_waiting(worker_t *w) {
 }
 
 static int collect(worker_t *w) {
-    size_t n, max = sizeof w->outcomes / sizeof w->outcomes[0];
+    size_t n, max = w->noutcomes;
     do {
         n = jr_exec_collect(w->exec, w->outcomes, max);
         for (size_t i = 0; i < n; i++) {
@@ -603,6 +609,7 @@ static int turn(worker_t *w, int sigfd) {
         if ((rc = jr_redis_send_read(w->rd, w->consumer, w->queues, w->nq, count, until < block ? until : block)))
             return rc;
         w->reading = 1;
+        w->read_sent_us = jr_mono_us(), w->read_count = (size_t)count;
     }
     /* Wait for: the read, a runner, a signal, or the next timer. */
     struct pollfd fds[2 + 256];
@@ -628,6 +635,9 @@ static int turn(worker_t *w, int sigfd) {
         if ((rc = jr_redis_recv_read(w->rd, &w->batch, w->queues, w->nq)) ||
             (rc = dispatch(w, &w->batch, 0)))
             return rc;
+        /* A full batch was there already (the read did not block): its
+         * time, until the jobs were handed over, is a fetch round trip. */
+        if (w->batch.n >= w->read_count) w->rtt_us = ewma(w->rtt_us, jr_mono_us() - w->read_sent_us);
     }
     if ((rc = collect(w))) return rc;
     now = jr_mono_us();
@@ -651,12 +661,14 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
     w.runners = runners;
     w.flush_backoff_ms = 100;
     w.tasks = calloc((size_t)cfg->worker_batch, sizeof *w.tasks);
+    w.noutcomes = (size_t)cfg->worker_batch * runners;
+    w.outcomes = calloc(w.noutcomes, sizeof *w.outcomes);
     int sigfd = jr_signals_install();
     char err[JR_ERRLEN];
-    if (!w.tasks ||
+    if (!w.tasks || !w.outcomes ||
         !(w.exec = jr_exec_new(reg, inline_mode, (int)runners, (size_t)cfg->worker_batch, err, sizeof err))) {
         jr_log_kv(JR_LOG_ERROR, "cannot start the worker", "error", w.tasks ? err : "out of memory", NULL);
-        free(w.tasks);
+        free(w.tasks), free(w.outcomes);
         return 1;
     }
     char nh[16], shown[512], nr[16];
@@ -713,6 +725,6 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
     clear_ops(&w);
     free(w.ops);
     jr_batch_free(&w.batch);
-    free(w.slots), free(w.waitq), free(w.tasks);
+    free(w.slots), free(w.waitq), free(w.tasks), free(w.outcomes);
     return 0;
 }
