@@ -5,12 +5,15 @@
  * acknowledgements, retries, dead letters, hand-backs, heartbeats, reclaims,
  * and CLIENT UNBLOCK of `rd` at shutdown.
  *
- * The loop reads a batch only when a runner (exec.h) is idle, hands it over,
- * and meanwhile polls the read, the runners, and the signal pipe. Every
- * outcome becomes an operation queued in memory and sent on `ctl`; if Redis
- * goes away they wait there, jobs keep running, and the worker reconnects
- * with capped backoff. Each operation is safe to send twice (the Redis side
- * checks ownership), so nothing is lost or doubled across a reconnect. */
+ * The loop fetches while the worker holds fewer jobs than its runners plus
+ * its prefetch bound (see prefetch()), keeps fetched jobs waiting in memory
+ * until a runner (exec.h) is free, and meanwhile polls the read, the
+ * runners, and the signal pipe. Every outcome becomes an operation queued in
+ * memory and sent on `ctl`; if Redis goes away or refuses them they wait
+ * there (nothing is fetched meanwhile), jobs keep running, and the worker
+ * reconnects or retries with capped backoff. Each operation is safe to send
+ * twice (the Redis side checks ownership), so nothing is lost or doubled
+ * across a reconnect. */
 #include "worker.h"
 
 #include <errno.h>
@@ -109,7 +112,8 @@ static int64_t lease_us(const worker_t *w) { return w->cfg->worker_lease_ms * 10
 static int64_t ewma(int64_t avg, int64_t sample) { return avg <= 0 ? sample : avg + (sample - avg) / 8; }
 
 /* Jobs fetched but not started that this worker may hold: what its runners
- * start within one Redis round trip (runners x round trip / job duration),
+ * start within one fetch round trip (runners x the time a full read takes
+ * until its jobs are handed over / the average job duration),
  * at most worker.prefetch. 0 until a job's duration is known, so the first
  * long jobs spread over the workers instead of piling up in one. */
 static size_t prefetch(const worker_t *w) {
