@@ -111,15 +111,20 @@ static int64_t lease_us(const worker_t *w) { return w->cfg->worker_lease_ms * 10
 
 static int64_t ewma(int64_t avg, int64_t sample) { return avg <= 0 ? sample : avg + (sample - avg) / 8; }
 
-/* Jobs fetched but not started that this worker may hold: what its runners
- * start within one fetch round trip (runners x the time a full read takes
- * until its jobs are handed over / the average job duration),
- * at most worker.prefetch. 0 until a job's duration is known, so the first
- * long jobs spread over the workers instead of piling up in one. */
+/* Jobs fetched but not started that this worker may hold. Jobs that take
+ * longer than a fetch round trip (the time a full read takes until its jobs
+ * are handed over): what the runners start within one round trip, runners x
+ * round trip / average job duration, so long jobs spread over the workers
+ * instead of queuing in one; none until a job's duration is known. Shorter
+ * jobs: worker.prefetch, as a read must bring many of them to keep the
+ * runners busy (each is started within milliseconds anyway). */
 static size_t prefetch(const worker_t *w) {
+    size_t max = (size_t)w->cfg->worker_prefetch;
     if (w->job_us <= 0) return 0;
-    double p = (double)w->runners * (double)(w->rtt_us > 0 ? w->rtt_us : 1000) / (double)w->job_us;
-    return p >= (double)w->cfg->worker_prefetch ? (size_t)w->cfg->worker_prefetch : (size_t)p;
+    int64_t rtt = w->rtt_us > 0 ? w->rtt_us : 1000;
+    if (w->job_us <= rtt) return max;
+    size_t p = (size_t)((double)w->runners * (double)rtt / (double)w->job_us);
+    return p < max ? p : max;
 }
 
 /* How many entries to fetch now (0 = none): up to runners + prefetch held,
