@@ -218,6 +218,30 @@ Test(pressure, results_of_jobs_finished_while_redis_is_out_of_memory_are_kept_an
     cr_expect_eq(jrt_stop(w2, SIGTERM, 10000), 0);
 }
 
+Test(pressure, a_failure_during_an_out_of_memory_window_is_buried_once_and_a_stopping_worker_waits) {
+    config("worker:\n  concurrency: 1\n");
+    char id[1][JR_ID_MAX];
+    enqueue("default", 1, "fail", "", id);
+    redisContext *c = jrt_connect(&R);
+    int n = fill_memory(c);
+    pid_t w = start_worker("w.log"); /* starts in the window */
+    cr_assert_geq(jrt_wait_lines(record, 1, 10000), 1, "the job did not run");
+    jrt_sleep_ms(500);
+    cr_expect_eq(stats("default").dead, 0, "buried while Redis refused writes?");
+    kill(w, SIGTERM); /* its dead letter is not in Redis yet: it must wait */
+    jrt_sleep_ms(1000);
+    cr_expect_eq(waitpid(w, NULL, WNOHANG), 0, "the worker exited with a result Redis never took");
+    cr_expect_geq(jrt_count(logpath("w.log"), "waiting for Redis to take the results"), 1);
+    free_memory(c, n);
+    redisFree(c);
+    int st = jrt_stop(w, 0, 15000); /* no signal: it exits by itself once Redis took it */
+    cr_expect_eq(st, 0, "worker exit status %d", st);
+    jr_qstats_t s = stats("default");
+    cr_expect(s.dead == 1 && s.ready == 0 && s.pending == 0, "dead=%lld ready=%lld pending=%lld", s.dead, s.ready,
+              s.pending);
+    cr_expect_eq(runs_of(record, id[0], NULL), 1);
+}
+
 Test(pressure, an_outage_longer_than_the_lease_runs_no_finished_job_again) {
     /* Redis with every write on disk, frozen (SIGSTOP) longer than the lease
      * and then killed and restarted: what was in flight on the old
