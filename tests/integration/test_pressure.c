@@ -242,6 +242,29 @@ Test(pressure, a_failure_during_an_out_of_memory_window_is_buried_once_and_a_sto
     cr_expect_eq(runs_of(record, id[0], NULL), 1);
 }
 
+Test(pressure, results_refused_for_a_missing_function_library_are_sent_after_it_is_loaded_again) {
+    config("worker:\n  concurrency: 2\n");
+    enum { N = 4 };
+    char ids[N][JR_ID_MAX];
+    enqueue("default", N, "nap", "600", ids);
+    pid_t w = start_worker("w.log");
+    cr_assert_geq(jrt_wait_lines(record, 2, 10000), 2, "no job started");
+    redisContext *c = jrt_connect(&R);
+    freeReplyObject(redisCommand(c, "FUNCTION FLUSH")); /* an operator's mistake */
+    jrt_sleep_ms(2000); /* the running jobs finish; their acks are refused */
+    /* (no helper of this file may run before this check: connecting loads the library) */
+    redisReply *rep = redisCommand(c, "FUNCTION LIST LIBRARYNAME jobrunner");
+    cr_expect(rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 1, "the worker did not load the library again");
+    freeReplyObject(rep);
+    redisFree(c);
+    const char *qs[] = {"default"};
+    cr_expect(wait_all_settled(qs, 1, 20000), "jobs are left: ready=%lld pending=%lld", stats("default").ready,
+              stats("default").pending);
+    for (int i = 0; i < N; i++) cr_expect_eq(runs_of(record, ids[i], NULL), 1, "job %s ran %d times", ids[i], runs_of(record, ids[i], NULL));
+    cr_expect_geq(jrt_count(logpath("w.log"), "Function not found"), 1, "Redis's error is not shown");
+    cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
+}
+
 Test(pressure, an_outage_longer_than_the_lease_runs_no_finished_job_again) {
     /* Redis with every write on disk, frozen (SIGSTOP) longer than the lease
      * and then killed and restarted: what was in flight on the old
