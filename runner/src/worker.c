@@ -522,9 +522,12 @@ static int reclaim(worker_t *w, size_t want) {
     }
     if (rc) return rc;
     accepted(&w->rc_refused, "Redis hands over the jobs of stopped workers again");
-    if (w->batch.n || deleted || poisoned) {
+    size_t others = 0; /* entries not already this worker's (see dispatch) */
+    for (size_t i = 0; i < w->batch.n; i++)
+        others += strlen(w->batch.v[i].id) >= ENTRY_MAX || !held(w, w->batch.v[i].queue, w->batch.v[i].id);
+    if (others || deleted || poisoned) {
         char n[24], d[24], p[24];
-        snprintf(n, sizeof n, "%zu", w->batch.n);
+        snprintf(n, sizeof n, "%zu", others);
         snprintf(d, sizeof d, "%lld", deleted);
         snprintf(p, sizeof p, "%lld", poisoned);
         jr_log_kv(JR_LOG_WARN, "took over jobs of a worker that stopped heartbeating", "queue",
