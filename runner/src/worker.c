@@ -414,14 +414,14 @@ static int dispatch(worker_t *w, const jr_batch_t *b, int reclaimed) {
     return start(w);
 }
 
-/* Hand WAITING jobs, oldest first, to the idle runners: a share of what
- * waits per runner (counting the busy ones, which come back for theirs), at
- * most worker.batch per runner. */
+/* Hand WAITING jobs, oldest first, to the idle runners, spread evenly over
+ * them (at most worker.batch per runner: a runner's batch costs one message,
+ * so short jobs go in large batches). */
 static int start(worker_t *w) {
     size_t idle = jr_exec_idle(w->exec);
     while (w->wq_head < w->wq_n && idle > 0) {
         size_t waiting = w->wq_n - w->wq_head;
-        size_t n = (waiting + w->runners - 1) / w->runners;
+        size_t n = (waiting + idle - 1) / idle;
         if (n > (size_t)w->cfg->worker_batch) n = (size_t)w->cfg->worker_batch;
         for (size_t i = 0; i < n; i++) {
             uint32_t k = w->waitq[w->wq_head + i];
