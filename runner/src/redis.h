@@ -132,10 +132,12 @@ typedef struct jr_batch {
 void jr_batch_free(jr_batch_t *b);
 
 /* Send XREADGROUP GROUP jr <consumer> COUNT count BLOCK block_ms STREAMS
- * <ready keys> > ... for the queues, without waiting. */
+ * <ready keys> > ... for the queues (any number), without waiting. COUNT is
+ * per stream: the reply may hold up to n x count entries. */
 int jr_redis_send_read(jr_redis_t *r, const char *consumer, const char *const *queues, size_t n,
                        int64_t count, int64_t block_ms);
-/* Read its reply into *b (empty batch on timeout or unblock). */
+/* Read its reply into *b (empty batch on timeout or unblock). A stream of
+ * none of the queues in the reply is JR_EPROTO. */
 int jr_redis_recv_read(jr_redis_t *r, jr_batch_t *b, const char *const *queues, size_t n);
 
 /* Append (not send) an acknowledge-and-remove of stream entries of a queue. */
