@@ -543,7 +543,8 @@ int jr_redis_recv_wake_read(jr_redis_t *r, const char *const *keys, char (*ids)[
 /* Send `head... <ready key of queue i> tail...` for each queue in one
  * pipeline. An error reply containing `ignore` counts as success; the first
  * other one is returned as JR_EREDIS with its queue and Redis's text. With
- * `found` (XINFO GROUPS), found[i] = 1 if queue i has the group JR_GROUP. */
+ * `found` (XINFO GROUPS), found[i] = 1 if queue i has the group JR_GROUP.
+ * nhead + 1 + ntail <= 8 (the callers below). */
 static int pipeline_per_queue(jr_redis_t *r, const char *const *queues, size_t n, const char *const *head,
                               int nhead, const char *const *tail, int ntail, const char *ignore,
                               unsigned char *found) {
@@ -609,7 +610,7 @@ void jr_batch_free(jr_batch_t *b) {
 int jr_redis_send_read(jr_redis_t *r, const char *consumer, const char *const *queues, size_t n,
                        int64_t count, int64_t block_ms) {
     char cnt[24], blk[24];
-    char (*keys)[JR_KEY_MAX] = malloc(n * sizeof *keys);
+    char (*keys)[JR_KEY_MAX] = malloc((n ? n : 1) * sizeof *keys);
     const char **argv = malloc((9 + 2 * n) * sizeof *argv);
     if (!keys || !argv) {
         free(keys), free(argv);

@@ -708,7 +708,7 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
             jr_exec_kill(w.exec);
             w.grace_deadline = INT64_MAX;
         }
-        if (w.stopping && w.used == 0 && w.nops && !w.said_waiting) {
+        if (w.stopping && w.used == 0 && w.nops && (w.ops_refused.on || !w.rd) && !w.said_waiting) {
             char n[24];
             snprintf(n, sizeof n, "%zu", w.nops);
             jr_log_kv(JR_LOG_WARN,
