@@ -92,7 +92,9 @@ typedef struct worker {
     refusal_t ops_refused, hb_refused, rc_refused;
     int64_t rtt_us, job_us; /* moving averages: a fetch's round trip, a job's run */
     int64_t read_sent_us;   /* when the read in flight was sent */
+    int64_t last_outcome_us; /* when a job last finished */
     size_t read_count;      /* its COUNT */
+    int last_read_full;     /* the last read brought all it asked for */
     jr_batch_t batch;
     int64_t next_heartbeat, next_reclaim;
     size_t reclaim_q;
@@ -115,13 +117,17 @@ static int64_t ewma(int64_t avg, int64_t sample) { return avg <= 0 ? sample : av
  * longer than a fetch round trip (the time a full read takes until its jobs
  * are handed over): what the runners start within one round trip, runners x
  * round trip / average job duration, so long jobs spread over the workers
- * instead of queuing in one; none until a job's duration is known. Shorter
- * jobs: worker.prefetch, as a read must bring many of them to keep the
- * runners busy (each is started within milliseconds anyway). */
+ * instead of queuing in one. None until a job's duration is known, and none
+ * while no job has finished for several round trips (idle, or busy with
+ * long jobs now whatever the average says). Shorter jobs: worker.prefetch,
+ * as a read must bring many of them to keep the runners busy (each is
+ * started within milliseconds anyway). */
 static size_t prefetch(const worker_t *w) {
     size_t max = (size_t)w->cfg->worker_prefetch;
     if (w->job_us <= 0) return 0;
     int64_t rtt = w->rtt_us > 0 ? w->rtt_us : 1000;
+    int64_t quiet = 4 * rtt > 10000 ? 4 * rtt : 10000;
+    if (jr_mono_us() - w->last_outcome_us > quiet) return 0;
     if (w->job_us <= rtt) return max;
     size_t p = (size_t)((double)w->runners * (double)rtt / (double)w->job_us);
     return p < max ? p : max;
@@ -461,8 +467,10 @@ static int collect(worker_t *w) {
     do {
         n = jr_exec_collect(w->exec, w->outcomes, max);
         for (size_t i = 0; i < n; i++) {
-            if (w->outcomes[i].kind != JR_OUT_UNSTARTED)
+            if (w->outcomes[i].kind != JR_OUT_UNSTARTED) {
                 w->job_us = ewma(w->job_us, w->outcomes[i].duration_us > 0 ? w->outcomes[i].duration_us : 1);
+                w->last_outcome_us = jr_mono_us();
+            }
             int rc = finish(w, &w->outcomes[i]);
             if (rc) return rc;
         }
@@ -613,6 +621,10 @@ static int turn(worker_t *w, int sigfd) {
     int may_fetch = connected && !w->stopping && !w->reading && w->nops == 0;
     if (may_fetch && now >= w->next_reclaim && room(w) > 0 && (rc = reclaim(w, room(w)))) return rc;
     size_t want = room(w);
+    if (!w->last_read_full) { /* the queues ran dry: this read will likely block until jobs come; */
+        size_t free_runners = w->runners > w->used ? w->runners - w->used : 0; /* take what can start */
+        if (want > free_runners) want = free_runners;
+    }
     if (may_fetch && w->nops == 0 && want > 0 && (now < w->next_reclaim || !strcmp(w->cursor, "0-0"))) {
         int64_t block = w->cfg->worker_block_ms;
         int64_t until = w->next_reclaim > now ? (w->next_reclaim - now) / 1000 + 1 : block;
@@ -649,7 +661,8 @@ static int turn(worker_t *w, int sigfd) {
             return rc;
         /* A full batch was there already (the read did not block): its
          * time, until the jobs were handed over, is a fetch round trip. */
-        if (w->batch.n >= w->read_count) w->rtt_us = ewma(w->rtt_us, jr_mono_us() - w->read_sent_us);
+        w->last_read_full = w->batch.n >= w->read_count;
+        if (w->last_read_full) w->rtt_us = ewma(w->rtt_us, jr_mono_us() - w->read_sent_us);
     }
     if ((rc = collect(w))) return rc;
     now = jr_mono_us();
