@@ -63,6 +63,7 @@ static const key_def_t keys[] = {
     {"plugins", "paths", T_PATHS, F(plugin_paths), 0, 0, NULL},
     {"worker", "queues", T_QUEUES, F(worker_queues), 0, 0, NULL},
     {"worker", "batch", T_INT, F(worker_batch), 1, 10000, NULL},
+    {"worker", "prefetch", T_INT, F(worker_prefetch), 0, 100000, NULL},
     {"worker", "block", T_DURATION, F(worker_block_ms), 100, 60 * MS_S, NULL},
     {"worker", "concurrency", T_INT, F(worker_concurrency), 1, 256, NULL},
     {"worker", "isolation", T_ENUM, F(worker_isolation), 0, 0, isolations},
@@ -178,6 +179,7 @@ int jr_config_init(jr_config_t *cfg) {
     cfg->log_format = JR_LOG_TEXT;
     cfg->log_level = JR_LOG_INFO;
     cfg->worker_batch = 128;
+    cfg->worker_prefetch = 512;
     cfg->worker_block_ms = 5000;
     cfg->scheduler_batch = 1000;
     cfg->scheduler_block_ms = 5000;

@@ -41,6 +41,7 @@ typedef struct jr_config {
     /* worker: */
     jr_strlist_t worker_queues; /* worker.queues, empty = ["default"] */
     int64_t worker_batch;       /* worker.batch: entries per XREADGROUP, 1..10000, default 128 */
+    int64_t worker_prefetch;    /* worker.prefetch: most fetched-but-not-started jobs a worker holds, 0..100000, default 512 */
     int64_t worker_block_ms;    /* worker.block: longest blocking read, 100ms..60s, default 5s */
     int64_t worker_concurrency; /* worker.concurrency: handler processes per worker, 1..256, default 4 */
     int worker_isolation;       /* worker.isolation: process | inline (jr_isolation_t), default process */

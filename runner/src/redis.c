@@ -254,15 +254,45 @@ void jr_redis_free(jr_redis_t *r) {
     free(r);
 }
 
-int jr_redis_load_library(jr_redis_t *r) {
-    const char *argv[] = {"FUNCTION", "LOAD", "REPLACE", jr_lua_library};
-    size_t lens[] = {8, 4, 7, jr_lua_library_len};
+/* 1 if the library Redis has loaded under our name has exactly the embedded
+ * code, 0 if it is missing or different; an error if Redis refused to say
+ * (before Redis 7.0 there is no FUNCTION command: said so). */
+static int library_current(jr_redis_t *r) {
     redisReply *rep;
-    int rc = exec_argv(r, &rep, 4, argv, lens);
-    if (rc == JR_EREDIS)
+    int rc = exec(r, &rep, "FUNCTION", "LIST", "LIBRARYNAME", "jobrunner", "WITHCODE", NULL);
+    if (rc == JR_EREDIS && strstr(r->err, "unknown command"))
         snprintf(r->err + strlen(r->err), sizeof r->err - strlen(r->err),
                  " (jobrunner needs Redis >= 7.0 with Functions)");
     if (rc) return rc;
+    int same = 0;
+    /* [[library_name, NAME, ..., library_code, CODE], ...]; LIBRARYNAME is a
+     * pattern, so check the name too. */
+    for (size_t i = 0; rep->type == REDIS_REPLY_ARRAY && i < rep->elements; i++) {
+        const redisReply *lib = rep->element[i];
+        const redisReply *name = NULL, *code = NULL;
+        for (size_t j = 0; lib->type == REDIS_REPLY_ARRAY && j + 1 < lib->elements; j += 2) {
+            const redisReply *k = lib->element[j];
+            if (k->type != REDIS_REPLY_STRING && k->type != REDIS_REPLY_STATUS) continue;
+            if (!strcmp(k->str, "library_name")) name = lib->element[j + 1];
+            if (!strcmp(k->str, "library_code")) code = lib->element[j + 1];
+        }
+        if (name && code && name->type == REDIS_REPLY_STRING && !strcmp(name->str, "jobrunner") &&
+            code->type == REDIS_REPLY_STRING && code->len == jr_lua_library_len &&
+            memcmp(code->str, jr_lua_library, jr_lua_library_len) == 0)
+            same = 1;
+    }
+    freeReplyObject(rep);
+    return same;
+}
+
+int jr_redis_load_library(jr_redis_t *r) {
+    int rc = library_current(r);
+    if (rc < 0) return rc;
+    if (rc == 1) return 0; /* already there: no write (works in an out-of-memory Redis) */
+    const char *argv[] = {"FUNCTION", "LOAD", "REPLACE", jr_lua_library};
+    size_t lens[] = {8, 4, 7, jr_lua_library_len};
+    redisReply *rep;
+    if ((rc = exec_argv(r, &rep, 4, argv, lens))) return rc;
     freeReplyObject(rep);
     return 0;
 }
@@ -611,17 +641,63 @@ int jr_redis_recv_wake_read(jr_redis_t *r, const char *const *keys, char (*ids)[
     return rc;
 }
 
-int jr_redis_ensure_groups(jr_redis_t *r, const char *const *queues, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        jr_qkeys_t k;
+/* Send `head... <ready key of queue i> tail...` for each queue in one
+ * pipeline. An error reply containing `ignore` counts as success; the first
+ * other one is returned as JR_EREDIS with its queue and Redis's text. With
+ * `found` (XINFO GROUPS), found[i] = 1 if queue i has the group JR_GROUP.
+ * nhead + 1 + ntail <= 8 (the callers below). */
+static int pipeline_per_queue(jr_redis_t *r, const char *const *queues, size_t n, const char *const *head,
+                              int nhead, const char *const *tail, int ntail, const char *ignore,
+                              unsigned char *found) {
+    const char *argv[8];
+    jr_qkeys_t k;
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
         jr_qkeys(&k, queues[i]);
+        int a = 0;
+        for (int j = 0; j < nhead; j++) argv[a++] = head[j];
+        argv[a++] = k.ready;
+        for (int j = 0; j < ntail; j++) argv[a++] = tail[j];
+        rc = append_argv(r, a, argv, NULL);
+    }
+    if (rc || (rc = jr_redis_flush(r))) return rc;
+    int first_err = 0;
+    for (size_t i = 0; i < n; i++) {
         redisReply *rep;
-        int rc = exec(r, &rep, "XGROUP", "CREATE", k.ready, JR_GROUP, "0", "MKSTREAM", NULL);
-        if (rc == JR_EREDIS && strstr(r->err, "BUSYGROUP")) continue;
-        if (rc) return rc;
+        if ((rc = recv_reply(r, &rep, r->timeout_us))) return rc; /* the connection is broken */
+        if (rep->type == REDIS_REPLY_ERROR && !strstr(rep->str, ignore) && !first_err)
+            first_err = fail(r, JR_EREDIS, "%s %s of queue %s: %s", head[0], head[1], queues[i], rep->str);
+        /* XINFO GROUPS: [[name, <group>, ...], ...] */
+        for (size_t g = 0; found && rep->type == REDIS_REPLY_ARRAY && g < rep->elements; g++) {
+            const redisReply *e = rep->element[g];
+            if (e->type == REDIS_REPLY_ARRAY && e->elements >= 2 &&
+                e->element[1]->type == REDIS_REPLY_STRING && !strcmp(e->element[1]->str, JR_GROUP))
+                found[i] = 1;
+        }
         freeReplyObject(rep);
     }
-    return 0;
+    return first_err;
+}
+
+int jr_redis_ensure_groups(jr_redis_t *r, const char *const *queues, size_t n) {
+    static const char *const info[] = {"XINFO", "GROUPS"};
+    static const char *const create[] = {"XGROUP", "CREATE"};
+    static const char *const create_tail[] = {JR_GROUP, "0", "MKSTREAM"};
+    unsigned char *found = calloc(n ? n : 1, 1);
+    const char **missing = malloc((n ? n : 1) * sizeof *missing);
+    if (!found || !missing) {
+        free(found), free(missing);
+        return fail(r, JR_ENOMEM, "out of memory");
+    }
+    /* Look first (a read works in an out-of-memory Redis); create only what
+     * is missing (BUSYGROUP: another process just did). */
+    int rc = pipeline_per_queue(r, queues, n, info, 2, NULL, 0, "no such key", found);
+    size_t m = 0;
+    for (size_t i = 0; !rc && i < n; i++)
+        if (!found[i]) missing[m++] = queues[i];
+    if (!rc && m) rc = pipeline_per_queue(r, missing, m, create, 2, create_tail, 3, "BUSYGROUP", NULL);
+    free(found), free(missing);
+    return rc;
 }
 
 void jr_batch_free(jr_batch_t *b) {
@@ -634,10 +710,13 @@ void jr_batch_free(jr_batch_t *b) {
 
 int jr_redis_send_read(jr_redis_t *r, const char *consumer, const char *const *queues, size_t n,
                        int64_t count, int64_t block_ms) {
-    if (n > 64) n = 64;
     char cnt[24], blk[24];
-    jr_qkeys_t k[64];
-    const char *argv[10 + 2 * 64];
+    char (*keys)[JR_KEY_MAX] = malloc((n ? n : 1) * sizeof *keys);
+    const char **argv = malloc((9 + 2 * n) * sizeof *argv);
+    if (!keys || !argv) {
+        free(keys), free(argv);
+        return fail(r, JR_ENOMEM, "out of memory");
+    }
     size_t a = 0;
     snprintf(cnt, sizeof cnt, "%lld", (long long)count);
     snprintf(blk, sizeof blk, "%lld", (long long)block_ms);
@@ -645,11 +724,12 @@ int jr_redis_send_read(jr_redis_t *r, const char *consumer, const char *const *q
     argv[a++] = "COUNT", argv[a++] = cnt, argv[a++] = "BLOCK", argv[a++] = blk;
     argv[a++] = "STREAMS";
     for (size_t i = 0; i < n; i++) {
-        jr_qkeys(&k[i], queues[i]);
-        argv[a++] = k[i].ready;
+        snprintf(keys[i], sizeof keys[i], "jr:{%s}:ready", queues[i]);
+        argv[a++] = keys[i];
     }
     for (size_t i = 0; i < n; i++) argv[a++] = ">";
     int rc = append_argv(r, (int)a, argv, NULL);
+    free(keys), free(argv);
     return rc ? rc : jr_redis_flush(r);
 }
 
@@ -671,8 +751,16 @@ static int batch_reserve(jr_batch_t *b, size_t entries, size_t strs) {
     return 0;
 }
 
+/* 1 if key is "jr:{<queue>}:ready" (jr_qkeys' ready key), without formatting it. */
+static int is_ready_key(const char *key, const char *queue) {
+    size_t n = strlen(queue);
+    return !strncmp(key, "jr:{", 4) && !strncmp(key + 4, queue, n) && !strcmp(key + 4 + n, "}:ready");
+}
+
 /* Fill *b from an XREADGROUP-shaped reply [[key, [[id, fields], ...]], ...]
- * that b now owns; entries of unknown keys get queue index qi_default. */
+ * that b now owns. With queues (n > 0) each stream's entries get the index
+ * of their queue (a stream of no queue is a protocol error); without, every
+ * entry gets qi_default. */
 static int parse_streams(jr_redis_t *r, jr_batch_t *b, redisReply *rep, const char *const *queues,
                          size_t n, uint32_t qi_default) {
     b->reply = rep;
@@ -697,10 +785,11 @@ static int parse_streams(jr_redis_t *r, jr_batch_t *b, redisReply *rep, const ch
     for (size_t s = 0; s < rep->elements; s++) {
         redisReply *st = rep->element[s];
         uint32_t qi = qi_default;
-        for (size_t i = 0; i < n; i++) {
-            jr_qkeys_t k;
-            jr_qkeys(&k, queues[i]);
-            if (strcmp(k.ready, st->element[0]->str) == 0) qi = (uint32_t)i;
+        if (n) {
+            size_t i = 0;
+            while (i < n && !is_ready_key(st->element[0]->str, queues[i])) i++;
+            if (i == n) return fail(r, JR_EPROTO, "stream read: a stream we did not ask for: %s", st->element[0]->str);
+            qi = (uint32_t)i;
         }
         for (size_t e = 0; e < st->element[1]->elements; e++) {
             redisReply *en = st->element[1]->element[e];

@@ -37,7 +37,10 @@ const char *jr_redis_errstr(const jr_redis_t *r);
 /* 1 while the connection is usable; 0 after a transport error. */
 int jr_redis_ok(const jr_redis_t *r);
 
-/* FUNCTION LOAD REPLACE the embedded library. */
+/* Make sure Redis has the embedded function library: FUNCTION LOAD REPLACE
+ * it only if the library named jobrunner is missing or its code differs, so
+ * connecting writes nothing (and works in an out-of-memory Redis) when the
+ * right version is loaded. Errors carry Redis's text. */
 int jr_redis_load_library(jr_redis_t *r);
 
 /* CLIENT ID of this connection / CLIENT UNBLOCK another one. */
@@ -116,7 +119,9 @@ int jr_redis_wait(jr_redis_t *r, int64_t timeout_us, int extra_fd);
 int jr_redis_fd(const jr_redis_t *r);
 int jr_redis_has_reply(jr_redis_t *r);
 
-/* Create the consumer group of each queue if missing (stream too). */
+/* Create the consumer group of each queue if missing (stream too). Looks
+ * first (XINFO GROUPS, pipelined) and writes only for what is missing, so it
+ * works in an out-of-memory Redis when every group exists. */
 int jr_redis_ensure_groups(jr_redis_t *r, const char *const *queues, size_t n);
 
 /* A batch of stream entries read by XREADGROUP. Pointers stay valid until
@@ -140,10 +145,12 @@ typedef struct jr_batch {
 void jr_batch_free(jr_batch_t *b);
 
 /* Send XREADGROUP GROUP jr <consumer> COUNT count BLOCK block_ms STREAMS
- * <ready keys> > ... for the queues, without waiting. */
+ * <ready keys> > ... for the queues (any number), without waiting. COUNT is
+ * per stream: the reply may hold up to n x count entries. */
 int jr_redis_send_read(jr_redis_t *r, const char *consumer, const char *const *queues, size_t n,
                        int64_t count, int64_t block_ms);
-/* Read its reply into *b (empty batch on timeout or unblock). */
+/* Read its reply into *b (empty batch on timeout or unblock). A stream of
+ * none of the queues in the reply is JR_EPROTO. */
 int jr_redis_recv_read(jr_redis_t *r, jr_batch_t *b, const char *const *queues, size_t n);
 
 /* Append (not send) an acknowledge-and-remove of stream entries of a queue. */

@@ -5,12 +5,15 @@
  * acknowledgements, retries, dead letters, hand-backs, heartbeats, reclaims,
  * and CLIENT UNBLOCK of `rd` at shutdown.
  *
- * The loop reads a batch only when a runner (exec.h) is idle, hands it over,
- * and meanwhile polls the read, the runners, and the signal pipe. Every
- * outcome becomes an operation queued in memory and sent on `ctl`; if Redis
- * goes away they wait there, jobs keep running, and the worker reconnects
- * with capped backoff. Each operation is safe to send twice (the Redis side
- * checks ownership), so nothing is lost or doubled across a reconnect. */
+ * The loop fetches while the worker holds fewer jobs than its runners plus
+ * its prefetch bound (see prefetch()), keeps fetched jobs waiting in memory
+ * until a runner (exec.h) is free, and meanwhile polls the read, the
+ * runners, and the signal pipe. Every outcome becomes an operation queued in
+ * memory and sent on `ctl`; if Redis goes away or refuses them they wait
+ * there (nothing is fetched meanwhile), jobs keep running, and the worker
+ * reconnects or retries with capped backoff. Each operation is safe to send
+ * twice (the Redis side checks ownership), so nothing is lost or doubled
+ * across a reconnect. */
 #include "worker.h"
 
 #include <errno.h>
@@ -30,14 +33,19 @@
 #include "util.h"
 
 #define ENTRY_MAX 48 /* "<20 digits>-<20 digits>" */
+#define RETRY_MAX_MS 5000 /* longest wait between tries of a refused operation */
 
-/* A job handed to the executor. */
+/* A job fetched from Redis: WAITING in the worker (its payload copied) until
+ * a runner is free, then SUBMITTED to the executor until its outcome. */
+enum { SLOT_FREE, SLOT_WAITING, SLOT_SUBMITTED };
 typedef struct slot {
-    int used;
+    int state;
     uint32_t queue;
     char entry[ENTRY_MAX];
-    char *id, *handler;
+    char *id, *handler, *payload; /* payload: only while WAITING */
+    size_t payload_len;
     uint32_t attempt, max_attempts;
+    int64_t timeout_ms;
     jr_policy_t policy;
 } slot_t;
 
@@ -53,6 +61,12 @@ typedef struct op {
     const char *why; /* DEAD: failed | invalid */
 } op_t;
 
+/* Whether Redis is refusing a kind of call, and its last error text. */
+typedef struct refusal {
+    int on;
+    char err[JR_ERRLEN];
+} refusal_t;
+
 typedef struct worker {
     const jr_config_t *cfg;
     const jr_registry_t *reg;
@@ -64,17 +78,28 @@ typedef struct worker {
     int reading;
     int64_t next_connect, backoff_ms;
     jr_exec_t *exec;
-    slot_t *slots;
-    size_t nslots, used;
-    jr_task_t *tasks;
-    jr_outcome_t *outcomes;
+    size_t runners;
+    slot_t *slots;       /* grows: a read may bring more than was asked for */
+    size_t nslots, used; /* used = WAITING + SUBMITTED */
+    uint32_t *waitq;     /* WAITING slots in the order fetched: [wq_head, wq_n) */
+    size_t wq_head, wq_n, wq_cap;
+    jr_task_t *tasks;    /* worker.batch: one submission */
+    jr_outcome_t *outcomes; /* worker.batch x runners: all the executor can hold */
+    size_t noutcomes;
     op_t *ops;
     size_t nops, opcap;
+    int64_t next_flush, flush_backoff_ms;
+    refusal_t ops_refused, hb_refused, rc_refused;
+    int64_t rtt_us, job_us; /* moving averages: a fetch's round trip, a job's run */
+    int64_t read_sent_us;   /* when the read in flight was sent */
+    int64_t last_outcome_us; /* when a job last finished */
+    size_t read_count;      /* its COUNT */
+    int last_read_full;     /* the last read brought all it asked for */
     jr_batch_t batch;
     int64_t next_heartbeat, next_reclaim;
     size_t reclaim_q;
     char cursor[JR_ID_MAX];
-    int stopping, signals_seen;
+    int stopping, signals_seen, said_waiting;
     int64_t grace_deadline;
     uint64_t rng;
 } worker_t;
@@ -85,6 +110,54 @@ static uint64_t next_rand(worker_t *w) { /* xorshift64* */
 }
 
 static int64_t lease_us(const worker_t *w) { return w->cfg->worker_lease_ms * 1000; }
+
+static int64_t ewma(int64_t avg, int64_t sample) { return avg <= 0 ? sample : avg + (sample - avg) / 8; }
+
+/* Jobs fetched but not started that this worker may hold. Jobs that take
+ * longer than a fetch round trip (the time a full read takes until its jobs
+ * are handed over): what the runners start within one round trip, runners x
+ * round trip / average job duration, so long jobs spread over the workers
+ * instead of queuing in one. None until a job's duration is known, and none
+ * while no job has finished for several round trips (idle, or busy with
+ * long jobs now whatever the average says). Shorter jobs: worker.prefetch,
+ * as a read must bring many of them to keep the runners busy (each is
+ * started within milliseconds anyway). */
+static size_t prefetch(const worker_t *w) {
+    size_t max = (size_t)w->cfg->worker_prefetch;
+    if (w->job_us <= 0) return 0;
+    int64_t rtt = w->rtt_us > 0 ? w->rtt_us : 1000;
+    int64_t quiet = 4 * rtt > 10000 ? 4 * rtt : 10000;
+    if (jr_mono_us() - w->last_outcome_us > quiet) return 0;
+    if (w->job_us <= rtt) return max;
+    size_t p = (size_t)((double)w->runners * (double)rtt / (double)w->job_us);
+    return p < max ? p : max;
+}
+
+/* How many entries to fetch now (0 = none): up to runners + prefetch held,
+ * at most worker.batch; and, while jobs are still waiting for a runner, only
+ * once half of that bound is free (so reads stay large). */
+static size_t room(const worker_t *w) {
+    size_t cap = w->runners + prefetch(w), batch = (size_t)w->cfg->worker_batch;
+    size_t n = w->used < cap ? cap - w->used : 0;
+    if (n > batch) n = batch;
+    size_t worth = cap / 2 < batch ? cap / 2 : batch;
+    return w->wq_n > w->wq_head && n < worth ? 0 : n;
+}
+
+/* Log a refusal by Redis (with Redis's own text) once per state change:
+ * when it starts, or its text changes; and when it ends. */
+static void refused(refusal_t *r, const char *what, const char *err) {
+    if (r->on && !strcmp(r->err, err)) return;
+    r->on = 1;
+    snprintf(r->err, sizeof r->err, "%s", err);
+    jr_log_kv(JR_LOG_ERROR, what, "error", err, NULL);
+}
+
+static void accepted(refusal_t *r, const char *what) {
+    if (!r->on) return;
+    r->on = 0;
+    jr_log_kv(JR_LOG_INFO, what, NULL);
+}
 
 /* ---- operations ---------------------------------------------------------- */
 
@@ -111,19 +184,33 @@ static void clear_ops(worker_t *w) {
 }
 
 /* Send every queued operation on ctl in one pipeline and read the replies.
- * Acknowledgements and hand-backs of a queue go as one call each. On error
- * the operations stay queued for the next connection. */
+ * Acknowledgements and hand-backs of a queue go as one call each.
+ *
+ * A call's integer reply settles its operations, whatever the value: 0
+ * means the entry is not ours any more (another worker took it over, or it
+ * was deleted), so there is nothing left to do for it. An error reply (out
+ * of memory, LOADING, BUSY, READONLY, MASTERDOWN, ...) settles nothing: the
+ * operations stay queued and are tried again after a capped backoff, never
+ * dropped, since jobrunner cannot know which refusals are temporary and a
+ * dropped ack runs the job again. A missing function is answered by
+ * reconnecting (which loads the library). Transport errors keep everything
+ * queued for the next connection and are returned. */
 static int flush_ops(worker_t *w) {
-    if (!w->nops) return 0;
+    if (!w->nops || jr_mono_us() < w->next_flush) return 0;
     int rc = 0;
     size_t calls = 0;
     const char **ids = malloc(w->nops * sizeof *ids);
-    if (!ids) return JR_ENOMEM;
+    size_t *call = malloc(w->nops * sizeof *call); /* call carrying op i */
+    unsigned char *bad = NULL;
+    if (!ids || !call) {
+        free(ids), free(call);
+        return JR_ENOMEM;
+    }
     for (uint32_t q = 0; q < w->nq && !rc; q++) {
         for (int kind = OP_ACK; kind <= OP_HANDBACK && !rc; kind += OP_HANDBACK - OP_ACK) {
             size_t n = 0;
             for (size_t i = 0; i < w->nops; i++)
-                if (w->ops[i].queue == q && (int)w->ops[i].kind == kind) ids[n++] = w->ops[i].entry;
+                if (w->ops[i].queue == q && (int)w->ops[i].kind == kind) ids[n++] = w->ops[i].entry, call[i] = calls;
             if (!n) continue;
             rc = kind == OP_ACK ? jr_redis_append_ack(w->ctl, w->queues[q], ids, n)
                                 : jr_redis_append_handback(w->ctl, w->queues[q], w->consumer, ids, n);
@@ -138,18 +225,40 @@ static int flush_ops(worker_t *w) {
                                   o->kind == OP_RETRY ? "retry" : "dead", o->delay_ms,
                                   o->error ? o->error : "", o->why ? o->why : "failed",
                                   w->cfg->dead_max);
-        calls++;
+        call[i] = calls++;
     }
+    if (!rc && !(bad = calloc(calls ? calls : 1, 1))) rc = JR_ENOMEM;
     if (!rc) rc = jr_redis_flush(w->ctl);
-    for (size_t i = 0; i < calls && !rc; i++) {
+    char err[JR_ERRLEN] = "";
+    int nofunc = 0;
+    for (size_t c = 0; c < calls && !rc; c++) {
         long long v;
         rc = jr_redis_recv_int(w->ctl, &v);
         if (rc == JR_EREDIS) { /* a refused call must not wedge the others */
-            jr_log_kv(JR_LOG_ERROR, "Redis refused an operation", "error", jr_redis_errstr(w->ctl), NULL);
+            bad[c] = 1;
+            if (!err[0]) snprintf(err, sizeof err, "%s", jr_redis_errstr(w->ctl));
+            nofunc |= strstr(jr_redis_errstr(w->ctl), "Function not found") != NULL;
             rc = 0;
         }
     }
-    if (!rc) clear_ops(w);
+    if (!rc) {
+        size_t kept = 0;
+        for (size_t i = 0; i < w->nops; i++) {
+            if (bad[call[i]]) w->ops[kept++] = w->ops[i];
+            else free(w->ops[i].error);
+        }
+        w->nops = kept;
+        if (kept) {
+            refused(&w->ops_refused, "Redis refused results of finished jobs; keeping them and retrying", err);
+            w->next_flush = jr_mono_us() + w->flush_backoff_ms * 1000;
+            w->flush_backoff_ms = w->flush_backoff_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : w->flush_backoff_ms * 2;
+            if (nofunc) rc = JR_EREDIS; /* reconnect: connecting loads the library */
+        } else {
+            accepted(&w->ops_refused, "Redis accepts results again; the kept ones went through");
+            w->next_flush = 0, w->flush_backoff_ms = 100;
+        }
+    }
+    free(call), free(bad);
     return rc;
 }
 
@@ -176,9 +285,9 @@ static int reject(worker_t *w, uint32_t q, const char *entry, const char *reason
 }
 
 static void free_slot(worker_t *w, slot_t *s) {
-    free(s->id), free(s->handler);
-    s->id = s->handler = NULL;
-    s->used = 0;
+    free(s->id), free(s->handler), free(s->payload);
+    s->id = s->handler = s->payload = NULL;
+    s->state = SLOT_FREE;
     w->used--;
 }
 
@@ -219,15 +328,57 @@ static int finish(worker_t *w, const jr_outcome_t *o) {
     return rc;
 }
 
-/* Hand a batch of entries to the executor (or back to Redis when stopping). */
-static int dispatch(worker_t *w, const jr_batch_t *b) {
-    size_t nt = 0;
+/* A free slot (growing the array if all are used), or NULL if out of memory. */
+static slot_t *alloc_slot(worker_t *w, uint32_t *index) {
+    size_t k = 0;
+    while (k < w->nslots && w->slots[k].state != SLOT_FREE) k++;
+    if (k == w->nslots) {
+        size_t cap = w->nslots ? w->nslots * 2 : 16;
+        slot_t *v = realloc(w->slots, cap * sizeof *v);
+        if (!v) return NULL;
+        memset(v + w->nslots, 0, (cap - w->nslots) * sizeof *v);
+        w->slots = v, w->nslots = cap;
+    }
+    if (w->wq_n == w->wq_cap) {
+        size_t cap = w->wq_cap ? w->wq_cap * 2 : 16;
+        uint32_t *q = realloc(w->waitq, cap * sizeof *q);
+        if (!q) return NULL;
+        w->waitq = q, w->wq_cap = cap;
+    }
+    *index = (uint32_t)k;
+    return &w->slots[k];
+}
+
+/* 1 if this worker already holds the entry: running or waiting, or with an
+ * operation queued for it (finished, its result not yet accepted). */
+static int held(const worker_t *w, uint32_t q, const char *entry) {
+    for (size_t i = 0; i < w->nslots; i++)
+        if (w->slots[i].state != SLOT_FREE && w->slots[i].queue == q && !strcmp(w->slots[i].entry, entry))
+            return 1;
+    for (size_t i = 0; i < w->nops; i++)
+        if (w->ops[i].queue == q && !strcmp(w->ops[i].entry, entry)) return 1;
+    return 0;
+}
+
+/* Take the entries of a read: bury the invalid ones, keep the others
+ * WAITING (in fetch order) and start what the idle runners can take. A
+ * batch may be larger than what was asked for (a read over several queues
+ * returns up to COUNT per queue): the slots grow, and no new read is made
+ * until they are below the bound again. `reclaimed`: the entries come from
+ * XAUTOCLAIM, which can give back entries this worker still holds (after an
+ * outage longer than the lease); those are not run again. (XREADGROUP ">"
+ * delivers only entries never delivered before, so it cannot.) */
+static int start(worker_t *w);
+static int dispatch(worker_t *w, const jr_batch_t *b, int reclaimed) {
     for (size_t i = 0; i < b->n; i++) {
         const jr_entry_t *e = &b->v[i];
         jr_envelope_t env;
         char err[JR_ERRLEN];
         int rc = 0;
-        if (w->stopping) {
+        if (reclaimed && strlen(e->id) < ENTRY_MAX && held(w, e->queue, e->id)) {
+            jr_log_kv(JR_LOG_WARN, "Redis gave back a job this worker already holds; not running it again",
+                      "entry", e->id, "queue", w->queues[e->queue], NULL);
+        } else if (w->stopping) {
             rc = push_op(w, OP_HANDBACK, e->queue, e->id, 0, NULL, NULL);
         } else if (strlen(e->id) >= ENTRY_MAX) {
             rc = reject(w, e->queue, e->id, "malformed stream entry id");
@@ -246,92 +397,148 @@ static int dispatch(worker_t *w, const jr_batch_t *b) {
             snprintf(err, sizeof err, "no handler named \"%.64s\" is loaded", env.handler);
             rc = reject(w, e->queue, e->id, err);
         } else {
-            size_t k = 0;
-            while (w->slots[k].used) k++; /* a free slot exists: reads ask for no more */
-            slot_t *s = &w->slots[k];
-            s->used = 1;
+            uint32_t k;
+            slot_t *s = alloc_slot(w, &k);
+            if (!s) return JR_ENOMEM;
+            s->state = SLOT_WAITING;
             w->used++;
+            w->waitq[w->wq_n++] = k;
             s->queue = e->queue;
             snprintf(s->entry, sizeof s->entry, "%s", e->id);
             s->id = strndup(env.id, env.id_len);
             s->handler = strdup(env.handler);
-            if (!s->id || !s->handler) return JR_ENOMEM;
+            s->payload = malloc(env.payload_len + 1);
+            if (!s->id || !s->handler || !s->payload) return JR_ENOMEM;
+            memcpy(s->payload, env.payload, env.payload_len);
+            s->payload[env.payload_len] = '\0';
+            s->payload_len = env.payload_len;
             s->policy = jr_config_policy(w->cfg, env.handler);
             if (env.backoff_ms) s->policy.backoff_ms = env.backoff_ms;
             s->attempt = env.attempt;
             s->max_attempts = env.max_attempts ? env.max_attempts : (uint32_t)s->policy.max_attempts;
-            w->tasks[nt++] = (jr_task_t){.tag = (uint32_t)k, .id = s->id, .queue = w->queues[e->queue],
-                                         .handler = s->handler, .payload = env.payload,
-                                         .payload_len = env.payload_len, .attempt = env.attempt,
-                                         .timeout_ms = env.timeout_ms ? env.timeout_ms : s->policy.timeout_ms};
+            s->timeout_ms = env.timeout_ms ? env.timeout_ms : s->policy.timeout_ms;
         }
         if (rc) return rc;
     }
-    /* Spread the tasks over the idle runners. */
-    size_t idle = jr_exec_idle(w->exec), done = 0;
-    while (done < nt && idle > 0) {
-        size_t n = (nt - done + idle - 1) / idle;
-        if (jr_exec_submit(w->exec, w->tasks + done, n) != 0) break;
-        done += n, idle--;
+    return start(w);
+}
+
+/* Hand WAITING jobs, oldest first, to the idle runners, spread evenly over
+ * them (at most worker.batch per runner: a runner's batch costs one message,
+ * so short jobs go in large batches). */
+static int start(worker_t *w) {
+    size_t idle = jr_exec_idle(w->exec);
+    while (w->wq_head < w->wq_n && idle > 0) {
+        size_t waiting = w->wq_n - w->wq_head;
+        size_t n = (waiting + idle - 1) / idle;
+        if (n > (size_t)w->cfg->worker_batch) n = (size_t)w->cfg->worker_batch;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t k = w->waitq[w->wq_head + i];
+            const slot_t *s = &w->slots[k];
+            w->tasks[i] = (jr_task_t){.tag = k, .id = s->id, .queue = w->queues[s->queue],
+                                      .handler = s->handler, .payload = s->payload,
+                                      .payload_len = s->payload_len, .attempt = s->attempt,
+                                      .timeout_ms = s->timeout_ms};
+        }
+        if (jr_exec_submit(w->exec, w->tasks, n) != 0) break; /* no runner after all: later */
+        for (size_t i = 0; i < n; i++) { /* the executor copied the strings */
+            slot_t *s = &w->slots[w->waitq[w->wq_head + i]];
+            s->state = SLOT_SUBMITTED;
+            free(s->payload);
+            s->payload = NULL;
+        }
+        w->wq_head += n, idle--;
     }
-    for (; done < nt; done++) { /* cannot happen unless a runner failed to start */
-        slot_t *s = &w->slots[w->tasks[done].tag];
+    if (w->wq_head == w->wq_n) w->wq_head = w->wq_n = 0;
+    return 0;
+}
+
+/* Hand every WAITING job back to the queue (the worker is stopping). */
+static int hand_back_waiting(worker_t *w) {
+    for (; w->wq_head < w->wq_n; w->wq_head++) {
+        slot_t *s = &w->slots[w->waitq[w->wq_head]];
         int rc = push_op(w, OP_HANDBACK, s->queue, s->entry, 0, NULL, NULL);
         free_slot(w, s);
         if (rc) return rc;
     }
+    w->wq_head = w->wq_n = 0;
     return 0;
 }
 
 static int collect(worker_t *w) {
-    size_t n;
-    while ((n = jr_exec_collect(w->exec, w->outcomes, w->nslots)) > 0) {
+    size_t n, max = w->noutcomes;
+    do {
+        n = jr_exec_collect(w->exec, w->outcomes, max);
         for (size_t i = 0; i < n; i++) {
+            if (w->outcomes[i].kind != JR_OUT_UNSTARTED) {
+                w->job_us = ewma(w->job_us, w->outcomes[i].duration_us > 0 ? w->outcomes[i].duration_us : 1);
+                w->last_outcome_us = jr_mono_us();
+            }
             int rc = finish(w, &w->outcomes[i]);
             if (rc) return rc;
         }
-        if (n < w->nslots) break;
-    }
-    return 0;
+    } while (n == max);
+    return start(w);
 }
 
 /* ---- leases -------------------------------------------------------------- */
 
-/* Extend the lease of every job we run, per queue. */
+/* Extend the lease of every entry we hold, per queue: running, waiting,
+ * and finished with its result not yet accepted (so nobody takes those over
+ * while Redis refuses the result). A refused heartbeat is logged once and
+ * tried again at the next one; it does not break the connection. */
 static int heartbeat(worker_t *w) {
-    const char **ids = malloc(w->nslots * sizeof *ids);
-    unsigned char *lost = malloc(w->nslots);
-    int rc = ids && lost ? 0 : JR_ENOMEM;
+    size_t max = w->nslots + w->nops;
+    const char **ids = malloc((max ? max : 1) * sizeof *ids);
+    unsigned char *lost = malloc(max ? max : 1);
+    int rc = ids && lost ? 0 : JR_ENOMEM, refusals = 0;
     for (uint32_t q = 0; q < w->nq && !rc; q++) {
         size_t n = 0;
         for (size_t i = 0; i < w->nslots; i++)
-            if (w->slots[i].used && w->slots[i].queue == q) ids[n++] = w->slots[i].entry;
+            if (w->slots[i].state != SLOT_FREE && w->slots[i].queue == q) ids[n++] = w->slots[i].entry;
+        for (size_t i = 0; i < w->nops; i++)
+            if (w->ops[i].queue == q) ids[n++] = w->ops[i].entry;
         if (!n) continue;
         int nlost = jr_redis_heartbeat(w->ctl, w->queues[q], w->consumer, ids, n, lost);
+        if (nlost == JR_EREDIS) {
+            refused(&w->hb_refused, "Redis refused a heartbeat; trying again at the next one",
+                    jr_redis_errstr(w->ctl));
+            refusals++;
+            continue;
+        }
         if (nlost < 0) rc = nlost;
         for (size_t i = 0; i < n && nlost > 0; i++)
             if (lost[i])
                 jr_log_kv(JR_LOG_WARN, "lease lost: another worker took this job over", "entry", ids[i],
                           "queue", w->queues[q], NULL);
     }
+    if (!rc && !refusals) accepted(&w->hb_refused, "Redis accepts heartbeats again");
     free(ids), free(lost);
     return rc;
 }
 
-/* One XAUTOCLAIM step on one queue, taking over what fits the idle
- * runners; moves to the next queue when a queue's scan is complete. */
-static int reclaim(worker_t *w) {
+/* One XAUTOCLAIM step on one queue, taking over at most `want` entries;
+ * moves to the next queue when a queue's scan is complete. A refused step is
+ * logged once and tried again half a lease later. */
+static int reclaim(worker_t *w, size_t want) {
     long long deleted = 0, poisoned = 0;
-    int64_t want = (int64_t)(w->nslots - w->used);
-    if (want > w->cfg->worker_batch) want = w->cfg->worker_batch;
-    if (want <= 0) return 0;
     int rc = jr_redis_reclaim(w->ctl, w->queues[w->reclaim_q], (uint32_t)w->reclaim_q, w->consumer,
-                              w->cfg->worker_lease_ms, w->cursor, want, w->cfg->max_deliveries,
+                              w->cfg->worker_lease_ms, w->cursor, (int64_t)want, w->cfg->max_deliveries,
                               w->cfg->dead_max, &w->batch, &deleted, &poisoned);
+    if (rc == JR_EREDIS) {
+        refused(&w->rc_refused, "Redis refused to hand over the jobs of stopped workers; trying again later",
+                jr_redis_errstr(w->ctl));
+        w->next_reclaim = jr_mono_us() + lease_us(w) / 2;
+        return 0;
+    }
     if (rc) return rc;
-    if (w->batch.n || deleted || poisoned) {
+    accepted(&w->rc_refused, "Redis hands over the jobs of stopped workers again");
+    size_t others = 0; /* entries not already this worker's (see dispatch) */
+    for (size_t i = 0; i < w->batch.n; i++)
+        others += strlen(w->batch.v[i].id) >= ENTRY_MAX || !held(w, w->batch.v[i].queue, w->batch.v[i].id);
+    if (others || deleted || poisoned) {
         char n[24], d[24], p[24];
-        snprintf(n, sizeof n, "%zu", w->batch.n);
+        snprintf(n, sizeof n, "%zu", others);
         snprintf(d, sizeof d, "%lld", deleted);
         snprintf(p, sizeof p, "%lld", poisoned);
         jr_log_kv(JR_LOG_WARN, "took over jobs of a worker that stopped heartbeating", "queue",
@@ -341,15 +548,18 @@ static int reclaim(worker_t *w) {
         w->reclaim_q = (w->reclaim_q + 1) % w->nq;
         if (w->reclaim_q == 0) w->next_reclaim = jr_mono_us() + lease_us(w) / 2;
     }
-    return dispatch(w, &w->batch);
+    return dispatch(w, &w->batch, 1);
 }
 
 /* ---- connections ---------------------------------------------------------- */
 
+/* Close both connections, saying why (Redis's text, from the connection that
+ * failed), and reconnect after the backoff. Queued operations stay queued. */
 static void drop_conns(worker_t *w, int rc) {
-    const char *why = w->rd && jr_redis_errstr(w->rd)[0] ? jr_redis_errstr(w->rd)
-                      : w->ctl && jr_redis_errstr(w->ctl)[0] ? jr_redis_errstr(w->ctl)
-                      : jr_strerror(rc);
+    const jr_redis_t *bad = w->rd && !jr_redis_ok(w->rd) ? w->rd
+                            : w->ctl && (!jr_redis_ok(w->ctl) || jr_redis_errstr(w->ctl)[0]) ? w->ctl
+                                                                                              : w->rd;
+    const char *why = bad && jr_redis_errstr(bad)[0] ? jr_redis_errstr(bad) : jr_strerror(rc);
     jr_log_kv(JR_LOG_ERROR, "Redis error; jobs keep running, reconnecting", "error", why, NULL);
     jr_redis_free(w->rd);
     jr_redis_free(w->ctl);
@@ -393,30 +603,40 @@ static void begin_stop(worker_t *w) {
     w->stopping = 1;
     w->grace_deadline = jr_mono_us() + w->cfg->worker_grace_ms * 1000;
     jr_exec_stop(w->exec);
+    if (hand_back_waiting(w)) jr_log_kv(JR_LOG_ERROR, "out of memory", NULL);
     if (w->reading && w->ctl && jr_redis_unblock(w->ctl, w->rd_id) != 0) drop_conns(w, JR_EIO);
 }
 
 static int64_t min_deadline(int64_t a, int64_t b) { return a < 0 ? b : b < 0 ? a : a < b ? a : b; }
 
-/* One turn of the loop. Returns an error only for a broken connection. */
+/* One turn of the loop. Returns an error only for a broken connection.
+ *
+ * Queued operations go first, and nothing is fetched (read or reclaimed)
+ * while any is queued: after an outage longer than the lease, XAUTOCLAIM
+ * would otherwise hand this worker back its own finished jobs before their
+ * acknowledgements, and they would run again; and while Redis refuses
+ * results, fetching more would only pile up finished jobs. */
 static int turn(worker_t *w, int sigfd) {
     int rc = 0;
     int64_t now = jr_mono_us();
     int connected = w->rd != NULL;
-    if (connected && !w->stopping && !w->reading && jr_exec_idle(w->exec) > 0 &&
-        now >= w->next_reclaim && (rc = reclaim(w)))
-        return rc;
-    if (connected && !w->stopping && !w->reading && jr_exec_idle(w->exec) > 0) {
-        if (now < w->next_reclaim || strcmp(w->cursor, "0-0") == 0) {
-            int64_t block = w->cfg->worker_block_ms;
-            int64_t until = w->next_reclaim > now ? (w->next_reclaim - now) / 1000 + 1 : block;
-            int64_t want = (int64_t)(w->nslots - w->used);
-            if (want > w->cfg->worker_batch) want = w->cfg->worker_batch;
-            if ((rc = jr_redis_send_read(w->rd, w->consumer, w->queues, w->nq, want,
-                                         until < block ? until : block)))
-                return rc;
-            w->reading = 1;
-        }
+    if (connected && w->nops && (rc = flush_ops(w))) return rc;
+    int may_fetch = connected && !w->stopping && !w->reading && w->nops == 0;
+    if (may_fetch && now >= w->next_reclaim && room(w) > 0 && (rc = reclaim(w, room(w)))) return rc;
+    size_t want = room(w);
+    if (!w->last_read_full) { /* the queues ran dry: this read will likely block until jobs come; */
+        size_t free_runners = w->runners > w->used ? w->runners - w->used : 0; /* take what can start */
+        if (want > free_runners) want = free_runners;
+    }
+    if (may_fetch && w->nops == 0 && want > 0 && (now < w->next_reclaim || !strcmp(w->cursor, "0-0"))) {
+        int64_t block = w->cfg->worker_block_ms;
+        int64_t until = w->next_reclaim > now ? (w->next_reclaim - now) / 1000 + 1 : block;
+        /* COUNT is per stream: ask each queue for its share. */
+        int64_t count = (int64_t)((want + w->nq - 1) / w->nq);
+        if ((rc = jr_redis_send_read(w->rd, w->consumer, w->queues, w->nq, count, until < block ? until : block)))
+            return rc;
+        w->reading = 1;
+        w->read_sent_us = jr_mono_us(), w->read_count = (size_t)count;
     }
     /* Wait for: the read, a runner, a signal, or the next timer. */
     struct pollfd fds[2 + 256];
@@ -426,10 +646,11 @@ static int turn(worker_t *w, int sigfd) {
     fds[nf++] = (struct pollfd){.fd = sigfd, .events = POLLIN};
     nf += jr_exec_pollfds(w->exec, fds + nf, 256);
     int64_t deadline = jr_exec_deadline(w->exec);
-    if (w->used) deadline = min_deadline(deadline, w->next_heartbeat);
+    if (w->used || w->nops) deadline = min_deadline(deadline, w->next_heartbeat);
     if (w->stopping) deadline = min_deadline(deadline, w->grace_deadline);
     if (!connected) deadline = min_deadline(deadline, w->next_connect);
-    if (connected && !w->reading && !w->stopping && w->used < w->nslots)
+    if (connected && w->nops) deadline = min_deadline(deadline, w->next_flush);
+    if (connected && !w->reading && !w->stopping && !w->nops && room(w) > 0)
         deadline = min_deadline(deadline, w->next_reclaim);
     int timeout = ready_now ? 0 : deadline < 0 ? -1 : (int)((deadline - now + 999) / 1000);
     if (timeout < 0 && deadline >= 0) timeout = 0;
@@ -439,12 +660,16 @@ static int turn(worker_t *w, int sigfd) {
     if (w->reading && (ready_now || (fds[0].revents & (POLLIN | POLLHUP | POLLERR)))) {
         w->reading = 0;
         if ((rc = jr_redis_recv_read(w->rd, &w->batch, w->queues, w->nq)) ||
-            (rc = dispatch(w, &w->batch)))
+            (rc = dispatch(w, &w->batch, 0)))
             return rc;
+        /* A full batch was there already (the read did not block): its
+         * time, until the jobs were handed over, is a fetch round trip. */
+        w->last_read_full = w->batch.n >= w->read_count;
+        if (w->last_read_full) w->rtt_us = ewma(w->rtt_us, jr_mono_us() - w->read_sent_us);
     }
     if ((rc = collect(w))) return rc;
     now = jr_mono_us();
-    if (w->rd && w->used && now >= w->next_heartbeat) {
+    if (w->rd && (w->used || w->nops) && now >= w->next_heartbeat) {
         w->next_heartbeat = now + lease_us(w) / 3;
         if ((rc = heartbeat(w))) return rc;
     }
@@ -461,16 +686,17 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
     snprintf(w.cursor, sizeof w.cursor, "0-0");
     int inline_mode = cfg->worker_isolation == JR_ISOLATION_INLINE;
     size_t runners = inline_mode ? 1 : (size_t)cfg->worker_concurrency;
-    w.nslots = (size_t)cfg->worker_batch * runners;
-    w.slots = calloc(w.nslots, sizeof *w.slots);
-    w.tasks = calloc(w.nslots, sizeof *w.tasks);
-    w.outcomes = calloc(w.nslots, sizeof *w.outcomes);
+    w.runners = runners;
+    w.flush_backoff_ms = 100;
+    w.tasks = calloc((size_t)cfg->worker_batch, sizeof *w.tasks);
+    w.noutcomes = (size_t)cfg->worker_batch * runners;
+    w.outcomes = calloc(w.noutcomes, sizeof *w.outcomes);
     int sigfd = jr_signals_install();
     char err[JR_ERRLEN];
-    if (!w.slots || !w.tasks || !w.outcomes ||
+    if (!w.tasks || !w.outcomes ||
         !(w.exec = jr_exec_new(reg, inline_mode, (int)runners, (size_t)cfg->worker_batch, err, sizeof err))) {
-        jr_log_kv(JR_LOG_ERROR, "cannot start the worker", "error", w.slots ? err : "out of memory", NULL);
-        free(w.slots), free(w.tasks), free(w.outcomes);
+        jr_log_kv(JR_LOG_ERROR, "cannot start the worker", "error", w.tasks ? err : "out of memory", NULL);
+        free(w.tasks), free(w.outcomes);
         return 1;
     }
     char nh[16], shown[512], nr[16];
@@ -498,7 +724,15 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
             jr_exec_kill(w.exec);
             w.grace_deadline = INT64_MAX;
         }
-        if (w.stopping && !w.rd && w.used == 0) break; /* nothing to flush to */
+        if (w.stopping && w.used == 0 && w.nops && (w.ops_refused.on || !w.rd) && !w.said_waiting) {
+            char n[24];
+            snprintf(n, sizeof n, "%zu", w.nops);
+            jr_log_kv(JR_LOG_WARN,
+                      "stopping: waiting for Redis to take the results of finished jobs "
+                      "(a second signal stops now; those jobs would run again)",
+                      "results", n, NULL);
+            w.said_waiting = 1;
+        }
         int rc = 0;
         if (!w.rd && jr_mono_us() >= w.next_connect) rc = try_connect(&w);
         if (rc == 0 || w.rd == NULL) rc = turn(&w, sigfd);
@@ -508,16 +742,17 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
         }
         if (rc && w.rd) drop_conns(&w, rc);
     }
+    w.next_flush = 0;
     if (w.ctl) flush_ops(&w); /* best effort: what is not sent stays pending in Redis */
     jr_log_kv(JR_LOG_INFO, "worker stopped", "consumer", w.consumer, NULL);
     jr_log_flush();
     jr_exec_free(w.exec);
     jr_redis_free(w.rd);
     jr_redis_free(w.ctl);
-    for (size_t i = 0; i < w.nslots; i++) free(w.slots[i].id), free(w.slots[i].handler);
+    for (size_t i = 0; i < w.nslots; i++) free(w.slots[i].id), free(w.slots[i].handler), free(w.slots[i].payload);
     clear_ops(&w);
     free(w.ops);
     jr_batch_free(&w.batch);
-    free(w.slots), free(w.tasks), free(w.outcomes);
+    free(w.slots), free(w.waitq), free(w.tasks), free(w.outcomes);
     return 0;
 }
