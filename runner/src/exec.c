@@ -945,6 +945,33 @@ size_t jr_exec_collect(jr_exec_t *x, jr_outcome_t *out, size_t max) {
     return k;
 }
 
+int jr_exec_stalled(const jr_exec_t *x, int64_t min_run_us) {
+    if (x->inline_mode || x->stopping) return 0;
+    int64_t now = jr_mono_us();
+    for (size_t i = 0; i < x->nrunners; i++) {
+        const runner_t *r = &x->runners[i];
+        int64_t since;
+        if (!r->busy || r->exited || r->abandon || running(r, &since) == NONE || now - since < min_run_us)
+            return 0;
+    }
+    return 1;
+}
+
+size_t jr_exec_shed(jr_exec_t *x, jr_outcome_t *out, size_t max) {
+    size_t k = 0;
+    for (size_t i = 0; !x->inline_mode && i < x->nrunners; i++) {
+        runner_t *r = &x->runners[i];
+        if (!r->busy || r->exited || r->abandon) continue;
+        uint64_t c = __atomic_load_n(&r->shm->claim, __ATOMIC_SEQ_CST);
+        uint32_t next = (uint32_t)(c >> 32), end = (uint32_t)c;
+        if (end > next && k + (end - next) > max) break; /* the caller comes back */
+        uint32_t from, old_end = r->end;
+        if (take_rest(r, 1, &from) > 0)
+            for (uint32_t t = from; t < old_end; t++) emit(out, &k, r, t, JR_OUT_UNSTARTED);
+    }
+    return k;
+}
+
 void jr_exec_stop(jr_exec_t *x) {
     x->stopping = 1;
     x->inline_stop = 1;

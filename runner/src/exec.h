@@ -108,6 +108,16 @@ int64_t jr_exec_deadline(const jr_exec_t *x);
  * returns how many. Call again while it returns max. */
 size_t jr_exec_collect(jr_exec_t *x, jr_outcome_t *out, size_t max);
 
+/* 1 if every runner has been running its current task for at least
+ * min_run_us (so a task waiting for one may wait that long again); 0
+ * otherwise and in inline mode. */
+int jr_exec_stalled(const jr_exec_t *x, int64_t min_run_us);
+
+/* Take back every task waiting behind a running one (see jr_exec_stalled):
+ * they come back as JR_OUT_UNSTARTED in out, at most max; call again while
+ * it returns max. */
+size_t jr_exec_shed(jr_exec_t *x, jr_outcome_t *out, size_t max);
+
 /* Ask runners to stop after their current task (should_stop becomes true):
  * the rest of their batches come back as JR_OUT_UNSTARTED, a running task
  * that then returns RETRY as JR_OUT_INTERRUPTED. */

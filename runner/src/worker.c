@@ -481,6 +481,35 @@ static int collect(worker_t *w) {
     return start(w);
 }
 
+/* When every runner has been busy for longer than a fetch can be put to
+ * use (a few round trips, at least 10 ms), the jobs waiting for a runner —
+ * in the executor and here — go back to the queue, where an idle worker
+ * takes them: a worker that prefetched short jobs must not sit on long ones.
+ * Its prefetch is then 0 (no job finished lately), so it does not take
+ * them again. */
+static int64_t shed_after_us(const worker_t *w) {
+    int64_t rtt = w->rtt_us > 0 ? w->rtt_us : 1000;
+    return 4 * rtt > 10000 ? 4 * rtt : 10000;
+}
+
+static int shed(worker_t *w) {
+    if (!jr_exec_stalled(w->exec, shed_after_us(w))) return 0;
+    size_t n, k = w->wq_n - w->wq_head;
+    while ((n = jr_exec_shed(w->exec, w->outcomes, w->noutcomes)) > 0) {
+        k += n;
+        for (size_t i = 0; i < n; i++) {
+            int rc = finish(w, &w->outcomes[i]);
+            if (rc) return rc;
+        }
+    }
+    if (k == 0) return 0;
+    char total[24];
+    snprintf(total, sizeof total, "%zu", k);
+    jr_log_kv(JR_LOG_INFO, "every runner is busy with a long job: handing back the jobs waiting for one", "jobs",
+              total, NULL);
+    return hand_back_waiting(w);
+}
+
 /* ---- leases -------------------------------------------------------------- */
 
 /* Extend the lease of every entry we hold, per queue: running, waiting,
@@ -652,6 +681,9 @@ static int turn(worker_t *w, int sigfd) {
     if (connected && w->nops) deadline = min_deadline(deadline, w->next_flush);
     if (connected && !w->reading && !w->stopping && !w->nops && room(w) > 0)
         deadline = min_deadline(deadline, w->next_reclaim);
+    if (!w->stopping && jr_exec_idle(w->exec) == 0 &&
+        (jr_exec_busy(w->exec) > w->runners || w->wq_n > w->wq_head)) /* jobs wait: see shed() */
+        deadline = min_deadline(deadline, now + shed_after_us(w));
     int timeout = ready_now ? 0 : deadline < 0 ? -1 : (int)((deadline - now + 999) / 1000);
     if (timeout < 0 && deadline >= 0) timeout = 0;
     jr_log_flush();
@@ -668,6 +700,7 @@ static int turn(worker_t *w, int sigfd) {
         if (w->last_read_full) w->rtt_us = ewma(w->rtt_us, jr_mono_us() - w->read_sent_us);
     }
     if ((rc = collect(w))) return rc;
+    if (!w->stopping && (rc = shed(w))) return rc;
     now = jr_mono_us();
     if (w->rd && (w->used || w->nops) && now >= w->next_heartbeat) {
         w->next_heartbeat = now + lease_us(w) / 3;
