@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "jr.h"
+
 int64_t jrt_wall_us(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -226,4 +228,20 @@ size_t jrt_wait_lines(const char *path, size_t n, int timeout_ms) {
         jrt_sleep_ms(20);
     }
     return got;
+}
+
+jr_redis_t *jrt_jr_connect(const jrt_redis_t *r) {
+    char err[JR_ERRLEN];
+    jr_redis_t *c = jr_redis_connect(r->url, 2000, err, sizeof err);
+    cr_assert(c, "%s", err);
+    cr_assert_eq(jr_redis_load_library(c), 0, "%s", jr_redis_errstr(c));
+    return c;
+}
+
+jr_qstats_t jrt_stats(const jrt_redis_t *r, const char *queue) {
+    jr_redis_t *c = jrt_jr_connect(r);
+    jr_qstats_t s;
+    cr_assert_eq(jr_redis_stats(c, queue, &s), 0, "%s", jr_redis_errstr(c));
+    jr_redis_free(c);
+    return s;
 }

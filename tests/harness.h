@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "redis.h"
+
 typedef struct jrt_redis {
     pid_t pid;
     char dir[64];   /* temp dir holding the socket, logs and files of the test */
@@ -53,6 +55,12 @@ char *jrt_slurp(const char *path);
 size_t jrt_lines(const char *path);
 /* Wait until path has at least n lines, up to timeout_ms. Returns the count. */
 size_t jrt_wait_lines(const char *path, size_t n, int timeout_ms);
+
+/* A jobrunner connection to r with the function library loaded (fails the
+ * test if impossible). */
+jr_redis_t *jrt_jr_connect(const jrt_redis_t *r);
+/* The counts of one queue (fails the test on an error). */
+jr_qstats_t jrt_stats(const jrt_redis_t *r, const char *queue);
 
 int64_t jrt_wall_us(void);
 void jrt_sleep_ms(int ms);

@@ -49,13 +49,7 @@ static const char *logpath(const char *log) {
     return path[k];
 }
 
-static jr_redis_t *conn(void) {
-    char err[JR_ERRLEN];
-    jr_redis_t *r = jr_redis_connect(R.url, 2000, err, sizeof err);
-    cr_assert(r, "%s", err);
-    cr_assert_eq(jr_redis_load_library(r), 0, "%s", jr_redis_errstr(r));
-    return r;
-}
+static jr_redis_t *conn(void) { return jrt_jr_connect(&R); }
 
 /* Enqueue n jobs of handler h with payload p (and options) through the C API. */
 static void enqueue(size_t n, const char *h, const char *p, uint32_t max_attempts, int64_t timeout_ms,
@@ -72,13 +66,7 @@ static void enqueue(size_t n, const char *h, const char *p, uint32_t max_attempt
     jr_redis_free(r);
 }
 
-static jr_qstats_t stats(void) {
-    jr_redis_t *r = conn();
-    jr_qstats_t s;
-    cr_assert_eq(jr_redis_stats(r, "default", &s), 0, "%s", jr_redis_errstr(r));
-    jr_redis_free(r);
-    return s;
-}
+static jr_qstats_t stats(void) { return jrt_stats(&R, "default"); }
 
 /* Wait until nothing is ready, pending or delayed (and `dead` are dead). */
 static jr_qstats_t wait_settled(long long dead, int timeout_ms) {

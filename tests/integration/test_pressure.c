@@ -54,13 +54,7 @@ static pid_t start_worker(const char *log) {
     return jrt_spawn(logpath(log), w);
 }
 
-static jr_redis_t *conn(void) {
-    char err[JR_ERRLEN];
-    jr_redis_t *r = jr_redis_connect(R.url, 2000, err, sizeof err);
-    cr_assert(r, "%s", err);
-    cr_assert_eq(jr_redis_load_library(r), 0, "%s", jr_redis_errstr(r));
-    return r;
-}
+static jr_redis_t *conn(void) { return jrt_jr_connect(&R); }
 
 /* Enqueue n jobs of handler h with payload p on queue q. */
 static void enqueue(const char *q, size_t n, const char *h, const char *p, char (*ids)[JR_ID_MAX]) {
@@ -75,13 +69,7 @@ static void enqueue(const char *q, size_t n, const char *h, const char *p, char 
     jr_redis_free(r);
 }
 
-static jr_qstats_t stats(const char *q) {
-    jr_redis_t *r = conn();
-    jr_qstats_t s;
-    cr_assert_eq(jr_redis_stats(r, q, &s), 0, "%s", jr_redis_errstr(r));
-    jr_redis_free(r);
-    return s;
-}
+static jr_qstats_t stats(const char *q) { return jrt_stats(&R, q); }
 
 static int settled(const char *q) {
     jr_qstats_t s = stats(q);
