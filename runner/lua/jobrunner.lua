@@ -61,6 +61,14 @@ local function int_arg(s)
   return nil
 end
 
+-- A count Redis takes as a 64-bit integer (DEAD_MAX, MIN_IDLE_MS): 1..18
+-- decimal digits, kept as the string. As a Lua number it would reach Redis
+-- in exponent form past 1e16 ("1e+17") and be refused after earlier writes.
+local function count_arg(s)
+  if type(s) == 'string' and #s <= 18 and string.find(s, '^%d+$') then return s end
+  return nil
+end
+
 -- Decimal digits with an optional fraction ("1500", "1764581400250.5").
 local function dec_arg(s)
   if type(s) == 'string' and (string.find(s, '^%d+$') or string.find(s, '^%d+%.%d+$')) then
@@ -460,7 +468,7 @@ local function promote(keys, args)
     return refuse(fn, 'key 4 must be ' .. shown(dead) .. ' or left out')
   end
   local ready, delayed, wake = keys[1], keys[2], keys[3]
-  local limit, dead_max = int_arg(args[1]), args[2] and int_arg(args[2])
+  local limit, dead_max = int_arg(args[1]), args[2] and count_arg(args[2])
   if not limit or limit < 1 or limit > PROMOTE_MAX or #args > 2 or (args[2] and not dead_max) then
     return refuse(fn, 'arguments: LIMIT (1..' .. PROMOTE_MAX .. ') [DEAD_MAX], got ' .. shown(table.concat(args, ' ')))
   end
@@ -666,7 +674,7 @@ local function fail(keys, args)
   if not q then return err end
   local ready, delayed, wake, dead = keys[1], keys[2], keys[3], keys[4]
   local entry, consumer, action = args[1], args[2], args[3]
-  local delay, errtext, why, dead_max = int_arg(args[4]), args[5], args[6], int_arg(args[7])
+  local delay, errtext, why, dead_max = int_arg(args[4]), args[5], args[6], count_arg(args[7])
   if #args ~= 7 then
     return refuse(fn, 'arguments: ENTRY CONSUMER retry|dead DELAY_MS ERROR WHY DEAD_MAX')
   elseif not stream_id_ok(entry) then
@@ -678,7 +686,7 @@ local function fail(keys, args)
   elseif not delay or delay > DELAY_MAX_MS then
     return refuse(fn, 'DELAY_MS must be an integer 0..' .. DELAY_MAX_MS .. ', got ' .. shown(args[4]))
   elseif not dead_max then
-    return refuse(fn, 'DEAD_MAX must be an integer, got ' .. shown(args[7]))
+    return refuse(fn, 'DEAD_MAX must be an integer of at most 18 digits, got ' .. shown(args[7]))
   end
   err = check_types(fn, {{ready, 'stream'}, {delayed, 'zset'}, {wake, 'stream'}, {dead, 'stream'}})
   if err then return err end
@@ -727,8 +735,8 @@ local function reclaim(keys, args)
   if not q then return err end
   local ready, dead = keys[1], keys[2]
   local consumer, cursor = args[1], args[3]
-  local min_idle, count = int_arg(args[2]), int_arg(args[4])
-  local max_deliveries, dead_max = int_arg(args[5]), int_arg(args[6])
+  local min_idle, count = count_arg(args[2]), int_arg(args[4])
+  local max_deliveries, dead_max = int_arg(args[5]), count_arg(args[6])
   if #args ~= 6 or consumer == '' or not min_idle or not stream_id_ok(cursor) or not count or
      count < 1 or count > PROMOTE_MAX or not max_deliveries or not dead_max then
     return refuse(fn, 'arguments: CONSUMER MIN_IDLE_MS CURSOR COUNT (1..' .. PROMOTE_MAX ..

@@ -824,6 +824,62 @@ Test(contract, scheduler_names_the_queue_and_backs_off_it_alone, .timeout = 60) 
     cr_expect_eq(jrt_count(log, "queue=junk"), 1, "the dead-lettered member is not logged with its queue");
 }
 
+/* DEAD_MAX and MIN_IDLE_MS reach Redis as counts: one it cannot take (a Lua
+ * number past 1e16 is sent as "1e+17") must be refused before the first
+ * write, not after the good members of the delayed set went to the stream
+ * (they would be promoted again at every call). */
+Test(contract, counts_redis_cannot_take_are_refused_before_any_write) {
+    buf_t m = mp_seq("good1", "h", "echo", "p", "x", NULL), junk = mp_seq("junk", NULL);
+    zadd("jr:{p}:delayed", "1", &m);
+    zadd("jr:{p}:delayed", "2", &junk);
+    free(m.p), free(junk.p);
+    const char *big[] = {"100000000000000000000", "1000000000000000000", "99999999999999999999999999"};
+    for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) {
+        const char *a[] = {"FCALL", "jr_promote", "4", "jr:{p}:ready", "jr:{p}:delayed", "jr:{p}:wake",
+                           "jr:{p}:dead", "10", big[i], NULL};
+        refused("promote: DEAD_MAX past 18 digits", "jobrunner: jr_promote", a);
+    }
+    cr_expect_eq(xlen("jr:{p}:ready"), 0);
+    cr_expect_eq(zcard("jr:{p}:delayed"), 2);
+    /* 18 digits (1e17) is a count Redis takes: both members move, once. */
+    redisReply *rep = cmd("FCALL", "jr_promote", "4", "jr:{p}:ready", "jr:{p}:delayed", "jr:{p}:wake",
+                          "jr:{p}:dead", "10", "100000000000000000", NULL);
+    cr_expect_eq(rep->type, REDIS_REPLY_ARRAY, "%s", rep->type == REDIS_REPLY_ERROR ? rep->str : "");
+    freeReplyObject(rep);
+    cr_expect_eq(xlen("jr:{p}:ready"), 1);
+    cr_expect_eq(xlen("jr:{p}:dead"), 1);
+    cr_expect_eq(zcard("jr:{p}:delayed"), 0);
+    /* A pending entry: reclaim and fail with such counts change nothing. */
+    redisReply *f = fetch("jr:{p}:ready", 1);
+    freeReplyObject(f);
+    const char *r1[] = {"FCALL", "jr_reclaim", "2", "jr:{p}:ready", "jr:{p}:dead", "c2", "0", "0-0", "10", "0",
+                        "100000000000000000000", NULL};
+    refused("reclaim: DEAD_MAX past 18 digits", "jobrunner: jr_reclaim", r1);
+    const char *r2[] = {"FCALL", "jr_reclaim", "2", "jr:{p}:ready", "jr:{p}:dead", "c2", "100000000000000000000",
+                        "0-0", "10", "0", "100", NULL};
+    refused("reclaim: MIN_IDLE_MS past 18 digits", "jobrunner: jr_reclaim", r2);
+}
+
+/* A delayed member scored past any due time a function writes (a ZADD by
+ * hand) must not cost the scheduler its timer for the other queues. */
+Test(contract, a_far_score_in_one_queue_keeps_the_timer_of_the_others, .timeout = 60) {
+    char cfg[192], text[512], log[192];
+    snprintf(text, sizeof text, "redis:\n  url: %s\nscheduler:\n  queues: [good, far]\n  block: 60s\n", R.url);
+    jrt_write(&R, "c.yaml", text, cfg, sizeof cfg);
+    snprintf(log, sizeof log, "%s/sched.log", R.dir);
+    buf_t a = mp_seq("f1", "h", "echo", NULL), b = mp_seq("f2", "h", "echo", NULL);
+    zadd("jr:{far}:delayed", "1e16", &a);
+    zadd("jr:{far}:delayed", "+inf", &b);
+    free(a.p), free(b.p);
+    freeReplyObject(cmd("FCALL", "jr_enqueue", "4", QK("good"), "+1500", "", "0", "h", "echo", NULL));
+    const char *args[] = {"scheduler", "-c", cfg, NULL};
+    pid_t s = jrt_spawn(log, args);
+    for (int t = 0; t < 40 && xlen("jr:{good}:ready") == 0; t++) jrt_sleep_ms(100);
+    jrt_stop(s, SIGTERM, 5000);
+    cr_expect_eq(xlen("jr:{good}:ready"), 1, "the job due in 1.5 s was not promoted within 4 s:\n%s", jrt_slurp(log));
+    cr_expect_eq(zcard("jr:{far}:delayed"), 2);
+}
+
 /* ---- the property test: random calls, an exact ledger ---- */
 
 enum { L_READY, L_PENDING, L_DELAYED, L_DEAD, L_DONE };
