@@ -87,6 +87,25 @@ local function stream_id_ok(s)
   return string.find(s, '^%d+$') ~= nil and u64(s)
 end
 
+-- Refuse unless XADD * can add to stream `key`: a stream whose last entry
+-- id has the time 2^64-1 (made by an XADD or XSETID with that id, never by
+-- jobrunner) would make it raise after earlier writes. Below that time the
+-- next id rolls over to it with 2^64 ids still free.
+local function check_room(fn, key)
+  if redis.call('EXISTS', key) == 0 then return nil end
+  local info = redis.call('XINFO', 'STREAM', key)
+  for i = 1, #info, 2 do
+    if info[i] == 'last-generated-id' then
+      if string.match(info[i + 1], '^(%d+)') == U64_MAX then
+        return refuse(fn, 'stream ' .. shown(key) .. ' has used the last possible entry time (' ..
+                      shown(info[i + 1]) .. '): it can take no more entries')
+      end
+      return nil
+    end
+  end
+  return nil
+end
+
 -- A queue name jobrunner serves (jr_queue_name_valid in redis.c).
 local function queue_ok(q)
   return type(q) == 'string' and #q >= 1 and #q <= QUEUE_MAX and string.find(q, '^[A-Za-z0-9_%.:%-]+$') ~= nil
@@ -481,6 +500,8 @@ local function promote(keys, args)
   end
   local bad = {}
   if #envs > 0 then
+    err = check_room(fn, ready) or check_room(fn, dead)
+    if err then return err end
     ensure_group(ready)
     for _, packed in ipairs(envs) do
       promote_one(ready, bad, packed, l_pcall(l_unpack_limit, packed, 2 + 2 * FIELDS_MAX, 0))

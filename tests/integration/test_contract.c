@@ -860,6 +860,26 @@ Test(contract, counts_redis_cannot_take_are_refused_before_any_write) {
     refused("reclaim: MIN_IDLE_MS past 18 digits", "jobrunner: jr_reclaim", r2);
 }
 
+/* A ready or dead stream whose last entry id has the time 2^64-1 (an XADD
+ * or XSETID by hand) makes XADD * raise: jr_promote must refuse before its
+ * first write, not after the good members went to the stream (promoted
+ * again at every call, forever). */
+Test(contract, promote_into_a_stream_with_no_entry_ids_left_is_refused_before_any_write) {
+    const char *keys[] = {"jr:{p}:ready", "jr:{p}:dead"};
+    for (int k = 0; k < 2; k++) {
+        freeReplyObject(cmd("FLUSHALL", NULL));
+        buf_t m = mp_seq("good1", "h", "echo", NULL), junk = mp_seq("junk", NULL);
+        zadd("jr:{p}:delayed", "1", &m);
+        zadd("jr:{p}:delayed", "2", &junk);
+        free(m.p), free(junk.p);
+        freeReplyObject(cmd("XADD", keys[k], "18446744073709551615-18446744073709551615", "f", "v", NULL));
+        const char *a[] = {"FCALL", "jr_promote", "4", "jr:{p}:ready", "jr:{p}:delayed", "jr:{p}:wake",
+                           "jr:{p}:dead", "10", "100", NULL};
+        refused(keys[k], "last possible entry time", a);
+        cr_expect_eq(zcard("jr:{p}:delayed"), 2);
+    }
+}
+
 /* A delayed member scored past any due time a function writes (a ZADD by
  * hand) must not cost the scheduler its timer for the other queues. */
 Test(contract, a_far_score_in_one_queue_keeps_the_timer_of_the_others, .timeout = 60) {
