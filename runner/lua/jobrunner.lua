@@ -90,7 +90,8 @@ end
 -- Refuse unless XADD * can add to stream `key`: a stream whose last entry
 -- id has the time 2^64-1 (made by an XADD or XSETID with that id, never by
 -- jobrunner) would make it raise after earlier writes. Below that time the
--- next id rolls over to it with 2^64 ids still free.
+-- next id rolls over to it with 2^64 ids still free. Every function checks
+-- each stream it may XADD to, before its first write.
 local function check_room(fn, key)
   if redis.call('EXISTS', key) == 0 then return nil end
   local info = redis.call('XINFO', 'STREAM', key)
@@ -332,7 +333,7 @@ local function enqueue(keys, args)
   local now = now_ms()
   local due, derr = check_job(fn, when, id, args, 4, #args, now)
   if not due then return derr end
-  err = queue_types(fn, keys) or check_seq(fn, keys[4], 1)
+  err = queue_types(fn, keys) or check_seq(fn, keys[4], 1) or check_room(fn, due <= now and keys[1] or keys[3])
   if err then return err end
   if due <= now then ensure_group(keys[1]) end
   local k = {ready = keys[1], delayed = keys[2], wake = keys[3], seq = keys[4], uniq = uniq}
@@ -354,7 +355,7 @@ local function enqueue_many(keys, args)
   if not q then return err end
   local window, werr = window_arg(fn, args[1])
   if not window then return werr end
-  local now, jobs, i, nuniq, any_now = now_ms(), {}, 2, 0, false
+  local now, jobs, i, nuniq, any_now, any_later = now_ms(), {}, 2, 0, false, false
   while i <= #args do
     local nj = #jobs + 1
     local when, id, np = args[i], args[i + 1], int_arg(args[i + 2])
@@ -372,14 +373,15 @@ local function enqueue_many(keys, args)
         return refuse(fn, 'key ' .. (4 + nuniq) .. ' must be ' .. shown(uniq) .. ', the uniq key of job ' .. nj)
       end
     end
-    if due <= now then any_now = true end
+    if due <= now then any_now = true else any_later = true end
     jobs[nj] = {id, due, first, last, uniq}
     i = last + 1
   end
   if #keys ~= 4 + nuniq then
     return refuse(fn, 'takes 4 keys plus one uniq key per job with an id: ' .. (4 + nuniq) .. ', got ' .. #keys)
   end
-  err = queue_types(fn, keys) or check_seq(fn, keys[4], #jobs)
+  err = queue_types(fn, keys) or check_seq(fn, keys[4], #jobs) or (any_now and check_room(fn, keys[1])) or
+        (any_later and check_room(fn, keys[3]))
   if err then return err end
   if any_now then ensure_group(keys[1]) end
   local k, out = {ready = keys[1], delayed = keys[2], wake = keys[3], seq = keys[4]}, {}
@@ -578,7 +580,7 @@ local function register(keys, args)
       return refuse(fn, 'queue name ' .. shown(args[i]) .. ' is not valid (' .. QUEUE_RULE .. ')')
     end
   end
-  err = check_types(fn, {{keys[1], 'set'}, {keys[2], 'stream'}})
+  err = check_types(fn, {{keys[1], 'set'}, {keys[2], 'stream'}}) or check_room(fn, keys[2])
   if err then return err end
   local added = 0
   for i = 1, #args, 1000 do
@@ -709,7 +711,8 @@ local function fail(keys, args)
   elseif not dead_max then
     return refuse(fn, 'DEAD_MAX must be an integer of at most 18 digits, got ' .. shown(args[7]))
   end
-  err = check_types(fn, {{ready, 'stream'}, {delayed, 'zset'}, {wake, 'stream'}, {dead, 'stream'}})
+  err = check_types(fn, {{ready, 'stream'}, {delayed, 'zset'}, {wake, 'stream'}, {dead, 'stream'}}) or
+        check_room(fn, dead) or (action == 'retry' and check_room(fn, delay == 0 and ready or wake))
   if err then return err end
   if not grouped(ready) or owner(ready, entry) ~= consumer then return 0 end
   local e = redis.call('XRANGE', ready, entry, entry)
@@ -763,7 +766,7 @@ local function reclaim(keys, args)
     return refuse(fn, 'arguments: CONSUMER MIN_IDLE_MS CURSOR COUNT (1..' .. PROMOTE_MAX ..
                   ') MAX_DELIVERIES DEAD_MAX, got ' .. shown(table.concat(args, ' ')))
   end
-  err = check_types(fn, {{ready, 'stream'}, {dead, 'stream'}})
+  err = check_types(fn, {{ready, 'stream'}, {dead, 'stream'}}) or check_room(fn, dead)
   if err then return err end
   if not grouped(ready) then return {'0-0', 0, 0, {}} end
   local r = redis.call('XAUTOCLAIM', ready, GROUP, consumer, min_idle, cursor, 'COUNT', count)
@@ -830,7 +833,7 @@ local function handback(keys, args)
   if not q then return err end
   local ready, consumer, n = keys[1], args[1], 0
   if not consumer or consumer == '' then return refuse(fn, 'arguments: CONSUMER ENTRY ...') end
-  err = check_ids(fn, args, 2) or check_types(fn, {{ready, 'stream'}})
+  err = check_ids(fn, args, 2) or check_types(fn, {{ready, 'stream'}}) or check_room(fn, ready)
   if err then return err end
   if not grouped(ready) then return 0 end
   for i = 2, #args do
@@ -866,7 +869,7 @@ local function dead_retry(keys, args)
   local q, err = queue_of(fn, keys, {'dead', 'ready'})
   if not q then return err end
   local dead, ready, n = keys[1], keys[2], 0
-  err = check_ids(fn, args, 1) or check_types(fn, {{dead, 'stream'}, {ready, 'stream'}})
+  err = check_ids(fn, args, 1) or check_types(fn, {{dead, 'stream'}, {ready, 'stream'}}) or check_room(fn, ready)
   if err then return err end
   for _, entry in ipairs(args) do
     local e = redis.call('XRANGE', dead, entry, entry)

@@ -860,23 +860,66 @@ Test(contract, counts_redis_cannot_take_are_refused_before_any_write) {
     refused("reclaim: MIN_IDLE_MS past 18 digits", "jobrunner: jr_reclaim", r2);
 }
 
-/* A ready or dead stream whose last entry id has the time 2^64-1 (an XADD
- * or XSETID by hand) makes XADD * raise: jr_promote must refuse before its
- * first write, not after the good members went to the stream (promoted
- * again at every call, forever). */
-Test(contract, promote_into_a_stream_with_no_entry_ids_left_is_refused_before_any_write) {
-    const char *keys[] = {"jr:{p}:ready", "jr:{p}:dead"};
-    for (int k = 0; k < 2; k++) {
+/* A stream whose last entry id has the time 2^64-1 (an XADD or XSETID by
+ * hand) makes XADD * raise: every call that would add to it must refuse
+ * before its first write, not after it (jr_promote promoted its good jobs
+ * again at every call; jr_fail left a retried job both delayed and pending;
+ * jr_enqueue left the uniq key of a job that does not exist). */
+Test(contract, calls_into_a_stream_with_no_entry_ids_left_are_refused_before_any_write) {
+    static const char *const FULL = "18446744073709551615-18446744073709551615";
+    const char *streams[] = {"jr:{p}:ready", "jr:{p}:wake", "jr:{p}:dead", "jr:{queues}:wake"};
+    for (int k = 0; k < 4; k++) {
         freeReplyObject(cmd("FLUSHALL", NULL));
         buf_t m = mp_seq("good1", "h", "echo", NULL), junk = mp_seq("junk", NULL);
         zadd("jr:{p}:delayed", "1", &m);
         zadd("jr:{p}:delayed", "2", &junk);
         free(m.p), free(junk.p);
-        freeReplyObject(cmd("XADD", keys[k], "18446744073709551615-18446744073709551615", "f", "v", NULL));
-        const char *a[] = {"FCALL", "jr_promote", "4", "jr:{p}:ready", "jr:{p}:delayed", "jr:{p}:wake",
-                           "jr:{p}:dead", "10", "100", NULL};
-        refused(keys[k], "last possible entry time", a);
-        cr_expect_eq(zcard("jr:{p}:delayed"), 2);
+        redisReply *e = cmd("FCALL", "jr_enqueue", "4", QK("p"), "", "", "0", "h", "echo", NULL);
+        cr_assert_eq(e->type, REDIS_REPLY_ARRAY);
+        char entry[64];
+        snprintf(entry, sizeof entry, "%s", e->element[0]->str);
+        freeReplyObject(e);
+        freeReplyObject(fetch("jr:{p}:ready", 1)); /* pending for c1 */
+        redisReply *d = cmd("XADD", "jr:{p}:dead", "*", "id", "dj", "h", "echo", NULL);
+        char dentry[64];
+        snprintf(dentry, sizeof dentry, "%s", d->str);
+        freeReplyObject(d);
+        if (k == 0 || k == 2) { /* keep the stream, set its last id */
+            freeReplyObject(cmd("XSETID", streams[k], FULL, NULL));
+        } else {
+            freeReplyObject(cmd("XADD", streams[k], FULL, "w", "1", NULL));
+        }
+        const char *promote[] = {"FCALL", "jr_promote", "4", "jr:{p}:ready", "jr:{p}:delayed", "jr:{p}:wake",
+                                 "jr:{p}:dead", "10", "100", NULL};
+        const char *now_id[] = {"FCALL", "jr_enqueue", "5", QK("p"), "jr:{p}:uniq:x", "", "x", "1000", "h", "echo", NULL};
+        const char *later_id[] = {"FCALL", "jr_enqueue", "5", QK("p"), "jr:{p}:uniq:x", "+60000", "x", "1000", "h", "echo", NULL};
+        const char *many[] = {"FCALL", "jr_enqueue_many", "4", QK("p"), "0", "+60000", "", "1", "h", "echo",
+                              "", "", "1", "h", "echo", NULL};
+        const char *retry0[] = {"FCALL", "jr_fail", "4", "jr:{p}:ready", "jr:{p}:delayed", "jr:{p}:wake", "jr:{p}:dead",
+                                entry, "c1", "retry", "0", "e", "failed", "100", NULL};
+        const char *retry1[] = {"FCALL", "jr_fail", "4", "jr:{p}:ready", "jr:{p}:delayed", "jr:{p}:wake", "jr:{p}:dead",
+                                entry, "c1", "retry", "60000", "e", "failed", "100", NULL};
+        const char *dead[] = {"FCALL", "jr_fail", "4", "jr:{p}:ready", "jr:{p}:delayed", "jr:{p}:wake", "jr:{p}:dead",
+                              entry, "c1", "dead", "0", "e", "failed", "100", NULL};
+        const char *reclaim[] = {"FCALL", "jr_reclaim", "2", "jr:{p}:ready", "jr:{p}:dead", "c2", "0", "0-0", "10", "0",
+                                 "100", NULL};
+        const char *handback[] = {"FCALL", "jr_handback", "1", "jr:{p}:ready", "c1", entry, NULL};
+        const char *dretry[] = {"FCALL", "jr_dead_retry", "2", "jr:{p}:dead", "jr:{p}:ready", dentry, NULL};
+        const char *reg[] = {"FCALL", "jr_register", "2", "jr:{queues}", "jr:{queues}:wake", "newq", NULL};
+        const char *w = "last possible entry time";
+        if (k == 0) {
+            refused("ready: promote", w, promote), refused("ready: enqueue now", w, now_id);
+            refused("ready: enqueue_many", w, many), refused("ready: fail retry 0", w, retry0);
+            refused("ready: handback", w, handback), refused("ready: dead retry", w, dretry);
+        } else if (k == 1) {
+            refused("wake: enqueue later", w, later_id), refused("wake: enqueue_many", w, many);
+            refused("wake: fail retry later", w, retry1);
+        } else if (k == 2) {
+            refused("dead: promote", w, promote), refused("dead: fail dead", w, dead);
+            refused("dead: fail retry", w, retry0), refused("dead: reclaim", w, reclaim);
+        } else {
+            refused("registry wake: register", w, reg);
+        }
     }
 }
 
