@@ -620,8 +620,9 @@ static int try_connect(worker_t *w) {
     }
     int rc = jr_redis_ensure_groups(w->ctl, w->queues, w->nq);
     if (!rc) rc = jr_redis_client_id(w->rd, &w->rd_id);
-    if (rc) {
+    if (rc) { /* e.g. a queue's stream key of another type: back off, do not flood the log */
         drop_conns(w, rc);
+        w->backoff_ms = w->backoff_ms * 2 > 5000 ? 5000 : w->backoff_ms * 2;
         return rc;
     }
     if (w->backoff_ms > 100) jr_log_kv(JR_LOG_INFO, "connected to Redis", NULL);
