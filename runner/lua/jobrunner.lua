@@ -61,6 +61,14 @@ local function int_arg(s)
   return nil
 end
 
+-- A count Redis takes as a 64-bit integer (DEAD_MAX, MIN_IDLE_MS): 1..18
+-- decimal digits, kept as the string. As a Lua number it would reach Redis
+-- in exponent form past 1e16 ("1e+17") and be refused after earlier writes.
+local function count_arg(s)
+  if type(s) == 'string' and #s <= 18 and string.find(s, '^%d+$') then return s end
+  return nil
+end
+
 -- Decimal digits with an optional fraction ("1500", "1764581400250.5").
 local function dec_arg(s)
   if type(s) == 'string' and (string.find(s, '^%d+$') or string.find(s, '^%d+%.%d+$')) then
@@ -77,6 +85,26 @@ local function stream_id_ok(s)
   local a, b = string.match(s, '^(%d+)%-(%d+)$')
   if a then return u64(a) and u64(b) end
   return string.find(s, '^%d+$') ~= nil and u64(s)
+end
+
+-- Refuse unless XADD * can add to stream `key`: a stream whose last entry
+-- id has the time 2^64-1 (made by an XADD or XSETID with that id, never by
+-- jobrunner) would make it raise after earlier writes. Below that time the
+-- next id rolls over to it with 2^64 ids still free. Every function checks
+-- each stream it may XADD to, before its first write.
+local function check_room(fn, key)
+  if redis.call('EXISTS', key) == 0 then return nil end
+  local info = redis.call('XINFO', 'STREAM', key)
+  for i = 1, #info, 2 do
+    if info[i] == 'last-generated-id' then
+      if string.match(info[i + 1], '^(%d+)') == U64_MAX then
+        return refuse(fn, 'stream ' .. shown(key) .. ' has used the last possible entry time (' ..
+                      shown(info[i + 1]) .. '): it can take no more entries')
+      end
+      return nil
+    end
+  end
+  return nil
 end
 
 -- A queue name jobrunner serves (jr_queue_name_valid in redis.c).
@@ -305,7 +333,7 @@ local function enqueue(keys, args)
   local now = now_ms()
   local due, derr = check_job(fn, when, id, args, 4, #args, now)
   if not due then return derr end
-  err = queue_types(fn, keys) or check_seq(fn, keys[4], 1)
+  err = queue_types(fn, keys) or check_seq(fn, keys[4], 1) or check_room(fn, due <= now and keys[1] or keys[3])
   if err then return err end
   if due <= now then ensure_group(keys[1]) end
   local k = {ready = keys[1], delayed = keys[2], wake = keys[3], seq = keys[4], uniq = uniq}
@@ -327,7 +355,7 @@ local function enqueue_many(keys, args)
   if not q then return err end
   local window, werr = window_arg(fn, args[1])
   if not window then return werr end
-  local now, jobs, i, nuniq, any_now = now_ms(), {}, 2, 0, false
+  local now, jobs, i, nuniq, any_now, any_later = now_ms(), {}, 2, 0, false, false
   while i <= #args do
     local nj = #jobs + 1
     local when, id, np = args[i], args[i + 1], int_arg(args[i + 2])
@@ -345,14 +373,15 @@ local function enqueue_many(keys, args)
         return refuse(fn, 'key ' .. (4 + nuniq) .. ' must be ' .. shown(uniq) .. ', the uniq key of job ' .. nj)
       end
     end
-    if due <= now then any_now = true end
+    if due <= now then any_now = true else any_later = true end
     jobs[nj] = {id, due, first, last, uniq}
     i = last + 1
   end
   if #keys ~= 4 + nuniq then
     return refuse(fn, 'takes 4 keys plus one uniq key per job with an id: ' .. (4 + nuniq) .. ', got ' .. #keys)
   end
-  err = queue_types(fn, keys) or check_seq(fn, keys[4], #jobs)
+  err = queue_types(fn, keys) or check_seq(fn, keys[4], #jobs) or (any_now and check_room(fn, keys[1])) or
+        (any_later and check_room(fn, keys[3]))
   if err then return err end
   if any_now then ensure_group(keys[1]) end
   local k, out = {ready = keys[1], delayed = keys[2], wake = keys[3], seq = keys[4]}, {}
@@ -460,7 +489,7 @@ local function promote(keys, args)
     return refuse(fn, 'key 4 must be ' .. shown(dead) .. ' or left out')
   end
   local ready, delayed, wake = keys[1], keys[2], keys[3]
-  local limit, dead_max = int_arg(args[1]), args[2] and int_arg(args[2])
+  local limit, dead_max = int_arg(args[1]), args[2] and count_arg(args[2])
   if not limit or limit < 1 or limit > PROMOTE_MAX or #args > 2 or (args[2] and not dead_max) then
     return refuse(fn, 'arguments: LIMIT (1..' .. PROMOTE_MAX .. ') [DEAD_MAX], got ' .. shown(table.concat(args, ' ')))
   end
@@ -473,6 +502,8 @@ local function promote(keys, args)
   end
   local bad = {}
   if #envs > 0 then
+    err = check_room(fn, ready) or check_room(fn, dead)
+    if err then return err end
     ensure_group(ready)
     for _, packed in ipairs(envs) do
       promote_one(ready, bad, packed, l_pcall(l_unpack_limit, packed, 2 + 2 * FIELDS_MAX, 0))
@@ -549,7 +580,7 @@ local function register(keys, args)
       return refuse(fn, 'queue name ' .. shown(args[i]) .. ' is not valid (' .. QUEUE_RULE .. ')')
     end
   end
-  err = check_types(fn, {{keys[1], 'set'}, {keys[2], 'stream'}})
+  err = check_types(fn, {{keys[1], 'set'}, {keys[2], 'stream'}}) or check_room(fn, keys[2])
   if err then return err end
   local added = 0
   for i = 1, #args, 1000 do
@@ -666,7 +697,7 @@ local function fail(keys, args)
   if not q then return err end
   local ready, delayed, wake, dead = keys[1], keys[2], keys[3], keys[4]
   local entry, consumer, action = args[1], args[2], args[3]
-  local delay, errtext, why, dead_max = int_arg(args[4]), args[5], args[6], int_arg(args[7])
+  local delay, errtext, why, dead_max = int_arg(args[4]), args[5], args[6], count_arg(args[7])
   if #args ~= 7 then
     return refuse(fn, 'arguments: ENTRY CONSUMER retry|dead DELAY_MS ERROR WHY DEAD_MAX')
   elseif not stream_id_ok(entry) then
@@ -678,9 +709,10 @@ local function fail(keys, args)
   elseif not delay or delay > DELAY_MAX_MS then
     return refuse(fn, 'DELAY_MS must be an integer 0..' .. DELAY_MAX_MS .. ', got ' .. shown(args[4]))
   elseif not dead_max then
-    return refuse(fn, 'DEAD_MAX must be an integer, got ' .. shown(args[7]))
+    return refuse(fn, 'DEAD_MAX must be an integer of at most 18 digits, got ' .. shown(args[7]))
   end
-  err = check_types(fn, {{ready, 'stream'}, {delayed, 'zset'}, {wake, 'stream'}, {dead, 'stream'}})
+  err = check_types(fn, {{ready, 'stream'}, {delayed, 'zset'}, {wake, 'stream'}, {dead, 'stream'}}) or
+        check_room(fn, dead) or (action == 'retry' and check_room(fn, delay == 0 and ready or wake))
   if err then return err end
   if not grouped(ready) or owner(ready, entry) ~= consumer then return 0 end
   local e = redis.call('XRANGE', ready, entry, entry)
@@ -727,14 +759,14 @@ local function reclaim(keys, args)
   if not q then return err end
   local ready, dead = keys[1], keys[2]
   local consumer, cursor = args[1], args[3]
-  local min_idle, count = int_arg(args[2]), int_arg(args[4])
-  local max_deliveries, dead_max = int_arg(args[5]), int_arg(args[6])
+  local min_idle, count = count_arg(args[2]), int_arg(args[4])
+  local max_deliveries, dead_max = int_arg(args[5]), count_arg(args[6])
   if #args ~= 6 or consumer == '' or not min_idle or not stream_id_ok(cursor) or not count or
      count < 1 or count > PROMOTE_MAX or not max_deliveries or not dead_max then
     return refuse(fn, 'arguments: CONSUMER MIN_IDLE_MS CURSOR COUNT (1..' .. PROMOTE_MAX ..
                   ') MAX_DELIVERIES DEAD_MAX, got ' .. shown(table.concat(args, ' ')))
   end
-  err = check_types(fn, {{ready, 'stream'}, {dead, 'stream'}})
+  err = check_types(fn, {{ready, 'stream'}, {dead, 'stream'}}) or check_room(fn, dead)
   if err then return err end
   if not grouped(ready) then return {'0-0', 0, 0, {}} end
   local r = redis.call('XAUTOCLAIM', ready, GROUP, consumer, min_idle, cursor, 'COUNT', count)
@@ -801,7 +833,7 @@ local function handback(keys, args)
   if not q then return err end
   local ready, consumer, n = keys[1], args[1], 0
   if not consumer or consumer == '' then return refuse(fn, 'arguments: CONSUMER ENTRY ...') end
-  err = check_ids(fn, args, 2) or check_types(fn, {{ready, 'stream'}})
+  err = check_ids(fn, args, 2) or check_types(fn, {{ready, 'stream'}}) or check_room(fn, ready)
   if err then return err end
   if not grouped(ready) then return 0 end
   for i = 2, #args do
@@ -837,7 +869,7 @@ local function dead_retry(keys, args)
   local q, err = queue_of(fn, keys, {'dead', 'ready'})
   if not q then return err end
   local dead, ready, n = keys[1], keys[2], 0
-  err = check_ids(fn, args, 1) or check_types(fn, {{dead, 'stream'}, {ready, 'stream'}})
+  err = check_ids(fn, args, 1) or check_types(fn, {{dead, 'stream'}, {ready, 'stream'}}) or check_room(fn, ready)
   if err then return err end
   for _, entry in ipairs(args) do
     local e = redis.call('XRANGE', dead, entry, entry)

@@ -330,6 +330,10 @@ static int spawn(jr_exec_t *x, runner_t *r) {
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
         keep_only(x->keep, x->nkeep, sv[1]); /* Redis sockets, other runners' ends */
+        /* Only our own shared memory: a handler writing wild (or on purpose)
+         * must not forge the results of jobs other runners are running. */
+        for (size_t i = 0; i < x->nrunners; i++)
+            if (&x->runners[i] != r && x->runners[i].shm) munmap(x->runners[i].shm, x->shm_size);
         jr_registry_runner_init(x->reg);
         runner_main(sv[1], r->shm, x->reg);
     }

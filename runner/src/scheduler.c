@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "jr.h"
+#include "jr_limits.h"
 #include "log.h"
 #include "proc.h"
 #include "redis.h"
@@ -157,8 +158,13 @@ static int sched_promote(sched_t *s, size_t i) {
             if (next_due >= 0) {
                 /* Due times are Redis time: convert the distance to our
                  * monotonic clock, measured from before the call so we never
-                 * wake late (waking a little early costs one more call). */
-                sched_fold_deadline(s, sent + (int64_t)((next_due - now) * 1000.0));
+                 * wake late (waking a little early costs one more call).
+                 * A score past any due time a function writes (a ZADD by
+                 * hand: 1e16, inf) is capped, or the conversion would wrap
+                 * and lose the timer of every queue. */
+                double ahead_us = (next_due - now) * 1000.0;
+                if (!(ahead_us < JR_DELAY_MAX_MS * 1000.0)) ahead_us = JR_DELAY_MAX_MS * 1000.0;
+                sched_fold_deadline(s, sent + (int64_t)ahead_us);
             }
             break;
         }

@@ -27,6 +27,7 @@
 #include "envelope.h"
 #include "exec.h"
 #include "jr.h"
+#include "jr_limits.h"
 #include "log.h"
 #include "proc.h"
 #include "redis.h"
@@ -307,9 +308,16 @@ static int finish(worker_t *w, const jr_outcome_t *o) {
         const char *err = o->error[0] ? o->error
                           : o->kind == JR_OUT_RETRY ? "the handler asked for a retry"
                                                     : "the handler failed";
-        if (o->kind == JR_OUT_FAIL || s->attempt >= s->max_attempts) {
-            char why[300];
-            if (o->kind != JR_OUT_FAIL)
+        /* A retry delay past the maximum would be refused by jr_fail
+         * forever, and a refused result is kept and stops this worker's
+         * fetching: it fails the job instead, saying so. */
+        int too_far = o->kind == JR_OUT_RETRY && o->retry_after_ms > JR_DELAY_MAX_MS;
+        if (o->kind == JR_OUT_FAIL || too_far || s->attempt >= s->max_attempts) {
+            char why[400];
+            if (too_far)
+                snprintf(why, sizeof why, "%s; the handler asked for a retry in %lld ms, more than the maximum %lld ms "
+                         "(10 years)", err, (long long)o->retry_after_ms, (long long)JR_DELAY_MAX_MS);
+            else if (o->kind != JR_OUT_FAIL)
                 snprintf(why, sizeof why, "%s (attempt %u of %u)", err, s->attempt, s->max_attempts);
             else
                 snprintf(why, sizeof why, "%s (permanent failure)", err);
@@ -612,8 +620,9 @@ static int try_connect(worker_t *w) {
     }
     int rc = jr_redis_ensure_groups(w->ctl, w->queues, w->nq);
     if (!rc) rc = jr_redis_client_id(w->rd, &w->rd_id);
-    if (rc) {
+    if (rc) { /* e.g. a queue's stream key of another type: back off, do not flood the log */
         drop_conns(w, rc);
+        w->backoff_ms = w->backoff_ms * 2 > 5000 ? 5000 : w->backoff_ms * 2;
         return rc;
     }
     if (w->backoff_ms > 100) jr_log_kv(JR_LOG_INFO, "connected to Redis", NULL);
@@ -676,7 +685,10 @@ static int turn(worker_t *w, int sigfd) {
     nf += jr_exec_pollfds(w->exec, fds + nf, 256);
     int64_t deadline = jr_exec_deadline(w->exec);
     if (w->used || w->nops) deadline = min_deadline(deadline, w->next_heartbeat);
-    if (w->stopping) deadline = min_deadline(deadline, w->grace_deadline);
+    /* The grace period bounds running jobs only: once it is over with none
+     * left (a stopping worker waiting for Redis to take its results), a
+     * past grace deadline would make this loop spin. */
+    if (w->stopping && w->used) deadline = min_deadline(deadline, w->grace_deadline);
     if (!connected) deadline = min_deadline(deadline, w->next_connect);
     if (connected && w->nops) deadline = min_deadline(deadline, w->next_flush);
     if (connected && !w->reading && !w->stopping && !w->nops && room(w) > 0)

@@ -20,10 +20,14 @@
  *               and returns RETRY
  *   sleepy      sleeps <payload> ms, appends "end <job id> <Unix us>\n",
  *               returns OK
+ *   far_retry   asks for a retry in INT64_MAX ms (past the 10-year maximum)
+ *   shm_maps    sleeps <payload> ms, appends "maps <pid> <n>\n" to
+ *               shm.txt, n = its shared writable mappings; returns OK
  * runner_init and runner_exit append "runner_init <pid>\n" and
  * "runner_exit <pid>\n" to hooks.txt. */
 #include <fcntl.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,6 +191,30 @@ static jr_result_t sleepy(jr_job_t *job, const jr_host_api_t *api, void *u) {
     return JR_RESULT_OK;
 }
 
+static jr_result_t far_retry(jr_job_t *job, const jr_host_api_t *api, void *u) {
+    (void)u;
+    record("far_retry", job, api);
+    api->retry_after(job, INT64_MAX);
+    return JR_RESULT_RETRY;
+}
+
+static jr_result_t shm_maps(jr_job_t *job, const jr_host_api_t *api, void *u) {
+    (void)u;
+    record("shm_maps", job, api);
+    size_t len;
+    nap_ms(atol((const char *)api->job_payload(job, &len)));
+    FILE *f = fopen("/proc/self/maps", "r");
+    char l[512], perm[8];
+    int n = 0;
+    while (f && fgets(l, sizeof l, f))
+        n += sscanf(l, "%*s %7s", perm) == 1 && perm[1] == 'w' && perm[3] == 's';
+    if (f) fclose(f);
+    char line[64];
+    snprintf(line, sizeof line, "maps %d %d\n", (int)getpid(), n);
+    append("shm.txt", line);
+    return JR_RESULT_OK;
+}
+
 #if JR_PLUGIN_ABI_MINOR >= 1
 static int runner_init(void *ctx, const jr_host_api_t *api) {
     (void)ctx, (void)api;
@@ -215,7 +243,8 @@ static int init(void *ctx, const jr_host_api_t *api) {
     } hs[] = {{"record", h_record},   {"fork_both", fork_both}, {"daemon", daemon_h},
               {"bg_system", bg_system}, {"pipeline", pipeline}, {"fork_crash", fork_crash},
               {"initfd", initfd},     {"whoami", whoami},       {"close_std", close_std},
-              {"logline", logline},   {"polite", polite},       {"sleepy", sleepy}};
+              {"logline", logline},   {"polite", polite},       {"sleepy", sleepy},
+              {"far_retry", far_retry}, {"shm_maps", shm_maps}};
     for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
         if (api->register_handler(ctx, hs[i].name, hs[i].fn, NULL) != 0) return 1;
     return 0;

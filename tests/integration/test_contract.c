@@ -824,6 +824,125 @@ Test(contract, scheduler_names_the_queue_and_backs_off_it_alone, .timeout = 60) 
     cr_expect_eq(jrt_count(log, "queue=junk"), 1, "the dead-lettered member is not logged with its queue");
 }
 
+/* DEAD_MAX and MIN_IDLE_MS reach Redis as counts: one it cannot take (a Lua
+ * number past 1e16 is sent as "1e+17") must be refused before the first
+ * write, not after the good members of the delayed set went to the stream
+ * (they would be promoted again at every call). */
+Test(contract, counts_redis_cannot_take_are_refused_before_any_write) {
+    buf_t m = mp_seq("good1", "h", "echo", "p", "x", NULL), junk = mp_seq("junk", NULL);
+    zadd("jr:{p}:delayed", "1", &m);
+    zadd("jr:{p}:delayed", "2", &junk);
+    free(m.p), free(junk.p);
+    const char *big[] = {"100000000000000000000", "1000000000000000000", "99999999999999999999999999"};
+    for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) {
+        const char *a[] = {"FCALL", "jr_promote", "4", "jr:{p}:ready", "jr:{p}:delayed", "jr:{p}:wake",
+                           "jr:{p}:dead", "10", big[i], NULL};
+        refused("promote: DEAD_MAX past 18 digits", "jobrunner: jr_promote", a);
+    }
+    cr_expect_eq(xlen("jr:{p}:ready"), 0);
+    cr_expect_eq(zcard("jr:{p}:delayed"), 2);
+    /* 18 digits (1e17) is a count Redis takes: both members move, once. */
+    redisReply *rep = cmd("FCALL", "jr_promote", "4", "jr:{p}:ready", "jr:{p}:delayed", "jr:{p}:wake",
+                          "jr:{p}:dead", "10", "100000000000000000", NULL);
+    cr_expect_eq(rep->type, REDIS_REPLY_ARRAY, "%s", rep->type == REDIS_REPLY_ERROR ? rep->str : "");
+    freeReplyObject(rep);
+    cr_expect_eq(xlen("jr:{p}:ready"), 1);
+    cr_expect_eq(xlen("jr:{p}:dead"), 1);
+    cr_expect_eq(zcard("jr:{p}:delayed"), 0);
+    /* A pending entry: reclaim and fail with such counts change nothing. */
+    redisReply *f = fetch("jr:{p}:ready", 1);
+    freeReplyObject(f);
+    const char *r1[] = {"FCALL", "jr_reclaim", "2", "jr:{p}:ready", "jr:{p}:dead", "c2", "0", "0-0", "10", "0",
+                        "100000000000000000000", NULL};
+    refused("reclaim: DEAD_MAX past 18 digits", "jobrunner: jr_reclaim", r1);
+    const char *r2[] = {"FCALL", "jr_reclaim", "2", "jr:{p}:ready", "jr:{p}:dead", "c2", "100000000000000000000",
+                        "0-0", "10", "0", "100", NULL};
+    refused("reclaim: MIN_IDLE_MS past 18 digits", "jobrunner: jr_reclaim", r2);
+}
+
+/* A stream whose last entry id has the time 2^64-1 (an XADD or XSETID by
+ * hand) makes XADD * raise: every call that would add to it must refuse
+ * before its first write, not after it (jr_promote promoted its good jobs
+ * again at every call; jr_fail left a retried job both delayed and pending;
+ * jr_enqueue left the uniq key of a job that does not exist). */
+Test(contract, calls_into_a_stream_with_no_entry_ids_left_are_refused_before_any_write) {
+    static const char *const FULL = "18446744073709551615-18446744073709551615";
+    const char *streams[] = {"jr:{p}:ready", "jr:{p}:wake", "jr:{p}:dead", "jr:{queues}:wake"};
+    for (int k = 0; k < 4; k++) {
+        freeReplyObject(cmd("FLUSHALL", NULL));
+        buf_t m = mp_seq("good1", "h", "echo", NULL), junk = mp_seq("junk", NULL);
+        zadd("jr:{p}:delayed", "1", &m);
+        zadd("jr:{p}:delayed", "2", &junk);
+        free(m.p), free(junk.p);
+        redisReply *e = cmd("FCALL", "jr_enqueue", "4", QK("p"), "", "", "0", "h", "echo", NULL);
+        cr_assert_eq(e->type, REDIS_REPLY_ARRAY);
+        char entry[64];
+        snprintf(entry, sizeof entry, "%s", e->element[0]->str);
+        freeReplyObject(e);
+        freeReplyObject(fetch("jr:{p}:ready", 1)); /* pending for c1 */
+        redisReply *d = cmd("XADD", "jr:{p}:dead", "*", "id", "dj", "h", "echo", NULL);
+        char dentry[64];
+        snprintf(dentry, sizeof dentry, "%s", d->str);
+        freeReplyObject(d);
+        if (k == 0 || k == 2) { /* keep the stream, set its last id */
+            freeReplyObject(cmd("XSETID", streams[k], FULL, NULL));
+        } else {
+            freeReplyObject(cmd("XADD", streams[k], FULL, "w", "1", NULL));
+        }
+        const char *promote[] = {"FCALL", "jr_promote", "4", "jr:{p}:ready", "jr:{p}:delayed", "jr:{p}:wake",
+                                 "jr:{p}:dead", "10", "100", NULL};
+        const char *now_id[] = {"FCALL", "jr_enqueue", "5", QK("p"), "jr:{p}:uniq:x", "", "x", "1000", "h", "echo", NULL};
+        const char *later_id[] = {"FCALL", "jr_enqueue", "5", QK("p"), "jr:{p}:uniq:x", "+60000", "x", "1000", "h", "echo", NULL};
+        const char *many[] = {"FCALL", "jr_enqueue_many", "4", QK("p"), "0", "+60000", "", "1", "h", "echo",
+                              "", "", "1", "h", "echo", NULL};
+        const char *retry0[] = {"FCALL", "jr_fail", "4", "jr:{p}:ready", "jr:{p}:delayed", "jr:{p}:wake", "jr:{p}:dead",
+                                entry, "c1", "retry", "0", "e", "failed", "100", NULL};
+        const char *retry1[] = {"FCALL", "jr_fail", "4", "jr:{p}:ready", "jr:{p}:delayed", "jr:{p}:wake", "jr:{p}:dead",
+                                entry, "c1", "retry", "60000", "e", "failed", "100", NULL};
+        const char *dead[] = {"FCALL", "jr_fail", "4", "jr:{p}:ready", "jr:{p}:delayed", "jr:{p}:wake", "jr:{p}:dead",
+                              entry, "c1", "dead", "0", "e", "failed", "100", NULL};
+        const char *reclaim[] = {"FCALL", "jr_reclaim", "2", "jr:{p}:ready", "jr:{p}:dead", "c2", "0", "0-0", "10", "0",
+                                 "100", NULL};
+        const char *handback[] = {"FCALL", "jr_handback", "1", "jr:{p}:ready", "c1", entry, NULL};
+        const char *dretry[] = {"FCALL", "jr_dead_retry", "2", "jr:{p}:dead", "jr:{p}:ready", dentry, NULL};
+        const char *reg[] = {"FCALL", "jr_register", "2", "jr:{queues}", "jr:{queues}:wake", "newq", NULL};
+        const char *w = "last possible entry time";
+        if (k == 0) {
+            refused("ready: promote", w, promote), refused("ready: enqueue now", w, now_id);
+            refused("ready: enqueue_many", w, many), refused("ready: fail retry 0", w, retry0);
+            refused("ready: handback", w, handback), refused("ready: dead retry", w, dretry);
+        } else if (k == 1) {
+            refused("wake: enqueue later", w, later_id), refused("wake: enqueue_many", w, many);
+            refused("wake: fail retry later", w, retry1);
+        } else if (k == 2) {
+            refused("dead: promote", w, promote), refused("dead: fail dead", w, dead);
+            refused("dead: fail retry", w, retry0), refused("dead: reclaim", w, reclaim);
+        } else {
+            refused("registry wake: register", w, reg);
+        }
+    }
+}
+
+/* A delayed member scored past any due time a function writes (a ZADD by
+ * hand) must not cost the scheduler its timer for the other queues. */
+Test(contract, a_far_score_in_one_queue_keeps_the_timer_of_the_others, .timeout = 60) {
+    char cfg[192], text[512], log[192];
+    snprintf(text, sizeof text, "redis:\n  url: %s\nscheduler:\n  queues: [good, far]\n  block: 60s\n", R.url);
+    jrt_write(&R, "c.yaml", text, cfg, sizeof cfg);
+    snprintf(log, sizeof log, "%s/sched.log", R.dir);
+    buf_t a = mp_seq("f1", "h", "echo", NULL), b = mp_seq("f2", "h", "echo", NULL);
+    zadd("jr:{far}:delayed", "1e16", &a);
+    zadd("jr:{far}:delayed", "+inf", &b);
+    free(a.p), free(b.p);
+    freeReplyObject(cmd("FCALL", "jr_enqueue", "4", QK("good"), "+1500", "", "0", "h", "echo", NULL));
+    const char *args[] = {"scheduler", "-c", cfg, NULL};
+    pid_t s = jrt_spawn(log, args);
+    for (int t = 0; t < 40 && xlen("jr:{good}:ready") == 0; t++) jrt_sleep_ms(100);
+    jrt_stop(s, SIGTERM, 5000);
+    cr_expect_eq(xlen("jr:{good}:ready"), 1, "the job due in 1.5 s was not promoted within 4 s:\n%s", jrt_slurp(log));
+    cr_expect_eq(zcard("jr:{far}:delayed"), 2);
+}
+
 /* ---- the property test: random calls, an exact ledger ---- */
 
 enum { L_READY, L_PENDING, L_DELAYED, L_DEAD, L_DONE };

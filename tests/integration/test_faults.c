@@ -444,6 +444,20 @@ Test(faults, a_second_signal_stops_at_once_and_leaves_the_job_pending) {
     cr_expect_eq(s.pending, 1, "the unfinished job must stay pending (pending=%lld ready=%lld)", s.pending, s.ready);
 }
 
+/* A queue whose ready key holds another type cannot be set up: the worker
+ * says so and tries again with a growing backoff, not 10 times a second. */
+Test(faults, a_worker_backs_off_while_a_queue_key_has_the_wrong_type) {
+    config("worker:\n  queues: [wa, default]\n");
+    redisContext *c = jrt_connect(&R);
+    freeReplyObject(redisCommand(c, "SET jr:{wa}:ready not-a-stream"));
+    redisFree(c);
+    pid_t w = start("worker", "worker.log");
+    jrt_sleep_ms(3500);
+    int n = jrt_count(logpath("worker.log"), "WRONGTYPE");
+    cr_expect(n >= 1 && n <= 8, "%d reconnect lines in 3.5 s:\n%s", n, jrt_slurp(logpath("worker.log")));
+    cr_expect_eq(jrt_stop(w, SIGTERM, 5000), 0);
+}
+
 Test(faults, a_jobs_own_backoff_overrides_the_configured_one) {
     /* With the configured 1 h backoff the retry would almost surely wait
      * minutes; the job's own 20 ms must win. */

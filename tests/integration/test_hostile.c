@@ -425,6 +425,92 @@ Test(hostile, quick_jobs_do_not_wait_behind_a_slow_one_while_runners_are_idle) {
     cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
 }
 
+/* A retry asked for past the 10-year maximum would be refused by jr_fail
+ * forever; the worker, keeping the refused result, would never fetch again
+ * while heartbeating the job. It fails the job instead and goes on. */
+Test(hostile, a_retry_asked_for_past_the_maximum_fails_the_job_and_the_worker_goes_on) {
+    config("");
+    char far[JR_ID_MAX], rec[JR_ID_MAX], dead[2048];
+    enqueue("far_retry", "", 5, 0, far);
+    pid_t w = start_worker("worker.log");
+    jrt_sleep_ms(500);
+    enqueue("record", "", 0, 0, rec);
+    wait_settled(1, 20000);
+    expect_final(1);
+    cr_expect_eq(runs("far_retry", far), 1);
+    cr_expect_eq(runs("record", rec), 1, "the worker took no job after the far retry:\n%s",
+                 jrt_slurp(file("worker.log")));
+    dead_entry(far, dead, sizeof dead);
+    cr_expect(strstr(dead, "why=failed;") && strstr(dead, "maximum"), "dead entry: %s", dead);
+    cr_expect_eq(jrt_stop(w, SIGTERM, 5000), 0, "the worker did not stop on SIGTERM");
+}
+
+/* A runner sees only its own shared memory: a handler writing wild must not
+ * be able to forge the results of jobs running in another runner. */
+Test(hostile, a_runner_maps_only_its_own_shared_memory) {
+    config("worker:\n  concurrency: 3\n");
+    for (int i = 0; i < 6; i++) enqueue("shm_maps", "300", 0, 0, NULL);
+    pid_t w = start_worker("worker.log");
+    wait_settled(0, 20000);
+    expect_final(0);
+    char *s = jrt_slurp(file("shm.txt"));
+    int lines = 0, pids[8] = {0}, npids = 0;
+    for (char *l = s; *l;) {
+        int pid = 0, n = -1;
+        cr_expect_eq(sscanf(l, "maps %d %d", &pid, &n), 2, "bad line in shm.txt: %s", l);
+        cr_expect_eq(n, 1, "runner %d maps %d shared writable regions, not just its own", pid, n);
+        int seen = 0;
+        for (int k = 0; k < npids; k++) seen |= pids[k] == pid;
+        if (!seen && npids < 8) pids[npids++] = pid;
+        lines++;
+        char *nl = strchr(l, '\n');
+        if (!nl) break;
+        l = nl + 1;
+    }
+    free(s);
+    cr_expect_eq(lines, 6);
+    cr_expect_geq(npids, 2, "the jobs did not spread over runners");
+    cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
+}
+
+/* CPU time (user + system, clock ticks) of a process so far. */
+static long long cpu_ticks(pid_t pid) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    cr_assert(f);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    unsigned long long ut = 0, st = 0;
+    cr_assert(p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) == 2);
+    return (long long)(ut + st);
+}
+
+/* A stopping worker past its grace period, waiting for Redis to take a
+ * refused result, waits: it does not spin. */
+Test(hostile, a_stopping_worker_waiting_for_redis_does_not_spin) {
+    config("worker:\n  grace: 100ms\n");
+    redisContext *c = jrt_connect(&R);
+    freeReplyObject(redisCommand(c, "SET jr:{default}:dead not-a-stream"));
+    char id[JR_ID_MAX];
+    enqueue("pipeline", "exit 1", 1, 0, id); /* fails: jr_fail refused (the dead key) */
+    pid_t w = start_worker("worker.log");
+    for (int t = 0; t < 100 && jrt_count(file("worker.log"), "Redis refused results") == 0; t++) jrt_sleep_ms(50);
+    cr_assert_geq(jrt_count(file("worker.log"), "Redis refused results"), 1, "%s", jrt_slurp(file("worker.log")));
+    kill(w, SIGTERM);
+    jrt_sleep_ms(500); /* past the grace period */
+    long long t0 = cpu_ticks(w);
+    jrt_sleep_ms(2000);
+    long long used = cpu_ticks(w) - t0;
+    cr_expect_lt(used, 20, "a stopping worker used %lld ticks of CPU in 2 s while waiting", used);
+    freeReplyObject(redisCommand(c, "DEL jr:{default}:dead"));
+    redisFree(c);
+    cr_expect_eq(jrt_stop(w, 0, 10000), 0, "the worker did not stop once Redis took the result");
+    expect_final(1);
+}
+
 /* ---- the executor alone: all tasks handed to one runner ---- */
 
 #include <poll.h>

@@ -103,7 +103,8 @@ typedef struct jr_host_api {
     void (*log)(const jr_job_t *job, jr_log_level_t level, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
     /* With JR_RESULT_RETRY: run the next attempt no earlier than `ms` from
-     * now instead of the default backoff. */
+     * now instead of the default backoff. At most 315360000000 (10 years):
+     * a retry asked for later than that fails the job (dead, with why). */
     void (*retry_after)(jr_job_t *job, int64_t ms);
     /* Record why the attempt failed (kept with a retried or dead job). */
     void (*set_error)(jr_job_t *job, const char *message);
