@@ -78,12 +78,13 @@ int jr_envelope_decode(jr_envelope_t *env, const char *entry_id, size_t n,
             env->error = v, env->error_len = vl;
         } else {
             int64_t lo = 0, hi = INT64_MAX / 2;
-            /* The maxima of jr_limits.h: a job past them never got in
-             * through the contract, so it is refused here too. */
+            /* The ranges of the contract (1 .. the maxima of jr_limits.h;
+             * a default is left out, never written as 0): a value outside
+             * never got in through it, so it is refused here too. */
             if (name_is(nm, nl, JR_F_ATTEMPT)) bit = 1u << 4, lo = 1, hi = JR_ATTEMPTS_MAX;
-            else if (name_is(nm, nl, JR_F_MAX)) bit = 1u << 5, hi = JR_ATTEMPTS_MAX;
-            else if (name_is(nm, nl, JR_F_TIMEOUT)) bit = 1u << 6, hi = JR_TIMEOUT_MAX_MS;
-            else if (name_is(nm, nl, JR_F_BACKOFF)) bit = 1u << 9, hi = JR_BACKOFF_MAX_MS;
+            else if (name_is(nm, nl, JR_F_MAX)) bit = 1u << 5, lo = 1, hi = JR_ATTEMPTS_MAX;
+            else if (name_is(nm, nl, JR_F_TIMEOUT)) bit = 1u << 6, lo = 1, hi = JR_TIMEOUT_MAX_MS;
+            else if (name_is(nm, nl, JR_F_BACKOFF)) bit = 1u << 9, lo = 1, hi = JR_BACKOFF_MAX_MS;
             else if (name_is(nm, nl, JR_F_ENQUEUED)) bit = 1u << 7;
             else if (name_is(nm, nl, JR_F_DUE)) bit = 1u << 8;
             else {

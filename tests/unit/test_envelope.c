@@ -110,7 +110,7 @@ Test(envelope, encode_leaves_defaults_out_and_round_trips) {
 }
 
 /* Every numeric field is accepted up to its maximum in jr_limits.h and
- * refused one past it (a stream entry written by hand must not smuggle in
+ * refused one past it and at 0 (a stream entry written by hand must not smuggle in
  * a timeout or attempt count the contract refuses). */
 Test(envelope, numeric_fields_are_bounded_by_the_limits) {
     static const struct {
@@ -118,9 +118,9 @@ Test(envelope, numeric_fields_are_bounded_by_the_limits) {
         long long max;
     } rows[] = {{"a", JR_ATTEMPTS_MAX}, {"m", JR_ATTEMPTS_MAX}, {"t", JR_TIMEOUT_MAX_MS}, {"b", JR_BACKOFF_MAX_MS}};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        for (long long delta = 0; delta <= 1; delta++) {
-            char v[32];
-            snprintf(v, sizeof v, "%lld", rows[i].max + delta);
+        for (long long delta = -1; delta <= 1; delta++) {
+            char v[32]; /* delta -1: 0, below the range; 0: the maximum; 1: past it */
+            snprintf(v, sizeof v, "%lld", delta < 0 ? 0 : rows[i].max + delta);
             const char *kv[] = {"h", "x", rows[i].name, v, NULL};
             jr_envelope_t e;
             char err[JR_ERRLEN] = "";
