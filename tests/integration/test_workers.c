@@ -271,7 +271,9 @@ Test(workers, prune_racing_reads_loses_no_pending_entry) {
  * prunes every lease and must leave it; once the entry is taken over and
  * the job done, the dead consumer goes. */
 Test(workers, dead_consumer_with_a_pending_job_stays_until_taken_over) {
-    config("worker:\n  lease: 1s\n  concurrency: 1\n  isolation: inline\n");
+    /* Process isolation: an inline job blocks the worker's loop, and with
+     * it every refresh, for as long as it runs. */
+    config("worker:\n  lease: 2s\n  concurrency: 1\n");
     redisContext *c = jrt_connect(&R);
     enqueue("q", "nap", "1500");
     pid_t a = start_worker("q");
@@ -281,19 +283,25 @@ Test(workers, dead_consumer_with_a_pending_job_stays_until_taken_over) {
     cr_assert_eq(consumer_pending(c, "q", na, NULL), 1, "worker A never took the job");
     kill(a, SIGKILL);
     waitpid(a, NULL, 0);
-    enqueue("q", "nap", "4000"); /* keeps B's one runner busy: no room, no takeover */
+    enqueue("q", "nap", "7000"); /* keeps B's one runner busy: no room, no takeover */
+    /* The entry's idle time starts now (still A's), so B, however slow to
+     * start, reads the new job before it could take this one over. */
+    redisReply *rep = redisCommand(c, "XPENDING jr:{q}:ready jr - + 1");
+    cr_assert(rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 1);
+    freeReplyObject(redisCommand(c, "XCLAIM jr:{q}:ready jr %s 0 %s JUSTID", na, rep->element[0]->element[0]->str));
+    freeReplyObject(rep);
     pid_t b = start_worker("q");
     name_of(b, nb, sizeof nb);
     cr_assert_geq(wait_listed(b, 1, 10000), 0);
-    /* For 3.5 s (B prunes at start and every lease), A is dead, idle past
-     * the lease and not live: only its pending entry keeps it. */
-    for (int t = 0; t < 3500; t += 100, jrt_sleep_ms(100))
+    /* For 5 s (B prunes at start and every lease), A is dead, from 2 s on
+     * idle past the lease, and not live: only its pending entry keeps it. */
+    for (int t = 0; t < 5000; t += 100, jrt_sleep_ms(100))
         cr_assert_eq(consumer_pending(c, "q", na, NULL), 1,
-                     "the dead consumer holding a pending job was removed (or lost it) after %d ms", t);
+                     "the dead consumer holding a pending job was removed (or lost it) after %d ms (pending %lld)", t, consumer_pending(c, "q", na, NULL));
     /* Then B takes the job over, runs it, and prunes A. */
     size_t n = 0;
     long long pa = 0;
-    for (int t = 0; t < 20000; t += 100, jrt_sleep_ms(100))
+    for (int t = 0; t < 30000; t += 100, jrt_sleep_ms(100))
         if ((pa = consumer_pending(c, "q", na, &n)) == -1) break;
     cr_assert_eq(pa, -1, "the dead consumer was never pruned after its job was taken over");
     cr_assert_eq(n, 1, "the group should hold only B's consumer");
