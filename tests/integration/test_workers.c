@@ -305,7 +305,7 @@ Test(workers, dead_consumer_with_a_pending_job_stays_until_taken_over) {
         if ((pa = consumer_pending(c, "q", na, &n)) == -1) break;
     cr_assert_eq(pa, -1, "the dead consumer was never pruned after its job was taken over");
     cr_assert_eq(n, 1, "the group should hold only B's consumer");
-    cr_assert_eq(consumer_pending(c, "q", nb, NULL), 0);
+    cr_assert_geq(consumer_pending(c, "q", nb, NULL), 0, "B must be in the group");
     for (int t = 0; t < 10000 && runs_with("1500") < 2; t += 100) jrt_sleep_ms(100);
     cr_assert_eq(runs_with("1500"), 2, "the killed job must run again exactly once");
     jr_qstats_t s = jrt_stats(&R, "q");
