@@ -920,3 +920,31 @@ allow_oom('jr_handback', handback)
 redis.register_function('jr_dead_retry', dead_retry)
 redis.register_function{function_name = 'jr_queues', callback = queues, flags = {'no-writes'}}
 redis.register_function{function_name = 'jr_version', callback = version, flags = {'no-writes'}}
+
+-- Remove the consumers of stopped processes from a queue's group: each one
+-- that holds no pending entry, has been idle at least min_idle ms, and is
+-- not among the live names given. Check and XGROUP DELCONSUMER happen in
+-- this one atomic call, because DELCONSUMER drops a consumer's pending
+-- entries and a consumer could get one between a separate check and the
+-- delete. KEYS: ready stream. ARGV: min_idle_ms, live consumer names...
+-- Returns how many consumers were removed (0 without stream or group).
+local function prune_consumers(keys, args)
+  local min_idle = tonumber(args[1])
+  if not min_idle or min_idle < 0 then return redis.error_reply('ERR min_idle_ms must be a number >= 0') end
+  local live = {}
+  for i = 2, #args do live[args[i]] = true end
+  local cons = redis.pcall('XINFO', 'CONSUMERS', keys[1], GROUP)
+  if type(cons) ~= 'table' or cons.err then return 0 end
+  local removed = 0
+  for _, c in ipairs(cons) do
+    local f = {}
+    for i = 1, #c, 2 do f[c[i]] = c[i + 1] end
+    if f.pending == 0 and f.idle >= min_idle and not live[f.name] then
+      redis.call('XGROUP', 'DELCONSUMER', keys[1], GROUP, f.name)
+      removed = removed + 1
+    end
+  end
+  return removed
+end
+
+allow_oom('jr_prune_consumers', prune_consumers)

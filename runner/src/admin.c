@@ -235,3 +235,72 @@ out:
     jr_redis_free(r);
     return status;
 }
+
+/* A JSON string: quotes, backslashes and control bytes escaped; other bytes
+ * as they are (the registry holds names, hosts and queue names, which are
+ * ASCII in practice; see issue 9 §4 for the JSON library port). */
+static void workers_json_str(FILE *out, const char *s) {
+    fputc('"', out);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(out, "\\%c", *p);
+        else if (*p < 0x20) fprintf(out, "\\u%04x", *p);
+        else fputc(*p, out);
+    }
+    fputc('"', out);
+}
+
+/* Print the live processes as one JSON document: {"workers":[{...},...]}. */
+static void workers_print_json(FILE *out, const jr_proc_t *v, size_t n) {
+    fputs("{\"workers\":[", out);
+    for (size_t i = 0; i < n; i++) {
+        char t[JR_TIME_LEN];
+        jr_time_format(v[i].started_ms, t);
+        fputs(i ? ",{\"name\":" : "{\"name\":", out);
+        workers_json_str(out, v[i].name);
+        fputs(",\"role\":", out);
+        workers_json_str(out, v[i].role);
+        fputs(",\"host\":", out);
+        workers_json_str(out, v[i].host);
+        fprintf(out, ",\"pid\":%lld,\"queues\":[", v[i].pid);
+        const char *q = v[i].queues;
+        for (size_t k = 0; *q;) { /* split the comma-separated list */
+            size_t len = strcspn(q, ",");
+            char one[JR_QUEUE_MAX + 1];
+            snprintf(one, sizeof one, "%.*s", (int)(len <= JR_QUEUE_MAX ? len : JR_QUEUE_MAX), q);
+            if (k++) fputc(',', out);
+            workers_json_str(out, one);
+            q += len + (q[len] == ',');
+        }
+        fputs("],\"version\":", out);
+        workers_json_str(out, v[i].version);
+        fprintf(out, ",\"started\":\"%s\",\"running\":%lld,\"last_seen_ms\":%lld,\"lease_ms\":%lld}", t,
+                v[i].running, v[i].seen_ago_ms, v[i].lease_ms);
+    }
+    fputs("]}\n", out);
+}
+
+int jr_cmd_workers(const jr_config_t *cfg, int json, FILE *out) {
+    jr_redis_t *r = admin_connect(cfg, 0);
+    if (!r) return 1;
+    jr_proc_t *v = NULL;
+    size_t n = 0;
+    int rc = jr_redis_proc_list(r, &v, &n);
+    if (rc) {
+        fprintf(stderr, "jobrunner workers: %s\n", jr_redis_errstr(r)[0] ? jr_redis_errstr(r) : jr_strerror(rc));
+    } else if (json) {
+        workers_print_json(out, v, n);
+    } else {
+        fprintf(out, "%-32s %-9s %-20s %8s %-20s %-8s %-24s %7s %9s\n", "NAME", "ROLE", "HOST", "PID", "QUEUES",
+                "VERSION", "STARTED", "RUNNING", "LAST SEEN");
+        for (size_t i = 0; i < n; i++) {
+            char t[JR_TIME_LEN], seen[32];
+            jr_time_format(v[i].started_ms, t);
+            snprintf(seen, sizeof seen, "%.1fs ago", (double)v[i].seen_ago_ms / 1000.0);
+            fprintf(out, "%-32s %-9s %-20s %8lld %-20s %-8s %-24s %7lld %9s\n", v[i].name, v[i].role, v[i].host,
+                    v[i].pid, v[i].queues[0] ? v[i].queues : "*", v[i].version, t, v[i].running, seen);
+        }
+    }
+    jr_procs_free(v, n);
+    jr_redis_free(r);
+    return rc ? 1 : 0;
+}

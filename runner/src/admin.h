@@ -20,6 +20,10 @@ int jr_cmd_stats(const jr_config_t *cfg, const jr_strlist_t *queues, int json, F
 int jr_cmd_dead(const jr_config_t *cfg, const char *queue, const char *sub, char **ids, size_t nids,
                 int all, int json, FILE *out);
 
+/* `jobrunner workers`: the live workers and schedulers as a table or JSON
+ * on `out`. Returns the exit status. */
+int jr_cmd_workers(const jr_config_t *cfg, int json, FILE *out);
+
 /* Connect for a one-shot command; NULL after printing why on stderr. */
 jr_redis_t *jr_admin_connect(const jr_config_t *cfg);
 

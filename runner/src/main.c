@@ -31,6 +31,7 @@ static const char usage_main[] =
     "  enqueue    add a job (now, after a delay, or at a time)\n"
     "  stats      show ready, pending, delayed and dead counts per queue\n"
     "  dead       list, show, retry or purge dead jobs\n"
+    "  workers    list the live workers and schedulers\n"
     "  dev        run the demo: private Redis, scheduler, workers, example shop\n"
     "  version    print the version\n"
     "\n"
@@ -84,6 +85,16 @@ static const char usage_stats[] =
     "  -q, --queue QUEUE   a queue to show (repeatable)\n"
     "      --json          print JSON\n";
 
+static const char usage_workers[] =
+    "usage: jobrunner workers [-c FILE] [--redis URL] [--json]\n"
+    "\n"
+    "The live workers and schedulers: name (a worker's consumer name), role, host,\n"
+    "pid, queues ('*' = every registered queue), version, start time, jobs running\n"
+    "and how long ago it last refreshed its entry. A process is listed within a\n"
+    "moment of starting, until it exits, or for at most worker.lease after it dies.\n"
+    "\n"
+    "      --json          print JSON\n";
+
 static const char usage_dead[] =
     "usage: jobrunner dead list|show|retry|purge [-c FILE] [--redis URL] [-q QUEUE] [ID... | --all]\n"
     "\n"
@@ -135,11 +146,11 @@ typedef struct flags {
 static int flag_allowed(const char *cmd, int opt) {
     switch (opt) {
     case 'c': case OPT_REDIS: case 'h': return 1;
-    case 'q': return strcmp(cmd, "dev") != 0;
+    case 'q': return strcmp(cmd, "dev") != 0 && strcmp(cmd, "workers") != 0;
     case OPT_PLUGIN: return !strcmp(cmd, "worker") || !strcmp(cmd, "dev");
     case OPT_IN: case OPT_AT: case OPT_ID: case OPT_MAX: case OPT_TIMEOUT: case OPT_BACKOFF:
         return !strcmp(cmd, "enqueue");
-    case OPT_JSON: return !strcmp(cmd, "stats") || !strcmp(cmd, "dead");
+    case OPT_JSON: return !strcmp(cmd, "stats") || !strcmp(cmd, "dead") || !strcmp(cmd, "workers");
     case OPT_ALL: return !strcmp(cmd, "dead");
     case OPT_ORDERS: return !strcmp(cmd, "dev");
     }
@@ -153,6 +164,7 @@ static const char *usage_of(const char *cmd) {
     if (!strcmp(cmd, "stats")) return usage_stats;
     if (!strcmp(cmd, "dev")) return usage_dev;
     if (!strcmp(cmd, "dead")) return usage_dead;
+    if (!strcmp(cmd, "workers")) return usage_workers;
     return NULL;
 }
 
@@ -428,6 +440,9 @@ int main(int argc, char **argv) {
         status = run_enqueue(cmd, &f, &cfg, argc - optind, argv + optind);
     } else if (!strcmp(cmd, "stats")) {
         status = jr_cmd_stats(&cfg, &f.queues, f.json, stdout);
+    } else if (!strcmp(cmd, "workers")) {
+        status = optind < argc ? die(cmd, "unexpected argument \"%s\"", argv[optind])
+                               : jr_cmd_workers(&cfg, f.json, stdout);
     } else if (!strcmp(cmd, "dead")) {
         if (optind >= argc) {
             status = die(cmd, "%s", "expected list, show, retry or purge");

@@ -1051,3 +1051,169 @@ int jr_redis_stats(jr_redis_t *r, const char *queue, jr_qstats_t *s) {
     if (s->ready < 0) s->ready = 0;
     return first_err;
 }
+
+/* ---- the process registry ------------------------------------------------ */
+
+static void proc_key(char *buf, size_t len, const char *name) { snprintf(buf, len, "%s:%s", JR_PROCS_KEY, name); }
+
+/* Read n pipelined replies; keep the last (caller frees) unless it is NULL.
+ * An error reply in any of them is returned as JR_EREDIS (the first one's
+ * text), after all n were read. */
+static int recv_n(jr_redis_t *r, size_t n, redisReply **last) {
+    int err = 0;
+    if (last) *last = NULL;
+    for (size_t i = 0; i < n; i++) {
+        redisReply *rep;
+        int rc = recv_reply(r, &rep, r->timeout_us);
+        if (rc) return rc;
+        if (rep->type == REDIS_REPLY_ERROR) {
+            if (!err) fail(r, JR_EREDIS, "%s", rep->str);
+            err = JR_EREDIS;
+        }
+        if (i + 1 == n && last && !err) *last = rep;
+        else freeReplyObject(rep);
+    }
+    return err;
+}
+
+int jr_redis_proc_announce(jr_redis_t *r, const jr_proc_t *p) {
+    char key[JR_PROC_NAME_MAX + 16], pid[24], started[24], running[24], lease[24];
+    proc_key(key, sizeof key, p->name);
+    snprintf(pid, sizeof pid, "%lld", p->pid);
+    snprintf(started, sizeof started, "%lld", p->started_ms);
+    snprintf(running, sizeof running, "%lld", p->running);
+    snprintf(lease, sizeof lease, "%lld", p->lease_ms);
+    const char *hset[] = {"HSET", key, "role", p->role, "host", p->host, "pid", pid, "queues",
+                          p->queues ? p->queues : "", "version", p->version, "started", started,
+                          "running", running, "lease", lease};
+    const char *multi[] = {"MULTI"}, *exec_[] = {"EXEC"};
+    const char *pexpire[] = {"PEXPIRE", key, lease};
+    const char *zadd[] = {"ZADD", JR_PROCS_KEY, started, p->name};
+    int rc;
+    if ((rc = append_argv(r, 1, multi, NULL)) || (rc = append_argv(r, 18, hset, NULL)) ||
+        (rc = append_argv(r, 3, pexpire, NULL)) || (rc = append_argv(r, 4, zadd, NULL)) ||
+        (rc = append_argv(r, 1, exec_, NULL)) || (rc = jr_redis_flush(r)))
+        return rc;
+    redisReply *rep;
+    if ((rc = recv_n(r, 5, &rep))) return rc;
+    /* EXEC answers with the commands' replies; one may be an error (OOM). */
+    for (size_t i = 0; rep->type == REDIS_REPLY_ARRAY && i < rep->elements && !rc; i++)
+        if (rep->element[i]->type == REDIS_REPLY_ERROR) rc = fail(r, JR_EREDIS, "%s", rep->element[i]->str);
+    if (!rc && rep->type != REDIS_REPLY_ARRAY) rc = fail(r, JR_EPROTO, "announce: unexpected EXEC reply");
+    freeReplyObject(rep);
+    return rc;
+}
+
+int jr_redis_proc_remove(jr_redis_t *r, const char *name) {
+    char key[JR_PROC_NAME_MAX + 16];
+    proc_key(key, sizeof key, name);
+    const char *del[] = {"DEL", key}, *zrem[] = {"ZREM", JR_PROCS_KEY, name};
+    int rc;
+    if ((rc = append_argv(r, 2, del, NULL)) || (rc = append_argv(r, 3, zrem, NULL)) || (rc = jr_redis_flush(r)))
+        return rc;
+    return recv_n(r, 2, NULL);
+}
+
+void jr_procs_free(jr_proc_t *v, size_t n) {
+    for (size_t i = 0; v && i < n; i++) free(v[i].queues);
+    free(v);
+}
+
+/* Fill p from an HGETALL reply; 0 if the hash is gone (empty). */
+static int proc_from_hash(jr_proc_t *p, const redisReply *h) {
+    if (h->type != REDIS_REPLY_ARRAY || h->elements == 0) return 0;
+    for (size_t i = 0; i + 1 < h->elements; i += 2) {
+        const char *f = h->element[i]->str, *v = h->element[i + 1]->str;
+        if (!f || !v) continue;
+        if (!strcmp(f, "role")) snprintf(p->role, sizeof p->role, "%s", v);
+        else if (!strcmp(f, "host")) snprintf(p->host, sizeof p->host, "%s", v);
+        else if (!strcmp(f, "pid")) p->pid = strtoll(v, NULL, 10);
+        else if (!strcmp(f, "queues")) free(p->queues), p->queues = strdup(v);
+        else if (!strcmp(f, "version")) snprintf(p->version, sizeof p->version, "%s", v);
+        else if (!strcmp(f, "started")) p->started_ms = strtoll(v, NULL, 10);
+        else if (!strcmp(f, "running")) p->running = strtoll(v, NULL, 10);
+        else if (!strcmp(f, "lease")) p->lease_ms = strtoll(v, NULL, 10);
+    }
+    return 1;
+}
+
+int jr_redis_proc_list(jr_redis_t *r, jr_proc_t **out, size_t *n) {
+    *out = NULL, *n = 0;
+    redisReply *names;
+    int rc = exec(r, &names, "ZRANGE", JR_PROCS_KEY, "0", "-1", NULL);
+    if (rc) return rc;
+    size_t m = names->type == REDIS_REPLY_ARRAY ? names->elements : 0;
+    jr_proc_t *v = calloc(m ? m : 1, sizeof *v);
+    if (!v) {
+        freeReplyObject(names);
+        return fail(r, JR_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < m && !rc; i++) {
+        char key[JR_PROC_NAME_MAX + 16];
+        const char *name = names->element[i]->str ? names->element[i]->str : "";
+        proc_key(key, sizeof key, name);
+        const char *hg[] = {"HGETALL", key}, *pt[] = {"PTTL", key};
+        if (!(rc = append_argv(r, 2, hg, NULL))) rc = append_argv(r, 2, pt, NULL);
+    }
+    if (!rc && m) rc = jr_redis_flush(r);
+    size_t kept = 0, gone = 0;
+    const char **stale = calloc(m + 2, sizeof *stale);
+    if (!stale && !rc) rc = fail(r, JR_ENOMEM, "out of memory");
+    for (size_t i = 0; i < m && !rc; i++) {
+        redisReply *h = NULL, *t = NULL;
+        if ((rc = recv_reply(r, &h, r->timeout_us))) break;
+        if ((rc = recv_reply(r, &t, r->timeout_us))) {
+            freeReplyObject(h);
+            break;
+        }
+        if (h->type == REDIS_REPLY_ERROR) rc = fail(r, JR_EREDIS, "%s", h->str);
+        jr_proc_t *p = &v[kept];
+        memset(p, 0, sizeof *p);
+        if (!rc && proc_from_hash(p, h) && t->type == REDIS_REPLY_INTEGER && t->integer != -2) {
+            snprintf(p->name, sizeof p->name, "%s", names->element[i]->str);
+            if (!p->queues && !(p->queues = strdup(""))) rc = fail(r, JR_ENOMEM, "out of memory");
+            long long ttl = t->integer >= 0 ? t->integer : p->lease_ms;
+            p->seen_ago_ms = p->lease_ms > ttl ? p->lease_ms - ttl : 0;
+            kept++;
+        } else if (!rc) {
+            free(p->queues), p->queues = NULL;
+            stale[2 + gone++] = names->element[i]->str;
+        }
+        freeReplyObject(h), freeReplyObject(t);
+    }
+    if (!rc && gone) { /* best effort: the index forgets expired processes */
+        stale[0] = "ZREM", stale[1] = JR_PROCS_KEY;
+        redisReply *rep = NULL;
+        if (exec_argv(r, &rep, (int)gone + 2, stale, NULL) == 0) freeReplyObject(rep);
+        if (!jr_redis_ok(r)) rc = JR_EIO;
+        else r->err[0] = '\0';
+    }
+    free(stale);
+    freeReplyObject(names);
+    if (rc) {
+        jr_procs_free(v, kept);
+        return rc;
+    }
+    *out = v, *n = kept;
+    return 0;
+}
+
+int jr_redis_prune_consumers(jr_redis_t *r, const char *queue, const char *const *live, size_t nlive,
+                             int64_t min_idle_ms, long long *removed) {
+    jr_qkeys_t k;
+    jr_qkeys(&k, queue);
+    char idle[24];
+    snprintf(idle, sizeof idle, "%lld", (long long)min_idle_ms);
+    const char **argv = malloc((nlive + 5) * sizeof *argv);
+    if (!argv) return fail(r, JR_ENOMEM, "out of memory");
+    argv[0] = "FCALL", argv[1] = "jr_prune_consumers", argv[2] = "1", argv[3] = k.ready, argv[4] = idle;
+    for (size_t i = 0; i < nlive; i++) argv[5 + i] = live[i];
+    redisReply *rep;
+    int rc = exec_argv(r, &rep, (int)(nlive + 5), argv, NULL);
+    free(argv);
+    if (rc) return rc;
+    rc = rep->type == REDIS_REPLY_INTEGER ? (*removed = rep->integer, 0)
+                                          : fail(r, JR_EPROTO, "jr_prune_consumers: unexpected reply");
+    freeReplyObject(rep);
+    return rc;
+}

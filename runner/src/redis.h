@@ -205,4 +205,40 @@ typedef struct jr_qstats {
 } jr_qstats_t;
 int jr_redis_stats(jr_redis_t *r, const char *queue, jr_qstats_t *s);
 
+/* ---- the process registry (see docs/redis-contract.md) -------------------- */
+
+#define JR_PROCS_KEY "jr:{procs}" /* sorted set of process names, scored by start (Unix ms) */
+#define JR_PROC_NAME_MAX 128
+
+/* A live jobrunner process as announced in Redis. */
+typedef struct jr_proc {
+    char name[JR_PROC_NAME_MAX]; /* its consumer name: host-pid */
+    char role[16];               /* worker | scheduler */
+    char host[64];
+    long long pid;
+    char *queues;                /* comma-separated; owned, "" = every registered queue */
+    char version[32];
+    long long started_ms;        /* Unix ms */
+    long long running;           /* jobs running at the last refresh */
+    long long lease_ms;          /* the key lives this long after each refresh */
+    long long seen_ago_ms;       /* since the last refresh, by Redis's clock */
+} jr_proc_t;
+
+/* Announce or refresh p (name, role, host, pid, queues, version, started,
+ * running, lease_ms): one MULTI/EXEC writing the hash jr:{procs}:<name> with
+ * a time to live of p->lease_ms and its name into JR_PROCS_KEY. */
+int jr_redis_proc_announce(jr_redis_t *r, const jr_proc_t *p);
+/* Remove a process's entry at once (clean exit). */
+int jr_redis_proc_remove(jr_redis_t *r, const char *name);
+/* The live processes, oldest first (*out malloc'ed, free with
+ * jr_procs_free). Names whose hash has expired are dropped from the index
+ * on the way (best effort: a refused ZREM is ignored). */
+int jr_redis_proc_list(jr_redis_t *r, jr_proc_t **out, size_t *n);
+void jr_procs_free(jr_proc_t *v, size_t n);
+/* Remove from `queue`'s group the consumers with no pending entry, idle at
+ * least min_idle_ms and not named in live (jr_prune_consumers: atomic, so
+ * a consumer holding an entry is never removed). *removed = how many. */
+int jr_redis_prune_consumers(jr_redis_t *r, const char *queue, const char *const *live, size_t nlive,
+                             int64_t min_idle_ms, long long *removed);
+
 #endif

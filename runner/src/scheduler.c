@@ -24,6 +24,7 @@
 #include "jr.h"
 #include "jr_limits.h"
 #include "log.h"
+#include "presence.h"
 #include "proc.h"
 #include "redis.h"
 #include "util.h"
@@ -42,6 +43,7 @@ typedef struct sched {
     int64_t deadline_us;  /* monotonic time of the next due job, -1 = none */
     jr_redis_t *cmd, *blk;
     int blocked;          /* an XREAD is outstanding on blk */
+    jr_presence_t presence; /* this scheduler in the live list */
 } sched_t;
 
 static void sched_drop_conns(sched_t *s) {
@@ -196,6 +198,8 @@ static int sched_connect(sched_t *s) {
     if (!(s->cmd = jr_connect_retry(s->cfg))) return JR_EINTR;
     if (!(s->blk = jr_connect_retry(s->cfg))) return JR_EINTR;
     int rc = s->follow ? sched_refresh(s) : 0;
+    jr_presence_reset(&s->presence);
+    if (!rc) rc = jr_presence_tick(&s->presence, s->cmd, 0);
     return rc ? rc : sched_promote_all(s);
 }
 
@@ -203,6 +207,13 @@ int jr_scheduler_run(const jr_config_t *cfg) {
     sched_t s = {.cfg = cfg, .deadline_us = -1};
     int sigfd = jr_signals_install();
     s.follow = cfg->scheduler_queues.n == 0;
+    char name[JR_PROC_NAME_MAX];
+    jr_consumer_name(name, sizeof name);
+    if (jr_presence_init(&s.presence, "scheduler", name, (const char *const *)cfg->scheduler_queues.v,
+                         cfg->scheduler_queues.n, cfg->worker_lease_ms)) {
+        jr_log_kv(JR_LOG_ERROR, "cannot start the scheduler", "error", "out of memory", NULL);
+        return 1;
+    }
     if (!s.follow) {
         jr_strlist_t q = {0};
         for (size_t i = 0; i < cfg->scheduler_queues.n; i++)
@@ -226,8 +237,11 @@ int jr_scheduler_run(const jr_config_t *cfg) {
         }
         int w = 0;
         if (!rc) {
-            int64_t wait = s.deadline_us < 0 ? -1 : s.deadline_us - jr_mono_us();
-            if (s.deadline_us >= 0 && wait < 0) wait = 0;
+            int64_t until = s.deadline_us < 0 ? jr_presence_deadline(&s.presence)
+                            : s.deadline_us < jr_presence_deadline(&s.presence) ? s.deadline_us
+                                                                                : jr_presence_deadline(&s.presence);
+            int64_t wait = until - jr_mono_us();
+            if (wait < 0) wait = 0;
             jr_log_flush();
             w = jr_redis_wait(s.blk, wait, sigfd);
             if (w < 0) rc = w;
@@ -237,7 +251,8 @@ int jr_scheduler_run(const jr_config_t *cfg) {
             continue;
         }
         if (!rc && w == JR_WAIT_TIMEOUT) {
-            rc = sched_promote_all(&s); /* our timer: the next job is due */
+            if (s.deadline_us >= 0 && jr_mono_us() >= s.deadline_us)
+                rc = sched_promote_all(&s); /* our timer: the next job is due */
         } else if (!rc && w == JR_WAIT_READY) {
             s.blocked = 0;
             int fired = jr_redis_recv_wake_read(s.blk, s.keyv, s.wake_ids, s.fired, s.nwake);
@@ -247,6 +262,7 @@ int jr_scheduler_run(const jr_config_t *cfg) {
              * covers the jobs we know of, the wake streams any earlier one. */
             if (!rc && fired > 0) rc = sched_promote_all(&s);
         }
+        if (!rc && s.cmd) rc = jr_presence_tick(&s.presence, s.cmd, 0); /* if due */
         if (rc && rc != JR_EINTR) {
             jr_log_kv(JR_LOG_ERROR, "Redis error, reconnecting", "error",
                       s.cmd && jr_redis_errstr(s.cmd)[0] ? jr_redis_errstr(s.cmd)
@@ -255,6 +271,8 @@ int jr_scheduler_run(const jr_config_t *cfg) {
             if (jr_sleep_interruptible(100)) break;
         }
     }
+    jr_presence_leave(&s.presence, s.cmd);
+    jr_presence_free(&s.presence);
     jr_log_kv(JR_LOG_INFO, "scheduler stopped", NULL);
     jr_log_flush();
     sched_drop_conns(&s);

@@ -29,6 +29,7 @@
 #include "jr.h"
 #include "jr_limits.h"
 #include "log.h"
+#include "presence.h"
 #include "proc.h"
 #include "redis.h"
 #include "util.h"
@@ -103,6 +104,7 @@ typedef struct worker {
     int stopping, signals_seen, said_waiting;
     int64_t grace_deadline;
     uint64_t rng;
+    jr_presence_t presence; /* this worker in the live list */
 } worker_t;
 
 static uint64_t next_rand(worker_t *w) { /* xorshift64* */
@@ -625,6 +627,7 @@ static int try_connect(worker_t *w) {
         w->backoff_ms = w->backoff_ms * 2 > 5000 ? 5000 : w->backoff_ms * 2;
         return rc;
     }
+    jr_presence_reset(&w->presence); /* its entry may have expired meanwhile */
     if (w->backoff_ms > 100) jr_log_kv(JR_LOG_INFO, "connected to Redis", NULL);
     w->backoff_ms = 100;
     return 0;
@@ -691,6 +694,7 @@ static int turn(worker_t *w, int sigfd) {
     if (w->stopping && w->used) deadline = min_deadline(deadline, w->grace_deadline);
     if (!connected) deadline = min_deadline(deadline, w->next_connect);
     if (connected && w->nops) deadline = min_deadline(deadline, w->next_flush);
+    if (connected) deadline = min_deadline(deadline, jr_presence_deadline(&w->presence));
     if (connected && !w->reading && !w->stopping && !w->nops && room(w) > 0)
         deadline = min_deadline(deadline, w->next_reclaim);
     if (!w->stopping && jr_exec_idle(w->exec) == 0 &&
@@ -718,6 +722,9 @@ static int turn(worker_t *w, int sigfd) {
         w->next_heartbeat = now + lease_us(w) / 3;
         if ((rc = heartbeat(w))) return rc;
     }
+    if (w->ctl && ((rc = jr_presence_tick(&w->presence, w->ctl, (long long)jr_exec_busy(w->exec))) ||
+                   (!w->stopping && (rc = jr_presence_prune(&w->presence, w->ctl, w->queues, w->nq)))))
+        return rc;
     return w->ctl ? flush_ops(w) : 0;
 }
 
@@ -738,10 +745,13 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
     w.outcomes = calloc(w.noutcomes, sizeof *w.outcomes);
     int sigfd = jr_signals_install();
     char err[JR_ERRLEN];
-    if (!w.tasks || !w.outcomes ||
+    int nomem = jr_presence_init(&w.presence, "worker", w.consumer, w.queues, w.nq, cfg->worker_lease_ms) ||
+                !w.tasks || !w.outcomes;
+    if (nomem ||
         !(w.exec = jr_exec_new(reg, inline_mode, (int)runners, (size_t)cfg->worker_batch, err, sizeof err))) {
-        jr_log_kv(JR_LOG_ERROR, "cannot start the worker", "error", w.tasks ? err : "out of memory", NULL);
+        jr_log_kv(JR_LOG_ERROR, "cannot start the worker", "error", nomem ? "out of memory" : err, NULL);
         free(w.tasks), free(w.outcomes);
+        jr_presence_free(&w.presence);
         return 1;
     }
     char nh[16], shown[512], nr[16];
@@ -789,6 +799,8 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
     }
     w.next_flush = 0;
     if (w.ctl) flush_ops(&w); /* best effort: what is not sent stays pending in Redis */
+    jr_presence_leave(&w.presence, w.ctl);
+    jr_presence_free(&w.presence);
     jr_log_kv(JR_LOG_INFO, "worker stopped", "consumer", w.consumer, NULL);
     jr_log_flush();
     jr_exec_free(w.exec);
