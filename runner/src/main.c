@@ -82,7 +82,7 @@ static const char usage_stats[] =
     "delayed (waiting for their due time). Without -q, every registered queue.\n"
     "\n"
     "  -q, --queue QUEUE   a queue to show (repeatable)\n"
-    "      --json          print JSON\n";
+    "      --json          print one JSON object: {\"queues\": [{\"queue\", \"ready\", ...}]}\n";
 
 static const char usage_dead[] =
     "usage: jobrunner dead list|show|retry|purge [-c FILE] [--redis URL] [-q QUEUE] [ID... | --all]\n"
@@ -96,7 +96,8 @@ static const char usage_dead[] =
     "  purge ID...|--all   delete them\n"
     "  -q, --queue QUEUE   the queue (default: 'default')\n"
     "      --all           every dead job of the queue\n"
-    "      --json          print JSON (list, show)\n";
+    "      --json          list, show: print one JSON array, an object per dead job\n"
+    "                      (text that is not UTF-8 as {\"base64\": ...})\n";
 
 static const char usage_dev[] =
     "usage: jobrunner dev [-c FILE] [--redis URL] [--orders N] [--plugin DIR]\n"
