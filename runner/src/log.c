@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,11 +26,19 @@ static FILE *log_out;
 
 static FILE *out(void) { return log_out ? log_out : stderr; }
 
+/* getpid() is a system call: cached, refreshed in a forked child (a handler
+ * process logs with its own pid). */
+static pid_t log_pid;
+static void refresh_pid(void) { log_pid = getpid(); }
+
 static const char *const level_names[] = {"debug", "info", "warn", "error"};
 
 void jr_log_setup(jr_log_format_t format, int min_level, const char *component) {
     log_format = format;
     log_min = min_level;
+    static int atfork_done;
+    if (!atfork_done && pthread_atfork(NULL, NULL, refresh_pid) == 0) atfork_done = 1;
+    refresh_pid();
     if (component) snprintf(log_component, sizeof log_component, "%s", component);
     if (log_out) return;
     int fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, LOG_FD_MIN);
@@ -136,7 +145,7 @@ static void json_line(FILE *f, const char *ts, const char *lv, const char *msg, 
     int bad = !o || json_object_set_new_nocheck(o, "time", json_string_nocheck(ts)) ||
               json_object_set_new_nocheck(o, "level", json_string_nocheck(lv)) ||
               json_object_set_new_nocheck(o, "component", jr_json_bytes(log_component, strlen(log_component))) ||
-              json_object_set_new_nocheck(o, "pid", json_integer(getpid())) ||
+              json_object_set_new_nocheck(o, "pid", json_integer(log_pid ? log_pid : getpid())) ||
               json_object_set_new_nocheck(o, "msg", jr_json_bytes(msg, strlen(msg)));
     for (size_t i = 0; i < n && !bad; i++) {
         const char *v = vals[i] ? vals[i] : "";
@@ -161,7 +170,7 @@ static void json_line(FILE *f, const char *ts, const char *lv, const char *msg, 
     else if (heap) fputs(heap, f);
     else
         fprintf(f, "{\"time\":\"%s\",\"level\":\"error\",\"pid\":%d,\"msg\":\"out of memory writing a log line\"}",
-                ts, (int)getpid());
+                ts, (int)(log_pid ? log_pid : getpid()));
     fputc('\n', f);
     free(heap);
     json_decref(o);
@@ -177,7 +186,7 @@ void jr_log_kvv(jr_log_level_t level, const char *msg, size_t n, const char *con
     if (log_format == JR_LOG_JSON) {
         json_line(f, ts, lv, msg, n, keys, vals);
     } else {
-        fprintf(f, "%s %-5s %s[%d] ", ts, lv, log_component, (int)getpid());
+        fprintf(f, "%s %-5s %s[%d] ", ts, lv, log_component, (int)(log_pid ? log_pid : getpid()));
         escape(f, msg, 0); /* a message never spans lines */
         for (size_t i = 0; i < n; i++) {
             fprintf(f, " %s=", keys[i]);
