@@ -134,6 +134,10 @@ static json_t *number(const char *v) {
     return errno || !isfinite(d) ? NULL : json_real(d);
 }
 
+/* 15 significant digits: a decimal of up to 15 digits read into a double
+ * prints back as written ("5.85", not "5.8499999999999996"). */
+#define LINE_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(15))
+
 /* One JSON log line, built with jansson as one object: fixed keys first,
  * then the pairs; values as jr_json_bytes (non-UTF-8 as {"base64": ...}),
  * numeric keys as numbers. A key that is not valid UTF-8, or repeats one
@@ -164,8 +168,8 @@ static void json_line(FILE *f, const char *ts, const char *lv, const char *msg, 
         free(b), free(k);
     }
     static char buf[4096]; /* most lines fit; a longer one is dumped to the heap */
-    size_t len = bad ? 0 : json_dumpb(o, buf, sizeof buf, JSON_COMPACT);
-    char *heap = len > sizeof buf ? json_dumps(o, JSON_COMPACT) : NULL;
+    size_t len = bad ? 0 : json_dumpb(o, buf, sizeof buf, LINE_FLAGS);
+    char *heap = len > sizeof buf ? json_dumps(o, LINE_FLAGS) : NULL;
     if (len && len <= sizeof buf) fwrite(buf, 1, len, f);
     else if (heap) fputs(heap, f);
     else

@@ -242,6 +242,10 @@ Test(json, every_json_log_line_parses) {
         if (job && json_object_get(j, "attempt")) {
             cr_expect(json_is_integer(json_object_get(j, "attempt")), "attempt is a number: %s", line);
             cr_expect(json_is_number(json_object_get(j, "duration_ms")), "duration_ms is a number: %s", line);
+            /* written as the worker wrote it (3 decimals), not 5.8499999999999996 */
+            const char *d = strstr(line, "\"duration_ms\":");
+            size_t digits = d ? strcspn(d + 14, ",}") : 0;
+            cr_expect(d && digits > 0 && digits <= 14, "duration_ms printed exactly: %s", line);
         }
         json_t *want = parse("{\"base64\":\"/yJxXAo=\"}");
         hostile += job && json_equal(job, want);
