@@ -3,7 +3,7 @@
 #   redis    redis-server 7 with AOF on and noeviction (see docker-compose.yml)
 FROM debian:bookworm-slim AS build
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        gcc libc6-dev make cmake pkg-config libhiredis-dev libyaml-dev \
+        gcc libc6-dev make cmake pkg-config libhiredis-dev libyaml-dev libjansson-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY CMakeLists.txt ./
@@ -15,7 +15,7 @@ RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DJR_TESTS=OFF -DJR_BENCH=OF
 
 FROM debian:bookworm-slim AS runtime
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        libhiredis0.14 libyaml-0-2 \
+        libhiredis0.14 libyaml-0-2 libjansson4 \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --no-create-home jobrunner
 COPY --from=build /opt/jobrunner /opt/jobrunner

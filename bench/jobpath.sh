@@ -5,6 +5,7 @@
 #   BUILD_DIR=build-bench bench/jobpath.sh
 #   N=20000 N_DELAYED=2000 SKIP_BUILD=1 bench/jobpath.sh
 #   ISOLATION=inline CONCURRENCY=4 bench/jobpath.sh   # worker settings (default: jobrunner's)
+#   LOG_LEVEL=info LOG_FORMAT=json bench/jobpath.sh   # a log line per job, in JSON
 #
 # Starts its own redis-server (no TCP: port 0, a unix socket in a temp dir,
 # --save '' --appendonly no), then
@@ -68,7 +69,7 @@ start_redis "$WORK" || { log "redis did not start"; FAILED=1; exit 1; }
 URL=unix://$SOCK
 CONF=$WORK/jobrunner.yaml
 {
-  printf 'log:\n  level: %s\n' "$LOG_LEVEL"
+  printf 'log:\n  level: %s\n  format: %s\n' "$LOG_LEVEL" "${LOG_FORMAT:-text}"
   # ISOLATION (process|inline) and CONCURRENCY override jobrunner's worker defaults
   if [ -n "${ISOLATION:-}${CONCURRENCY:-}" ]; then
     printf 'worker:\n'

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
 #include "util.h"
 
 #include "jr.h"
@@ -50,33 +51,60 @@ int jr_cmd_enqueue(const jr_config_t *cfg, const jr_enqueue_t *job, FILE *out) {
     return rc ? 1 : 0;
 }
 
+/* Out of memory while building a JSON document: drop it, and say so. */
+static int json_oom(json_t **doc) {
+    json_decref(*doc);
+    *doc = NULL;
+    fprintf(stderr, "jobrunner: out of memory building the JSON output\n");
+    return 1;
+}
+
+/* Print a finished JSON document (released). 0, or 1 with a message. */
+static int json_out(FILE *out, json_t *doc) {
+    if (jr_json_print(out, doc) == 0 && fflush(out) == 0) return 0;
+    fprintf(stderr, "jobrunner: cannot write the JSON output\n");
+    return 1;
+}
+
+/* stats --json prints one object: {"queues": [{"queue", "ready", "pending",
+ * "delayed", "dead"}, ...]}, counts as numbers. */
 int jr_cmd_stats(const jr_config_t *cfg, const jr_strlist_t *queues, int json, FILE *out) {
     jr_redis_t *r = admin_connect(cfg, 0);
     if (!r) return 1;
     jr_strlist_t all = {0};
     char wake[JR_ID_MAX];
-    int rc = 0;
+    int rc = 0, failed = 0; /* rc: a Redis error; failed: JSON building or writing */
     if (!queues->n) {
         rc = jr_redis_queues(r, &all, wake);
         queues = &all;
     }
-    if (!rc && json) fputs("{\"queues\":[", out);
-    else if (!rc) fprintf(out, "%-24s %12s %12s %12s %12s\n", "QUEUE", "READY", "PENDING", "DELAYED", "DEAD");
-    for (size_t i = 0; !rc && i < queues->n; i++) {
+    json_t *doc = NULL, *arr = NULL;
+    if (!rc && json) {
+        doc = json_object();
+        arr = json_array();
+        if (!doc || !arr || json_object_set_new(doc, "queues", arr)) failed = json_oom(&doc);
+    } else if (!rc) {
+        fprintf(out, "%-24s %12s %12s %12s %12s\n", "QUEUE", "READY", "PENDING", "DELAYED", "DEAD");
+    }
+    for (size_t i = 0; !rc && !failed && i < queues->n; i++) {
         jr_qstats_t s;
         if ((rc = jr_redis_stats(r, queues->v[i], &s))) break;
-        if (json)
-            fprintf(out, "%s{\"queue\":\"%s\",\"ready\":%lld,\"pending\":%lld,\"delayed\":%lld,\"dead\":%lld}",
-                    i ? "," : "", queues->v[i], s.ready, s.pending, s.delayed, s.dead);
-        else
+        if (json) {
+            json_t *q = json_pack("{s:o,s:I,s:I,s:I,s:I}", "queue", jr_json_bytes(queues->v[i], strlen(queues->v[i])),
+                                  "ready", (json_int_t)s.ready, "pending", (json_int_t)s.pending,
+                                  "delayed", (json_int_t)s.delayed, "dead", (json_int_t)s.dead);
+            if (json_array_append_new(arr, q)) failed = json_oom(&doc);
+        } else {
             fprintf(out, "%-24s %12lld %12lld %12lld %12lld\n", queues->v[i], s.ready, s.pending,
                     s.delayed, s.dead);
+        }
     }
-    if (!rc && json) fputs("]}\n", out);
     if (rc) fprintf(stderr, "jobrunner: stats: %s\n", jr_redis_errstr(r));
+    if (rc || failed) json_decref(doc);
+    else if (json) failed = json_out(out, doc);
     jr_strlist_free(&all);
     jr_redis_free(r);
-    return rc ? 1 : 0;
+    return rc || failed ? 1 : 0;
 }
 
 /* The value of field `name` in a stream entry, or NULL (length in *len). */
@@ -89,23 +117,54 @@ static const char *field(const jr_entry_t *e, const char *name, size_t *len) {
     return NULL;
 }
 
-/* Print bytes as text: printable ASCII as is, the rest as \xNN. JSON mode
- * escapes for a JSON string instead. */
-static void print_bytes(FILE *out, const char *s, size_t n, int json) {
+/* Print bytes as text: printable ASCII as is, the rest as \xNN. */
+static void print_bytes(FILE *out, const char *s, size_t n) {
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (json && (c == '"' || c == '\\')) fprintf(out, "\\%c", c);
-        else if (c >= 0x20 && c < 0x7f) fputc(c, out);
-        else if (json) fprintf(out, "\\u%04x", c);
+        if (c >= 0x20 && c < 0x7f) fputc(c, out);
         else fprintf(out, "\\x%02x", c);
     }
 }
 
-static void print_field(FILE *out, const jr_entry_t *e, const char *name, const char *dflt, int json) {
+static void print_field(FILE *out, const jr_entry_t *e, const char *name, const char *dflt) {
     size_t len = 0;
     const char *v = field(e, name, &len);
     if (!v) v = dflt, len = strlen(dflt);
-    print_bytes(out, v, len, json);
+    print_bytes(out, v, len);
+}
+
+/* One dead entry as JSON (NULL when out of memory): {"entry": stream id,
+ * "dead_at": time, then each field under its own name, values as
+ * jr_json_bytes}. A field whose name is not valid UTF-8, repeats an earlier
+ * name or is "entry", "dead_at" or "other_fields" goes, in order, into
+ * "other_fields": [[name, value], ...] (present only then), names and values
+ * as jr_json_bytes: nothing the entry holds is lost. */
+static json_t *dead_json(const jr_entry_t *e, const char *dead_at) {
+    json_t *o = json_pack("{s:s,s:s}", "entry", e->id, "dead_at", dead_at), *other = NULL;
+    for (size_t f = 0; o && f < e->nfields; f++) {
+        json_t *v = jr_json_bytes(e->values[f], e->value_lens[f]);
+        const char *name = e->names[f];
+        size_t len = e->name_lens[f];
+        json_t *probe = v ? json_stringn(name, len) : NULL; /* NULL: not UTF-8 */
+        int flat = probe && !memchr(name, '\0', len) && !json_object_getn(o, name, len) &&
+                   !(len == 12 && !memcmp(name, "other_fields", 12)), rc;
+        json_decref(probe);
+        if (flat) {
+            rc = json_object_setn_new(o, name, len, v);
+        } else {
+            if (!other && (!(other = json_array()) || json_object_set_new(o, "other_fields", other))) {
+                json_decref(v);
+                rc = -1;
+            } else {
+                rc = json_array_append_new(other, json_pack("[o,o]", jr_json_bytes(name, len), v));
+            }
+        }
+        if (rc) {
+            json_decref(o);
+            o = NULL;
+        }
+    }
+    return o;
 }
 
 /* When the entry was buried: its stream id's time. */
@@ -123,6 +182,10 @@ int jr_cmd_dead(const jr_config_t *cfg, const char *queue, const char *sub, char
     }
     if ((retry || purge) && !all && !nids) {
         fprintf(stderr, "jobrunner dead %s: name job ids or give --all\n", sub);
+        return 2;
+    }
+    if (json && !list && !show) {
+        fprintf(stderr, "jobrunner dead %s: --json applies to list and show\n", sub);
         return 2;
     }
     if (show && !nids) {
@@ -170,10 +233,11 @@ int jr_cmd_dead(const jr_config_t *cfg, const char *queue, const char *sub, char
         }
     }
     if (list || show) {
-        if (list && json) fputs("[", out);
+        json_t *arr = json ? json_array() : NULL;
+        if (json && !arr) status = json_oom(&arr);
         if (list && !json) fprintf(out, "%-24s %-28s %-16s %-8s %-8s %s\n", "DEAD AT", "JOB", "HANDLER", "ATTEMPT", "WHY", "ERROR");
         size_t shown = 0;
-        for (size_t i = 0; i < b.n; i++) {
+        for (size_t i = 0; i < b.n && (arr || !json); i++) {
             const jr_entry_t *e = &b.v[i];
             int pick = 0;
             for (size_t s2 = 0; s2 < nsel && !pick; s2++) pick = sel[s2] == e->id;
@@ -181,38 +245,30 @@ int jr_cmd_dead(const jr_config_t *cfg, const char *queue, const char *sub, char
             char t[JR_TIME_LEN];
             dead_time(e, t);
             if (json) {
-                fprintf(out, "%s{\"dead_at\":\"%s\",\"entry\":\"%s\"", shown++ ? "," : "", t, e->id);
-                for (size_t f = 0; f < e->nfields; f++) {
-                    fputs(",\"", out);
-                    print_bytes(out, e->names[f], e->name_lens[f], 1);
-                    fputs("\":\"", out);
-                    print_bytes(out, e->values[f], e->value_lens[f], 1);
-                    fputs("\"", out);
-                }
-                fputs("}", out);
+                if (json_array_append_new(arr, dead_json(e, t))) status = json_oom(&arr);
             } else if (list) {
                 fprintf(out, "%-24s ", t);
-                print_field(out, e, "id", "?", 0);
+                print_field(out, e, "id", "?");
                 fputs(" ", out);
-                print_field(out, e, "h", "?", 0);
+                print_field(out, e, "h", "?");
                 fputs(" ", out);
-                print_field(out, e, "a", "1", 0);
+                print_field(out, e, "a", "1");
                 fputs(" ", out);
-                print_field(out, e, "why", "?", 0);
+                print_field(out, e, "why", "?");
                 fputs(" ", out);
-                print_field(out, e, "err", "", 0);
+                print_field(out, e, "err", "");
                 fputs("\n", out);
             } else {
                 fprintf(out, "%sdead_at: %s\nentry: %s\n", shown++ ? "\n" : "", t, e->id);
                 for (size_t f = 0; f < e->nfields; f++) {
-                    print_bytes(out, e->names[f], e->name_lens[f], 0);
+                    print_bytes(out, e->names[f], e->name_lens[f]);
                     fputs(": ", out);
-                    print_bytes(out, e->values[f], e->value_lens[f], 0);
+                    print_bytes(out, e->values[f], e->value_lens[f]);
                     fputs("\n", out);
                 }
             }
         }
-        if (list && json) fputs("]\n", out);
+        if (arr && json_out(out, arr)) status = 1;
     } else if (nsel) {
         long long n = 0;
         int rc = retry ? jr_redis_dead_retry(r, queue, sel, nsel, &n)

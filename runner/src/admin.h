@@ -16,7 +16,9 @@ int jr_cmd_enqueue(const jr_config_t *cfg, const jr_enqueue_t *job, FILE *out);
 int jr_cmd_stats(const jr_config_t *cfg, const jr_strlist_t *queues, int json, FILE *out);
 
 /* `jobrunner dead SUB`: sub is list, show, retry or purge; ids are job ids
- * (all = every dead job). Returns the exit status. */
+ * (all = every dead job). Returns the exit status. With json (list and show
+ * only) it prints one JSON array of dead entries, one object each (see
+ * dead_json in admin.c and docs/operations.md), even for one id. */
 int jr_cmd_dead(const jr_config_t *cfg, const char *queue, const char *sub, char **ids, size_t nids,
                 int all, int json, FILE *out);
 

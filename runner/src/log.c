@@ -1,12 +1,17 @@
 /* Logging: see log.h. Single-threaded use per process. */
 #include "log.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "json.h"
 #include "util.h"
 
 static jr_log_format_t log_format = JR_LOG_TEXT;
@@ -21,11 +26,19 @@ static FILE *log_out;
 
 static FILE *out(void) { return log_out ? log_out : stderr; }
 
+/* getpid() is a system call: cached, refreshed in a forked child (a handler
+ * process logs with its own pid). */
+static pid_t log_pid;
+static void refresh_pid(void) { log_pid = getpid(); }
+
 static const char *const level_names[] = {"debug", "info", "warn", "error"};
 
 void jr_log_setup(jr_log_format_t format, int min_level, const char *component) {
     log_format = format;
     log_min = min_level;
+    static int atfork_done;
+    if (!atfork_done && pthread_atfork(NULL, NULL, refresh_pid) == 0) atfork_done = 1;
+    refresh_pid();
     if (component) snprintf(log_component, sizeof log_component, "%s", component);
     if (log_out) return;
     int fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, LOG_FD_MIN);
@@ -44,8 +57,8 @@ int jr_log_enabled(jr_log_level_t level) { return (int)level >= log_min; }
 
 void jr_log_flush(void) { fflush(out()); }
 
-/* Write s as a JSON string body (without quotes); with quotes = 0 only
- * control characters are escaped (text-mode messages: one line each). */
+/* Escape control characters (and with quotes = 1 also '"' and '\\') so a
+ * text-mode line stays one line. */
 static void escape(FILE *f, const char *s, int quotes) {
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
@@ -79,6 +92,94 @@ static void text_value(FILE *f, const char *s) {
     fputc('"', f);
 }
 
+/* In JSON lines these keys (and any ending in _ms, _us or _seconds) carry
+ * numbers: a value that is a JSON number literal is written as a number;
+ * any other value (e.g. "100ms") stays a string. */
+static int numeric_key(const char *k) {
+    static const char *const names[] = {"attempt", "jobs", "count", "members", "deleted", "poison",
+                                        "handlers", "concurrency", "orders", "paid", "closed_unpaid"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!strcmp(k, names[i])) return 1;
+    size_t n = strlen(k);
+    return (n > 3 && (!strcmp(k + n - 3, "_ms") || !strcmp(k + n - 3, "_us"))) ||
+           (n > 8 && !strcmp(k + n - 8, "_seconds"));
+}
+
+/* v as a JSON number when it is a JSON number literal that fits (integer in
+ * a json_int_t, or a finite double), else NULL. */
+static json_t *number(const char *v) {
+    const char *p = v + (*v == '-');
+    if (!(*p >= '0' && *p <= '9') || (p[0] == '0' && p[1] >= '0' && p[1] <= '9')) return NULL;
+    while (*p >= '0' && *p <= '9') p++;
+    int integer = 1;
+    if (*p == '.') {
+        integer = 0;
+        if (!(*++p >= '0' && *p <= '9')) return NULL;
+        while (*p >= '0' && *p <= '9') p++;
+    }
+    if (*p == 'e' || *p == 'E') {
+        integer = 0;
+        p += p[1] == '+' || p[1] == '-';
+        if (!(*++p >= '0' && *p <= '9')) return NULL;
+        while (*p >= '0' && *p <= '9') p++;
+    }
+    if (*p) return NULL;
+    errno = 0;
+    char *end;
+    if (integer) {
+        long long i = strtoll(v, &end, 10);
+        return errno ? NULL : json_integer((json_int_t)i);
+    }
+    double d = strtod(v, &end);
+    return errno || !isfinite(d) ? NULL : json_real(d);
+}
+
+/* 15 significant digits: a decimal of up to 15 digits read into a double
+ * prints back as written ("5.85", not "5.8499999999999996"). */
+#define LINE_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(15))
+
+/* One JSON log line, built with jansson as one object: fixed keys first,
+ * then the pairs; values as jr_json_bytes (non-UTF-8 as {"base64": ...}),
+ * numeric keys as numbers. A key that is not valid UTF-8, or repeats one
+ * already on the line, is written as "key_base64:" + base64 of the key, so
+ * nothing is lost. */
+static void json_line(FILE *f, const char *ts, const char *lv, const char *msg, size_t n,
+                      const char *const *keys, const char *const *vals) {
+    json_t *o = json_object();
+    int bad = !o || json_object_set_new_nocheck(o, "time", json_string_nocheck(ts)) ||
+              json_object_set_new_nocheck(o, "level", json_string_nocheck(lv)) ||
+              json_object_set_new_nocheck(o, "component", jr_json_bytes(log_component, strlen(log_component))) ||
+              json_object_set_new_nocheck(o, "pid", json_integer(log_pid ? log_pid : getpid())) ||
+              json_object_set_new_nocheck(o, "msg", jr_json_bytes(msg, strlen(msg)));
+    for (size_t i = 0; i < n && !bad; i++) {
+        const char *v = vals[i] ? vals[i] : "";
+        json_t *jv = numeric_key(keys[i]) ? number(v) : NULL;
+        if (!jv) jv = jr_json_bytes(v, strlen(v));
+        /* json_object_set fails on a non-UTF-8 key and keeps jv */
+        if (!json_object_get(o, keys[i]) && json_object_set(o, keys[i], jv) == 0) {
+            json_decref(jv);
+            continue;
+        }
+        char *b = jr_base64(keys[i], strlen(keys[i]));
+        char *k = b ? malloc(strlen(b) + sizeof "key_base64:") : NULL;
+        if (k) sprintf(k, "key_base64:%s", b);
+        bad = !k || json_object_set(o, k, jv);
+        json_decref(jv);
+        free(b), free(k);
+    }
+    static char buf[4096]; /* most lines fit; a longer one is dumped to the heap */
+    size_t len = bad ? 0 : json_dumpb(o, buf, sizeof buf, LINE_FLAGS);
+    char *heap = len > sizeof buf ? json_dumps(o, LINE_FLAGS) : NULL;
+    if (len && len <= sizeof buf) fwrite(buf, 1, len, f);
+    else if (heap) fputs(heap, f);
+    else
+        fprintf(f, "{\"time\":\"%s\",\"level\":\"error\",\"pid\":%d,\"msg\":\"out of memory writing a log line\"}",
+                ts, (int)(log_pid ? log_pid : getpid()));
+    fputc('\n', f);
+    free(heap);
+    json_decref(o);
+}
+
 void jr_log_kvv(jr_log_level_t level, const char *msg, size_t n, const char *const *keys,
                 const char *const *vals) {
     if (!jr_log_enabled(level)) return;
@@ -87,20 +188,9 @@ void jr_log_kvv(jr_log_level_t level, const char *msg, size_t n, const char *con
     const char *lv = level_names[level <= JR_LOG_ERROR ? level : JR_LOG_ERROR];
     FILE *f = out();
     if (log_format == JR_LOG_JSON) {
-        fprintf(f, "{\"time\":\"%s\",\"level\":\"%s\",\"component\":\"%s\",\"pid\":%d,\"msg\":\"",
-                ts, lv, log_component, (int)getpid());
-        escape(f, msg, 1);
-        fputc('"', f);
-        for (size_t i = 0; i < n; i++) {
-            fputs(",\"", f);
-            escape(f, keys[i], 1);
-            fputs("\":\"", f);
-            escape(f, vals[i] ? vals[i] : "", 1);
-            fputc('"', f);
-        }
-        fputs("}\n", f);
+        json_line(f, ts, lv, msg, n, keys, vals);
     } else {
-        fprintf(f, "%s %-5s %s[%d] ", ts, lv, log_component, (int)getpid());
+        fprintf(f, "%s %-5s %s[%d] ", ts, lv, log_component, (int)(log_pid ? log_pid : getpid()));
         escape(f, msg, 0); /* a message never spans lines */
         for (size_t i = 0; i < n; i++) {
             fprintf(f, " %s=", keys[i]);

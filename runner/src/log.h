@@ -1,5 +1,7 @@
 /* Logging: one line per event, "TIME LEVEL COMPONENT[PID] MESSAGE k=v ...",
- * or the same keys as one JSON object per line. TIME is UTC RFC 3339 with
+ * or the same keys as one JSON object per line (encoded by jansson; values
+ * that are not UTF-8 as {"base64": ...}, count and *_ms keys as numbers: see
+ * README.md, "JSON output"). TIME is UTC RFC 3339 with
  * milliseconds. Lines go to stderr, buffered; jr_log_flush() writes them out
  * (called before any blocking wait, so nothing sits in the buffer while idle).
  * From jr_log_setup on they go to a private duplicate of stderr (close-on-exec,

@@ -83,7 +83,7 @@ static const char usage_stats[] =
     "delayed (waiting for their due time). Without -q, every registered queue.\n"
     "\n"
     "  -q, --queue QUEUE   a queue to show (repeatable)\n"
-    "      --json          print JSON\n";
+    "      --json          print one JSON object: {\"queues\": [{\"queue\", \"ready\", ...}]}\n";
 
 static const char usage_workers[] =
     "usage: jobrunner workers [-c FILE] [--redis URL] [--json]\n"
@@ -107,7 +107,8 @@ static const char usage_dead[] =
     "  purge ID...|--all   delete them\n"
     "  -q, --queue QUEUE   the queue (default: 'default')\n"
     "      --all           every dead job of the queue\n"
-    "      --json          print JSON (list, show)\n";
+    "      --json          list, show: print one JSON array, an object per dead job\n"
+    "                      (text that is not UTF-8 as {\"base64\": ...})\n";
 
 static const char usage_dev[] =
     "usage: jobrunner dev [-c FILE] [--redis URL] [--orders N] [--plugin DIR]\n"
