@@ -292,47 +292,32 @@ out:
     return status;
 }
 
-/* A JSON string: quotes, backslashes and control bytes escaped; other bytes
- * as they are (the registry holds names, hosts and queue names, which are
- * ASCII in practice; see issue 9 §4 for the JSON library port). */
-static void workers_json_str(FILE *out, const char *s) {
-    fputc('"', out);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(out, "\\%c", *p);
-        else if (*p < 0x20) fprintf(out, "\\u%04x", *p);
-        else fputc(*p, out);
-    }
-    fputc('"', out);
-}
-
-/* Print the live processes as one JSON document: {"workers":[{...},...]}. */
-static void workers_print_json(FILE *out, const jr_proc_t *v, size_t n) {
-    fputs("{\"workers\":[", out);
-    for (size_t i = 0; i < n; i++) {
+/* The live processes as one JSON document: {"workers":[{...},...]}
+ * (strings through jr_json_bytes, like every --json output). */
+static json_t *workers_json(const jr_proc_t *v, size_t n) {
+    json_t *list = json_array();
+    for (size_t i = 0; list && i < n; i++) {
         char t[JR_TIME_LEN];
         jr_time_format(v[i].started_ms, t);
-        fputs(i ? ",{\"name\":" : "{\"name\":", out);
-        workers_json_str(out, v[i].name);
-        fputs(",\"role\":", out);
-        workers_json_str(out, v[i].role);
-        fputs(",\"host\":", out);
-        workers_json_str(out, v[i].host);
-        fprintf(out, ",\"pid\":%lld,\"queues\":[", v[i].pid);
-        const char *q = v[i].queues;
-        for (size_t k = 0; *q;) { /* split the comma-separated list */
+        json_t *queues = json_array();
+        for (const char *q = v[i].queues; queues && *q;) { /* the comma-separated list */
             size_t len = strcspn(q, ",");
-            char one[JR_QUEUE_MAX + 1];
-            snprintf(one, sizeof one, "%.*s", (int)(len <= JR_QUEUE_MAX ? len : JR_QUEUE_MAX), q);
-            if (k++) fputc(',', out);
-            workers_json_str(out, one);
+            json_array_append_new(queues, jr_json_bytes(q, len));
             q += len + (q[len] == ',');
         }
-        fputs("],\"version\":", out);
-        workers_json_str(out, v[i].version);
-        fprintf(out, ",\"started\":\"%s\",\"running\":%lld,\"last_seen_ms\":%lld,\"lease_ms\":%lld}", t,
-                v[i].running, v[i].seen_ago_ms, v[i].lease_ms);
+        json_t *o = json_pack("{s:o, s:o, s:o, s:I, s:o, s:o, s:s, s:I, s:I, s:I}", "name",
+                              jr_json_bytes(v[i].name, strlen(v[i].name)), "role",
+                              jr_json_bytes(v[i].role, strlen(v[i].role)), "host",
+                              jr_json_bytes(v[i].host, strlen(v[i].host)), "pid", (json_int_t)v[i].pid, "queues",
+                              queues, "version", jr_json_bytes(v[i].version, strlen(v[i].version)), "started", t,
+                              "running", (json_int_t)v[i].running, "last_seen_ms", (json_int_t)v[i].seen_ago_ms,
+                              "lease_ms", (json_int_t)v[i].lease_ms);
+        if (!o || json_array_append_new(list, o) != 0) {
+            json_decref(list);
+            return NULL;
+        }
     }
-    fputs("]}\n", out);
+    return list ? json_pack("{s:o}", "workers", list) : NULL;
 }
 
 int jr_cmd_workers(const jr_config_t *cfg, int json, FILE *out) {
@@ -344,7 +329,7 @@ int jr_cmd_workers(const jr_config_t *cfg, int json, FILE *out) {
     if (rc) {
         fprintf(stderr, "jobrunner workers: %s\n", jr_redis_errstr(r)[0] ? jr_redis_errstr(r) : jr_strerror(rc));
     } else if (json) {
-        workers_print_json(out, v, n);
+        if (jr_json_print(out, workers_json(v, n)) != 0) rc = JR_ENOMEM;
     } else {
         fprintf(out, "%-32s %-9s %-20s %8s %-20s %-8s %-24s %7s %9s\n", "NAME", "ROLE", "HOST", "PID", "QUEUES",
                 "VERSION", "STARTED", "RUNNING", "LAST SEEN");
