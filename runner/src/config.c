@@ -16,10 +16,12 @@
 #include "jobrunner/plugin.h"
 #include "jr.h"
 #include "jr_limits.h"
+#include "metrics.h"
 #include "util.h"
 
 typedef enum {
     T_URL,       /* char *: a Redis URL, checked with jr_redis_url_parse */
+    T_ADDR,      /* char *: HOST:PORT, checked with jr_metrics_parse_addr */
     T_QUEUE,     /* char *: one queue name */
     T_DURATION,  /* int64_t ms, min..max */
     T_INT,       /* int64_t, min..max */
@@ -81,6 +83,7 @@ static const key_def_t keys[] = {
     {"scheduler", "queues", T_QUEUES, F(scheduler_queues), 0, 0, NULL},
     {"scheduler", "batch", T_INT, F(scheduler_batch), 1, 100000, NULL},
     {"scheduler", "block", T_DURATION, F(scheduler_block_ms), 100, 60 * MS_S, NULL},
+    {"metrics", "listen", T_ADDR, F(metrics_listen), 0, 0, NULL},
     {"enqueue", "queue", T_QUEUE, F(default_queue), 0, 0, NULL},
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
@@ -199,6 +202,7 @@ int jr_config_init(jr_config_t *cfg) {
 void jr_config_free(jr_config_t *cfg) {
     free(cfg->redis_url);
     free(cfg->default_queue);
+    free(cfg->metrics_listen);
     jr_strlist_free(&cfg->plugin_paths);
     jr_strlist_free(&cfg->worker_queues);
     jr_strlist_free(&cfg->scheduler_queues);
@@ -367,6 +371,13 @@ static int set_scalar(loader_t *ld, const key_def_t *d, const char *path) {
         if (rc) return fail(ld, path, "%s", why);
         break;
     }
+    case T_ADDR: {
+        char host[256], why[JR_ERRLEN];
+        int port;
+        if (jr_metrics_parse_addr(v, host, sizeof host, &port, why, sizeof why))
+            return fail(ld, path, "%s", why);
+        break;
+    }
     case T_QUEUE:
         if (!queue_name_ok(v))
             return fail(ld, path, "bad queue name \"%s\" (must be %s)", v, QUEUE_RULE);
@@ -400,7 +411,7 @@ static int set_scalar(loader_t *ld, const key_def_t *d, const char *path) {
     default:
         return fail(ld, path, "internal error: not a scalar key");
     }
-    /* T_URL and T_QUEUE: replace the string. */
+    /* T_URL, T_ADDR and T_QUEUE: replace the string. */
     char *copy = strdup(v);
     if (!copy) return JR_ENOMEM;
     free(*(char **)field);

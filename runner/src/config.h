@@ -67,6 +67,9 @@ typedef struct jr_config {
     int64_t scheduler_batch;       /* scheduler.batch: jobs per promotion call, 1..100000, default 1000 */
     int64_t scheduler_block_ms;    /* scheduler.block: backstop of the blocking wait, 100ms..60s, default 5s */
 
+    /* metrics: */
+    char *metrics_listen;          /* metrics.listen: HOST:PORT serving /metrics and /healthz, NULL = off */
+
     /* enqueue: */
     char *default_queue;        /* enqueue.queue, default "default" */
 } jr_config_t;

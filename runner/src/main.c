@@ -14,6 +14,7 @@
 #include "jr.h"
 #include "jr_limits.h"
 #include "log.h"
+#include "metrics.h"
 #include "plugin.h"
 #include "redis.h"
 #include "scheduler.h"
@@ -49,6 +50,7 @@ static const char usage_worker[] =
     "Consume queues (default: 'default') and run each job's handler.\n"
     "\n"
     "  -q, --queue QUEUE   a queue to consume (repeatable)\n"
+    "      --metrics ADDR  serve /metrics and /healthz on HOST:PORT (metrics.listen)\n"
     "      --plugin PATH   a plugin .so or a directory of them (repeatable;\n"
     "                      default: the installed jobs directory)\n";
 
@@ -58,7 +60,8 @@ static const char usage_scheduler[] =
     "Promote delayed jobs into their queue's stream when due. Without -q, serve\n"
     "every queue ever enqueued to. Any number of schedulers may run at once.\n"
     "\n"
-    "  -q, --queue QUEUE   a queue to serve (repeatable)\n";
+    "  -q, --queue QUEUE   a queue to serve (repeatable)\n"
+    "      --metrics ADDR  serve /metrics and /healthz on HOST:PORT (metrics.listen)\n";
 
 static const char usage_enqueue[] =
     "usage: jobrunner enqueue [-c FILE] [--redis URL] [-q QUEUE] [--in DURATION | --at TIME]\n"
@@ -122,7 +125,7 @@ _Static_assert(JR_DELAY_MAX_MS == 87600 * 3600 * 1000LL && JR_TIMEOUT_MAX_MS == 
                    JR_BACKOFF_MAX_MS == 720 * 3600 * 1000LL && JR_ATTEMPTS_MAX == 1000,
                "the maxima in usage_enqueue");
 
-enum { OPT_REDIS = 1000, OPT_PLUGIN, OPT_IN, OPT_AT, OPT_ID, OPT_JSON, OPT_MAX, OPT_TIMEOUT, OPT_ORDERS, OPT_ALL, OPT_BACKOFF };
+enum { OPT_REDIS = 1000, OPT_PLUGIN, OPT_IN, OPT_AT, OPT_ID, OPT_JSON, OPT_MAX, OPT_TIMEOUT, OPT_ORDERS, OPT_ALL, OPT_BACKOFF, OPT_METRICS };
 
 static const struct option long_opts[] = {
     {"config", required_argument, 0, 'c'},  {"redis", required_argument, 0, OPT_REDIS},
@@ -134,11 +137,12 @@ static const struct option long_opts[] = {
     {"orders", required_argument, 0, OPT_ORDERS},
     {"all", no_argument, 0, OPT_ALL},
     {"backoff", required_argument, 0, OPT_BACKOFF},
+    {"metrics", required_argument, 0, OPT_METRICS},
     {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
 
 /* What the flags said, before the configuration is assembled. */
 typedef struct flags {
-    const char *config, *redis, *in, *at, *id, *max, *timeout, *orders, *backoff;
+    const char *config, *redis, *in, *at, *id, *max, *timeout, *orders, *backoff, *metrics;
     jr_strlist_t queues, plugins;
     int json, all;
 } flags_t;
@@ -154,6 +158,7 @@ static int flag_allowed(const char *cmd, int opt) {
     case OPT_JSON: return !strcmp(cmd, "stats") || !strcmp(cmd, "dead") || !strcmp(cmd, "workers");
     case OPT_ALL: return !strcmp(cmd, "dead");
     case OPT_ORDERS: return !strcmp(cmd, "dev");
+    case OPT_METRICS: return !strcmp(cmd, "worker") || !strcmp(cmd, "scheduler");
     }
     return 0;
 }
@@ -385,6 +390,7 @@ int main(int argc, char **argv) {
         case OPT_ORDERS: f.orders = optarg; break;
         case OPT_ALL: f.all = 1; break;
         case OPT_BACKOFF: f.backoff = optarg; break;
+        case OPT_METRICS: f.metrics = optarg; break;
         }
     }
     for (size_t i = 0; i < f.queues.n; i++)
@@ -416,6 +422,16 @@ int main(int argc, char **argv) {
         free(cfg.redis_url);
         cfg.redis_url = strdup(f.redis);
         if (!cfg.redis_url) goto out_of_memory; /* never fall back to the default URL */
+    }
+    if (f.metrics) {
+        char host[256];
+        int port;
+        if (jr_metrics_parse_addr(f.metrics, host, sizeof host, &port, err, sizeof err) != 0) {
+            status = die(cmd, "--metrics: %s", err);
+            goto out_cfg;
+        }
+        free(cfg.metrics_listen);
+        if (!(cfg.metrics_listen = strdup(f.metrics))) goto out_of_memory;
     }
     jr_strlist_t *qdst = !strcmp(cmd, "worker") ? &cfg.worker_queues
                          : !strcmp(cmd, "scheduler") ? &cfg.scheduler_queues : NULL;

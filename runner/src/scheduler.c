@@ -24,6 +24,7 @@
 #include "jr.h"
 #include "jr_limits.h"
 #include "log.h"
+#include "metrics.h"
 #include "presence.h"
 #include "proc.h"
 #include "redis.h"
@@ -41,6 +42,8 @@ typedef struct sched {
     int64_t *backoff_ms;  /* per queue: the last backoff, 0 = none */
     size_t nwake;
     int64_t deadline_us;  /* monotonic time of the next due job, -1 = none */
+    double *due_ms;       /* per queue: earliest due time (Redis Unix ms) the last promotion left, -1 = none */
+    int64_t next_depth_us; /* metrics: when to refresh the depth gauges next */
     jr_redis_t *cmd, *blk;
     int blocked;          /* an XREAD is outstanding on blk */
     jr_presence_t presence; /* this scheduler in the live list */
@@ -63,8 +66,9 @@ static int sched_set_queues(sched_t *s, jr_strlist_t *queues, const char *regist
     unsigned char *fired = calloc(n ? n : 1, 1);
     int64_t *retry_at = calloc(n ? n : 1, sizeof *retry_at);
     int64_t *backoff = calloc(n ? n : 1, sizeof *backoff);
-    if (!ids || !keys || !keyv || !fired || !retry_at || !backoff) {
-        free(ids), free(keys), free(keyv), free(fired), free(retry_at), free(backoff);
+    double *due = calloc(n ? n : 1, sizeof *due);
+    if (!ids || !keys || !keyv || !fired || !retry_at || !backoff || !due) {
+        free(ids), free(keys), free(keyv), free(fired), free(retry_at), free(backoff), free(due);
         return JR_ENOMEM;
     }
     for (size_t i = 0; i < queues->n; i++) {
@@ -72,10 +76,11 @@ static int sched_set_queues(sched_t *s, jr_strlist_t *queues, const char *regist
         jr_qkeys(&k, queues->v[i]);
         snprintf(keys[i], JR_KEY_MAX, "%s", k.wake);
         snprintf(ids[i], JR_ID_MAX, "0-0");
+        due[i] = -1;
         for (size_t j = 0; j < s->nwake; j++)
             if (strcmp(s->wake_keys[j], keys[i]) == 0) {
                 memcpy(ids[i], s->wake_ids[j], JR_ID_MAX);
-                retry_at[i] = s->retry_at_us[j], backoff[i] = s->backoff_ms[j];
+                retry_at[i] = s->retry_at_us[j], backoff[i] = s->backoff_ms[j], due[i] = s->due_ms[j];
             }
         keyv[i] = keys[i];
     }
@@ -85,12 +90,12 @@ static int sched_set_queues(sched_t *s, jr_strlist_t *queues, const char *regist
         keyv[n - 1] = keys[n - 1];
     }
     free(s->wake_ids), free(s->wake_keys), free(s->keyv), free(s->fired);
-    free(s->retry_at_us), free(s->backoff_ms);
+    free(s->retry_at_us), free(s->backoff_ms), free(s->due_ms);
     jr_strlist_free(&s->queues);
     s->queues = *queues;
     memset(queues, 0, sizeof *queues);
     s->wake_ids = ids, s->wake_keys = keys, s->keyv = keyv, s->fired = fired, s->nwake = n;
-    s->retry_at_us = retry_at, s->backoff_ms = backoff;
+    s->retry_at_us = retry_at, s->backoff_ms = backoff, s->due_ms = due;
     return 0;
 }
 
@@ -154,6 +159,14 @@ static int sched_promote(sched_t *s, size_t i) {
             return rc;
         }
         s->retry_at_us[i] = s->backoff_ms[i] = 0;
+        jr_metrics_redis_ok();
+        /* Lateness: this call's Redis time minus the earliest due time the
+         * previous call left, i.e. of the earliest job this call moved (a
+         * job enqueued since, due earlier, is not seen). */
+        if (moved - buried > 0 && jr_metrics_on())
+            jr_metrics_promoted(q, moved - buried, s->due_ms[i] >= 0 && now >= s->due_ms[i]
+                                                       ? (now - s->due_ms[i]) / 1000.0 : -1);
+        s->due_ms[i] = next_due;
         total += moved - buried;
         total_buried += buried;
         if (moved < s->cfg->scheduler_batch) {
@@ -184,6 +197,22 @@ static int sched_promote(sched_t *s, size_t i) {
     return 0;
 }
 
+/* Metrics: refresh the delayed and ready depth of every queue, at most once
+ * a second (the loop turns at least once per scheduler.block). A refused
+ * call skips that queue; a broken connection is returned. */
+static int sched_depth(sched_t *s) {
+    if (!jr_metrics_on() || !s->cmd || jr_mono_us() < s->next_depth_us) return 0;
+    s->next_depth_us = jr_mono_us() + 1000000;
+    for (size_t i = 0; i < s->queues.n; i++) {
+        jr_qstats_t st;
+        int rc = jr_redis_stats(s->cmd, s->queues.v[i], &st);
+        if (rc == JR_EREDIS) continue;
+        if (rc) return rc;
+        jr_metrics_depth(s->queues.v[i], st.delayed, st.ready);
+    }
+    return 0;
+}
+
 static int sched_promote_all(sched_t *s) {
     s->deadline_us = -1;
     for (size_t i = 0; i < s->queues.n; i++) {
@@ -200,6 +229,7 @@ static int sched_connect(sched_t *s) {
     int rc = s->follow ? sched_refresh(s) : 0;
     jr_presence_reset(&s->presence);
     if (!rc) rc = jr_presence_tick(&s->presence, s->cmd, 0);
+    if (!rc) jr_metrics_redis_ok();
     return rc ? rc : sched_promote_all(s);
 }
 
@@ -228,8 +258,17 @@ int jr_scheduler_run(const jr_config_t *cfg) {
     jr_log_kv(JR_LOG_INFO, "scheduler starting", "redis", jr_config_redis_url_shown(cfg, shown, sizeof shown), "queues",
               s.follow ? "(every registered queue)" : qs, NULL);
     int status = 0;
-    while (jr_signals_count() == 0) {
+    char err[JR_ERRLEN];
+    /* /healthz: stale after a block period and a second (the XREAD backstop
+     * answers every block period while Redis is up). */
+    if (cfg->metrics_listen &&
+        jr_metrics_start(cfg->metrics_listen, JR_METRICS_SCHEDULER, cfg->scheduler_block_ms + 1000, err, sizeof err)) {
+        jr_log_kv(JR_LOG_ERROR, "cannot start the scheduler", "error", err, NULL);
+        status = 1;
+    }
+    while (status == 0 && jr_signals_count() == 0) {
         int rc = 0;
+        jr_metrics_turned();
         if (!s.cmd && (rc = sched_connect(&s)) == JR_EINTR) break;
         if (!rc && !s.blocked) {
             rc = jr_redis_send_wake_read(s.blk, s.keyv, s.wake_ids, s.nwake, cfg->scheduler_block_ms);
@@ -256,6 +295,7 @@ int jr_scheduler_run(const jr_config_t *cfg) {
         } else if (!rc && w == JR_WAIT_READY) {
             s.blocked = 0;
             int fired = jr_redis_recv_wake_read(s.blk, s.keyv, s.wake_ids, s.fired, s.nwake);
+            if (fired >= 0) jr_metrics_redis_ok();
             if (fired < 0) rc = fired;
             else if (s.follow && s.fired[s.nwake - 1]) rc = sched_refresh(&s);
             /* A backstop timeout (nothing fired) needs nothing: our timer
@@ -263,7 +303,9 @@ int jr_scheduler_run(const jr_config_t *cfg) {
             if (!rc && fired > 0) rc = sched_promote_all(&s);
         }
         if (!rc && s.cmd) rc = jr_presence_tick(&s.presence, s.cmd, 0); /* if due */
+        if (!rc) rc = sched_depth(&s);
         if (rc && rc != JR_EINTR) {
+            jr_metrics_reconnect();
             jr_log_kv(JR_LOG_ERROR, "Redis error, reconnecting", "error",
                       s.cmd && jr_redis_errstr(s.cmd)[0] ? jr_redis_errstr(s.cmd)
                       : s.blk ? jr_redis_errstr(s.blk) : jr_strerror(rc), NULL);
@@ -275,9 +317,10 @@ int jr_scheduler_run(const jr_config_t *cfg) {
     jr_presence_free(&s.presence);
     jr_log_kv(JR_LOG_INFO, "scheduler stopped", NULL);
     jr_log_flush();
+    jr_metrics_stop();
     sched_drop_conns(&s);
     free(s.wake_ids), free(s.wake_keys), free(s.keyv), free(s.fired);
-    free(s.retry_at_us), free(s.backoff_ms);
+    free(s.retry_at_us), free(s.backoff_ms), free(s.due_ms);
     jr_strlist_free(&s.queues);
     return status;
 }

@@ -29,6 +29,7 @@
 #include "jr.h"
 #include "jr_limits.h"
 #include "log.h"
+#include "metrics.h"
 #include "presence.h"
 #include "proc.h"
 #include "redis.h"
@@ -269,6 +270,7 @@ static int flush_ops(worker_t *w) {
 
 static void log_outcome(const worker_t *w, const slot_t *s, const char *outcome,
                         int64_t duration_us, const char *error, int64_t retry_in) {
+    jr_metrics_job_done(w->queues[s->queue], s->handler, outcome, (double)duration_us / 1e6);
     if (!jr_log_enabled(outcome[0] == 'o' ? JR_LOG_INFO : JR_LOG_WARN)) return;
     char attempt[16], dur[32], retry[32];
     snprintf(attempt, sizeof attempt, "%u", s->attempt);
@@ -600,6 +602,7 @@ static void drop_conns(worker_t *w, int rc) {
                                                                                               : w->rd;
     const char *why = bad && jr_redis_errstr(bad)[0] ? jr_redis_errstr(bad) : jr_strerror(rc);
     jr_log_kv(JR_LOG_ERROR, "Redis error; jobs keep running, reconnecting", "error", why, NULL);
+    jr_metrics_reconnect();
     jr_redis_free(w->rd);
     jr_redis_free(w->ctl);
     w->rd = w->ctl = NULL;
@@ -628,6 +631,7 @@ static int try_connect(worker_t *w) {
         return rc;
     }
     jr_presence_reset(&w->presence); /* its entry may have expired meanwhile */
+    jr_metrics_redis_ok();
     if (w->backoff_ms > 100) jr_log_kv(JR_LOG_INFO, "connected to Redis", NULL);
     w->backoff_ms = 100;
     return 0;
@@ -661,6 +665,13 @@ static int turn(worker_t *w, int sigfd) {
     int rc = 0;
     int64_t now = jr_mono_us();
     int connected = w->rd != NULL;
+    int64_t health_us = w->cfg->worker_block_ms * 500; /* half a block period (see /healthz) */
+    jr_metrics_turned();
+    if (jr_metrics_on() && connected && !w->reading && jr_metrics_redis_age_us() > health_us) {
+        long long id; /* nothing else asked Redis lately: does it answer? */
+        if ((rc = jr_redis_client_id(w->ctl, &id))) return rc;
+        jr_metrics_redis_ok();
+    }
     if (connected && w->nops && (rc = flush_ops(w))) return rc;
     int may_fetch = connected && !w->stopping && !w->reading && w->nops == 0;
     if (may_fetch && now >= w->next_reclaim && room(w) > 0 && (rc = reclaim(w, room(w)))) return rc;
@@ -693,6 +704,7 @@ static int turn(worker_t *w, int sigfd) {
      * past grace deadline would make this loop spin. */
     if (w->stopping && w->used) deadline = min_deadline(deadline, w->grace_deadline);
     if (!connected) deadline = min_deadline(deadline, w->next_connect);
+    if (jr_metrics_on()) deadline = min_deadline(deadline, now + health_us);
     if (connected && w->nops) deadline = min_deadline(deadline, w->next_flush);
     if (connected) deadline = min_deadline(deadline, jr_presence_deadline(&w->presence));
     if (connected && !w->reading && !w->stopping && !w->nops && room(w) > 0)
@@ -707,9 +719,10 @@ static int turn(worker_t *w, int sigfd) {
 
     if (w->reading && (ready_now || (fds[0].revents & (POLLIN | POLLHUP | POLLERR)))) {
         w->reading = 0;
-        if ((rc = jr_redis_recv_read(w->rd, &w->batch, w->queues, w->nq)) ||
-            (rc = dispatch(w, &w->batch, 0)))
-            return rc;
+        if ((rc = jr_redis_recv_read(w->rd, &w->batch, w->queues, w->nq))) return rc;
+        jr_metrics_redis_ok();
+        jr_metrics_fetched(w->batch.n);
+        if ((rc = dispatch(w, &w->batch, 0))) return rc;
         /* A full batch was there already (the read did not block): its
          * time, until the jobs were handed over, is a fetch round trip. */
         w->last_read_full = w->batch.n >= w->read_count;
@@ -717,6 +730,10 @@ static int turn(worker_t *w, int sigfd) {
     }
     if ((rc = collect(w))) return rc;
     if (!w->stopping && (rc = shed(w))) return rc;
+    if (jr_metrics_on()) {
+        size_t busy = jr_exec_busy(w->exec);
+        jr_metrics_running(busy < w->runners ? busy : w->runners);
+    }
     now = jr_mono_us();
     if (w->rd && (w->used || w->nops) && now >= w->next_heartbeat) {
         w->next_heartbeat = now + lease_us(w) / 3;
@@ -761,6 +778,15 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
               jr_config_redis_url_shown(cfg, shown, sizeof shown), "handlers", nh, "isolation",
               inline_mode ? "inline" : "process", "concurrency", nr, NULL);
     w.next_reclaim = jr_mono_us(); /* take over orphans at once */
+    /* /healthz: stale after a block period and a second (the loop turns and
+     * asks Redis at least every half block period). */
+    if (cfg->metrics_listen &&
+        jr_metrics_start(cfg->metrics_listen, JR_METRICS_WORKER, cfg->worker_block_ms + 1000, err, sizeof err)) {
+        jr_log_kv(JR_LOG_ERROR, "cannot start the worker", "error", err, NULL);
+        jr_exec_free(w.exec);
+        free(w.tasks), free(w.outcomes);
+        return 1;
+    }
 
     for (;;) {
         int sigs = jr_signals_count();
@@ -803,6 +829,7 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
     jr_presence_free(&w.presence);
     jr_log_kv(JR_LOG_INFO, "worker stopped", "consumer", w.consumer, NULL);
     jr_log_flush();
+    jr_metrics_stop();
     jr_exec_free(w.exec);
     jr_redis_free(w.rd);
     jr_redis_free(w.ctl);

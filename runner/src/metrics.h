@@ -1,0 +1,96 @@
+/* Metrics and health over HTTP (metrics.listen / --metrics ADDR).
+ *
+ * Two layers:
+ * - a registry of metric families and their labelled series, encoded in the
+ *   Prometheus text exposition format (version 0.0.4): pure functions,
+ *   unit-tested;
+ * - the process's metrics: one registry, a libmicrohttpd server on its own
+ *   thread serving GET /metrics and GET /healthz, and the hooks the worker
+ *   and scheduler loops call. Every hook is a no-op while no server runs.
+ *   The HTTP thread only reads memory (under a mutex, or atomics for the
+ *   health stamps); it never talks to Redis, and the loops never wait for it
+ *   except for that mutex, held while a scrape is encoded. */
+#ifndef JR_METRICS_H
+#define JR_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- address ------------------------------------------------------------ */
+
+/* Parse "HOST:PORT", "[IPV6]:PORT" or ":PORT" (every interface) into host
+ * (hostlen bytes; "" for every interface) and port (0..65535; 0 = any free
+ * port). Returns 0, or JR_EINVAL with a message in err. */
+int jr_metrics_parse_addr(const char *addr, char *host, size_t hostlen, int *port, char *err,
+                          size_t errlen);
+
+/* ---- registry (pure) ---------------------------------------------------- */
+
+typedef enum { JR_MT_COUNTER, JR_MT_GAUGE, JR_MT_HISTOGRAM } jr_mtype_t;
+
+#define JR_MLABELS_MAX 3
+
+typedef struct jr_mfamily {
+    const char *name, *help;
+    jr_mtype_t type;
+    size_t nlabels;
+    const char *labels[JR_MLABELS_MAX];
+    const double *bounds; /* histograms: upper bounds, ascending (+Inf is implied) */
+    size_t nbounds;
+} jr_mfamily_t;
+
+typedef struct jr_mreg jr_mreg_t;
+
+/* A registry of the n families fams (which must outlive it). NULL if out
+ * of memory. */
+jr_mreg_t *jr_mreg_new(const jr_mfamily_t *fams, size_t n);
+void jr_mreg_free(jr_mreg_t *m);
+
+/* Update the series of family `fam` with these label values (one per
+ * label of the family; copied), creating it at 0 first: counters add v
+ * (v >= 0), gauges are set to v, histograms observe v. Cost: a scan of the
+ * family's series (few: queues x handlers x outcomes). Returns 0 or
+ * JR_ENOMEM, or JR_EINVAL for a negative counter increment. */
+int jr_mreg_update(jr_mreg_t *m, size_t fam, const char *const *labels, double v);
+
+/* The text exposition of every family: HELP and TYPE lines (also for a
+ * family without series yet), then its series in creation order; label
+ * values escaped (\\, \", \n). malloc'd, NUL-terminated, length in *len;
+ * NULL if out of memory. */
+char *jr_mreg_encode(const jr_mreg_t *m, size_t *len);
+
+/* ---- the process's metrics ---------------------------------------------- */
+
+typedef enum { JR_METRICS_WORKER, JR_METRICS_SCHEDULER } jr_metrics_role_t;
+
+/* Start serving on addr (jr_metrics_parse_addr) with the families of the
+ * role. /healthz answers 503 once the loop has not turned, or Redis has
+ * not answered, for longer than stale_ms. Returns 0, or JR_EINVAL/JR_EIO
+ * with a message naming the address in err (bad address, port in use). */
+int jr_metrics_start(const char *addr, jr_metrics_role_t role, int64_t stale_ms, char *err,
+                     size_t errlen);
+/* Stop the server and free everything. Safe if never started. */
+void jr_metrics_stop(void);
+/* 1 while serving. */
+int jr_metrics_on(void);
+/* The port bound (useful with port 0), 0 if not serving. */
+int jr_metrics_port(void);
+
+/* Health stamps (monotonic time, atomics): the loop turned; Redis answered. */
+void jr_metrics_turned(void);
+void jr_metrics_redis_ok(void);
+/* Microseconds since Redis last answered (INT64_MAX if never). */
+int64_t jr_metrics_redis_age_us(void);
+
+/* Worker hooks. outcome: ok | retry | dead | interrupted. */
+void jr_metrics_job_done(const char *queue, const char *handler, const char *outcome, double seconds);
+void jr_metrics_running(size_t n);
+void jr_metrics_fetched(size_t n);
+/* Both roles: a Redis connection was lost (or refused) and is re-made. */
+void jr_metrics_reconnect(void);
+
+/* Scheduler hooks. lateness_s < 0: not measured in this call. */
+void jr_metrics_promoted(const char *queue, int64_t n, double lateness_s);
+void jr_metrics_depth(const char *queue, long long delayed, long long ready);
+
+#endif
