@@ -193,10 +193,17 @@ static void put_escaped(text_t *t, const char *s, int quote) {
     }
 }
 
-/* A sample value: integers without a fraction, others with full precision. */
+/* A sample value: integers without a fraction, others in the shortest of
+ * 15 or 17 significant digits that reads back as the same double. */
 static void put_value(text_t *t, double v) {
-    if (v == (double)(long long)v && v > -1e15 && v < 1e15) putf(t, "%lld", (long long)v);
-    else putf(t, "%.17g", v);
+    char buf[40];
+    if (v == (double)(long long)v && v > -1e15 && v < 1e15) {
+        putf(t, "%lld", (long long)v);
+        return;
+    }
+    snprintf(buf, sizeof buf, "%.15g", v);
+    if (strtod(buf, NULL) != v) snprintf(buf, sizeof buf, "%.17g", v);
+    puts_(t, buf);
 }
 
 /* name{labels[,le="bound"]} value */

@@ -1,0 +1,399 @@
+/* /metrics and /healthz of real worker and scheduler processes, scraped over
+ * HTTP (a tiny GET client below) and parsed, against a real redis-server. */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "jr.h"
+#include "redis.h"
+
+static jrt_redis_t R;
+static char record[192], wlog[192];
+
+static void setup(void) {
+    jrt_redis_start(&R, NULL);
+    snprintf(record, sizeof record, "%s/record.txt", R.dir);
+    snprintf(wlog, sizeof wlog, "%s/proc.log", R.dir);
+    setenv("JRT_RECORD", record, 1);
+}
+static void teardown(void) { jrt_redis_stop(&R); }
+
+TestSuite(metrics, .init = setup, .fini = teardown, .timeout = 180);
+
+/* A port that was free a moment ago (bind port 0, read it, close). */
+static int free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof a;
+    cr_assert(fd >= 0 && !bind(fd, (struct sockaddr *)&a, sizeof a) && !getsockname(fd, (struct sockaddr *)&a, &l));
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* GET path from 127.0.0.1:port. Returns the HTTP status (-1 if no
+ * connection or no complete answer) and the body (malloc'd) in *body. */
+static int http_get(int port, const char *path, char **body) {
+    *body = NULL;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct timeval tv = {.tv_sec = 10};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a)) {
+        close(fd);
+        return -1;
+    }
+    char req[256];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
+    if (write(fd, req, (size_t)n) != n) {
+        close(fd);
+        return -1;
+    }
+    size_t len = 0, cap = 1 << 16;
+    char *buf = malloc(cap);
+    ssize_t k;
+    while ((k = read(fd, buf + len, cap - len - 1)) > 0) {
+        len += (size_t)k;
+        if (len + 1 == cap) buf = realloc(buf, cap *= 2);
+    }
+    close(fd);
+    buf[len] = '\0';
+    int status = -1;
+    char *sep = strstr(buf, "\r\n\r\n");
+    if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1 || !sep) {
+        free(buf);
+        return -1;
+    }
+    *body = strdup(sep + 4);
+    free(buf);
+    return status;
+}
+
+/* Wait until the server answers (any status); returns that status. */
+static int wait_http(int port, const char *path, int timeout_ms) {
+    for (int t = 0;; t += 50) {
+        char *b;
+        int st = http_get(port, path, &b);
+        free(b);
+        if (st > 0 || t >= timeout_ms) return st;
+        jrt_sleep_ms(50);
+    }
+}
+
+/* Check the text exposition format line by line: HELP and TYPE lines, then
+ * samples `name{label="value",...} number` of the family typed last (with
+ * _bucket/_sum/_count for histograms). Fails the test on any bad line. */
+static void check_format(const char *text) {
+    char family[128] = "", type[32] = "";
+    for (const char *line = text; *line;) {
+        const char *nl = strchr(line, '\n');
+        cr_assert(nl, "the exposition must end with a newline");
+        char l[2048];
+        snprintf(l, sizeof l, "%.*s", (int)(nl - line), line);
+        line = nl + 1;
+        if (!strncmp(l, "# HELP ", 7)) {
+            cr_assert(strchr(l + 7, ' '), "HELP without text: %s", l);
+            continue;
+        }
+        if (!strncmp(l, "# TYPE ", 7)) {
+            cr_assert_eq(sscanf(l, "# TYPE %127s %31s", family, type), 2, "bad TYPE line: %s", l);
+            cr_assert(!strcmp(type, "counter") || !strcmp(type, "gauge") || !strcmp(type, "histogram"), "%s", l);
+            if (!strcmp(type, "counter")) cr_assert(strstr(family, "_total"), "counter without _total: %s", l);
+            continue;
+        }
+        size_t fl = strlen(family);
+        cr_assert(fl && !strncmp(l, family, fl), "sample outside its family %s: %s", family, l);
+        const char *rest = l + fl;
+        if (!strcmp(type, "histogram")) {
+            if (!strncmp(rest, "_bucket", 7)) {
+                rest += 7;
+                cr_assert(strstr(rest, "le=\""), "bucket without le: %s", l);
+            }
+            else if (!strncmp(rest, "_sum", 4)) rest += 4;
+            else if (!strncmp(rest, "_count", 6)) rest += 6;
+            else cr_assert_fail("histogram sample without _bucket/_sum/_count: %s", l);
+        }
+        if (*rest == '{') {
+            const char *p = rest + 1;
+            while (*p != '}') {
+                while ((*p >= 'a' && *p <= 'z') || *p == '_') p++;
+                cr_assert(p[0] == '=' && p[1] == '"', "bad label in %s", l);
+                for (p += 2; *p != '"'; p++) {
+                    cr_assert(*p, "unterminated label value in %s", l);
+                    if (*p == '\\') cr_assert(strchr("\\\"n", *++p), "bad escape in %s", l);
+                }
+                p++;
+                if (*p == ',') p++;
+                else cr_assert_eq(*p, '}', "bad label list in %s", l);
+            }
+            rest = p + 1;
+        }
+        cr_assert_eq(*rest, ' ', "no value in %s", l);
+        char *end;
+        strtod(rest + 1, &end);
+        cr_assert(end != rest + 1 && !*end, "bad value in %s", l);
+    }
+}
+
+/* The value of the sample written exactly as `series` (name{labels}), or
+ * -1 if absent. */
+static double sample(const char *text, const char *series) {
+    size_t n = strlen(series);
+    for (const char *p = text; (p = strstr(p, series)); p += n)
+        if ((p == text || p[-1] == '\n') && p[n] == ' ') return strtod(p + n + 1, NULL);
+    return -1;
+}
+
+static double scrape(int port, const char *series) {
+    char *body;
+    int st = http_get(port, "/metrics", &body);
+    cr_assert_eq(st, 200, "GET /metrics: %d", st);
+    double v = sample(body, series);
+    free(body);
+    return v;
+}
+
+/* Poll until the sample equals want, up to timeout_ms; returns the last value. */
+static double wait_sample(int port, const char *series, double want, int timeout_ms) {
+    double v = -1;
+    for (int t = 0; t <= timeout_ms; t += 100) {
+        if ((v = scrape(port, series)) == want) break;
+        jrt_sleep_ms(100);
+    }
+    return v;
+}
+
+static void enqueue_n(const char *queue, const char *handler, size_t n, int64_t delay_ms) {
+    jr_redis_t *r = jrt_jr_connect(&R);
+    jr_enqueue_t *jobs = calloc(n, sizeof *jobs);
+    for (size_t i = 0; i < n; i++) {
+        jobs[i].queue = queue, jobs[i].delay_ms = delay_ms;
+        jobs[i].env.handler = handler, jobs[i].env.handler_len = strlen(handler);
+        jobs[i].env.payload = "x", jobs[i].env.payload_len = 1;
+    }
+    cr_assert_eq(jr_redis_enqueue(r, jobs, n, NULL, NULL), 0, "%s", jr_redis_errstr(r));
+    free(jobs);
+    jr_redis_free(r);
+}
+
+/* Every metric of the role has HELP and TYPE lines. */
+static void check_documented(const char *text, const char *const *names) {
+    for (size_t i = 0; names[i]; i++) {
+        char help[160], type[160];
+        snprintf(help, sizeof help, "# HELP %s ", names[i]);
+        snprintf(type, sizeof type, "# TYPE %s ", names[i]);
+        cr_expect(strstr(text, help) && strstr(text, type), "metric %s missing:\n%s", names[i], text);
+    }
+}
+
+static const char *const worker_metrics[] = {"jobrunner_jobs_total", "jobrunner_job_duration_seconds",
+                                             "jobrunner_jobs_running", "jobrunner_fetch_batch_jobs",
+                                             "jobrunner_redis_reconnects_total", NULL};
+static const char *const sched_metrics[] = {"jobrunner_jobs_promoted_total", "jobrunner_promotion_lateness_seconds",
+                                            "jobrunner_queue_delayed_jobs", "jobrunner_queue_ready_jobs",
+                                            "jobrunner_redis_reconnects_total", NULL};
+
+static pid_t start(const char *role, int port, const char *config) {
+    char addr[64];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+    const char *args[16] = {role, "--redis", R.url, "--metrics", addr};
+    size_t n = 5;
+    if (!strcmp(role, "worker")) args[n++] = "--plugin", args[n++] = JRT_RECORD_PLUGIN;
+    if (config) args[n++] = "-c", args[n++] = config;
+    args[n] = NULL;
+    pid_t pid = jrt_spawn(wlog, args);
+    cr_assert_gt(wait_http(port, "/healthz", 10000), 0, "no HTTP server on %s", addr);
+    return pid;
+}
+
+Test(metrics, worker_counts_every_finished_job_by_outcome) {
+    int port = free_port();
+    pid_t w = start("worker", port, NULL);
+    char *body;
+    cr_assert_eq(http_get(port, "/metrics", &body), 200);
+    check_format(body);
+    check_documented(body, worker_metrics);
+    cr_expect_eq(sample(body, "jobrunner_jobs_running"), 0);
+    cr_expect_eq(sample(body, "jobrunner_redis_reconnects_total"), 0);
+    free(body);
+
+    enum { N = 500, F = 7 };
+    enqueue_n("default", "record", N, 0);
+    enqueue_n("mq", "fail", F, 0); /* not consumed: the worker serves "default" only */
+    enqueue_n("default", "fail", F, 0);
+    double ok = wait_sample(port, "jobrunner_jobs_total{queue=\"default\",handler=\"record\",outcome=\"ok\"}", N, 30000);
+    cr_assert_eq(ok, N, "ok jobs counted: %g of %d", ok, N);
+    double dead = wait_sample(port, "jobrunner_jobs_total{queue=\"default\",handler=\"fail\",outcome=\"dead\"}", F, 30000);
+    cr_assert_eq(dead, F, "failed jobs counted: %g of %d", dead, F);
+
+    cr_assert_eq(http_get(port, "/metrics", &body), 200);
+    check_format(body);
+    check_documented(body, worker_metrics);
+    cr_expect_eq(sample(body, "jobrunner_job_duration_seconds_count{queue=\"default\",handler=\"record\"}"), N);
+    cr_expect_eq(sample(body, "jobrunner_job_duration_seconds_bucket{queue=\"default\",handler=\"record\",le=\"+Inf\"}"), N);
+    cr_expect_geq(sample(body, "jobrunner_job_duration_seconds_sum{queue=\"default\",handler=\"record\"}"), 0);
+    cr_expect_eq(sample(body, "jobrunner_fetch_batch_jobs_sum"), N + F, "every job fetched once");
+    cr_expect_geq(sample(body, "jobrunner_fetch_batch_jobs_count"), 1);
+    cr_expect_eq(sample(body, "jobrunner_jobs_running"), 0);
+    cr_expect_eq(sample(body, "jobrunner_redis_reconnects_total"), 0);
+    cr_expect(!strstr(body, "queue=\"mq\""), "only the worker's queues");
+    free(body);
+
+    cr_expect_eq(http_get(port, "/nope", &body), 404);
+    free(body);
+    jrt_stop(w, SIGTERM, 10000);
+}
+
+Test(metrics, worker_health_follows_redis) {
+    int port = free_port();
+    char cfg[256];
+    jrt_write(&R, "w.yaml", "worker:\n  block: 500ms\n", cfg, sizeof cfg);
+    pid_t w = start("worker", port, cfg);
+    int st = 0;
+    char *body = NULL;
+    for (int t = 0; t < 10000 && st != 200; t += 100) { /* the first Redis reply */
+        free(body);
+        st = http_get(port, "/healthz", &body);
+        jrt_sleep_ms(100);
+    }
+    cr_assert_eq(st, 200, "healthy with Redis up: %d %s", st, body);
+    free(body);
+
+    /* Redis stops answering (frozen): 503 with the reason, within a block
+     * period and a second (the bound here is generous). */
+    kill(R.pid, SIGSTOP);
+    int64_t t0 = jrt_wall_us();
+    for (st = 200, body = NULL; st == 200 && jrt_wall_us() - t0 < 10000000;) {
+        free(body);
+        jrt_sleep_ms(100);
+        st = http_get(port, "/healthz", &body);
+    }
+    cr_expect_eq(st, 503, "unhealthy with Redis frozen: %d", st);
+    cr_expect(body && strstr(body, "redis"), "the reason names Redis: %s", body);
+    free(body);
+    kill(R.pid, SIGCONT);
+    for (st = 0, t0 = jrt_wall_us(); st != 200 && jrt_wall_us() - t0 < 15000000;) {
+        char *b;
+        jrt_sleep_ms(100);
+        st = http_get(port, "/healthz", &b);
+        free(b);
+    }
+    cr_expect_eq(st, 200, "healthy again once Redis answers");
+
+    /* Redis dies and comes back: 503, then 200; the reconnect is counted. */
+    kill(R.pid, SIGKILL);
+    for (st = 200, t0 = jrt_wall_us(); st == 200 && jrt_wall_us() - t0 < 10000000;) {
+        char *b;
+        jrt_sleep_ms(100);
+        st = http_get(port, "/healthz", &b);
+        free(b);
+    }
+    cr_expect_eq(st, 503, "unhealthy with Redis dead");
+    jrt_redis_restart(&R, NULL);
+    for (st = 0, t0 = jrt_wall_us(); st != 200 && jrt_wall_us() - t0 < 15000000;) {
+        char *b;
+        jrt_sleep_ms(100);
+        st = http_get(port, "/healthz", &b);
+        free(b);
+    }
+    cr_expect_eq(st, 200, "healthy again after Redis restarted");
+    cr_expect_geq(scrape(port, "jobrunner_redis_reconnects_total"), 1);
+    jrt_stop(w, SIGTERM, 10000);
+}
+
+Test(metrics, scheduler_counts_promotions_and_depths) {
+    int port = free_port();
+    char cfg[256];
+    jrt_write(&R, "s.yaml", "scheduler:\n  block: 500ms\n", cfg, sizeof cfg);
+    enqueue_n("sq", "record", 3, 0);         /* ready */
+    enqueue_n("sq", "record", 4, 3600000);   /* delayed an hour */
+    enqueue_n("sq", "record", 5, 300);       /* promoted soon */
+    pid_t s = start("scheduler", port, cfg);
+    double promoted = wait_sample(port, "jobrunner_jobs_promoted_total{queue=\"sq\"}", 5, 20000);
+    cr_assert_eq(promoted, 5, "promoted jobs counted: %g", promoted);
+    cr_expect_eq(wait_sample(port, "jobrunner_queue_ready_jobs{queue=\"sq\"}", 8, 20000), 8);
+    cr_expect_eq(wait_sample(port, "jobrunner_queue_delayed_jobs{queue=\"sq\"}", 4, 20000), 4);
+    char *body;
+    cr_assert_eq(http_get(port, "/metrics", &body), 200);
+    check_format(body);
+    check_documented(body, sched_metrics);
+    double n = sample(body, "jobrunner_promotion_lateness_seconds_count{queue=\"sq\"}");
+    cr_expect_geq(n, 1, "lateness observed: %g", n);
+    cr_expect_eq(sample(body, "jobrunner_promotion_lateness_seconds_bucket{queue=\"sq\",le=\"+Inf\"}"), n);
+    free(body);
+    int st = http_get(port, "/healthz", &body);
+    cr_expect_eq(st, 200, "%s", body);
+    free(body);
+
+    kill(R.pid, SIGSTOP);
+    int64_t t0 = jrt_wall_us();
+    for (st = 200, body = NULL; st == 200 && jrt_wall_us() - t0 < 10000000;) {
+        free(body);
+        jrt_sleep_ms(100);
+        st = http_get(port, "/healthz", &body);
+    }
+    cr_expect_eq(st, 503, "scheduler unhealthy with Redis frozen");
+    cr_expect(body && strstr(body, "redis"), "%s", body);
+    free(body);
+    kill(R.pid, SIGCONT);
+    for (st = 0, t0 = jrt_wall_us(); st != 200 && jrt_wall_us() - t0 < 15000000;) {
+        char *b;
+        jrt_sleep_ms(100);
+        st = http_get(port, "/healthz", &b);
+        free(b);
+    }
+    cr_expect_eq(st, 200, "scheduler healthy again");
+    jrt_stop(s, SIGTERM, 10000);
+}
+
+/* Bind errors and bad addresses stop the process at startup, naming the address. */
+Test(metrics, bad_listen_address_is_a_startup_error) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof a;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    cr_assert(!bind(fd, (struct sockaddr *)&a, sizeof a) && !listen(fd, 1) &&
+              !getsockname(fd, (struct sockaddr *)&a, &l));
+    char busy[64];
+    snprintf(busy, sizeof busy, "127.0.0.1:%d", ntohs(a.sin_port));
+    static const struct {
+        const char *addr, *says;
+        int status;
+    } cases[] = {
+        {NULL, "Address already in use", 1},   /* the port held above */
+        {"192.0.2.1:9464", "cannot assign", 1}, /* not an address of this host */
+        {"no-such-host.invalid:9464", "cannot serve metrics on no-such-host.invalid:9464", 1},
+        {"127.0.0.1", "HOST:PORT", 2},
+        {"127.0.0.1:70000", "0 to 65535", 2},
+        {"::1:9464", "brackets", 2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *addr = cases[i].addr ? cases[i].addr : busy;
+        for (int role = 0; role < 2; role++) {
+            const char *worker[] = {"worker", "--redis", R.url, "--plugin", JRT_RECORD_PLUGIN, "--metrics", addr, NULL};
+            const char *sched[] = {"scheduler", "--redis", R.url, "--metrics", addr, NULL};
+            const char **args = role ? sched : worker;
+            char out[256], err[4096];
+            int st = jrt_run(out, sizeof out, err, sizeof err, args);
+            cr_expect_eq(st, cases[i].status, "%s --metrics %s: status %d: %s", args[0], addr, st, err);
+            cr_expect(strstr(err, addr), "%s: the error names the address: %s", args[0], err);
+            cr_expect(strcasestr(err, cases[i].says), "%s --metrics %s: expected \"%s\" in: %s", args[0], addr,
+                      cases[i].says, err);
+        }
+    }
+    /* The same checks for the configuration key. */
+    char cfg[256], out[256], err[2048];
+    jrt_write(&R, "bad.yaml", "metrics:\n  listen: \"localhost\"\n", cfg, sizeof cfg);
+    const char *args[] = {"worker", "--redis", R.url, "-c", cfg, NULL};
+    cr_expect_eq(jrt_run(out, sizeof out, err, sizeof err, args), 2);
+    cr_expect(strstr(err, "metrics.listen") && strstr(err, "HOST:PORT"), "%s", err);
+    close(fd);
+}
