@@ -6,6 +6,8 @@
 #   N=20000 N_DELAYED=2000 SKIP_BUILD=1 bench/jobpath.sh
 #   ISOLATION=inline CONCURRENCY=4 bench/jobpath.sh   # worker settings (default: jobrunner's)
 #   LOG_LEVEL=info LOG_FORMAT=json bench/jobpath.sh   # a log line per job, in JSON
+#   METRICS_PORT=19400 bench/jobpath.sh  # workers serve /metrics on 127.0.0.1:19400+i (the
+#                                        # scheduler on +WORKERS), scraped every METRICS_SCRAPE_S (1) s
 #
 # Starts its own redis-server (no TCP: port 0, a unix socket in a temp dir,
 # --save '' --appendonly no), then
@@ -79,16 +81,27 @@ CONF=$WORK/jobrunner.yaml
 } >"$CONF"
 export BENCH_SOCKET=$SOCK BENCH_CHECK=1 BENCH_QUEUE=bench
 
+# METRICS_PORT: serve metrics (port base + process index) and scrape them meanwhile.
+metrics_flag() { [ -n "${METRICS_PORT:-}" ] && echo "--metrics 127.0.0.1:$((METRICS_PORT + $1))"; }
+start_scraper() { # ports...
+  [ -n "${METRICS_PORT:-}" ] || return 0
+  (while :; do for p in "$@"; do curl -s -o /dev/null "http://127.0.0.1:$p/metrics"; done
+     sleep "${METRICS_SCRAPE_S:-1}"; done) </dev/null >/dev/null 2>&1 &
+  PIDS+=($!)
+}
 start_workers() { # n, then env assignments for them
   local n=$1 i; shift
   for ((i = 0; i < n; i++)); do
-    env "$@" "$JR" worker -c "$CONF" --redis "$URL" -q bench --plugin "$PLUGIN" \
+    # shellcheck disable=SC2046
+    env "$@" "$JR" worker -c "$CONF" --redis "$URL" -q bench --plugin "$PLUGIN" $(metrics_flag "$i") \
       >>"$WORK/worker.$i.log" 2>&1 </dev/null &
     PIDS+=($!)
   done
+  [ -n "${METRICS_PORT:-}" ] && start_scraper $(seq "$METRICS_PORT" $((METRICS_PORT + n - 1)))
 }
 start_scheduler() {
-  "$JR" scheduler -c "$CONF" --redis "$URL" -q bench >>"$WORK/scheduler.log" 2>&1 </dev/null &
+  # shellcheck disable=SC2046
+  "$JR" scheduler -c "$CONF" --redis "$URL" -q bench $(metrics_flag "$WORKERS") >>"$WORK/scheduler.log" 2>&1 </dev/null &
   PIDS+=($!)
 }
 
@@ -193,7 +206,7 @@ build:   $BUILD ($(BT=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$BUILD/CMakeCac
    ran: $SEEN2 (incl. $N_WARM warm-up jobs); stats: $STATS2
 EOF
 # machine-readable line for scripts
-echo "jobpath isolation=${ISOLATION:-default} concurrency=${CONCURRENCY:-default} n=$N enqueue_jobs_per_s=$ENQ_RATE drain_jobs_per_s=$DRAIN_RATE wall_jobs_per_s=$WALL_RATE startup_s=$STARTUP_S checks_ok=$([ ${#FAIL[@]} -eq 0 ] && echo 1 || echo 0) delayed_n=$N_DELAYED late_min_ms=$LMIN late_p50_ms=$L50 late_p99_ms=$L99 late_max_ms=$LMAX early=$EARLY"
+echo "jobpath metrics=$([ -n "${METRICS_PORT:-}" ] && echo on || echo off) isolation=${ISOLATION:-default} concurrency=${CONCURRENCY:-default} n=$N enqueue_jobs_per_s=$ENQ_RATE drain_jobs_per_s=$DRAIN_RATE wall_jobs_per_s=$WALL_RATE startup_s=$STARTUP_S checks_ok=$([ ${#FAIL[@]} -eq 0 ] && echo 1 || echo 0) delayed_n=$N_DELAYED late_min_ms=$LMIN late_p50_ms=$L50 late_p99_ms=$L99 late_max_ms=$LMAX early=$EARLY"
 
 if [ ${#FAIL[@]} -gt 0 ]; then
   echo

@@ -201,11 +201,13 @@ static const char *const sched_metrics[] = {"jobrunner_jobs_promoted_total", "jo
                                             "jobrunner_queue_delayed_jobs", "jobrunner_queue_ready_jobs",
                                             "jobrunner_redis_reconnects_total", NULL};
 
-static pid_t start(const char *role, int port, const char *config) {
+/* Start a worker or scheduler serving metrics on port: given with
+ * --metrics, or by the config file (metrics.listen) when flag is 0. */
+static pid_t start_with(const char *role, int port, const char *config, int flag) {
     char addr[64];
     snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
     const char *args[16] = {role, "--redis", R.url, "--metrics", addr};
-    size_t n = 5;
+    size_t n = flag ? 5 : 3;
     if (!strcmp(role, "worker")) args[n++] = "--plugin", args[n++] = JRT_RECORD_PLUGIN;
     if (config) args[n++] = "-c", args[n++] = config;
     args[n] = NULL;
@@ -213,6 +215,7 @@ static pid_t start(const char *role, int port, const char *config) {
     cr_assert_gt(wait_http(port, "/healthz", 10000), 0, "no HTTP server on %s", addr);
     return pid;
 }
+static pid_t start(const char *role, int port, const char *config) { return start_with(role, port, config, 1); }
 
 Test(metrics, worker_counts_every_finished_job_by_outcome) {
     int port = free_port();
@@ -311,12 +314,13 @@ Test(metrics, worker_health_follows_redis) {
 
 Test(metrics, scheduler_counts_promotions_and_depths) {
     int port = free_port();
-    char cfg[256];
-    jrt_write(&R, "s.yaml", "scheduler:\n  block: 500ms\n", cfg, sizeof cfg);
+    char cfg[256], text[256];
+    snprintf(text, sizeof text, "scheduler:\n  block: 500ms\nmetrics:\n  listen: 127.0.0.1:%d\n", port);
+    jrt_write(&R, "s.yaml", text, cfg, sizeof cfg);
     enqueue_n("sq", "record", 3, 0);         /* ready */
     enqueue_n("sq", "record", 4, 3600000);   /* delayed an hour */
     enqueue_n("sq", "record", 5, 300);       /* promoted soon */
-    pid_t s = start("scheduler", port, cfg);
+    pid_t s = start_with("scheduler", port, cfg, 0); /* metrics.listen */
     double promoted = wait_sample(port, "jobrunner_jobs_promoted_total{queue=\"sq\"}", 5, 20000);
     cr_assert_eq(promoted, 5, "promoted jobs counted: %g", promoted);
     cr_expect_eq(wait_sample(port, "jobrunner_queue_ready_jobs{queue=\"sq\"}", 8, 20000), 8);
