@@ -70,6 +70,7 @@ typedef struct family {
     const jr_mfamily_t *def;
     series_t *v;
     size_t n, cap;
+    size_t last; /* the series updated last: tried first (jobs come in runs) */
 } family_t;
 
 struct jr_mreg {
@@ -104,10 +105,11 @@ void jr_mreg_free(jr_mreg_t *m) {
 /* The series of f with these labels, created if new; NULL if out of memory. */
 static series_t *find_series(family_t *f, const char *const *labels) {
     size_t nl = f->def->nlabels;
-    for (size_t i = 0; i < f->n; i++) {
-        size_t k = 0;
+    for (size_t j = 0; j <= f->n; j++) {
+        size_t i = j == 0 ? f->last : j - 1, k = 0;
+        if (i >= f->n) continue;
         while (k < nl && !strcmp(f->v[i].labels[k], labels[k])) k++;
-        if (k == nl) return &f->v[i];
+        if (k == nl) return &f->v[f->last = i];
     }
     if (f->n == f->cap) {
         size_t cap = f->cap ? f->cap * 2 : 8;
@@ -125,6 +127,7 @@ static series_t *find_series(family_t *f, const char *const *labels) {
         return NULL;
     }
     f->v[f->n] = s;
+    f->last = f->n;
     return &f->v[f->n++];
 }
 
@@ -468,7 +471,7 @@ int jr_metrics_start(const char *addr, jr_metrics_role_t role, int64_t stale_ms,
         jr_metrics_stop();
         return JR_EIO;
     }
-    M.d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | (v6 ? MHD_USE_IPv6 : 0), 0, NULL, NULL, serve,
+    M.d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | (v6 ? MHD_USE_IPv6 : 0), 0, NULL, NULL, serve,
                            NULL, MHD_OPTION_LISTEN_SOCKET, M.fd, MHD_OPTION_CONNECTION_TIMEOUT,
                            (unsigned)10, MHD_OPTION_CONNECTION_LIMIT, (unsigned)64, MHD_OPTION_END);
     if (!M.d) {
