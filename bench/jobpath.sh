@@ -85,8 +85,8 @@ export BENCH_SOCKET=$SOCK BENCH_CHECK=1 BENCH_QUEUE=bench
 metrics_flag() { [ -n "${METRICS_PORT:-}" ] && echo "--metrics 127.0.0.1:$((METRICS_PORT + $1))"; }
 start_scraper() { # ports...
   [ -n "${METRICS_PORT:-}" ] || return 0
-  (while :; do for p in "$@"; do curl -s -o /dev/null "http://127.0.0.1:$p/metrics"; done
-     sleep "${METRICS_SCRAPE_S:-1}"; done) </dev/null >/dev/null 2>&1 &
+  (while sleep "${METRICS_SCRAPE_S:-1}"; do
+     for p in "$@"; do curl -s -o /dev/null "http://127.0.0.1:$p/metrics"; done; done) </dev/null >/dev/null 2>&1 &
   PIDS+=($!)
 }
 start_workers() { # n, then env assignments for them
