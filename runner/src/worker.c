@@ -785,6 +785,7 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
         jr_log_kv(JR_LOG_ERROR, "cannot start the worker", "error", err, NULL);
         jr_exec_free(w.exec);
         free(w.tasks), free(w.outcomes);
+        jr_presence_free(&w.presence);
         return 1;
     }
 
