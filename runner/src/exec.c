@@ -28,6 +28,7 @@
  * job shorter than this never causes a move (a move costs a message, and
  * would break up batches of quick jobs for nothing). */
 #define MOVE_AFTER_US 1000
+#define NO_PIDFD_POLL_US 100000 /* how often a runner without a pidfd is looked at */
 
 /* One result, written by the runner. */
 typedef struct slot {
@@ -339,12 +340,15 @@ static int spawn(jr_exec_t *x, runner_t *r) {
     }
     setpgid(pid, pid); /* as the child does: whichever runs first */
     close(sv[1]);
+    /* No pidfd (a kernel before 5.3, or valgrind): collect looks with
+     * waitid every NO_PIDFD_POLL_US instead (see ended()). */
     int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    int no_pidfd = pfd < 0 && errno == ENOSYS;
     size_t ix = (size_t)(r - x->runners);
     struct epoll_event es = {.events = EPOLLIN, .data.u64 = ix << 1};
     struct epoll_event ep = {.events = EPOLLIN, .data.u64 = ix << 1 | 1};
-    if (pfd < 0 || epoll_ctl(x->epfd, EPOLL_CTL_ADD, sv[0], &es) != 0 ||
-        epoll_ctl(x->epfd, EPOLL_CTL_ADD, pfd, &ep) != 0) {
+    if ((pfd < 0 && !no_pidfd) || epoll_ctl(x->epfd, EPOLL_CTL_ADD, sv[0], &es) != 0 ||
+        (pfd >= 0 && epoll_ctl(x->epfd, EPOLL_CTL_ADD, pfd, &ep) != 0)) {
         int e = errno;
         epoll_del(x, sv[0]);
         kill(-pid, SIGKILL);
@@ -365,6 +369,14 @@ static int spawn(jr_exec_t *x, runner_t *r) {
  * started in it), reap the runner and close its descriptors. Returns its
  * wait status. The runner is not reaped before the kill, so its pid (the
  * group's id) cannot have been reused. */
+/* 1 once r's process has ended, without reaping it (reap() takes its
+ * status): how a runner without a pidfd is watched. */
+static int ended(const runner_t *r) {
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    return r->pid > 0 && waitid(P_PID, (id_t)r->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == r->pid;
+}
+
 static int reap(jr_exec_t *x, runner_t *r) {
     int st = 0;
     if (r->pid > 0) {
@@ -612,6 +624,7 @@ void jr_exec_free(jr_exec_t *x) {
             struct pollfd pf = {.fd = r->pidfd, .events = POLLIN};
             if (poll(&pf, 1, (int)((left + 999) / 1000)) != -1 || errno != EINTR) break;
         }
+        while (r->pidfd < 0 && r->pid > 0 && !ended(r) && until > jr_mono_us()) usleep(10000);
         reap(x, r);
         if (r->shm) munmap(r->shm, x->shm_size);
         free(r->tags), free(r->timeouts_ms), free(r->offs), free(r->msg);
@@ -755,6 +768,10 @@ int64_t jr_exec_deadline(const jr_exec_t *x) {
         int64_t at = move_at(&x->runners[i], now);
         if (at >= 0 && (best < 0 || at < best)) best = at;
     }
+    for (size_t i = 0; !x->inline_mode && i < x->nrunners; i++) /* watched by waitid */
+        if (x->runners[i].busy && x->runners[i].pid > 0 && x->runners[i].pidfd < 0 &&
+            (best < 0 || now + NO_PIDFD_POLL_US < best))
+            best = now + NO_PIDFD_POLL_US;
     return best;
 }
 
@@ -940,6 +957,8 @@ size_t jr_exec_collect(jr_exec_t *x, jr_outcome_t *out, size_t max) {
         if (x->evs[i].data.u64 & 1) r->exited = 1;
         else r->sock_ready = 1;
     }
+    for (size_t i = 0; i < x->nrunners; i++)
+        if (x->runners[i].pidfd < 0 && !x->runners[i].exited && ended(&x->runners[i])) x->runners[i].exited = 1;
     for (size_t i = 0; i < x->nrunners; i++) {
         runner_t *r = &x->runners[i];
         if (r->busy && k + (r->end - r->collected) > max) break; /* the caller comes back */
