@@ -245,3 +245,19 @@ jr_qstats_t jrt_stats(const jrt_redis_t *r, const char *queue) {
     jr_redis_free(c);
     return s;
 }
+
+void jrt_dead_entry(const jrt_redis_t *r, const char *queue, const char *id, char *out, size_t len) {
+    redisContext *c = jrt_connect(r);
+    redisReply *rep = redisCommand(c, "XRANGE jr:{%s}:dead - +", queue);
+    out[0] = '\0';
+    for (size_t i = 0; rep && i < rep->elements; i++) {
+        redisReply *f = rep->element[i]->element[1];
+        int match = 0;
+        for (size_t j = 0; j + 1 < f->elements; j += 2)
+            match |= !strcmp(f->element[j]->str, "id") && !strcmp(f->element[j + 1]->str, id);
+        for (size_t j = 0; match && j + 1 < f->elements; j += 2)
+            snprintf(out + strlen(out), len - strlen(out), "%s=%s;", f->element[j]->str, f->element[j + 1]->str);
+    }
+    if (rep) freeReplyObject(rep);
+    redisFree(c);
+}

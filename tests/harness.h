@@ -62,6 +62,10 @@ jr_redis_t *jrt_jr_connect(const jrt_redis_t *r);
 /* The counts of one queue (fails the test on an error). */
 jr_qstats_t jrt_stats(const jrt_redis_t *r, const char *queue);
 
+/* The dead entry of job `id` in `queue`, as "field=value;..." into out
+ * (empty if none; truncated to len). */
+void jrt_dead_entry(const jrt_redis_t *r, const char *queue, const char *id, char *out, size_t len);
+
 int64_t jrt_wall_us(void);
 void jrt_sleep_ms(int ms);
 

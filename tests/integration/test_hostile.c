@@ -102,22 +102,7 @@ static int runs(const char *what, const char *id) {
     return n;
 }
 
-/* The dead entry of a job, as "field=value;..." (empty if none). */
-static void dead_entry(const char *id, char *out, size_t len) {
-    redisContext *c = jrt_connect(&R);
-    redisReply *rep = redisCommand(c, "XRANGE jr:{default}:dead - +");
-    out[0] = '\0';
-    for (size_t i = 0; rep && i < rep->elements; i++) {
-        redisReply *f = rep->element[i]->element[1];
-        int match = 0;
-        for (size_t j = 0; j + 1 < f->elements; j += 2)
-            match |= !strcmp(f->element[j]->str, "id") && !strcmp(f->element[j + 1]->str, id);
-        for (size_t j = 0; match && j + 1 < f->elements; j += 2)
-            snprintf(out + strlen(out), len - strlen(out), "%s=%s;", f->element[j]->str, f->element[j + 1]->str);
-    }
-    if (rep) freeReplyObject(rep);
-    redisFree(c);
-}
+static void dead_entry(const char *id, char *out, size_t len) { jrt_dead_entry(&R, "default", id, out, len); }
 
 /* The worker log must say "outcome=ok" exactly n times and nothing worse. */
 static void expect_oks(const char *log, int n) {
