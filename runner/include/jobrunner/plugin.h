@@ -106,7 +106,9 @@ typedef struct jr_host_api {
      * now instead of the default backoff. At most 315360000000 (10 years):
      * a retry asked for later than that fails the job (dead, with why). */
     void (*retry_after)(jr_job_t *job, int64_t ms);
-    /* Record why the attempt failed (kept with a retried or dead job). */
+    /* Record why the attempt failed (kept with a retried or dead job). The
+     * first 255 bytes are kept: a longer message is cut there (pre-existing
+     * limit, not yet marked in the stored error). */
     void (*set_error)(jr_job_t *job, const char *message);
 } jr_host_api_t;
 
