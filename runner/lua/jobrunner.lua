@@ -1,7 +1,11 @@
 #!lua name=jobrunner
+-- jobrunner: contract 1, revision 1.
+-- (Raise the revision with every change to this file; tests/lua_revision.sh checks.
+-- A jobrunner process never replaces a newer revision loaded in Redis.)
 --[[
 The Redis side of jobrunner: a Redis Function library (Redis >= 7.0), loaded
-by every jobrunner process at start with FUNCTION LOAD REPLACE. Any client in
+by every jobrunner process at start (FUNCTION LOAD REPLACE, unless Redis
+holds this revision or a newer one). Any client in
 any language may FCALL these functions; docs/redis-contract.md is the contract.
 
 Keys of queue Q (all share the hash tag {Q}, so every call touches one slot):

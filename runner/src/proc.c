@@ -72,6 +72,12 @@ jr_redis_t *jr_connect_once(const jr_config_t *cfg, char *err, size_t errlen) {
         jr_redis_free(r);
         return NULL;
     }
+    if (jr_redis_library_kept(r)) {
+        char kept[32];
+        snprintf(kept, sizeof kept, "%ld", jr_redis_library_kept(r));
+        jr_log_kv(JR_LOG_INFO, "Redis holds a newer revision of the jobrunner function library: using it",
+                  "revision", kept, NULL);
+    }
     char policy[64];
     if (jr_redis_maxmemory_policy(r, policy, sizeof policy) == 0 && policy[0] &&
         strcmp(policy, "noeviction") != 0)

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "jr.h"
 #include "jr_limits.h"
@@ -27,6 +28,7 @@ struct jr_redis {
     char err[JR_ERRLEN];
     char *registered[REGISTERED_MAX]; /* queues this connection registered */
     size_t nregistered;
+    long library_kept;    /* a newer library revision found loaded and kept, 0 = none */
 };
 
 static int fail(jr_redis_t *r, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -257,14 +259,38 @@ void jr_redis_free(jr_redis_t *r) {
 /* 1 if the library Redis has loaded under our name has exactly the embedded
  * code, 0 if it is missing or different; an error if Redis refused to say
  * (before Redis 7.0 there is no FUNCTION command: said so). */
-static int library_current(jr_redis_t *r) {
+int jr_lua_revision(const char *code, size_t len, long *contract, long *revision) {
+    /* Line 2: "-- jobrunner: contract C, revision R." */
+    const char *nl = memchr(code, '\n', len);
+    if (!nl) return -1;
+    size_t off = (size_t)(nl - code) + 1, n = len - off;
+    const char *end = memchr(code + off, '\n', n);
+    if (end) n = (size_t)(end - (code + off));
+    char line[128];
+    if (n >= sizeof line) return -1;
+    memcpy(line, code + off, n);
+    line[n] = '\0';
+    long c, rv;
+    int used = 0;
+    if (sscanf(line, "-- jobrunner: contract %ld, revision %ld.%n", &c, &rv, &used) != 2 || used == 0 ||
+        c < 1 || rv < 1)
+        return -1;
+    *contract = c;
+    *revision = rv;
+    return 0;
+}
+
+/* What Redis holds under the library name jobrunner: 0 none, 1 exactly our
+ * code, 2 other code (its contract and revision in *c, *rv; both 0 when its
+ * code has no revision line: a build from before revisions). */
+static int library_state(jr_redis_t *r, long *c, long *rv) {
     redisReply *rep;
     int rc = exec(r, &rep, "FUNCTION", "LIST", "LIBRARYNAME", "jobrunner", "WITHCODE", NULL);
     if (rc == JR_EREDIS && strstr(r->err, "unknown command"))
         snprintf(r->err + strlen(r->err), sizeof r->err - strlen(r->err),
                  " (jobrunner needs Redis >= 7.0 with Functions)");
     if (rc) return rc;
-    int same = 0;
+    int state = 0;
     /* [[library_name, NAME, ..., library_code, CODE], ...]; LIBRARYNAME is a
      * pattern, so check the name too. */
     for (size_t i = 0; rep->type == REDIS_REPLY_ARRAY && i < rep->elements; i++) {
@@ -276,26 +302,87 @@ static int library_current(jr_redis_t *r) {
             if (!strcmp(k->str, "library_name")) name = lib->element[j + 1];
             if (!strcmp(k->str, "library_code")) code = lib->element[j + 1];
         }
-        if (name && code && name->type == REDIS_REPLY_STRING && !strcmp(name->str, "jobrunner") &&
-            code->type == REDIS_REPLY_STRING && code->len == jr_lua_library_len &&
-            memcmp(code->str, jr_lua_library, jr_lua_library_len) == 0)
-            same = 1;
+        if (!name || !code || name->type != REDIS_REPLY_STRING || strcmp(name->str, "jobrunner") ||
+            code->type != REDIS_REPLY_STRING)
+            continue;
+        if (code->len == jr_lua_library_len && memcmp(code->str, jr_lua_library, jr_lua_library_len) == 0) {
+            state = 1;
+        } else {
+            state = 2;
+            if (jr_lua_revision(code->str, code->len, c, rv) != 0) *c = *rv = 0;
+        }
     }
     freeReplyObject(rep);
-    return same;
+    return state;
+}
+
+#define LIB_LOCK "jr:{lib}:loading"
+#define LIB_LOCK_MS 10000
+#define LIB_LOCK_PX "10000"
+
+/* Decide from what Redis holds: 0 nothing to do, 1 load ours (REPLACE),
+ * or an error (a newer contract than ours). Records a kept newer revision. */
+static int library_decide(jr_redis_t *r, long c, long rv) {
+    long oc = 0, orv = 0;
+    jr_lua_revision(jr_lua_library, jr_lua_library_len, &oc, &orv);
+    if (c > oc)
+        return fail(r, JR_EPROTO,
+                    "Redis holds the jobrunner function library of contract %ld (revision %ld); this "
+                    "jobrunner speaks contract %ld: upgrade this process",
+                    c, rv, oc);
+    if (c == oc && rv > orv) {
+        r->library_kept = rv; /* newer, same contract: it serves us too */
+        return 0;
+    }
+    return 1; /* missing, older, or the same revision with other code (a local build): ours */
 }
 
 int jr_redis_load_library(jr_redis_t *r) {
-    int rc = library_current(r);
+    long c = 0, rv = 0;
+    int rc = library_state(r, &c, &rv);
     if (rc < 0) return rc;
     if (rc == 1) return 0; /* already there: no write (works in an out-of-memory Redis) */
-    const char *argv[] = {"FUNCTION", "LOAD", "REPLACE", jr_lua_library};
-    size_t lens[] = {8, 4, 7, jr_lua_library_len};
+    if (rc == 2 && (rc = library_decide(r, c, rv)) <= 0) return rc;
+    /* Load under a lock, deciding again inside it, so that of two processes
+     * of different revisions starting together the older cannot overwrite
+     * what the newer just loaded. The lock expires if its holder dies. */
+    char token[64];
+    snprintf(token, sizeof token, "%ld-%lld", (long)getpid(), (long long)jr_mono_us());
+    int64_t give_up = jr_mono_us() + (int64_t)(LIB_LOCK_MS + 2000) * 1000;
+    for (;;) {
+        redisReply *rep;
+        if ((rc = exec(r, &rep, "SET", LIB_LOCK, token, "NX", "PX", LIB_LOCK_PX, NULL)))
+            return rc;
+        int got = rep->type == REDIS_REPLY_STATUS;
+        freeReplyObject(rep);
+        if (got) break;
+        if (jr_mono_us() > give_up)
+            return fail(r, JR_ETIMEOUT, "another process kept the lock " LIB_LOCK " while loading the library");
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    c = rv = 0;
+    rc = library_state(r, &c, &rv);
+    if (rc == 0 || (rc == 2 && (rc = library_decide(r, c, rv)) == 1)) {
+        const char *argv[] = {"FUNCTION", "LOAD", "REPLACE", jr_lua_library};
+        size_t lens[] = {8, 4, 7, jr_lua_library_len};
+        redisReply *rep;
+        if ((rc = exec_argv(r, &rep, 4, argv, lens)) == 0) freeReplyObject(rep);
+    } else if (rc == 1) {
+        rc = 0;
+    }
+    /* Release only our own lock (it may have expired and been taken). */
+    static const char release[] =
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+    char err[JR_ERRLEN];
+    memcpy(err, r->err, sizeof err);
     redisReply *rep;
-    if ((rc = exec_argv(r, &rep, 4, argv, lens))) return rc;
-    freeReplyObject(rep);
-    return 0;
+    if (exec(r, &rep, "EVAL", release, "1", LIB_LOCK, token, NULL) == 0) freeReplyObject(rep);
+    memcpy(r->err, err, sizeof err);
+    return rc;
 }
+
+long jr_redis_library_kept(const jr_redis_t *r) { return r->library_kept; }
 
 int jr_redis_client_id(jr_redis_t *r, long long *id) {
     redisReply *rep;

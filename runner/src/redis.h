@@ -37,11 +37,21 @@ const char *jr_redis_errstr(const jr_redis_t *r);
 /* 1 while the connection is usable; 0 after a transport error. */
 int jr_redis_ok(const jr_redis_t *r);
 
-/* Make sure Redis has the embedded function library: FUNCTION LOAD REPLACE
- * it only if the library named jobrunner is missing or its code differs, so
- * connecting writes nothing (and works in an out-of-memory Redis) when the
- * right version is loaded. Errors carry Redis's text. */
+/* Make sure Redis has the embedded function library. Writes nothing (works
+ * in an out-of-memory Redis) when Redis holds our code already. Otherwise
+ * line 2 of the code ("-- jobrunner: contract C, revision R.") decides:
+ * missing, an older revision, or other code of our revision -> FUNCTION LOAD
+ * REPLACE ours; a newer revision of our contract -> kept (it serves us: a
+ * contract only grows), see jr_redis_library_kept; a newer contract ->
+ * JR_EPROTO, this process is too old. The check and the load run under the
+ * lock key jr:{lib}:loading (SET NX PX 10 s), so an older process starting
+ * beside a newer one never replaces the newer library. Errors carry Redis's
+ * text. */
 int jr_redis_load_library(jr_redis_t *r);
+/* The newer revision jr_redis_load_library found and kept, or 0. */
+long jr_redis_library_kept(const jr_redis_t *r);
+/* Parse line 2 of a library's code. 0, or -1 when it has no such line. */
+int jr_lua_revision(const char *code, size_t len, long *contract, long *revision);
 
 /* CLIENT ID of this connection / CLIENT UNBLOCK another one. */
 int jr_redis_client_id(jr_redis_t *r, long long *id);

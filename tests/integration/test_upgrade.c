@@ -1,0 +1,147 @@
+/* Rolling upgrades, Redis side: which function library a jobrunner process
+ * leaves in Redis when Redis already holds one. Line 2 of the library
+ * ("-- jobrunner: contract C, revision R.") decides: an older or unversioned
+ * library is replaced, a newer revision of the same contract is kept (an
+ * older worker started beside newer ones must not take their functions
+ * away), a newer contract makes the process refuse to start. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "redis.h"
+
+extern const char jr_lua_library[];
+extern const size_t jr_lua_library_len;
+
+static jrt_redis_t R;
+static char cfg[256], out[8192], err[8192];
+
+static void setup(void) {
+    jrt_redis_start(&R, NULL);
+    snprintf(cfg, sizeof cfg, "%s/jr.yaml", R.dir);
+    FILE *f = fopen(cfg, "w");
+    cr_assert(f);
+    fprintf(f, "redis:\n  url: %s\n", R.url);
+    fclose(f);
+}
+static void teardown(void) { jrt_redis_stop(&R); }
+
+TestSuite(upgrade, .init = setup, .fini = teardown, .timeout = 60);
+
+/* Our library with line 2 replaced by `line2` (NULL: removed, as in builds
+ * from before revisions) and one extra function jr_marker_test. */
+static char *variant(const char *line2) {
+    const char *nl1 = memchr(jr_lua_library, '\n', jr_lua_library_len);
+    const char *nl2 = memchr(nl1 + 1, '\n', jr_lua_library_len - (size_t)(nl1 + 1 - jr_lua_library));
+    cr_assert(nl1 && nl2);
+    const char *marker = "\nredis.register_function('jr_marker_test', function() return 7 end)\n";
+    size_t n = jr_lua_library_len + (line2 ? strlen(line2) : 0) + strlen(marker) + 2;
+    char *s = malloc(n);
+    cr_assert(s);
+    size_t head = (size_t)(nl1 + 1 - jr_lua_library);
+    memcpy(s, jr_lua_library, head);
+    size_t o = head;
+    if (line2) o += (size_t)sprintf(s + o, "%s\n", line2);
+    size_t rest = jr_lua_library_len - (size_t)(nl2 + 1 - jr_lua_library);
+    memcpy(s + o, nl2 + 1, rest);
+    o += rest;
+    strcpy(s + o, marker);
+    return s;
+}
+
+static void load(const char *code) {
+    redisContext *c = jrt_connect(&R);
+    redisReply *rep = redisCommand(c, "FUNCTION LOAD REPLACE %s", code);
+    cr_assert(rep && rep->type == REDIS_REPLY_STRING, "FUNCTION LOAD: %s", rep ? rep->str : c->errstr);
+    freeReplyObject(rep);
+    redisFree(c);
+}
+
+/* 1 when the marker function of a variant is still loaded. */
+static int marker_loaded(void) {
+    redisContext *c = jrt_connect(&R);
+    redisReply *rep = redisCommand(c, "FCALL jr_marker_test 0");
+    int yes = rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 7;
+    freeReplyObject(rep);
+    redisFree(c);
+    return yes;
+}
+
+static int run_cli(void) {
+    const char *args[] = {"enqueue", "-c", cfg, "echo", "hi", NULL};
+    return jrt_run(out, sizeof out, err, sizeof err, args);
+}
+
+static void our_revision(long *c, long *rv) {
+    cr_assert_eq(jr_lua_revision(jr_lua_library, jr_lua_library_len, c, rv), 0,
+                 "runner/lua/jobrunner.lua has no line 2 \"-- jobrunner: contract C, revision R.\"");
+}
+
+Test(upgrade, a_newer_revision_in_redis_is_kept_and_serves_the_older_process) {
+    long c, rv;
+    our_revision(&c, &rv);
+    char line[128];
+    snprintf(line, sizeof line, "-- jobrunner: contract %ld, revision %ld.", c, rv + 1);
+    char *code = variant(line);
+    load(code);
+    free(code);
+    cr_assert_eq(run_cli(), 0, "enqueue against a newer library: %s", err);
+    cr_expect(marker_loaded(), "the older process replaced the newer library");
+    cr_expect_eq(jrt_stats(&R, "default").ready, 1, "the job was not enqueued through the newer library");
+}
+
+Test(upgrade, an_older_or_unversioned_library_is_replaced) {
+    long c, rv;
+    our_revision(&c, &rv);
+    char *code = variant(NULL); /* a build from before revisions */
+    load(code);
+    free(code);
+    cr_assert_eq(run_cli(), 0, "%s", err);
+    cr_expect(!marker_loaded(), "an unversioned library was kept");
+    if (rv > 1) {
+        char line[128];
+        snprintf(line, sizeof line, "-- jobrunner: contract %ld, revision %ld.", c, rv - 1);
+        code = variant(line);
+        load(code);
+        free(code);
+        cr_assert_eq(run_cli(), 0, "%s", err);
+        cr_expect(!marker_loaded(), "an older revision was kept");
+    }
+}
+
+Test(upgrade, a_newer_contract_makes_the_process_refuse_with_a_message) {
+    long c, rv;
+    our_revision(&c, &rv);
+    char line[128];
+    snprintf(line, sizeof line, "-- jobrunner: contract %ld, revision 1.", c + 1);
+    char *code = variant(line);
+    load(code);
+    free(code);
+    int st = run_cli();
+    cr_expect_neq(st, 0, "an older process ran against a newer contract");
+    cr_expect(strstr(err, "contract") && strstr(err, "upgrade this process"), "no clear message: %s", err);
+    cr_expect(marker_loaded(), "the newer library was replaced");
+    redisContext *r = jrt_connect(&R);
+    cr_expect_eq(jrt_int(r, "EXISTS jr:{default}:ready"), 0, "a job was written");
+    redisFree(r);
+}
+
+Test(upgrade, a_held_load_lock_delays_the_load_but_never_skips_it) {
+    char *code = variant(NULL);
+    load(code);
+    free(code);
+    redisContext *c = jrt_connect(&R);
+    redisReply *rep = redisCommand(c, "SET jr:{lib}:loading someone-else PX 700");
+    freeReplyObject(rep);
+    int64_t t0 = jrt_wall_us();
+    cr_assert_eq(run_cli(), 0, "%s", err);
+    int64_t waited_ms = (jrt_wall_us() - t0) / 1000;
+    cr_expect(!marker_loaded(), "the library was not loaded after the lock expired");
+    cr_expect_geq(waited_ms, 500, "the load did not wait for the lock (%lld ms)", (long long)waited_ms);
+    rep = redisCommand(c, "EXISTS jr:{lib}:loading");
+    cr_expect_eq(rep->integer, 0, "the lock was left behind");
+    freeReplyObject(rep);
+    redisFree(c);
+}
