@@ -1,9 +1,13 @@
 # jobrunner images, all from Debian 12 packages:
-#   runtime  jobrunner + the job plugins (worker, scheduler, CLI)
-#   redis    redis-server 7 with AOF on and noeviction (see docker-compose.yml)
-FROM debian:bookworm-slim AS build
+#   sdk      the build tools, jobrunner's headers and pkg-config file: build
+#            your own job plugins FROM it (docs/examples/plugin/Dockerfile)
+#   runtime  jobrunner + the bundled job plugins (worker, scheduler, CLI); it
+#            also loads every plugin in /opt/jobrunner/plugins (a volume, or
+#            COPY your .so files there in an image built FROM this one)
+#   redis    redis-server 7 with AOF on, noeviction and a password
+FROM debian:bookworm-slim AS sdk
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        gcc libc6-dev make cmake pkg-config libhiredis-dev libyaml-dev libjansson-dev \
+        gcc libc6-dev make cmake pkg-config libhiredis-dev libyaml-dev libjansson-dev libmicrohttpd-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY CMakeLists.txt ./
@@ -11,24 +15,31 @@ COPY runner runner
 COPY jobs jobs
 RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DJR_TESTS=OFF -DJR_BENCH=OFF -DJR_WERROR=ON \
     && cmake --build /build -j"$(nproc)" \
-    && cmake --install /build --prefix /opt/jobrunner
+    && cmake --install /build --prefix /opt/jobrunner \
+    && rm -rf /build
+ENV PKG_CONFIG_PATH=/opt/jobrunner/lib/pkgconfig PATH=/opt/jobrunner/bin:$PATH
+WORKDIR /plugin
 
 FROM debian:bookworm-slim AS runtime
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        libhiredis0.14 libyaml-0-2 libjansson4 \
+        libhiredis0.14 libyaml-0-2 libjansson4 libmicrohttpd12 \
     && rm -rf /var/lib/apt/lists/* \
-    && useradd --system --no-create-home jobrunner
-COPY --from=build /opt/jobrunner /opt/jobrunner
+    && useradd --system --no-create-home jobrunner \
+    && mkdir -p /opt/jobrunner/plugins
+COPY --from=sdk /opt/jobrunner/bin /opt/jobrunner/bin
+COPY --from=sdk /opt/jobrunner/lib/jobrunner /opt/jobrunner/lib/jobrunner
 COPY config/jobrunner.yaml /etc/jobrunner/jobrunner.yaml
+COPY config/container.yaml /etc/jobrunner/container.yaml
+COPY config/healthcheck /opt/jobrunner/bin/jobrunner-healthcheck
 ENV PATH=/opt/jobrunner/bin:$PATH
 USER jobrunner
 # Exec form: signals reach jobrunner itself (graceful shutdown on SIGTERM).
 ENTRYPOINT ["jobrunner"]
-CMD ["worker", "-c", "/etc/jobrunner/jobrunner.yaml"]
+CMD ["worker", "-c", "/etc/jobrunner/container.yaml"]
 
 FROM debian:bookworm-slim AS redis
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends redis-server \
     && rm -rf /var/lib/apt/lists/* && mkdir -p /data && chown redis:redis /data
 USER redis
-CMD ["redis-server", "--bind", "0.0.0.0", "--protected-mode", "no", "--dir", "/data", \
-     "--appendonly", "yes", "--appendfsync", "everysec", "--maxmemory-policy", "noeviction"]
+# The password comes from REDIS_PASSWORD (see .env); never baked into the image.
+CMD ["sh", "-c", "exec redis-server --bind 0.0.0.0 --protected-mode no --dir /data --appendonly yes --appendfsync everysec --maxmemory-policy noeviction --requirepass \"$REDIS_PASSWORD\""]

@@ -1,0 +1,126 @@
+#!/bin/bash
+# The deployment smoke test: builds the images, starts docker-compose.yml
+# with podman-compose and the example plugin of docs/examples/plugin (the
+# README's deployment section, step by step), runs jobs through it, kills a
+# worker container mid-job, stops the stack and checks every service exited
+# 0, then removes every container, volume and network it made.
+# usage: tests/deploy/smoke.sh [SOURCE_DIR]     (bounded: SMOKE_TIMEOUT, default 1200 s)
+# Needs podman + podman-compose (.ci/container-base.sh sets them up).
+set -euo pipefail
+# The whole test is bounded: past the limit, timeout sends SIGTERM and the
+# EXIT trap still cleans up.
+if [ -z "${JR_SMOKE_BOUNDED:-}" ]; then
+  export JR_SMOKE_BOUNDED=1
+  exec timeout -k 60 "${SMOKE_TIMEOUT:-1200}" bash "$0" "$@"
+fi
+trap 'exit 143' TERM
+src=$(cd "${1:-$(dirname "$0")/../..}" && pwd)
+cd "$src"
+export COMPOSE_PROJECT_NAME="jrsmoke$$"
+P=$COMPOSE_PROJECT_NAME
+tmp=$(mktemp -d /tmp/jr-smoke.XXXXXX)
+app="localhost/$P-app:1"
+started=$(date +%s)
+
+log() { echo "smoke [$(( $(date +%s) - started ))s] $*"; }
+fail() { log "FAIL: $*"; dump; exit 1; }
+dump() {
+  for c in $(podman ps -a --filter "label=io.podman.compose.project=$P" --format '{{.Names}}' 2>/dev/null); do
+    echo "--- logs of $c (last 30 lines)"; podman logs --tail 30 "$c" 2>&1 || true
+  done
+}
+pc() { podman-compose -p "$P" "$@"; }
+cleanup() {
+  set +e
+  log "cleaning up"
+  pc down -v -t 20 >/dev/null 2>&1
+  for c in $(podman ps -a --filter "label=io.podman.compose.project=$P" --format '{{.ID}}'); do podman rm -f "$c" >/dev/null 2>&1; done
+  for v in $(podman volume ls --filter "label=io.podman.compose.project=$P" --format '{{.Name}}'); do podman volume rm -f "$v" >/dev/null 2>&1; done
+  podman network rm -f "${P}_default" >/dev/null 2>&1
+  podman rmi -f "$app" >/dev/null 2>&1
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+command -v podman-compose >/dev/null || fail "podman-compose missing: run .ci/container-base.sh"
+
+# The settings of README's .env, from the environment (which compose
+# prefers to a .env file; podman-compose 1.0 has no --env-file): a fresh
+# password, and the image with the example plugin.
+export REDIS_PASSWORD="smoke-$RANDOM-$RANDOM"
+
+log "building the images"
+JOBRUNNER_IMAGE=localhost/jobrunner:latest pc build >"$tmp/build.log" 2>&1 \
+  || { tail -40 "$tmp/build.log"; fail "image build"; }
+podman build --target sdk -t localhost/jobrunner-sdk:latest . >>"$tmp/build.log" 2>&1 || fail "sdk image"
+podman build -t "$app" docs/examples/plugin >>"$tmp/build.log" 2>&1 || { tail -20 "$tmp/build.log"; fail "plugin image"; }
+
+log "starting the stack"
+export JOBRUNNER_IMAGE="$app"
+pc up -d >"$tmp/up.log" 2>&1 || { cat "$tmp/up.log"; fail "up"; }
+containers() { podman ps -a --filter "name=^${P}_$1_[0-9]+$" --format "{{.Names}}" | sort; }
+workers=$(containers worker); sched=$(containers scheduler); redis=$(containers redis)
+[ "$(echo "$workers" | wc -w)" = 2 ] || fail "expected 2 worker containers, got: $workers"
+
+# Healthy: every container's healthcheck passes (podman runs them from
+# systemd timers where systemd runs; otherwise we run them here).
+healthy() {
+  local c=$1 i
+  for i in $(seq 1 60); do
+    podman healthcheck run "$c" >/dev/null 2>&1 && return 0
+    sleep 1
+  done
+  return 1
+}
+for c in $redis $sched $workers; do healthy "$c" || fail "$c never became healthy"; done
+log "all healthy: $redis $sched $workers"
+
+jr() { podman exec "$sched" jobrunner "$@"; }
+
+log "enqueueing through the CLI in a container"
+# One exec, many CLI calls (each exec costs about a second).
+podman exec "$sched" sh -c 'for i in $(seq 1 40); do jobrunner enqueue greet "friend $i" || exit 1; done
+                            for i in $(seq 1 10); do jobrunner enqueue --in 3s greet "later $i" || exit 1; done' \
+  >/dev/null || fail "enqueue through the CLI"
+n=50
+count_ok() { local t=0 c; for c in $(containers worker); do t=$((t + $(podman logs "$c" 2>&1 | grep -c "handler=greet .*outcome=ok" || true))); done; echo $t; }
+wait_ok() {
+  local want=$1 i got=0
+  for i in $(seq 1 ${2:-60}); do got=$(count_ok); [ "$got" -ge "$want" ] && return 0; sleep 1; done
+  fail "$got of $want greet jobs ran"
+}
+wait_ok $n
+log "$n greet jobs ran (10 of them delayed)"
+
+log "SIGKILL of a worker container while it runs jobs"
+podman exec "$sched" sh -c 'for i in $(seq 1 16); do jobrunner enqueue sleep 3000 || exit 1; done' >/dev/null \
+  || fail "enqueue sleep jobs"
+victim=$(echo "$workers" | head -1) survivor=$(echo "$workers" | tail -1)
+# Kill the victim while it runs some of them (each takes 3 s).
+for i in $(seq 1 50); do
+  podman logs "$victim" 2>&1 | grep -q "handler=sleep" && break
+  [ "$(jr stats --json | grep -o '"pending": *[0-9]*' | grep -o '[0-9]*$')" -gt 0 ] 2>/dev/null && break
+  sleep 0.2
+done
+podman kill -s KILL "$victim" >/dev/null
+ran_by_victim=$(podman logs "$victim" 2>&1 | grep -c "handler=sleep .*outcome=ok" || true)
+# The survivor takes over the victim's jobs once their lease ends.
+for i in $(seq 1 120); do
+  st=$(jr stats --json 2>/dev/null) || st=""
+  echo "$st" | grep -q '"ready": *0' && echo "$st" | grep -q '"pending": *0' && echo "$st" | grep -q '"delayed": *0' && break
+  sleep 1
+done
+ran_by_survivor=$(podman logs "$survivor" 2>&1 | grep -c "handler=sleep .*outcome=ok" || true)
+echo "$st" | grep -q '"dead": *0' || fail "jobs went dead: $st"
+[ $((ran_by_victim + ran_by_survivor)) -ge 16 ] || fail "16 sleep jobs, $ran_by_victim + $ran_by_survivor ran: $st"
+[ "$ran_by_survivor" -gt 8 ] || fail "the survivor ran only $ran_by_survivor: did the victim run jobs at all?"
+log "every job finished after the kill ($ran_by_victim by the victim before it, $ran_by_survivor by the survivor): $st"
+podman start "$victim" >/dev/null || fail "restart $victim"
+
+log "stopping the stack"
+pc stop -t 20 >/dev/null 2>&1 || true
+for c in $(podman ps -a --filter "label=io.podman.compose.project=$P" --format '{{.Names}}'); do
+  code=$(podman inspect --format '{{.State.ExitCode}}' "$c")
+  [ "$code" = 0 ] || fail "$c exited $code"
+done
+log "every service exited 0; total $(( $(date +%s) - started ))s"
