@@ -2,12 +2,21 @@
 # The whole test suite: install what is missing, build with -Werror, run
 # every test against real redis-servers, then build and run it all again
 # under AddressSanitizer + UndefinedBehaviorSanitizer (any report fails).
-# JR_SKIP_SANITIZE=1 skips the second run.
+# Between the two, the deployment smoke test: the compose stack built and run with
+# podman-compose (tests/deploy/smoke.sh; .ci/container-base.sh sets podman
+# up). JR_SKIP_SANITIZE=1 skips the sanitizer run, JR_SKIP_DEPLOY=1 the
+# smoke test.
 set -eu
 cd "$(dirname "$0")/.."
 sh .ci/deps.sh
 sh .ci/build.sh build
 (cd build && ctest --output-on-failure)
+
+if [ "${JR_SKIP_DEPLOY:-0}" != 1 ]; then
+  echo "== deployment smoke test =="
+  bash .ci/container-base.sh
+  bash tests/deploy/smoke.sh
+fi
 
 [ "${JR_SKIP_SANITIZE:-0}" = 1 ] && exit 0
 echo "== again under ASan+UBSan =="
