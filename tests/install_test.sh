@@ -2,10 +2,15 @@
 # Installs into a temp prefix and checks what a user of the install gets:
 # bin/jobrunner, the job plugins, the public header and a pkg-config file
 # with which a plugin builds outside this tree; then runs one job through the
-# installed worker with its default plugin directory.
-# usage: install_test.sh BUILD_DIR SOURCE_DIR REDIS_SERVER
+# installed worker with its default plugin directory. Also the man page, the
+# example configuration and environment file, the systemd units (checked with
+# systemd-analyze verify where it exists) and the Redis function library,
+# loaded into a fresh Redis both as docs/redis-contract.md tells producers
+# and by `jobrunner functions load`.
+# usage: install_test.sh BUILD_DIR SOURCE_DIR REDIS_SERVER [REDIS_CLI]
 set -eu
 build=$1 src=$2 redis_server=$3
+redis_cli=${4:-$(dirname "$redis_server")/redis-cli}
 tmp=$(mktemp -d /tmp/jr-install.XXXXXX)
 redis_pid=""; worker_pid=""
 cleanup() {
@@ -21,6 +26,50 @@ for f in bin/jobrunner lib/jobrunner/jobs/echo.so lib/jobrunner/jobs/sleep.so \
          lib/jobrunner/jobs/order_autoclose.so include/jobrunner/plugin.h lib/pkgconfig/jobrunner.pc; do
   [ -e "$tmp/p/$f" ] || fail "missing $f after install"
 done
+for f in share/man/man1/jobrunner.1 share/jobrunner/jobrunner.lua \
+         share/doc/jobrunner/examples/jobrunner.yaml share/doc/jobrunner/examples/jobrunner.env \
+         lib/systemd/system/jobrunner-worker@.service lib/systemd/system/jobrunner-scheduler.service \
+         lib/sysusers.d/jobrunner.conf; do
+  [ -s "$tmp/p/$f" ] || fail "missing $f after install"
+done
+cmp -s "$tmp/p/share/jobrunner/jobrunner.lua" "$src/runner/lua/jobrunner.lua" \
+  || fail "the installed jobrunner.lua is not the library"
+
+# The man page: found by man(1) in the prefix, rendered without a warning.
+if command -v man >/dev/null; then
+  [ "$(MANPATH="$tmp/p/share/man" man -w jobrunner)" = "$tmp/p/share/man/man1/jobrunner.1" ] \
+    || fail "man -w jobrunner does not find the installed page"
+fi
+warnings=$(groff -man -Tutf8 -ww -z "$tmp/p/share/man/man1/jobrunner.1" 2>&1) || fail "groff failed"
+[ -z "$warnings" ] || fail "the installed man page renders with warnings: $warnings"
+
+# The systemd units: they run the installed program, stop it with SIGTERM
+# and wait longer than the worker's grace (worker.grace, 8s by default),
+# restart it on failure, as a dedicated user, with settings from the
+# environment files.
+units="$tmp/p/lib/systemd/system"
+for u in jobrunner-worker@.service jobrunner-scheduler.service; do
+  role=${u#jobrunner-}; role=${role%%[@.]*}
+  for line in "ExecStart=$tmp/p/bin/jobrunner $role" KillSignal=SIGTERM Restart=on-failure \
+              User=jobrunner EnvironmentFile=-/etc/jobrunner/jobrunner.env \
+              "EnvironmentFile=-/etc/jobrunner/$role.env" NoNewPrivileges=yes; do
+    grep -qx "$line" "$units/$u" || fail "$u lacks the line $line"
+  done
+  stop=$(sed -n 's/^TimeoutStopSec=\([0-9]*\)s$/\1/p' "$units/$u")
+  [ -n "$stop" ] && [ "$stop" -gt 8 ] || fail "$u: TimeoutStopSec must be more than worker.grace (8s)"
+done
+if command -v systemd-analyze >/dev/null; then
+  mkdir "$tmp/units"
+  cp "$units/jobrunner-scheduler.service" "$tmp/units/"
+  cp "$units/jobrunner-worker@.service" "$tmp/units/jobrunner-worker@.service"
+  cp "$units/jobrunner-worker@.service" "$tmp/units/jobrunner-worker@3.service"
+  out=$(cd "$tmp/units" && MANPATH="$tmp/p/share/man" systemd-analyze verify \
+        ./jobrunner-scheduler.service ./jobrunner-worker@.service ./jobrunner-worker@3.service 2>&1) \
+    || fail "systemd-analyze verify: $out"
+  [ -z "$out" ] || fail "systemd-analyze verify complains: $out"
+else
+  echo "note: no systemd-analyze here; units checked by content only"
+fi
 
 # A plugin built outside the tree with pkg-config only.
 mkdir "$tmp/ext"
@@ -46,6 +95,27 @@ cc -shared -fPIC -Wall -Werror $(pkg-config --cflags jobrunner) -o "$plugindir/h
 redis_pid=$!
 url="unix://$tmp/r.sock"
 i=0; until [ -S "$tmp/r.sock" ]; do i=$((i+1)); [ $i -gt 200 ] && fail "redis did not start"; sleep 0.02; done
+# A fresh Redis has no function library: a producer in another language
+# gets "Function not found". Loaded from the installed file with redis-cli
+# (as docs/redis-contract.md says), or by `jobrunner functions load`.
+fcall() { "$redis_cli" -s "$tmp/r.sock" FCALL jr_version 0 2>&1; }
+case $(fcall) in *"Function not found"*) ;; *) fail "a fresh Redis already answers jr_version: $(fcall)" ;; esac
+"$redis_cli" -s "$tmp/r.sock" -x FUNCTION LOAD REPLACE < "$tmp/p/share/jobrunner/jobrunner.lua" >/dev/null \
+  || fail "redis-cli -x FUNCTION LOAD REPLACE < share/jobrunner/jobrunner.lua"
+[ "$(fcall)" = 1 ] || fail "after loading the installed file, jr_version says: $(fcall)"
+"$redis_cli" -s "$tmp/r.sock" FUNCTION FLUSH >/dev/null
+"$tmp/p/bin/jobrunner" functions load --redis "$url" >/dev/null || fail "jobrunner functions load"
+[ "$(fcall)" = 1 ] || fail "after jobrunner functions load, jr_version says: $(fcall)"
+
+# The example configuration and environment file are valid as installed.
+ex="$tmp/p/share/doc/jobrunner/examples"
+"$tmp/p/bin/jobrunner" stats -c "$ex/jobrunner.yaml" --redis "$url" >/dev/null 2>"$tmp/ex.err" \
+  || fail "the example jobrunner.yaml: $(cat "$tmp/ex.err")"
+sed 's/^#JOBRUNNER_/JOBRUNNER_/; /JOBRUNNER_CONFIG=/d' "$ex/jobrunner.env" > "$tmp/all.env"
+(set -a; . "$tmp/all.env"; "$tmp/p/bin/jobrunner" stats --redis "$url" >/dev/null 2>"$tmp/env.err") \
+  || fail "the example jobrunner.env (every line enabled): $(cat "$tmp/env.err")"
+[ ! -s "$tmp/env.err" ] || fail "the example jobrunner.env: $(cat "$tmp/env.err")"
+
 "$tmp/p/bin/jobrunner" worker --redis "$url" 2>"$tmp/worker.log" &
 worker_pid=$!
 "$tmp/p/bin/jobrunner" enqueue --redis "$url" hello >/dev/null || fail "enqueue"

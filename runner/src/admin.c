@@ -345,3 +345,34 @@ int jr_cmd_workers(const jr_config_t *cfg, int json, FILE *out) {
     jr_redis_free(r);
     return rc ? 1 : 0;
 }
+
+/* ---- functions: the Redis function library for producers --------------- */
+
+extern const char jr_lua_library[];
+extern const size_t jr_lua_library_len;
+
+int jr_cmd_functions(const jr_config_t *cfg, const char *sub, FILE *out) {
+    if (!strcmp(sub, "dump")) {
+        /* Only the library: a pipe into `redis-cli -x FUNCTION LOAD` gets exactly it. */
+        if (fwrite(jr_lua_library, 1, jr_lua_library_len, out) != jr_lua_library_len || fflush(out)) {
+            fprintf(stderr, "jobrunner functions: cannot write the library\n");
+            return 1;
+        }
+        return 0;
+    }
+    /* sub is "load" (main checks). */
+    char err[JR_ERRLEN], shown[512];
+    jr_redis_t *r = jr_redis_connect(jr_config_redis_url(cfg), cfg->connect_timeout_ms, err, sizeof err);
+    if (!r) {
+        fprintf(stderr, "jobrunner: %s\n", err);
+        return 1;
+    }
+    int rc = jr_redis_load_library(r);
+    if (rc)
+        fprintf(stderr, "jobrunner: loading the function library: %s\n", jr_redis_errstr(r));
+    else
+        fprintf(out, "function library \"jobrunner\" is loaded in Redis at %s\n",
+                jr_config_redis_url_shown(cfg, shown, sizeof shown));
+    jr_redis_free(r);
+    return rc ? 1 : 0;
+}

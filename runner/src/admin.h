@@ -29,4 +29,10 @@ int jr_cmd_workers(const jr_config_t *cfg, int json, FILE *out);
 /* Connect for a one-shot command; NULL after printing why on stderr. */
 jr_redis_t *jr_admin_connect(const jr_config_t *cfg);
 
+/* `jobrunner functions load|dump`: load: make sure Redis has the function
+ * library (FUNCTION LOAD REPLACE only if it is missing or differs), so
+ * producers in any language can FCALL at once; dump: print the library
+ * (runner/lua/jobrunner.lua) on `out`. Returns the exit status. */
+int jr_cmd_functions(const jr_config_t *cfg, const char *sub, FILE *out);
+
 #endif

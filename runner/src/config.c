@@ -231,16 +231,6 @@ jr_policy_t jr_config_policy(const jr_config_t *cfg, const char *handler) {
     return p;
 }
 
-int jr_config_apply_env(jr_config_t *cfg) {
-    const char *url = getenv("JOBRUNNER_REDIS_URL");
-    if (!url || !*url) return 0;
-    char *copy = strdup(url);
-    if (!copy) return JR_ENOMEM;
-    free(cfg->redis_url);
-    cfg->redis_url = copy;
-    return 0;
-}
-
 /* ---- the loader --------------------------------------------------------- */
 
 typedef struct {
@@ -248,6 +238,7 @@ typedef struct {
     yaml_event_t ev; /* the current event, owned while have_ev */
     int have_ev;
     const char *name; /* file name for messages */
+    int no_lines;     /* messages without ":LINE" (a document made from one setting) */
     const char *text; /* the document, to place reader errors */
     size_t len;
     char *err;
@@ -282,8 +273,12 @@ static int fail(loader_t *ld, const char *key, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    set_err(ld->err, ld->errlen, "%s:%zu: %s%s%s", ld->name, ev_line(ld), key ? key : "",
-            key ? ": " : "", msg);
+    if (ld->no_lines)
+        set_err(ld->err, ld->errlen, "%s%s%s%s%s", ld->name, *ld->name ? ": " : "", key ? key : "",
+                key ? ": " : "", msg);
+    else
+        set_err(ld->err, ld->errlen, "%s:%zu: %s%s%s", ld->name, ev_line(ld), key ? key : "",
+                key ? ": " : "", msg);
     return JR_EINVAL;
 }
 
@@ -307,7 +302,9 @@ static int next(loader_t *ld) {
         line = 1;
         for (size_t i = 0; i < p->problem_offset && i < ld->len; i++) line += ld->text[i] == '\n';
     }
-    set_err(ld->err, ld->errlen, "%s:%zu: YAML syntax error: %s%s%s%s", ld->name, line,
+    char where[32] = "";
+    if (!ld->no_lines) snprintf(where, sizeof where, ":%zu", line);
+    set_err(ld->err, ld->errlen, "%s%s: YAML syntax error: %s%s%s%s", ld->name, where,
             p->problem ? p->problem : "unknown problem", p->context ? " (" : "",
             p->context ? p->context : "", p->context ? ")" : "");
     return JR_EINVAL;
@@ -655,10 +652,12 @@ static void finish_handlers(jr_config_t *cfg) {
     if (j) qsort(cfg->handlers, j, sizeof *cfg->handlers, cmp_handler);
 }
 
-int jr_config_load_string(jr_config_t *cfg, const char *yaml, size_t len, const char *name,
-                          char *err, size_t errlen) {
+/* jr_config_load_string, with messages without line numbers if no_lines. */
+static int load_doc(jr_config_t *cfg, const char *yaml, size_t len, const char *name, int no_lines,
+                    char *err, size_t errlen) {
     loader_t ld;
     memset(&ld, 0, sizeof ld);
+    ld.no_lines = no_lines;
     if (!yaml_parser_initialize(&ld.parser)) {
         set_err(err, errlen, "%s: %s", name, jr_strerror(JR_ENOMEM));
         return JR_ENOMEM;
@@ -680,6 +679,11 @@ int jr_config_load_string(jr_config_t *cfg, const char *yaml, size_t len, const 
     if (ld.have_ev) yaml_event_delete(&ld.ev);
     yaml_parser_delete(&ld.parser);
     return rc;
+}
+
+int jr_config_load_string(jr_config_t *cfg, const char *yaml, size_t len, const char *name,
+                          char *err, size_t errlen) {
+    return load_doc(cfg, yaml, len, name, 0, err, errlen);
 }
 
 int jr_config_load_file(jr_config_t *cfg, const char *path, char *err, size_t errlen) {
@@ -719,4 +723,159 @@ int jr_config_load_file(jr_config_t *cfg, const char *path, char *err, size_t er
     }
     free(buf);
     return rc;
+}
+
+/* ---- one setting from text: environment variables and flags ------------ */
+
+/* The rows that take a list: from a variable, "a,b" or YAML flow "[a, b]". */
+static int row_is_list(const key_def_t *d) { return d->type == T_PATHS || d->type == T_QUEUES; }
+
+/* A row whose key is "*" is a whole section (handlers): its variable is
+ * JOBRUNNER_<SECTION> and takes the section's value in YAML flow syntax. */
+static int row_is_section(const key_def_t *d) { return !strcmp(d->key, "*"); }
+
+/* JOBRUNNER_<SECTION>_<KEY> of a row, upper-case, '.' and '-' as '_'. */
+static void env_name(const key_def_t *d, char *buf, size_t len) {
+    snprintf(buf, len, row_is_section(d) ? "JOBRUNNER_%s" : "JOBRUNNER_%s_%s", d->section, d->key);
+    for (char *p = buf; *p; p++) {
+        if (*p == '.' || *p == '-') *p = '_';
+        else if (*p >= 'a' && *p <= 'z') *p = (char)(*p - 'a' + 'A');
+    }
+}
+
+/* Append s[0..n) to *w as a YAML double-quoted scalar: taken literally,
+ * whatever it holds. Needs at most 4 * n + 2 bytes. */
+static char *put_quoted(char *w, const char *s, size_t n) {
+    *w++ = '"';
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') {
+            *w++ = '\\', *w++ = (char)c;
+        } else if (c < 0x20 || c == 0x7f) {
+            w += sprintf(w, "\\x%02x", c);
+        } else {
+            *w++ = (char)c;
+        }
+    }
+    *w++ = '"';
+    return w;
+}
+
+/* Set row d from the text v, by loading the one-key YAML document it
+ * makes: so a setting from the environment or a flag is checked exactly
+ * as the same setting in a file. A scalar key takes v literally; a list key
+ * takes "a,b,c" (items trimmed of spaces) or a YAML flow sequence "[...]";
+ * a section row takes a YAML flow value. Messages are "NAME: KEY: what is
+ * wrong" (NAME omitted if empty). On error a scalar or list key is
+ * unchanged; a section may be partly applied (the caller stops anyway). */
+static int set_from_text(jr_config_t *cfg, const key_def_t *d, const char *v, const char *name,
+                         char *err, size_t errlen) {
+    size_t n = strlen(v);
+    int flow = row_is_section(d) || (row_is_list(d) && v[0] == '[');
+    if (flow) {
+        for (const char *p = v; *p; p++)
+            if ((unsigned char)*p < 0x20) {
+                set_err(err, errlen, "%s%s%s%s%s: YAML flow syntax must be on one line", name,
+                        *name ? ": " : "", d->section, row_is_section(d) ? "" : ".",
+                        row_is_section(d) ? "" : d->key);
+                return JR_EINVAL;
+            }
+    }
+    /* Each item of a list costs at most 4 bytes per input byte plus 4. */
+    size_t cap = strlen(d->section) + strlen(d->key) + 16 + (n + 1) * 8;
+    char *doc = n < SIZE_MAX / 16 ? malloc(cap) : NULL;
+    if (!doc) {
+        set_err(err, errlen, "%s", jr_strerror(JR_ENOMEM));
+        return JR_ENOMEM;
+    }
+    char *w = doc;
+    if (row_is_section(d)) {
+        w += sprintf(w, "%s: %s\n", d->section, v);
+    } else {
+        w += sprintf(w, "%s:\n  %s: ", d->section, d->key);
+        if (flow) {
+            w += sprintf(w, "%s", v);
+        } else if (row_is_list(d)) {
+            *w++ = '[';
+            for (const char *item = v;; item++) {
+                const char *end = strchr(item, ',');
+                if (!end) end = item + strlen(item);
+                const char *a = item, *b = end;
+                while (a < b && *a == ' ') a++;
+                while (b > a && b[-1] == ' ') b--;
+                if (item != v) *w++ = ',', *w++ = ' ';
+                w = put_quoted(w, a, (size_t)(b - a));
+                if (!*end) break;
+                item = end;
+            }
+            *w++ = ']';
+        } else {
+            w = put_quoted(w, v, n);
+        }
+        *w++ = '\n';
+    }
+    *w = '\0';
+    int rc = load_doc(cfg, doc, (size_t)(w - doc), name, 1, err, errlen);
+    free(doc);
+    return rc;
+}
+
+int jr_config_set(jr_config_t *cfg, const char *key, const char *value, char *err, size_t errlen) {
+    const char *dot = strchr(key, '.');
+    for (size_t i = 0; dot && i < NKEYS; i++) {
+        const key_def_t *d = &keys[i];
+        if (strlen(d->section) == (size_t)(dot - key) && !strncmp(d->section, key, (size_t)(dot - key)) &&
+            !strcmp(d->key, dot + 1) && !row_is_section(d))
+            return set_from_text(cfg, d, value, "", err, errlen);
+    }
+    set_err(err, errlen, "%s: unknown key", key);
+    return JR_EINVAL;
+}
+
+/* The value of variable `name` in envp, or NULL. */
+static const char *env_get(char *const *envp, const char *name) {
+    size_t n = strlen(name);
+    for (; envp && *envp; envp++)
+        if (!strncmp(*envp, name, n) && (*envp)[n] == '=') return *envp + n + 1;
+    return NULL;
+}
+
+int jr_config_apply_env(jr_config_t *cfg, char *const *envp, FILE *warn, char *err, size_t errlen) {
+    char var[PATH_LEN];
+    for (size_t i = 0; i < NKEYS; i++) {
+        env_name(&keys[i], var, sizeof var);
+        const char *v = env_get(envp, var);
+        if (!v || !*v) continue;
+        /* The name says which variable and which value; a URL's value is
+         * not repeated (it may hold a password: the URL parser's message
+         * shows it with the password hidden). */
+        char name[PATH_LEN + 220];
+        if (keys[i].type == T_URL)
+            snprintf(name, sizeof name, "%s", var);
+        else
+            snprintf(name, sizeof name, "%s=\"%.200s%s\"", var, v, strlen(v) > 200 ? "..." : "");
+        int rc = set_from_text(cfg, &keys[i], v, name, err, errlen);
+        if (rc) return rc;
+    }
+    for (; warn && envp && *envp; envp++) {
+        const char *eq = strchr(*envp, '=');
+        if (strncmp(*envp, "JOBRUNNER_", 10) || !eq) continue;
+        size_t n = (size_t)(eq - *envp);
+        int known = n == strlen(JR_CONFIG_ENV_FILE) && !strncmp(*envp, JR_CONFIG_ENV_FILE, n);
+        for (size_t i = 0; !known && i < NKEYS; i++) {
+            env_name(&keys[i], var, sizeof var);
+            known = n == strlen(var) && !strncmp(*envp, var, n);
+        }
+        if (!known)
+            fprintf(warn, "jobrunner: warning: ignoring %.*s: no such setting "
+                          "(JOBRUNNER_<SECTION>_<KEY> of a configuration key; see jobrunner(1))\n",
+                    (int)(n > 200 ? 200 : n), *envp);
+    }
+    return 0;
+}
+
+const char *jr_config_env_var(size_t i, char *buf, size_t len) {
+    if (i >= NKEYS) return NULL;
+    env_name(&keys[i], buf, len);
+    return buf;
 }

@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef struct jr_strlist {
     char **v;
@@ -97,8 +98,32 @@ int jr_config_load_string(jr_config_t *cfg, const char *yaml, size_t len,
  * defaults elsewhere. O(log n) in the number of overrides. */
 jr_policy_t jr_config_policy(const jr_config_t *cfg, const char *handler);
 
-/* Apply environment overrides: JOBRUNNER_REDIS_URL. Returns 0 or JR_ENOMEM. */
-int jr_config_apply_env(jr_config_t *cfg);
+/* Apply the environment envp (NULL-terminated "NAME=value" strings, e.g.
+ * `environ`): every key of the file can be set by the variable
+ * JOBRUNNER_<SECTION>_<KEY>, upper-case, with '.' and '-' as '_'
+ * (JOBRUNNER_WORKER_CONCURRENCY); a whole section that is a mapping of
+ * names (handlers) by JOBRUNNER_<SECTION> in YAML flow syntax. A scalar
+ * value is taken literally; a list is "a,b,c" or YAML flow "[a, b, c]"; an
+ * empty value counts as unset. Values are checked exactly as in the file.
+ * A bad value: returns JR_EINVAL with "VARIABLE="VALUE": KEY: what is wrong"
+ * in err (a URL's value is not repeated: it may hold a password), leaving the
+ * keys before it applied. JOBRUNNER_* variables that name no key (other than
+ * JR_CONFIG_ENV_FILE) are not refused, since an orchestrator may set some
+ * (Kubernetes service links: JOBRUNNER_PORT...): each gets a warning line on
+ * `warn` (if not NULL). Returns 0, JR_EINVAL or JR_ENOMEM. */
+int jr_config_apply_env(jr_config_t *cfg, char *const *envp, FILE *warn, char *err, size_t errlen);
+
+/* The variable naming the configuration file when -c is not given. */
+#define JR_CONFIG_ENV_FILE "JOBRUNNER_CONFIG"
+
+/* Set one key ("worker.concurrency") from text, checked as the same value
+ * in the file would be (used for flags). Returns 0, JR_EINVAL with
+ * "KEY: what is wrong" in err (the key unchanged), or JR_ENOMEM. */
+int jr_config_set(jr_config_t *cfg, const char *key, const char *value, char *err, size_t errlen);
+
+/* The environment variable of key number i of the table into buf, or NULL
+ * past the last key (for tests and documentation). */
+const char *jr_config_env_var(size_t i, char *buf, size_t len);
 
 /* Free everything *cfg owns; safe to call twice. */
 void jr_config_free(jr_config_t *cfg);

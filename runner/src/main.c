@@ -33,16 +33,26 @@ static const char usage_main[] =
     "  stats      show ready, pending, delayed and dead counts per queue\n"
     "  dead       list, show, retry or purge dead jobs\n"
     "  workers    list the live workers and schedulers\n"
+    "  functions  load the Redis function library (for producers), or print it\n"
     "  dev        run the demo: private Redis, scheduler, workers, example shop\n"
     "  version    print the version\n"
     "\n"
-    "Run 'jobrunner COMMAND --help' for a command's options.\n";
+    "Run 'jobrunner COMMAND --help' for a command's options, 'man jobrunner' for all.\n"
+    "\n"
+    "Settings: defaults < config file (-c FILE, or JOBRUNNER_CONFIG) < environment\n"
+    "(JOBRUNNER_<SECTION>_<KEY>, e.g. JOBRUNNER_WORKER_CONCURRENCY=8) < flags.\n"
+    "\n"
+    "Exit status: 0 ok; 1 failure, explained on stderr; 2 usage or configuration error.\n";
 
 static const char usage_common[] =
     "  -c, --config FILE   YAML configuration (see config/jobrunner.yaml)\n"
     "      --redis URL     redis://[user:password@]host:port[/db] or unix:///path\n"
     "                      (overrides the file and JOBRUNNER_REDIS_URL)\n"
-    "  -h, --help          show this help\n";
+    "  -h, --help          show this help\n"
+    "\n"
+    "Every configuration key can also be set by JOBRUNNER_<SECTION>_<KEY> (see\n"
+    "jobrunner(1)). Exit status: 0 ok; 1 failure, explained on stderr; 2 usage or\n"
+    "configuration error.\n";
 
 static const char usage_worker[] =
     "usage: jobrunner worker [-c FILE] [--redis URL] [-q QUEUE]... [--plugin PATH]...\n"
@@ -52,7 +62,10 @@ static const char usage_worker[] =
     "  -q, --queue QUEUE   a queue to consume (repeatable)\n"
     "      --metrics ADDR  serve /metrics and /healthz on HOST:PORT (metrics.listen)\n"
     "      --plugin PATH   a plugin .so or a directory of them (repeatable;\n"
-    "                      default: the installed jobs directory)\n";
+    "                      default: the installed jobs directory)\n"
+    "      --concurrency N   jobs run at once, 1-256 (worker.concurrency)\n"
+    "      --log-level LEVEL debug, info, warn or error (log.level)\n"
+    "      --log-format FMT  text or json (log.format)\n";
 
 static const char usage_scheduler[] =
     "usage: jobrunner scheduler [-c FILE] [--redis URL] [-q QUEUE]...\n"
@@ -61,7 +74,9 @@ static const char usage_scheduler[] =
     "every queue ever enqueued to. Any number of schedulers may run at once.\n"
     "\n"
     "  -q, --queue QUEUE   a queue to serve (repeatable)\n"
-    "      --metrics ADDR  serve /metrics and /healthz on HOST:PORT (metrics.listen)\n";
+    "      --metrics ADDR  serve /metrics and /healthz on HOST:PORT (metrics.listen)\n"
+    "      --log-level LEVEL debug, info, warn or error (log.level)\n"
+    "      --log-format FMT  text or json (log.format)\n";
 
 static const char usage_enqueue[] =
     "usage: jobrunner enqueue [-c FILE] [--redis URL] [-q QUEUE] [--in DURATION | --at TIME]\n"
@@ -121,11 +136,22 @@ static const char usage_dev[] =
     "with an order_autoclose job due 3-6 s later, pays some of them, and shows the\n"
     "unpaid ones being closed. Stops everything it started and exits.\n";
 
+static const char usage_functions[] =
+    "usage: jobrunner functions load|dump [-c FILE] [--redis URL]\n"
+    "\n"
+    "Producers in other languages call the library's functions (FCALL jr_enqueue ...),\n"
+    "which Redis only has once a jobrunner process has loaded them.\n"
+    "\n"
+    "  load                load the library into Redis now (only if missing or different)\n"
+    "  dump                print the library, e.g. for redis-cli -x FUNCTION LOAD REPLACE\n";
+
 _Static_assert(JR_DELAY_MAX_MS == 87600 * 3600 * 1000LL && JR_TIMEOUT_MAX_MS == 168 * 3600 * 1000LL &&
                    JR_BACKOFF_MAX_MS == 720 * 3600 * 1000LL && JR_ATTEMPTS_MAX == 1000,
                "the maxima in usage_enqueue");
 
 enum { OPT_REDIS = 1000, OPT_PLUGIN, OPT_IN, OPT_AT, OPT_ID, OPT_JSON, OPT_MAX, OPT_TIMEOUT, OPT_ORDERS, OPT_ALL, OPT_BACKOFF, OPT_METRICS };
+/* Flags that set one configuration key (see key_flags). */
+enum { OPT_CONCURRENCY = 1100, OPT_LOG_LEVEL, OPT_LOG_FORMAT };
 
 static const struct option long_opts[] = {
     {"config", required_argument, 0, 'c'},  {"redis", required_argument, 0, OPT_REDIS},
@@ -138,6 +164,9 @@ static const struct option long_opts[] = {
     {"all", no_argument, 0, OPT_ALL},
     {"backoff", required_argument, 0, OPT_BACKOFF},
     {"metrics", required_argument, 0, OPT_METRICS},
+    {"concurrency", required_argument, 0, OPT_CONCURRENCY},
+    {"log-level", required_argument, 0, OPT_LOG_LEVEL},
+    {"log-format", required_argument, 0, OPT_LOG_FORMAT},
     {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
 
 /* What the flags said, before the configuration is assembled. */
@@ -145,13 +174,27 @@ typedef struct flags {
     const char *config, *redis, *in, *at, *id, *max, *timeout, *orders, *backoff, *metrics;
     jr_strlist_t queues, plugins;
     int json, all;
+    const char *key_value[3]; /* the value of each flag of key_flags, or NULL */
 } flags_t;
+
+/* Flags that set a configuration key, applied after the environment; each
+ * value is checked as the same value in the file would be. */
+static const struct {
+    int opt;
+    const char *key;
+} key_flags[] = {
+    {OPT_CONCURRENCY, "worker.concurrency"},
+    {OPT_LOG_LEVEL, "log.level"},
+    {OPT_LOG_FORMAT, "log.format"},
+};
+_Static_assert(sizeof key_flags / sizeof key_flags[0] == sizeof ((flags_t *)0)->key_value / sizeof(char *),
+               "one value per key flag");
 
 /* Which flags each command takes (as option values of long_opts). */
 static int flag_allowed(const char *cmd, int opt) {
     switch (opt) {
     case 'c': case OPT_REDIS: case 'h': return 1;
-    case 'q': return strcmp(cmd, "dev") != 0 && strcmp(cmd, "workers") != 0;
+    case 'q': return strcmp(cmd, "dev") != 0 && strcmp(cmd, "workers") != 0 && strcmp(cmd, "functions") != 0;
     case OPT_PLUGIN: return !strcmp(cmd, "worker") || !strcmp(cmd, "dev");
     case OPT_IN: case OPT_AT: case OPT_ID: case OPT_MAX: case OPT_TIMEOUT: case OPT_BACKOFF:
         return !strcmp(cmd, "enqueue");
@@ -159,6 +202,8 @@ static int flag_allowed(const char *cmd, int opt) {
     case OPT_ALL: return !strcmp(cmd, "dead");
     case OPT_ORDERS: return !strcmp(cmd, "dev");
     case OPT_METRICS: return !strcmp(cmd, "worker") || !strcmp(cmd, "scheduler");
+    case OPT_CONCURRENCY: return !strcmp(cmd, "worker");
+    case OPT_LOG_LEVEL: case OPT_LOG_FORMAT: return !strcmp(cmd, "worker") || !strcmp(cmd, "scheduler");
     }
     return 0;
 }
@@ -171,6 +216,7 @@ static const char *usage_of(const char *cmd) {
     if (!strcmp(cmd, "dev")) return usage_dev;
     if (!strcmp(cmd, "dead")) return usage_dead;
     if (!strcmp(cmd, "workers")) return usage_workers;
+    if (!strcmp(cmd, "functions")) return usage_functions;
     return NULL;
 }
 
@@ -358,8 +404,8 @@ int main(int argc, char **argv) {
     optind = 2;
     opterr = 0;
     /* Options stop at the first operand (a payload may start with '-'),
-     * except for dead, whose subcommand comes first. */
-    const char *optstring = strcmp(cmd, "dead") ? "+c:q:h" : "c:q:h";
+     * except for dead and functions, whose subcommand comes first. */
+    const char *optstring = strcmp(cmd, "dead") && strcmp(cmd, "functions") ? "+c:q:h" : "c:q:h";
     while ((opt = getopt_long(argc, argv, optstring, long_opts, NULL)) != -1) {
         if (opt == '?' || !flag_allowed(cmd, opt)) {
             char name[64];
@@ -391,6 +437,9 @@ int main(int argc, char **argv) {
         case OPT_ALL: f.all = 1; break;
         case OPT_BACKOFF: f.backoff = optarg; break;
         case OPT_METRICS: f.metrics = optarg; break;
+        default:
+            for (size_t i = 0; i < sizeof key_flags / sizeof key_flags[0]; i++)
+                if (key_flags[i].opt == opt) f.key_value[i] = optarg;
         }
     }
     for (size_t i = 0; i < f.queues.n; i++)
@@ -398,7 +447,8 @@ int main(int argc, char **argv) {
             status = die(cmd, "invalid queue name \"%s\" (1-128 of A-Z a-z 0-9 _ . : -)", f.queues.v[i]);
             goto out;
         }
-    if (strcmp(cmd, "enqueue") != 0 && strcmp(cmd, "dead") != 0 && optind < argc) {
+    if (strcmp(cmd, "enqueue") != 0 && strcmp(cmd, "dead") != 0 && strcmp(cmd, "functions") != 0 &&
+        optind < argc) {
         status = die(cmd, "unexpected argument \"%s\"", argv[optind]);
         goto out;
     }
@@ -406,12 +456,32 @@ int main(int argc, char **argv) {
     jr_config_t cfg;
     char err[JR_ERRLEN];
     if (jr_config_init(&cfg) != 0) goto out_of_memory;
+    if (!f.config && getenv(JR_CONFIG_ENV_FILE) && *getenv(JR_CONFIG_ENV_FILE))
+        f.config = getenv(JR_CONFIG_ENV_FILE);
     if (f.config && jr_config_load_file(&cfg, f.config, err, sizeof err) != 0) {
         fprintf(stderr, "jobrunner: %s\n", err);
         status = 2;
         goto out_cfg;
     }
-    jr_config_apply_env(&cfg);
+    if ((status = jr_config_apply_env(&cfg, environ, stderr, err, sizeof err)) != 0) {
+        fprintf(stderr, "jobrunner: %s\n", err);
+        status = status == JR_ENOMEM ? 1 : 2;
+        goto out_cfg;
+    }
+    status = 2;
+    for (size_t i = 0; i < sizeof key_flags / sizeof key_flags[0]; i++) {
+        const char *v = f.key_value[i], *name = NULL;
+        for (const struct option *o = long_opts; o->name; o++)
+            if (o->val == key_flags[i].opt) name = o->name;
+        char flag[64];
+        snprintf(flag, sizeof flag, "--%s", name);
+        int rc = v ? jr_config_set(&cfg, key_flags[i].key, v, err, sizeof err) : 0;
+        if (rc == JR_ENOMEM) goto out_of_memory;
+        if (rc) {
+            status = die2(cmd, flag, v, err);
+            goto out_cfg;
+        }
+    }
     if (f.redis) {
         jr_redis_url_t u;
         if (jr_redis_url_parse(f.redis, &u, err, sizeof err) != 0) {
@@ -460,6 +530,11 @@ int main(int argc, char **argv) {
     } else if (!strcmp(cmd, "workers")) {
         status = optind < argc ? die(cmd, "unexpected argument \"%s\"", argv[optind])
                                : jr_cmd_workers(&cfg, f.json, stdout);
+    } else if (!strcmp(cmd, "functions")) {
+        if (argc - optind != 1 || (strcmp(argv[optind], "load") && strcmp(argv[optind], "dump")))
+            status = die(cmd, "%s", "expected load or dump");
+        else
+            status = jr_cmd_functions(&cfg, argv[optind], stdout);
     } else if (!strcmp(cmd, "dead")) {
         if (optind >= argc) {
             status = die(cmd, "%s", "expected list, show, retry or purge");

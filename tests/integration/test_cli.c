@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -319,4 +320,158 @@ Test(cli, password_protected_redis_over_unix_socket) {
     log = jrt_slurp(wlog);
     cr_expect_null(strstr(log, "p@ss"), "%s", log);
     free(log);
+}
+
+/* ---- conventions: settings from the environment, flags, exit codes ------ */
+
+/* Start a worker with args, wait for its start line, stop it; returns the
+ * log (malloc'd). */
+static char *worker_start_line(const char *log, const char *const *args) {
+    unlink(log);
+    pid_t w = jrt_spawn(log, args);
+    int started = wait_for(log, "worker starting", 1, 10000);
+    cr_expect_eq(jrt_stop(w, SIGTERM, 5000), 0);
+    cr_assert_eq(started, 1, "the worker did not start:\n%s", jrt_slurp(log));
+    return jrt_slurp(log);
+}
+
+/* defaults < file < environment < flags, seen in a real worker's start line. */
+Test(cli, settings_precedence_file_env_flags) {
+    char cfg[192], wlog[192];
+    snprintf(cfg, sizeof cfg, "%s/prec.yaml", R.dir);
+    snprintf(wlog, sizeof wlog, "%s/worker.log", R.dir);
+    FILE *f = fopen(cfg, "w");
+    fputs("worker:\n  concurrency: 2\n", f);
+    fclose(f);
+    const char *plain[] = {"worker", "--redis", R.url, "--plugin", JRT_PLUGIN_DIR "/echo.so", NULL};
+    char *log = worker_start_line(wlog, plain);
+    cr_expect(strstr(log, "concurrency=4"), "default:\n%s", log);
+    free(log);
+
+    const char *file[] = {"worker", "-c", cfg, "--redis", R.url, "--plugin", JRT_PLUGIN_DIR "/echo.so", NULL};
+    log = worker_start_line(wlog, file);
+    cr_expect(strstr(log, "concurrency=2"), "file over default:\n%s", log);
+    free(log);
+
+    /* JOBRUNNER_CONFIG stands for -c. */
+    setenv("JOBRUNNER_CONFIG", cfg, 1);
+    log = worker_start_line(wlog, plain);
+    cr_expect(strstr(log, "concurrency=2"), "JOBRUNNER_CONFIG:\n%s", log);
+    free(log);
+
+    setenv("JOBRUNNER_WORKER_CONCURRENCY", "3", 1);
+    setenv("JOBRUNNER_LOG_FORMAT", "json", 1);
+    log = worker_start_line(wlog, plain);
+    cr_expect(strstr(log, "\"concurrency\":3"), "environment over file:\n%s", log);
+    free(log);
+
+    const char *flags[] = {"worker", "--redis", R.url, "--plugin", JRT_PLUGIN_DIR "/echo.so",
+                           "--concurrency", "5", "--log-format", "text", NULL};
+    log = worker_start_line(wlog, flags);
+    cr_expect(strstr(log, "concurrency=5"), "flags over environment:\n%s", log);
+    free(log);
+    unsetenv("JOBRUNNER_CONFIG");
+    unsetenv("JOBRUNNER_WORKER_CONCURRENCY");
+    unsetenv("JOBRUNNER_LOG_FORMAT");
+}
+
+/* 0 ok; 1 failure explained on stderr; 2 usage or configuration error. */
+Test(cli, exit_codes_follow_the_convention) {
+    char nowhere[192], cfg[192];
+    snprintf(nowhere, sizeof nowhere, "unix://%s/no-such.sock", R.dir);
+    snprintf(cfg, sizeof cfg, "%s/bad.yaml", R.dir);
+    FILE *f = fopen(cfg, "w");
+    fputs("worker:\n  batch: 0\n", f);
+    fclose(f);
+    setenv("JOBRUNNER_REDIS_URL", R.url, 1);
+    struct {
+        const char *args[8];
+        int status;
+        const char *says; /* on stderr; NULL for status 0 */
+    } cases[] = {
+        {{"version", NULL}, 0, NULL},
+        {{"--help", NULL}, 0, NULL},
+        {{"stats", NULL}, 0, NULL},
+        {{"functions", "dump", NULL}, 0, NULL},
+        {{"functions", "load", NULL}, 0, NULL},
+        {{"stats", "--redis", nowhere, NULL}, 1, "cannot connect to Redis"},
+        {{"enqueue", "--redis", nowhere, "echo", NULL}, 1, "cannot connect to Redis"},
+        {{"functions", "load", "--redis", nowhere, NULL}, 1, "cannot connect to Redis"},
+        {{"worker", "--plugin", "/nonexistent/x.so", NULL}, 1, "/nonexistent/x.so"},
+        {{NULL}, 2, "usage: jobrunner"},
+        {{"frobnicate", NULL}, 2, "unknown command"},
+        {{"functions", "frob", NULL}, 2, "expected load or dump"},
+        {{"worker", "--concurrency", "0", NULL}, 2, "invalid --concurrency \"0\": worker.concurrency"},
+        {{"scheduler", "--log-level", "loud", NULL}, 2, "invalid --log-level \"loud\": log.level"},
+        {{"stats", "--concurrency", "3", NULL}, 2, "\"--concurrency\""},
+        {{"stats", "-c", cfg, NULL}, 2, "worker.batch"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        err[0] = '\0';
+        int st = jrt_run(out, sizeof out, err, sizeof err, cases[i].args);
+        cr_expect_eq(st, cases[i].status, "case %zu (%s): exit %d, stderr: %s", i,
+                     cases[i].args[0] ? cases[i].args[0] : "no arguments", st, err);
+        if (cases[i].says)
+            cr_expect(strstr(err, cases[i].says), "case %zu: stderr does not say %s:\n%s", i, cases[i].says, err);
+    }
+    /* A bad value in the environment: 2, naming the variable and the value. */
+    setenv("JOBRUNNER_WORKER_BATCH", "many", 1);
+    const char *stats[] = {"stats", NULL};
+    cr_expect_eq(jrt_run(out, sizeof out, err, sizeof err, stats), 2);
+    cr_expect(strstr(err, "JOBRUNNER_WORKER_BATCH=\"many\": worker.batch: must be an integer"), "%s", err);
+    unsetenv("JOBRUNNER_WORKER_BATCH");
+    /* An unknown JOBRUNNER_ variable: a warning, and the command runs. */
+    setenv("JOBRUNNER_WORKER_CONCURENCY", "8", 1);
+    cr_expect_eq(jrt_run(out, sizeof out, err, sizeof err, stats), 0);
+    cr_expect(strstr(err, "warning: ignoring JOBRUNNER_WORKER_CONCURENCY"), "%s", err);
+    unsetenv("JOBRUNNER_WORKER_CONCURENCY");
+    unsetenv("JOBRUNNER_REDIS_URL");
+}
+
+/* The reply of FCALL jr_version 0 on a fresh connection: "1" or the error. */
+static void fcall_version(char *buf, size_t len) {
+    redisContext *c = jrt_connect(&R);
+    redisReply *rep = redisCommand(c, "FCALL jr_version 0");
+    cr_assert(rep);
+    if (rep->type == REDIS_REPLY_INTEGER) snprintf(buf, len, "%lld", rep->integer);
+    else snprintf(buf, len, "%s", rep->str ? rep->str : "?");
+    freeReplyObject(rep);
+    redisFree(c);
+}
+
+/* A producer in another language on a fresh Redis: "Function not found"
+ * until the library is loaded, by `jobrunner functions load` or by
+ * redis-cli with the library file, as docs/redis-contract.md says. */
+Test(cli, functions_load_on_a_fresh_redis) {
+    char v[256];
+    fcall_version(v, sizeof v);
+    cr_expect(strstr(v, "Function not found"), "a fresh Redis: %s", v);
+    const char *load[] = {"functions", "load", "--redis", R.url, NULL};
+    cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, load), 0, "%s", err);
+    cr_expect(strstr(out, "is loaded"), "%s", out);
+    fcall_version(v, sizeof v);
+    cr_expect_str_eq(v, "1");
+    cr_expect_eq(jrt_run(out, sizeof out, err, sizeof err, load), 0, "again: %s", err);
+
+    /* dump prints exactly the library file. */
+    const char *dump[] = {"functions", "dump", NULL};
+    static char lib[1 << 16];
+    cr_assert_eq(jrt_run(lib, sizeof lib, err, sizeof err, dump), 0, "%s", err);
+    char *src = jrt_slurp(JRT_SOURCE_DIR "/runner/lua/jobrunner.lua");
+    cr_assert(strlen(src) < sizeof lib - 1, "the library outgrew the test's buffer");
+    cr_expect_str_eq(lib, src);
+    free(src);
+
+    /* The documented redis-cli way, on a Redis without the library. */
+    redisContext *c = jrt_connect(&R);
+    freeReplyObject(redisCommand(c, "FUNCTION FLUSH"));
+    redisFree(c);
+    fcall_version(v, sizeof v);
+    cr_expect(strstr(v, "Function not found"), "after FUNCTION FLUSH: %s", v);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s -s %s -x FUNCTION LOAD REPLACE < %s/runner/lua/jobrunner.lua >/dev/null",
+             JRT_REDIS_CLI, R.sock, JRT_SOURCE_DIR);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    fcall_version(v, sizeof v);
+    cr_expect_str_eq(v, "1");
 }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "harness.h"
 #include "jobrunner/plugin.h"
 #include "jr.h"
 #include "jr_limits.h"
@@ -407,27 +408,167 @@ Test(config, directory_is_io_error) {
 
 /* ---- environment, lists, freeing ---------------------------------------- */
 
+/* Apply an environment given as "NAME=value" strings; warnings go to warn_out. */
+static char warn_out[2048];
+static int apply_env(const char *const *vars) {
+    char *envp[16] = {0};
+    size_t n = 0;
+    for (; vars[n]; n++) envp[n] = (char *)vars[n];
+    envp[n] = NULL;
+    FILE *w = fmemopen(warn_out, sizeof warn_out, "w");
+    cr_assert(w);
+    setvbuf(w, NULL, _IONBF, 0);
+    int rc = jr_config_apply_env(&cfg, envp, w, err, sizeof err);
+    fclose(w);
+    return rc;
+}
+
 Test(config, env_overrides_redis_url) {
     load_ok("redis:\n  url: redis://fromfile\n");
-    setenv("JOBRUNNER_REDIS_URL", "redis://fromenv:7000", 1);
-    cr_expect_eq(jr_config_apply_env(&cfg), 0);
+    const char *env[] = {"JOBRUNNER_REDIS_URL=redis://fromenv:7000", NULL};
+    cr_expect_eq(apply_env(env), 0, "%s", err);
     cr_expect_str_eq(cfg.redis_url, "redis://fromenv:7000");
 }
 
 Test(config, empty_or_unset_env_changes_nothing) {
-    load_ok("redis:\n  url: redis://fromfile\n");
-    setenv("JOBRUNNER_REDIS_URL", "", 1);
-    cr_expect_eq(jr_config_apply_env(&cfg), 0);
+    load_ok("redis:\n  url: redis://fromfile\nworker:\n  concurrency: 7\n");
+    const char *empty[] = {"JOBRUNNER_REDIS_URL=", "JOBRUNNER_WORKER_CONCURRENCY=", NULL};
+    cr_expect_eq(apply_env(empty), 0);
     cr_expect_str_eq(cfg.redis_url, "redis://fromfile");
-    unsetenv("JOBRUNNER_REDIS_URL");
-    cr_expect_eq(jr_config_apply_env(&cfg), 0);
+    cr_expect_eq(cfg.worker_concurrency, 7);
+    const char *none[] = {NULL};
+    cr_expect_eq(apply_env(none), 0);
     cr_expect_str_eq(cfg.redis_url, "redis://fromfile");
+    cr_expect_eq(cfg.worker_concurrency, 7);
 }
 
 Test(config, env_sets_url_when_file_has_none) {
-    setenv("JOBRUNNER_REDIS_URL", "unix:///tmp/r.sock", 1);
-    cr_expect_eq(jr_config_apply_env(&cfg), 0);
+    const char *env[] = {"JOBRUNNER_REDIS_URL=unix:///tmp/r.sock", NULL};
+    cr_expect_eq(apply_env(env), 0);
     cr_expect_str_eq(cfg.redis_url, "unix:///tmp/r.sock");
+}
+
+Test(config, env_sets_every_kind_of_key) {
+    const char *env[] = {
+        "JOBRUNNER_WORKER_CONCURRENCY=8",              /* integer */
+        "JOBRUNNER_WORKER_BLOCK=250ms",                /* duration */
+        "JOBRUNNER_LOG_LEVEL=debug",                   /* enum */
+        "JOBRUNNER_LOG_FORMAT=json",
+        "JOBRUNNER_ENQUEUE_QUEUE=mail",                /* one queue */
+        "JOBRUNNER_WORKER_QUEUES=critical, default,low", /* list, comma form */
+        "JOBRUNNER_SCHEDULER_QUEUES=[a, b]",           /* list, YAML flow form */
+        "JOBRUNNER_PLUGINS_PATHS=/opt/my plugins/x#1.so", /* taken literally */
+        "JOBRUNNER_METRICS_LISTEN=[::1]:9464",         /* address: a leading [ is literal */
+        "JOBRUNNER_JOBS_MAX_ATTEMPTS=3",               /* '_' in the key */
+        "JOBRUNNER_HANDLERS={send_mail: {timeout: 30s, max_attempts: 5}}", /* a section */
+        NULL};
+    cr_assert_eq(apply_env(env), 0, "%s", err);
+    cr_expect_eq(cfg.worker_concurrency, 8);
+    cr_expect_eq(cfg.worker_block_ms, 250);
+    cr_expect_eq(cfg.log_level, JR_LOG_DEBUG);
+    cr_expect_eq(cfg.log_format, JR_LOG_JSON);
+    cr_expect_str_eq(cfg.default_queue, "mail");
+    cr_assert_eq(cfg.worker_queues.n, 3);
+    cr_expect_str_eq(cfg.worker_queues.v[0], "critical");
+    cr_expect_str_eq(cfg.worker_queues.v[1], "default");
+    cr_expect_str_eq(cfg.worker_queues.v[2], "low");
+    cr_assert_eq(cfg.scheduler_queues.n, 2);
+    cr_expect_str_eq(cfg.scheduler_queues.v[1], "b");
+    cr_assert_eq(cfg.plugin_paths.n, 1);
+    cr_expect_str_eq(cfg.plugin_paths.v[0], "/opt/my plugins/x#1.so");
+    cr_expect_str_eq(cfg.metrics_listen, "[::1]:9464");
+    cr_expect_eq(cfg.jobs.max_attempts, 3);
+    jr_policy_t p = jr_config_policy(&cfg, "send_mail");
+    cr_expect_eq(p.timeout_ms, 30000);
+    cr_expect_eq(p.max_attempts, 5);
+    cr_expect_str_eq(warn_out, "", "no warning expected: %s", warn_out);
+}
+
+Test(config, precedence_defaults_file_env_flags) {
+    cr_expect_eq(cfg.worker_concurrency, 4); /* default */
+    load_ok("worker:\n  concurrency: 2\n  batch: 64\n");
+    cr_expect_eq(cfg.worker_concurrency, 2); /* file over default */
+    const char *env[] = {"JOBRUNNER_WORKER_CONCURRENCY=3", NULL};
+    cr_assert_eq(apply_env(env), 0, "%s", err);
+    cr_expect_eq(cfg.worker_concurrency, 3); /* environment over file */
+    cr_expect_eq(cfg.worker_batch, 64);      /* what the environment does not set stays */
+    cr_assert_eq(jr_config_set(&cfg, "worker.concurrency", "5", err, sizeof err), 0, "%s", err);
+    cr_expect_eq(cfg.worker_concurrency, 5); /* flag over environment */
+}
+
+Test(config, bad_env_value_names_variable_and_value) {
+    load_ok("worker:\n  concurrency: 2\n");
+    const char *env[] = {"JOBRUNNER_WORKER_CONCURRENCY=lots", NULL};
+    cr_expect_eq(apply_env(env), JR_EINVAL);
+    cr_expect(strstr(err, "JOBRUNNER_WORKER_CONCURRENCY=\"lots\": worker.concurrency: must be an integer from 1 to 256"),
+              "%s", err);
+    cr_expect_eq(cfg.worker_concurrency, 2, "a refused value changes nothing");
+    const char *big[] = {"JOBRUNNER_WORKER_CONCURRENCY=0", NULL};
+    cr_expect_eq(apply_env(big), JR_EINVAL);
+    cr_expect(strstr(err, "JOBRUNNER_WORKER_CONCURRENCY=\"0\""), "%s", err);
+    const char *lvl[] = {"JOBRUNNER_LOG_LEVEL=loud", NULL};
+    cr_expect_eq(apply_env(lvl), JR_EINVAL);
+    cr_expect(strstr(err, "JOBRUNNER_LOG_LEVEL=\"loud\": log.level: must be debug, info, warn or error"), "%s", err);
+    const char *q[] = {"JOBRUNNER_WORKER_QUEUES=a,b c", NULL};
+    cr_expect_eq(apply_env(q), JR_EINVAL);
+    cr_expect(strstr(err, "JOBRUNNER_WORKER_QUEUES=\"a,b c\": worker.queues[1]: bad queue name \"b c\""), "%s", err);
+    cr_expect_eq(cfg.worker_queues.n, 0);
+    const char *dup[] = {"JOBRUNNER_WORKER_QUEUES=a,a", NULL};
+    cr_expect_eq(apply_env(dup), JR_EINVAL);
+    cr_expect(strstr(err, "listed twice"), "%s", err);
+    /* YAML syntax in a value is not interpreted: the value is one string. */
+    const char *yaml[] = {"JOBRUNNER_ENQUEUE_QUEUE={a: b}", NULL};
+    cr_expect_eq(apply_env(yaml), JR_EINVAL);
+    cr_expect(strstr(err, "bad queue name \"{a: b}\""), "%s", err);
+    const char *two[] = {"JOBRUNNER_WORKER_QUEUES=[a,\n  b]", NULL};
+    cr_expect_eq(apply_env(two), JR_EINVAL);
+    cr_expect(strstr(err, "one line"), "%s", err);
+}
+
+Test(config, bad_env_url_does_not_repeat_the_password) {
+    const char *env[] = {"JOBRUNNER_REDIS_URL=redis://:s3cret@host:port", NULL};
+    cr_expect_eq(apply_env(env), JR_EINVAL);
+    cr_expect(strstr(err, "JOBRUNNER_REDIS_URL: redis.url: "), "%s", err);
+    cr_expect(!strstr(err, "s3cret"), "the password is in the message: %s", err);
+}
+
+Test(config, unknown_env_variables_warn_and_are_ignored) {
+    const char *env[] = {"JOBRUNNER_WORKER_CONCURENCY=8", "JOBRUNNER_CONFIG=/etc/x.yaml",
+                         "JOBRUNNER_SERVICE_PORT=443", "PATH=/bin", "JOBRUNNERX=1", NULL};
+    cr_expect_eq(apply_env(env), 0, "%s", err);
+    cr_expect_eq(cfg.worker_concurrency, 4);
+    cr_expect(strstr(warn_out, "ignoring JOBRUNNER_WORKER_CONCURENCY: no such setting"), "%s", warn_out);
+    cr_expect(strstr(warn_out, "ignoring JOBRUNNER_SERVICE_PORT"), "%s", warn_out);
+    cr_expect(!strstr(warn_out, "JOBRUNNER_CONFIG"), "JOBRUNNER_CONFIG is known: %s", warn_out);
+    cr_expect(!strstr(warn_out, "PATH") && !strstr(warn_out, "JOBRUNNERX"), "%s", warn_out);
+}
+
+Test(config, set_one_key_checks_like_the_file) {
+    cr_expect_eq(jr_config_set(&cfg, "log.format", "xml", err, sizeof err), JR_EINVAL);
+    cr_expect(strstr(err, "log.format: must be text or json, got \"xml\""), "%s", err);
+    cr_expect_eq(cfg.log_format, JR_LOG_TEXT);
+    cr_expect_eq(jr_config_set(&cfg, "worker.nonsense", "1", err, sizeof err), JR_EINVAL);
+    cr_expect(strstr(err, "worker.nonsense: unknown key"), "%s", err);
+    cr_expect_eq(jr_config_set(&cfg, "log.level", "warn", err, sizeof err), 0);
+    cr_expect_eq(cfg.log_level, JR_LOG_WARN);
+}
+
+/* Every key has its own variable, and the man page lists each one. */
+Test(config, every_key_has_a_distinct_documented_variable) {
+    char *man = jrt_slurp(JRT_SOURCE_DIR "/docs/jobrunner.1");
+    cr_assert(man, "docs/jobrunner.1 is missing");
+    /* roff writes '_' as is; strip nothing else: names have no '-'. */
+    char names[64][128];
+    size_t n = 0;
+    char buf[128];
+    for (size_t i = 0; jr_config_env_var(i, buf, sizeof buf); i++) {
+        cr_assert(n < 64);
+        for (size_t j = 0; j < n; j++) cr_expect_str_neq(names[j], buf, "%s twice", buf);
+        snprintf(names[n++], sizeof names[0], "%s", buf);
+        cr_expect(strstr(man, buf), "the man page does not list %s", buf);
+    }
+    cr_expect_gt(n, 20);
+    free(man);
 }
 
 Test(config, free_twice) {
