@@ -16,10 +16,19 @@
  * Redis; then a later failure shows Redis's own error. */
 static jr_redis_t *admin_connect(const jr_config_t *cfg, int required) {
     char err[JR_ERRLEN];
-    jr_redis_t *r = jr_redis_connect(jr_config_redis_url(cfg), cfg->connect_timeout_ms, err, sizeof err);
-    if (!r) {
-        fprintf(stderr, "jobrunner: %s\n", err);
-        return NULL;
+    /* redis.wait (--wait): retry a Redis that cannot be reached yet (not
+     * started, its name not resolvable yet) until that much time has passed,
+     * every 100 ms doubling to 1 s. */
+    int64_t until = jr_mono_us() + cfg->redis_wait_ms * 1000, pause_ms = 100;
+    jr_redis_t *r;
+    while (!(r = jr_redis_connect(jr_config_redis_url(cfg), cfg->connect_timeout_ms, err, sizeof err))) {
+        int64_t left_ms = (until - jr_mono_us()) / 1000;
+        if (left_ms <= 0) {
+            fprintf(stderr, "jobrunner: %s%s\n", err, cfg->redis_wait_ms ? " (gave up after redis.wait)" : "");
+            return NULL;
+        }
+        if (jr_sleep_interruptible(pause_ms < left_ms ? pause_ms : left_ms)) return NULL;
+        pause_ms = pause_ms * 2 > 1000 ? 1000 : pause_ms * 2;
     }
     if (jr_redis_load_library(r) != 0) {
         fprintf(stderr, "jobrunner: %sloading the function library: %s\n", required ? "" : "note: ",

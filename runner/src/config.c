@@ -60,6 +60,7 @@ _Static_assert(JR_ISOLATION_PROCESS == 0 && JR_ISOLATION_INLINE == 1, "isolation
 static const key_def_t keys[] = {
     {"redis", "url", T_URL, F(redis_url), 0, 0, NULL},
     {"redis", "connect_timeout", T_DURATION, F(connect_timeout_ms), 10, 5 * MS_M, NULL},
+    {"redis", "wait", T_DURATION, F(redis_wait_ms), 0, MS_H, NULL},
     {"log", "format", T_ENUM, F(log_format), 0, 0, log_formats},
     {"log", "level", T_ENUM, F(log_level), 0, 0, log_levels},
     {"plugins", "paths", T_PATHS, F(plugin_paths), 0, 0, NULL},

@@ -31,6 +31,7 @@ typedef struct jr_config {
     /* redis: */
     char *redis_url;            /* NULL = not configured (see JR_DEFAULT_REDIS_URL) */
     int64_t connect_timeout_ms; /* redis.connect_timeout: 10ms..5m, default 2000 */
+    int64_t redis_wait_ms;      /* redis.wait: 0..1h, default 0: how long commands retry an unreachable Redis */
 
     /* log: */
     jr_log_format_t log_format; /* log.format: text | json, default text */

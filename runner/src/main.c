@@ -48,6 +48,9 @@ static const char usage_common[] =
     "  -c, --config FILE   YAML configuration (see config/jobrunner.yaml)\n"
     "      --redis URL     redis://[user:password@]host:port[/db] or unix:///path\n"
     "                      (overrides the file and JOBRUNNER_REDIS_URL)\n"
+    "      --wait DURATION wait up to DURATION for Redis to answer (e.g. right after\n"
+    "                      it starts) instead of failing at once (redis.wait, default 0;\n"
+    "                      workers and schedulers always wait)\n"
     "  -h, --help          show this help\n"
     "\n"
     "Every configuration key can also be set by JOBRUNNER_<SECTION>_<KEY> (see\n"
@@ -151,7 +154,7 @@ _Static_assert(JR_DELAY_MAX_MS == 87600 * 3600 * 1000LL && JR_TIMEOUT_MAX_MS == 
 
 enum { OPT_REDIS = 1000, OPT_PLUGIN, OPT_IN, OPT_AT, OPT_ID, OPT_JSON, OPT_MAX, OPT_TIMEOUT, OPT_ORDERS, OPT_ALL, OPT_BACKOFF, OPT_METRICS };
 /* Flags that set one configuration key (see key_flags). */
-enum { OPT_CONCURRENCY = 1100, OPT_LOG_LEVEL, OPT_LOG_FORMAT };
+enum { OPT_CONCURRENCY = 1100, OPT_LOG_LEVEL, OPT_LOG_FORMAT, OPT_WAIT };
 
 static const struct option long_opts[] = {
     {"config", required_argument, 0, 'c'},  {"redis", required_argument, 0, OPT_REDIS},
@@ -167,6 +170,7 @@ static const struct option long_opts[] = {
     {"concurrency", required_argument, 0, OPT_CONCURRENCY},
     {"log-level", required_argument, 0, OPT_LOG_LEVEL},
     {"log-format", required_argument, 0, OPT_LOG_FORMAT},
+    {"wait", required_argument, 0, OPT_WAIT},
     {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
 
 /* What the flags said, before the configuration is assembled. */
@@ -174,7 +178,7 @@ typedef struct flags {
     const char *config, *redis, *in, *at, *id, *max, *timeout, *orders, *backoff, *metrics;
     jr_strlist_t queues, plugins;
     int json, all;
-    const char *key_value[3]; /* the value of each flag of key_flags, or NULL */
+    const char *key_value[4]; /* the value of each flag of key_flags, or NULL */
 } flags_t;
 
 /* Flags that set a configuration key, applied after the environment; each
@@ -186,6 +190,7 @@ static const struct {
     {OPT_CONCURRENCY, "worker.concurrency"},
     {OPT_LOG_LEVEL, "log.level"},
     {OPT_LOG_FORMAT, "log.format"},
+    {OPT_WAIT, "redis.wait"},
 };
 _Static_assert(sizeof key_flags / sizeof key_flags[0] == sizeof ((flags_t *)0)->key_value / sizeof(char *),
                "one value per key flag");
@@ -194,6 +199,7 @@ _Static_assert(sizeof key_flags / sizeof key_flags[0] == sizeof ((flags_t *)0)->
 static int flag_allowed(const char *cmd, int opt) {
     switch (opt) {
     case 'c': case OPT_REDIS: case 'h': return 1;
+    case OPT_WAIT: return 1;
     case 'q': return strcmp(cmd, "dev") != 0 && strcmp(cmd, "workers") != 0 && strcmp(cmd, "functions") != 0;
     case OPT_PLUGIN: return !strcmp(cmd, "worker") || !strcmp(cmd, "dev");
     case OPT_IN: case OPT_AT: case OPT_ID: case OPT_MAX: case OPT_TIMEOUT: case OPT_BACKOFF:

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -474,4 +475,32 @@ Test(cli, functions_load_on_a_fresh_redis) {
     cr_assert_eq(system(cmd), 0, "%s", cmd);
     fcall_version(v, sizeof v);
     cr_expect_str_eq(v, "1");
+}
+
+/* --wait (redis.wait): a command started before Redis waits for it instead
+ * of failing; without it, it fails at once, naming the reason. */
+Test(cli, wait_lets_a_command_wait_for_redis_to_come_up) {
+    jrt_stop(R.pid, SIGKILL, 5000);
+    unlink(R.sock);
+    const char *now[] = {"stats", "--redis", R.url, NULL};
+    int64_t t0 = jrt_wall_us();
+    cr_expect_eq(jrt_run(out, sizeof out, err, sizeof err, now), 1, "stats without Redis: %s", err);
+    cr_expect(strstr(err, "cannot connect"), "no reason given: %s", err);
+    cr_expect_lt(jrt_wall_us() - t0, 2000000, "without --wait it did not fail at once");
+
+    char log[256];
+    snprintf(log, sizeof log, "%s/wait.log", R.dir);
+    const char *waiting[] = {"enqueue", "--wait", "20s", "--redis", R.url, "echo", "hi", NULL};
+    pid_t pid = jrt_spawn(log, waiting);
+    jrt_sleep_ms(800);
+    jrt_redis_restart(&R, NULL);
+    int st = 0;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "enqueue --wait failed after Redis came up: %s",
+              jrt_slurp(log));
+    cr_expect_eq(jrt_stats(&R, "default").ready, 1, "the job was not enqueued");
+
+    const char *bad[] = {"stats", "--wait", "2h", "--redis", R.url, NULL};
+    cr_expect_eq(jrt_run(out, sizeof out, err, sizeof err, bad), 2, "--wait 2h accepted");
+    cr_expect(strstr(err, "redis.wait"), "the refusal does not name the key: %s", err);
 }
