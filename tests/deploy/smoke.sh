@@ -19,7 +19,7 @@ cd "$src"
 export COMPOSE_PROJECT_NAME="jrsmoke$$"
 P=$COMPOSE_PROJECT_NAME
 tmp=$(mktemp -d /tmp/jr-smoke.XXXXXX)
-app="localhost/$P-app:1"
+app="localhost/$P-app:1" app2="localhost/$P-app:2"
 started=$(date +%s)
 
 log() { echo "smoke [$(( $(date +%s) - started ))s] $*"; }
@@ -37,7 +37,7 @@ cleanup() {
   for c in $(podman ps -a --filter "label=io.podman.compose.project=$P" --format '{{.ID}}'); do podman rm -f "$c" >/dev/null 2>&1; done
   for v in $(podman volume ls --filter "label=io.podman.compose.project=$P" --format '{{.Name}}'); do podman volume rm -f "$v" >/dev/null 2>&1; done
   podman network rm -f "${P}_default" >/dev/null 2>&1
-  podman rmi -f "$app" >/dev/null 2>&1
+  podman rmi -f "$app" "$app2" >/dev/null 2>&1
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -117,7 +117,34 @@ echo "$st" | grep -q '"dead": *0' || fail "jobs went dead: $st"
 log "every job finished after the kill ($ran_by_victim by the victim before it, $ran_by_survivor by the survivor): $st"
 podman start "$victim" >/dev/null || fail "restart $victim"
 
+log "rolling upgrade: a v2 worker (new handler farewell) beside the v1 workers while jobs flow"
+podman build --build-arg CFLAGS=-DGREET_V2 -t "$app2" docs/examples/plugin >>"$tmp/build.log" 2>&1 \
+  || { tail -20 "$tmp/build.log"; fail "v2 plugin image"; }
+# Jobs keep coming while the new worker starts: greet (both versions have
+# it) and farewell (only v2 has it: the v1 workers must not bury them).
+podman exec -d "$sched" sh -c 'for i in $(seq 1 30); do jobrunner enqueue greet "flow $i"; jobrunner enqueue farewell "flow $i"; sleep 0.1; done'
+v2="${P}_worker_v2"
+podman run -d --name "$v2" --label "io.podman.compose.project=$P" --network "${P}_default" \
+  -e JOBRUNNER_REDIS_URL="redis://:$REDIS_PASSWORD@redis:6379" -e JOBRUNNER_REDIS_WAIT=30s \
+  "$app2" worker -c /etc/jobrunner/container.yaml >/dev/null || fail "start the v2 worker"
+healthy "$v2" || fail "the v2 worker never became healthy"
+# Then the v1 workers go (SIGTERM: they finish or hand back what they hold).
+for c in $(containers worker); do podman stop -t 20 "$c" >/dev/null; done
+for i in $(seq 1 120); do
+  farewells=$(podman logs "$v2" 2>&1 | grep -c "handler=farewell .*outcome=ok" || true)
+  st=$(jr stats --json 2>/dev/null) || st=""
+  [ "$farewells" -ge 30 ] && echo "$st" | grep -q '"ready": *0' && echo "$st" | grep -q '"pending": *0' \
+    && echo "$st" | grep -q '"delayed": *0' && break
+  sleep 1
+done
+echo "$st" | grep -q '"dead": *0' || fail "jobs went dead during the upgrade: $st"
+[ "$farewells" = 30 ] || fail "$farewells of 30 farewell jobs ran on the v2 worker: $st"
+greets=$(( $(count_ok) + $(podman logs "$v2" 2>&1 | grep -c "handler=greet .*outcome=ok" || true) ))
+[ "$greets" -ge $((n + 30)) ] || fail "$greets of $((n + 30)) greet jobs ran"
+log "upgrade done: 30 farewell jobs ran on v2, none dead; $greets greet jobs in all"
+
 log "stopping the stack"
+podman stop -t 20 "$v2" >/dev/null
 pc stop -t 20 >/dev/null 2>&1 || true
 for c in $(podman ps -a --filter "label=io.podman.compose.project=$P" --format '{{.Names}}'); do
   code=$(podman inspect --format '{{.State.ExitCode}}' "$c")

@@ -1,6 +1,8 @@
 /* An example job plugin built outside the jobrunner tree and deployed in a
  * container image (see Dockerfile here and README, "Deployment"). Its
- * handler "greet" logs "<greeting>, <payload>!" and succeeds. */
+ * handler "greet" logs "<greeting>, <payload>!" and succeeds. Version 2
+ * (built with -DGREET_V2, as the deployment smoke test does to upgrade the
+ * workers while jobs flow) adds the handler "farewell". */
 #include <jobrunner/plugin.h>
 
 static jr_result_t greet(jr_job_t *job, const jr_host_api_t *api, void *udata) {
@@ -12,8 +14,17 @@ static jr_result_t greet(jr_job_t *job, const jr_host_api_t *api, void *udata) {
 }
 
 static int init(void *ctx, const jr_host_api_t *api) {
-    return api->register_handler(ctx, "greet", greet, "Hello");
+    int rc = api->register_handler(ctx, "greet", greet, "Hello");
+#ifdef GREET_V2
+    if (rc == 0) rc = api->register_handler(ctx, "farewell", greet, "Goodbye");
+#endif
+    return rc;
 }
 
-static const jr_plugin_t plugin = {JR_PLUGIN_HEADER, .name = "greet", .version = "1.0", .init = init};
+#ifdef GREET_V2
+#define GREET_VERSION "2.0"
+#else
+#define GREET_VERSION "1.0"
+#endif
+static const jr_plugin_t plugin = {JR_PLUGIN_HEADER, .name = "greet", .version = GREET_VERSION, .init = init};
 JR_PLUGIN_EXPORT const jr_plugin_t *jr_plugin_entry(void) { return &plugin; }
