@@ -37,6 +37,10 @@
 
 #define ENTRY_MAX 48 /* "<20 digits>-<20 digits>" */
 #define RETRY_MAX_MS 5000 /* longest wait between tries of a refused operation */
+/* Heartbeats run at least this often while jobs are held: their reply says
+ * which were cancelled (jobrunner cancel), so a handler's api->cancelled
+ * turns true within about this long. */
+#define CANCEL_CHECK_US 1000000
 
 /* A job fetched from Redis: WAITING in the worker (its payload copied) until
  * a runner is free, then SUBMITTED to the executor until its outcome. */
@@ -50,6 +54,7 @@ typedef struct slot {
     uint32_t attempt, max_attempts;
     int64_t timeout_ms;
     jr_policy_t policy;
+    int cancelled; /* jr_cancel flagged it (seen in a heartbeat's reply) */
 } slot_t;
 
 typedef enum { OP_ACK, OP_RETRY, OP_DEAD, OP_HANDBACK } op_kind_t;
@@ -62,6 +67,7 @@ typedef struct op {
     int64_t delay_ms;
     char *error;     /* RETRY, DEAD */
     const char *why; /* DEAD: failed | invalid */
+    char jobid[JR_ID_MAX]; /* ACK: the job id, "" when it is the entry id */
 } op_t;
 
 /* Whether Redis is refusing a kind of call, and its last error text. */
@@ -175,6 +181,7 @@ static int push_op(worker_t *w, op_kind_t kind, uint32_t queue, const char *entr
     }
     op_t *o = &w->ops[w->nops];
     o->kind = kind, o->queue = queue, o->delay_ms = delay_ms, o->why = why;
+    o->jobid[0] = '\0';
     snprintf(o->entry, sizeof o->entry, "%s", entry);
     o->error = error ? strdup(error) : NULL;
     if (error && !o->error) return JR_ENOMEM;
@@ -210,18 +217,25 @@ static int flush_ops(worker_t *w) {
         free(ids), free(call);
         return JR_ENOMEM;
     }
+    const char **jobids = malloc(w->nops * sizeof *jobids);
+    if (!jobids) {
+        free(ids), free(call);
+        return JR_ENOMEM;
+    }
     for (uint32_t q = 0; q < w->nq && !rc; q++) {
         for (int kind = OP_ACK; kind <= OP_HANDBACK && !rc; kind += OP_HANDBACK - OP_ACK) {
             size_t n = 0;
             for (size_t i = 0; i < w->nops; i++)
-                if (w->ops[i].queue == q && (int)w->ops[i].kind == kind) ids[n++] = w->ops[i].entry, call[i] = calls;
+                if (w->ops[i].queue == q && (int)w->ops[i].kind == kind)
+                    jobids[n] = w->ops[i].jobid, ids[n++] = w->ops[i].entry, call[i] = calls;
             if (!n) continue;
-            rc = kind == OP_ACK ? jr_redis_append_ack(w->ctl, w->queues[q], ids, n)
+            /* acks carry the job ids, so the job index forgets them */
+            rc = kind == OP_ACK ? jr_redis_append_ack_ids(w->ctl, w->queues[q], ids, jobids, n)
                                 : jr_redis_append_handback(w->ctl, w->queues[q], w->consumer, ids, n);
             calls++;
         }
     }
-    free(ids);
+    free(ids), free(jobids);
     for (size_t i = 0; i < w->nops && !rc; i++) {
         const op_t *o = &w->ops[i];
         if (o->kind != OP_RETRY && o->kind != OP_DEAD) continue;
@@ -296,13 +310,38 @@ static void free_slot(worker_t *w, slot_t *s) {
     w->used--;
 }
 
-/* Turn an outcome into an operation and a log line. */
+/* Queue the acknowledgement of slot s's entry, with its job id. */
+static int push_ack(worker_t *w, const slot_t *s) {
+    int rc = push_op(w, OP_ACK, s->queue, s->entry, 0, NULL, NULL);
+    if (!rc && strcmp(s->id, s->entry) != 0)
+        snprintf(w->ops[w->nops - 1].jobid, sizeof w->ops[w->nops - 1].jobid, "%s", s->id);
+    return rc;
+}
+
+/* Inline mode: api->cancelled asks Redis (HEXISTS jr:{Q}:cancelled
+ * <entry>, at most every 500 ms per job), since no heartbeat runs while the
+ * handler does. 1 if cancelled. */
+static int cancel_probe(void *ctx, uint32_t tag) {
+    worker_t *w = ctx;
+    if (tag >= w->nslots || w->slots[tag].state == SLOT_FREE || !w->ctl) return 0;
+    slot_t *s = &w->slots[tag];
+    if (!s->cancelled && jr_redis_entry_cancelled(w->ctl, w->queues[s->queue], s->entry) == 1) s->cancelled = 1;
+    return s->cancelled;
+}
+
+/* Turn an outcome into an operation and a log line. A job cancelled while
+ * it ran is acknowledged whatever its result (never retried or buried: the
+ * flag in Redis is certain once a heartbeat reported it), outcome
+ * "cancelled". */
 static int finish(worker_t *w, const jr_outcome_t *o) {
     slot_t *s = &w->slots[o->tag];
     int rc = 0;
-    if (o->kind == JR_OUT_OK) {
+    if (s->cancelled) {
+        log_outcome(w, s, "cancelled", o->duration_us, o->error, -1);
+        rc = push_ack(w, s);
+    } else if (o->kind == JR_OUT_OK) {
         log_outcome(w, s, "ok", o->duration_us, NULL, -1);
-        rc = push_op(w, OP_ACK, s->queue, s->entry, 0, NULL, NULL);
+        rc = push_ack(w, s);
     } else if (o->kind == JR_OUT_UNSTARTED || o->kind == JR_OUT_INTERRUPTED) {
         /* Stopped by our shutdown, not by the job: no attempt used. */
         if (o->kind == JR_OUT_INTERRUPTED)
@@ -413,6 +452,7 @@ static int dispatch(worker_t *w, const jr_batch_t *b, int reclaimed) {
             slot_t *s = alloc_slot(w, &k);
             if (!s) return JR_ENOMEM;
             s->state = SLOT_WAITING;
+            s->cancelled = 0;
             w->used++;
             w->waitq[w->wq_n++] = k;
             s->queue = e->queue;
@@ -458,6 +498,7 @@ static int start(worker_t *w) {
             s->state = SLOT_SUBMITTED;
             free(s->payload);
             s->payload = NULL;
+            if (s->cancelled) jr_exec_cancel(w->exec, w->waitq[w->wq_head + i]);
         }
         w->wq_head += n, idle--;
     }
@@ -531,8 +572,8 @@ static int shed(worker_t *w) {
 static int heartbeat(worker_t *w) {
     size_t max = w->nslots + w->nops;
     const char **ids = malloc((max ? max : 1) * sizeof *ids);
-    unsigned char *lost = malloc(max ? max : 1);
-    int rc = ids && lost ? 0 : JR_ENOMEM, refusals = 0;
+    unsigned char *lost = malloc(max ? max : 1), *cancelled = malloc(max ? max : 1);
+    int rc = ids && lost && cancelled ? 0 : JR_ENOMEM, refusals = 0;
     for (uint32_t q = 0; q < w->nq && !rc; q++) {
         size_t n = 0;
         for (size_t i = 0; i < w->nslots; i++)
@@ -540,7 +581,7 @@ static int heartbeat(worker_t *w) {
         for (size_t i = 0; i < w->nops; i++)
             if (w->ops[i].queue == q) ids[n++] = w->ops[i].entry;
         if (!n) continue;
-        int nlost = jr_redis_heartbeat(w->ctl, w->queues[q], w->consumer, ids, n, lost);
+        int nlost = jr_redis_heartbeat(w->ctl, w->queues[q], w->consumer, ids, n, lost, cancelled);
         if (nlost == JR_EREDIS) {
             refused(&w->hb_refused, "Redis refused a heartbeat; trying again at the next one",
                     jr_redis_errstr(w->ctl));
@@ -552,9 +593,21 @@ static int heartbeat(worker_t *w) {
             if (lost[i])
                 jr_log_kv(JR_LOG_WARN, "lease lost: another worker took this job over", "entry", ids[i],
                           "queue", w->queues[q], NULL);
+        for (size_t i = 0; i < n && nlost >= 0; i++) {
+            if (!cancelled[i]) continue;
+            for (size_t k = 0; k < w->nslots; k++) {
+                slot_t *s = &w->slots[k];
+                if (s->state == SLOT_FREE || s->queue != q || strcmp(s->entry, ids[i])) continue;
+                if (!s->cancelled)
+                    jr_log_kv(JR_LOG_INFO, "job cancelled while it runs", "job", s->id, "queue", w->queues[q], NULL);
+                s->cancelled = 1;
+                /* again at every heartbeat: a task moved to another runner loses the flag */
+                if (s->state == SLOT_SUBMITTED) jr_exec_cancel(w->exec, (uint32_t)k);
+            }
+        }
     }
     if (!rc && !refusals) accepted(&w->hb_refused, "Redis accepts heartbeats again");
-    free(ids), free(lost);
+    free(ids), free(lost), free(cancelled);
     return rc;
 }
 
@@ -736,7 +789,7 @@ static int turn(worker_t *w, int sigfd) {
     }
     now = jr_mono_us();
     if (w->rd && (w->used || w->nops) && now >= w->next_heartbeat) {
-        w->next_heartbeat = now + lease_us(w) / 3;
+        w->next_heartbeat = now + (lease_us(w) / 3 < CANCEL_CHECK_US ? lease_us(w) / 3 : CANCEL_CHECK_US);
         if ((rc = heartbeat(w))) return rc;
     }
     if (w->ctl && ((rc = jr_presence_tick(&w->presence, w->ctl, (long long)jr_exec_busy(w->exec))) ||
@@ -771,6 +824,7 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
         jr_presence_free(&w.presence);
         return 1;
     }
+    jr_exec_set_cancel_probe(w.exec, cancel_probe, &w);
     char nh[16], shown[512], nr[16];
     snprintf(nh, sizeof nh, "%zu", jr_registry_handlers(reg));
     snprintf(nr, sizeof nr, "%zu", runners);

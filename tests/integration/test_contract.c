@@ -1347,7 +1347,7 @@ static void p_heartbeat(void) {
     if (!j) return;
     unsigned char lost[1];
     const char *ids[] = {j->entry};
-    cr_assert_eq(jr_redis_heartbeat(J, PQ[j->q], "c1", ids, 1, lost), 0, "%s", jr_redis_errstr(J));
+    cr_assert_eq(jr_redis_heartbeat(J, PQ[j->q], "c1", ids, 1, lost, NULL), 0, "%s", jr_redis_errstr(J));
 }
 
 /* One full reclaim pass by the same consumer: every pending entry is
