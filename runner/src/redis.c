@@ -1489,3 +1489,23 @@ int jr_redis_entry_cancelled(jr_redis_t *r, const char *queue, const char *entry
     freeReplyObject(rep);
     return rc;
 }
+
+int jr_redis_cancelled_entries(jr_redis_t *r, const char *queue, const char *const *ids, size_t n,
+                               unsigned char *cancelled) {
+    memset(cancelled, 0, n);
+    char key[JR_KEY_MAX];
+    snprintf(key, sizeof key, "jr:{%s}:cancelled", queue);
+    const char **argv = malloc((n + 2) * sizeof *argv);
+    if (!argv) return fail(r, JR_ENOMEM, "out of memory");
+    argv[0] = "HMGET", argv[1] = key;
+    memcpy(argv + 2, ids, n * sizeof *ids);
+    redisReply *rep;
+    int rc = exec_argv(r, &rep, (int)(n + 2), argv, NULL);
+    free(argv);
+    if (rc) return rc;
+    int got = 0;
+    for (size_t i = 0; rep->type == REDIS_REPLY_ARRAY && i < rep->elements && i < n; i++)
+        if (rep->element[i]->type == REDIS_REPLY_STRING) cancelled[i] = 1, got++;
+    freeReplyObject(rep);
+    return got;
+}

@@ -269,6 +269,12 @@ int jr_redis_job_change(jr_redis_t *r, const char *fn, const char *queue, const 
  * 0 if not, or an error. */
 int jr_redis_entry_cancelled(jr_redis_t *r, const char *queue, const char *entry);
 
+/* Which of the entries ids[] of `queue` were cancelled: one HMGET of
+ * jr:{Q}:cancelled (a read). cancelled[i] = 1 for those. Returns how many,
+ * or an error. */
+int jr_redis_cancelled_entries(jr_redis_t *r, const char *queue, const char *const *ids, size_t n,
+                               unsigned char *cancelled);
+
 /* Append jr_ack's form with the job index: each entry with its job id
  * (NULL or "" when the job id is the entry id). Integer reply. */
 int jr_redis_append_ack_ids(jr_redis_t *r, const char *queue, const char *const *entries,

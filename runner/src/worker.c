@@ -37,9 +37,10 @@
 
 #define ENTRY_MAX 48 /* "<20 digits>-<20 digits>" */
 #define RETRY_MAX_MS 5000 /* longest wait between tries of a refused operation */
-/* Heartbeats run at least this often while jobs are held: their reply says
- * which were cancelled (jobrunner cancel), so a handler's api->cancelled
- * turns true within about this long. */
+/* While jobs run, the worker asks this often which were cancelled
+ * (jobrunner cancel): one HMGET of jr:{Q}:cancelled per queue, a read that
+ * works while Redis refuses writes. A handler's api->cancelled turns true
+ * within about this long. (Heartbeats, every lease/3, report it too.) */
 #define CANCEL_CHECK_US 1000000
 
 /* A job fetched from Redis: WAITING in the worker (its payload copied) until
@@ -105,7 +106,7 @@ typedef struct worker {
     size_t read_count;      /* its COUNT */
     int last_read_full;     /* the last read brought all it asked for */
     jr_batch_t batch;
-    int64_t next_heartbeat, next_reclaim;
+    int64_t next_heartbeat, next_reclaim, next_cancel_check;
     size_t reclaim_q;
     char cursor[JR_ID_MAX];
     int stopping, signals_seen, said_waiting;
@@ -565,6 +566,44 @@ static int shed(worker_t *w) {
 
 /* ---- leases -------------------------------------------------------------- */
 
+/* Flag the jobs of queue q whose entries ids[i] have cancelled[i] set, and
+ * tell the executor (again each time: a task moved to another runner loses
+ * the flag). */
+static void mark_cancelled(worker_t *w, uint32_t q, const char *const *ids, size_t n,
+                           const unsigned char *cancelled) {
+    for (size_t i = 0; i < n; i++) {
+        if (!cancelled[i]) continue;
+        for (size_t k = 0; k < w->nslots; k++) {
+            slot_t *s = &w->slots[k];
+            if (s->state == SLOT_FREE || s->queue != q || strcmp(s->entry, ids[i])) continue;
+            if (!s->cancelled)
+                jr_log_kv(JR_LOG_INFO, "job cancelled while it runs", "job", s->id, "queue", w->queues[q], NULL);
+            s->cancelled = 1;
+            if (s->state == SLOT_SUBMITTED) jr_exec_cancel(w->exec, (uint32_t)k);
+        }
+    }
+}
+
+/* Ask which held jobs were cancelled (see CANCEL_CHECK_US). An error
+ * reply is ignored (the next check or heartbeat asks again); a transport
+ * error is returned. */
+static int cancel_check(worker_t *w) {
+    const char **ids = malloc((w->nslots ? w->nslots : 1) * sizeof *ids);
+    unsigned char *cancelled = malloc(w->nslots ? w->nslots : 1);
+    int rc = ids && cancelled ? 0 : JR_ENOMEM;
+    for (uint32_t q = 0; q < w->nq && !rc; q++) {
+        size_t n = 0;
+        for (size_t i = 0; i < w->nslots; i++)
+            if (w->slots[i].state != SLOT_FREE && w->slots[i].queue == q) ids[n++] = w->slots[i].entry;
+        if (!n) continue;
+        int got = jr_redis_cancelled_entries(w->ctl, w->queues[q], ids, n, cancelled);
+        if (got > 0) mark_cancelled(w, q, ids, n, cancelled);
+        else if (got < 0 && got != JR_EREDIS) rc = got;
+    }
+    free(ids), free(cancelled);
+    return rc;
+}
+
 /* Extend the lease of every entry we hold, per queue: running, waiting,
  * and finished with its result not yet accepted (so nobody takes those over
  * while Redis refuses the result). A refused heartbeat is logged once and
@@ -593,18 +632,7 @@ static int heartbeat(worker_t *w) {
             if (lost[i])
                 jr_log_kv(JR_LOG_WARN, "lease lost: another worker took this job over", "entry", ids[i],
                           "queue", w->queues[q], NULL);
-        for (size_t i = 0; i < n && nlost >= 0; i++) {
-            if (!cancelled[i]) continue;
-            for (size_t k = 0; k < w->nslots; k++) {
-                slot_t *s = &w->slots[k];
-                if (s->state == SLOT_FREE || s->queue != q || strcmp(s->entry, ids[i])) continue;
-                if (!s->cancelled)
-                    jr_log_kv(JR_LOG_INFO, "job cancelled while it runs", "job", s->id, "queue", w->queues[q], NULL);
-                s->cancelled = 1;
-                /* again at every heartbeat: a task moved to another runner loses the flag */
-                if (s->state == SLOT_SUBMITTED) jr_exec_cancel(w->exec, (uint32_t)k);
-            }
-        }
+        if (nlost >= 0) mark_cancelled(w, q, ids, n, cancelled);
     }
     if (!rc && !refusals) accepted(&w->hb_refused, "Redis accepts heartbeats again");
     free(ids), free(lost), free(cancelled);
@@ -752,6 +780,7 @@ static int turn(worker_t *w, int sigfd) {
     nf += jr_exec_pollfds(w->exec, fds + nf, 256);
     int64_t deadline = jr_exec_deadline(w->exec);
     if (w->used || w->nops) deadline = min_deadline(deadline, w->next_heartbeat);
+    if (w->used) deadline = min_deadline(deadline, w->next_cancel_check);
     /* The grace period bounds running jobs only: once it is over with none
      * left (a stopping worker waiting for Redis to take its results), a
      * past grace deadline would make this loop spin. */
@@ -789,8 +818,12 @@ static int turn(worker_t *w, int sigfd) {
     }
     now = jr_mono_us();
     if (w->rd && (w->used || w->nops) && now >= w->next_heartbeat) {
-        w->next_heartbeat = now + (lease_us(w) / 3 < CANCEL_CHECK_US ? lease_us(w) / 3 : CANCEL_CHECK_US);
+        w->next_heartbeat = now + lease_us(w) / 3;
         if ((rc = heartbeat(w))) return rc;
+    }
+    if (w->rd && w->used && now >= w->next_cancel_check) {
+        w->next_cancel_check = now + CANCEL_CHECK_US;
+        if ((rc = cancel_check(w))) return rc;
     }
     if (w->ctl && ((rc = jr_presence_tick(&w->presence, w->ctl, (long long)jr_exec_busy(w->exec))) ||
                    (!w->stopping && (rc = jr_presence_prune(&w->presence, w->ctl, w->queues, w->nq)))))
