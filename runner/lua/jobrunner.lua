@@ -484,19 +484,22 @@ end
 
 -- Promote one member: XADD it if it is an envelope, else add {member,
 -- what is wrong} to `bad`. ok, off, id, ... are pcall(unpack_limit)'s values.
-local function promote_one(ready, ids, bad, packed, ok, off, id, ...)
+-- `idx` collects id, entry pairs for the job index (one HSET per call).
+local function promote_one(ready, idx, bad, packed, ok, off, id, ...)
   local n = l_select('#', ...)
   if ok and off == -1 and n <= 32 and n > 0 and n % 2 == 0 and l_type(id) == 'string' and
      id ~= '' and #id <= ID_MAX and strings(n, ...) then
     local h = handler_of(...)
     if h and h ~= '' then
-      index_set(ids, id, redis.call('XADD', ready, '*', 'id', id, ...))
+      local k = #idx
+      idx[k + 1], idx[k + 2] = id, redis.call('XADD', ready, '*', 'id', id, ...)
       return
     end
   end
   local items, m = decode_member(packed) -- the slow path says what is wrong
   if items then
-    index_set(ids, items[3], redis.call('XADD', ready, '*', 'id', unpack(items, 3, m)))
+    local k = #idx
+    idx[k + 1], idx[k + 2] = items[3], redis.call('XADD', ready, '*', 'id', unpack(items, 3, m))
   else
     bad[#bad + 1] = {packed, m}
   end
@@ -541,8 +544,13 @@ local function promote(keys, args)
     err = check_room(fn, ready) or check_room(fn, dead)
     if err then return err end
     ensure_group(ready)
+    local idx = {}
     for _, packed in ipairs(envs) do
-      promote_one(ready, ids, bad, packed, l_pcall(l_unpack_limit, packed, 2 + 2 * FIELDS_MAX, 0))
+      promote_one(ready, idx, bad, packed, l_pcall(l_unpack_limit, packed, 2 + 2 * FIELDS_MAX, 0))
+    end
+    -- every promoted job has a new entry: into the job index, 1,000 per HSET
+    for i = 1, #idx, 2000 do
+      redis.call('HSET', ids, unpack(idx, i, math.min(i + 1999, #idx)))
     end
     for _, b in ipairs(bad) do
       xadd_dead(dead, dead_max, {'err', 'delayed member: ' .. b[2], 'why', 'invalid', 'raw', b[1]})
