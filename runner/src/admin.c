@@ -571,6 +571,7 @@ static int print_page(FILE *out, const char *state, const char *queue, const lis
                           : NULL;
         return json_out(out, doc);
     }
+    const jr_entry_t none = {0}; /* an entry gone between two reads */
     fprintf(out, "%-32s %-24s %-16s %-7s %s\n", "JOB", !strcmp(state, "delayed") ? "DUE" : !strcmp(state, "dead") ? "DEAD AT" : "ENQUEUED",
             "HANDLER", "ATTEMPT", !strcmp(state, "running") ? "CONSUMER" : !strcmp(state, "dead") ? "WHY" : "");
     for (size_t i = 0; i < n; i++) {
@@ -580,13 +581,13 @@ static int print_page(FILE *out, const char *state, const char *queue, const lis
         else jr_time_format(strtoll(l->where, NULL, 10), t);
         print_bytes(out, l->id, l->id_len);
         fprintf(out, "%*s %-24s ", l->id_len < 32 ? (int)(32 - l->id_len) : 0, "", t);
-        print_field(out, l->e, "h", "?");
+        print_field(out, l->e ? l->e : &none, "h", "?");
         fputs(" ", out);
-        print_field(out, l->e, "a", "1");
+        print_field(out, l->e ? l->e : &none, "a", "1");
         fputs(" ", out);
         if (l->p) fprintf(out, "%s (idle %.1fs, delivered %lld)", l->p->consumer, (double)l->p->idle_ms / 1000.0,
                           l->p->deliveries);
-        if (!strcmp(state, "dead")) print_field(out, l->e, "why", "?");
+        if (!strcmp(state, "dead")) print_field(out, l->e ? l->e : &none, "why", "?");
         fputs("\n", out);
     }
     if (next) fprintf(out, "next page: --after %s\n", next);
