@@ -166,6 +166,16 @@ Test(lookup, show_run_now_delete_and_cancel_in_every_state) {
     cr_expect(strstr(out, "ready now"), "%s", out);
     cr_expect_str_eq(state_of("still", x), "ready");
     cr_expect_eq(CLI(out, "job", "run-now", "-q", "still", "no-such-job", NULL, NULL), 1);
+    cr_expect_eq(CLI(out, "job", "run-now", "-q", "still", x, NULL, NULL), 0);
+    cr_expect(strstr(out, "already ready"), "%s", out);
+    cr_expect_eq(CLI(out, "job", "run-now", "-q", "main", "long-1", NULL, NULL), 0);
+    cr_expect(strstr(out, "already running"), "%s", out);
+    char d2[128];
+    enqueue(d2, sizeof d2, "still", "--in", "2h", NULL, "quick");
+    cr_expect_eq(CLI(out, "job", "delete", "-q", "still", d2, NULL, NULL), 0, "%s", out);
+    cr_expect(strstr(out, "deleted (was delayed)"), "%s", out);
+    cr_expect_str_eq(state_of("still", d2), "not found");
+    cr_expect_eq(CLI(out, "job", "delete", "-q", "still", d2, NULL, NULL), 1);
 
     /* delete: a running job is refused, the others go */
     char err[1024];
