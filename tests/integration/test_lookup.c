@@ -501,3 +501,26 @@ Test(lookup, cancel_racing_promotion_and_fetch_is_never_both) {
     jrt_stop(w2, SIGTERM, 10000);
     jrt_stop(s, SIGTERM, 10000);
 }
+
+/* ---- the delayed-member decoder of `jobs --state delayed` (pure) ---- */
+
+#include "admin.h"
+
+Test(lookup_msgpack, decodes_strings_and_refuses_anything_else, .init = NULL, .fini = NULL) {
+    const char *v[8];
+    size_t l[8];
+    /* fixstr "id", str8 of 40 bytes, bin8 "\xff" */
+    char buf[64] = "\xa2id\xd9\x28";
+    memset(buf + 5, 'x', 40);
+    memcpy(buf + 45, "\xc4\x01\xff", 3);
+    cr_assert_eq(jr_msgpack_strings(buf, 48, v, l, 8), 3);
+    cr_expect(l[0] == 2 && !memcmp(v[0], "id", 2));
+    cr_expect(l[1] == 40 && v[1][0] == 'x');
+    cr_expect(l[2] == 1 && (unsigned char)v[2][0] == 0xff);
+    cr_expect_eq(jr_msgpack_strings(buf, 47, v, l, 8), -1, "a cut string");
+    cr_expect_eq(jr_msgpack_strings(buf, 48, v, l, 2), -1, "more items than asked for");
+    cr_expect_eq(jr_msgpack_strings("\x01", 1, v, l, 8), -1, "an integer");
+    cr_expect_eq(jr_msgpack_strings("\x91\xa1x", 3, v, l, 8), -1, "an array");
+    cr_expect_eq(jr_msgpack_strings("\xda\x00", 2, v, l, 8), -1, "a cut header");
+    cr_expect_eq(jr_msgpack_strings("", 0, v, l, 8), 0);
+}
