@@ -18,6 +18,10 @@ Keys of queue Q (all share the hash tag {Q}, so every call touches one slot):
                   unlike a list pop, so no scheduler keeps a stale timer)
   jr:{Q}:seq      counter for ids of delayed jobs enqueued without an id
   jr:{Q}:uniq:ID  idempotency window of an explicit job id
+  jr:{Q}:ids      hash: job id -> where the job is ("@<score>" in the delayed
+                  set, or "<entry id>" in the stream), only for jobs whose id
+                  does not say it (see index_set)
+  jr:{Q}:cancelled hash: entry id -> Unix ms, running jobs asked to cancel
 Registry (its own slot): jr:{queues} set of queue names, jr:{queues}:wake stream.
 
 Every scheduling decision uses Redis's clock (TIME), never the caller's.
@@ -199,9 +203,35 @@ local function xadd_dead(dead, dead_max, fields)
   end
 end
 
--- Ids of the form "d<digits>" and "<digits>-<digits>" are made by jobrunner.
+-- Ids of the forms "d<due ms>-<n>", "<digits>-<digits>" (and the older
+-- "d<n>") are made by jobrunner.
 local function reserved_id(id)
-  return string.find(id, '^d%d+$') ~= nil or string.find(id, '^%d+%-%d+$') ~= nil
+  return string.find(id, '^d%d+$') ~= nil or string.find(id, '^d%d+%-%d+$') ~= nil or
+         string.find(id, '^%d+%-%d+$') ~= nil
+end
+
+--[[
+The job index jr:{Q}:ids: job id -> location, kept ONLY for jobs whose
+location their id does not give: a job enqueued now without an id is the
+stream entry of that id, and one enqueued for later without an id is
+"d<due ms>-<n>", found in the delayed set between due and due + 1 ms. Every
+other job (an explicit id, a retried, promoted, run-now or dead-retried job)
+has an entry "@<score>" (in the delayed set at that score) or "<entry id>"
+(in the ready stream), set when it moves there and removed when it leaves
+(ack, dead, cancel, delete). A reader checks the job is where its entry
+says: a stale entry counts as not there. Small and local so any function
+that moves a job can call them.
+]]
+local function index_key(q) return 'jr:{' .. q .. '}:ids' end
+local function cancelled_key(q) return 'jr:{' .. q .. '}:cancelled' end
+local function index_set(ids, id, loc)
+  redis.call('HSET', ids, id, loc)
+end
+-- Remove id's entry; if `loc` is given, only while it still says loc (the
+-- job may have moved on under the same id).
+local function index_forget(ids, id, loc)
+  if loc and redis.call('HGET', ids, id) ~= loc then return end
+  redis.call('HDEL', ids, id)
 end
 
 -- jr:{Q}:seq must be missing or an integer INCR can raise by n.
@@ -277,7 +307,7 @@ local function check_job(fn, when, id, args, first, last, now)
       return nil, refuse(fn, 'job id ' .. shown(id) .. ' is longer than ' .. ID_MAX .. ' bytes')
     end
     if reserved_id(id) then
-      return nil, refuse(fn, 'job id ' .. shown(id) .. ' has a reserved form (d<n> or <n>-<n>)')
+      return nil, refuse(fn, 'job id ' .. shown(id) .. ' has a reserved form (d<n>-<n>, d<n> or <n>-<n>)')
     end
   end
   return due
@@ -301,12 +331,16 @@ local function put(k, id, due, window, args, first, last, now)
   end
   if due <= now then
     if id ~= '' then
-      redis.call('XADD', k.ready, '*', 'id', id, unpack(args, first, last))
+      index_set(k.ids, id, redis.call('XADD', k.ready, '*', 'id', id, unpack(args, first, last)))
       return {id, 1}
     end
     return {redis.call('XADD', k.ready, '*', unpack(args, first, last)), 1}
   end
-  if id == '' then id = 'd' .. redis.call('INCR', k.seq) end
+  if id == '' then
+    id = 'd' .. string.format('%d', math.floor(due)) .. '-' .. redis.call('INCR', k.seq)
+  else
+    index_set(k.ids, id, '@' .. ms_str(due))
+  end
   local env = {id, unpack(args, first, last)}
   env[#env + 1] = 'e'
   env[#env + 1] = tostring(math.floor(now))
@@ -316,8 +350,9 @@ local function put(k, id, due, window, args, first, last, now)
   return {id, 1}
 end
 
-local function queue_types(fn, keys)
-  return check_types(fn, {{keys[1], 'stream'}, {keys[2], 'zset'}, {keys[3], 'stream'}, {keys[4], 'string'}})
+local function queue_types(fn, keys, q)
+  return check_types(fn, {{keys[1], 'stream'}, {keys[2], 'zset'}, {keys[3], 'stream'}, {keys[4], 'string'},
+                          {index_key(q), 'hash'}})
 end
 
 local function enqueue(keys, args)
@@ -337,10 +372,10 @@ local function enqueue(keys, args)
   local now = now_ms()
   local due, derr = check_job(fn, when, id, args, 4, #args, now)
   if not due then return derr end
-  err = queue_types(fn, keys) or check_seq(fn, keys[4], 1) or check_room(fn, due <= now and keys[1] or keys[3])
+  err = queue_types(fn, keys, q) or check_seq(fn, keys[4], 1) or check_room(fn, due <= now and keys[1] or keys[3])
   if err then return err end
   if due <= now then ensure_group(keys[1]) end
-  local k = {ready = keys[1], delayed = keys[2], wake = keys[3], seq = keys[4], uniq = uniq}
+  local k = {ready = keys[1], delayed = keys[2], wake = keys[3], seq = keys[4], uniq = uniq, ids = index_key(q)}
   return put(k, id, due, window, args, 4, #args, now)
 end
 
@@ -384,11 +419,11 @@ local function enqueue_many(keys, args)
   if #keys ~= 4 + nuniq then
     return refuse(fn, 'takes 4 keys plus one uniq key per job with an id: ' .. (4 + nuniq) .. ', got ' .. #keys)
   end
-  err = queue_types(fn, keys) or check_seq(fn, keys[4], #jobs) or (any_now and check_room(fn, keys[1])) or
+  err = queue_types(fn, keys, q) or check_seq(fn, keys[4], #jobs) or (any_now and check_room(fn, keys[1])) or
         (any_later and check_room(fn, keys[3]))
   if err then return err end
   if any_now then ensure_group(keys[1]) end
-  local k, out = {ready = keys[1], delayed = keys[2], wake = keys[3], seq = keys[4]}, {}
+  local k, out = {ready = keys[1], delayed = keys[2], wake = keys[3], seq = keys[4], ids = index_key(q)}, {}
   for _, j in ipairs(jobs) do
     k.uniq = j[5]
     local r = put(k, j[1], j[2], window, args, j[3], j[4], now)
@@ -453,19 +488,22 @@ end
 
 -- Promote one member: XADD it if it is an envelope, else add {member,
 -- what is wrong} to `bad`. ok, off, id, ... are pcall(unpack_limit)'s values.
-local function promote_one(ready, bad, packed, ok, off, id, ...)
+-- `idx` collects id, entry pairs for the job index (one HSET per call).
+local function promote_one(ready, idx, bad, packed, ok, off, id, ...)
   local n = l_select('#', ...)
   if ok and off == -1 and n <= 32 and n > 0 and n % 2 == 0 and l_type(id) == 'string' and
      id ~= '' and #id <= ID_MAX and strings(n, ...) then
     local h = handler_of(...)
     if h and h ~= '' then
-      redis.call('XADD', ready, '*', 'id', id, ...)
+      local k = #idx
+      idx[k + 1], idx[k + 2] = id, redis.call('XADD', ready, '*', 'id', id, ...)
       return
     end
   end
   local items, m = decode_member(packed) -- the slow path says what is wrong
   if items then
-    redis.call('XADD', ready, '*', 'id', unpack(items, 3, m))
+    local k = #idx
+    idx[k + 1], idx[k + 2] = items[3], redis.call('XADD', ready, '*', 'id', unpack(items, 3, m))
   else
     bad[#bad + 1] = {packed, m}
   end
@@ -497,7 +535,8 @@ local function promote(keys, args)
   if not limit or limit < 1 or limit > PROMOTE_MAX or #args > 2 or (args[2] and not dead_max) then
     return refuse(fn, 'arguments: LIMIT (1..' .. PROMOTE_MAX .. ') [DEAD_MAX], got ' .. shown(table.concat(args, ' ')))
   end
-  err = check_types(fn, {{ready, 'stream'}, {delayed, 'zset'}, {wake, 'stream'}, {dead, 'stream'}})
+  local ids = index_key(q)
+  err = check_types(fn, {{ready, 'stream'}, {delayed, 'zset'}, {wake, 'stream'}, {dead, 'stream'}, {ids, 'hash'}})
   if err then return err end
   local now = now_ms()
   local envs = redis.call('ZRANGE', delayed, '-inf', ms_str(now), 'BYSCORE', 'LIMIT', 0, limit)
@@ -509,8 +548,13 @@ local function promote(keys, args)
     err = check_room(fn, ready) or check_room(fn, dead)
     if err then return err end
     ensure_group(ready)
+    local idx = {}
     for _, packed in ipairs(envs) do
-      promote_one(ready, bad, packed, l_pcall(l_unpack_limit, packed, 2 + 2 * FIELDS_MAX, 0))
+      promote_one(ready, idx, bad, packed, l_pcall(l_unpack_limit, packed, 2 + 2 * FIELDS_MAX, 0))
+    end
+    -- every promoted job has a new entry: into the job index, 1,000 per HSET
+    for i = 1, #idx, 2000 do
+      redis.call('HSET', ids, unpack(idx, i, math.min(i + 1999, #idx)))
     end
     for _, b in ipairs(bad) do
       xadd_dead(dead, dead_max, {'err', 'delayed member: ' .. b[2], 'why', 'invalid', 'raw', b[1]})
@@ -534,23 +578,47 @@ end
 
 --[[
 jr_ack
-  KEYS: ready
-  ARGV: stream entry ids
-  Acknowledges the entries and deletes them from the stream, atomically.
+  KEYS: ready                ARGV: stream entry ids
+  KEYS: ready ids            ARGV: entry jobid [entry jobid ...]
+  Acknowledges the entries and deletes them from the stream, atomically,
+  and forgets their cancel flags (jr:{Q}:cancelled). With the ids key, each
+  entry comes with its job id ("" when the job id is the entry id): the job
+  index entry that points at that entry is removed too. The 1-key form
+  leaves index entries behind, which readers treat as stale.
   Returns how many were acknowledged. Runs while Redis is out of memory.
 ]]
 local function ack(keys, args)
   local fn = 'jr_ack'
-  local q, err = queue_of(fn, keys, {'ready'})
+  local q, err = queue_of(fn, keys, {'ready'}, true)
   if not q then return err end
-  err = check_ids(fn, args, 1) or check_types(fn, {{keys[1], 'stream'}})
+  local ready, ids, cancelled = keys[1], index_key(q), cancelled_key(q)
+  local entries, jobids = args, nil
+  if #keys == 2 then
+    if keys[2] ~= ids then return refuse(fn, 'key 2 must be ' .. shown(ids) .. ' or left out') end
+    if #args % 2 ~= 0 then return refuse(fn, 'with the ids key, arguments come in pairs: ENTRY JOBID ...') end
+    entries, jobids = {}, {}
+    for i = 1, #args, 2 do
+      entries[#entries + 1] = args[i]
+      if #args[i + 1] > ID_MAX then
+        return refuse(fn, 'argument ' .. (i + 1) .. ': job id longer than ' .. ID_MAX .. ' bytes')
+      end
+      jobids[#jobids + 1] = args[i + 1]
+    end
+  elseif #keys > 2 then
+    return refuse(fn, 'takes the keys jr:{Q}:ready [jr:{Q}:ids], got ' .. #keys .. ' keys')
+  end
+  err = check_ids(fn, entries, 1) or check_types(fn, {{ready, 'stream'}, {ids, 'hash'}, {cancelled, 'hash'}})
   if err then return err end
-  if #args == 0 or not grouped(keys[1]) then return 0 end
+  if #entries == 0 or not grouped(ready) then return 0 end
   local n = 0
-  for i = 1, #args, 1000 do
-    local j = math.min(i + 999, #args)
-    n = n + redis.call('XACK', keys[1], GROUP, unpack(args, i, j))
-    redis.call('XDEL', keys[1], unpack(args, i, j))
+  for i = 1, #entries, 1000 do
+    local j = math.min(i + 999, #entries)
+    n = n + redis.call('XACK', ready, GROUP, unpack(entries, i, j))
+    redis.call('XDEL', ready, unpack(entries, i, j))
+    redis.call('HDEL', cancelled, unpack(entries, i, j))
+  end
+  for i, id in ipairs(jobids or {}) do
+    if id ~= '' then index_forget(ids, id, entries[i]) end
   end
   return n
 end
@@ -693,7 +761,10 @@ jr_fail: an attempt failed (or the entry cannot be run): retry or bury it.
   (see bury) whatever the action, with why = "invalid" for a retry.
   Does nothing and returns 0 unless `consumer` still holds the entry (a
   worker that lost its lease must not retry a job another one now runs).
-  Returns 1. Runs while Redis is out of memory.
+  A job cancelled while it ran (an entry in jr:{Q}:cancelled) is neither
+  retried nor buried: it is acknowledged and deleted, and 2 returned.
+  Keeps the job index (jr:{Q}:ids) true. Returns 1. Runs while Redis is out
+  of memory.
 ]]
 local function fail(keys, args)
   local fn = 'jr_fail'
@@ -715,35 +786,43 @@ local function fail(keys, args)
   elseif not dead_max then
     return refuse(fn, 'DEAD_MAX must be an integer of at most 18 digits, got ' .. shown(args[7]))
   end
-  err = check_types(fn, {{ready, 'stream'}, {delayed, 'zset'}, {wake, 'stream'}, {dead, 'stream'}}) or
+  local ids, cancelled = index_key(q), cancelled_key(q)
+  err = check_types(fn, {{ready, 'stream'}, {delayed, 'zset'}, {wake, 'stream'}, {dead, 'stream'},
+                         {ids, 'hash'}, {cancelled, 'hash'}}) or
         check_room(fn, dead) or (action == 'retry' and check_room(fn, delay == 0 and ready or wake))
   if err then return err end
   if not grouped(ready) or owner(ready, entry) ~= consumer then return 0 end
   local e = redis.call('XRANGE', ready, entry, entry)
+  local was_cancelled = redis.call('HDEL', cancelled, entry) == 1
   if e[1] then
     local flat = e[1][2]
-    if action == 'dead' or too_large(flat) then
+    local m, rest = to_map(flat)
+    local id = m.id or entry
+    if was_cancelled then
+      index_forget(ids, id, entry)
+    elseif action == 'dead' or too_large(flat) then
+      index_forget(ids, id, entry)
       bury(dead, dead_max, entry, flat, errtext, action == 'dead' and why or 'invalid')
     else
-      local m, rest = to_map(flat)
-      local id = m.id or entry
       m.id = nil
       if m.e == nil then m.e = id_ms(entry) end
       m.a = tostring((tonumber(m.a) or 1) + 1)
       m.err = errtext
       if delay == 0 then
         m.d = nil
-        redis.call('XADD', ready, '*', 'id', id, unpack(to_flat(m, rest)))
+        index_set(ids, id, redis.call('XADD', ready, '*', 'id', id, unpack(to_flat(m, rest))))
       else
         local due = now_ms() + delay
         m.d = tostring(math.ceil(due))
         schedule(delayed, wake, due, cmsgpack.pack(id, unpack(to_flat(m, rest))))
+        index_set(ids, id, '@' .. ms_str(due))
       end
     end
   end
   redis.call('XACK', ready, GROUP, entry)
   redis.call('XDEL', ready, entry)
-  return e[1] and 1 or 0
+  if not e[1] then return 0 end
+  return was_cancelled and 2 or 1
 end
 
 --[[
@@ -751,7 +830,9 @@ jr_reclaim: take over entries whose worker stopped heartbeating.
   KEYS: ready dead
   ARGV: consumer min_idle_ms cursor count max_deliveries dead_max
   One XAUTOCLAIM step. Entries delivered more than max_deliveries times are
-  poison: they go to the dead stream instead of being run again.
+  poison: they go to the dead stream instead of being run again. Entries
+  cancelled while they ran (jr:{Q}:cancelled) are acknowledged and deleted,
+  not delivered again (counted with poisoned).
   Returns {next cursor, deleted, poisoned, {{ready, {{id, fields}, ...}}}}:
   the last element has XREADGROUP's shape; deleted counts ids XAUTOCLAIM
   found deleted from the stream (Redis 7 removes them from the PEL).
@@ -770,7 +851,9 @@ local function reclaim(keys, args)
     return refuse(fn, 'arguments: CONSUMER MIN_IDLE_MS CURSOR COUNT (1..' .. PROMOTE_MAX ..
                   ') MAX_DELIVERIES DEAD_MAX, got ' .. shown(table.concat(args, ' ')))
   end
-  err = check_types(fn, {{ready, 'stream'}, {dead, 'stream'}}) or check_room(fn, dead)
+  local ids, cancelled = index_key(q), cancelled_key(q)
+  err = check_types(fn, {{ready, 'stream'}, {dead, 'stream'}, {ids, 'hash'}, {cancelled, 'hash'}}) or
+        check_room(fn, dead)
   if err then return err end
   if not grouped(ready) then return {'0-0', 0, 0, {}} end
   local r = redis.call('XAUTOCLAIM', ready, GROUP, consumer, min_idle, cursor, 'COUNT', count)
@@ -779,9 +862,14 @@ local function reclaim(keys, args)
     if en and en[2] then
       local p = redis.call('XPENDING', ready, GROUP, en[1], en[1], 1)
       local delivered = p[1] and tonumber(p[1][4]) or 0
-      if delivered > max_deliveries then
-        bury(dead, dead_max, en[1], en[2],
-             'delivered ' .. delivered .. ' times: its worker died while running it each time', 'poison')
+      local was_cancelled = redis.call('HDEL', cancelled, en[1]) == 1
+      if was_cancelled or delivered > max_deliveries then
+        local m = to_map(en[2])
+        index_forget(ids, m.id or en[1], en[1])
+        if not was_cancelled then
+          bury(dead, dead_max, en[1], en[2],
+               'delivered ' .. delivered .. ' times: its worker died while running it each time', 'poison')
+        end
         redis.call('XACK', ready, GROUP, en[1])
         redis.call('XDEL', ready, en[1])
         poisoned = poisoned + 1
@@ -796,28 +884,34 @@ end
 
 --[[
 jr_heartbeat: extend the lease of running entries.
-  KEYS: ready
+  KEYS: ready [cancelled]
   ARGV: consumer entry ...
   Resets the idle time of each entry this consumer still holds (XCLAIM
-  JUSTID: no delivery counted). Returns the entries it no longer holds.
-  Runs while Redis is out of memory.
+  JUSTID: no delivery counted). Returns the entries it no longer holds;
+  with the 2nd key jr:{Q}:cancelled, {lost entries, entries of those held
+  that were cancelled}. Runs while Redis is out of memory.
 ]]
 local function heartbeat(keys, args)
   local fn = 'jr_heartbeat'
-  local q, err = queue_of(fn, keys, {'ready'})
+  local q, err = queue_of(fn, keys, {'ready'}, true)
   if not q then return err end
   local ready, consumer = keys[1], args[1]
+  if #keys > 2 or (keys[2] and keys[2] ~= cancelled_key(q)) then
+    return refuse(fn, 'key 2 must be ' .. shown(cancelled_key(q)) .. ' or left out')
+  end
   if not consumer or consumer == '' then return refuse(fn, 'arguments: CONSUMER ENTRY ...') end
-  err = check_ids(fn, args, 2) or check_types(fn, {{ready, 'stream'}})
+  err = check_ids(fn, args, 2) or check_types(fn, {{ready, 'stream'}, {cancelled_key(q), 'hash'}})
   if err then return err end
-  local lost, g = {}, grouped(ready)
+  local lost, cancel, g = {}, {}, grouped(ready)
   for i = 2, #args do
     if g and owner(ready, args[i]) == consumer then
       redis.call('XCLAIM', ready, GROUP, consumer, 0, args[i], 'JUSTID')
+      if keys[2] and redis.call('HEXISTS', keys[2], args[i]) == 1 then cancel[#cancel + 1] = args[i] end
     else
       lost[#lost + 1] = args[i]
     end
   end
+  if keys[2] then return {lost, cancel} end
   return lost
 end
 
@@ -828,7 +922,9 @@ jr_handback: give back entries fetched but never started (shutdown).
   Each entry this consumer holds is added again as a new entry (so a
   blocked worker gets it at once) and the old one acknowledged and deleted.
   An entry too large to copy (more than FIELDS_MAX fields) stays pending
-  as it is, for a reclaim to take over. Returns how many were handed back.
+  as it is, for a reclaim to take over. A cancelled entry (jr:{Q}:cancelled)
+  is acknowledged and deleted instead: it never started. Keeps the job
+  index true. Returns how many were handed back.
   Runs while Redis is out of memory.
 ]]
 local function handback(keys, args)
@@ -837,20 +933,27 @@ local function handback(keys, args)
   if not q then return err end
   local ready, consumer, n = keys[1], args[1], 0
   if not consumer or consumer == '' then return refuse(fn, 'arguments: CONSUMER ENTRY ...') end
-  err = check_ids(fn, args, 2) or check_types(fn, {{ready, 'stream'}}) or check_room(fn, ready)
+  local ids, cancelled = index_key(q), cancelled_key(q)
+  err = check_ids(fn, args, 2) or check_types(fn, {{ready, 'stream'}, {ids, 'hash'}, {cancelled, 'hash'}}) or
+        check_room(fn, ready)
   if err then return err end
   if not grouped(ready) then return 0 end
   for i = 2, #args do
     if owner(ready, args[i]) == consumer then
       local e = redis.call('XRANGE', ready, args[i], args[i])
       if not (e[1] and too_large(e[1][2])) then
+        local was_cancelled = redis.call('HDEL', cancelled, args[i]) == 1
         if e[1] then
           local m, rest = to_map(e[1][2])
           local id = m.id or args[i]
-          m.id = nil
-          if m.e == nil then m.e = id_ms(args[i]) end
-          redis.call('XADD', ready, '*', 'id', id, unpack(to_flat(m, rest)))
-          n = n + 1
+          if was_cancelled then
+            index_forget(ids, id, args[i])
+          else
+            m.id = nil
+            if m.e == nil then m.e = id_ms(args[i]) end
+            index_set(ids, id, redis.call('XADD', ready, '*', 'id', id, unpack(to_flat(m, rest))))
+            n = n + 1
+          end
         end
         redis.call('XACK', ready, GROUP, args[i])
         redis.call('XDEL', ready, args[i])
@@ -873,7 +976,9 @@ local function dead_retry(keys, args)
   local q, err = queue_of(fn, keys, {'dead', 'ready'})
   if not q then return err end
   local dead, ready, n = keys[1], keys[2], 0
-  err = check_ids(fn, args, 1) or check_types(fn, {{dead, 'stream'}, {ready, 'stream'}}) or check_room(fn, ready)
+  local ids = index_key(q)
+  err = check_ids(fn, args, 1) or check_types(fn, {{dead, 'stream'}, {ready, 'stream'}, {ids, 'hash'}}) or
+        check_room(fn, ready)
   if err then return err end
   for _, entry in ipairs(args) do
     local e = redis.call('XRANGE', dead, entry, entry)
@@ -891,7 +996,7 @@ local function dead_retry(keys, args)
         local id = m.id or entry
         m.id, m.a, m.err, m.d = nil, nil, nil, nil
         ensure_group(ready)
-        redis.call('XADD', ready, '*', 'id', id, unpack(to_flat(m, rest)))
+        index_set(ids, id, redis.call('XADD', ready, '*', 'id', id, unpack(to_flat(m, rest))))
         redis.call('XDEL', dead, entry)
         n = n + 1
       end
@@ -924,6 +1029,269 @@ allow_oom('jr_handback', handback)
 redis.register_function('jr_dead_retry', dead_retry)
 redis.register_function{function_name = 'jr_queues', callback = queues, flags = {'no-writes'}}
 redis.register_function{function_name = 'jr_version', callback = version, flags = {'no-writes'}}
+
+--[[
+Finding and controlling one job by its id. A lookup never scans a queue:
+  1. the index jr:{Q}:ids (explicit ids, retried, promoted, run-now and
+     dead-retried jobs): "@<score>" -> ZRANGE BYSCORE score score, or
+     "<entry id>" -> XRANGE entry entry; a stale entry counts as not there;
+  2. an id "<ms>-<n>" (enqueued now without an id) is its own stream entry;
+  3. an id "d<due ms>-<n>" (enqueued for later without an id) is in the
+     delayed set between due and due + 1 ms;
+  4. only jr_locate and jr_delete then look in the dead stream, which is
+     capped (dead.max): bounded, not a queue scan.
+The cost is one or two hash/stream/sorted-set reads, plus the members due
+in that one millisecond (or at that exact score): independent of how many
+jobs wait.
+]]
+local function init_upvalues()
+  if not l_type then
+    l_type, l_select, l_pcall, l_unpack_limit = type, select, pcall, cmsgpack.unpack_limit
+  end
+end
+
+-- 1 if the first #p bytes of s sort before p, bytewise (as Redis orders
+-- members of one score; Lua's < would use the locale's collation).
+local function prefix_before(s, p)
+  for i = 1, #p do
+    local x, y = string.byte(s, i), string.byte(p, i)
+    if not x then return true end
+    if x ~= y then return x < y end
+  end
+  return false
+end
+
+-- The delayed member of job `id` scored in [min, max] (ZRANGE BYSCORE
+-- bounds), or nil. Members of one score are ordered by their bytes, and a
+-- member starts with its id packed by msgpack: so within each distinct
+-- score of the range the member is found by bisection over ranks (ZRANGE
+-- by rank), O(log k) for k members of that score, never a scan of them.
+-- A range of 1 ms holds at most 1,000 distinct scores (due times have a
+-- microsecond resolution); usually one.
+local function in_delayed(k, id, min, max)
+  init_upvalues()
+  local want = cmsgpack.pack(id)
+  local from = min
+  while true do
+    local first = redis.call('ZRANGE', k.delayed, from, max, 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
+    if not first[1] then return nil end
+    local sc = first[2]
+    local base = redis.call('ZCOUNT', k.delayed, '-inf', '(' .. sc)
+    local lo, hi = base, base + redis.call('ZCOUNT', k.delayed, sc, sc)
+    local stop = hi
+    while lo < hi do -- the first member of this score not before `want`
+      local mid = math.floor((lo + hi) / 2)
+      if prefix_before(redis.call('ZRANGE', k.delayed, mid, mid)[1], want) then lo = mid + 1 else hi = mid end
+    end
+    if lo < stop then
+      local packed = redis.call('ZRANGE', k.delayed, lo, lo)[1]
+      if string.sub(packed, 1, #want) == want then
+        local items, n = decode_member(packed)
+        if not items then return nil end
+        local flat = {}
+        for i = 4, n do flat[#flat + 1] = items[i] end
+        local m = to_map(flat)
+        return {state = (tonumber(m.a) or 1) > 1 and 'retrying' or 'delayed', member = packed,
+                score = ms_str(tonumber(sc)), flat = flat}
+      end
+    end
+    from = '(' .. sc
+  end
+end
+
+-- The ready-stream entry `entry` if it is job `id`, or nil; running (with
+-- its consumer, idle ms and delivery count) when the group holds it.
+local function in_stream(k, id, entry)
+  local e = redis.call('XRANGE', k.ready, entry, entry)[1]
+  if not e then return nil end
+  local m = to_map(e[2])
+  if (m.id or entry) ~= id then return nil end
+  local r = {state = 'ready', entry = entry, flat = e[2]}
+  if grouped(k.ready) then
+    local p = redis.call('XPENDING', k.ready, GROUP, entry, entry, 1)[1]
+    if p then r.state, r.consumer, r.idle, r.deliveries = 'running', p[2], p[3], p[4] end
+  end
+  return r
+end
+
+-- The newest dead entry of job `id` (or whose entry id is `id`), or nil.
+local function in_dead(k, id)
+  local from = '+'
+  while true do
+    local page = redis.call('XREVRANGE', k.dead, from, '-', 'COUNT', 1000)
+    for _, e in ipairs(page) do
+      local m = to_map(e[2])
+      if m.id == id or e[1] == id then return {state = 'dead', entry = e[1], flat = e[2]} end
+    end
+    if #page < 1000 then return nil end
+    from = '(' .. page[#page][1]
+  end
+end
+
+-- Where job `id` is: nil (not found) or {state, member, score, entry, flat,
+-- consumer, idle, deliveries}. k = {ready, delayed, ids, dead}; without
+-- k.dead the dead stream is not looked at.
+local function locate(k, id)
+  local r
+  local where = redis.call('HGET', k.ids, id)
+  if where then
+    local s = string.match(where, '^@(.+)$')
+    if s then
+      if dec_arg(s) then r = in_delayed(k, id, s, s) end
+    elseif stream_id_ok(where) then
+      r = in_stream(k, id, where)
+    end
+    if r then return r end
+  end
+  if string.find(id, '^%d+%-%d+$') and stream_id_ok(id) then
+    r = in_stream(k, id, id)
+    if r then return r end
+  end
+  local due = string.match(id, '^d(%d+)%-%d+$')
+  if due and #due <= 15 then
+    r = in_delayed(k, id, due, '(' .. string.format('%d', tonumber(due) + 1))
+    if r then return r end
+  end
+  if k.dead then return in_dead(k, id) end
+  return nil
+end
+
+-- Check the keys (jr:{Q}:<names>, then jr:{Q}:uniq:ID if `uniq`) and the
+-- one argument ID of a job function. Returns k (keys by name) and id, or
+-- nil and an error reply.
+local JOB_KEY_TYPES = {ready = 'stream', delayed = 'zset', ids = 'hash', cancelled = 'hash', dead = 'stream'}
+local function job_call(fn, keys, args, names, uniq)
+  local q, err = queue_of(fn, keys, names, uniq)
+  if not q then return nil, err end
+  local id = args[1]
+  if #args ~= 1 or id == '' or #id > ID_MAX then
+    return nil, refuse(fn, 'argument: ID (1..' .. ID_MAX .. ' bytes), got ' .. #args .. ' arguments')
+  end
+  local k, spec = {}, {}
+  for i, n in ipairs(names) do
+    k[n] = keys[i]
+    spec[#spec + 1] = {keys[i], JOB_KEY_TYPES[n]}
+  end
+  if uniq then
+    local want = 'jr:{' .. q .. '}:uniq:' .. id
+    if #keys ~= #names + 1 or keys[#names + 1] ~= want then
+      return nil, refuse(fn, 'key ' .. (#names + 1) .. ' must be ' .. shown(want) .. ' (and no more keys)')
+    end
+    k.uniq = want
+  end
+  err = check_types(fn, spec)
+  if err then return nil, err end
+  return k, id
+end
+
+-- Take a waiting job (delayed, retrying or ready, not running) out of its
+-- queue, with its index entry and idempotency key.
+local function remove_waiting(k, id, r)
+  if r.member then
+    redis.call('ZREM', k.delayed, r.member)
+  else
+    redis.call('XDEL', k.ready, r.entry)
+  end
+  index_forget(k.ids, id)
+  redis.call('DEL', k.uniq)
+end
+
+--[[
+jr_locate: where a job is, read atomically (flag no-writes).
+  KEYS: ready delayed ids dead
+  ARGV: id
+  Returns {state, id, entry, due, consumer, idle_ms, deliveries, fields}:
+  state delayed | retrying | ready | running | dead | not found; entry the
+  stream entry id (ready, running, dead; else ""); due the delayed score
+  (Unix ms, 3 decimals; else ""); consumer, idle_ms, deliveries of a running
+  job ("", 0, 0 otherwise); fields the job's field/value list (a stream or
+  dead entry as stored; a delayed member without its leading id).
+]]
+local function job_locate(keys, args)
+  local k, id = job_call('jr_locate', keys, args, {'ready', 'delayed', 'ids', 'dead'})
+  if not k then return id end
+  local r = locate(k, id)
+  if not r then return {'not found', id, '', '', '', 0, 0, {}} end
+  return {r.state, id, r.entry or '', r.score or '', r.consumer or '', r.idle or 0, r.deliveries or 0, r.flat}
+end
+
+--[[
+jr_cancel: cancel one job.
+  KEYS: ready delayed ids cancelled uniq   (uniq = jr:{Q}:uniq:ID)
+  ARGV: id
+  A delayed, retrying or ready (not yet fetched) job is removed, with its
+  index entry and idempotency key (the id can be enqueued again): returns
+  "cancelled". A running job is flagged (jr:{Q}:cancelled, entry -> Unix
+  ms): its worker learns it at its next heartbeat, it is not retried and
+  jr_reclaim drops it; returns "running". Otherwise "not found" (a dead job
+  is not looked for). Locating and changing are one atomic step, so a
+  promotion or fetch can never make a job both cancelled and run.
+]]
+local function job_cancel(keys, args)
+  local k, id = job_call('jr_cancel', keys, args, {'ready', 'delayed', 'ids', 'cancelled'}, true)
+  if not k then return id end
+  local r = locate(k, id)
+  if not r then return 'not found' end
+  if r.state == 'running' then
+    redis.call('HSET', k.cancelled, r.entry, string.format('%d', math.floor(now_ms())))
+    return 'running'
+  end
+  remove_waiting(k, id, r)
+  return 'cancelled'
+end
+
+--[[
+jr_run_now: make a delayed or retrying job ready now.
+  KEYS: ready delayed ids
+  ARGV: id
+  Returns {state before, entry id}: for delayed and retrying, the new
+  stream entry (the job keeps its id, attempt and fields); for ready and
+  running, its entry, unchanged; {"not found", ""} otherwise.
+]]
+local function job_run_now(keys, args)
+  local fn = 'jr_run_now'
+  local k, id = job_call(fn, keys, args, {'ready', 'delayed', 'ids'})
+  if not k then return id end
+  local r = locate(k, id)
+  if not r then return {'not found', ''} end
+  if not r.member then return {r.state, r.entry} end
+  local err = check_room(fn, k.ready)
+  if err then return err end
+  ensure_group(k.ready)
+  local e = redis.call('XADD', k.ready, '*', 'id', id, unpack(r.flat))
+  redis.call('ZREM', k.delayed, r.member)
+  index_set(k.ids, id, e)
+  return {r.state, e}
+end
+
+--[[
+jr_delete: delete one job that is not running.
+  KEYS: ready delayed ids dead uniq   (uniq = jr:{Q}:uniq:ID)
+  ARGV: id
+  Removes a delayed, retrying or ready job (with its index entry and
+  idempotency key) or its newest dead entry. A running job is left alone
+  (use jr_cancel). Returns {state, 1 if deleted else 0}.
+]]
+local function job_delete(keys, args)
+  local k, id = job_call('jr_delete', keys, args, {'ready', 'delayed', 'ids', 'dead'}, true)
+  if not k then return id end
+  local r = locate(k, id)
+  if not r then return {'not found', 0} end
+  if r.state == 'running' then return {'running', 0} end
+  if r.state == 'dead' then
+    redis.call('XDEL', k.dead, r.entry)
+    redis.call('DEL', k.uniq)
+  else
+    remove_waiting(k, id, r)
+  end
+  return {r.state, 1}
+end
+
+redis.register_function{function_name = 'jr_locate', callback = job_locate, flags = {'no-writes'}}
+allow_oom('jr_cancel', job_cancel)
+redis.register_function('jr_run_now', job_run_now)
+allow_oom('jr_delete', job_delete)
+
 
 -- Remove the consumers of stopped processes from a queue's group: each one
 -- that holds no pending entry, has been idle at least min_idle ms, and is

@@ -385,3 +385,395 @@ int jr_cmd_functions(const jr_config_t *cfg, const char *sub, FILE *out) {
     jr_redis_free(r);
     return rc ? 1 : 0;
 }
+
+/* ---- one job: job show / run-now / delete, cancel, jobs --state ---------- */
+
+/* Decode a delayed-set member: a msgpack sequence of strings (fixstr, str
+ * 8/16/32, bin 8/16/32), at most max items into v/lens (pointing into p).
+ * Returns how many, or -1 if p is not such a sequence or has more. Pure. */
+int jr_msgpack_strings(const char *p, size_t n, const char **v, size_t *lens, size_t max) {
+    const unsigned char *u = (const unsigned char *)p;
+    size_t i = 0, k = 0;
+    while (i < n) {
+        unsigned char t = u[i++];
+        size_t len, hdr;
+        if ((t & 0xe0) == 0xa0) len = t & 0x1f, hdr = 0;
+        else if (t == 0xd9 || t == 0xc4) hdr = 1;
+        else if (t == 0xda || t == 0xc5) hdr = 2;
+        else if (t == 0xdb || t == 0xc6) hdr = 4;
+        else return -1;
+        if (hdr) {
+            if (n - i < hdr) return -1;
+            len = 0;
+            for (size_t b = 0; b < hdr; b++) len = len << 8 | u[i + b];
+            i += hdr;
+        }
+        if (n - i < len || k == max) return -1;
+        v[k] = p + i, lens[k++] = len;
+        i += len;
+    }
+    return (int)k;
+}
+
+/* "<ms with fraction>" -> a printable time ("" stays ""). */
+static void score_time(const char *score, char *buf) {
+    if (!score[0]) buf[0] = '\0';
+    else jr_time_format((int64_t)strtod(score, NULL), buf);
+}
+
+/* The job's fields as JSON: [[name, value], ...], lossless. */
+static json_t *fields_json(const jr_entry_t *e) {
+    json_t *a = json_array();
+    for (size_t f = 0; a && e && f < e->nfields; f++)
+        if (json_array_append_new(a, json_pack("[o,o]", jr_json_bytes(e->names[f], e->name_lens[f]),
+                                               jr_json_bytes(e->values[f], e->value_lens[f])))) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+/* A field as JSON (null when absent). */
+static json_t *field_json(const jr_entry_t *e, const char *name) {
+    size_t len;
+    const char *v = e ? field(e, name, &len) : NULL;
+    return v ? jr_json_bytes(v, len) : json_null();
+}
+
+int jr_cmd_job_show(const jr_config_t *cfg, const char *queue, const char *id, int json, FILE *out) {
+    jr_redis_t *r = admin_connect(cfg, 1);
+    if (!r) return 1;
+    jr_jobinfo_t info = {0};
+    int rc = jr_redis_job_locate(r, queue, id, &info), status = 0;
+    if (rc) {
+        fprintf(stderr, "jobrunner job show: %s\n", jr_redis_errstr(r));
+        status = 1;
+        goto out;
+    }
+    int found = strcmp(info.state, "not found") != 0;
+    const jr_entry_t *e = info.fields.n ? &info.fields.v[0] : NULL;
+    char due[JR_TIME_LEN], at[JR_TIME_LEN];
+    score_time(info.due, due);
+    at[0] = '\0';
+    if (!strcmp(info.state, "dead")) jr_time_format(strtoll(info.entry, NULL, 10), at);
+    size_t alen = 0;
+    const char *a = e ? field(e, "a", &alen) : NULL;
+    long long attempt = a ? strtoll(a, NULL, 10) : 1;
+    if (json) {
+        json_t *doc = json_pack("{s:o,s:o,s:s,s:b}", "job", jr_json_bytes(id, strlen(id)), "queue",
+                                jr_json_bytes(queue, strlen(queue)), "state", info.state, "found", found);
+        if (doc && found) {
+            json_object_set_new(doc, "entry", info.entry[0] ? json_string(info.entry) : json_null());
+            json_object_set_new(doc, "due", due[0] ? json_string(due) : json_null());
+            json_object_set_new(doc, "due_ms", info.due[0] ? json_real(strtod(info.due, NULL)) : json_null());
+            json_object_set_new(doc, "attempt", json_integer(attempt));
+            if (!strcmp(info.state, "running")) {
+                json_object_set_new(doc, "consumer", jr_json_bytes(info.consumer, strlen(info.consumer)));
+                json_object_set_new(doc, "idle_ms", json_integer(info.idle_ms));
+                json_object_set_new(doc, "deliveries", json_integer(info.deliveries));
+            }
+            if (at[0]) json_object_set_new(doc, "dead_at", json_string(at));
+            json_object_set_new(doc, "handler", field_json(e, "h"));
+            json_object_set_new(doc, "payload", field_json(e, "p"));
+            json_object_set_new(doc, "error", field_json(e, "err"));
+            if (!strcmp(info.state, "dead")) json_object_set_new(doc, "why", field_json(e, "why"));
+            json_object_set_new(doc, "fields", fields_json(e));
+        } else if (doc) {
+            json_object_set_new(doc, "note", json_string("finished jobs are not kept"));
+        }
+        if (json_out(out, doc)) status = 1;
+    } else {
+        fprintf(out, "job: ");
+        print_bytes(out, id, strlen(id));
+        fprintf(out, "\nqueue: %s\nstate: %s%s\n", queue, info.state,
+                found ? "" : " (finished jobs are not kept; a job that ran is gone)");
+        if (!strcmp(info.state, "delayed") || !strcmp(info.state, "retrying"))
+            fprintf(out, "due: %s (%s)\n", due, info.due);
+        if (found) fprintf(out, "attempt: %lld\n", attempt);
+        if (info.entry[0]) fprintf(out, "entry: %s\n", info.entry);
+        if (!strcmp(info.state, "running"))
+            fprintf(out, "consumer: %s\nidle: %.1fs (since its start or last heartbeat)\ndeliveries: %lld\n",
+                    info.consumer, (double)info.idle_ms / 1000.0, info.deliveries);
+        if (at[0]) fprintf(out, "dead_at: %s\n", at);
+        for (size_t f = 0; e && f < e->nfields; f++) {
+            fputs("  ", out);
+            print_bytes(out, e->names[f], e->name_lens[f]);
+            fputs(": ", out);
+            print_bytes(out, e->values[f], e->value_lens[f]);
+            fputs("\n", out);
+        }
+    }
+    if (!found) status = 1;
+out:
+    jr_jobinfo_free(&info);
+    jr_redis_free(r);
+    return status;
+}
+
+int jr_cmd_job_change(const jr_config_t *cfg, const char *queue, const char *sub, const char *id, FILE *out) {
+    int run_now = !strcmp(sub, "run-now");
+    jr_redis_t *r = admin_connect(cfg, 1);
+    if (!r) return 1;
+    char state[32], detail[JR_ID_MAX];
+    int status = 0;
+    if (jr_redis_job_change(r, run_now ? "jr_run_now" : "jr_delete", queue, id, state, sizeof state, detail,
+                            sizeof detail)) {
+        fprintf(stderr, "jobrunner job %s: %s\n", sub, jr_redis_errstr(r));
+        status = 1;
+    } else if (!strcmp(state, "not found")) {
+        fprintf(stderr, "jobrunner job %s: no job \"%s\" waiting or running in queue %s (finished jobs are not kept)\n",
+                sub, id, queue);
+        status = 1;
+    } else if (run_now) {
+        if (!strcmp(state, "delayed") || !strcmp(state, "retrying"))
+            fprintf(out, "%s ready now (was %s; entry %s)\n", id, state, detail);
+        else
+            fprintf(out, "%s is already %s (entry %s)\n", id, state, detail);
+    } else if (!strcmp(state, "running")) {
+        fprintf(stderr, "jobrunner job delete: %s is running; use cancel\n", id);
+        status = 1;
+    } else {
+        fprintf(out, "%s deleted (was %s)\n", id, state);
+    }
+    jr_redis_free(r);
+    return status;
+}
+
+int jr_cmd_cancel(const jr_config_t *cfg, const char *queue, char **ids, size_t n, FILE *out) {
+    jr_redis_t *r = admin_connect(cfg, 1);
+    if (!r) return 1;
+    int status = 0;
+    for (size_t i = 0; i < n; i++) {
+        char state[32];
+        if (jr_redis_job_change(r, "jr_cancel", queue, ids[i], state, sizeof state, NULL, 0)) {
+            fprintf(stderr, "jobrunner cancel: %s: %s\n", ids[i], jr_redis_errstr(r));
+            status = 1;
+            if (!jr_redis_ok(r)) break;
+            continue;
+        }
+        fprintf(out, "%s %s\n", ids[i], state);
+        if (!strcmp(state, "not found")) status = 1;
+    }
+    fflush(out);
+    jr_redis_free(r);
+    return status;
+}
+
+/* -1, 0, 1 as stream id a is before, equal to, after b ("<ms>-<seq>"). */
+static int id_cmp(const char *a, const char *b) {
+    unsigned long long am = strtoull(a, NULL, 10), bm = strtoull(b, NULL, 10);
+    const char *ad = strchr(a, '-'), *bd = strchr(b, '-');
+    unsigned long long as = ad ? strtoull(ad + 1, NULL, 10) : 0, bs = bd ? strtoull(bd + 1, NULL, 10) : 0;
+    if (am != bm) return am < bm ? -1 : 1;
+    return as < bs ? -1 : as > bs;
+}
+
+#define MP_ITEMS 41 /* id and 20 field/value pairs: a page shows at most these */
+
+/* One listed job. */
+typedef struct listed {
+    const jr_entry_t *e; /* its stream fields (NULL: none) */
+    const char *id;      /* job id */
+    size_t id_len;
+    const char *where;   /* entry id, or the due score */
+    const jr_pending_t *p;
+} listed_t;
+
+static int print_page(FILE *out, const char *state, const char *queue, const listed_t *v, size_t n,
+                      const char *next, int json) {
+    if (json) {
+        json_t *arr = json_array();
+        for (size_t i = 0; arr && i < n; i++) {
+            const listed_t *l = &v[i];
+            char t[JR_TIME_LEN];
+            if (!strcmp(state, "delayed")) score_time(l->where, t);
+            else jr_time_format(strtoll(l->where, NULL, 10), t);
+            json_t *o = json_pack("{s:o,s:s,s:s,s:o,s:o,s:o}", "job", jr_json_bytes(l->id, l->id_len),
+                                  !strcmp(state, "delayed") ? "due_ms" : "entry", l->where,
+                                  !strcmp(state, "delayed") ? "due" : !strcmp(state, "dead") ? "dead_at" : "enqueued",
+                                  t, "handler", field_json(l->e, "h"), "attempt", field_json(l->e, "a"),
+                                  "fields", fields_json(l->e));
+            if (o && l->p) {
+                json_object_set_new(o, "consumer", jr_json_bytes(l->p->consumer, strlen(l->p->consumer)));
+                json_object_set_new(o, "idle_ms", json_integer(l->p->idle_ms));
+                json_object_set_new(o, "deliveries", json_integer(l->p->deliveries));
+            }
+            if (o && !strcmp(state, "dead")) {
+                json_object_set_new(o, "why", field_json(l->e, "why"));
+                json_object_set_new(o, "error", field_json(l->e, "err"));
+            }
+            if (!o || json_array_append_new(arr, o)) {
+                json_decref(arr);
+                arr = NULL;
+            }
+        }
+        json_t *doc = arr ? json_pack("{s:s,s:s,s:o,s:s?}", "queue", queue, "state", state, "jobs", arr, "next", next)
+                          : NULL;
+        return json_out(out, doc);
+    }
+    const jr_entry_t none = {0}; /* an entry gone between two reads */
+    fprintf(out, "%-32s %-24s %-16s %-7s %s\n", "JOB", !strcmp(state, "delayed") ? "DUE" : !strcmp(state, "dead") ? "DEAD AT" : "ENQUEUED",
+            "HANDLER", "ATTEMPT", !strcmp(state, "running") ? "CONSUMER" : !strcmp(state, "dead") ? "WHY" : "");
+    for (size_t i = 0; i < n; i++) {
+        const listed_t *l = &v[i];
+        char t[JR_TIME_LEN];
+        if (!strcmp(state, "delayed")) score_time(l->where, t);
+        else jr_time_format(strtoll(l->where, NULL, 10), t);
+        print_bytes(out, l->id, l->id_len);
+        fprintf(out, "%*s %-24s ", l->id_len < 32 ? (int)(32 - l->id_len) : 0, "", t);
+        print_field(out, l->e ? l->e : &none, "h", "?");
+        fputs(" ", out);
+        print_field(out, l->e ? l->e : &none, "a", "1");
+        fputs(" ", out);
+        if (l->p) fprintf(out, "%s (idle %.1fs, delivered %lld)", l->p->consumer, (double)l->p->idle_ms / 1000.0,
+                          l->p->deliveries);
+        if (!strcmp(state, "dead")) print_field(out, l->e ? l->e : &none, "why", "?");
+        fputs("\n", out);
+    }
+    if (next) fprintf(out, "next page: --after %s\n", next);
+    else fprintf(out, "(end)\n");
+    return 0;
+}
+
+int jr_cmd_jobs(const jr_config_t *cfg, const char *queue, const char *state, int64_t limit, const char *after,
+                int json, FILE *out) {
+    int delayed = !strcmp(state, "delayed"), ready = !strcmp(state, "ready"), running = !strcmp(state, "running"),
+        dead = !strcmp(state, "dead");
+    if (!delayed && !ready && !running && !dead) {
+        fprintf(stderr, "jobrunner jobs: --state must be delayed, ready, running or dead, not \"%s\"\n", state);
+        return 2;
+    }
+    char min[64] = "-inf", start[JR_ID_MAX + 2] = "-";
+    long long skip = 0;
+    if (after) { /* delayed: "<score>/<skip>"; the others: the last entry id shown */
+        char *end;
+        if (delayed) {
+            double sc = strtod(after, &end);
+            if (end == after || *end != '/' || sc < 0 || sscanf(end + 1, "%lld", &skip) != 1 || skip < 0) {
+                fprintf(stderr, "jobrunner jobs: invalid --after \"%s\" for delayed jobs (a cursor printed by a page)\n", after);
+                return 2;
+            }
+            snprintf(min, sizeof min, "%.*s", (int)(end - after), after);
+        } else {
+            unsigned long long ms = strtoull(after, &end, 10);
+            (void)ms;
+            if (end == after || *end != '-' || strlen(after) >= JR_ID_MAX) {
+                fprintf(stderr, "jobrunner jobs: invalid --after \"%s\" (a stream entry id printed by a page)\n", after);
+                return 2;
+            }
+            snprintf(start, sizeof start, "(%s", after);
+        }
+    }
+    jr_redis_t *r = admin_connect(cfg, 0);
+    if (!r) return 1;
+    jr_qkeys_t k;
+    jr_qkeys(&k, queue);
+    jr_batch_t b = {0};
+    jr_batch_t *each = NULL;
+    jr_pending_t *pend = NULL;
+    size_t npend = 0, n = 0;
+    listed_t *v = NULL;
+    char next[128], *nextp = NULL;
+    int rc = 0, status = 0;
+    const char **mv = NULL;
+    size_t *ml = NULL;
+    if (delayed) {
+        rc = jr_redis_zrange_page(r, k.delayed, min, skip, limit, &b);
+    } else if (ready) {
+        char last[JR_ID_MAX];
+        rc = jr_redis_group_last_id(r, queue, last);
+        if (!rc && (!after || id_cmp(after, last) < 0) && strcmp(last, "0-0")) snprintf(start, sizeof start, "(%s", last);
+        if (!rc) rc = jr_redis_xrange_between(r, k.ready, start, "+", limit, &b);
+    } else if (running) {
+        rc = jr_redis_pending_page(r, queue, start, limit, &pend, &npend);
+        if (!rc && npend && !(each = calloc(npend, sizeof *each))) rc = JR_ENOMEM;
+        for (size_t i = 0; !rc && i < npend; i++)
+            rc = jr_redis_xrange_between(r, k.ready, pend[i].entry, pend[i].entry, 1, &each[i]);
+    } else {
+        rc = jr_redis_xrange_between(r, k.dead, start, "+", limit, &b);
+    }
+    if (rc) {
+        fprintf(stderr, "jobrunner jobs: %s\n", rc == JR_ENOMEM ? "out of memory" : jr_redis_errstr(r));
+        status = 1;
+        goto out;
+    }
+    size_t total = running ? npend : b.n;
+    v = calloc(total ? total : 1, sizeof *v);
+    mv = calloc(total ? total * MP_ITEMS : 1, sizeof *mv);
+    ml = calloc(total ? total * MP_ITEMS : 1, sizeof *ml);
+    if (!v || !mv || !ml) {
+        fprintf(stderr, "jobrunner jobs: out of memory\n");
+        status = 1;
+        goto out;
+    }
+    /* delayed members decode into fake entries backed by mv/ml */
+    jr_entry_t *fake = delayed ? calloc(total ? total : 1, sizeof *fake) : NULL;
+    if (delayed && !fake) {
+        status = 1;
+        goto out;
+    }
+    for (size_t i = 0; i < total; i++) {
+        listed_t *l = &v[n];
+        if (delayed) {
+            const jr_entry_t *e = &b.v[i];
+            const char **iv = mv + MP_ITEMS * i;
+            size_t *il = ml + MP_ITEMS * i;
+            int m = e->nfields ? jr_msgpack_strings(e->values[0], e->value_lens[0], iv, il, MP_ITEMS) : -1;
+            l->where = e->id;
+            if (m < 1 || m % 2 == 0) { /* garbage, or more fields than a page shows: job show has it all */
+                l->id = m < 0 ? "(not an envelope, or over 20 fields)" : "(not an envelope)";
+                l->id_len = strlen(l->id);
+            } else {
+                /* id, name, value, ... -> the names then the values, as in a stream entry */
+                size_t half = (size_t)(m - 1) / 2;
+                const char *tv[MP_ITEMS];
+                size_t tl[MP_ITEMS];
+                memcpy(tv, iv, (size_t)m * sizeof *tv);
+                memcpy(tl, il, (size_t)m * sizeof *tl);
+                for (size_t f = 0; f < half; f++) {
+                    iv[1 + f] = tv[1 + 2 * f], il[1 + f] = tl[1 + 2 * f];
+                    iv[1 + half + f] = tv[2 + 2 * f], il[1 + half + f] = tl[2 + 2 * f];
+                }
+                jr_entry_t *fe = &fake[i];
+                fe->id = e->id, fe->nfields = half;
+                fe->names = iv + 1, fe->name_lens = il + 1, fe->values = iv + 1 + half, fe->value_lens = il + 1 + half;
+                l->id = iv[0], l->id_len = il[0];
+                l->e = fe;
+            }
+        } else if (running) {
+            l->p = &pend[i];
+            l->where = pend[i].entry;
+            l->e = each[i].n ? &each[i].v[0] : NULL;
+        } else {
+            l->e = &b.v[i];
+            l->where = b.v[i].id;
+        }
+        if (!delayed) {
+            size_t len;
+            const char *id = l->e ? field(l->e, "id", &len) : NULL;
+            l->id = id ? id : l->where, l->id_len = id ? len : strlen(l->where);
+        }
+        n++;
+    }
+    if ((int64_t)n == limit && n > 0) {
+        if (delayed) {
+            const char *last = v[n - 1].where;
+            long long same = 0;
+            for (size_t i = n; i > 0 && !strcmp(v[i - 1].where, last); i--) same++;
+            if ((size_t)same == n && after && !strcmp(min, last)) same += skip;
+            snprintf(next, sizeof next, "%s/%lld", last, same);
+        } else {
+            snprintf(next, sizeof next, "%s", v[n - 1].where);
+        }
+        nextp = next;
+    }
+    status = print_page(out, state, queue, v, n, nextp, json) ? 1 : 0;
+    free(fake);
+out:
+    free(v), free(mv), free(ml);
+    for (size_t i = 0; each && i < npend; i++) jr_batch_free(&each[i]);
+    free(each), free(pend);
+    jr_batch_free(&b);
+    jr_redis_free(r);
+    return status;
+}

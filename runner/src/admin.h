@@ -3,6 +3,7 @@
 #ifndef JR_ADMIN_H
 #define JR_ADMIN_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "config.h"
@@ -25,6 +26,25 @@ int jr_cmd_dead(const jr_config_t *cfg, const char *queue, const char *sub, char
 /* `jobrunner workers`: the live workers and schedulers as a table or JSON
  * on `out`. Returns the exit status. */
 int jr_cmd_workers(const jr_config_t *cfg, int json, FILE *out);
+
+/* `jobrunner job show`: where job `id` of `queue` is (jr_locate: delayed,
+ * retrying, ready, running, dead or not found) with its fields, as text or
+ * one JSON object. Returns 0 when found, 1 when not (or on error). */
+int jr_cmd_job_show(const jr_config_t *cfg, const char *queue, const char *id, int json, FILE *out);
+/* `jobrunner job run-now|delete` (sub) for one job. Returns the exit
+ * status: 1 when not found, and for delete of a running job. */
+int jr_cmd_job_change(const jr_config_t *cfg, const char *queue, const char *sub, const char *id, FILE *out);
+/* `jobrunner cancel`: one line "ID cancelled|running|not found" per id.
+ * Returns 0 when every id was found, 1 otherwise. */
+int jr_cmd_cancel(const jr_config_t *cfg, const char *queue, char **ids, size_t n, FILE *out);
+/* `jobrunner jobs --state`: a page of up to `limit` jobs in that state,
+ * oldest first, after the cursor `after` (NULL: from the start), with the
+ * cursor of the next page. Returns the exit status (2: bad state/cursor). */
+int jr_cmd_jobs(const jr_config_t *cfg, const char *queue, const char *state, int64_t limit, const char *after,
+                int json, FILE *out);
+/* Decode a msgpack sequence of strings (a delayed-set member) into at most
+ * max items pointing into p. Returns how many, or -1. Pure. */
+int jr_msgpack_strings(const char *p, size_t n, const char **v, size_t *lens, size_t max);
 
 /* Connect for a one-shot command; NULL after printing why on stderr. */
 jr_redis_t *jr_admin_connect(const jr_config_t *cfg);

@@ -33,7 +33,7 @@
 /* One result, written by the runner. */
 typedef struct slot {
     int32_t result;
-    int32_t pad;
+    volatile int cancel; /* set by the worker (jr_exec_cancel): api->cancelled */
     int64_t retry_after_ms;
     int64_t duration_us;
     char error[256];
@@ -93,6 +93,8 @@ struct jr_exec {
     jr_outcome_t *pending;
     size_t npending;
     volatile int inline_stop; /* int is sig_atomic_t here: on_stop_signal sets it */
+    jr_cancel_probe_fn probe; /* inline mode: api->cancelled asks this */
+    void *probe_ctx;
 };
 
 /* ---- the batch message --------------------------------------------------
@@ -199,7 +201,8 @@ static void run_task(const jr_registry_t *reg, shm_t *shm, const task_hdr_t *h, 
                      slot_t *sl) {
     jr_job_t job = {.id = s[0], .queue = s[1], .handler = s[2], .payload = s[3],
                     .payload_len = h->lens[3], .attempt = h->attempt,
-                    .deadline_ms = jr_wall_ms() + h->timeout_ms, .stop_flag = &shm->stop};
+                    .deadline_ms = jr_wall_ms() + h->timeout_ms, .stop_flag = &shm->stop,
+                    .cancel_flag = &sl->cancel};
     const jr_handler_t *hd = jr_registry_find(reg, s[2]);
     sl->retry_after_ms = -1;
     sl->error[0] = '\0';
@@ -414,6 +417,7 @@ static void start_batch(runner_t *r) {
     m->started = NONE;
     m->finished = 0;
     m->stop = 0;
+    for (uint32_t j = 0; j < r->n; j++) m->slots[j].cancel = 0;
     __atomic_store_n(&m->done, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&m->claim, (uint64_t)r->n, __ATOMIC_SEQ_CST);
     size_t body = r->offs[r->n];
@@ -664,7 +668,8 @@ static void run_inline(jr_exec_t *x, const jr_task_t *t, size_t n) {
         jr_job_t job = {.id = t[i].id, .queue = t[i].queue, .handler = t[i].handler,
                         .payload = t[i].payload, .payload_len = t[i].payload_len,
                         .attempt = t[i].attempt, .deadline_ms = jr_wall_ms() + t[i].timeout_ms,
-                        .stop_flag = &x->inline_stop};
+                        .stop_flag = &x->inline_stop, .probe = x->probe, .probe_ctx = x->probe_ctx,
+                        .tag = t[i].tag};
         jr_outcome_t *o = &x->pending[x->npending++];
         memset(o, 0, sizeof *o);
         o->tag = t[i].tag;
@@ -685,6 +690,21 @@ static void run_inline(jr_exec_t *x, const jr_task_t *t, size_t n) {
             snprintf(o->error, sizeof o->error, "%s", job.error);
         }
         o->duration_us = jr_mono_us() - t0;
+    }
+}
+
+void jr_exec_set_cancel_probe(jr_exec_t *x, jr_cancel_probe_fn fn, void *ctx) {
+    x->probe = fn;
+    x->probe_ctx = ctx;
+}
+
+void jr_exec_cancel(jr_exec_t *x, uint32_t tag) {
+    if (x->inline_mode) return; /* the probe asks */
+    for (size_t i = 0; i < x->nrunners; i++) {
+        runner_t *r = &x->runners[i];
+        if (!r->busy || !r->shm) continue;
+        for (uint32_t j = r->collected; j < r->end; j++)
+            if (r->tags[j] == tag) __atomic_store_n(&r->shm->slots[j].cancel, 1, __ATOMIC_RELEASE);
     }
 }
 

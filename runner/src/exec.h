@@ -123,6 +123,16 @@ size_t jr_exec_shed(jr_exec_t *x, jr_outcome_t *out, size_t max);
  * that then returns RETRY as JR_OUT_INTERRUPTED. */
 void jr_exec_stop(jr_exec_t *x);
 
+/* Cancellation of running jobs (api->cancelled). jr_exec_cancel sets the
+ * flag a handler of task `tag` reads, in the runner's shared memory (process
+ * mode; a task moved to another runner loses it: call again, e.g. at each
+ * heartbeat). In inline mode the worker cannot run while a handler does, so
+ * api->cancelled asks `fn` (ctx, tag) instead, at most every 500 ms; fn
+ * returns 1 when the job was cancelled. */
+typedef int (*jr_cancel_probe_fn)(void *ctx, uint32_t tag);
+void jr_exec_set_cancel_probe(jr_exec_t *x, jr_cancel_probe_fn fn, void *ctx);
+void jr_exec_cancel(jr_exec_t *x, uint32_t tag);
+
 /* Kill busy runners now: their running task and the rest of their batch
  * come back as JR_OUT_UNSTARTED (the caller hands them back). */
 void jr_exec_kill(jr_exec_t *x);

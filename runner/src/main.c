@@ -34,6 +34,9 @@ static const char usage_main[] =
     "  dead       list, show, retry or purge dead jobs\n"
     "  workers    list the live workers and schedulers\n"
     "  functions  load the Redis function library (for producers), or print it\n"
+    "  job        show, run-now or delete one job by its id\n"
+    "  jobs       list a page of the jobs in one state\n"
+    "  cancel     cancel jobs by id (waiting: removed; running: flagged)\n"
     "  dev        run the demo: private Redis, scheduler, workers, example shop\n"
     "  version    print the version\n"
     "\n"
@@ -131,6 +134,39 @@ static const char usage_dead[] =
     "      --json          list, show: print one JSON array, an object per dead job\n"
     "                      (text that is not UTF-8 as {\"base64\": ...})\n";
 
+static const char usage_job[] =
+    "usage: jobrunner job show|run-now|delete [-c FILE] [--redis URL] [-q QUEUE] ID [--json]\n"
+    "\n"
+    "  show ID      where the job is: delayed (due at), retrying (attempt, due at), ready,\n"
+    "               running (consumer, idle, deliveries), dead (why, error) or not found\n"
+    "               (finished jobs are not kept), with its fields; exit 0 found, 1 not\n"
+    "  run-now ID   a delayed or retrying job becomes ready now\n"
+    "  delete ID    remove a waiting or dead job (a running one: use cancel)\n"
+    "  -q, --queue QUEUE   the queue (default: 'default')\n"
+    "      --json          show: print one JSON object\n";
+
+static const char usage_jobs[] =
+    "usage: jobrunner jobs [-c FILE] [--redis URL] [-q QUEUE] --state delayed|ready|running|dead\n"
+    "                      [--limit N] [--after CURSOR] [--json]\n"
+    "\n"
+    "A page of the queue's jobs in one state, oldest first (delayed: by due time),\n"
+    "and the cursor of the next page.\n"
+    "\n"
+    "  -q, --queue QUEUE   the queue (default: 'default')\n"
+    "      --limit N       jobs per page, 1-10000 (default 100)\n"
+    "      --after CURSOR  the cursor a previous page printed\n"
+    "      --json          print one JSON object {\"queue\", \"state\", \"jobs\": [...], \"next\"}\n";
+
+static const char usage_cancel[] =
+    "usage: jobrunner cancel [-c FILE] [--redis URL] [-q QUEUE] ID...\n"
+    "\n"
+    "Cancel jobs. A delayed, retrying or ready job is removed (and its id may be\n"
+    "enqueued again): 'ID cancelled'. A running job is flagged: its handler sees\n"
+    "api->cancelled within about a second, and when it ends it is not retried:\n"
+    "'ID running'. Otherwise 'ID not found'. Exit 0 when every id was found.\n"
+    "\n"
+    "  -q, --queue QUEUE   the queue (default: 'default')\n";
+
 static const char usage_dev[] =
     "usage: jobrunner dev [-c FILE] [--redis URL] [--orders N] [--plugin DIR]\n"
     "\n"
@@ -152,7 +188,8 @@ _Static_assert(JR_DELAY_MAX_MS == 87600 * 3600 * 1000LL && JR_TIMEOUT_MAX_MS == 
                    JR_BACKOFF_MAX_MS == 720 * 3600 * 1000LL && JR_ATTEMPTS_MAX == 1000,
                "the maxima in usage_enqueue");
 
-enum { OPT_REDIS = 1000, OPT_PLUGIN, OPT_IN, OPT_AT, OPT_ID, OPT_JSON, OPT_MAX, OPT_TIMEOUT, OPT_ORDERS, OPT_ALL, OPT_BACKOFF, OPT_METRICS };
+enum { OPT_REDIS = 1000, OPT_PLUGIN, OPT_IN, OPT_AT, OPT_ID, OPT_JSON, OPT_MAX, OPT_TIMEOUT, OPT_ORDERS, OPT_ALL, OPT_BACKOFF, OPT_METRICS,
+       OPT_STATE, OPT_LIMIT, OPT_AFTER };
 /* Flags that set one configuration key (see key_flags). */
 enum { OPT_CONCURRENCY = 1100, OPT_LOG_LEVEL, OPT_LOG_FORMAT, OPT_WAIT };
 
@@ -171,11 +208,15 @@ static const struct option long_opts[] = {
     {"log-level", required_argument, 0, OPT_LOG_LEVEL},
     {"log-format", required_argument, 0, OPT_LOG_FORMAT},
     {"wait", required_argument, 0, OPT_WAIT},
+    {"state", required_argument, 0, OPT_STATE},
+    {"limit", required_argument, 0, OPT_LIMIT},
+    {"after", required_argument, 0, OPT_AFTER},
     {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
 
 /* What the flags said, before the configuration is assembled. */
 typedef struct flags {
     const char *config, *redis, *in, *at, *id, *max, *timeout, *orders, *backoff, *metrics;
+    const char *state, *limit, *after; /* jobs */
     jr_strlist_t queues, plugins;
     int json, all;
     const char *key_value[4]; /* the value of each flag of key_flags, or NULL */
@@ -204,7 +245,9 @@ static int flag_allowed(const char *cmd, int opt) {
     case OPT_PLUGIN: return !strcmp(cmd, "worker") || !strcmp(cmd, "dev");
     case OPT_IN: case OPT_AT: case OPT_ID: case OPT_MAX: case OPT_TIMEOUT: case OPT_BACKOFF:
         return !strcmp(cmd, "enqueue");
-    case OPT_JSON: return !strcmp(cmd, "stats") || !strcmp(cmd, "dead") || !strcmp(cmd, "workers");
+    case OPT_JSON: return !strcmp(cmd, "stats") || !strcmp(cmd, "dead") || !strcmp(cmd, "workers") ||
+                          !strcmp(cmd, "job") || !strcmp(cmd, "jobs");
+    case OPT_STATE: case OPT_LIMIT: case OPT_AFTER: return !strcmp(cmd, "jobs");
     case OPT_ALL: return !strcmp(cmd, "dead");
     case OPT_ORDERS: return !strcmp(cmd, "dev");
     case OPT_METRICS: return !strcmp(cmd, "worker") || !strcmp(cmd, "scheduler");
@@ -223,6 +266,9 @@ static const char *usage_of(const char *cmd) {
     if (!strcmp(cmd, "dead")) return usage_dead;
     if (!strcmp(cmd, "workers")) return usage_workers;
     if (!strcmp(cmd, "functions")) return usage_functions;
+    if (!strcmp(cmd, "job")) return usage_job;
+    if (!strcmp(cmd, "jobs")) return usage_jobs;
+    if (!strcmp(cmd, "cancel")) return usage_cancel;
     return NULL;
 }
 
@@ -389,6 +435,30 @@ static int run_enqueue(const char *cmd, const flags_t *f, const jr_config_t *cfg
     return rc;
 }
 
+/* job show|run-now|delete, jobs, cancel. */
+static int run_job_command(const char *cmd, const flags_t *f, const jr_config_t *cfg, int argc, char **argv) {
+    if (f->queues.n > 1) return die(cmd, "%s", "takes one -q");
+    const char *queue = f->queues.n ? f->queues.v[0] : cfg->default_queue;
+    if (!strcmp(cmd, "cancel")) {
+        if (argc < 1) return die(cmd, "%s", "name one or more job ids");
+        return jr_cmd_cancel(cfg, queue, argv, (size_t)argc, stdout);
+    }
+    if (!strcmp(cmd, "jobs")) {
+        int64_t limit = 100;
+        if (!f->state) return die(cmd, "%s", "--state delayed|ready|running|dead is required");
+        if (f->limit && parse_count(f->limit, 1, 10000, &limit))
+            return die2(cmd, "--limit", f->limit, "must be an integer from 1 to 10000");
+        return jr_cmd_jobs(cfg, queue, f->state, limit, f->after, f->json, stdout);
+    }
+    if (argc != 2) return die(cmd, "%s", "expected show|run-now|delete ID");
+    const char *sub = argv[0], *id = argv[1];
+    if (!id[0] || strlen(id) > JR_ID_MAX - 2) return die(cmd, "invalid job id \"%s\" (1-158 bytes)", id);
+    if (!strcmp(sub, "show")) return jr_cmd_job_show(cfg, queue, id, f->json, stdout);
+    if (f->json) return die(cmd, "%s", "--json applies to job show");
+    if (!strcmp(sub, "run-now") || !strcmp(sub, "delete")) return jr_cmd_job_change(cfg, queue, sub, id, stdout);
+    return die(cmd, "unknown subcommand \"%s\" (show, run-now or delete)", sub);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         fputs(usage_main, argc < 2 ? stderr : stdout);
@@ -410,8 +480,10 @@ int main(int argc, char **argv) {
     optind = 2;
     opterr = 0;
     /* Options stop at the first operand (a payload may start with '-'),
-     * except for dead and functions, whose subcommand comes first. */
-    const char *optstring = strcmp(cmd, "dead") && strcmp(cmd, "functions") ? "+c:q:h" : "c:q:h";
+     * except for dead, functions, job, jobs and cancel, whose subcommand comes first. */
+    int permute = !strcmp(cmd, "dead") || !strcmp(cmd, "functions") || !strcmp(cmd, "job") ||
+                  !strcmp(cmd, "jobs") || !strcmp(cmd, "cancel");
+    const char *optstring = permute ? "c:q:h" : "+c:q:h";
     while ((opt = getopt_long(argc, argv, optstring, long_opts, NULL)) != -1) {
         if (opt == '?' || !flag_allowed(cmd, opt)) {
             char name[64];
@@ -443,6 +515,9 @@ int main(int argc, char **argv) {
         case OPT_ALL: f.all = 1; break;
         case OPT_BACKOFF: f.backoff = optarg; break;
         case OPT_METRICS: f.metrics = optarg; break;
+        case OPT_STATE: f.state = optarg; break;
+        case OPT_LIMIT: f.limit = optarg; break;
+        case OPT_AFTER: f.after = optarg; break;
         default:
             for (size_t i = 0; i < sizeof key_flags / sizeof key_flags[0]; i++)
                 if (key_flags[i].opt == opt) f.key_value[i] = optarg;
@@ -454,7 +529,7 @@ int main(int argc, char **argv) {
             goto out;
         }
     if (strcmp(cmd, "enqueue") != 0 && strcmp(cmd, "dead") != 0 && strcmp(cmd, "functions") != 0 &&
-        optind < argc) {
+        strcmp(cmd, "job") != 0 && strcmp(cmd, "cancel") != 0 && optind < argc) {
         status = die(cmd, "unexpected argument \"%s\"", argv[optind]);
         goto out;
     }
@@ -552,6 +627,8 @@ int main(int argc, char **argv) {
             status = jr_cmd_dead(&cfg, f.queues.n ? f.queues.v[0] : cfg.default_queue, argv[optind],
                                  argv + optind + 1, (size_t)(argc - optind - 1), f.all, f.json, stdout);
         }
+    } else if (!strcmp(cmd, "job") || !strcmp(cmd, "jobs") || !strcmp(cmd, "cancel")) {
+        status = run_job_command(cmd, &f, &cfg, argc - optind, argv + optind);
     } else { /* dev */
         char self[PATH_MAX], dir[PATH_MAX];
         ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);

@@ -28,6 +28,7 @@
 static const size_t desc_min_size[] = {
     offsetof(jr_plugin_t, fini) + sizeof(void (*)(void)),               /* 1.0 */
     offsetof(jr_plugin_t, runner_exit) + sizeof(void (*)(void *)),      /* 1.1 */
+    offsetof(jr_plugin_t, runner_exit) + sizeof(void (*)(void *)),      /* 1.2: host table only */
 };
 _Static_assert(sizeof desc_min_size / sizeof desc_min_size[0] == JR_PLUGIN_ABI_MINOR + 1,
                "one minimum descriptor size per ABI minor");
@@ -236,6 +237,19 @@ __attribute__((format(printf, 3, 4))) static void api_log(const jr_job_t *job,
     jr_log_kvv(level, msg, job ? 3 : 0, keys, vals);
 }
 
+/* The worker's flag, or (inline mode) the probe, asked at most every 500 ms. */
+static int api_cancelled(const jr_job_t *job) {
+    jr_job_t *j = (jr_job_t *)job; /* the probe's memo is the host's own state */
+    if (j->cancel_flag && *j->cancel_flag) return 1;
+    if (!j->probe || j->probed) return j->probed;
+    int64_t now = jr_mono_us() / 1000;
+    if (now >= j->next_probe_ms) {
+        j->next_probe_ms = now + 500;
+        j->probed = j->probe(j->probe_ctx, j->tag) == 1;
+    }
+    return j->probed;
+}
+
 static void api_retry_after(jr_job_t *job, int64_t ms) { job->retry_after_ms = ms < 0 ? 0 : ms; }
 
 static void api_set_error(jr_job_t *job, const char *message) {
@@ -254,6 +268,7 @@ static const jr_host_api_t host_api = {
     .log = api_log,
     .retry_after = api_retry_after,
     .set_error = api_set_error,
+    .cancelled = api_cancelled,
 };
 
 jr_result_t jr_handler_run(const jr_handler_t *h, jr_job_t *job) {

@@ -18,6 +18,15 @@ struct jr_job {
     uint32_t attempt;
     int64_t deadline_ms;           /* Unix ms, 0 = none */
     const volatile int *stop_flag; /* may be NULL */
+    /* Cancellation (api->cancelled): *cancel_flag set by the worker (may be
+     * NULL); probe, if set, is asked instead at most every 500 ms (inline
+     * mode, where the worker cannot set a flag while the handler runs). */
+    const volatile int *cancel_flag;
+    int (*probe)(void *ctx, uint32_t tag);
+    void *probe_ctx;
+    uint32_t tag;
+    int probed;              /* what the probe said last (1 sticks) */
+    int64_t next_probe_ms;   /* monotonic ms */
     /* Filled by the handler through the host table: */
     int64_t retry_after_ms;        /* -1 = not set */
     char error[256];               /* "" = not set */

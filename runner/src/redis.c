@@ -512,12 +512,15 @@ out:
     return rc;
 }
 
-/* 1 if id has a form jobrunner generates: "d<digits>" or "<digits>-<digits>". */
+/* 1 if id has a form jobrunner generates: "d<digits>-<digits>",
+ * "<digits>-<digits>", or the older "d<digits>". */
 static int reserved_id(const char *id) {
     const char *p = id;
     if (*p == 'd') {
         while (*++p >= '0' && *p <= '9') {}
-        return p > id + 1 && !*p;
+        if (p > id + 1 && !*p) return 1;
+        if (p == id + 1) return 0;
+        id = p = id + 1; /* "d<digits>-<digits>": check the rest as below */
     }
     while (*p >= '0' && *p <= '9') p++;
     if (p == id || *p != '-') return 0;
@@ -540,7 +543,7 @@ static int check_job(jr_redis_t *r, size_t i, const jr_enqueue_t *j, int64_t now
     else if (j->id && j->id[0] && strlen(j->id) > JR_ID_MAX - 2)
         snprintf(why, sizeof why, "job id \"%.40s...\" is longer than %d bytes", j->id, JR_ID_MAX - 2);
     else if (j->id && j->id[0] && reserved_id(j->id))
-        snprintf(why, sizeof why, "job id \"%s\" has a reserved form (d<n> or <n>-<n>)", j->id);
+        snprintf(why, sizeof why, "job id \"%s\" has a reserved form (d<n>-<n>, d<n> or <n>-<n>)", j->id);
     else if (!e->handler || e->handler_len == 0)
         snprintf(why, sizeof why, "empty handler name");
     else if (!e->payload && e->payload_len > 0)
@@ -964,20 +967,50 @@ int jr_redis_append_handback(jr_redis_t *r, const char *queue, const char *consu
     return append_ids_call(r, "jr_handback", queue, consumer, ids, n);
 }
 
+/* Mark in flags[] each of ids[] named in the array reply `list`; returns
+ * how many were. */
+static int mark_named(const redisReply *list, const char *const *ids, size_t n, unsigned char *flags) {
+    int marked = 0;
+    for (size_t i = 0; list->type == REDIS_REPLY_ARRAY && i < list->elements; i++)
+        for (size_t j = 0; j < n; j++)
+            if (list->element[i]->type == REDIS_REPLY_STRING && !strcmp(list->element[i]->str, ids[j])) {
+                flags[j] = 1;
+                marked++;
+            }
+    return marked;
+}
+
 int jr_redis_heartbeat(jr_redis_t *r, const char *queue, const char *consumer,
-                       const char *const *ids, size_t n, unsigned char *lost) {
+                       const char *const *ids, size_t n, unsigned char *lost, unsigned char *cancelled) {
     memset(lost, 0, n);
-    int rc = append_ids_call(r, "jr_heartbeat", queue, consumer, ids, n);
+    if (cancelled) memset(cancelled, 0, n);
+    jr_qkeys_t k;
+    jr_qkeys(&k, queue);
+    char ckey[JR_KEY_MAX];
+    snprintf(ckey, sizeof ckey, "jr:{%s}:cancelled", queue);
+    const char **argv = malloc((n + 6) * sizeof *argv);
+    if (!argv) return fail(r, JR_ENOMEM, "out of memory");
+    size_t a = 0;
+    argv[a++] = "FCALL", argv[a++] = "jr_heartbeat", argv[a++] = cancelled ? "2" : "1", argv[a++] = k.ready;
+    if (cancelled) argv[a++] = ckey;
+    argv[a++] = consumer;
+    memcpy(argv + a, ids, n * sizeof *ids);
+    int rc = append_argv(r, (int)(a + n), argv, NULL);
+    free(argv);
     redisReply *rep;
     if (rc || (rc = jr_redis_flush(r)) || (rc = recv_reply(r, &rep, r->timeout_us))) return rc;
     if ((rc = reply_error(r, rep))) return rc;
-    int nlost = 0;
-    for (size_t i = 0; rep->type == REDIS_REPLY_ARRAY && i < rep->elements; i++)
-        for (size_t j = 0; j < n; j++)
-            if (rep->element[i]->type == REDIS_REPLY_STRING && !strcmp(rep->element[i]->str, ids[j])) {
-                lost[j] = 1;
-                nlost++;
-            }
+    int nlost;
+    if (cancelled) {
+        if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2) {
+            freeReplyObject(rep);
+            return fail(r, JR_EPROTO, "jr_heartbeat: unexpected reply");
+        }
+        nlost = mark_named(rep->element[0], ids, n, lost);
+        mark_named(rep->element[1], ids, n, cancelled);
+    } else {
+        nlost = mark_named(rep, ids, n, lost);
+    }
     freeReplyObject(rep);
     return nlost;
 }
@@ -1013,12 +1046,12 @@ int jr_redis_reclaim(jr_redis_t *r, const char *queue, uint32_t qi, const char *
 }
 
 int jr_redis_xrange(jr_redis_t *r, const char *key, int64_t count, jr_batch_t *b) {
-    batch_reset(b);
-    char cnt[24];
-    snprintf(cnt, sizeof cnt, "%lld", (long long)(count > 0 ? count : INT64_MAX / 2));
-    redisReply *rep;
-    int rc = exec(r, &rep, "XRANGE", key, "-", "+", "COUNT", cnt, NULL);
-    if (rc) return rc;
+    return jr_redis_xrange_between(r, key, "-", "+", count, b);
+}
+
+/* Make the array of [id, fields] entries `rep` (owned from here on) the
+ * contents of *b, as a batch of queue index 0. */
+static int batch_of_entries(jr_redis_t *r, const char *key, redisReply *rep, jr_batch_t *b) {
     /* Wrap it as [[key, entries]] so one parser serves every stream read. */
     redisReply *outer = calloc(1, sizeof *outer), *pair = calloc(1, sizeof *pair);
     redisReply *name = calloc(1, sizeof *name);
@@ -1303,4 +1336,263 @@ int jr_redis_prune_consumers(jr_redis_t *r, const char *queue, const char *const
                                           : fail(r, JR_EPROTO, "jr_prune_consumers: unexpected reply");
     freeReplyObject(rep);
     return rc;
+}
+
+/* ---- one job by id, and pages of a queue (see docs/redis-contract.md) ---- */
+
+int jr_redis_xrange_between(jr_redis_t *r, const char *key, const char *start, const char *end, int64_t count,
+                            jr_batch_t *b) {
+    batch_reset(b);
+    char cnt[24];
+    snprintf(cnt, sizeof cnt, "%lld", (long long)(count > 0 ? count : INT64_MAX / 2));
+    redisReply *rep;
+    int rc = exec(r, &rep, "XRANGE", key, start, end, "COUNT", cnt, NULL);
+    if (rc) return rc;
+    return batch_of_entries(r, key, rep, b);
+}
+
+int jr_redis_append_ack_ids(jr_redis_t *r, const char *queue, const char *const *entries,
+                            const char *const *jobids, size_t n) {
+    jr_qkeys_t k;
+    jr_qkeys(&k, queue);
+    char ids[JR_KEY_MAX];
+    snprintf(ids, sizeof ids, "jr:{%s}:ids", queue);
+    const char **argv = malloc((2 * n + 5) * sizeof *argv);
+    if (!argv) return fail(r, JR_ENOMEM, "out of memory");
+    argv[0] = "FCALL", argv[1] = "jr_ack", argv[2] = "2", argv[3] = k.ready, argv[4] = ids;
+    for (size_t i = 0; i < n; i++) argv[5 + 2 * i] = entries[i], argv[6 + 2 * i] = jobids[i] ? jobids[i] : "";
+    int rc = append_argv(r, (int)(2 * n + 5), argv, NULL);
+    free(argv);
+    return rc;
+}
+
+/* The keys of a job call: jr:{Q}:<name> for each name, then the uniq key of
+ * id if `uniq`, into keys[] (storage in buf, JR_KEY_MAX + JR_ID_MAX each). */
+static size_t job_keys(const char *queue, const char *id, const char *const *names, size_t n, int uniq,
+                       char (*buf)[JR_KEY_MAX + JR_ID_MAX], const char **keys) {
+    for (size_t i = 0; i < n; i++) {
+        snprintf(buf[i], sizeof buf[i], "jr:{%s}:%s", queue, names[i]);
+        keys[i] = buf[i];
+    }
+    if (uniq) {
+        snprintf(buf[n], sizeof buf[n], "jr:{%s}:uniq:%s", queue, id);
+        keys[n] = buf[n];
+        n++;
+    }
+    return n;
+}
+
+/* FCALL fn with the keys of job_keys and the one argument id. */
+static int job_fcall(jr_redis_t *r, const char *fn, const char *queue, const char *id,
+                     const char *const *names, size_t n, int uniq, redisReply **out) {
+    char buf[8][JR_KEY_MAX + JR_ID_MAX], nkeys[8];
+    const char *argv[16];
+    argv[0] = "FCALL", argv[1] = fn, argv[2] = nkeys;
+    size_t nk = job_keys(queue, id, names, n, uniq, buf, argv + 3);
+    snprintf(nkeys, sizeof nkeys, "%zu", nk);
+    argv[3 + nk] = id;
+    return exec_argv(r, out, (int)(4 + nk), argv, NULL);
+}
+
+static void copy_str(char *dst, size_t len, const redisReply *e) {
+    snprintf(dst, len, "%.*s", e->type == REDIS_REPLY_STRING ? (int)e->len : 0,
+             e->type == REDIS_REPLY_STRING ? e->str : "");
+}
+
+int jr_redis_job_locate(jr_redis_t *r, const char *queue, const char *id, jr_jobinfo_t *info) {
+    static const char *const names[] = {"ready", "delayed", "ids", "dead"};
+    batch_reset(&info->fields);
+    redisReply *rep;
+    int rc = job_fcall(r, "jr_locate", queue, id, names, 4, 0, &rep);
+    if (rc) return rc;
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 8 || rep->element[7]->type != REDIS_REPLY_ARRAY) {
+        freeReplyObject(rep);
+        return fail(r, JR_EPROTO, "jr_locate: unexpected reply");
+    }
+    copy_str(info->state, sizeof info->state, rep->element[0]);
+    copy_str(info->entry, sizeof info->entry, rep->element[2]);
+    copy_str(info->due, sizeof info->due, rep->element[3]);
+    copy_str(info->consumer, sizeof info->consumer, rep->element[4]);
+    info->idle_ms = rep->element[5]->type == REDIS_REPLY_INTEGER ? rep->element[5]->integer : 0;
+    info->deliveries = rep->element[6]->type == REDIS_REPLY_INTEGER ? rep->element[6]->integer : 0;
+    /* The fields become one entry [entry or id, fields] of info->fields. */
+    redisReply *entries = calloc(1, sizeof *entries), *en = calloc(1, sizeof *en), *name = calloc(1, sizeof *name);
+    redisReply **pe = malloc(sizeof *pe), **pn = malloc(2 * sizeof *pn);
+    char *idcopy = strdup(info->entry[0] ? info->entry : id);
+    if (!entries || !en || !name || !pe || !pn || !idcopy) {
+        free(entries), free(en), free(name), free(pe), free(pn), free(idcopy);
+        freeReplyObject(rep);
+        return fail(r, JR_ENOMEM, "out of memory");
+    }
+    name->type = REDIS_REPLY_STRING, name->str = idcopy, name->len = strlen(idcopy);
+    en->type = REDIS_REPLY_ARRAY, en->elements = 2, en->element = pn;
+    pn[0] = name, pn[1] = rep->element[7];
+    rep->element[7] = NULL; /* moved: freeReplyObject skips NULL elements */
+    entries->type = REDIS_REPLY_ARRAY, entries->elements = 1, entries->element = pe;
+    pe[0] = en;
+    freeReplyObject(rep);
+    return batch_of_entries(r, "job", entries, &info->fields);
+}
+
+int jr_redis_job_change(jr_redis_t *r, const char *fn, const char *queue, const char *id, char *state,
+                        size_t statelen, char *detail, size_t detaillen) {
+    static const char *const cancel[] = {"ready", "delayed", "ids", "cancelled"};
+    static const char *const run_now[] = {"ready", "delayed", "ids"};
+    static const char *const del[] = {"ready", "delayed", "ids", "dead"};
+    redisReply *rep;
+    int rc;
+    if (!strcmp(fn, "jr_cancel")) rc = job_fcall(r, fn, queue, id, cancel, 4, 1, &rep);
+    else if (!strcmp(fn, "jr_run_now")) rc = job_fcall(r, fn, queue, id, run_now, 3, 0, &rep);
+    else if (!strcmp(fn, "jr_delete")) rc = job_fcall(r, fn, queue, id, del, 4, 1, &rep);
+    else return fail(r, JR_EINVAL, "no job function %s", fn);
+    if (rc) return rc;
+    if (detail && detaillen) detail[0] = '\0';
+    if (rep->type == REDIS_REPLY_STRING) {
+        copy_str(state, statelen, rep);
+    } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 && rep->element[0]->type == REDIS_REPLY_STRING) {
+        copy_str(state, statelen, rep->element[0]);
+        if (detail && rep->element[1]->type == REDIS_REPLY_STRING) copy_str(detail, detaillen, rep->element[1]);
+        else if (detail) snprintf(detail, detaillen, "%lld", rep->element[1]->integer);
+    } else {
+        rc = fail(r, JR_EPROTO, "%s: unexpected reply", fn);
+    }
+    freeReplyObject(rep);
+    return rc;
+}
+
+void jr_jobinfo_free(jr_jobinfo_t *info) { jr_batch_free(&info->fields); }
+
+int jr_redis_group_last_id(jr_redis_t *r, const char *queue, char *last) {
+    jr_qkeys_t k;
+    jr_qkeys(&k, queue);
+    snprintf(last, JR_ID_MAX, "0-0");
+    redisReply *rep;
+    int rc = exec(r, &rep, "EXISTS", k.ready, NULL);
+    if (rc) return rc;
+    long long exists = rep->integer;
+    freeReplyObject(rep);
+    if (!exists) return 0;
+    if ((rc = exec(r, &rep, "XINFO", "GROUPS", k.ready, NULL))) return rc;
+    for (size_t g = 0; rep->type == REDIS_REPLY_ARRAY && g < rep->elements; g++) {
+        const redisReply *gr = rep->element[g];
+        int ours = 0;
+        for (size_t i = 0; gr->type == REDIS_REPLY_ARRAY && i + 1 < gr->elements; i += 2)
+            if (gr->element[i]->type == REDIS_REPLY_STRING && !strcmp(gr->element[i]->str, "name"))
+                ours = gr->element[i + 1]->type == REDIS_REPLY_STRING && !strcmp(gr->element[i + 1]->str, JR_GROUP);
+        for (size_t i = 0; ours && i + 1 < gr->elements; i += 2)
+            if (!strcmp(gr->element[i]->str, "last-delivered-id")) copy_str(last, JR_ID_MAX, gr->element[i + 1]);
+    }
+    freeReplyObject(rep);
+    return 0;
+}
+
+int jr_redis_pending_page(jr_redis_t *r, const char *queue, const char *start, int64_t count,
+                          jr_pending_t **out, size_t *n) {
+    jr_qkeys_t k;
+    jr_qkeys(&k, queue);
+    *out = NULL, *n = 0;
+    char cnt[24];
+    snprintf(cnt, sizeof cnt, "%lld", (long long)count);
+    redisReply *rep;
+    int rc = exec(r, &rep, "XPENDING", k.ready, JR_GROUP, start, "+", cnt, NULL);
+    if (rc == JR_EREDIS && (strstr(r->err, "NOGROUP") || strstr(r->err, "no such key"))) return 0;
+    if (rc) return rc;
+    if (rep->type == REDIS_REPLY_ARRAY && rep->elements) {
+        *out = calloc(rep->elements, sizeof **out);
+        if (!*out) {
+            freeReplyObject(rep);
+            return fail(r, JR_ENOMEM, "out of memory");
+        }
+        for (size_t i = 0; i < rep->elements; i++) {
+            const redisReply *e = rep->element[i];
+            if (e->type != REDIS_REPLY_ARRAY || e->elements != 4) continue;
+            jr_pending_t *p = &(*out)[(*n)++];
+            copy_str(p->entry, sizeof p->entry, e->element[0]);
+            copy_str(p->consumer, sizeof p->consumer, e->element[1]);
+            p->idle_ms = e->element[2]->integer;
+            p->deliveries = e->element[3]->integer;
+        }
+    }
+    freeReplyObject(rep);
+    return 0;
+}
+
+int jr_redis_zrange_page(jr_redis_t *r, const char *key, const char *min, int64_t skip, int64_t count,
+                         jr_batch_t *b) {
+    batch_reset(b);
+    char off[24], cnt[24];
+    snprintf(off, sizeof off, "%lld", (long long)skip);
+    snprintf(cnt, sizeof cnt, "%lld", (long long)count);
+    redisReply *rep;
+    int rc = exec(r, &rep, "ZRANGE", key, min, "+inf", "BYSCORE", "LIMIT", off, cnt, "WITHSCORES", NULL);
+    if (rc) return rc;
+    /* [member, score, ...] -> entries [score, [member]]: one entry each. */
+    size_t m = rep->type == REDIS_REPLY_ARRAY ? rep->elements / 2 : 0;
+    redisReply *entries = calloc(1, sizeof *entries);
+    redisReply **pe = calloc(m ? m : 1, sizeof *pe);
+    if (!entries || !pe) {
+        free(entries), free(pe);
+        freeReplyObject(rep);
+        return fail(r, JR_ENOMEM, "out of memory");
+    }
+    entries->type = REDIS_REPLY_ARRAY, entries->element = pe;
+    for (size_t i = 0; i < m; i++) {
+        redisReply *en = calloc(1, sizeof *en), *fields = calloc(1, sizeof *fields);
+        redisReply **pn = malloc(2 * sizeof *pn), **pf = malloc(2 * sizeof *pf);
+        if (!en || !fields || !pn || !pf) {
+            free(en), free(fields), free(pn), free(pf);
+            freeReplyObject(entries);
+            freeReplyObject(rep);
+            return fail(r, JR_ENOMEM, "out of memory");
+        }
+        /* name "m" = the member, so the batch's entry id is the score */
+        redisReply *name = calloc(1, sizeof *name);
+        char *mname = strdup("m");
+        if (!name || !mname) {
+            free(name), free(mname), free(en), free(fields), free(pn), free(pf);
+            freeReplyObject(entries);
+            freeReplyObject(rep);
+            return fail(r, JR_ENOMEM, "out of memory");
+        }
+        name->type = REDIS_REPLY_STRING, name->str = mname, name->len = 1;
+        fields->type = REDIS_REPLY_ARRAY, fields->elements = 2, fields->element = pf;
+        pf[0] = name, pf[1] = rep->element[2 * i];
+        en->type = REDIS_REPLY_ARRAY, en->elements = 2, en->element = pn;
+        pn[0] = rep->element[2 * i + 1], pn[1] = fields;
+        rep->element[2 * i] = rep->element[2 * i + 1] = NULL;
+        pe[entries->elements++] = en;
+    }
+    freeReplyObject(rep);
+    return batch_of_entries(r, key, entries, b);
+}
+
+int jr_redis_entry_cancelled(jr_redis_t *r, const char *queue, const char *entry) {
+    char key[JR_KEY_MAX];
+    snprintf(key, sizeof key, "jr:{%s}:cancelled", queue);
+    redisReply *rep;
+    int rc = exec(r, &rep, "HEXISTS", key, entry, NULL);
+    if (rc) return rc;
+    rc = rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
+    freeReplyObject(rep);
+    return rc;
+}
+
+int jr_redis_cancelled_entries(jr_redis_t *r, const char *queue, const char *const *ids, size_t n,
+                               unsigned char *cancelled) {
+    memset(cancelled, 0, n);
+    char key[JR_KEY_MAX];
+    snprintf(key, sizeof key, "jr:{%s}:cancelled", queue);
+    const char **argv = malloc((n + 2) * sizeof *argv);
+    if (!argv) return fail(r, JR_ENOMEM, "out of memory");
+    argv[0] = "HMGET", argv[1] = key;
+    memcpy(argv + 2, ids, n * sizeof *ids);
+    redisReply *rep;
+    int rc = exec_argv(r, &rep, (int)(n + 2), argv, NULL);
+    free(argv);
+    if (rc) return rc;
+    int got = 0;
+    for (size_t i = 0; rep->type == REDIS_REPLY_ARRAY && i < rep->elements && i < n; i++)
+        if (rep->element[i]->type == REDIS_REPLY_STRING) cancelled[i] = 1, got++;
+    freeReplyObject(rep);
+    return got;
 }

@@ -183,9 +183,11 @@ int jr_redis_append_handback(jr_redis_t *r, const char *queue, const char *consu
                              const char *const *ids, size_t n);
 
 /* Extend the lease of running entries. lost[i] = 1 for each entry no longer
- * held by this consumer. Returns how many were lost, or an error. */
+ * held by this consumer; unless cancelled is NULL, cancelled[i] = 1 for each
+ * one held that was cancelled (jr_cancel). Returns how many were lost, or an
+ * error. */
 int jr_redis_heartbeat(jr_redis_t *r, const char *queue, const char *consumer,
-                       const char *const *ids, size_t n, unsigned char *lost);
+                       const char *const *ids, size_t n, unsigned char *lost, unsigned char *cancelled);
 
 /* One XAUTOCLAIM step over the entries of `queue` idle longer than min_idle:
  * claimed entries come into *b (queue index qi), poison ones go to the dead
@@ -250,5 +252,61 @@ void jr_procs_free(jr_proc_t *v, size_t n);
  * a consumer holding an entry is never removed). *removed = how many. */
 int jr_redis_prune_consumers(jr_redis_t *r, const char *queue, const char *const *live, size_t nlive,
                              int64_t min_idle_ms, long long *removed);
+
+/* ---- one job by id (jr_locate, jr_cancel, jr_run_now, jr_delete) ---------- */
+
+/* Where a job is. fields holds one entry (id: the stream entry, or the job
+ * id for a delayed job) with the job's fields as stored. */
+typedef struct jr_jobinfo {
+    char state[16];                  /* delayed retrying ready running dead, or "not found" */
+    char entry[JR_ID_MAX];           /* stream or dead entry id; "" when delayed or not found */
+    char due[48];                    /* delayed, retrying: the score, Unix ms with 3 decimals */
+    char consumer[JR_PROC_NAME_MAX]; /* running: who holds it */
+    long long idle_ms, deliveries;   /* running: since its last delivery/heartbeat; times delivered */
+    jr_batch_t fields;
+} jr_jobinfo_t;
+/* Locate job `id` of `queue` in one atomic read (jr_locate). */
+int jr_redis_job_locate(jr_redis_t *r, const char *queue, const char *id, jr_jobinfo_t *info);
+void jr_jobinfo_free(jr_jobinfo_t *info);
+/* Call fn = "jr_cancel", "jr_run_now" or "jr_delete" for one job; state
+ * gets its first reply element (cancel: cancelled | running | not found;
+ * run_now, delete: the state before), detail the second (run_now: the
+ * entry id; delete: "1" if deleted, else "0"). */
+int jr_redis_job_change(jr_redis_t *r, const char *fn, const char *queue, const char *id, char *state,
+                        size_t statelen, char *detail, size_t detaillen);
+
+/* 1 if the running entry was cancelled (HEXISTS jr:{Q}:cancelled entry),
+ * 0 if not, or an error. */
+int jr_redis_entry_cancelled(jr_redis_t *r, const char *queue, const char *entry);
+
+/* Which of the entries ids[] of `queue` were cancelled: one HMGET of
+ * jr:{Q}:cancelled (a read). cancelled[i] = 1 for those. Returns how many,
+ * or an error. */
+int jr_redis_cancelled_entries(jr_redis_t *r, const char *queue, const char *const *ids, size_t n,
+                               unsigned char *cancelled);
+
+/* Append jr_ack's form with the job index: each entry with its job id
+ * (NULL or "" when the job id is the entry id). Integer reply. */
+int jr_redis_append_ack_ids(jr_redis_t *r, const char *queue, const char *const *entries,
+                            const char *const *jobids, size_t n);
+
+/* XRANGE key start end COUNT count (0 = all) into *b (queue index 0). */
+int jr_redis_xrange_between(jr_redis_t *r, const char *key, const char *start, const char *end, int64_t count,
+                            jr_batch_t *b);
+/* The group's last-delivered-id of `queue` ("0-0" without stream or group). */
+int jr_redis_group_last_id(jr_redis_t *r, const char *queue, char *last);
+/* One pending (running) entry. */
+typedef struct jr_pending {
+    char entry[JR_ID_MAX], consumer[JR_PROC_NAME_MAX];
+    long long idle_ms, deliveries;
+} jr_pending_t;
+/* XPENDING ready jr start + count: *out malloc'd (free()), *n entries. No
+ * stream or group: none. */
+int jr_redis_pending_page(jr_redis_t *r, const char *queue, const char *start, int64_t count,
+                          jr_pending_t **out, size_t *n);
+/* ZRANGE key min +inf BYSCORE LIMIT skip count WITHSCORES into *b: one
+ * entry per member, its id = the score, one field "m" = the member. */
+int jr_redis_zrange_page(jr_redis_t *r, const char *key, const char *min, int64_t skip, int64_t count,
+                         jr_batch_t *b);
 
 #endif

@@ -37,6 +37,11 @@
 
 #define ENTRY_MAX 48 /* "<20 digits>-<20 digits>" */
 #define RETRY_MAX_MS 5000 /* longest wait between tries of a refused operation */
+/* While jobs run, the worker asks this often which were cancelled
+ * (jobrunner cancel): one HMGET of jr:{Q}:cancelled per queue, a read that
+ * works while Redis refuses writes. A handler's api->cancelled turns true
+ * within about this long. (Heartbeats, every lease/3, report it too.) */
+#define CANCEL_CHECK_US 1000000
 
 /* A job fetched from Redis: WAITING in the worker (its payload copied) until
  * a runner is free, then SUBMITTED to the executor until its outcome. */
@@ -50,6 +55,7 @@ typedef struct slot {
     uint32_t attempt, max_attempts;
     int64_t timeout_ms;
     jr_policy_t policy;
+    int cancelled; /* jr_cancel flagged it (seen in a heartbeat's reply) */
 } slot_t;
 
 typedef enum { OP_ACK, OP_RETRY, OP_DEAD, OP_HANDBACK } op_kind_t;
@@ -62,6 +68,7 @@ typedef struct op {
     int64_t delay_ms;
     char *error;     /* RETRY, DEAD */
     const char *why; /* DEAD: failed | invalid */
+    char jobid[JR_ID_MAX]; /* ACK: the job id, "" when it is the entry id */
 } op_t;
 
 /* Whether Redis is refusing a kind of call, and its last error text. */
@@ -99,7 +106,7 @@ typedef struct worker {
     size_t read_count;      /* its COUNT */
     int last_read_full;     /* the last read brought all it asked for */
     jr_batch_t batch;
-    int64_t next_heartbeat, next_reclaim;
+    int64_t next_heartbeat, next_reclaim, next_cancel_check;
     size_t reclaim_q;
     char cursor[JR_ID_MAX];
     int stopping, signals_seen, said_waiting;
@@ -175,6 +182,7 @@ static int push_op(worker_t *w, op_kind_t kind, uint32_t queue, const char *entr
     }
     op_t *o = &w->ops[w->nops];
     o->kind = kind, o->queue = queue, o->delay_ms = delay_ms, o->why = why;
+    o->jobid[0] = '\0';
     snprintf(o->entry, sizeof o->entry, "%s", entry);
     o->error = error ? strdup(error) : NULL;
     if (error && !o->error) return JR_ENOMEM;
@@ -210,18 +218,25 @@ static int flush_ops(worker_t *w) {
         free(ids), free(call);
         return JR_ENOMEM;
     }
+    const char **jobids = malloc(w->nops * sizeof *jobids);
+    if (!jobids) {
+        free(ids), free(call);
+        return JR_ENOMEM;
+    }
     for (uint32_t q = 0; q < w->nq && !rc; q++) {
         for (int kind = OP_ACK; kind <= OP_HANDBACK && !rc; kind += OP_HANDBACK - OP_ACK) {
             size_t n = 0;
             for (size_t i = 0; i < w->nops; i++)
-                if (w->ops[i].queue == q && (int)w->ops[i].kind == kind) ids[n++] = w->ops[i].entry, call[i] = calls;
+                if (w->ops[i].queue == q && (int)w->ops[i].kind == kind)
+                    jobids[n] = w->ops[i].jobid, ids[n++] = w->ops[i].entry, call[i] = calls;
             if (!n) continue;
-            rc = kind == OP_ACK ? jr_redis_append_ack(w->ctl, w->queues[q], ids, n)
+            /* acks carry the job ids, so the job index forgets them */
+            rc = kind == OP_ACK ? jr_redis_append_ack_ids(w->ctl, w->queues[q], ids, jobids, n)
                                 : jr_redis_append_handback(w->ctl, w->queues[q], w->consumer, ids, n);
             calls++;
         }
     }
-    free(ids);
+    free(ids), free(jobids);
     for (size_t i = 0; i < w->nops && !rc; i++) {
         const op_t *o = &w->ops[i];
         if (o->kind != OP_RETRY && o->kind != OP_DEAD) continue;
@@ -296,13 +311,38 @@ static void free_slot(worker_t *w, slot_t *s) {
     w->used--;
 }
 
-/* Turn an outcome into an operation and a log line. */
+/* Queue the acknowledgement of slot s's entry, with its job id. */
+static int push_ack(worker_t *w, const slot_t *s) {
+    int rc = push_op(w, OP_ACK, s->queue, s->entry, 0, NULL, NULL);
+    if (!rc && strcmp(s->id, s->entry) != 0)
+        snprintf(w->ops[w->nops - 1].jobid, sizeof w->ops[w->nops - 1].jobid, "%s", s->id);
+    return rc;
+}
+
+/* Inline mode: api->cancelled asks Redis (HEXISTS jr:{Q}:cancelled
+ * <entry>, at most every 500 ms per job), since no heartbeat runs while the
+ * handler does. 1 if cancelled. */
+static int cancel_probe(void *ctx, uint32_t tag) {
+    worker_t *w = ctx;
+    if (tag >= w->nslots || w->slots[tag].state == SLOT_FREE || !w->ctl) return 0;
+    slot_t *s = &w->slots[tag];
+    if (!s->cancelled && jr_redis_entry_cancelled(w->ctl, w->queues[s->queue], s->entry) == 1) s->cancelled = 1;
+    return s->cancelled;
+}
+
+/* Turn an outcome into an operation and a log line. A job cancelled while
+ * it ran is acknowledged whatever its result (never retried or buried: the
+ * flag in Redis is certain once a heartbeat reported it), outcome
+ * "cancelled". */
 static int finish(worker_t *w, const jr_outcome_t *o) {
     slot_t *s = &w->slots[o->tag];
     int rc = 0;
-    if (o->kind == JR_OUT_OK) {
+    if (s->cancelled) {
+        log_outcome(w, s, "cancelled", o->duration_us, o->error, -1);
+        rc = push_ack(w, s);
+    } else if (o->kind == JR_OUT_OK) {
         log_outcome(w, s, "ok", o->duration_us, NULL, -1);
-        rc = push_op(w, OP_ACK, s->queue, s->entry, 0, NULL, NULL);
+        rc = push_ack(w, s);
     } else if (o->kind == JR_OUT_UNSTARTED || o->kind == JR_OUT_INTERRUPTED) {
         /* Stopped by our shutdown, not by the job: no attempt used. */
         if (o->kind == JR_OUT_INTERRUPTED)
@@ -413,6 +453,7 @@ static int dispatch(worker_t *w, const jr_batch_t *b, int reclaimed) {
             slot_t *s = alloc_slot(w, &k);
             if (!s) return JR_ENOMEM;
             s->state = SLOT_WAITING;
+            s->cancelled = 0;
             w->used++;
             w->waitq[w->wq_n++] = k;
             s->queue = e->queue;
@@ -458,6 +499,7 @@ static int start(worker_t *w) {
             s->state = SLOT_SUBMITTED;
             free(s->payload);
             s->payload = NULL;
+            if (s->cancelled) jr_exec_cancel(w->exec, w->waitq[w->wq_head + i]);
         }
         w->wq_head += n, idle--;
     }
@@ -524,6 +566,44 @@ static int shed(worker_t *w) {
 
 /* ---- leases -------------------------------------------------------------- */
 
+/* Flag the jobs of queue q whose entries ids[i] have cancelled[i] set, and
+ * tell the executor (again each time: a task moved to another runner loses
+ * the flag). */
+static void mark_cancelled(worker_t *w, uint32_t q, const char *const *ids, size_t n,
+                           const unsigned char *cancelled) {
+    for (size_t i = 0; i < n; i++) {
+        if (!cancelled[i]) continue;
+        for (size_t k = 0; k < w->nslots; k++) {
+            slot_t *s = &w->slots[k];
+            if (s->state == SLOT_FREE || s->queue != q || strcmp(s->entry, ids[i])) continue;
+            if (!s->cancelled)
+                jr_log_kv(JR_LOG_INFO, "job cancelled while it runs", "job", s->id, "queue", w->queues[q], NULL);
+            s->cancelled = 1;
+            if (s->state == SLOT_SUBMITTED) jr_exec_cancel(w->exec, (uint32_t)k);
+        }
+    }
+}
+
+/* Ask which held jobs were cancelled (see CANCEL_CHECK_US). An error
+ * reply is ignored (the next check or heartbeat asks again); a transport
+ * error is returned. */
+static int cancel_check(worker_t *w) {
+    const char **ids = malloc((w->nslots ? w->nslots : 1) * sizeof *ids);
+    unsigned char *cancelled = malloc(w->nslots ? w->nslots : 1);
+    int rc = ids && cancelled ? 0 : JR_ENOMEM;
+    for (uint32_t q = 0; q < w->nq && !rc; q++) {
+        size_t n = 0;
+        for (size_t i = 0; i < w->nslots; i++)
+            if (w->slots[i].state != SLOT_FREE && w->slots[i].queue == q) ids[n++] = w->slots[i].entry;
+        if (!n) continue;
+        int got = jr_redis_cancelled_entries(w->ctl, w->queues[q], ids, n, cancelled);
+        if (got > 0) mark_cancelled(w, q, ids, n, cancelled);
+        else if (got < 0 && got != JR_EREDIS) rc = got;
+    }
+    free(ids), free(cancelled);
+    return rc;
+}
+
 /* Extend the lease of every entry we hold, per queue: running, waiting,
  * and finished with its result not yet accepted (so nobody takes those over
  * while Redis refuses the result). A refused heartbeat is logged once and
@@ -531,8 +611,8 @@ static int shed(worker_t *w) {
 static int heartbeat(worker_t *w) {
     size_t max = w->nslots + w->nops;
     const char **ids = malloc((max ? max : 1) * sizeof *ids);
-    unsigned char *lost = malloc(max ? max : 1);
-    int rc = ids && lost ? 0 : JR_ENOMEM, refusals = 0;
+    unsigned char *lost = malloc(max ? max : 1), *cancelled = malloc(max ? max : 1);
+    int rc = ids && lost && cancelled ? 0 : JR_ENOMEM, refusals = 0;
     for (uint32_t q = 0; q < w->nq && !rc; q++) {
         size_t n = 0;
         for (size_t i = 0; i < w->nslots; i++)
@@ -540,7 +620,7 @@ static int heartbeat(worker_t *w) {
         for (size_t i = 0; i < w->nops; i++)
             if (w->ops[i].queue == q) ids[n++] = w->ops[i].entry;
         if (!n) continue;
-        int nlost = jr_redis_heartbeat(w->ctl, w->queues[q], w->consumer, ids, n, lost);
+        int nlost = jr_redis_heartbeat(w->ctl, w->queues[q], w->consumer, ids, n, lost, cancelled);
         if (nlost == JR_EREDIS) {
             refused(&w->hb_refused, "Redis refused a heartbeat; trying again at the next one",
                     jr_redis_errstr(w->ctl));
@@ -552,9 +632,10 @@ static int heartbeat(worker_t *w) {
             if (lost[i])
                 jr_log_kv(JR_LOG_WARN, "lease lost: another worker took this job over", "entry", ids[i],
                           "queue", w->queues[q], NULL);
+        if (nlost >= 0) mark_cancelled(w, q, ids, n, cancelled);
     }
     if (!rc && !refusals) accepted(&w->hb_refused, "Redis accepts heartbeats again");
-    free(ids), free(lost);
+    free(ids), free(lost), free(cancelled);
     return rc;
 }
 
@@ -699,6 +780,7 @@ static int turn(worker_t *w, int sigfd) {
     nf += jr_exec_pollfds(w->exec, fds + nf, 256);
     int64_t deadline = jr_exec_deadline(w->exec);
     if (w->used || w->nops) deadline = min_deadline(deadline, w->next_heartbeat);
+    if (w->used) deadline = min_deadline(deadline, w->next_cancel_check);
     /* The grace period bounds running jobs only: once it is over with none
      * left (a stopping worker waiting for Redis to take its results), a
      * past grace deadline would make this loop spin. */
@@ -739,6 +821,10 @@ static int turn(worker_t *w, int sigfd) {
         w->next_heartbeat = now + lease_us(w) / 3;
         if ((rc = heartbeat(w))) return rc;
     }
+    if (w->rd && w->used && now >= w->next_cancel_check) {
+        w->next_cancel_check = now + CANCEL_CHECK_US;
+        if ((rc = cancel_check(w))) return rc;
+    }
     if (w->ctl && ((rc = jr_presence_tick(&w->presence, w->ctl, (long long)jr_exec_busy(w->exec))) ||
                    (!w->stopping && (rc = jr_presence_prune(&w->presence, w->ctl, w->queues, w->nq)))))
         return rc;
@@ -771,6 +857,7 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
         jr_presence_free(&w.presence);
         return 1;
     }
+    jr_exec_set_cancel_probe(w.exec, cancel_probe, &w);
     char nh[16], shown[512], nr[16];
     snprintf(nh, sizeof nh, "%zu", jr_registry_handlers(reg));
     snprintf(nr, sizeof nr, "%zu", runners);

@@ -448,6 +448,8 @@ Test(contract, refused_calls_change_nothing) {
     freeReplyObject(cmd("HSET", "jr:{k}:dead", "a", "b", NULL));
     freeReplyObject(cmd("SET", "jr:{s}:seq", "abc", NULL));
     freeReplyObject(cmd("SET", "jr:{t}:seq", "9223372036854775807", NULL));
+    freeReplyObject(cmd("SET", "jr:{u}:ids", "not a hash", NULL));
+    freeReplyObject(cmd("FCALL", "jr_enqueue", "4", QK("u"), "", "", "0", "h", "echo", NULL)); /* refused: ids */
     struct {
         const char *what, *expect;
         const char *argv[40];
@@ -577,6 +579,40 @@ Test(contract, refused_calls_change_nothing) {
         {"reclaim: dead is a hash", "holds a hash", {"FCALL", "jr_reclaim", "2", "jr:{k}:ready", "jr:{k}:dead", "c2", "0", "0-0", "10", "5", "100", NULL}},
         {"seq is not a number", "not a job counter", {"FCALL", "jr_enqueue", "4", QK("s"), "+1000", "", "0", "h", "echo", NULL}},
         {"seq at the largest integer", "not a job counter", {"FCALL", "jr_enqueue", "4", QK("t"), "+1000", "", "0", "h", "echo", NULL}},
+        /* one job by id: jr_locate, jr_cancel, jr_run_now, jr_delete; jr_ack with ids; jr_heartbeat with cancelled */
+        {"generated delayed id form", "reserved form",
+         {"FCALL", "jr_enqueue", "5", QK("q"), "jr:{q}:uniq:d1764581400250-3", "+1000", "d1764581400250-3", "0", "h", "echo", NULL}},
+        {"locate: no id", "argument: ID", {"FCALL", "jr_locate", "4", "jr:{q}:ready", "jr:{q}:delayed", "jr:{q}:ids", "jr:{q}:dead", NULL}},
+        {"locate: empty id", "argument: ID", {"FCALL", "jr_locate", "4", "jr:{q}:ready", "jr:{q}:delayed", "jr:{q}:ids", "jr:{q}:dead", "", NULL}},
+        {"locate: 159-byte id", "argument: ID", {"FCALL", "jr_locate", "4", "jr:{q}:ready", "jr:{q}:delayed", "jr:{q}:ids", "jr:{q}:dead", ID159, NULL}},
+        {"locate: two ids", "argument: ID", {"FCALL", "jr_locate", "4", "jr:{q}:ready", "jr:{q}:delayed", "jr:{q}:ids", "jr:{q}:dead", "x1", "x1", NULL}},
+        {"locate: keys of two queues", "key 3 must be", {"FCALL", "jr_locate", "4", "jr:{q}:ready", "jr:{q}:delayed", "jr:{r}:ids", "jr:{q}:dead", "x1", NULL}},
+        {"locate: ids key holds a string", "holds a string", {"FCALL", "jr_locate", "4", "jr:{u}:ready", "jr:{u}:delayed", "jr:{u}:ids", "jr:{u}:dead", "x1", NULL}},
+        {"cancel: without the uniq key", "key 5 must be",
+         {"FCALL", "jr_cancel", "4", "jr:{q}:ready", "jr:{q}:delayed", "jr:{q}:ids", "jr:{q}:cancelled", "x1", NULL}},
+        {"cancel: uniq key of another id", "key 5 must be",
+         {"FCALL", "jr_cancel", "5", "jr:{q}:ready", "jr:{q}:delayed", "jr:{q}:ids", "jr:{q}:cancelled", "jr:{q}:uniq:x2", "x1", NULL}},
+        {"cancel: 159-byte id", "argument: ID",
+         {"FCALL", "jr_cancel", "5", "jr:{q}:ready", "jr:{q}:delayed", "jr:{q}:ids", "jr:{q}:cancelled", "jr:{q}:uniq:" ID159, ID159, NULL}},
+        {"cancel: cancelled key swapped with ids", "key 3 must be",
+         {"FCALL", "jr_cancel", "5", "jr:{q}:ready", "jr:{q}:delayed", "jr:{q}:cancelled", "jr:{q}:ids", "jr:{q}:uniq:x1", "x1", NULL}},
+        {"cancel: ids key holds a string", "holds a string",
+         {"FCALL", "jr_cancel", "5", "jr:{u}:ready", "jr:{u}:delayed", "jr:{u}:ids", "jr:{u}:cancelled", "jr:{u}:uniq:x1", "x1", NULL}},
+        {"run now: 4 keys", "takes the keys",
+         {"FCALL", "jr_run_now", "4", "jr:{q}:ready", "jr:{q}:delayed", "jr:{q}:ids", "jr:{q}:dead", "x1", NULL}},
+        {"run now: no id", "argument: ID", {"FCALL", "jr_run_now", "3", "jr:{q}:ready", "jr:{q}:delayed", "jr:{q}:ids", NULL}},
+        {"run now: delayed set is a string", "holds a string", {"FCALL", "jr_run_now", "3", "jr:{g}:ready", "jr:{g}:delayed", "jr:{g}:ids", "x1", NULL}},
+        {"delete: dead is a hash", "holds a hash",
+         {"FCALL", "jr_delete", "5", "jr:{k}:ready", "jr:{k}:delayed", "jr:{k}:ids", "jr:{k}:dead", "jr:{k}:uniq:x1", "x1", NULL}},
+        {"delete: bad queue", "key 1 must be",
+         {"FCALL", "jr_delete", "5", "jr:{a b}:ready", "jr:{a b}:delayed", "jr:{a b}:ids", "jr:{a b}:dead", "jr:{a b}:uniq:x1", "x1", NULL}},
+        {"ack: ids key of another queue", "key 2 must be", {"FCALL", "jr_ack", "2", "jr:{q}:ready", "jr:{r}:ids", e1, "x1", NULL}},
+        {"ack: an entry without its job id", "in pairs", {"FCALL", "jr_ack", "2", "jr:{q}:ready", "jr:{q}:ids", e1, NULL}},
+        {"ack: a bad entry in a pair", "not a stream entry id", {"FCALL", "jr_ack", "2", "jr:{q}:ready", "jr:{q}:ids", e1, "", "x", "y", NULL}},
+        {"ack: ids key holds a string", "holds a string", {"FCALL", "jr_ack", "2", "jr:{u}:ready", "jr:{u}:ids", "1-1", "", NULL}},
+        {"heartbeat: cancelled key of another queue", "key 2 must be",
+         {"FCALL", "jr_heartbeat", "2", "jr:{q}:ready", "jr:{r}:cancelled", "c1", e1, NULL}},
+        {"promote: ids key holds a string", "holds a string", {"FCALL", "jr_promote", "3", "jr:{u}:ready", "jr:{u}:delayed", "jr:{u}:wake", "10", NULL}},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) refused(t[i].what, t[i].expect, t[i].argv);
     cr_expect_eq(jrt_int(C, "SISMEMBER jr:{queues} fresh"), 0);
@@ -1347,7 +1383,7 @@ static void p_heartbeat(void) {
     if (!j) return;
     unsigned char lost[1];
     const char *ids[] = {j->entry};
-    cr_assert_eq(jr_redis_heartbeat(J, PQ[j->q], "c1", ids, 1, lost), 0, "%s", jr_redis_errstr(J));
+    cr_assert_eq(jr_redis_heartbeat(J, PQ[j->q], "c1", ids, 1, lost, NULL), 0, "%s", jr_redis_errstr(J));
 }
 
 /* One full reclaim pass by the same consumer: every pending entry is

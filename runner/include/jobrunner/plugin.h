@@ -46,7 +46,7 @@ extern "C" {
 
 #define JR_PLUGIN_MAGIC 0x4C50524Au /* "JRPL" read as little-endian bytes */
 #define JR_PLUGIN_ABI_MAJOR 1
-#define JR_PLUGIN_ABI_MINOR 1 /* 1: runner_init, runner_exit */
+#define JR_PLUGIN_ABI_MINOR 2 /* 1: runner_init, runner_exit; 2: cancelled */
 
 /* Name of the exported entry function, as a string for dlsym(). */
 #define JR_PLUGIN_ENTRY_NAME "jr_plugin_entry"
@@ -110,6 +110,14 @@ typedef struct jr_host_api {
      * first 255 bytes are kept: a longer message is cut there (pre-existing
      * limit, not yet marked in the stored error). */
     void (*set_error)(jr_job_t *job, const char *message);
+
+    /* Members below: ABI minor 2 (check api->size before calling them). */
+
+    /* Non-zero once the job was cancelled (`jobrunner cancel`, jr_cancel)
+     * while it ran: stop early and return (any result: the job is not
+     * retried, its outcome is "cancelled"). Cheap: reads a flag the worker
+     * sets within about a second of the cancel. */
+    int (*cancelled)(const jr_job_t *job);
 } jr_host_api_t;
 
 /* The plugin descriptor returned by the entry function. */
