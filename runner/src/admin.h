@@ -26,6 +26,12 @@ int jr_cmd_dead(const jr_config_t *cfg, const char *queue, const char *sub, char
  * on `out`. Returns the exit status. */
 int jr_cmd_workers(const jr_config_t *cfg, int json, FILE *out);
 
+/* `jobrunner pause|resume QUEUE` (on = 1: pause): record it in Redis, then
+ * wake every live worker (CLIENT UNBLOCK of its blocking read) so it reads
+ * the paused set at once. Prints "QUEUE paused" / "QUEUE resumed" (or that
+ * it already was). Returns the exit status. */
+int jr_cmd_pause(const jr_config_t *cfg, const char *queue, int on, FILE *out);
+
 /* Connect for a one-shot command; NULL after printing why on stderr. */
 jr_redis_t *jr_admin_connect(const jr_config_t *cfg);
 
