@@ -108,11 +108,12 @@ typedef struct worker {
     jr_presence_t presence; /* this worker in the live list */
     /* Priorities and pause (see "fetching"): per queue */
     const int64_t *weights;  /* worker.queues weights, NULL = all 1 */
-    int64_t *swrr;           /* smooth weighted round robin state of the remainders */
+    int64_t *swrr;           /* split()'s credit per queue */
     unsigned char *paused;   /* as Redis said last */
     unsigned char *on;       /* scratch: the queues a read covers */
     int64_t *counts;         /* scratch: COUNT per queue */
     int64_t *got;            /* scratch: entries per queue in a read */
+    int64_t *cur;            /* scratch: interleave()'s round robin state */
     jr_entry_t *order;       /* scratch: a batch's entries in starting order */
     size_t order_cap;
     int read_on_any;         /* the blocking read in flight covers some queue */
@@ -661,26 +662,36 @@ static int try_connect(worker_t *w) {
 static int64_t weight(const worker_t *w, size_t q) { return w->weights ? w->weights[q] : 1; }
 
 /* Split `budget` entries over the queues with on[q] by weight into
- * counts[]: each gets floor(budget x weight / total), and the units left
- * over go one by one by smooth weighted round robin (state kept across
- * fetches in w->swrr), so over many fetches every queue gets its exact
- * share however small the budget. */
+ * counts[]: each queue's credit (w->swrr, in 1/total units, kept across
+ * fetches) grows by budget x weight; each gets the whole entries its credit
+ * holds, and the units left over go to the largest credits. Over many
+ * fetches every queue gets its exact share, however small the budget. */
 static void split(worker_t *w, size_t budget, const unsigned char *on) {
     int64_t total = 0, given = 0;
     for (size_t q = 0; q < w->nq; q++) total += on[q] ? weight(w, q) : 0;
     for (size_t q = 0; q < w->nq; q++) {
-        w->counts[q] = on[q] && total ? (int64_t)budget * weight(w, q) / total : 0;
+        w->counts[q] = 0;
+        if (!on[q]) continue;
+        w->swrr[q] += (int64_t)budget * weight(w, q);
+        if (w->swrr[q] > 0) w->counts[q] = w->swrr[q] / total;
+        w->swrr[q] -= w->counts[q] * total;
         given += w->counts[q];
     }
     for (; total && given < (int64_t)budget; given++) {
         size_t best = w->nq;
-        for (size_t q = 0; q < w->nq; q++) {
-            if (!on[q]) continue;
-            w->swrr[q] += weight(w, q);
-            if (best == w->nq || w->swrr[q] > w->swrr[best]) best = q;
-        }
+        for (size_t q = 0; q < w->nq; q++)
+            if (on[q] && (best == w->nq || w->swrr[q] > w->swrr[best])) best = q;
         w->swrr[best] -= total;
         w->counts[best]++;
+    }
+    /* Credit left from when other queues were in play can add up to more
+     * than the budget: give back from the smallest credits. */
+    for (; given > (int64_t)budget; given--) {
+        size_t worst = w->nq;
+        for (size_t q = 0; q < w->nq; q++)
+            if (w->counts[q] > 0 && (worst == w->nq || w->swrr[q] < w->swrr[worst])) worst = q;
+        w->swrr[worst] += total;
+        w->counts[worst]--;
     }
 }
 
@@ -703,21 +714,19 @@ static int interleave(worker_t *w, jr_batch_t *b) {
         if (w->got[b->v[i].queue] < 0) w->got[b->v[i].queue] = (int64_t)i;
         w->counts[b->v[i].queue]++;
     }
-    int64_t cur[64] = {0}; /* SWRR state; more queues than this are taken in order */
+    int strict = w->cfg->worker_order == JR_ORDER_STRICT;
+    int64_t *cur = w->cur; /* SWRR state of this batch */
+    memset(cur, 0, w->nq * sizeof *cur);
     for (size_t k = 0; k < b->n; k++) {
         size_t best = w->nq;
         int64_t total = 0;
         for (size_t q = 0; q < w->nq; q++) {
-            if (!w->counts[q]) continue;
-            if (w->cfg->worker_order == JR_ORDER_STRICT || q >= 64) {
-                if (best == w->nq) best = q;
-                continue;
-            }
+            if (!w->counts[q] || (strict && best != w->nq)) continue;
             total += weight(w, q);
             cur[q] += weight(w, q);
-            if (best == w->nq || (best < 64 && cur[q] > cur[best])) best = q;
+            if (best == w->nq || cur[q] > cur[best]) best = q;
         }
-        if (best < 64 && w->cfg->worker_order != JR_ORDER_STRICT) cur[best] -= total;
+        cur[best] -= total;
         w->order[k] = b->v[w->got[best]++];
         w->counts[best]--;
     }
@@ -743,7 +752,7 @@ static int see_paused(worker_t *w, const unsigned char *now) {
     for (size_t i = 0; i < w->nslots; i++)
         submitted |= w->slots[i].state == SLOT_SUBMITTED && w->paused[w->slots[i].queue];
     size_t n;
-    while (submitted && (n = jr_exec_shed(w->exec, w->outcomes, w->noutcomes)) > 0)
+    while (submitted && !rc && (n = jr_exec_shed(w->exec, w->outcomes, w->noutcomes)) > 0)
         for (size_t i = 0; i < n && !rc; i++) rc = finish(w, &w->outcomes[i]);
     size_t keep = w->wq_head;
     for (size_t i = w->wq_head; i < w->wq_n && !rc; i++) {
@@ -828,12 +837,17 @@ static int fetch(worker_t *w, size_t want, int64_t block) {
     return 0;
 }
 
-/* While jobs wait here and nothing is read, the paused set is read every
- * 50 ms (on ctl), so a pause stops them within the bound even when no read
- * brings the news. */
+/* 1 if fetched jobs wait to start: here, or in a runner's batch. */
+static int jobs_wait(const worker_t *w) {
+    return w->wq_n > w->wq_head || jr_exec_busy(w->exec) > w->runners;
+}
+
+/* While jobs wait to start and nothing is read, the paused set is read
+ * every 50 ms (on ctl), so a pause stops them within the bound even when no
+ * read brings the news. */
 #define PAUSE_CHECK_US 50000
 static int check_paused(worker_t *w) {
-    if (w->reading || w->wq_n == w->wq_head || jr_mono_us() < w->next_pause_check) return 0;
+    if (w->reading || !jobs_wait(w) || jr_mono_us() < w->next_pause_check) return 0;
     w->next_pause_check = jr_mono_us() + PAUSE_CHECK_US;
     unsigned char *now = w->order_scratch;
     int rc = jr_redis_paused(w->ctl, w->queues, w->nq, now);
@@ -916,7 +930,7 @@ static int turn(worker_t *w, int sigfd) {
     if (!w->stopping && jr_exec_idle(w->exec) == 0 &&
         (jr_exec_busy(w->exec) > w->runners || w->wq_n > w->wq_head)) /* jobs wait: see shed() */
         deadline = min_deadline(deadline, now + shed_after_us(w));
-    if (connected && !w->reading && w->wq_n > w->wq_head) deadline = min_deadline(deadline, w->next_pause_check);
+    if (connected && !w->reading && jobs_wait(w)) deadline = min_deadline(deadline, w->next_pause_check);
     int timeout = ready_now || again ? 0 : deadline < 0 ? -1 : (int)((deadline - now + 999) / 1000);
     if (timeout < 0 && deadline >= 0) timeout = 0;
     jr_log_flush();
@@ -955,7 +969,7 @@ static int turn(worker_t *w, int sigfd) {
 }
 
 static void free_fetch(worker_t *w) {
-    free(w->swrr), free(w->counts), free(w->got), free(w->paused), free(w->on), free(w->order_scratch);
+    free(w->swrr), free(w->counts), free(w->got), free(w->cur), free(w->paused), free(w->on), free(w->order_scratch);
     free(w->order);
 }
 
@@ -968,6 +982,7 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
     w.swrr = calloc(w.nq, sizeof *w.swrr);
     w.counts = calloc(w.nq, sizeof *w.counts);
     w.got = calloc(w.nq, sizeof *w.got);
+    w.cur = calloc(w.nq, sizeof *w.cur);
     w.paused = calloc(w.nq, 1);
     w.on = calloc(w.nq, 1);
     w.order_scratch = calloc(w.nq, 1);
@@ -984,7 +999,7 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
     int sigfd = jr_signals_install();
     char err[JR_ERRLEN];
     int nomem = jr_presence_init(&w.presence, "worker", w.consumer, w.queues, w.nq, cfg->worker_lease_ms) ||
-                !w.tasks || !w.outcomes || !w.swrr || !w.counts || !w.got || !w.paused || !w.on ||
+                !w.tasks || !w.outcomes || !w.swrr || !w.counts || !w.got || !w.cur || !w.paused || !w.on ||
                 !w.order_scratch;
     if (nomem ||
         !(w.exec = jr_exec_new(reg, inline_mode, (int)runners, (size_t)cfg->worker_batch, err, sizeof err))) {
