@@ -221,14 +221,21 @@ Test(priority, pause_stops_fetching_survives_a_worker_restart_and_resume_restart
     jrt_sleep_ms(200);
     enqueue_n("mail", "record", "after-pause", 1);
     enqueue_n("other", "record", NULL, 1); /* the other queue keeps going */
+    /* Delayed jobs still fall due into the paused queue. */
+    const char *sa[] = {"scheduler", "-c", cfgpath, NULL};
+    pid_t sched = jrt_spawn(wlog, sa);
+    char out[4096];
+    const char *later[] = {"enqueue", "-c", cfgpath, "-q", "mail", "--in", "300ms", "record", "delayed", NULL};
+    run_ok(out, sizeof out, later);
     wait_runs(2, 20000);
     jrt_sleep_ms(1500);
     cr_expect_eq(jrt_count(record, "after-pause"), 0, "a job of the paused queue ran");
+    cr_expect_eq(jrt_count(record, "delayed"), 0, "a delayed job of the paused queue ran");
     jr_qstats_t s = jrt_stats(&R, "mail");
-    cr_expect_eq(s.ready, 1);
+    cr_expect_eq(s.ready, 2, "the job enqueued and the delayed one promoted should be ready");
+    cr_expect_eq(s.delayed, 0);
     cr_expect_eq(s.pending, 0);
 
-    char out[4096];
     const char *text[] = {"stats", "-c", cfgpath, "-q", "mail", "-q", "other", NULL};
     run_ok(out, sizeof out, text);
     cr_expect(strstr(out, "PAUSED"), "%s", out);
@@ -236,7 +243,7 @@ Test(priority, pause_stops_fetching_survives_a_worker_restart_and_resume_restart
     cr_expect(mail && strstr(mail, "since "), "stats does not show mail paused:\n%s", out);
     const char *json[] = {"stats", "-c", cfgpath, "-q", "mail", "-q", "other", "--json", NULL};
     run_ok(out, sizeof out, json);
-    cr_expect(strstr(out, "\"queue\":\"mail\",\"ready\":1,\"pending\":0,\"delayed\":0,\"dead\":0,\"paused\":true"),
+    cr_expect(strstr(out, "\"queue\":\"mail\",\"ready\":2,\"pending\":0,\"delayed\":0,\"dead\":0,\"paused\":true"),
               "%s", out);
     cr_expect(strstr(out, "\"queue\":\"other\",\"ready\":0,\"pending\":0,\"delayed\":0,\"dead\":0,\"paused\":false"),
               "%s", out);
@@ -248,10 +255,12 @@ Test(priority, pause_stops_fetching_survives_a_worker_restart_and_resume_restart
     cr_expect_eq(jrt_count(record, "after-pause"), 0, "a restarted worker ran a job of the paused queue");
 
     pause_queue("mail", 0);
-    size_t got = jrt_wait_lines(record, 3, 3000); /* woken at once, not after the 5 s block */
-    cr_expect_eq(got, 3, "the job did not run within 3 s of resume");
+    size_t got = jrt_wait_lines(record, 4, 3000); /* woken at once, not after the 5 s block */
+    cr_expect_eq(got, 4, "the jobs did not run within 3 s of resume");
     cr_expect_eq(jrt_count(record, "after-pause"), 1);
+    cr_expect_eq(jrt_count(record, "delayed"), 1);
     cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
+    cr_expect_eq(jrt_stop(sched, SIGTERM, 10000), 0);
 }
 
 /* A busy worker (jobs fetched and waiting for a runner) stops starting
