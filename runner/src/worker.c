@@ -31,6 +31,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "presence.h"
+#include "prio.h"
 #include "proc.h"
 #include "redis.h"
 #include "util.h"
@@ -108,13 +109,15 @@ typedef struct worker {
     jr_presence_t presence; /* this worker in the live list */
     /* Priorities and pause (see "fetching"): per queue */
     const int64_t *weights;  /* worker.queues weights, NULL = all 1 */
-    int64_t *swrr;           /* split()'s credit per queue */
+    int64_t *swrr;           /* jr_prio_split's credit per queue */
     unsigned char *paused;   /* as Redis said last */
     unsigned char *on;       /* scratch: the queues a read covers */
     int64_t *counts;         /* scratch: COUNT per queue */
     int64_t *got;            /* scratch: entries per queue in a read */
-    int64_t *cur;            /* scratch: interleave()'s round robin state */
+    int64_t *cur;            /* scratch: 3 x nq for jr_prio_order */
     jr_entry_t *order;       /* scratch: a batch's entries in starting order */
+    uint32_t *order_q;       /* scratch: their queues */
+    size_t *order_perm;      /* scratch: the order */
     size_t order_cap;
     int read_on_any;         /* the blocking read in flight covers some queue */
     int went_idle;           /* the last blocking read brought nothing: block again */
@@ -659,77 +662,23 @@ static int try_connect(worker_t *w) {
 
 /* ---- fetching: priorities and pause -------------------------------------- */
 
-static int64_t weight(const worker_t *w, size_t q) { return w->weights ? w->weights[q] : 1; }
-
-/* Split `budget` entries over the queues with on[q] by weight into
- * counts[]: each queue's credit (w->swrr, in 1/total units, kept across
- * fetches) grows by budget x weight; each gets the whole entries its credit
- * holds, and the units left over go to the largest credits. Over many
- * fetches every queue gets its exact share, however small the budget. */
-static void split(worker_t *w, size_t budget, const unsigned char *on) {
-    int64_t total = 0, given = 0;
-    for (size_t q = 0; q < w->nq; q++) total += on[q] ? weight(w, q) : 0;
-    for (size_t q = 0; q < w->nq; q++) {
-        w->counts[q] = 0;
-        if (!on[q]) continue;
-        w->swrr[q] += (int64_t)budget * weight(w, q);
-        if (w->swrr[q] > 0) w->counts[q] = w->swrr[q] / total;
-        w->swrr[q] -= w->counts[q] * total;
-        given += w->counts[q];
-    }
-    for (; total && given < (int64_t)budget; given++) {
-        size_t best = w->nq;
-        for (size_t q = 0; q < w->nq; q++)
-            if (on[q] && (best == w->nq || w->swrr[q] > w->swrr[best])) best = q;
-        w->swrr[best] -= total;
-        w->counts[best]++;
-    }
-    /* Credit left from when other queues were in play can add up to more
-     * than the budget: give back from the smallest credits. */
-    for (; given > (int64_t)budget; given--) {
-        size_t worst = w->nq;
-        for (size_t q = 0; q < w->nq; q++)
-            if (w->counts[q] > 0 && (worst == w->nq || w->swrr[q] < w->swrr[worst])) worst = q;
-        w->swrr[worst] += total;
-        w->counts[worst]--;
-    }
-}
-
-/* Put the batch's entries in the order their jobs should start: queue by
- * queue interleaved by weight (smooth weighted round robin over the queues
- * that still have entries), so the jobs of a large fetch start in the
- * proportions of the weights too, not queue after queue. Strict order: by
- * queue. Entries of one queue keep their order. */
+/* Put the batch's entries in the order their jobs should start
+ * (jr_prio_order): interleaved by weight, or queue by queue when strict. */
 static int interleave(worker_t *w, jr_batch_t *b) {
     if (b->n < 2 || w->nq < 2) return 0;
     if (b->n > w->order_cap) {
         jr_entry_t *v = realloc(w->order, b->n * sizeof *v);
-        if (!v) return JR_ENOMEM;
-        w->order = v, w->order_cap = b->n;
+        uint32_t *q = v ? realloc(w->order_q, b->n * sizeof *q) : NULL;
+        size_t *p = q ? realloc(w->order_perm, b->n * sizeof *p) : NULL;
+        if (v) w->order = v;
+        if (q) w->order_q = q;
+        if (!p) return JR_ENOMEM;
+        w->order_perm = p, w->order_cap = b->n;
     }
-    /* counts[q] = entries of q; got[q] = where q's next entry is in b->v
-     * (read_each keeps each queue's entries together and in order). */
-    for (size_t q = 0; q < w->nq; q++) w->counts[q] = 0, w->got[q] = -1;
-    for (size_t i = 0; i < b->n; i++) {
-        if (w->got[b->v[i].queue] < 0) w->got[b->v[i].queue] = (int64_t)i;
-        w->counts[b->v[i].queue]++;
-    }
-    int strict = w->cfg->worker_order == JR_ORDER_STRICT;
-    int64_t *cur = w->cur; /* SWRR state of this batch */
-    memset(cur, 0, w->nq * sizeof *cur);
-    for (size_t k = 0; k < b->n; k++) {
-        size_t best = w->nq;
-        int64_t total = 0;
-        for (size_t q = 0; q < w->nq; q++) {
-            if (!w->counts[q] || (strict && best != w->nq)) continue;
-            total += weight(w, q);
-            cur[q] += weight(w, q);
-            if (best == w->nq || cur[q] > cur[best]) best = q;
-        }
-        cur[best] -= total;
-        w->order[k] = b->v[w->got[best]++];
-        w->counts[best]--;
-    }
+    for (size_t i = 0; i < b->n; i++) w->order_q[i] = b->v[i].queue;
+    jr_prio_order(w->weights, w->nq, w->cfg->worker_order == JR_ORDER_STRICT, w->order_q, b->n, w->order_perm,
+                  w->cur);
+    for (size_t k = 0; k < b->n; k++) w->order[k] = b->v[w->order_perm[k]];
     memcpy(b->v, w->order, b->n * sizeof *b->v);
     return 0;
 }
@@ -769,7 +718,7 @@ static int see_paused(worker_t *w, const unsigned char *now) {
 }
 
 /* Read without blocking, in rounds: each round asks every queue still in
- * play for its share of what is still wanted (weighted: split(); strict:
+ * play for its share of what is still wanted (weighted: jr_prio_split; strict:
  * the first queue in play for all of it) in one pipeline, with the paused
  * set read after it; a queue that comes back short is out of play, and
  * what it did not give is asked of the others in the next round. Returns
@@ -787,7 +736,7 @@ static int read_rounds(worker_t *w, size_t want, size_t *taken) {
         if (w->cfg->worker_order == JR_ORDER_STRICT) {
             for (size_t q = 0; q < w->nq; q++) w->counts[q] = q == first ? (int64_t)left : 0;
         } else {
-            split(w, left, inplay);
+            jr_prio_split(w->weights, w->swrr, w->nq, inplay, left, w->counts);
         }
         memcpy(w->got, w->counts, w->nq * sizeof *w->got); /* asked */
         int64_t sent = jr_mono_us();
@@ -970,7 +919,7 @@ static int turn(worker_t *w, int sigfd) {
 
 static void free_fetch(worker_t *w) {
     free(w->swrr), free(w->counts), free(w->got), free(w->cur), free(w->paused), free(w->on), free(w->order_scratch);
-    free(w->order);
+    free(w->order), free(w->order_q), free(w->order_perm);
 }
 
 int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
@@ -982,7 +931,7 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
     w.swrr = calloc(w.nq, sizeof *w.swrr);
     w.counts = calloc(w.nq, sizeof *w.counts);
     w.got = calloc(w.nq, sizeof *w.got);
-    w.cur = calloc(w.nq, sizeof *w.cur);
+    w.cur = calloc(3 * w.nq, sizeof *w.cur);
     w.paused = calloc(w.nq, 1);
     w.on = calloc(w.nq, 1);
     w.order_scratch = calloc(w.nq, 1);
