@@ -76,7 +76,8 @@ static int json_out(FILE *out, json_t *doc) {
 }
 
 /* stats --json prints one object: {"queues": [{"queue", "ready", "pending",
- * "delayed", "dead"}, ...]}, counts as numbers. */
+ * "delayed", "dead", "paused"}, ...]}, counts as numbers, paused a boolean
+ * (with "paused_since", Unix ms, when true). */
 int jr_cmd_stats(const jr_config_t *cfg, const jr_strlist_t *queues, int json, FILE *out) {
     jr_redis_t *r = admin_connect(cfg, 0);
     if (!r) return 1;
@@ -93,24 +94,37 @@ int jr_cmd_stats(const jr_config_t *cfg, const jr_strlist_t *queues, int json, F
         arr = json_array();
         if (!doc || !arr || json_object_set_new(doc, "queues", arr)) failed = json_oom(&doc);
     } else if (!rc) {
-        fprintf(out, "%-24s %12s %12s %12s %12s\n", "QUEUE", "READY", "PENDING", "DELAYED", "DEAD");
+        fprintf(out, "%-24s %12s %12s %12s %12s  %s\n", "QUEUE", "READY", "PENDING", "DELAYED", "DEAD", "PAUSED");
+    }
+    long long *since = NULL;
+    if (!rc && !failed && queues->n) {
+        if (!(since = malloc(queues->n * sizeof *since))) failed = json_oom(&doc);
+        else rc = jr_redis_paused_since(r, (const char *const *)queues->v, queues->n, since);
     }
     for (size_t i = 0; !rc && !failed && i < queues->n; i++) {
         jr_qstats_t s;
         if ((rc = jr_redis_stats(r, queues->v[i], &s))) break;
         if (json) {
-            json_t *q = json_pack("{s:o,s:I,s:I,s:I,s:I}", "queue", jr_json_bytes(queues->v[i], strlen(queues->v[i])),
+            json_t *q = json_pack("{s:o,s:I,s:I,s:I,s:I,s:b}", "queue", jr_json_bytes(queues->v[i], strlen(queues->v[i])),
                                   "ready", (json_int_t)s.ready, "pending", (json_int_t)s.pending,
-                                  "delayed", (json_int_t)s.delayed, "dead", (json_int_t)s.dead);
-            if (json_array_append_new(arr, q)) failed = json_oom(&doc);
+                                  "delayed", (json_int_t)s.delayed, "dead", (json_int_t)s.dead,
+                                  "paused", since[i] >= 0);
+            if (q && since[i] >= 0 && json_object_set_new(q, "paused_since", json_integer(since[i]))) {
+                json_decref(q);
+                q = NULL;
+            }
+            if (!q || json_array_append_new(arr, q)) failed = json_oom(&doc);
         } else {
-            fprintf(out, "%-24s %12lld %12lld %12lld %12lld\n", queues->v[i], s.ready, s.pending,
-                    s.delayed, s.dead);
+            char t[JR_TIME_LEN];
+            fprintf(out, "%-24s %12lld %12lld %12lld %12lld  %s%s\n", queues->v[i], s.ready, s.pending,
+                    s.delayed, s.dead, since[i] >= 0 ? "since " : "-",
+                    since[i] >= 0 ? jr_time_format(since[i], t) : "");
         }
     }
     if (rc) fprintf(stderr, "jobrunner: stats: %s\n", jr_redis_errstr(r));
     if (rc || failed) json_decref(doc);
     else if (json) failed = json_out(out, doc);
+    free(since);
     jr_strlist_free(&all);
     jr_redis_free(r);
     return rc || failed ? 1 : 0;
@@ -776,4 +790,41 @@ out:
     jr_batch_free(&b);
     jr_redis_free(r);
     return status;
+}
+
+int jr_cmd_pause(const jr_config_t *cfg, const char *queue, int on, FILE *out) {
+    jr_redis_t *r = admin_connect(cfg, 0);
+    if (!r) return 1;
+    int changed = 0;
+    if (jr_redis_pause(r, queue, on, jr_wall_ms(), &changed)) {
+        fprintf(stderr, "jobrunner: %s %s: %s\n", on ? "pause" : "resume", queue, jr_redis_errstr(r));
+        jr_redis_free(r);
+        return 1;
+    }
+    /* Wake the blocked workers: each reads the paused set again on waking.
+     * One that was not blocked reads it with its next fetch anyway. */
+    jr_proc_t *procs = NULL;
+    size_t n = 0, woken = 0;
+    int rc = jr_redis_proc_list(r, &procs, &n);
+    for (size_t i = 0; !rc && i < n; i++) {
+        if (strcmp(procs[i].role, "worker") || procs[i].client_id <= 0) continue;
+        if (jr_redis_unblock(r, procs[i].client_id) == 0) woken++;
+        else if (!jr_redis_ok(r)) rc = JR_EIO;
+    }
+    if (rc)
+        fprintf(stderr, "jobrunner: note: could not wake the workers (%s); they see the change within a "
+                        "block period (worker.block)\n", jr_redis_errstr(r));
+    jr_procs_free(procs, n);
+    long long since = -1;
+    const char *q[] = {queue};
+    if (changed) {
+        fprintf(out, "%s %s\n", queue, on ? "paused" : "resumed");
+    } else if (on && jr_redis_paused_since(r, q, 1, &since) == 0 && since >= 0) {
+        char t[JR_TIME_LEN];
+        fprintf(out, "%s was already paused (since %s)\n", queue, jr_time_format(since, t));
+    } else {
+        fprintf(out, "%s was %s\n", queue, on ? "already paused" : "not paused");
+    }
+    jr_redis_free(r);
+    return 0;
 }

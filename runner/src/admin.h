@@ -46,6 +46,12 @@ int jr_cmd_jobs(const jr_config_t *cfg, const char *queue, const char *state, in
  * max items pointing into p. Returns how many, or -1. Pure. */
 int jr_msgpack_strings(const char *p, size_t n, const char **v, size_t *lens, size_t max);
 
+/* `jobrunner pause|resume QUEUE` (on = 1: pause): record it in Redis, then
+ * wake every live worker (CLIENT UNBLOCK of its blocking read) so it reads
+ * the paused set at once. Prints "QUEUE paused" / "QUEUE resumed" (or that
+ * it already was). Returns the exit status. */
+int jr_cmd_pause(const jr_config_t *cfg, const char *queue, int on, FILE *out);
+
 /* Connect for a one-shot command; NULL after printing why on stderr. */
 jr_redis_t *jr_admin_connect(const jr_config_t *cfg);
 

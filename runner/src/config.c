@@ -28,6 +28,7 @@ typedef enum {
     T_ENUM,      /* int: index into names */
     T_PATHS,     /* jr_strlist_t of non-empty strings */
     T_QUEUES,    /* jr_strlist_t of distinct queue names */
+    T_WQUEUES,   /* T_QUEUES whose items may also be {name: Q, weight: N} (worker.queues) */
     T_HANDLERS,  /* the handlers section: NAME -> mapping of "jobs" policy keys */
 } key_type_t;
 
@@ -43,12 +44,14 @@ typedef struct {
 static const char *const log_formats[] = {"text", "json", NULL};
 static const char *const log_levels[] = {"debug", "info", "warn", "error", NULL};
 static const char *const isolations[] = {"process", "inline", NULL};
+static const char *const orders[] = {"weighted", "strict", NULL};
 
 _Static_assert(JR_LOG_TEXT == 0 && JR_LOG_JSON == 1, "log_formats order");
 _Static_assert(JR_LOG_DEBUG == 0 && JR_LOG_INFO == 1 && JR_LOG_WARN == 2 && JR_LOG_ERROR == 3,
                "log_levels order");
 _Static_assert(sizeof(jr_log_format_t) == sizeof(int), "T_ENUM fields are stored as int");
 _Static_assert(JR_ISOLATION_PROCESS == 0 && JR_ISOLATION_INLINE == 1, "isolations order");
+_Static_assert(JR_ORDER_WEIGHTED == 0 && JR_ORDER_STRICT == 1, "orders order");
 
 #define F(field) offsetof(jr_config_t, field)
 #define MS_S 1000LL
@@ -64,7 +67,7 @@ static const key_def_t keys[] = {
     {"log", "format", T_ENUM, F(log_format), 0, 0, log_formats},
     {"log", "level", T_ENUM, F(log_level), 0, 0, log_levels},
     {"plugins", "paths", T_PATHS, F(plugin_paths), 0, 0, NULL},
-    {"worker", "queues", T_QUEUES, F(worker_queues), 0, 0, NULL},
+    {"worker", "queues", T_WQUEUES, F(worker_queues), 0, 0, NULL},
     {"worker", "batch", T_INT, F(worker_batch), 1, 10000, NULL},
     {"worker", "prefetch", T_INT, F(worker_prefetch), 0, 100000, NULL},
     {"worker", "block", T_DURATION, F(worker_block_ms), 100, 60 * MS_S, NULL},
@@ -72,6 +75,7 @@ static const key_def_t keys[] = {
     {"worker", "isolation", T_ENUM, F(worker_isolation), 0, 0, isolations},
     {"worker", "lease", T_DURATION, F(worker_lease_ms), 100, MS_H, NULL},
     {"worker", "grace", T_DURATION, F(worker_grace_ms), 0, MS_H, NULL},
+    {"worker", "order", T_ENUM, F(worker_order), 0, 0, orders},
     /* The first four "jobs" rows are also the keys of each handler override. */
     {"jobs", "timeout", T_DURATION, J(timeout_ms), 1, JR_TIMEOUT_MAX_MS, NULL},
     {"jobs", "max_attempts", T_INT, J(max_attempts), 1, JR_ATTEMPTS_MAX, NULL},
@@ -206,6 +210,7 @@ void jr_config_free(jr_config_t *cfg) {
     free(cfg->metrics_listen);
     jr_strlist_free(&cfg->plugin_paths);
     jr_strlist_free(&cfg->worker_queues);
+    free(cfg->worker_weights);
     jr_strlist_free(&cfg->scheduler_queues);
     for (size_t i = 0; i < cfg->nhandlers; i++) free(cfg->handlers[i].name);
     free(cfg->handlers);
@@ -417,40 +422,98 @@ static int set_scalar(loader_t *ld, const key_def_t *d, const char *path) {
     return 0;
 }
 
+static int check_key_event(loader_t *ld, const char *where);
+
+/* The current event opens a mapping item of worker.queues: {name: Q,
+ * weight: N}; name is required (checked by the caller), weight is 1..
+ * JR_WEIGHT_MAX (default 1). Reads through the mapping's end. */
+static int weighted_item(loader_t *ld, const char *item, char *name, size_t namelen, int64_t *weight) {
+    int rc;
+    size_t name_line = 0, weight_line = 0;
+    char key[PATH_LEN + 40];
+    name[0] = '\0';
+    *weight = 1;
+    while ((rc = next(ld)) == 0 && ld->ev.type != YAML_MAPPING_END_EVENT) {
+        if ((rc = check_key_event(ld, item))) return rc;
+        snprintf(key, sizeof key, "%s.%s", item, ev_text(ld));
+        int is_name = !strcmp(ev_text(ld), "name"), is_weight = !strcmp(ev_text(ld), "weight");
+        if (!is_name && !is_weight) return fail(ld, key, "unknown key (a queue has name and weight)");
+        size_t *seen = is_name ? &name_line : &weight_line;
+        if (*seen) return fail(ld, key, "duplicate key (first given on line %zu)", *seen);
+        *seen = ev_line(ld);
+        if ((rc = next(ld))) return rc;
+        if (ld->ev.type != YAML_SCALAR_EVENT || ev_is_null(ld))
+            return fail(ld, key, "expected a single value, got %s", ev_kind(ld));
+        const char *v = ev_text(ld);
+        if (is_name) {
+            if (!queue_name_ok(v) || strlen(v) >= namelen)
+                return fail(ld, key, "bad queue name \"%s\" (must be %s)", v, QUEUE_RULE);
+            snprintf(name, namelen, "%s", v);
+        } else if (parse_int64(v, weight) || *weight < 1 || *weight > JR_WEIGHT_MAX) {
+            return fail(ld, key, "must be an integer from 1 to %d, got \"%s\"", JR_WEIGHT_MAX, v);
+        }
+    }
+    if (rc) return rc;
+    if (!name_line) return fail(ld, item, "a queue given as a mapping needs a name");
+    return 0;
+}
+
 /* The current event is the value of a list key: read the whole sequence,
  * check each item, then replace the list in the config. */
 static int set_list(loader_t *ld, const key_def_t *d, const char *path) {
     jr_strlist_t list = {0};
     strset_t seen = {0};
-    int rc = 0;
+    int64_t *weights = NULL;
+    int rc = 0, weighted = 0;
+    int queues = d->type == T_QUEUES || d->type == T_WQUEUES;
     char item[PATH_LEN + 24]; /* path plus "[index]" */
+    char name[128 + 1]; /* a queue name (QUEUE_RULE) */
     while ((rc = next(ld)) == 0 && ld->ev.type != YAML_SEQUENCE_END_EVENT) {
         snprintf(item, sizeof item, "%s[%zu]", path, list.n);
-        if (ld->ev.type != YAML_SCALAR_EVENT || ev_is_null(ld)) {
-            rc = fail(ld, item, "expected a string, got %s", ev_kind(ld));
+        int64_t weight = 1;
+        const char *v;
+        size_t line = ev_line(ld);
+        if (d->type == T_WQUEUES && ld->ev.type == YAML_MAPPING_START_EVENT) {
+            if ((rc = weighted_item(ld, item, name, sizeof name, &weight))) break;
+            v = name, weighted = 1;
+        } else if (ld->ev.type != YAML_SCALAR_EVENT || ev_is_null(ld)) {
+            rc = fail(ld, item, "expected a %s, got %s",
+                      d->type == T_WQUEUES ? "queue name or {name: Q, weight: N}" : "string", ev_kind(ld));
             break;
+        } else {
+            v = ev_text(ld);
         }
-        const char *v = ev_text(ld);
         if (d->type == T_PATHS && !*v) {
             rc = fail(ld, item, "must not be empty");
-        } else if (d->type == T_QUEUES && !queue_name_ok(v)) {
+        } else if (queues && !queue_name_ok(v)) {
             rc = fail(ld, item, "bad queue name \"%s\" (must be %s)", v, QUEUE_RULE);
-        } else if (d->type == T_QUEUES && strset_get(&seen, v)) {
+        } else if (queues && strset_get(&seen, v)) {
             rc = fail(ld, item, "queue \"%s\" is listed twice (first given on line %zu)", v,
                       strset_get(&seen, v)->val);
         }
+        if (!rc && d->type == T_WQUEUES) {
+            int64_t *w = grow(weights, list.n, sizeof *w);
+            if (!w) rc = JR_ENOMEM;
+            else weights = w, weights[list.n] = weight;
+        }
         if (!rc) rc = jr_strlist_push(&list, v);
-        if (!rc && d->type == T_QUEUES) rc = strset_add(&seen, list.v[list.n - 1], ev_line(ld));
+        if (!rc && queues) rc = strset_add(&seen, list.v[list.n - 1], line);
         if (rc) break;
     }
     strset_free(&seen);
     if (rc) {
         jr_strlist_free(&list);
+        free(weights);
         return rc;
     }
     jr_strlist_t *field = (jr_strlist_t *)((char *)ld->cfg + d->off);
     jr_strlist_free(field);
     *field = list;
+    if (d->type == T_WQUEUES) { /* the weights go with the list; all 1 = none */
+        free(ld->cfg->worker_weights);
+        ld->cfg->worker_weights = weighted ? weights : NULL;
+        if (!weighted) free(weights);
+    }
     return 0;
 }
 
@@ -596,7 +659,7 @@ static int load_section(loader_t *ld, const char *section) {
 
         const key_def_t *d = &keys[row];
         if ((rc = next(ld))) return rc;
-        int is_list = d->type == T_PATHS || d->type == T_QUEUES;
+        int is_list = d->type == T_PATHS || d->type == T_QUEUES || d->type == T_WQUEUES;
         if (is_list && ld->ev.type != YAML_SEQUENCE_START_EVENT)
             return fail(ld, path, "expected a sequence (e.g. [a, b] or []), got %s",
                         ev_kind(ld));
@@ -729,7 +792,7 @@ int jr_config_load_file(jr_config_t *cfg, const char *path, char *err, size_t er
 /* ---- one setting from text: environment variables and flags ------------ */
 
 /* The rows that take a list: from a variable, "a,b" or YAML flow "[a, b]". */
-static int row_is_list(const key_def_t *d) { return d->type == T_PATHS || d->type == T_QUEUES; }
+static int row_is_list(const key_def_t *d) { return d->type == T_PATHS || d->type == T_QUEUES || d->type == T_WQUEUES; }
 
 /* A row whose key is "*" is a whole section (handlers): its variable is
  * JOBRUNNER_<SECTION> and takes the section's value in YAML flow syntax. */
@@ -875,8 +938,57 @@ int jr_config_apply_env(jr_config_t *cfg, char *const *envp, FILE *warn, char *e
     return 0;
 }
 
+int jr_queue_weight_parse(const char *arg, char *name, size_t namelen, int64_t *weight, char *why,
+                          size_t whylen) {
+    const char *colon = strrchr(arg, ':');
+    size_t len = strlen(arg);
+    *weight = 1;
+    if (colon && colon[1] && strspn(colon + 1, "0123456789") == strlen(colon + 1)) {
+        int64_t w;
+        len = (size_t)(colon - arg);
+        if (parse_int64(colon + 1, &w) || w < 1 || w > JR_WEIGHT_MAX) {
+            set_err(why, whylen, "weight must be an integer from 1 to %d", JR_WEIGHT_MAX);
+            return JR_EINVAL;
+        }
+        *weight = w;
+    }
+    if (len < 1 || len > 128 || len >= namelen) {
+        set_err(why, whylen, "bad queue name (must be %s)", QUEUE_RULE);
+        return JR_EINVAL;
+    }
+    memcpy(name, arg, len);
+    name[len] = '\0';
+    if (!queue_name_ok(name)) {
+        set_err(why, whylen, "bad queue name (must be %s)", QUEUE_RULE);
+        return JR_EINVAL;
+    }
+    return 0;
+}
+
 const char *jr_config_env_var(size_t i, char *buf, size_t len) {
     if (i >= NKEYS) return NULL;
     env_name(&keys[i], buf, len);
     return buf;
+}
+
+int jr_config_set_worker_queues(jr_config_t *cfg, const char *const *names, const int64_t *weights,
+                                size_t n) {
+    jr_strlist_t list = {0};
+    int64_t *w = NULL;
+    int weighted = 0;
+    for (size_t i = 0; weights && i < n; i++) weighted |= weights[i] != 1;
+    if (weighted && !(w = malloc(n * sizeof *w))) return JR_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        if (jr_strlist_push(&list, names[i])) {
+            jr_strlist_free(&list);
+            free(w);
+            return JR_ENOMEM;
+        }
+        if (w) w[i] = weights[i];
+    }
+    jr_strlist_free(&cfg->worker_queues);
+    free(cfg->worker_weights);
+    cfg->worker_queues = list;
+    cfg->worker_weights = w;
+    return 0;
 }

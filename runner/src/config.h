@@ -13,6 +13,9 @@ typedef struct jr_strlist {
 
 typedef enum { JR_LOG_TEXT = 0, JR_LOG_JSON = 1 } jr_log_format_t;
 typedef enum { JR_ISOLATION_PROCESS = 0, JR_ISOLATION_INLINE = 1 } jr_isolation_t;
+/* How a worker shares its fetches among its queues (worker.order). */
+typedef enum { JR_ORDER_WEIGHTED = 0, JR_ORDER_STRICT = 1 } jr_order_t;
+#define JR_WEIGHT_MAX 1000 /* largest queue weight */
 
 /* How a job is run and retried. In a handler override, -1 = inherit. */
 typedef struct jr_policy {
@@ -49,6 +52,9 @@ typedef struct jr_config {
     int worker_isolation;       /* worker.isolation: process | inline (jr_isolation_t), default process */
     int64_t worker_lease_ms;    /* worker.lease: idle time after which another worker takes a job over, 100ms..1h, default 30s */
     int64_t worker_grace_ms;    /* worker.grace: how long running jobs may finish after SIGTERM, 0..1h, default 8s */
+    int64_t *worker_weights;    /* weight of worker_queues.v[i] (1..JR_WEIGHT_MAX), set with it by the
+                                   loader; NULL = every weight 1 */
+    int worker_order;           /* worker.order: weighted | strict (jr_order_t), default weighted */
 
     /* jobs: defaults for every handler */
     jr_policy_t jobs;           /* jobs.timeout 5m (1ms..JR_TIMEOUT_MAX_MS), jobs.max_attempts 10 (1..JR_ATTEMPTS_MAX),
@@ -128,6 +134,19 @@ const char *jr_config_env_var(size_t i, char *buf, size_t len);
 
 /* Free everything *cfg owns; safe to call twice. */
 void jr_config_free(jr_config_t *cfg);
+
+/* Parse a worker's `-q` argument NAME[:WEIGHT]: when what follows the last
+ * ':' is all digits it is the weight (1..JR_WEIGHT_MAX), else the whole
+ * argument is the name and the weight is 1 (so queue "a:6" is given as
+ * "a:6:1"). name gets JR's queue-name rules. Returns 0, or JR_EINVAL with
+ * "why" (e.g. "weight must be an integer from 1 to 1000"). Pure. */
+int jr_queue_weight_parse(const char *arg, char *name, size_t namelen, int64_t *weight, char *why,
+                          size_t whylen);
+
+/* Replace the worker's queues with names[i] of weight weights[i] (weights
+ * NULL = all 1). Returns 0 or JR_ENOMEM (then the config is unchanged). */
+int jr_config_set_worker_queues(jr_config_t *cfg, const char *const *names, const int64_t *weights,
+                                size_t n);
 
 /* Append a copy of s to a list. Returns 0 or JR_ENOMEM. */
 int jr_strlist_push(jr_strlist_t *l, const char *s);

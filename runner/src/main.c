@@ -37,6 +37,8 @@ static const char usage_main[] =
     "  job        show, run-now or delete one job by its id\n"
     "  jobs       list a page of the jobs in one state\n"
     "  cancel     cancel jobs by id (waiting: removed; running: flagged)\n"
+    "  pause      stop workers taking jobs from a queue\n"
+    "  resume     let workers take jobs from a paused queue again\n"
     "  dev        run the demo: private Redis, scheduler, workers, example shop\n"
     "  version    print the version\n"
     "\n"
@@ -61,11 +63,17 @@ static const char usage_common[] =
     "configuration error.\n";
 
 static const char usage_worker[] =
-    "usage: jobrunner worker [-c FILE] [--redis URL] [-q QUEUE]... [--plugin PATH]...\n"
+    "usage: jobrunner worker [-c FILE] [--redis URL] [-q QUEUE[:WEIGHT]]... [--order weighted|strict]\n"
+    "                        [--plugin PATH]...\n"
     "\n"
     "Consume queues (default: 'default') and run each job's handler.\n"
     "\n"
-    "  -q, --queue QUEUE   a queue to consume (repeatable)\n"
+    "  -q, --queue QUEUE[:WEIGHT]  a queue to consume (repeatable); WEIGHT 1-1000 (default 1)\n"
+    "                      is its share of the fetches when every queue has jobs\n"
+    "                      (a queue named like \"a:6\" is given as \"a:6:1\")\n"
+    "      --order ORDER   weighted (default): queues share fetches by weight, an empty\n"
+    "                      queue's share goes to the others; strict: a queue's jobs start\n"
+    "                      only while every queue listed before it has none ready\n"
     "      --metrics ADDR  serve /metrics and /healthz on HOST:PORT (metrics.listen)\n"
     "      --plugin PATH   a plugin .so or a directory of them (repeatable;\n"
     "                      default: the installed jobs directory)\n"
@@ -189,7 +197,7 @@ _Static_assert(JR_DELAY_MAX_MS == 87600 * 3600 * 1000LL && JR_TIMEOUT_MAX_MS == 
                "the maxima in usage_enqueue");
 
 enum { OPT_REDIS = 1000, OPT_PLUGIN, OPT_IN, OPT_AT, OPT_ID, OPT_JSON, OPT_MAX, OPT_TIMEOUT, OPT_ORDERS, OPT_ALL, OPT_BACKOFF, OPT_METRICS,
-       OPT_STATE, OPT_LIMIT, OPT_AFTER };
+       OPT_STATE, OPT_LIMIT, OPT_AFTER, OPT_ORDER };
 /* Flags that set one configuration key (see key_flags). */
 enum { OPT_CONCURRENCY = 1100, OPT_LOG_LEVEL, OPT_LOG_FORMAT, OPT_WAIT };
 
@@ -211,11 +219,12 @@ static const struct option long_opts[] = {
     {"state", required_argument, 0, OPT_STATE},
     {"limit", required_argument, 0, OPT_LIMIT},
     {"after", required_argument, 0, OPT_AFTER},
+    {"order", required_argument, 0, OPT_ORDER},
     {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
 
 /* What the flags said, before the configuration is assembled. */
 typedef struct flags {
-    const char *config, *redis, *in, *at, *id, *max, *timeout, *orders, *backoff, *metrics;
+    const char *config, *redis, *in, *at, *id, *max, *timeout, *orders, *backoff, *metrics, *order;
     const char *state, *limit, *after; /* jobs */
     jr_strlist_t queues, plugins;
     int json, all;
@@ -253,9 +262,23 @@ static int flag_allowed(const char *cmd, int opt) {
     case OPT_METRICS: return !strcmp(cmd, "worker") || !strcmp(cmd, "scheduler");
     case OPT_CONCURRENCY: return !strcmp(cmd, "worker");
     case OPT_LOG_LEVEL: case OPT_LOG_FORMAT: return !strcmp(cmd, "worker") || !strcmp(cmd, "scheduler");
+    case OPT_ORDER: return !strcmp(cmd, "worker");
     }
     return 0;
 }
+
+static const char usage_pause[] =
+    "usage: jobrunner pause [-c FILE] [--redis URL] [-q] QUEUE\n"
+    "\n"
+    "Stop every worker taking new jobs from QUEUE (within 100 ms; running jobs\n"
+    "finish, fetched jobs not yet started go back to the queue). Jobs can still be\n"
+    "enqueued, and delayed jobs still fall due into it. The state is kept in Redis\n"
+    "until 'jobrunner resume'.\n";
+
+static const char usage_resume[] =
+    "usage: jobrunner resume [-c FILE] [--redis URL] [-q] QUEUE\n"
+    "\n"
+    "Let workers take jobs from a paused QUEUE again.\n";
 
 static const char *usage_of(const char *cmd) {
     if (!strcmp(cmd, "worker")) return usage_worker;
@@ -269,6 +292,8 @@ static const char *usage_of(const char *cmd) {
     if (!strcmp(cmd, "job")) return usage_job;
     if (!strcmp(cmd, "jobs")) return usage_jobs;
     if (!strcmp(cmd, "cancel")) return usage_cancel;
+    if (!strcmp(cmd, "pause")) return usage_pause;
+    if (!strcmp(cmd, "resume")) return usage_resume;
     return NULL;
 }
 
@@ -459,6 +484,27 @@ static int run_job_command(const char *cmd, const flags_t *f, const jr_config_t 
     return die(cmd, "unknown subcommand \"%s\" (show, run-now or delete)", sub);
 }
 
+/* The worker's -q flags, QUEUE[:WEIGHT] each, replace worker.queues.
+ * Returns 0, or the usage-error status after saying what was wrong. */
+static int worker_queue_flags(const char *cmd, const flags_t *f, jr_config_t *cfg) {
+    char (*names)[129] = calloc(f->queues.n, sizeof *names);
+    const char **ptrs = calloc(f->queues.n, sizeof *ptrs);
+    int64_t *weights = calloc(f->queues.n, sizeof *weights);
+    int status = names && ptrs && weights ? 0 : 1;
+    char why[JR_ERRLEN];
+    for (size_t i = 0; !status && i < f->queues.n; i++) {
+        if (jr_queue_weight_parse(f->queues.v[i], names[i], sizeof names[i], &weights[i], why, sizeof why))
+            status = die2(cmd, "-q", f->queues.v[i], why);
+        for (size_t j = 0; !status && j < i; j++)
+            if (!strcmp(names[i], names[j])) status = die2(cmd, "-q", f->queues.v[i], "the queue is given twice");
+        ptrs[i] = names[i];
+    }
+    if (!status && jr_config_set_worker_queues(cfg, ptrs, weights, f->queues.n)) status = 1;
+    if (status == 1) fprintf(stderr, "jobrunner %s: %s\n", cmd, jr_strerror(JR_ENOMEM));
+    free(names), free(ptrs), free(weights);
+    return status;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         fputs(usage_main, argc < 2 ? stderr : stdout);
@@ -515,6 +561,7 @@ int main(int argc, char **argv) {
         case OPT_ALL: f.all = 1; break;
         case OPT_BACKOFF: f.backoff = optarg; break;
         case OPT_METRICS: f.metrics = optarg; break;
+        case OPT_ORDER: f.order = optarg; break;
         case OPT_STATE: f.state = optarg; break;
         case OPT_LIMIT: f.limit = optarg; break;
         case OPT_AFTER: f.after = optarg; break;
@@ -528,7 +575,20 @@ int main(int argc, char **argv) {
             status = die(cmd, "invalid queue name \"%s\" (1-128 of A-Z a-z 0-9 _ . : -)", f.queues.v[i]);
             goto out;
         }
-    if (strcmp(cmd, "enqueue") != 0 && strcmp(cmd, "dead") != 0 && strcmp(cmd, "functions") != 0 &&
+    int pausing = !strcmp(cmd, "pause") || !strcmp(cmd, "resume");
+    if (pausing && f.queues.n + (size_t)(argc - optind) != 1) {
+        status = die(cmd, "%s", "expected one QUEUE (as -q QUEUE or QUEUE)");
+        goto out;
+    }
+    if (pausing && optind < argc && !jr_queue_name_valid(argv[optind])) {
+        status = die(cmd, "invalid queue name \"%s\" (1-128 of A-Z a-z 0-9 _ . : -)", argv[optind]);
+        goto out;
+    }
+    if (f.order && strcmp(f.order, "weighted") && strcmp(f.order, "strict")) {
+        status = die2(cmd, "--order", f.order, "must be weighted or strict");
+        goto out;
+    }
+    if (!pausing && strcmp(cmd, "enqueue") != 0 && strcmp(cmd, "dead") != 0 && strcmp(cmd, "functions") != 0 &&
         strcmp(cmd, "job") != 0 && strcmp(cmd, "cancel") != 0 && optind < argc) {
         status = die(cmd, "unexpected argument \"%s\"", argv[optind]);
         goto out;
@@ -584,8 +644,9 @@ int main(int argc, char **argv) {
         free(cfg.metrics_listen);
         if (!(cfg.metrics_listen = strdup(f.metrics))) goto out_of_memory;
     }
-    jr_strlist_t *qdst = !strcmp(cmd, "worker") ? &cfg.worker_queues
-                         : !strcmp(cmd, "scheduler") ? &cfg.scheduler_queues : NULL;
+    if (!strcmp(cmd, "worker") && f.queues.n && (status = worker_queue_flags(cmd, &f, &cfg)) != 0) goto out_cfg;
+    if (f.order) cfg.worker_order = strcmp(f.order, "strict") ? JR_ORDER_WEIGHTED : JR_ORDER_STRICT;
+    jr_strlist_t *qdst = !strcmp(cmd, "scheduler") ? &cfg.scheduler_queues : NULL;
     if (qdst && f.queues.n) {
         jr_strlist_free(qdst);
         for (size_t i = 0; i < f.queues.n; i++)
@@ -616,6 +677,8 @@ int main(int argc, char **argv) {
             status = die(cmd, "%s", "expected load or dump");
         else
             status = jr_cmd_functions(&cfg, argv[optind], stdout);
+    } else if (pausing) {
+        status = jr_cmd_pause(&cfg, f.queues.n ? f.queues.v[0] : argv[optind], !strcmp(cmd, "pause"), stdout);
     } else if (!strcmp(cmd, "dead")) {
         if (optind >= argc) {
             status = die(cmd, "%s", "expected list, show, retry or purge");

@@ -792,6 +792,8 @@ int jr_redis_ensure_groups(jr_redis_t *r, const char *const *queues, size_t n) {
 
 void jr_batch_free(jr_batch_t *b) {
     if (b->reply) freeReplyObject(b->reply);
+    for (size_t i = 0; i < b->nmore; i++) freeReplyObject(b->more[i]);
+    free(b->more);
     free(b->v);
     free(b->strs);
     free(b->lens);
@@ -851,13 +853,11 @@ static int is_ready_key(const char *key, const char *queue) {
  * that b now owns. With queues (n > 0) each stream's entries get the index
  * of their queue (a stream of no queue is a protocol error); without, every
  * entry gets qi_default. */
-static int parse_streams(jr_redis_t *r, jr_batch_t *b, redisReply *rep, const char *const *queues,
-                         size_t n, uint32_t qi_default) {
-    b->reply = rep;
+/* Count the entries and field strings of an XREADGROUP-shaped reply into
+ * *entries and *strs (added); JR_EPROTO if it has another shape. */
+static int count_streams(jr_redis_t *r, const redisReply *rep, size_t *entries, size_t *strs) {
     if (rep->type == REDIS_REPLY_NIL) return 0;
     if (rep->type != REDIS_REPLY_ARRAY) return fail(r, JR_EPROTO, "stream read: unexpected reply");
-    /* Count first, so pointers into the arrays never move while filling. */
-    size_t entries = 0, strs = 0;
     for (size_t s = 0; s < rep->elements; s++) {
         redisReply *st = rep->element[s];
         if (st->type != REDIS_REPLY_ARRAY || st->elements != 2 ||
@@ -865,13 +865,33 @@ static int parse_streams(jr_redis_t *r, jr_batch_t *b, redisReply *rep, const ch
             return fail(r, JR_EPROTO, "stream read: unexpected stream reply");
         for (size_t e = 0; e < st->element[1]->elements; e++) {
             redisReply *en = st->element[1]->element[e];
-            entries++;
+            (*entries)++;
             if (en->type == REDIS_REPLY_ARRAY && en->elements == 2 &&
                 en->element[1]->type == REDIS_REPLY_ARRAY)
-                strs += en->element[1]->elements;
+                *strs += en->element[1]->elements;
         }
     }
+    return 0;
+}
+
+static int fill_streams(jr_redis_t *r, jr_batch_t *b, redisReply *rep, const char *const *queues,
+                        size_t n, uint32_t qi_default);
+
+static int parse_streams(jr_redis_t *r, jr_batch_t *b, redisReply *rep, const char *const *queues,
+                         size_t n, uint32_t qi_default) {
+    b->reply = rep;
+    /* Count first, so pointers into the arrays never move while filling. */
+    size_t entries = 0, strs = 0;
+    int rc = count_streams(r, rep, &entries, &strs);
+    if (rc) return rc;
     if (batch_reserve(b, entries, strs)) return fail(r, JR_ENOMEM, "out of memory");
+    return fill_streams(r, b, rep, queues, n, qi_default);
+}
+
+/* Append the entries of rep (counted and reserved already) to *b. */
+static int fill_streams(jr_redis_t *r, jr_batch_t *b, redisReply *rep, const char *const *queues,
+                        size_t n, uint32_t qi_default) {
+    if (rep->type == REDIS_REPLY_NIL) return 0;
     for (size_t s = 0; s < rep->elements; s++) {
         redisReply *st = rep->element[s];
         uint32_t qi = qi_default;
@@ -917,7 +937,8 @@ static int parse_streams(jr_redis_t *r, jr_batch_t *b, redisReply *rep, const ch
 /* Drop what the batch holds from its last fill. */
 static void batch_reset(jr_batch_t *b) {
     if (b->reply) freeReplyObject(b->reply);
-    b->reply = NULL, b->n = 0, b->nstrs = 0;
+    for (size_t i = 0; i < b->nmore; i++) freeReplyObject(b->more[i]);
+    b->reply = NULL, b->n = 0, b->nstrs = 0, b->nmore = 0;
 }
 
 int jr_redis_recv_read(jr_redis_t *r, jr_batch_t *b, const char *const *queues, size_t n) {
@@ -1197,20 +1218,21 @@ static int recv_n(jr_redis_t *r, size_t n, redisReply **last) {
 }
 
 int jr_redis_proc_announce(jr_redis_t *r, const jr_proc_t *p) {
-    char key[JR_PROC_NAME_MAX + 16], pid[24], started[24], running[24], lease[24];
+    char key[JR_PROC_NAME_MAX + 16], pid[24], started[24], running[24], lease[24], client[24];
     proc_key(key, sizeof key, p->name);
     snprintf(pid, sizeof pid, "%lld", p->pid);
     snprintf(started, sizeof started, "%lld", p->started_ms);
     snprintf(running, sizeof running, "%lld", p->running);
     snprintf(lease, sizeof lease, "%lld", p->lease_ms);
+    snprintf(client, sizeof client, "%lld", p->client_id);
     const char *hset[] = {"HSET", key, "role", p->role, "host", p->host, "pid", pid, "queues",
                           p->queues ? p->queues : "", "version", p->version, "started", started,
-                          "running", running, "lease", lease};
+                          "running", running, "lease", lease, "client", client};
     const char *multi[] = {"MULTI"}, *exec_[] = {"EXEC"};
     const char *pexpire[] = {"PEXPIRE", key, lease};
     const char *zadd[] = {"ZADD", JR_PROCS_KEY, started, p->name};
     int rc;
-    if ((rc = append_argv(r, 1, multi, NULL)) || (rc = append_argv(r, 18, hset, NULL)) ||
+    if ((rc = append_argv(r, 1, multi, NULL)) || (rc = append_argv(r, p->client_id > 0 ? 20 : 18, hset, NULL)) ||
         (rc = append_argv(r, 3, pexpire, NULL)) || (rc = append_argv(r, 4, zadd, NULL)) ||
         (rc = append_argv(r, 1, exec_, NULL)) || (rc = jr_redis_flush(r)))
         return rc;
@@ -1253,6 +1275,7 @@ static int proc_from_hash(jr_proc_t *p, const redisReply *h) {
         else if (!strcmp(f, "started")) p->started_ms = strtoll(v, NULL, 10);
         else if (!strcmp(f, "running")) p->running = strtoll(v, NULL, 10);
         else if (!strcmp(f, "lease")) p->lease_ms = strtoll(v, NULL, 10);
+        else if (!strcmp(f, "client")) p->client_id = strtoll(v, NULL, 10);
     }
     return 1;
 }
@@ -1595,4 +1618,149 @@ int jr_redis_cancelled_entries(jr_redis_t *r, const char *queue, const char *con
         if (rep->element[i]->type == REDIS_REPLY_STRING) cancelled[i] = 1, got++;
     freeReplyObject(rep);
     return got;
+}
+
+/* ---- priorities and pause (see docs/redis-contract.md) -------------------- */
+
+/* Append HMGET JR_PAUSED_KEY <queues...>. */
+static int append_paused(jr_redis_t *r, const char *const *queues, size_t n) {
+    const char **argv = malloc((n + 2) * sizeof *argv);
+    if (!argv) return fail(r, JR_ENOMEM, "out of memory");
+    argv[0] = "HMGET", argv[1] = JR_PAUSED_KEY;
+    for (size_t i = 0; i < n; i++) argv[2 + i] = queues[i];
+    int rc = append_argv(r, (int)(n + 2), argv, NULL);
+    free(argv);
+    return rc;
+}
+
+/* Read the HMGET reply of append_paused: paused[i] = 1 where queue i has a
+ * value. An error reply is JR_EREDIS (paused unchanged). */
+static int recv_paused(jr_redis_t *r, size_t n, unsigned char *paused) {
+    redisReply *rep;
+    int rc = recv_reply(r, &rep, r->timeout_us);
+    if (rc || (rc = reply_error(r, rep))) return rc;
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != n) {
+        freeReplyObject(rep);
+        return fail(r, JR_EPROTO, "HMGET %s: unexpected reply", JR_PAUSED_KEY);
+    }
+    for (size_t i = 0; i < n; i++) paused[i] = rep->element[i]->type != REDIS_REPLY_NIL;
+    freeReplyObject(rep);
+    return 0;
+}
+
+int jr_redis_paused(jr_redis_t *r, const char *const *queues, size_t n, unsigned char *paused) {
+    int rc = append_paused(r, queues, n);
+    if (rc || (rc = jr_redis_flush(r))) return rc;
+    return recv_paused(r, n, paused);
+}
+
+int jr_redis_read_each(jr_redis_t *r, const char *consumer, const char *const *queues, size_t n,
+                       const int64_t *counts, jr_batch_t *b, unsigned char *paused) {
+    batch_reset(b);
+    size_t k = 0;
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        if (counts[i] <= 0) continue;
+        char cnt[24];
+        jr_qkeys_t q;
+        jr_qkeys(&q, queues[i]);
+        snprintf(cnt, sizeof cnt, "%lld", (long long)counts[i]);
+        const char *argv[] = {"XREADGROUP", "GROUP", JR_GROUP, consumer, "COUNT", cnt, "STREAMS", q.ready, ">"};
+        rc = append_argv(r, 9, argv, NULL);
+        k++;
+    }
+    if (rc || (rc = append_paused(r, queues, n)) || (rc = jr_redis_flush(r))) return rc;
+    if (k > b->morecap + 1) {
+        void **m = realloc(b->more, (k - 1) * sizeof *m);
+        if (!m) return fail(r, JR_ENOMEM, "out of memory"); /* the connection is then dropped */
+        b->more = m, b->morecap = k - 1;
+    }
+    /* Read every reply (the batch owns them), then count, reserve and fill. */
+    int first_err = 0;
+    size_t entries = 0, strs = 0;
+    for (size_t i = 0; i < k; i++) {
+        redisReply *rep;
+        if ((rc = recv_reply(r, &rep, r->timeout_us))) return rc;
+        if (i == 0) b->reply = rep;
+        else b->more[b->nmore++] = rep;
+        if (rep->type == REDIS_REPLY_ERROR) {
+            if (!first_err) first_err = fail(r, JR_EREDIS, "%s", rep->str);
+        } else if (!first_err && (rc = count_streams(r, rep, &entries, &strs))) {
+            first_err = rc;
+        }
+    }
+    if ((rc = recv_paused(r, n, paused)) || first_err) return first_err ? first_err : rc;
+    if (batch_reserve(b, entries, strs)) return fail(r, JR_ENOMEM, "out of memory");
+    for (size_t i = 0; i < k && !rc; i++) rc = fill_streams(r, b, i ? b->more[i - 1] : b->reply, queues, n, 0);
+    return rc;
+}
+
+int jr_redis_send_read_paused(jr_redis_t *r, const char *consumer, const char *const *queues, size_t n,
+                              const unsigned char *on, int64_t count, int64_t block_ms) {
+    const char **sel = malloc((n ? n : 1) * sizeof *sel);
+    if (!sel) return fail(r, JR_ENOMEM, "out of memory");
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (on[i]) sel[m++] = queues[i];
+    int rc;
+    if (m) {
+        rc = jr_redis_send_read(r, consumer, sel, m, count, block_ms); /* flushes; the HMGET follows at once */
+    } else { /* nothing to read: wait on a key nobody writes until the period ends or CLIENT UNBLOCK */
+        char blk[24];
+        snprintf(blk, sizeof blk, "%lld", (long long)block_ms);
+        const char *argv[] = {"XREAD", "BLOCK", blk, "STREAMS", JR_RESUMED_KEY, "$"};
+        rc = append_argv(r, 6, argv, NULL);
+    }
+    free(sel);
+    if (!rc) rc = append_paused(r, queues, n);
+    return rc ? rc : jr_redis_flush(r);
+}
+
+int jr_redis_recv_read_paused(jr_redis_t *r, jr_batch_t *b, const char *const *queues, size_t n, int any_on,
+                              unsigned char *paused) {
+    batch_reset(b);
+    redisReply *rep;
+    int rc = recv_reply(r, &rep, r->timeout_us);
+    if (rc) return rc;
+    int prc = recv_paused(r, n, paused); /* always read: the connection stays in step */
+    if (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "UNBLOCKED", 9) == 0) {
+        freeReplyObject(rep);
+        return prc;
+    }
+    if ((rc = reply_error(r, rep))) return rc;
+    if (!any_on) { /* the wait on JR_RESUMED_KEY: nothing to take */
+        freeReplyObject(rep);
+        return prc;
+    }
+    if ((rc = parse_streams(r, b, rep, queues, n, 0))) return rc;
+    return prc;
+}
+
+int jr_redis_pause(jr_redis_t *r, const char *queue, int on, int64_t now_ms, int *changed) {
+    char ms[24];
+    snprintf(ms, sizeof ms, "%lld", (long long)now_ms);
+    redisReply *rep;
+    int rc = on ? exec(r, &rep, "HSETNX", JR_PAUSED_KEY, queue, ms, NULL)
+                : exec(r, &rep, "HDEL", JR_PAUSED_KEY, queue, NULL);
+    if (rc) return rc;
+    rc = rep->type == REDIS_REPLY_INTEGER ? (*changed = rep->integer != 0, 0)
+                                          : fail(r, JR_EPROTO, "pause: unexpected reply");
+    freeReplyObject(rep);
+    return rc;
+}
+
+int jr_redis_paused_since(jr_redis_t *r, const char *const *queues, size_t n, long long *since_ms) {
+    int rc = append_paused(r, queues, n);
+    if (rc || (rc = jr_redis_flush(r))) return rc;
+    redisReply *rep;
+    if ((rc = recv_reply(r, &rep, r->timeout_us)) || (rc = reply_error(r, rep))) return rc;
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != n) {
+        freeReplyObject(rep);
+        return fail(r, JR_EPROTO, "HMGET %s: unexpected reply", JR_PAUSED_KEY);
+    }
+    for (size_t i = 0; i < n; i++)
+        since_ms[i] = rep->element[i]->type == REDIS_REPLY_STRING ? strtoll(rep->element[i]->str, NULL, 10)
+                      : -1;
+    freeReplyObject(rep);
+    return 0;
 }

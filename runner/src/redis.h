@@ -151,6 +151,8 @@ typedef struct jr_batch {
     size_t *lens;
     size_t nstrs, strcap;
     void *reply; /* owned */
+    void **more; /* further replies owned (jr_redis_read_each) */
+    size_t nmore, morecap;
 } jr_batch_t;
 void jr_batch_free(jr_batch_t *b);
 
@@ -234,6 +236,8 @@ typedef struct jr_proc {
     long long running;           /* jobs running at the last refresh */
     long long lease_ms;          /* the key lives this long after each refresh */
     long long seen_ago_ms;       /* since the last refresh, by Redis's clock */
+    long long client_id;         /* a worker's CLIENT ID of its blocking read connection, 0 = none
+                                    (`pause` and `resume` CLIENT UNBLOCK it to wake the worker) */
 } jr_proc_t;
 
 /* Announce or refresh p (name, role, host, pid, queues, version, started,
@@ -310,3 +314,38 @@ int jr_redis_zrange_page(jr_redis_t *r, const char *key, const char *min, int64_
                          jr_batch_t *b);
 
 #endif
+
+/* ---- priorities and pause (see docs/redis-contract.md) -------------------- */
+
+#define JR_PAUSED_KEY "jr:{queues}:paused"   /* hash: paused queue -> since (Unix ms) */
+#define JR_RESUMED_KEY "jr:{queues}:resumed" /* never written: workers whose queues are all
+                                                paused block on it (XREAD) until woken */
+
+/* paused[i] = 1 if queues[i] is paused now (one HMGET). */
+int jr_redis_paused(jr_redis_t *r, const char *const *queues, size_t n, unsigned char *paused);
+/* since_ms[i] = when queues[i] was paused (Unix ms), -1 if it is not. */
+int jr_redis_paused_since(jr_redis_t *r, const char *const *queues, size_t n, long long *since_ms);
+
+/* Pause (on = 1: HSETNX, keeping the first time) or resume (HDEL) a queue;
+ * *changed = 0 if it already was so. Workers are not woken here. */
+int jr_redis_pause(jr_redis_t *r, const char *queue, int on, int64_t now_ms, int *changed);
+
+/* One pipeline without blocking: for each queue i with counts[i] > 0,
+ * XREADGROUP ... COUNT counts[i] STREAMS <ready i> >; then HMGET of the
+ * paused state of all n queues, which Redis runs after the reads. Waits for
+ * every reply: the entries go into *b (queue index i, queue by queue in
+ * order), paused[i] = 1 if queue i is paused (as of just after the reads:
+ * entries of a queue paused meanwhile are to be handed back). An error reply
+ * to a read is JR_EREDIS with its text (b then holds nothing usable). */
+int jr_redis_read_each(jr_redis_t *r, const char *consumer, const char *const *queues, size_t n,
+                       const int64_t *counts, jr_batch_t *b, unsigned char *paused);
+
+/* Send, without waiting: XREADGROUP ... COUNT count BLOCK block_ms over the
+ * queues i with on[i] (or, when none is on, XREAD BLOCK block_ms on
+ * JR_RESUMED_KEY, which only the timeout or CLIENT UNBLOCK ends), then
+ * HMGET of the paused state of all n queues (run by Redis after the read
+ * returns). Read both with jr_redis_recv_read_paused (any_on = some on[i]). */
+int jr_redis_send_read_paused(jr_redis_t *r, const char *consumer, const char *const *queues, size_t n,
+                              const unsigned char *on, int64_t count, int64_t block_ms);
+int jr_redis_recv_read_paused(jr_redis_t *r, jr_batch_t *b, const char *const *queues, size_t n, int any_on,
+                              unsigned char *paused);

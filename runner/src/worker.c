@@ -31,6 +31,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "presence.h"
+#include "prio.h"
 #include "proc.h"
 #include "redis.h"
 #include "util.h"
@@ -113,6 +114,22 @@ typedef struct worker {
     int64_t grace_deadline;
     uint64_t rng;
     jr_presence_t presence; /* this worker in the live list */
+    /* Priorities and pause (see "fetching"): per queue */
+    const int64_t *weights;  /* worker.queues weights, NULL = all 1 */
+    int64_t *swrr;           /* jr_prio_split's credit per queue */
+    unsigned char *paused;   /* as Redis said last */
+    unsigned char *on;       /* scratch: the queues a read covers */
+    int64_t *counts;         /* scratch: COUNT per queue */
+    int64_t *got;            /* scratch: entries per queue in a read */
+    int64_t *cur;            /* scratch: 3 x nq for jr_prio_order */
+    jr_entry_t *order;       /* scratch: a batch's entries in starting order */
+    uint32_t *order_q;       /* scratch: their queues */
+    size_t *order_perm;      /* scratch: the order */
+    size_t order_cap;
+    int read_on_any;         /* the blocking read in flight covers some queue */
+    int went_idle;           /* the last blocking read brought nothing: block again */
+    int64_t next_pause_check; /* while jobs wait and nothing is read: re-read the paused set then */
+    unsigned char *order_scratch; /* scratch: a paused set just read (nq bytes) */
 } worker_t;
 
 static uint64_t next_rand(worker_t *w) { /* xorshift64* */
@@ -430,7 +447,7 @@ static int dispatch(worker_t *w, const jr_batch_t *b, int reclaimed) {
         if (reclaimed && strlen(e->id) < ENTRY_MAX && held(w, e->queue, e->id)) {
             jr_log_kv(JR_LOG_WARN, "Redis gave back a job this worker already holds; not running it again",
                       "entry", e->id, "queue", w->queues[e->queue], NULL);
-        } else if (w->stopping) {
+        } else if (w->stopping || w->paused[e->queue]) { /* paused: fetched before it was seen */
             rc = push_op(w, OP_HANDBACK, e->queue, e->id, 0, NULL, NULL);
         } else if (strlen(e->id) >= ENTRY_MAX) {
             rc = reject(w, e->queue, e->id, "malformed stream entry id");
@@ -706,6 +723,12 @@ static int try_connect(worker_t *w) {
     }
     int rc = jr_redis_ensure_groups(w->ctl, w->queues, w->nq);
     if (!rc) rc = jr_redis_client_id(w->rd, &w->rd_id);
+    if (!rc) { /* start with the paused set as it is (a refusal: the first read tells) */
+        int prc = jr_redis_paused(w->ctl, w->queues, w->nq, w->order_scratch);
+        if (!prc) memcpy(w->paused, w->order_scratch, w->nq);
+        else if (!jr_redis_ok(w->ctl)) rc = prc;
+    }
+    w->presence.self.client_id = w->rd_id; /* pause and resume wake the blocking read */
     if (rc) { /* e.g. a queue's stream key of another type: back off, do not flood the log */
         drop_conns(w, rc);
         w->backoff_ms = w->backoff_ms * 2 > 5000 ? 5000 : w->backoff_ms * 2;
@@ -716,6 +739,151 @@ static int try_connect(worker_t *w) {
     if (w->backoff_ms > 100) jr_log_kv(JR_LOG_INFO, "connected to Redis", NULL);
     w->backoff_ms = 100;
     return 0;
+}
+
+/* ---- fetching: priorities and pause -------------------------------------- */
+
+/* Put the batch's entries in the order their jobs should start
+ * (jr_prio_order): interleaved by weight, or queue by queue when strict. */
+static int interleave(worker_t *w, jr_batch_t *b) {
+    if (b->n < 2 || w->nq < 2) return 0;
+    if (b->n > w->order_cap) {
+        jr_entry_t *v = realloc(w->order, b->n * sizeof *v);
+        uint32_t *q = v ? realloc(w->order_q, b->n * sizeof *q) : NULL;
+        size_t *p = q ? realloc(w->order_perm, b->n * sizeof *p) : NULL;
+        if (v) w->order = v;
+        if (q) w->order_q = q;
+        if (!p) return JR_ENOMEM;
+        w->order_perm = p, w->order_cap = b->n;
+    }
+    for (size_t i = 0; i < b->n; i++) w->order_q[i] = b->v[i].queue;
+    jr_prio_order(w->weights, w->nq, w->cfg->worker_order == JR_ORDER_STRICT, w->order_q, b->n, w->order_perm,
+                  w->cur);
+    for (size_t k = 0; k < b->n; k++) w->order[k] = b->v[w->order_perm[k]];
+    memcpy(b->v, w->order, b->n * sizeof *b->v);
+    return 0;
+}
+
+/* The paused set as Redis now says: a queue newly paused gives back the
+ * jobs fetched from it and not started (waiting here, and waiting in a
+ * runner's batch: those of every queue go back then), so none starts after
+ * the pause is seen. */
+static int see_paused(worker_t *w, const unsigned char *now) {
+    int newly = 0, rc = 0;
+    for (size_t q = 0; q < w->nq; q++) {
+        if (now[q] == w->paused[q]) continue;
+        w->paused[q] = now[q];
+        newly |= now[q];
+        jr_log_kv(JR_LOG_INFO, now[q] ? "queue paused: taking no new jobs from it" : "queue resumed", "queue",
+                  w->queues[q], NULL);
+    }
+    if (!newly) return 0;
+    int submitted = 0;
+    for (size_t i = 0; i < w->nslots; i++)
+        submitted |= w->slots[i].state == SLOT_SUBMITTED && w->paused[w->slots[i].queue];
+    size_t n;
+    while (submitted && !rc && (n = jr_exec_shed(w->exec, w->outcomes, w->noutcomes)) > 0)
+        for (size_t i = 0; i < n && !rc; i++) rc = finish(w, &w->outcomes[i]);
+    size_t keep = w->wq_head;
+    for (size_t i = w->wq_head; i < w->wq_n && !rc; i++) {
+        slot_t *s = &w->slots[w->waitq[i]];
+        if (!w->paused[s->queue]) {
+            w->waitq[keep++] = w->waitq[i];
+            continue;
+        }
+        rc = push_op(w, OP_HANDBACK, s->queue, s->entry, 0, NULL, NULL);
+        free_slot(w, s);
+    }
+    if (!rc) w->wq_n = keep;
+    return rc;
+}
+
+/* Read without blocking, in rounds: each round asks every queue still in
+ * play for its share of what is still wanted (weighted: jr_prio_split; strict:
+ * the first queue in play for all of it) in one pipeline, with the paused
+ * set read after it; a queue that comes back short is out of play, and
+ * what it did not give is asked of the others in the next round. Returns
+ * the entries taken (dispatched), or an error. */
+static int read_rounds(worker_t *w, size_t want, size_t *taken) {
+    unsigned char *inplay = w->on, *now = w->order_scratch;
+    int rc = 0;
+    for (size_t q = 0; q < w->nq; q++) inplay[q] = !w->paused[q];
+    *taken = 0;
+    for (size_t round = 0; round < w->nq && *taken < want && !rc; round++) {
+        size_t left = want - *taken, first = w->nq;
+        for (size_t q = 0; q < w->nq && first == w->nq; q++)
+            if (inplay[q]) first = q;
+        if (first == w->nq) break;
+        if (w->cfg->worker_order == JR_ORDER_STRICT) {
+            for (size_t q = 0; q < w->nq; q++) w->counts[q] = q == first ? (int64_t)left : 0;
+        } else {
+            jr_prio_split(w->weights, w->swrr, w->nq, inplay, left, w->counts);
+        }
+        memcpy(w->got, w->counts, w->nq * sizeof *w->got); /* asked */
+        int64_t sent = jr_mono_us();
+        if ((rc = jr_redis_read_each(w->rd, w->consumer, w->queues, w->nq, w->got, &w->batch, now))) break;
+        if ((rc = see_paused(w, now))) break;
+        size_t n = w->batch.n;
+        for (size_t q = 0; q < w->nq; q++) { /* w->got = asked; a queue that came back short is out */
+            int64_t g = 0;
+            for (size_t i = 0; i < n; i++) g += w->batch.v[i].queue == q;
+            if ((w->got[q] > 0 && g < w->got[q]) || w->paused[q]) inplay[q] = 0;
+        }
+        if (n == left) w->rtt_us = ewma(w->rtt_us, jr_mono_us() - sent);
+        if ((rc = interleave(w, &w->batch))) break;
+        jr_metrics_fetched(n);
+        *taken += n;
+        if ((rc = dispatch(w, &w->batch, 0))) break;
+    }
+    return rc;
+}
+
+/* Fetch up to `want` entries. One queue in play (or the last fetch found
+ * every queue empty): the one blocking read, sent now and taken in turn()
+ * — XREADGROUP BLOCK answers at once when entries are there. Several:
+ * read_rounds; only if they bring nothing, the blocking read over all the
+ * queues in play (whatever comes first). Every queue paused: a blocking
+ * wait that a resume (CLIENT UNBLOCK) or the period ends. The paused set
+ * is read with every read, after it. */
+static int fetch(worker_t *w, size_t want, int64_t block) {
+    size_t active = 0, taken = 0;
+    for (size_t q = 0; q < w->nq; q++) active += !w->paused[q];
+    if (active > 1 && !w->went_idle) {
+        int rc = read_rounds(w, want, &taken);
+        if (rc || taken) {
+            w->last_read_full = taken >= want;
+            return rc;
+        }
+        active = 0; /* the rounds may have seen pauses */
+        for (size_t q = 0; q < w->nq; q++) active += !w->paused[q];
+    }
+    for (size_t q = 0; q < w->nq; q++) w->on[q] = !w->paused[q];
+    /* COUNT is per stream: ask each queue for its share. */
+    int64_t count = active ? (int64_t)((want + active - 1) / active) : 1;
+    int rc = jr_redis_send_read_paused(w->rd, w->consumer, w->queues, w->nq, w->on, count, block);
+    if (rc) return rc;
+    w->reading = 1, w->read_on_any = active > 0;
+    w->read_sent_us = jr_mono_us(), w->read_count = (size_t)count;
+    return 0;
+}
+
+/* 1 if fetched jobs wait to start: here, or in a runner's batch. */
+static int jobs_wait(const worker_t *w) {
+    return w->wq_n > w->wq_head || jr_exec_busy(w->exec) > w->runners;
+}
+
+/* While jobs wait to start and nothing is read, the paused set is read
+ * every 50 ms (on ctl), so a pause stops them within the bound even when no
+ * read brings the news. */
+#define PAUSE_CHECK_US 50000
+static int check_paused(worker_t *w) {
+    if (w->reading || !jobs_wait(w) || jr_mono_us() < w->next_pause_check) return 0;
+    w->next_pause_check = jr_mono_us() + PAUSE_CHECK_US;
+    unsigned char *now = w->order_scratch;
+    int rc = jr_redis_paused(w->ctl, w->queues, w->nq, now);
+    if (rc == JR_EREDIS && jr_redis_ok(w->ctl)) rc = 0; /* refused: the next read tells */
+    else if (!rc) rc = see_paused(w, now);
+    return rc;
 }
 
 /* ---- the loop ------------------------------------------------------------- */
@@ -754,7 +922,7 @@ static int turn(worker_t *w, int sigfd) {
         jr_metrics_redis_ok();
     }
     if (connected && w->nops && (rc = flush_ops(w))) return rc;
-    int may_fetch = connected && !w->stopping && !w->reading && w->nops == 0;
+    int may_fetch = connected && !w->stopping && !w->reading && w->nops == 0, again = 0;
     if (may_fetch && now >= w->next_reclaim && room(w) > 0 && (rc = reclaim(w, room(w)))) return rc;
     size_t want = room(w);
     if (!w->last_read_full) { /* the queues ran dry: this read will likely block until jobs come; */
@@ -764,13 +932,12 @@ static int turn(worker_t *w, int sigfd) {
     if (may_fetch && w->nops == 0 && want > 0 && (now < w->next_reclaim || !strcmp(w->cursor, "0-0"))) {
         int64_t block = w->cfg->worker_block_ms;
         int64_t until = w->next_reclaim > now ? (w->next_reclaim - now) / 1000 + 1 : block;
-        /* COUNT is per stream: ask each queue for its share. */
-        int64_t count = (int64_t)((want + w->nq - 1) / w->nq);
-        if ((rc = jr_redis_send_read(w->rd, w->consumer, w->queues, w->nq, count, until < block ? until : block)))
-            return rc;
-        w->reading = 1;
-        w->read_sent_us = jr_mono_us(), w->read_count = (size_t)count;
+        size_t before = w->used + w->nops;
+        if ((rc = fetch(w, want, until < block ? until : block))) return rc;
+        /* Entries taken without blocking: fetch again at once if there is room. */
+        again = !w->reading && w->used + w->nops != before;
     }
+    if (connected && (rc = check_paused(w))) return rc;
     /* Wait for: the read, a runner, a signal, or the next timer. */
     struct pollfd fds[2 + 256];
     size_t nf = 0;
@@ -794,16 +961,21 @@ static int turn(worker_t *w, int sigfd) {
     if (!w->stopping && jr_exec_idle(w->exec) == 0 &&
         (jr_exec_busy(w->exec) > w->runners || w->wq_n > w->wq_head)) /* jobs wait: see shed() */
         deadline = min_deadline(deadline, now + shed_after_us(w));
-    int timeout = ready_now ? 0 : deadline < 0 ? -1 : (int)((deadline - now + 999) / 1000);
+    if (connected && !w->reading && jobs_wait(w)) deadline = min_deadline(deadline, w->next_pause_check);
+    int timeout = ready_now || again ? 0 : deadline < 0 ? -1 : (int)((deadline - now + 999) / 1000);
     if (timeout < 0 && deadline >= 0) timeout = 0;
     jr_log_flush();
     if (poll(fds, nf, timeout) < 0 && errno != EINTR) return JR_EIO;
 
     if (w->reading && (ready_now || (fds[0].revents & (POLLIN | POLLHUP | POLLERR)))) {
         w->reading = 0;
-        if ((rc = jr_redis_recv_read(w->rd, &w->batch, w->queues, w->nq))) return rc;
+        unsigned char *paused_now = w->order_scratch;
+        if ((rc = jr_redis_recv_read_paused(w->rd, &w->batch, w->queues, w->nq, w->read_on_any, paused_now)) ||
+            (rc = see_paused(w, paused_now)) || (rc = interleave(w, &w->batch)))
+            return rc;
         jr_metrics_redis_ok();
         jr_metrics_fetched(w->batch.n);
+        w->went_idle = w->batch.n == 0;
         if ((rc = dispatch(w, &w->batch, 0))) return rc;
         /* A full batch was there already (the read did not block): its
          * time, until the jobs were handed over, is a fetch round trip. */
@@ -831,11 +1003,24 @@ static int turn(worker_t *w, int sigfd) {
     return w->ctl ? flush_ops(w) : 0;
 }
 
+static void free_fetch(worker_t *w) {
+    free(w->swrr), free(w->counts), free(w->got), free(w->cur), free(w->paused), free(w->on), free(w->order_scratch);
+    free(w->order), free(w->order_q), free(w->order_perm);
+}
+
 int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
     static const char *dflt[] = {JR_DEFAULT_QUEUE};
     worker_t w = {.cfg = cfg, .reg = reg, .backoff_ms = 100};
     w.queues = cfg->worker_queues.n ? (const char **)cfg->worker_queues.v : dflt;
     w.nq = cfg->worker_queues.n ? cfg->worker_queues.n : 1;
+    w.weights = cfg->worker_queues.n ? cfg->worker_weights : NULL;
+    w.swrr = calloc(w.nq, sizeof *w.swrr);
+    w.counts = calloc(w.nq, sizeof *w.counts);
+    w.got = calloc(w.nq, sizeof *w.got);
+    w.cur = calloc(3 * w.nq, sizeof *w.cur);
+    w.paused = calloc(w.nq, 1);
+    w.on = calloc(w.nq, 1);
+    w.order_scratch = calloc(w.nq, 1);
     jr_consumer_name(w.consumer, sizeof w.consumer);
     w.rng = (uint64_t)jr_mono_us() ^ ((uint64_t)getpid() << 32) ^ 0x9E3779B97F4A7C15ULL;
     snprintf(w.cursor, sizeof w.cursor, "0-0");
@@ -849,11 +1034,13 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
     int sigfd = jr_signals_install();
     char err[JR_ERRLEN];
     int nomem = jr_presence_init(&w.presence, "worker", w.consumer, w.queues, w.nq, cfg->worker_lease_ms) ||
-                !w.tasks || !w.outcomes;
+                !w.tasks || !w.outcomes || !w.swrr || !w.counts || !w.got || !w.cur || !w.paused || !w.on ||
+                !w.order_scratch;
     if (nomem ||
         !(w.exec = jr_exec_new(reg, inline_mode, (int)runners, (size_t)cfg->worker_batch, err, sizeof err))) {
         jr_log_kv(JR_LOG_ERROR, "cannot start the worker", "error", nomem ? "out of memory" : err, NULL);
         free(w.tasks), free(w.outcomes);
+        free_fetch(&w);
         jr_presence_free(&w.presence);
         return 1;
     }
@@ -872,6 +1059,7 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
         jr_log_kv(JR_LOG_ERROR, "cannot start the worker", "error", err, NULL);
         jr_exec_free(w.exec);
         free(w.tasks), free(w.outcomes);
+        free_fetch(&w);
         jr_presence_free(&w.presence);
         return 1;
     }
@@ -926,5 +1114,6 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
     free(w.ops);
     jr_batch_free(&w.batch);
     free(w.slots), free(w.waitq), free(w.tasks), free(w.outcomes);
+    free_fetch(&w);
     return 0;
 }

@@ -95,13 +95,13 @@ Test(json, stats_is_one_object_with_numbers) {
     const char *stats[] = {"stats", "-c", cfg, "-q", "default", "-q", "other", "--json", NULL};
     json_t *j = run_json(0, stats);
     expect_json(j,
-                "{\"queues\":[{\"queue\":\"default\",\"ready\":2,\"pending\":0,\"delayed\":0,\"dead\":0},"
-                "{\"queue\":\"other\",\"ready\":0,\"pending\":0,\"delayed\":1,\"dead\":0}]}",
+                "{\"queues\":[{\"queue\":\"default\",\"ready\":2,\"pending\":0,\"delayed\":0,\"dead\":0,\"paused\":false},"
+                "{\"queue\":\"other\",\"ready\":0,\"pending\":0,\"delayed\":1,\"dead\":0,\"paused\":false}]}",
                 "stats --json");
     json_decref(j);
     const char *none[] = {"stats", "-c", cfg, "-q", "empty", "--json", NULL};
     j = run_json(0, none);
-    expect_json(j, "{\"queues\":[{\"queue\":\"empty\",\"ready\":0,\"pending\":0,\"delayed\":0,\"dead\":0}]}",
+    expect_json(j, "{\"queues\":[{\"queue\":\"empty\",\"ready\":0,\"pending\":0,\"delayed\":0,\"dead\":0,\"paused\":false}]}",
                 "stats --json of an empty queue");
     json_decref(j);
 }
