@@ -1,7 +1,7 @@
 #!/bin/sh
 # A worker (with its runner processes) and a scheduler under valgrind, on a
 # private redis-server: jobs that succeed, are delayed, crash, time out and
-# have no handler. Fails on any valgrind error or definite leak, a job not
+# have no handler (deferred, then dead after worker.handler_wait). Fails on any valgrind error or definite leak, a job not
 # settled, or a non-zero exit on SIGTERM. (valgrind has no pidfd_open: this
 # also runs the executor's waitid fallback.)
 # usage: valgrind_test.sh BUILD_DIR REDIS_SERVER RECORD_PLUGIN
@@ -23,7 +23,7 @@ url="unix://$tmp/s"
 jr="$build/bin/jobrunner"
 for i in $(seq 50); do "$jr" stats --redis "$url" >/dev/null 2>&1 && break; sleep 0.1; done
 vg="valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --log-file=$tmp/%p.vg"
-JRT_RECORD="$tmp/record.txt" $vg "$jr" worker --redis "$url" --plugin "$record" \
+JRT_RECORD="$tmp/record.txt" JOBRUNNER_WORKER_HANDLER_WAIT=2s $vg "$jr" worker --redis "$url" --plugin "$record" \
   --plugin "$build/lib/jobrunner/jobs" >"$tmp/worker.log" 2>&1 &
 worker_pid=$!
 $vg "$jr" scheduler --redis "$url" >"$tmp/sched.log" 2>&1 &

@@ -756,6 +756,10 @@ jr_fail: an attempt failed (or the entry cannot be run): retry or bury it.
   ARGV: entry consumer action delay_ms error why dead_max
     action  "retry": attempt+1, due in delay_ms (0 = ready again now,
             at most DELAY_MAX_MS)
+            "defer": the same attempt again in delay_ms, with err = error and
+            d (due) kept at the time the job first fell due: a worker that
+            lacks the job's handler leaves it for one that has it (rolling
+            upgrades); d tells it how long the job has waited
             "dead": into the dead stream with error and why
   An entry too large to copy (more than FIELDS_MAX fields) is buried whole
   (see bury) whatever the action, with why = "invalid" for a retry.
@@ -774,13 +778,13 @@ local function fail(keys, args)
   local entry, consumer, action = args[1], args[2], args[3]
   local delay, errtext, why, dead_max = int_arg(args[4]), args[5], args[6], count_arg(args[7])
   if #args ~= 7 then
-    return refuse(fn, 'arguments: ENTRY CONSUMER retry|dead DELAY_MS ERROR WHY DEAD_MAX')
+    return refuse(fn, 'arguments: ENTRY CONSUMER retry|defer|dead DELAY_MS ERROR WHY DEAD_MAX')
   elseif not stream_id_ok(entry) then
     return refuse(fn, 'not a stream entry id: ' .. shown(entry))
   elseif consumer == '' then
     return refuse(fn, 'empty consumer name')
-  elseif action ~= 'retry' and action ~= 'dead' then
-    return refuse(fn, 'action must be retry or dead, got ' .. shown(action))
+  elseif action ~= 'retry' and action ~= 'defer' and action ~= 'dead' then
+    return refuse(fn, 'action must be retry, defer or dead, got ' .. shown(action))
   elseif not delay or delay > DELAY_MAX_MS then
     return refuse(fn, 'DELAY_MS must be an integer 0..' .. DELAY_MAX_MS .. ', got ' .. shown(args[4]))
   elseif not dead_max then
@@ -789,7 +793,7 @@ local function fail(keys, args)
   local ids, cancelled = index_key(q), cancelled_key(q)
   err = check_types(fn, {{ready, 'stream'}, {delayed, 'zset'}, {wake, 'stream'}, {dead, 'stream'},
                          {ids, 'hash'}, {cancelled, 'hash'}}) or
-        check_room(fn, dead) or (action == 'retry' and check_room(fn, delay == 0 and ready or wake))
+        check_room(fn, dead) or (action ~= 'dead' and check_room(fn, (action == 'retry' and delay == 0) and ready or wake))
   if err then return err end
   if not grouped(ready) or owner(ready, entry) ~= consumer then return 0 end
   local e = redis.call('XRANGE', ready, entry, entry)
@@ -806,14 +810,18 @@ local function fail(keys, args)
     else
       m.id = nil
       if m.e == nil then m.e = id_ms(entry) end
-      m.a = tostring((tonumber(m.a) or 1) + 1)
       m.err = errtext
-      if delay == 0 then
+      if action == 'retry' then
+        m.a = tostring((tonumber(m.a) or 1) + 1)
+      elseif m.d == nil then
+        m.d = m.e -- defer: the same attempt, and d keeps the time it first fell due
+      end
+      if delay == 0 and action == 'retry' then
         m.d = nil
         index_set(ids, id, redis.call('XADD', ready, '*', 'id', id, unpack(to_flat(m, rest))))
       else
         local due = now_ms() + delay
-        m.d = tostring(math.ceil(due))
+        if action == 'retry' then m.d = tostring(math.ceil(due)) end
         schedule(delayed, wake, due, cmsgpack.pack(id, unpack(to_flat(m, rest))))
         index_set(ids, id, '@' .. ms_str(due))
       end

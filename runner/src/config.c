@@ -75,6 +75,7 @@ static const key_def_t keys[] = {
     {"worker", "isolation", T_ENUM, F(worker_isolation), 0, 0, isolations},
     {"worker", "lease", T_DURATION, F(worker_lease_ms), 100, MS_H, NULL},
     {"worker", "grace", T_DURATION, F(worker_grace_ms), 0, MS_H, NULL},
+    {"worker", "handler_wait", T_DURATION, F(worker_handler_wait_ms), 0, 24 * MS_H, NULL},
     {"worker", "order", T_ENUM, F(worker_order), 0, 0, orders},
     /* The first four "jobs" rows are also the keys of each handler override. */
     {"jobs", "timeout", T_DURATION, J(timeout_ms), 1, JR_TIMEOUT_MAX_MS, NULL},
@@ -195,6 +196,7 @@ int jr_config_init(jr_config_t *cfg) {
     cfg->worker_isolation = JR_ISOLATION_PROCESS;
     cfg->worker_lease_ms = 30000;
     cfg->worker_grace_ms = 8000;
+    cfg->worker_handler_wait_ms = 10 * MS_M;
     cfg->jobs = (jr_policy_t){.timeout_ms = 5 * MS_M, .max_attempts = 10, .backoff_ms = 1000,
                               .backoff_max_ms = MS_H};
     cfg->max_deliveries = 5;

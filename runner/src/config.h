@@ -52,6 +52,8 @@ typedef struct jr_config {
     int worker_isolation;       /* worker.isolation: process | inline (jr_isolation_t), default process */
     int64_t worker_lease_ms;    /* worker.lease: idle time after which another worker takes a job over, 100ms..1h, default 30s */
     int64_t worker_grace_ms;    /* worker.grace: how long running jobs may finish after SIGTERM, 0..1h, default 8s */
+    int64_t worker_handler_wait_ms; /* worker.handler_wait: how long a job whose handler is not loaded waits
+                                     * for a worker that has it before it is dead, 0..24h, default 10m */
     int64_t *worker_weights;    /* weight of worker_queues.v[i] (1..JR_WEIGHT_MAX), set with it by the
                                    loader; NULL = every weight 1 */
     int worker_order;           /* worker.order: weighted | strict (jr_order_t), default weighted */

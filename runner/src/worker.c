@@ -59,7 +59,7 @@ typedef struct slot {
     int cancelled; /* jr_cancel flagged it (seen in a heartbeat's reply) */
 } slot_t;
 
-typedef enum { OP_ACK, OP_RETRY, OP_DEAD, OP_HANDBACK } op_kind_t;
+typedef enum { OP_ACK, OP_RETRY, OP_DEAD, OP_HANDBACK, OP_DEFER } op_kind_t;
 
 /* Something to tell Redis about an entry. */
 typedef struct op {
@@ -256,9 +256,9 @@ static int flush_ops(worker_t *w) {
     free(ids), free(jobids);
     for (size_t i = 0; i < w->nops && !rc; i++) {
         const op_t *o = &w->ops[i];
-        if (o->kind != OP_RETRY && o->kind != OP_DEAD) continue;
+        if (o->kind != OP_RETRY && o->kind != OP_DEAD && o->kind != OP_DEFER) continue;
         rc = jr_redis_append_fail(w->ctl, w->queues[o->queue], o->entry, w->consumer,
-                                  o->kind == OP_RETRY ? "retry" : "dead", o->delay_ms,
+                                  o->kind == OP_RETRY ? "retry" : o->kind == OP_DEFER ? "defer" : "dead", o->delay_ms,
                                   o->error ? o->error : "", o->why ? o->why : "failed",
                                   w->cfg->dead_max);
         call[i] = calls++;
@@ -319,6 +319,31 @@ static int reject(worker_t *w, uint32_t q, const char *entry, const char *reason
     jr_log_kv(JR_LOG_ERROR, "invalid job; moved to the dead-letter stream", "entry", entry, "queue",
               w->queues[q], "reason", reason, NULL);
     return push_op(w, OP_DEAD, q, entry, 0, reason, "invalid");
+}
+
+/* A job whose handler is not loaded here. During a rolling upgrade another
+ * worker may have it, so the job is deferred (jr_fail "defer": the same
+ * attempt, back through the delayed set, for any worker to take) while it
+ * has waited less than worker.handler_wait since it first fell due; the
+ * next try is after half its wait so far, 1 s to 30 s. Then it is dead. */
+static int no_handler(worker_t *w, uint32_t q, const char *entry, const jr_envelope_t *env) {
+    char err[256];
+    snprintf(err, sizeof err, "no handler named \"%.64s\" is loaded", env->handler);
+    int64_t waited = jr_wall_ms() - env->due_ms;
+    if (waited < 0) waited = 0;
+    if (waited >= w->cfg->worker_handler_wait_ms) {
+        if (w->cfg->worker_handler_wait_ms > 0)
+            snprintf(err + strlen(err), sizeof err - strlen(err),
+                     " here or on any worker that took it in %lld s (worker.handler_wait)",
+                     (long long)(waited / 1000));
+        return reject(w, q, entry, err);
+    }
+    int64_t delay = waited / 2 < 1000 ? 1000 : waited / 2 > 30000 ? 30000 : waited / 2;
+    char in[32];
+    snprintf(in, sizeof in, "%lldms", (long long)delay);
+    jr_log_kv(JR_LOG_WARN, "no handler for this job here: deferred for a worker that has it", "entry", entry,
+              "queue", w->queues[q], "handler", env->handler, "retry_in", in, NULL);
+    return push_op(w, OP_DEFER, q, entry, delay, err, NULL);
 }
 
 static void free_slot(worker_t *w, slot_t *s) {
@@ -463,8 +488,7 @@ static int dispatch(worker_t *w, const jr_batch_t *b, int reclaimed) {
                      env.payload_len, (long long)w->cfg->max_payload);
             rc = reject(w, e->queue, e->id, err);
         } else if (!jr_registry_find(w->reg, env.handler)) { /* values are NUL-terminated */
-            snprintf(err, sizeof err, "no handler named \"%.64s\" is loaded", env.handler);
-            rc = reject(w, e->queue, e->id, err);
+            rc = no_handler(w, e->queue, e->id, &env);
         } else {
             uint32_t k;
             slot_t *s = alloc_slot(w, &k);

@@ -1043,7 +1043,7 @@ Test(chaos, kills_restarts_oom_garbage_and_hostile_handlers_lose_and_repeat_noth
     char text[1024];
     snprintf(text, sizeof text,
              "redis:\n  url: %s\n"
-             "worker:\n  queues: [qa, qb]\n  concurrency: 2\n  batch: 4\n  lease: 3s\n  grace: 5s\n  block: 1s\n"
+             "worker:\n  queues: [qa, qb]\n  concurrency: 2\n  batch: 4\n  lease: 3s\n  grace: 5s\n  block: 1s\n  handler_wait: 0s\n"
              "scheduler:\n  block: 1s\n"
              "jobs:\n  max_attempts: 3\n  backoff: 50ms\n  backoff_max: 300ms\n  max_deliveries: 10\n"
              "  max_payload: 65536\n  timeout: 30s\n"

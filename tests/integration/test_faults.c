@@ -259,7 +259,7 @@ Test(faults, redis_killed_and_restarted_with_aof_loses_nothing) {
 }
 
 Test(faults, garbage_entries_are_dead_lettered_with_the_reason) {
-    config("jobs:\n  max_payload: 100\n");
+    config("jobs:\n  max_payload: 100\nworker:\n  handler_wait: 0s\n");
     pid_t w = start("worker", "worker.log");
     jrt_sleep_ms(300);
     redisContext *c = jrt_connect(&R);

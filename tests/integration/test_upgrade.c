@@ -5,6 +5,7 @@
  * older worker started beside newer ones must not take their functions
  * away), a newer contract makes the process refuse to start. */
 #include <criterion/criterion.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,4 +145,73 @@ Test(upgrade, a_held_load_lock_delays_the_load_but_never_skips_it) {
     cr_expect_eq(rep->integer, 0, "the lock was left behind");
     freeReplyObject(rep);
     redisFree(c);
+}
+
+/* Rolling upgrades, worker side: a job whose handler a worker lacks (a new
+ * handler, only on the new workers) is deferred, not buried, until a worker
+ * that has it takes it; only after worker.handler_wait is it dead. */
+
+static pid_t start_worker(const char *log, const char *plugin, const char *wait, int record) {
+    char path[256], rec[256];
+    snprintf(path, sizeof path, "%s/%s", R.dir, log);
+    setenv("JOBRUNNER_WORKER_HANDLER_WAIT", wait, 1); /* the spawned worker's setting */
+    snprintf(rec, sizeof rec, "%s/record.txt", R.dir);
+    if (record) setenv("JRT_RECORD", rec, 1);
+    const char *args[] = {"worker", "-c", cfg, "--plugin", plugin, NULL};
+    pid_t pid = jrt_spawn(path, args);
+    unsetenv("JOBRUNNER_WORKER_HANDLER_WAIT");
+    return pid;
+}
+
+static pid_t start_scheduler(void) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/sched.log", R.dir);
+    const char *args[] = {"scheduler", "-c", cfg, NULL};
+    return jrt_spawn(path, args);
+}
+
+Test(upgrade, a_worker_without_the_handler_leaves_the_job_for_one_that_has_it) {
+    char old_plugins[256], log[256], rec[256];
+    snprintf(old_plugins, sizeof old_plugins, "%s", JRT_PLUGIN_DIR); /* echo, sleep, ...: no "record" */
+    pid_t s = start_scheduler();
+    pid_t old = start_worker("old.log", old_plugins, "60s", 0);
+    const char *args[] = {"enqueue", "-c", cfg, "--id", "new-1", "record", "made by a new producer", NULL};
+    cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, args), 0, "%s", err);
+    snprintf(log, sizeof log, "%s/old.log", R.dir);
+    cr_assert(jrt_wait_lines(log, 2, 10000) >= 2);
+    for (int i = 0; i < 100 && jrt_count(log, "deferred for a worker that has it") == 0; i++) jrt_sleep_ms(100);
+    cr_expect_geq(jrt_count(log, "deferred for a worker that has it"), 1, "the old worker did not defer:\n%s",
+                  jrt_slurp(log));
+    cr_expect_eq(jrt_stats(&R, "default").dead, 0, "the old worker buried a job it cannot run");
+
+    pid_t neu = start_worker("new.log", JRT_RECORD_PLUGIN, "60s", 1); /* the new version has "record" */
+    snprintf(rec, sizeof rec, "%s/record.txt", R.dir);
+    cr_expect_geq(jrt_wait_lines(rec, 1, 20000), 1, "the job never ran on the worker that has its handler");
+    jrt_sleep_ms(300);
+    cr_expect_eq(jrt_lines(rec), 1, "the job ran more than once");
+    jr_qstats_t st = jrt_stats(&R, "default");
+    cr_expect_eq(st.dead + st.ready + st.pending + st.delayed, 0, "left: dead %lld ready %lld pending %lld delayed %lld",
+                 st.dead, st.ready, st.pending, st.delayed);
+    cr_expect_eq(jrt_stop(old, SIGTERM, 10000), 0);
+    cr_expect_eq(jrt_stop(neu, SIGTERM, 10000), 0);
+    cr_expect_eq(jrt_stop(s, SIGTERM, 5000), 0);
+}
+
+Test(upgrade, a_job_no_worker_can_run_is_dead_after_handler_wait_with_its_attempt_unspent) {
+    pid_t s = start_scheduler();
+    pid_t w = start_worker("w.log", JRT_PLUGIN_DIR, "2s", 0);
+    const char *args[] = {"enqueue", "-c", cfg, "--id", "typo-1", "sendmial", "x", NULL};
+    cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, args), 0, "%s", err);
+    int64_t t0 = jrt_wall_us();
+    jr_qstats_t st = {0};
+    for (int i = 0; i < 150 && (st = jrt_stats(&R, "default")).dead == 0; i++) jrt_sleep_ms(100);
+    cr_assert_eq(st.dead, 1, "the job is not dead after 15 s");
+    cr_expect_geq(jrt_wall_us() - t0, 1800000, "dead before worker.handler_wait (2 s)");
+    char dead[4096];
+    jrt_dead_entry(&R, "default", "typo-1", dead, sizeof dead);
+    cr_expect(strstr(dead, "no handler named \"sendmial\"") && strstr(dead, "worker.handler_wait"),
+              "the error does not say why: %s", dead);
+    cr_expect(!strstr(dead, "a=2"), "deferring spent an attempt: %s", dead);
+    cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
+    cr_expect_eq(jrt_stop(s, SIGTERM, 5000), 0);
 }
