@@ -33,6 +33,7 @@ static const char usage_main[] =
     "  stats      show ready, pending, delayed and dead counts per queue\n"
     "  dead       list, show, retry or purge dead jobs\n"
     "  workers    list the live workers and schedulers\n"
+    "  cron       add, remove or list periodic schedules (fired by the schedulers)\n"
     "  dev        run the demo: private Redis, scheduler, workers, example shop\n"
     "  version    print the version\n"
     "\n"
@@ -121,11 +122,31 @@ static const char usage_dev[] =
     "with an order_autoclose job due 3-6 s later, pays some of them, and shows the\n"
     "unpaid ones being closed. Stops everything it started and exits.\n";
 
+static const char usage_cron[] =
+    "usage: jobrunner cron add NAME (--cron EXPR | --every DURATION) [--tz ZONE] [-q QUEUE]\n"
+    "                          [--missed skip|once] [--disabled] HANDLER [PAYLOAD]\n"
+    "       jobrunner cron remove NAME...\n"
+    "       jobrunner cron list [--json]\n"
+    "\n"
+    "Periodic schedules live in Redis; every running scheduler fires them, each tick\n"
+    "exactly once, as a job with id NAME@TICK (the tick in Unix ms).\n"
+    "\n"
+    "  --cron EXPR         5 fields (min hour day-of-month month day-of-week) or 6 (seconds\n"
+    "                      first); *, N, N-M, lists, /STEP, JAN..DEC, SUN..SAT, @daily, @hourly...\n"
+    "  --every DURATION    a fixed interval from 1s (ticks at multiples of it since the epoch)\n"
+    "  --tz ZONE           an IANA zone for --cron (default UTC), e.g. Europe/Berlin\n"
+    "  -q, --queue QUEUE   the queue of the jobs (default: 'default')\n"
+    "  --missed skip|once  after all schedulers were down: fire nothing (skip, default)\n"
+    "                      or one job for the latest missed tick (once)\n"
+    "  --disabled          store it without firing it\n"
+    "  --json              list: print {\"schedules\": [...]}\n";
+
 _Static_assert(JR_DELAY_MAX_MS == 87600 * 3600 * 1000LL && JR_TIMEOUT_MAX_MS == 168 * 3600 * 1000LL &&
                    JR_BACKOFF_MAX_MS == 720 * 3600 * 1000LL && JR_ATTEMPTS_MAX == 1000,
                "the maxima in usage_enqueue");
 
-enum { OPT_REDIS = 1000, OPT_PLUGIN, OPT_IN, OPT_AT, OPT_ID, OPT_JSON, OPT_MAX, OPT_TIMEOUT, OPT_ORDERS, OPT_ALL, OPT_BACKOFF, OPT_METRICS };
+enum { OPT_REDIS = 1000, OPT_PLUGIN, OPT_IN, OPT_AT, OPT_ID, OPT_JSON, OPT_MAX, OPT_TIMEOUT, OPT_ORDERS, OPT_ALL, OPT_BACKOFF, OPT_METRICS,
+       OPT_CRON, OPT_EVERY, OPT_TZ, OPT_MISSED, OPT_DISABLED };
 
 static const struct option long_opts[] = {
     {"config", required_argument, 0, 'c'},  {"redis", required_argument, 0, OPT_REDIS},
@@ -138,13 +159,19 @@ static const struct option long_opts[] = {
     {"all", no_argument, 0, OPT_ALL},
     {"backoff", required_argument, 0, OPT_BACKOFF},
     {"metrics", required_argument, 0, OPT_METRICS},
+    {"cron", required_argument, 0, OPT_CRON},
+    {"every", required_argument, 0, OPT_EVERY},
+    {"tz", required_argument, 0, OPT_TZ},
+    {"missed", required_argument, 0, OPT_MISSED},
+    {"disabled", no_argument, 0, OPT_DISABLED},
     {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
 
 /* What the flags said, before the configuration is assembled. */
 typedef struct flags {
     const char *config, *redis, *in, *at, *id, *max, *timeout, *orders, *backoff, *metrics;
+    const char *cron, *every, *tz, *missed; /* cron add */
     jr_strlist_t queues, plugins;
-    int json, all;
+    int json, all, disabled;
 } flags_t;
 
 /* Which flags each command takes (as option values of long_opts). */
@@ -155,7 +182,9 @@ static int flag_allowed(const char *cmd, int opt) {
     case OPT_PLUGIN: return !strcmp(cmd, "worker") || !strcmp(cmd, "dev");
     case OPT_IN: case OPT_AT: case OPT_ID: case OPT_MAX: case OPT_TIMEOUT: case OPT_BACKOFF:
         return !strcmp(cmd, "enqueue");
-    case OPT_JSON: return !strcmp(cmd, "stats") || !strcmp(cmd, "dead") || !strcmp(cmd, "workers");
+    case OPT_JSON:
+        return !strcmp(cmd, "stats") || !strcmp(cmd, "dead") || !strcmp(cmd, "workers") || !strcmp(cmd, "cron");
+    case OPT_CRON: case OPT_EVERY: case OPT_TZ: case OPT_MISSED: case OPT_DISABLED: return !strcmp(cmd, "cron");
     case OPT_ALL: return !strcmp(cmd, "dead");
     case OPT_ORDERS: return !strcmp(cmd, "dev");
     case OPT_METRICS: return !strcmp(cmd, "worker") || !strcmp(cmd, "scheduler");
@@ -171,6 +200,7 @@ static const char *usage_of(const char *cmd) {
     if (!strcmp(cmd, "dev")) return usage_dev;
     if (!strcmp(cmd, "dead")) return usage_dead;
     if (!strcmp(cmd, "workers")) return usage_workers;
+    if (!strcmp(cmd, "cron")) return usage_cron;
     return NULL;
 }
 
@@ -337,6 +367,38 @@ static int run_enqueue(const char *cmd, const flags_t *f, const jr_config_t *cfg
     return rc;
 }
 
+/* `jobrunner cron add|remove|list`: check the arguments, then run it. */
+static int run_cron(const char *cmd, const flags_t *f, const jr_config_t *cfg, int argc, char **argv) {
+    const char *sub = argc > 0 ? argv[0] : "";
+    int add = !strcmp(sub, "add");
+    if (!add && (f->cron || f->every || f->tz || f->missed || f->disabled || f->queues.n))
+        return die(cmd, "%s", "--cron, --every, --tz, -q, --missed and --disabled go with cron add");
+    if (!strcmp(sub, "list")) {
+        if (argc > 1) return die(cmd, "unexpected argument \"%s\"", argv[1]);
+        return jr_cmd_cron_list(cfg, f->json, stdout);
+    }
+    if (f->json) return die(cmd, "%s", "--json goes with cron list");
+    if (!strcmp(sub, "remove")) {
+        if (argc < 2) return die(cmd, "%s", "expected cron remove NAME...");
+        return jr_cmd_cron_remove(cfg, argv + 1, (size_t)(argc - 1), stdout);
+    }
+    if (!add) return die(cmd, "%s", "expected add, remove or list");
+    if (argc < 3 || argc > 4) return die(cmd, "%s", "expected cron add NAME (--cron EXPR | --every DURATION) HANDLER [PAYLOAD]");
+    if (!f->cron == !f->every) return die(cmd, "%s", "give exactly one of --cron and --every");
+    if (f->queues.n > 1) return die(cmd, "%s", "cron add takes one -q");
+    jr_cron_def_t d = {.name = argv[1], .handler = argv[2], .payload = argc == 4 ? argv[3] : NULL,
+                       .queue = f->queues.n ? f->queues.v[0] : cfg->default_queue, .cron = (char *)f->cron,
+                       .tz = (char *)(f->tz ? f->tz : "UTC"), .enabled = !f->disabled};
+    char why[JR_ERRLEN];
+    if (f->every && jr_duration_parse_range(f->every, JR_CRON_EVERY_MIN_MS, JR_CRON_EVERY_MAX_MS, &d.every_ms, why,
+                                            sizeof why))
+        return die2(cmd, "--every", f->every, why);
+    if (f->missed && strcmp(f->missed, "skip") && strcmp(f->missed, "once"))
+        return die2(cmd, "--missed", f->missed, "must be skip or once");
+    d.missed = f->missed && !strcmp(f->missed, "once") ? JR_MISSED_ONCE : JR_MISSED_SKIP;
+    return jr_cmd_cron_add(cfg, &d, stdout);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         fputs(usage_main, argc < 2 ? stderr : stdout);
@@ -359,7 +421,7 @@ int main(int argc, char **argv) {
     opterr = 0;
     /* Options stop at the first operand (a payload may start with '-'),
      * except for dead, whose subcommand comes first. */
-    const char *optstring = strcmp(cmd, "dead") ? "+c:q:h" : "c:q:h";
+    const char *optstring = strcmp(cmd, "dead") && strcmp(cmd, "cron") ? "+c:q:h" : "c:q:h";
     while ((opt = getopt_long(argc, argv, optstring, long_opts, NULL)) != -1) {
         if (opt == '?' || !flag_allowed(cmd, opt)) {
             char name[64];
@@ -391,6 +453,11 @@ int main(int argc, char **argv) {
         case OPT_ALL: f.all = 1; break;
         case OPT_BACKOFF: f.backoff = optarg; break;
         case OPT_METRICS: f.metrics = optarg; break;
+        case OPT_CRON: f.cron = optarg; break;
+        case OPT_EVERY: f.every = optarg; break;
+        case OPT_TZ: f.tz = optarg; break;
+        case OPT_MISSED: f.missed = optarg; break;
+        case OPT_DISABLED: f.disabled = 1; break;
         }
     }
     for (size_t i = 0; i < f.queues.n; i++)
@@ -398,7 +465,7 @@ int main(int argc, char **argv) {
             status = die(cmd, "invalid queue name \"%s\" (1-128 of A-Z a-z 0-9 _ . : -)", f.queues.v[i]);
             goto out;
         }
-    if (strcmp(cmd, "enqueue") != 0 && strcmp(cmd, "dead") != 0 && optind < argc) {
+    if (strcmp(cmd, "enqueue") != 0 && strcmp(cmd, "dead") != 0 && strcmp(cmd, "cron") != 0 && optind < argc) {
         status = die(cmd, "unexpected argument \"%s\"", argv[optind]);
         goto out;
     }
@@ -460,6 +527,8 @@ int main(int argc, char **argv) {
     } else if (!strcmp(cmd, "workers")) {
         status = optind < argc ? die(cmd, "unexpected argument \"%s\"", argv[optind])
                                : jr_cmd_workers(&cfg, f.json, stdout);
+    } else if (!strcmp(cmd, "cron")) {
+        status = run_cron(cmd, &f, &cfg, argc - optind, argv + optind);
     } else if (!strcmp(cmd, "dead")) {
         if (optind >= argc) {
             status = die(cmd, "%s", "expected list, show, retry or purge");
