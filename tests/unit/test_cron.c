@@ -391,3 +391,75 @@ Test(cron_fuzz, next_is_the_first_match, .timeout = 300) {
     }
     cr_expect_gt(checked, 50);
 }
+
+/* ---- the periodic: section of the config ---------------------------------- */
+
+#include "config.h"
+
+static int load(jr_config_t *c, const char *yaml, char *err, size_t len) {
+    cr_assert_eq(jr_config_init(c), 0);
+    return jr_config_load_string(c, yaml, strlen(yaml), "t.yaml", err, len);
+}
+
+Test(cron_config, periodic_entries_with_defaults) {
+    jr_config_t c;
+    char err[JR_ERRLEN] = "";
+    cr_assert_eq(load(&c,
+                      "periodic:\n"
+                      "  - name: nightly\n"
+                      "    handler: report\n"
+                      "    cron: \"0 2 * * *\"\n"
+                      "    timezone: Europe/Berlin\n"
+                      "    payload: '{\"day\": \"yesterday\"}'\n"
+                      "    missed: once\n"
+                      "  - {name: tick, handler: echo, queue: q1, every: 90s, enabled: false}\n",
+                      err, sizeof err),
+                 0, "%s", err);
+    cr_assert_eq(c.nperiodic, 2);
+    jr_cron_def_t *a = &c.periodic[0], *b = &c.periodic[1];
+    cr_expect_str_eq(a->name, "nightly");
+    cr_expect_str_eq(a->queue, "default");
+    cr_expect_str_eq(a->tz, "Europe/Berlin");
+    cr_expect_str_eq(a->payload, "{\"day\": \"yesterday\"}");
+    cr_expect_eq(a->missed, JR_MISSED_ONCE);
+    cr_expect_eq(a->enabled, 1);
+    cr_expect_eq(b->every_ms, 90000);
+    cr_expect_str_eq(b->tz, "UTC");
+    cr_expect_eq(b->missed, JR_MISSED_SKIP);
+    cr_expect_eq(b->enabled, 0);
+    jr_config_free(&c);
+}
+
+static void periodic_bad(const char *yaml, const char *want) {
+    jr_config_t c;
+    char err[JR_ERRLEN] = "";
+    cr_expect_eq(load(&c, yaml, err, sizeof err), JR_EINVAL, "accepted: %s", yaml);
+    cr_expect(strstr(err, want) != NULL, "want \"%s\", got \"%s\"", want, err);
+    jr_config_free(&c);
+}
+
+Test(cron_config, bad_entries_name_entry_and_key) {
+    periodic_bad("periodic:\n  - {name: n, handler: h, cron: \"0 0 32 * *\"}\n",
+                 "t.yaml:2: periodic.n.cron: field 3 (day of month): 32 is out of 1-31");
+    periodic_bad("periodic:\n  - {handler: h, cron: \"0 0 32 * *\"}\n",
+                 "periodic[0].cron: field 3 (day of month)");
+    periodic_bad("periodic:\n  - {name: n, handler: h, every: 1s, cron: \"* * * * *\"}\n",
+                 "periodic.n: give exactly one of cron and every");
+    periodic_bad("periodic:\n  - {name: n, handler: h}\n", "periodic.n: give exactly one of cron and every");
+    periodic_bad("periodic:\n  - {name: n, every: 1s}\n", "periodic.n: the key handler is missing");
+    periodic_bad("periodic:\n  - {handler: h, every: 1s}\n", "periodic[0]: the key name is missing");
+    periodic_bad("periodic:\n  - {name: n, handler: h, every: 500ms}\n", "periodic.n.every: must be a duration from 1s");
+    periodic_bad("periodic:\n  - {name: n, handler: h, every: 1s, timezone: Mars/Base}\n",
+                 "periodic.n.timezone: unknown time zone \"Mars/Base\"");
+    periodic_bad("periodic:\n  - {name: n, handler: h, every: 1s, missed: twice}\n",
+                 "periodic.n.missed: must be skip or once");
+    periodic_bad("periodic:\n  - {name: n, handler: h, every: 1s, enabled: maybe}\n",
+                 "periodic.n.enabled: must be true or false");
+    periodic_bad("periodic:\n  - {name: n, handler: h, every: 1s, color: red}\n", "periodic.n.color: unknown key");
+    periodic_bad("periodic:\n  - {name: n, handler: h, every: 1s, queue: \"a b\"}\n", "periodic.n.queue: bad queue name");
+    periodic_bad("periodic:\n  - {name: \"a b\", handler: h, every: 1s}\n", "periodic[0].name: bad schedule name");
+    periodic_bad("periodic:\n  - {name: n, handler: h, every: 1s}\n  - {name: n, handler: h, every: 2s}\n",
+                 "periodic[1].name: schedule \"n\" is listed twice (first given on line 2)");
+    periodic_bad("periodic:\n  name: n\n", "periodic: expected a sequence of schedules");
+    periodic_bad("periodic:\n  - n\n", "periodic[0]: expected a mapping");
+}
