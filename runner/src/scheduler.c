@@ -74,6 +74,7 @@ typedef struct cron_state {
     jr_cron_def_t def;
     char *stored;        /* its definition as stored, to see changes */
     int64_t next;        /* next tick to fire (Unix ms, Redis time), -1 = none */
+    int64_t after;       /* the tick after next, -1 = none */
     int64_t retry_at_us; /* after a refused enqueue: monotonic time to try again, 0 = none */
 } cron_state_t;
 
@@ -267,48 +268,69 @@ static int cron_clock(sched_t *s, double *redis_ms, int64_t *mono_us) {
     return jr_redis_time_ms(s->cmd, redis_ms);
 }
 
-/* The idempotency window of a tick's job: at least a day and two
- * intervals, so every scheduler firing the tick makes one job. */
-static int64_t cron_window(const jr_cron_def_t *d, int64_t tick) {
-    int64_t next = jr_cron_def_next(d, tick), w = 86400000;
-    if (next > tick && 2 * (next - tick) > w) w = 2 * (next - tick);
+/* The idempotency window of a tick's job (`after`: the tick after it, -1
+ * if none): at least a day and two intervals, so every scheduler firing the
+ * tick makes one job. */
+static int64_t cron_window(int64_t tick, int64_t after) {
+    int64_t w = 86400000;
+    if (after > tick && 2 * (after - tick) > w) w = 2 * (after - tick);
     return w < JR_UNIQ_MAX_MS ? w : JR_UNIQ_MAX_MS;
 }
 
-/* Enqueue the job of `tick` (id NAME@TICK), due at the tick, or now when
- * catch_up, and record the tick as last fired. Returns 0, JR_EREDIS or
- * JR_EINVAL when Redis or the check refused it (logged; the caller retries
- * later), or a transport error. */
-static int cron_fire_tick(sched_t *s, const jr_cron_def_t *d, int64_t tick, int catch_up) {
-    char id[JR_ID_MAX], t[JR_TIME_LEN];
-    snprintf(id, sizeof id, "%s@%lld", d->name, (long long)tick);
-    jr_enqueue_t job = {.queue = d->queue, .id = id, .at_us = catch_up ? 0 : tick * 1000,
-                        .uniq_ms = cron_window(d, tick)};
-    if (!catch_up && job.at_us <= 0) job.at_us = 1; /* "at the epoch" = now */
-    job.env.handler = d->handler;
-    job.env.handler_len = strlen(d->handler);
-    job.env.payload = d->payload;
-    job.env.payload_len = d->payload ? strlen(d->payload) : 0;
-    job.env.attempt = 1;
-    int created = 0;
-    int rc = jr_redis_enqueue(s->cmd, &job, 1, NULL, &created);
-    if (rc == JR_EREDIS || rc == JR_EINVAL) {
-        jr_log_kv(JR_LOG_ERROR, "Redis refused a periodic job; trying again in 1s", "schedule", d->name, "job", id,
-                  "error", jr_redis_errstr(s->cmd), NULL);
-        return rc;
-    }
-    if (rc) return rc;
-    if ((rc = jr_redis_cron_fired(s->cmd, d->name, tick, id)) == JR_EREDIS) {
+/* Set a schedule's next tick, and the one after it (computed now, so that
+ * firing costs no time zone work). */
+static void cron_set_next(cron_state_t *c, int64_t t) {
+    c->next = t;
+    c->after = t >= 0 ? jr_cron_def_next(&c->def, t) : -1;
+}
+
+/* The job of `tick` (id NAME@TICK into id), due at the tick, or now when
+ * catch_up. */
+static void cron_job(const jr_cron_def_t *d, int64_t tick, int64_t after, int catch_up, char *id,
+                     jr_enqueue_t *job) {
+    snprintf(id, JR_ID_MAX, "%s@%lld", d->name, (long long)tick);
+    *job = (jr_enqueue_t){.queue = d->queue, .id = id, .at_us = catch_up ? 0 : tick * 1000,
+                          .uniq_ms = cron_window(tick, after)};
+    if (!catch_up && job->at_us <= 0) job->at_us = 1; /* "at the epoch" = now */
+    job->env.handler = d->handler;
+    job->env.handler_len = strlen(d->handler);
+    job->env.payload = d->payload;
+    job->env.payload_len = d->payload ? strlen(d->payload) : 0;
+    job->env.attempt = 1;
+}
+
+/* After a job was enqueued (created: by this call): record the tick as
+ * last fired and log it. Returns 0 or a transport error. */
+static int cron_fired(sched_t *s, const jr_cron_def_t *d, int64_t tick, const char *id, int created,
+                      int catch_up) {
+    int rc = jr_redis_cron_fired(s->cmd, d->name, tick, id);
+    if (rc == JR_EREDIS) {
         jr_log_kv(JR_LOG_ERROR, "Redis refused to record a fired tick", "schedule", d->name, "error",
                   jr_redis_errstr(s->cmd), NULL);
         rc = 0;
     }
+    char t[JR_TIME_LEN];
     if (created || jr_log_enabled(JR_LOG_DEBUG))
         jr_log_kv(created ? JR_LOG_INFO : JR_LOG_DEBUG,
                   catch_up ? "fired a periodic job for a missed tick"
                   : created ? "fired a periodic job" : "periodic job already fired by another scheduler",
                   "schedule", d->name, "job", id, "queue", d->queue, "tick", jr_time_format(tick, t), NULL);
     return rc;
+}
+
+/* Enqueue the job of one tick now and record it (the catch-up of missed
+ * ticks). Returns 0 (a refusal is logged), or a transport error. */
+static int cron_fire_one(sched_t *s, const jr_cron_def_t *d, int64_t tick, int catch_up) {
+    char id[JR_ID_MAX];
+    jr_enqueue_t job;
+    cron_job(d, tick, jr_cron_def_next(d, tick), catch_up, id, &job);
+    int created = 0, rc = jr_redis_enqueue(s->cmd, &job, 1, NULL, &created);
+    if (rc == JR_EREDIS || rc == JR_EINVAL) {
+        jr_log_kv(JR_LOG_ERROR, "Redis refused a periodic job", "schedule", d->name, "job", id, "error",
+                  jr_redis_errstr(s->cmd), NULL);
+        return 0;
+    }
+    return rc ? rc : cron_fired(s, d, tick, id, created, catch_up);
 }
 
 /* The latest tick of d in (last, before), or -1. */
@@ -367,28 +389,61 @@ static void cron_set_deadline(sched_t *s, double now, int64_t mono) {
     }
 }
 
-/* Fire every tick that is due, in order, per schedule; set the timer. */
+/* Fire every tick that is due, in order per schedule: the jobs of up to
+ * CRON_BATCH ticks in one pipeline, then their last-fired records; set the
+ * timer. A refused enqueue (logged) is tried again, whole, after 1 s: the
+ * jobs that were made are not made twice. */
+#define CRON_BATCH 256
 static int cron_fire(sched_t *s) {
     double now;
     int64_t mono;
     int rc = cron_clock(s, &now, &mono);
     if (rc) return rc;
-    for (size_t i = 0; i < s->ncrons; i++) {
-        cron_state_t *c = &s->crons[i];
-        if (c->retry_at_us > jr_mono_us()) continue;
-        c->retry_at_us = 0;
-        while (c->next >= 0 && (double)c->next <= now) {
-            rc = cron_fire_tick(s, &c->def, c->next, 0);
-            if (rc == JR_EREDIS || rc == JR_EINVAL) {
-                c->retry_at_us = jr_mono_us() + 1000000;
-                break;
+    jr_enqueue_t jobs[CRON_BATCH];
+    char (*ids)[JR_ID_MAX] = NULL;
+    struct {
+        size_t c;
+        int64_t tick, after;
+    } due[CRON_BATCH];
+    int created[CRON_BATCH];
+    for (int more = 1; more;) {
+        size_t k = 0;
+        more = 0;
+        for (size_t i = 0; i < s->ncrons && k < CRON_BATCH; i++) {
+            cron_state_t *c = &s->crons[i];
+            if (c->retry_at_us > jr_mono_us()) continue;
+            c->retry_at_us = 0;
+            for (int64_t t = c->next, a = c->after; t >= 0 && (double)t <= now; t = a, a = -2) {
+                if (k == CRON_BATCH) {
+                    more = 1;
+                    break;
+                }
+                if (a == -2) a = jr_cron_def_next(&c->def, t); /* a backlog: the second tick on */
+                if (!ids && !(ids = malloc(CRON_BATCH * sizeof *ids))) return JR_ENOMEM;
+                cron_job(&c->def, t, a, 0, ids[k], &jobs[k]);
+                due[k].c = i, due[k].tick = t, due[k].after = a;
+                k++;
             }
-            if (rc) return rc;
-            c->next = jr_cron_def_next(&c->def, c->next);
         }
+        if (!k) break;
+        rc = jr_redis_enqueue(s->cmd, jobs, k, NULL, created);
+        if (rc == JR_EREDIS || rc == JR_EINVAL) {
+            jr_log_kv(JR_LOG_ERROR, "Redis refused periodic jobs; trying again in 1s", "job", ids[0], "error",
+                      jr_redis_errstr(s->cmd), NULL);
+            for (size_t j = 0; j < k; j++) s->crons[due[j].c].retry_at_us = jr_mono_us() + 1000000;
+            rc = 0;
+            continue;
+        }
+        for (size_t j = 0; !rc && j < k; j++) {
+            cron_state_t *c = &s->crons[due[j].c];
+            rc = cron_fired(s, &c->def, due[j].tick, ids[j], created[j], 0);
+            if (c->next <= due[j].tick) cron_set_next(c, due[j].after);
+        }
+        if (rc) break;
     }
-    cron_set_deadline(s, now, mono);
-    return 0;
+    free(ids);
+    if (!rc) cron_set_deadline(s, now, mono);
+    return rc;
 }
 
 /* Read the schedules from Redis. A schedule whose stored definition is
@@ -422,16 +477,18 @@ static int cron_load(sched_t *s) {
             continue;
         }
         c->stored = v[i].def, v[i].def = NULL;
-        c->next = c->def.enabled ? jr_cron_def_next(&c->def, start - 1) : -1;
-        for (size_t j = 0; j < s->ncrons; j++)
-            if (!strcmp(s->crons[j].def.name, c->def.name) && !strcmp(s->crons[j].stored, c->stored))
-                c->next = s->crons[j].next, c->retry_at_us = s->crons[j].retry_at_us;
+        size_t j = 0;
+        while (j < s->ncrons && (strcmp(s->crons[j].def.name, c->def.name) || strcmp(s->crons[j].stored, c->stored)))
+            j++;
+        if (j < s->ncrons) /* unchanged */
+            c->next = s->crons[j].next, c->after = s->crons[j].after, c->retry_at_us = s->crons[j].retry_at_us;
+        else
+            cron_set_next(c, c->def.enabled ? jr_cron_def_next(&c->def, start - 1) : -1);
         const char *job;
         int64_t last = jr_cron_last_parse(v[i].last, &job);
         if (!s->cron_started && c->def.enabled && c->def.missed == JR_MISSED_ONCE && last >= 0) {
             int64_t m = cron_latest_missed(&c->def, last, start);
-            if (m >= 0 && (rc = cron_fire_tick(s, &c->def, m, 1)) && rc != JR_EREDIS && rc != JR_EINVAL) break;
-            rc = 0;
+            if (m >= 0 && (rc = cron_fire_one(s, &c->def, m, 1))) break;
         }
         k++;
     }
