@@ -15,7 +15,7 @@ RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DJR_TESTS=OFF -DJR_BENCH=OF
 
 FROM debian:bookworm-slim AS runtime
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        libhiredis0.14 libyaml-0-2 libjansson4 \
+        libhiredis0.14 libyaml-0-2 libjansson4 tzdata \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --no-create-home jobrunner
 COPY --from=build /opt/jobrunner /opt/jobrunner
