@@ -67,6 +67,8 @@ typedef struct sched {
     int cron_started;       /* the first load (which handles missed ticks) is done */
     int64_t cron_deadline_us; /* monotonic time of the next tick, -1 = none */
     char cron_wake[JR_ID_MAX]; /* last entry id seen on jr:{cron}:wake */
+    double clock_redis_ms;    /* Redis's clock (Unix ms) at monotonic clock_mono_us */
+    int64_t clock_mono_us, clock_half_rtt_us;
 } sched_t;
 
 /* One schedule as this scheduler keeps it. */
@@ -264,8 +266,20 @@ static void cron_free_all(cron_state_t *v, size_t n) {
 /* Redis's clock now (Unix ms) and the monotonic time from before the call:
  * a deadline computed from the two is never late. */
 static int cron_clock(sched_t *s, double *redis_ms, int64_t *mono_us) {
-    *mono_us = jr_mono_us();
-    return jr_redis_time_ms(s->cmd, redis_ms);
+    int64_t sent = jr_mono_us();
+    int rc = jr_redis_time_ms(s->cmd, redis_ms);
+    if (rc) return rc;
+    int64_t recv = jr_mono_us();
+    /* Redis read its clock between sent and recv: take the middle, with an
+     * error of at most half the round trip. */
+    s->clock_redis_ms = *redis_ms, s->clock_mono_us = *mono_us = sent + (recv - sent) / 2;
+    s->clock_half_rtt_us = (recv - sent) / 2;
+    return 0;
+}
+
+/* Redis's clock now as estimated from the last cron_clock. */
+static double cron_now(const sched_t *s) {
+    return s->clock_redis_ms + (double)(jr_mono_us() - s->clock_mono_us) / 1000.0;
 }
 
 /* The idempotency window of a tick's job (`after`: the tick after it, -1
@@ -383,22 +397,25 @@ static void cron_set_deadline(sched_t *s, double now, int64_t mono) {
             double ahead_us = ((double)c->next - now) * 1000.0;
             if (ahead_us < 0) ahead_us = 0;
             if (ahead_us > JR_DELAY_MAX_MS * 1000.0) ahead_us = JR_DELAY_MAX_MS * 1000.0;
-            at = mono + (int64_t)ahead_us;
+            /* Half a round trip late: by then Redis's clock has passed the
+             * tick even if the estimate erred the other way (an early job
+             * would wait in the delayed set: never early, but later). */
+            at = mono + (int64_t)ahead_us + s->clock_half_rtt_us;
         }
         if (at >= 0 && (s->cron_deadline_us < 0 || at < s->cron_deadline_us)) s->cron_deadline_us = at;
     }
 }
 
-/* Fire every tick that is due, in order per schedule: the jobs of up to
- * CRON_BATCH ticks in one pipeline, then their last-fired records; set the
- * timer. A refused enqueue (logged) is tried again, whole, after 1 s: the
- * jobs that were made are not made twice. */
+/* Fire every tick that is due by the estimated Redis clock (no call before
+ * the enqueue: the timer woke us), in order per schedule: the jobs of up to
+ * CRON_BATCH ticks in one pipeline, then their last-fired records; then read
+ * Redis's clock again and set the timer. A refused enqueue (logged) is tried
+ * again, whole, after 1 s: the jobs that were made are not made twice. */
 #define CRON_BATCH 256
 static int cron_fire(sched_t *s) {
-    double now;
+    double now = cron_now(s);
     int64_t mono;
-    int rc = cron_clock(s, &now, &mono);
-    if (rc) return rc;
+    int rc = 0;
     jr_enqueue_t jobs[CRON_BATCH];
     char (*ids)[JR_ID_MAX] = NULL;
     struct {
@@ -442,6 +459,7 @@ static int cron_fire(sched_t *s) {
         if (rc) break;
     }
     free(ids);
+    if (!rc) rc = cron_clock(s, &now, &mono);
     if (!rc) cron_set_deadline(s, now, mono);
     return rc;
 }
