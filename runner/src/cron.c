@@ -458,6 +458,35 @@ int64_t jr_cron_def_next(const jr_cron_def_t *d, int64_t after_ms) {
     return next;
 }
 
+int64_t jr_cron_def_latest(const jr_cron_def_t *d, int64_t last, int64_t before) {
+    if (!d->cron) {
+        int64_t m = floor_div(before - 1, d->every_ms) * d->every_ms;
+        return m > last ? m : -1;
+    }
+    /* No "previous tick" function. next(from) < before holds for every
+     * `from` below the latest tick M and for none from M on: find one from
+     * where it holds (doubling the distance back from 2 s, not before
+     * `last`), then bisect to M - 1: about 45 calls to next(), however many
+     * ticks lie in between. */
+    int64_t lo = -1, hi = before - 1;
+    for (int64_t w = 2000;; w *= 2) {
+        int64_t from = before - w < last ? last : before - w;
+        int64_t t = jr_cron_def_next(d, from);
+        if (t >= 0 && t < before) {
+            lo = from;
+            break;
+        }
+        if (from == last || w > INT64_C(400) * 366 * 86400000) return -1;
+        hi = from;
+    }
+    while (hi - lo > 1) {
+        int64_t mid = lo + (hi - lo) / 2, t = jr_cron_def_next(d, mid);
+        if (t >= 0 && t < before) lo = mid;
+        else hi = mid;
+    }
+    return jr_cron_def_next(d, lo);
+}
+
 char *jr_cron_def_encode(const jr_cron_def_t *d) {
     json_t *o = json_object();
     if (!o) return NULL;

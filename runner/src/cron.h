@@ -96,6 +96,12 @@ int jr_cron_def_check(jr_cron_def_t *d, char *err, size_t errlen);
  * -1 for never. d must have passed jr_cron_def_check. */
 int64_t jr_cron_def_next(const jr_cron_def_t *d, int64_t after_ms);
 
+/* The latest tick of d in (last, before) (Unix ms), or -1 if none: the
+ * missed tick a `missed: once` schedule fires when a scheduler starts at
+ * `before`. Costs about 45 calls of jr_cron_def_next however many ticks lie
+ * in between; looks back at most 400 years. */
+int64_t jr_cron_def_latest(const jr_cron_def_t *d, int64_t last, int64_t before);
+
 /* The stored form: a JSON object {"handler", "queue", "payload"?, "cron" |
  * "every_ms", "timezone", "missed": "skip"|"once", "enabled"} (the name is
  * the hash field). Returns a malloc'd compact string, NULL when out of

@@ -347,22 +347,6 @@ static int cron_fire_one(sched_t *s, const jr_cron_def_t *d, int64_t tick, int c
     return rc ? rc : cron_fired(s, d, tick, id, created, catch_up);
 }
 
-/* The latest tick of d in (last, before), or -1. */
-static int64_t cron_latest_missed(const jr_cron_def_t *d, int64_t last, int64_t before) {
-    if (!d->cron) {
-        int64_t m = (before - 1) / d->every_ms * d->every_ms;
-        return m > last ? m : -1;
-    }
-    /* No "previous tick" function: find a window before `before` holding a
-     * tick (doubling it back from 2 s), then walk it forward. */
-    for (int64_t w = 2000;; w *= 2) {
-        int64_t from = before - w < last ? last : before - w;
-        int64_t t = jr_cron_def_next(d, from), m = -1;
-        while (t >= 0 && t < before) m = t, t = jr_cron_def_next(d, t);
-        if (m >= 0 || from == last || w > INT64_C(400) * 366 * 86400000) return m;
-    }
-}
-
 /* Upsert the configured schedules. Refusals are logged; a transport error
  * is returned. */
 static int cron_upsert(sched_t *s) {
@@ -505,8 +489,11 @@ static int cron_load(sched_t *s) {
         const char *job;
         int64_t last = jr_cron_last_parse(v[i].last, &job);
         if (!s->cron_started && c->def.enabled && c->def.missed == JR_MISSED_ONCE && last >= 0) {
-            int64_t m = cron_latest_missed(&c->def, last, start);
-            if (m >= 0 && (rc = cron_fire_one(s, &c->def, m, 1))) break;
+            int64_t m = jr_cron_def_latest(&c->def, last, start);
+            if (m >= 0 && (rc = cron_fire_one(s, &c->def, m, 1))) {
+                k++; /* freed below */
+                break;
+            }
         }
         k++;
     }

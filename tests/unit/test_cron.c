@@ -463,3 +463,38 @@ Test(cron_config, bad_entries_name_entry_and_key) {
     periodic_bad("periodic:\n  name: n\n", "periodic: expected a sequence of schedules");
     periodic_bad("periodic:\n  - n\n", "periodic[0]: expected a mapping");
 }
+
+/* The latest missed tick: brute force agrees, and a dense backlog (every
+ * second of January, asked in December: 2.6 million ticks) is found without
+ * walking it. */
+Test(cron_def, latest_tick_before) {
+    char err[JR_ERRLEN];
+    jr_cron_def_t e = {.name = "n", .handler = "h", .queue = "q", .every_ms = 5000, .tz = "UTC"};
+    cr_assert_eq(jr_cron_def_check(&e, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(jr_cron_def_latest(&e, 0, 12345), 10000);
+    cr_expect_eq(jr_cron_def_latest(&e, 10000, 12345), -1);
+    cr_expect_eq(jr_cron_def_latest(&e, 0, 10000), 5000);
+    jr_cron_def_t d = {.name = "n", .handler = "h", .queue = "q", .cron = "* * * * JAN *", .tz = "Europe/Berlin"};
+    cr_assert_eq(jr_cron_def_check(&d, err, sizeof err), 0, "%s", err);
+    int64_t t0 = jr_wall_ms();
+    cr_expect_eq(jr_cron_def_latest(&d, ms_of("2020-01-01T00:00:00Z"), ms_of("2026-12-01T12:00:00Z")),
+                 ms_of("2026-01-31T22:59:59Z")); /* 23:59:59 CET */
+    cr_expect_lt(jr_wall_ms() - t0, 5000, "walked the backlog");
+    cr_expect_eq(jr_cron_def_latest(&d, ms_of("2026-01-31T22:59:59Z"), ms_of("2026-12-01T12:00:00Z")), -1);
+    jr_cron_def_t n = {.name = "n", .handler = "h", .queue = "q", .cron = "0 0 31 2 *", .tz = "UTC"};
+    cr_assert_eq(jr_cron_def_check(&n, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(jr_cron_def_latest(&n, -1, ms_of("2026-12-01T12:00:00Z")), -1);
+    rng_state = 777;
+    for (int i = 0; i < 100; i++) {
+        char expr[256];
+        random_expr(expr, sizeof expr);
+        jr_cron_def_t r = {.name = "n", .handler = "h", .queue = "q", .cron = expr, .tz = "America/New_York"};
+        if (jr_cron_def_check(&r, err, sizeof err)) continue;
+        int64_t before = 1700000000000 + (int64_t)(rnd() % 100000000000), last = before - 3 * 86400000;
+        int64_t want = -1, steps = 0;
+        for (int64_t t = jr_cron_def_next(&r, last); t >= 0 && t < before && steps < 1000; t = jr_cron_def_next(&r, t))
+            want = t, steps++;
+        if (steps == 1000) continue; /* too dense to brute-force */
+        cr_expect_eq(jr_cron_def_latest(&r, last, before), want, "\"%s\" before %lld", expr, (long long)before);
+    }
+}
