@@ -258,3 +258,55 @@ Test(cron, config_schedules_are_upserted) {
     cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, ls), 0, "%s", err);
     cr_expect(strstr(out, "cfgtick") && strstr(out, "America/New_York") && strstr(out, "30 2 * * *"), "%s", out);
 }
+
+/* The Redis functions refuse bad input whole, naming it, and change
+ * nothing; jr_cron_fired only moves forward. */
+Test(cron, functions_refuse_and_change_nothing) {
+    redisContext *c = jrt_connect(&R);
+    jr_redis_t *j = jrt_jr_connect(&R); /* loads the library */
+    const char *good = "{\"handler\":\"h\",\"queue\":\"q\",\"timezone\":\"UTC\",\"every_ms\":1000}";
+    static const char *const bad[][2] = {
+        {"a b", "{\"handler\":\"h\",\"queue\":\"q\",\"timezone\":\"UTC\",\"every_ms\":1000}"},
+        {"n", "not json"},
+        {"n", "{\"handler\":\"\",\"queue\":\"q\",\"timezone\":\"UTC\",\"every_ms\":1000}"},
+        {"n", "{\"handler\":\"h\",\"queue\":\"a b\",\"timezone\":\"UTC\",\"every_ms\":1000}"},
+        {"n", "{\"handler\":\"h\",\"queue\":\"q\",\"timezone\":\"UTC\"}"},
+        {"n", "{\"handler\":\"h\",\"queue\":\"q\",\"timezone\":\"UTC\",\"every_ms\":1000,\"cron\":\"* * * * *\"}"},
+        {"n", "{\"handler\":\"h\",\"queue\":\"q\",\"timezone\":\"UTC\",\"every_ms\":10}"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        redisReply *r = redisCommand(c, "FCALL jr_cron_set 2 jr:{cron} jr:{cron}:wake %s %s", bad[i][0], bad[i][1]);
+        cr_expect(r && r->type == REDIS_REPLY_ERROR && strstr(r->str, "jr_cron_set"), "case %zu accepted", i);
+        freeReplyObject(r);
+    }
+    cr_expect_eq(jrt_int(c, "EXISTS jr:{cron} jr:{cron}:wake"), 0);
+    redisReply *r = redisCommand(c, "FCALL jr_cron_set 2 jr:{cron} jr:{cron}:other n %s", good);
+    cr_expect(r && r->type == REDIS_REPLY_ERROR && strstr(r->str, "takes the keys"), "wrong key accepted");
+    freeReplyObject(r);
+    /* A wake key of the wrong type: refused before the HSET. */
+    freeReplyObject(redisCommand(c, "SET jr:{cron}:wake x"));
+    r = redisCommand(c, "FCALL jr_cron_set 2 jr:{cron} jr:{cron}:wake n %s", good);
+    cr_expect(r && r->type == REDIS_REPLY_ERROR && strstr(r->str, "holds a string"), "%s", r ? r->str : "");
+    freeReplyObject(r);
+    cr_expect_eq(jrt_int(c, "EXISTS jr:{cron}"), 0);
+    freeReplyObject(redisCommand(c, "DEL jr:{cron}:wake"));
+    cr_expect_eq(jrt_int(c, "FCALL jr_cron_set 2 jr:{cron} jr:{cron}:wake n %s", good), 1);
+    cr_expect_eq(jrt_int(c, "FCALL jr_cron_set 2 jr:{cron} jr:{cron}:wake n %s", good), 0);
+    cr_expect_eq(jrt_int(c, "XLEN jr:{cron}:wake"), 1);
+    /* fired: only for a schedule that exists, only forward. */
+    cr_expect_eq(jrt_int(c, "FCALL jr_cron_fired 2 jr:{cron} jr:{cron}:last nope 1000 nope@1000"), 0);
+    cr_expect_eq(jrt_int(c, "FCALL jr_cron_fired 2 jr:{cron} jr:{cron}:last n 2000 n@2000"), 1);
+    cr_expect_eq(jrt_int(c, "FCALL jr_cron_fired 2 jr:{cron} jr:{cron}:last n 1000 n@1000"), 0);
+    r = redisCommand(c, "HGET jr:{cron}:last n");
+    cr_expect_str_eq(r->str, "2000 n@2000");
+    freeReplyObject(r);
+    cr_expect_eq(jrt_int(c, "HEXISTS jr:{cron}:last nope"), 0);
+    r = redisCommand(c, "FCALL jr_cron_fired 2 jr:{cron} jr:{cron}:last n x n@x");
+    cr_expect(r && r->type == REDIS_REPLY_ERROR);
+    freeReplyObject(r);
+    cr_expect_eq(jrt_int(c, "FCALL jr_cron_del 3 jr:{cron} jr:{cron}:last jr:{cron}:wake n"), 1);
+    cr_expect_eq(jrt_int(c, "FCALL jr_cron_del 3 jr:{cron} jr:{cron}:last jr:{cron}:wake n"), 0);
+    cr_expect_eq(jrt_int(c, "EXISTS jr:{cron} jr:{cron}:last"), 0);
+    jr_redis_free(j);
+    redisFree(c);
+}
