@@ -65,7 +65,9 @@ typedef struct sched {
     struct cron_state *crons;
     size_t ncrons;
     int cron_started;       /* the first load (which handles missed ticks) is done */
-    int64_t cron_deadline_us; /* monotonic time of the next tick, -1 = none */
+    int64_t cron_deadline_us; /* monotonic time to wake for the next tick, -1 = none */
+    int64_t cron_tick_us;     /* monotonic time of the next tick itself (cron_deadline_us is
+                                 CRON_PREWAKE_US before it when that is far enough) */
     char cron_wake[JR_ID_MAX]; /* last entry id seen on jr:{cron}:wake */
     double clock_redis_ms;    /* Redis's clock (Unix ms) at monotonic clock_mono_us */
     int64_t clock_mono_us, clock_half_rtt_us;
@@ -368,6 +370,11 @@ static int cron_upsert(sched_t *s) {
     return 0;
 }
 
+/* A process woken from a long sleep starts late (a cold wake-up, 1-3 ms on
+ * a busy host): wake this much before a tick, read Redis's clock (which also
+ * sets the deadline afresh), and sleep the short rest. */
+#define CRON_PREWAKE_US 2000
+
 /* Fold the schedules' next ticks into cron_deadline_us (Redis time `now`
  * measured at monotonic `mono`). */
 static void cron_set_deadline(sched_t *s, double now, int64_t mono) {
@@ -388,6 +395,8 @@ static void cron_set_deadline(sched_t *s, double now, int64_t mono) {
         }
         if (at >= 0 && (s->cron_deadline_us < 0 || at < s->cron_deadline_us)) s->cron_deadline_us = at;
     }
+    s->cron_tick_us = s->cron_deadline_us;
+    if (s->cron_deadline_us - jr_mono_us() > 2 * CRON_PREWAKE_US) s->cron_deadline_us -= CRON_PREWAKE_US;
 }
 
 /* Fire every tick that is due by the estimated Redis clock (no call before
@@ -586,8 +595,15 @@ int jr_scheduler_run(const jr_config_t *cfg) {
             continue;
         }
         if (!rc && w == JR_WAIT_TIMEOUT) {
-            if (s.cron_deadline_us >= 0 && jr_mono_us() >= s.cron_deadline_us)
-                rc = cron_fire(&s); /* a tick is due (first: its job may be due now) */
+            if (s.cron_deadline_us >= 0 && jr_mono_us() >= s.cron_deadline_us) {
+                double now;
+                int64_t mono;
+                if (jr_mono_us() < s.cron_tick_us) { /* the early wake-up */
+                    if (!(rc = cron_clock(&s, &now, &mono))) cron_set_deadline(&s, now, mono);
+                } else {
+                    rc = cron_fire(&s); /* a tick is due (first: its job may be due now) */
+                }
+            }
             if (!rc && s.deadline_us >= 0 && jr_mono_us() >= s.deadline_us)
                 rc = sched_promote_all(&s); /* our timer: the next job is due */
         } else if (!rc && w == JR_WAIT_READY) {
