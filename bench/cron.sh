@@ -9,7 +9,7 @@
 # `jobrunner scheduler` processes for TICKS seconds, stops them, and reads
 # the ready stream. For each tick T (the job id is NAME@T): lateness = the
 # time its job entered the ready stream (the stream entry id, Redis's clock,
-# whole ms, so a figure of L ms means L to L+1 ms) minus T. Prints p50, p99,
+# whole ms, so a figure of L ms means L to L+1 ms) minus T. Prints p50, p90, p99,
 # max, the early count (entered before T), and duplicate and missing ticks.
 # Appends a key=value line to bench/results/cron.txt. No workers run.
 # Stops what it started by pid.
@@ -70,6 +70,6 @@ for name in sorted(ticks):
     late = sorted(e - t for t, e in v)
     early = sum(1 for x in late if x < 0)
     p = lambda q: late[min(len(late) - 1, int(q * len(late)))]
-    print(f"schedule={name} schedulers={sys.argv[2]} ticks={len(ts)} p50_ms={p(0.5)} p99_ms={p(0.99)} "
+    print(f"schedule={name} schedulers={sys.argv[2]} ticks={len(ts)} p50_ms={p(0.5)} p90_ms={p(0.9)} p99_ms={p(0.99)} "
           f"max_ms={late[-1]} early={early} duplicates={dup} missing={missing}")
 PY
