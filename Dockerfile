@@ -22,7 +22,7 @@ WORKDIR /plugin
 
 FROM debian:bookworm-slim AS runtime
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        libhiredis0.14 libyaml-0-2 libjansson4 libmicrohttpd12 \
+        libhiredis0.14 libyaml-0-2 libjansson4 libmicrohttpd12 tzdata \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --no-create-home jobrunner \
     && mkdir -p /opt/jobrunner/plugins

@@ -26,8 +26,11 @@ vg="valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=defin
 JRT_RECORD="$tmp/record.txt" JOBRUNNER_WORKER_HANDLER_WAIT=2s $vg "$jr" worker --redis "$url" --plugin "$record" \
   --plugin "$build/lib/jobrunner/jobs" >"$tmp/worker.log" 2>&1 &
 worker_pid=$!
+# A periodic schedule (time zone work under valgrind), changed at run time.
+"$jr" cron add vg --cron '* * * * * *' --tz Europe/Berlin -q vgq --redis "$url" echo tick >/dev/null
 $vg "$jr" scheduler --redis "$url" >"$tmp/sched.log" 2>&1 &
 sched_pid=$!
+"$jr" cron add vg2 --every 1s --missed once -q vgq --redis "$url" echo tock >/dev/null
 for i in 1 2 3 4 5; do "$jr" enqueue --redis "$url" echo "x$i" >/dev/null; done
 "$jr" enqueue --redis "$url" --in 500ms echo later >/dev/null
 "$jr" enqueue --redis "$url" nosuch y >/dev/null
@@ -46,6 +49,8 @@ wait "$sched_pid" || fail "scheduler exited with $?"
 worker_pid="" sched_pid=""
 grep -q "crashed: SIGSEGV" "$tmp/worker.log" || fail "the crash was not reported with its signal"
 grep -q "timeout: still running" "$tmp/worker.log" || fail "the timeout was not reported"
+grep -q "fired a periodic job schedule=vg " "$tmp/sched.log" || fail "the periodic schedule did not fire"
+grep -q "fired a periodic job schedule=vg2 " "$tmp/sched.log" || fail "the schedule added at run time did not fire"
 n=$(ls "$tmp"/*.vg | wc -l)
 [ "$n" -ge 3 ] || fail "expected valgrind logs of worker, runners and scheduler, got $n"
 if grep -l -E "ERROR SUMMARY: [1-9]|definitely lost: [1-9]" "$tmp"/*.vg; then fail "valgrind found errors"; fi

@@ -828,3 +828,149 @@ int jr_cmd_pause(const jr_config_t *cfg, const char *queue, int on, FILE *out) {
     jr_redis_free(r);
     return 0;
 }
+
+/* ---- periodic schedules ---------------------------------------------------- */
+
+int jr_cmd_cron_add(const jr_config_t *cfg, jr_cron_def_t *d, FILE *out) {
+    char err[JR_ERRLEN];
+    if (jr_cron_def_check(d, err, sizeof err)) {
+        fprintf(stderr, "jobrunner cron add: %s\n", err);
+        return 2;
+    }
+    char *def = jr_cron_def_encode(d);
+    if (!def) {
+        fprintf(stderr, "jobrunner cron add: %s\n", jr_strerror(JR_ENOMEM));
+        return 1;
+    }
+    jr_redis_t *r = jr_admin_connect(cfg);
+    if (!r) {
+        free(def);
+        return 1;
+    }
+    jr_cron_entry_t *v = NULL;
+    size_t n = 0;
+    char wake[JR_ID_MAX];
+    int existed = 0, changed = 0;
+    int rc = jr_redis_cron_list(r, &v, &n, wake);
+    for (size_t i = 0; !rc && i < n; i++) existed |= strcmp(v[i].name, d->name) == 0;
+    jr_cron_entries_free(v, n);
+    double now = 0;
+    if (!rc) rc = jr_redis_cron_set(r, d->name, def, &changed);
+    if (!rc) rc = jr_redis_time_ms(r, &now);
+    if (rc) {
+        fprintf(stderr, "jobrunner cron add: %s\n", jr_redis_errstr(r)[0] ? jr_redis_errstr(r) : jr_strerror(rc));
+    } else {
+        int64_t next = jr_cron_def_next(d, (int64_t)now);
+        char t[JR_TIME_LEN];
+        fprintf(out, "%s %s, next firing %s\n", d->name, !existed ? "added" : changed ? "updated" : "unchanged",
+                next < 0 ? "never" : jr_time_format(next, t));
+    }
+    free(def);
+    jr_redis_free(r);
+    return rc ? 1 : 0;
+}
+
+int jr_cmd_cron_remove(const jr_config_t *cfg, char **names, size_t n, FILE *out) {
+    jr_redis_t *r = jr_admin_connect(cfg);
+    if (!r) return 1;
+    int missing = 0, rc = 0;
+    for (size_t i = 0; !rc && i < n; i++) {
+        int removed = 0;
+        rc = jr_redis_cron_del(r, names[i], &removed);
+        if (!rc) fprintf(out, "%s %s\n", names[i], removed ? "removed" : "not found");
+        missing += !rc && !removed;
+    }
+    if (rc) fprintf(stderr, "jobrunner cron remove: %s\n", jr_redis_errstr(r)[0] ? jr_redis_errstr(r) : jr_strerror(rc));
+    jr_redis_free(r);
+    return rc || missing ? 1 : 0;
+}
+
+static int cmp_entry(const void *a, const void *b) {
+    return strcmp(((const jr_cron_entry_t *)a)->name, ((const jr_cron_entry_t *)b)->name);
+}
+
+/* One schedule as JSON (d decoded, or NULL with why). */
+static json_t *cron_json(const jr_cron_entry_t *e, const jr_cron_def_t *d, const char *why, int64_t now) {
+    json_t *o = json_object();
+    if (!o) return NULL;
+    json_object_set_new(o, "name", json_string(e->name));
+    if (!d) {
+        json_object_set_new(o, "error", json_string(why));
+        json_object_set_new(o, "definition", jr_json_bytes(e->def, strlen(e->def)));
+        return o;
+    }
+    char t[JR_TIME_LEN], loc[JR_CRON_LOCAL_LEN], dur[JR_DURATION_LEN];
+    json_object_set_new(o, "cron", d->cron ? json_string(d->cron) : json_null());
+    json_object_set_new(o, "every", d->cron ? json_null() : json_string(jr_duration_format(d->every_ms, dur, sizeof dur)));
+    json_object_set_new(o, "every_ms", d->cron ? json_null() : json_integer(d->every_ms));
+    json_object_set_new(o, "timezone", json_string(d->tz));
+    json_object_set_new(o, "queue", json_string(d->queue));
+    json_object_set_new(o, "handler", json_string(d->handler));
+    json_object_set_new(o, "payload", d->payload ? json_string(d->payload) : json_null());
+    json_object_set_new(o, "missed", json_string(d->missed == JR_MISSED_ONCE ? "once" : "skip"));
+    json_object_set_new(o, "enabled", json_boolean(d->enabled));
+    int64_t next = d->enabled ? jr_cron_def_next(d, now) : -1;
+    json_object_set_new(o, "next_ms", next < 0 ? json_null() : json_integer(next));
+    json_object_set_new(o, "next_utc", next < 0 ? json_null() : json_string(jr_time_format(next, t)));
+    json_object_set_new(o, "next_local", next < 0 ? json_null() : json_string(jr_cron_local_format(next, d->tz, loc)));
+    const char *job;
+    int64_t last = jr_cron_last_parse(e->last, &job);
+    json_object_set_new(o, "last_fired_ms", last < 0 ? json_null() : json_integer(last));
+    json_object_set_new(o, "last_fired_utc", last < 0 ? json_null() : json_string(jr_time_format(last, t)));
+    json_object_set_new(o, "last_job_id", last < 0 ? json_null() : json_string(job));
+    return o;
+}
+
+int jr_cmd_cron_list(const jr_config_t *cfg, int json, FILE *out) {
+    jr_redis_t *r = admin_connect(cfg, 0);
+    if (!r) return 1;
+    jr_cron_entry_t *v = NULL;
+    size_t n = 0;
+    char wake[JR_ID_MAX];
+    double nowf = 0;
+    int rc = jr_redis_cron_list(r, &v, &n, wake);
+    if (!rc) rc = jr_redis_time_ms(r, &nowf);
+    if (rc) {
+        fprintf(stderr, "jobrunner cron list: %s\n", jr_redis_errstr(r)[0] ? jr_redis_errstr(r) : jr_strerror(rc));
+        jr_cron_entries_free(v, n);
+        jr_redis_free(r);
+        return 1;
+    }
+    int64_t now = (int64_t)nowf;
+    if (n) qsort(v, n, sizeof *v, cmp_entry);
+    json_t *arr = json ? json_array() : NULL;
+    if (!json)
+        fprintf(out, "%-20s %-20s %-16s %-10s %-16s %-24s %-25s %-24s %-30s %s\n", "NAME", "SCHEDULE", "ZONE", "QUEUE",
+                "HANDLER", "NEXT (UTC)", "NEXT (LOCAL)", "LAST FIRED (UTC)", "LAST JOB", "ENABLED");
+    for (size_t i = 0; i < n; i++) {
+        jr_cron_def_t d;
+        char why[JR_ERRLEN];
+        int bad = jr_cron_def_decode(v[i].name, v[i].def, &d, why, sizeof why);
+        if (json) {
+            json_array_append_new(arr, cron_json(&v[i], bad ? NULL : &d, why, now));
+        } else if (bad) {
+            fprintf(out, "%-20s (unreadable definition: %s)\n", v[i].name, why);
+        } else {
+            char sched[128], t[JR_TIME_LEN], loc[JR_CRON_LOCAL_LEN], lt[JR_TIME_LEN], dur[JR_DURATION_LEN];
+            if (d.cron) snprintf(sched, sizeof sched, "%s", d.cron);
+            else snprintf(sched, sizeof sched, "every %s", jr_duration_format(d.every_ms, dur, sizeof dur));
+            int64_t next = d.enabled ? jr_cron_def_next(&d, now) : -1;
+            const char *job;
+            int64_t last = jr_cron_last_parse(v[i].last, &job);
+            fprintf(out, "%-20s %-20s %-16s %-10s %-16s %-24s %-25s %-24s %-30s %s\n", d.name, sched, d.tz, d.queue,
+                    d.handler, next < 0 ? "-" : jr_time_format(next, t),
+                    next < 0 ? "-" : jr_cron_local_format(next, d.tz, loc), last < 0 ? "-" : jr_time_format(last, lt),
+                    last < 0 ? "-" : job, d.enabled ? "yes" : "no");
+        }
+        jr_cron_def_free(&d);
+    }
+    if (json) {
+        json_t *doc = json_object();
+        if (doc) json_object_set_new(doc, "schedules", arr);
+        else json_decref(arr);
+        if (jr_json_print(out, doc) != 0) rc = JR_ENOMEM;
+    }
+    jr_cron_entries_free(v, n);
+    jr_redis_free(r);
+    return rc ? 1 : 0;
+}

@@ -61,4 +61,17 @@ jr_redis_t *jr_admin_connect(const jr_config_t *cfg);
  * (runner/lua/jobrunner.lua) on `out`. Returns the exit status. */
 int jr_cmd_functions(const jr_config_t *cfg, const char *sub, FILE *out);
 
+/* `jobrunner cron add`: store the schedule *d (checked with
+ * jr_cron_def_check first) in Redis, replacing one of that name; running
+ * schedulers learn of it at once. Prints "NAME added|updated|unchanged,
+ * next firing UTC". Returns the exit status. */
+int jr_cmd_cron_add(const jr_config_t *cfg, jr_cron_def_t *d, FILE *out);
+/* `jobrunner cron remove NAME...`: prints "NAME removed" or "NAME not
+ * found" per name; exit status 0 when every name was found. */
+int jr_cmd_cron_remove(const jr_config_t *cfg, char **names, size_t n, FILE *out);
+/* `jobrunner cron list`: every schedule with its next firing (UTC and
+ * local, after Redis's now) and last fired tick and job id, as a table or
+ * JSON ({"schedules": [...]}, see docs/operations.md). */
+int jr_cmd_cron_list(const jr_config_t *cfg, int json, FILE *out);
+
 #endif

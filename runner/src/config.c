@@ -30,6 +30,7 @@ typedef enum {
     T_QUEUES,    /* jr_strlist_t of distinct queue names */
     T_WQUEUES,   /* T_QUEUES whose items may also be {name: Q, weight: N} (worker.queues) */
     T_HANDLERS,  /* the handlers section: NAME -> mapping of "jobs" policy keys */
+    T_PERIODIC,  /* the periodic section: a sequence of schedules (jr_cron_def_t) */
 } key_type_t;
 
 typedef struct {
@@ -91,6 +92,7 @@ static const key_def_t keys[] = {
     {"scheduler", "block", T_DURATION, F(scheduler_block_ms), 100, 60 * MS_S, NULL},
     {"metrics", "listen", T_ADDR, F(metrics_listen), 0, 0, NULL},
     {"enqueue", "queue", T_QUEUE, F(default_queue), 0, 0, NULL},
+    {"periodic", "*", T_PERIODIC, 0, 0, 0, NULL},
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -216,6 +218,8 @@ void jr_config_free(jr_config_t *cfg) {
     jr_strlist_free(&cfg->scheduler_queues);
     for (size_t i = 0; i < cfg->nhandlers; i++) free(cfg->handlers[i].name);
     free(cfg->handlers);
+    for (size_t i = 0; i < cfg->nperiodic; i++) jr_cron_def_free(&cfg->periodic[i]);
+    free(cfg->periodic);
     memset(cfg, 0, sizeof *cfg);
 }
 
@@ -640,9 +644,145 @@ static int load_handlers(loader_t *ld) {
     return rc;
 }
 
+/* ---- periodic: a sequence of schedules ------------------------------------ */
+
+static const char *const periodic_keys[] = {"name", "handler", "queue", "payload", "cron",
+                                            "every", "timezone", "missed", "enabled", NULL};
+#define PERIODIC_KEYS "name, handler, queue, payload, cron, every, timezone, missed, enabled"
+
+static void free_defs(jr_cron_def_t *v, size_t n) {
+    for (size_t i = 0; i < n; i++) jr_cron_def_free(&v[i]);
+    free(v);
+}
+
+/* Read the mapping of one schedule (the current event opens it) into *d.
+ * `at` names the entry in messages ("periodic[2]"); `names` holds the
+ * names of the entries before it (value: line). */
+static int load_schedule(loader_t *ld, jr_cron_def_t *d, const char *at, strset_t *names) {
+    size_t seen[9] = {0}, line0 = ev_line(ld);
+    char path[PATH_LEN + 40], entry[PATH_LEN];
+    int rc;
+    snprintf(entry, sizeof entry, "%s", at);
+    d->enabled = 1;
+    while ((rc = next(ld)) == 0 && ld->ev.type != YAML_MAPPING_END_EVENT) {
+        if ((rc = check_key_event(ld, entry))) return rc;
+        snprintf(path, sizeof path, "%s.%s", entry, ev_text(ld));
+        int k = 0;
+        while (periodic_keys[k] && strcmp(periodic_keys[k], ev_text(ld))) k++;
+        if (!periodic_keys[k]) return fail(ld, path, "unknown key (a schedule has " PERIODIC_KEYS ")");
+        if (seen[k]) return fail(ld, path, "duplicate key (first given on line %zu)", seen[k]);
+        seen[k] = ev_line(ld);
+        if ((rc = next(ld))) return rc;
+        if (ld->ev.type != YAML_SCALAR_EVENT || (ev_is_null(ld) && k != 3))
+            return fail(ld, path, "expected a single value, got %s", ev_kind(ld));
+        const char *v = ev_text(ld);
+        char why[JR_ERRLEN], **str = NULL;
+        jr_cron_t parsed;
+        switch (k) {
+        case 0:
+            if (!jr_cron_name_valid(v))
+                return fail(ld, path, "bad schedule name \"%s\" (1 to %d of A-Z a-z 0-9 _ . : -)", v, JR_CRON_NAME_MAX);
+            if (strset_get(names, v))
+                return fail(ld, path, "schedule \"%s\" is listed twice (first given on line %zu)", v,
+                            strset_get(names, v)->val);
+            str = &d->name;
+            snprintf(entry, sizeof entry, "periodic.%s", v);
+            break;
+        case 1:
+            if (!*v) return fail(ld, path, "must not be empty");
+            str = &d->handler;
+            break;
+        case 2:
+            if (!queue_name_ok(v)) return fail(ld, path, "bad queue name \"%s\" (must be %s)", v, QUEUE_RULE);
+            str = &d->queue;
+            break;
+        case 3:
+            if (!ev_is_null(ld)) str = &d->payload;
+            break;
+        case 4:
+            if (jr_cron_parse(v, &parsed, why, sizeof why)) return fail(ld, path, "%s", why);
+            str = &d->cron;
+            break;
+        case 5:
+            if (jr_duration_parse_range(v, JR_CRON_EVERY_MIN_MS, JR_CRON_EVERY_MAX_MS, &d->every_ms, why, sizeof why))
+                return fail(ld, path, "%s, got \"%s\"", why, v);
+            break;
+        case 6:
+            if (!jr_tz_valid(v))
+                return fail(ld, path, "unknown time zone \"%s\" (an IANA name from the system tz database, "
+                            "like Europe/Berlin, or UTC)", v);
+            str = &d->tz;
+            break;
+        case 7:
+            if (strcmp(v, "skip") && strcmp(v, "once")) return fail(ld, path, "must be skip or once, got \"%s\"", v);
+            d->missed = strcmp(v, "once") == 0 ? JR_MISSED_ONCE : JR_MISSED_SKIP;
+            break;
+        default:
+            if (strcmp(v, "true") && strcmp(v, "false")) return fail(ld, path, "must be true or false, got \"%s\"", v);
+            d->enabled = strcmp(v, "true") == 0;
+            break;
+        }
+        if (str && !(*str = strdup(v))) return JR_ENOMEM;
+    }
+    if (rc) return rc;
+    if (!d->queue && !(d->queue = strdup(JR_DEFAULT_QUEUE))) return JR_ENOMEM;
+    if (!d->tz && !(d->tz = strdup("UTC"))) return JR_ENOMEM;
+    const char *missing = !d->name ? "name" : !d->handler ? "handler" : NULL;
+    if (missing || !d->cron == !d->every_ms) {
+        set_err(ld->err, ld->errlen, "%s:%zu: %s: %s", ld->name, line0, entry,
+                missing ? (!d->name ? "the key name is missing" : "the key handler is missing")
+                        : "give exactly one of cron and every");
+        return JR_EINVAL;
+    }
+    char why[JR_ERRLEN];
+    if (jr_cron_def_check(d, why, sizeof why)) {
+        set_err(ld->err, ld->errlen, "%s:%zu: %s: %s", ld->name, line0, entry, why);
+        return JR_EINVAL;
+    }
+    return strset_add(names, d->name, line0);
+}
+
+/* The current event opens the "periodic" section: a sequence of schedules.
+ * The list replaces any list of an earlier file. */
+static int load_periodic(loader_t *ld) {
+    jr_cron_def_t *v = NULL;
+    size_t n = 0;
+    strset_t names = {0};
+    int rc = 0;
+    if (!ev_is_null(ld)) {
+        if (ld->ev.type != YAML_SEQUENCE_START_EVENT)
+            return fail(ld, "periodic", "expected a sequence of schedules, got %s", ev_kind(ld));
+        while ((rc = next(ld)) == 0 && ld->ev.type != YAML_SEQUENCE_END_EVENT) {
+            char at[PATH_LEN];
+            snprintf(at, sizeof at, "periodic[%zu]", n);
+            if (ld->ev.type != YAML_MAPPING_START_EVENT) {
+                rc = fail(ld, at, "expected a mapping (" PERIODIC_KEYS "), got %s", ev_kind(ld));
+                break;
+            }
+            jr_cron_def_t *g = grow(v, n, sizeof *v);
+            if (!g) {
+                rc = JR_ENOMEM;
+                break;
+            }
+            v = g;
+            memset(&v[n], 0, sizeof *v);
+            if ((rc = load_schedule(ld, &v[n++], at, &names))) break;
+        }
+    }
+    strset_free(&names);
+    if (rc) {
+        free_defs(v, n);
+        return rc;
+    }
+    free_defs(ld->cfg->periodic, ld->cfg->nperiodic);
+    ld->cfg->periodic = v, ld->cfg->nperiodic = n;
+    return 0;
+}
+
 /* The current event opens a section's value; read its keys. */
 static int load_section(loader_t *ld, const char *section) {
     if (!strcmp(section, "handlers")) return load_handlers(ld);
+    if (!strcmp(section, "periodic")) return load_periodic(ld);
     if (ev_is_null(ld)) return 0; /* "worker:" with every key commented out */
     if (ld->ev.type != YAML_MAPPING_START_EVENT)
         return fail(ld, section, "expected a mapping of keys, got %s", ev_kind(ld));

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cron.h"
+
 typedef struct jr_strlist {
     char **v;
     size_t n;
@@ -82,6 +84,11 @@ typedef struct jr_config {
 
     /* enqueue: */
     char *default_queue;        /* enqueue.queue, default "default" */
+
+    /* periodic: a list of schedules a scheduler upserts into Redis at start
+     * (each checked with jr_cron_def_check; names distinct) */
+    jr_cron_def_t *periodic;
+    size_t nperiodic;
 } jr_config_t;
 
 /* Fill *cfg with the defaults above (all lists empty, strings NULL except

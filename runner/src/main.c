@@ -39,6 +39,7 @@ static const char usage_main[] =
     "  cancel     cancel jobs by id (waiting: removed; running: flagged)\n"
     "  pause      stop workers taking jobs from a queue\n"
     "  resume     let workers take jobs from a paused queue again\n"
+    "  cron       add, remove or list periodic schedules (fired by the schedulers)\n"
     "  dev        run the demo: private Redis, scheduler, workers, example shop\n"
     "  version    print the version\n"
     "\n"
@@ -192,12 +193,31 @@ static const char usage_functions[] =
     "  load                load the library into Redis now (only if missing or different)\n"
     "  dump                print the library, e.g. for redis-cli -x FUNCTION LOAD REPLACE\n";
 
+static const char usage_cron[] =
+    "usage: jobrunner cron add NAME (--cron EXPR | --every DURATION) [--tz ZONE] [-q QUEUE]\n"
+    "                          [--missed skip|once] [--disabled] HANDLER [PAYLOAD]\n"
+    "       jobrunner cron remove NAME...\n"
+    "       jobrunner cron list [--json]\n"
+    "\n"
+    "Periodic schedules live in Redis; every running scheduler fires them, each tick\n"
+    "exactly once, as a job with id NAME@TICK (the tick in Unix ms).\n"
+    "\n"
+    "  --cron EXPR         5 fields (min hour day-of-month month day-of-week) or 6 (seconds\n"
+    "                      first); *, N, N-M, lists, /STEP, JAN..DEC, SUN..SAT, @daily, @hourly...\n"
+    "  --every DURATION    a fixed interval from 1s (ticks at multiples of it since the epoch)\n"
+    "  --tz ZONE           an IANA zone for --cron (default UTC), e.g. Europe/Berlin\n"
+    "  -q, --queue QUEUE   the queue of the jobs (default: 'default')\n"
+    "  --missed skip|once  after all schedulers were down: fire nothing (skip, default)\n"
+    "                      or one job for the latest missed tick (once)\n"
+    "  --disabled          store it without firing it\n"
+    "  --json              list: print {\"schedules\": [...]}\n";
+
 _Static_assert(JR_DELAY_MAX_MS == 87600 * 3600 * 1000LL && JR_TIMEOUT_MAX_MS == 168 * 3600 * 1000LL &&
                    JR_BACKOFF_MAX_MS == 720 * 3600 * 1000LL && JR_ATTEMPTS_MAX == 1000,
                "the maxima in usage_enqueue");
 
 enum { OPT_REDIS = 1000, OPT_PLUGIN, OPT_IN, OPT_AT, OPT_ID, OPT_JSON, OPT_MAX, OPT_TIMEOUT, OPT_ORDERS, OPT_ALL, OPT_BACKOFF, OPT_METRICS,
-       OPT_STATE, OPT_LIMIT, OPT_AFTER, OPT_ORDER };
+       OPT_STATE, OPT_LIMIT, OPT_AFTER, OPT_ORDER, OPT_CRON, OPT_EVERY, OPT_TZ, OPT_MISSED, OPT_DISABLED };
 /* Flags that set one configuration key (see key_flags). */
 enum { OPT_CONCURRENCY = 1100, OPT_LOG_LEVEL, OPT_LOG_FORMAT, OPT_WAIT };
 
@@ -220,14 +240,20 @@ static const struct option long_opts[] = {
     {"limit", required_argument, 0, OPT_LIMIT},
     {"after", required_argument, 0, OPT_AFTER},
     {"order", required_argument, 0, OPT_ORDER},
+    {"cron", required_argument, 0, OPT_CRON},
+    {"every", required_argument, 0, OPT_EVERY},
+    {"tz", required_argument, 0, OPT_TZ},
+    {"missed", required_argument, 0, OPT_MISSED},
+    {"disabled", no_argument, 0, OPT_DISABLED},
     {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
 
 /* What the flags said, before the configuration is assembled. */
 typedef struct flags {
     const char *config, *redis, *in, *at, *id, *max, *timeout, *orders, *backoff, *metrics, *order;
     const char *state, *limit, *after; /* jobs */
+    const char *cron, *every, *tz, *missed; /* cron add */
     jr_strlist_t queues, plugins;
-    int json, all;
+    int json, all, disabled;
     const char *key_value[4]; /* the value of each flag of key_flags, or NULL */
 } flags_t;
 
@@ -255,8 +281,9 @@ static int flag_allowed(const char *cmd, int opt) {
     case OPT_IN: case OPT_AT: case OPT_ID: case OPT_MAX: case OPT_TIMEOUT: case OPT_BACKOFF:
         return !strcmp(cmd, "enqueue");
     case OPT_JSON: return !strcmp(cmd, "stats") || !strcmp(cmd, "dead") || !strcmp(cmd, "workers") ||
-                          !strcmp(cmd, "job") || !strcmp(cmd, "jobs");
+                          !strcmp(cmd, "job") || !strcmp(cmd, "jobs") || !strcmp(cmd, "cron");
     case OPT_STATE: case OPT_LIMIT: case OPT_AFTER: return !strcmp(cmd, "jobs");
+    case OPT_CRON: case OPT_EVERY: case OPT_TZ: case OPT_MISSED: case OPT_DISABLED: return !strcmp(cmd, "cron");
     case OPT_ALL: return !strcmp(cmd, "dead");
     case OPT_ORDERS: return !strcmp(cmd, "dev");
     case OPT_METRICS: return !strcmp(cmd, "worker") || !strcmp(cmd, "scheduler");
@@ -294,6 +321,7 @@ static const char *usage_of(const char *cmd) {
     if (!strcmp(cmd, "cancel")) return usage_cancel;
     if (!strcmp(cmd, "pause")) return usage_pause;
     if (!strcmp(cmd, "resume")) return usage_resume;
+    if (!strcmp(cmd, "cron")) return usage_cron;
     return NULL;
 }
 
@@ -505,6 +533,38 @@ static int worker_queue_flags(const char *cmd, const flags_t *f, jr_config_t *cf
     return status;
 }
 
+/* `jobrunner cron add|remove|list`: check the arguments, then run it. */
+static int run_cron(const char *cmd, const flags_t *f, const jr_config_t *cfg, int argc, char **argv) {
+    const char *sub = argc > 0 ? argv[0] : "";
+    int add = !strcmp(sub, "add");
+    if (!add && (f->cron || f->every || f->tz || f->missed || f->disabled || f->queues.n))
+        return die(cmd, "%s", "--cron, --every, --tz, -q, --missed and --disabled go with cron add");
+    if (!strcmp(sub, "list")) {
+        if (argc > 1) return die(cmd, "unexpected argument \"%s\"", argv[1]);
+        return jr_cmd_cron_list(cfg, f->json, stdout);
+    }
+    if (f->json) return die(cmd, "%s", "--json goes with cron list");
+    if (!strcmp(sub, "remove")) {
+        if (argc < 2) return die(cmd, "%s", "expected cron remove NAME...");
+        return jr_cmd_cron_remove(cfg, argv + 1, (size_t)(argc - 1), stdout);
+    }
+    if (!add) return die(cmd, "%s", "expected add, remove or list");
+    if (argc < 3 || argc > 4) return die(cmd, "%s", "expected cron add NAME (--cron EXPR | --every DURATION) HANDLER [PAYLOAD]");
+    if (!f->cron == !f->every) return die(cmd, "%s", "give exactly one of --cron and --every");
+    if (f->queues.n > 1) return die(cmd, "%s", "cron add takes one -q");
+    jr_cron_def_t d = {.name = argv[1], .handler = argv[2], .payload = argc == 4 ? argv[3] : NULL,
+                       .queue = f->queues.n ? f->queues.v[0] : cfg->default_queue, .cron = (char *)f->cron,
+                       .tz = (char *)(f->tz ? f->tz : "UTC"), .enabled = !f->disabled};
+    char why[JR_ERRLEN];
+    if (f->every && jr_duration_parse_range(f->every, JR_CRON_EVERY_MIN_MS, JR_CRON_EVERY_MAX_MS, &d.every_ms, why,
+                                            sizeof why))
+        return die2(cmd, "--every", f->every, why);
+    if (f->missed && strcmp(f->missed, "skip") && strcmp(f->missed, "once"))
+        return die2(cmd, "--missed", f->missed, "must be skip or once");
+    d.missed = f->missed && !strcmp(f->missed, "once") ? JR_MISSED_ONCE : JR_MISSED_SKIP;
+    return jr_cmd_cron_add(cfg, &d, stdout);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         fputs(usage_main, argc < 2 ? stderr : stdout);
@@ -526,9 +586,9 @@ int main(int argc, char **argv) {
     optind = 2;
     opterr = 0;
     /* Options stop at the first operand (a payload may start with '-'),
-     * except for dead, functions, job, jobs and cancel, whose subcommand comes first. */
+     * except for dead, functions, job, jobs, cancel and cron, whose subcommand comes first. */
     int permute = !strcmp(cmd, "dead") || !strcmp(cmd, "functions") || !strcmp(cmd, "job") ||
-                  !strcmp(cmd, "jobs") || !strcmp(cmd, "cancel");
+                  !strcmp(cmd, "jobs") || !strcmp(cmd, "cancel") || !strcmp(cmd, "cron");
     const char *optstring = permute ? "c:q:h" : "+c:q:h";
     while ((opt = getopt_long(argc, argv, optstring, long_opts, NULL)) != -1) {
         if (opt == '?' || !flag_allowed(cmd, opt)) {
@@ -561,6 +621,11 @@ int main(int argc, char **argv) {
         case OPT_ALL: f.all = 1; break;
         case OPT_BACKOFF: f.backoff = optarg; break;
         case OPT_METRICS: f.metrics = optarg; break;
+        case OPT_CRON: f.cron = optarg; break;
+        case OPT_EVERY: f.every = optarg; break;
+        case OPT_TZ: f.tz = optarg; break;
+        case OPT_MISSED: f.missed = optarg; break;
+        case OPT_DISABLED: f.disabled = 1; break;
         case OPT_ORDER: f.order = optarg; break;
         case OPT_STATE: f.state = optarg; break;
         case OPT_LIMIT: f.limit = optarg; break;
@@ -589,7 +654,7 @@ int main(int argc, char **argv) {
         goto out;
     }
     if (!pausing && strcmp(cmd, "enqueue") != 0 && strcmp(cmd, "dead") != 0 && strcmp(cmd, "functions") != 0 &&
-        strcmp(cmd, "job") != 0 && strcmp(cmd, "cancel") != 0 && optind < argc) {
+        strcmp(cmd, "job") != 0 && strcmp(cmd, "cancel") != 0 && strcmp(cmd, "cron") != 0 && optind < argc) {
         status = die(cmd, "unexpected argument \"%s\"", argv[optind]);
         goto out;
     }
@@ -679,6 +744,8 @@ int main(int argc, char **argv) {
             status = jr_cmd_functions(&cfg, argv[optind], stdout);
     } else if (pausing) {
         status = jr_cmd_pause(&cfg, f.queues.n ? f.queues.v[0] : argv[optind], !strcmp(cmd, "pause"), stdout);
+    } else if (!strcmp(cmd, "cron")) {
+        status = run_cron(cmd, &f, &cfg, argc - optind, argv + optind);
     } else if (!strcmp(cmd, "dead")) {
         if (optind >= argc) {
             status = die(cmd, "%s", "expected list, show, retry or purge");

@@ -1764,3 +1764,105 @@ int jr_redis_paused_since(jr_redis_t *r, const char *const *queues, size_t n, lo
     freeReplyObject(rep);
     return 0;
 }
+
+/* ---- periodic schedules --------------------------------------------------- */
+
+static int int_reply(jr_redis_t *r, redisReply *rep, const char *fn, long long *v) {
+    if (rep->type != REDIS_REPLY_INTEGER) {
+        freeReplyObject(rep);
+        return fail(r, JR_EPROTO, "%s: unexpected reply", fn);
+    }
+    *v = rep->integer;
+    freeReplyObject(rep);
+    return 0;
+}
+
+int jr_redis_cron_set(jr_redis_t *r, const char *name, const char *def, int *changed) {
+    redisReply *rep;
+    long long v = 0;
+    int rc = exec(r, &rep, "FCALL", "jr_cron_set", "2", JR_CRON_KEY, JR_CRON_WAKE_KEY, name, def, NULL);
+    if (!rc) rc = int_reply(r, rep, "jr_cron_set", &v);
+    if (changed) *changed = v == 1;
+    return rc;
+}
+
+int jr_redis_cron_del(jr_redis_t *r, const char *name, int *removed) {
+    redisReply *rep;
+    long long v = 0;
+    int rc = exec(r, &rep, "FCALL", "jr_cron_del", "3", JR_CRON_KEY, JR_CRON_LAST_KEY, JR_CRON_WAKE_KEY, name,
+                  NULL);
+    if (!rc) rc = int_reply(r, rep, "jr_cron_del", &v);
+    if (removed) *removed = v == 1;
+    return rc;
+}
+
+int jr_redis_cron_fired(jr_redis_t *r, const char *name, int64_t tick_ms, const char *job_id) {
+    redisReply *rep;
+    long long v;
+    char t[24];
+    snprintf(t, sizeof t, "%lld", (long long)tick_ms);
+    int rc = exec(r, &rep, "FCALL", "jr_cron_fired", "2", JR_CRON_KEY, JR_CRON_LAST_KEY, name, t, job_id, NULL);
+    return rc ? rc : int_reply(r, rep, "jr_cron_fired", &v);
+}
+
+void jr_cron_entries_free(jr_cron_entry_t *v, size_t n) {
+    for (size_t i = 0; v && i < n; i++) free(v[i].name), free(v[i].def), free(v[i].last);
+    free(v);
+}
+
+int jr_redis_cron_list(jr_redis_t *r, jr_cron_entry_t **out, size_t *n, char *wake_id) {
+    redisReply *rep;
+    *out = NULL, *n = 0;
+    int rc = exec(r, &rep, "FCALL", "jr_cron_list", "3", JR_CRON_KEY, JR_CRON_LAST_KEY, JR_CRON_WAKE_KEY, NULL);
+    if (rc) return rc;
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1 || (rep->elements - 1) % 3 != 0) {
+        freeReplyObject(rep);
+        return fail(r, JR_EPROTO, "jr_cron_list: unexpected reply");
+    }
+    for (size_t i = 0; i < rep->elements; i++)
+        if (rep->element[i]->type != REDIS_REPLY_STRING) {
+            freeReplyObject(rep);
+            return fail(r, JR_EPROTO, "jr_cron_list: unexpected reply");
+        }
+    snprintf(wake_id, JR_ID_MAX, "%s", rep->element[0]->str);
+    size_t k = (rep->elements - 1) / 3;
+    jr_cron_entry_t *v = calloc(k ? k : 1, sizeof *v);
+    if (!v) rc = fail(r, JR_ENOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < k; i++) {
+        v[i].name = strdup(rep->element[1 + 3 * i]->str);
+        v[i].def = strdup(rep->element[2 + 3 * i]->str);
+        v[i].last = strdup(rep->element[3 + 3 * i]->str);
+        if (!v[i].name || !v[i].def || !v[i].last) rc = fail(r, JR_ENOMEM, "out of memory");
+    }
+    freeReplyObject(rep);
+    if (rc) {
+        jr_cron_entries_free(v, k);
+        return rc;
+    }
+    *out = v, *n = k;
+    return 0;
+}
+
+int64_t jr_cron_last_parse(const char *last, const char **job) {
+    char *end;
+    *job = "";
+    if (!last || !*last) return -1;
+    long long t = strtoll(last, &end, 10);
+    if (end == last || *end != ' ' || t < 0) return -1;
+    *job = end + 1;
+    return t;
+}
+
+int jr_redis_time_ms(jr_redis_t *r, double *ms) {
+    redisReply *rep;
+    int rc = exec(r, &rep, "TIME", NULL);
+    if (rc) return rc;
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 || rep->element[0]->type != REDIS_REPLY_STRING ||
+        rep->element[1]->type != REDIS_REPLY_STRING) {
+        freeReplyObject(rep);
+        return fail(r, JR_EPROTO, "TIME: unexpected reply");
+    }
+    *ms = strtod(rep->element[0]->str, NULL) * 1000.0 + strtod(rep->element[1]->str, NULL) / 1000.0;
+    freeReplyObject(rep);
+    return 0;
+}

@@ -313,6 +313,38 @@ int jr_redis_pending_page(jr_redis_t *r, const char *queue, const char *start, i
 int jr_redis_zrange_page(jr_redis_t *r, const char *key, const char *min, int64_t skip, int64_t count,
                          jr_batch_t *b);
 
+/* ---- periodic schedules (see docs/redis-contract.md, runner/src/cron.h) --- */
+
+#define JR_CRON_KEY "jr:{cron}"           /* hash: name -> definition (JSON) */
+#define JR_CRON_LAST_KEY "jr:{cron}:last" /* hash: name -> "<tick ms> <job id>" */
+#define JR_CRON_WAKE_KEY "jr:{cron}:wake" /* stream poked on every change */
+
+/* Add or replace schedule `name` with the encoded definition `def`
+ * (jr_cron_def_encode). *changed = 1 if it was new or different (then the
+ * wake stream was poked), 0 if identical. Refusals: JR_EREDIS with Redis's
+ * text. */
+int jr_redis_cron_set(jr_redis_t *r, const char *name, const char *def, int *changed);
+/* Remove a schedule and its last-fired record. *removed = 1 or 0 (none). */
+int jr_redis_cron_del(jr_redis_t *r, const char *name, int *removed);
+/* Record tick_ms (job job_id) as the latest tick fired of `name`, unless a
+ * later one is recorded or the schedule is gone. */
+int jr_redis_cron_fired(jr_redis_t *r, const char *name, int64_t tick_ms, const char *job_id);
+
+/* One stored schedule as read (strings owned; last = "" if never fired). */
+typedef struct jr_cron_entry {
+    char *name, *def, *last;
+} jr_cron_entry_t;
+/* Every schedule (*out malloc'd, free with jr_cron_entries_free), and the
+ * wake stream's last id into wake_id (JR_ID_MAX bytes), read atomically. */
+int jr_redis_cron_list(jr_redis_t *r, jr_cron_entry_t **out, size_t *n, char *wake_id);
+void jr_cron_entries_free(jr_cron_entry_t *v, size_t n);
+/* Parse a last-fired record "<tick ms> <job id>": returns the tick (or -1
+ * if malformed) and points *job at the id. */
+int64_t jr_cron_last_parse(const char *last, const char **job);
+
+/* Redis's clock (TIME) in Unix ms, with the microseconds. */
+int jr_redis_time_ms(jr_redis_t *r, double *ms);
+
 #endif
 
 /* ---- priorities and pause (see docs/redis-contract.md) -------------------- */

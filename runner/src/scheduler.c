@@ -14,13 +14,27 @@
  *
  * A queue whose promotion Redis refuses (an error reply: a key holding
  * garbage, out of memory) is logged by name and retried after a backoff
- * (1 s doubling to 60 s); the other queues go on as before. */
+ * (1 s doubling to 60 s); the other queues go on as before.
+ *
+ * Periodic schedules (cron.h): every scheduler reads them all from
+ * jr:{cron} (after upserting the configured ones) and keeps each one's next
+ * tick T in its timer, on Redis's clock (TIME measured from before the
+ * call, so we never wake late). When Redis time >= T it enqueues the tick's
+ * job with the idempotent enqueue: id NAME@T, due at T (a scheduler whose
+ * clock runs early still makes a job that is never due early), idempotency
+ * window max(1 day, 2 intervals): any number of schedulers firing one tick
+ * make one job. Then it records T as last fired. Ticks before this
+ * scheduler started and after the last fired are missed: `skip` fires none,
+ * `once` fires one job for the latest (due now). Every tick at or after the
+ * start fires, however late. Changes arrive on jr:{cron}:wake, which the
+ * blocking XREAD also waits on. */
 #include "scheduler.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cron.h"
 #include "jr.h"
 #include "jr_limits.h"
 #include "log.h"
@@ -47,7 +61,26 @@ typedef struct sched {
     jr_redis_t *cmd, *blk;
     int blocked;          /* an XREAD is outstanding on blk */
     jr_presence_t presence; /* this scheduler in the live list */
+    /* periodic schedules */
+    struct cron_state *crons;
+    size_t ncrons;
+    int cron_started;       /* the first load (which handles missed ticks) is done */
+    int64_t cron_deadline_us; /* monotonic time to wake for the next tick, -1 = none */
+    int64_t cron_tick_us;     /* monotonic time of the next tick itself (cron_deadline_us is
+                                 CRON_PREWAKE_US before it when that is far enough) */
+    char cron_wake[JR_ID_MAX]; /* last entry id seen on jr:{cron}:wake */
+    double clock_redis_ms;    /* Redis's clock (Unix ms) at monotonic clock_mono_us */
+    int64_t clock_mono_us, clock_half_rtt_us;
 } sched_t;
+
+/* One schedule as this scheduler keeps it. */
+typedef struct cron_state {
+    jr_cron_def_t def;
+    char *stored;        /* its definition as stored, to see changes */
+    int64_t next;        /* next tick to fire (Unix ms, Redis time), -1 = none */
+    int64_t after;       /* the tick after next, -1 = none */
+    int64_t retry_at_us; /* after a refused enqueue: monotonic time to try again, 0 = none */
+} cron_state_t;
 
 static void sched_drop_conns(sched_t *s) {
     jr_redis_free(s->cmd);
@@ -59,7 +92,7 @@ static void sched_drop_conns(sched_t *s) {
 /* (Re)build the wake key arrays for the current queue list, keeping the ids
  * already known for queues that stay. Returns 0 or JR_ENOMEM. */
 static int sched_set_queues(sched_t *s, jr_strlist_t *queues, const char *registry_id) {
-    size_t n = queues->n + (s->follow ? 1 : 0);
+    size_t n = queues->n + (s->follow ? 1 : 0) + 1; /* + jr:{cron}:wake, last */
     char(*ids)[JR_ID_MAX] = calloc(n ? n : 1, sizeof *ids);
     char(*keys)[JR_KEY_MAX] = calloc(n ? n : 1, sizeof *keys);
     const char **keyv = calloc(n ? n : 1, sizeof *keyv);
@@ -85,10 +118,13 @@ static int sched_set_queues(sched_t *s, jr_strlist_t *queues, const char *regist
         keyv[i] = keys[i];
     }
     if (s->follow) {
-        snprintf(keys[n - 1], JR_KEY_MAX, "%s", JR_REGISTRY_WAKE_KEY);
-        snprintf(ids[n - 1], JR_ID_MAX, "%s", registry_id);
-        keyv[n - 1] = keys[n - 1];
+        snprintf(keys[n - 2], JR_KEY_MAX, "%s", JR_REGISTRY_WAKE_KEY);
+        snprintf(ids[n - 2], JR_ID_MAX, "%s", registry_id);
+        keyv[n - 2] = keys[n - 2];
     }
+    snprintf(keys[n - 1], JR_KEY_MAX, "%s", JR_CRON_WAKE_KEY);
+    snprintf(ids[n - 1], JR_ID_MAX, "%s", s->cron_wake);
+    keyv[n - 1] = keys[n - 1];
     free(s->wake_ids), free(s->wake_keys), free(s->keyv), free(s->fired);
     free(s->retry_at_us), free(s->backoff_ms), free(s->due_ms);
     jr_strlist_free(&s->queues);
@@ -222,6 +258,271 @@ static int sched_promote_all(sched_t *s) {
     return 0;
 }
 
+/* ---- periodic schedules ---------------------------------------------------- */
+
+static void cron_free_all(cron_state_t *v, size_t n) {
+    for (size_t i = 0; v && i < n; i++) jr_cron_def_free(&v[i].def), free(v[i].stored);
+    free(v);
+}
+
+/* Redis's clock now (Unix ms) and the monotonic time from before the call:
+ * a deadline computed from the two is never late. */
+static int cron_clock(sched_t *s, double *redis_ms, int64_t *mono_us) {
+    int64_t sent = jr_mono_us();
+    int rc = jr_redis_time_ms(s->cmd, redis_ms);
+    if (rc) return rc;
+    int64_t recv = jr_mono_us();
+    /* Redis read its clock between sent and recv: take the middle, with an
+     * error of at most half the round trip. */
+    s->clock_redis_ms = *redis_ms, s->clock_mono_us = *mono_us = sent + (recv - sent) / 2;
+    s->clock_half_rtt_us = (recv - sent) / 2;
+    return 0;
+}
+
+/* Redis's clock now as estimated from the last cron_clock. */
+static double cron_now(const sched_t *s) {
+    return s->clock_redis_ms + (double)(jr_mono_us() - s->clock_mono_us) / 1000.0;
+}
+
+/* The idempotency window of a tick's job (`after`: the tick after it, -1
+ * if none): at least a day and two intervals, so every scheduler firing the
+ * tick makes one job. */
+static int64_t cron_window(int64_t tick, int64_t after) {
+    int64_t w = 86400000;
+    if (after > tick && 2 * (after - tick) > w) w = 2 * (after - tick);
+    return w < JR_UNIQ_MAX_MS ? w : JR_UNIQ_MAX_MS;
+}
+
+/* Set a schedule's next tick, and the one after it (computed now, so that
+ * firing costs no time zone work). */
+static void cron_set_next(cron_state_t *c, int64_t t) {
+    c->next = t;
+    c->after = t >= 0 ? jr_cron_def_next(&c->def, t) : -1;
+}
+
+/* The job of `tick` (id NAME@TICK into id), due at the tick, or now when
+ * catch_up. */
+static void cron_job(const jr_cron_def_t *d, int64_t tick, int64_t after, int catch_up, char *id,
+                     jr_enqueue_t *job) {
+    snprintf(id, JR_ID_MAX, "%s@%lld", d->name, (long long)tick);
+    *job = (jr_enqueue_t){.queue = d->queue, .id = id, .at_us = catch_up ? 0 : tick * 1000,
+                          .uniq_ms = cron_window(tick, after)};
+    if (!catch_up && job->at_us <= 0) job->at_us = 1; /* "at the epoch" = now */
+    job->env.handler = d->handler;
+    job->env.handler_len = strlen(d->handler);
+    job->env.payload = d->payload;
+    job->env.payload_len = d->payload ? strlen(d->payload) : 0;
+    job->env.attempt = 1;
+}
+
+/* After a job was enqueued (created: by this call): record the tick as
+ * last fired and log it. Returns 0 or a transport error. */
+static int cron_fired(sched_t *s, const jr_cron_def_t *d, int64_t tick, const char *id, int created,
+                      int catch_up) {
+    int rc = jr_redis_cron_fired(s->cmd, d->name, tick, id);
+    if (rc == JR_EREDIS) {
+        jr_log_kv(JR_LOG_ERROR, "Redis refused to record a fired tick", "schedule", d->name, "error",
+                  jr_redis_errstr(s->cmd), NULL);
+        rc = 0;
+    }
+    char t[JR_TIME_LEN];
+    if (created || jr_log_enabled(JR_LOG_DEBUG))
+        jr_log_kv(created ? JR_LOG_INFO : JR_LOG_DEBUG,
+                  catch_up ? "fired a periodic job for a missed tick"
+                  : created ? "fired a periodic job" : "periodic job already fired by another scheduler",
+                  "schedule", d->name, "job", id, "queue", d->queue, "tick", jr_time_format(tick, t), NULL);
+    return rc;
+}
+
+/* Enqueue the job of one tick now and record it (the catch-up of missed
+ * ticks). Returns 0 (a refusal is logged), or a transport error. */
+static int cron_fire_one(sched_t *s, const jr_cron_def_t *d, int64_t tick, int catch_up) {
+    char id[JR_ID_MAX];
+    jr_enqueue_t job;
+    cron_job(d, tick, jr_cron_def_next(d, tick), catch_up, id, &job);
+    int created = 0, rc = jr_redis_enqueue(s->cmd, &job, 1, NULL, &created);
+    if (rc == JR_EREDIS || rc == JR_EINVAL) {
+        jr_log_kv(JR_LOG_ERROR, "Redis refused a periodic job", "schedule", d->name, "job", id, "error",
+                  jr_redis_errstr(s->cmd), NULL);
+        return 0;
+    }
+    return rc ? rc : cron_fired(s, d, tick, id, created, catch_up);
+}
+
+/* Upsert the configured schedules. Refusals are logged; a transport error
+ * is returned. */
+static int cron_upsert(sched_t *s) {
+    for (size_t i = 0; i < s->cfg->nperiodic; i++) {
+        const jr_cron_def_t *d = &s->cfg->periodic[i];
+        char *def = jr_cron_def_encode(d);
+        if (!def) return JR_ENOMEM;
+        int changed = 0, rc = jr_redis_cron_set(s->cmd, d->name, def, &changed);
+        free(def);
+        if (rc == JR_EREDIS) {
+            jr_log_kv(JR_LOG_ERROR, "Redis refused a configured schedule", "schedule", d->name, "error",
+                      jr_redis_errstr(s->cmd), NULL);
+        } else if (rc) {
+            return rc;
+        } else if (changed) {
+            jr_log_kv(JR_LOG_INFO, "stored a configured schedule", "schedule", d->name, NULL);
+        }
+    }
+    return 0;
+}
+
+/* A process woken from a long sleep starts late (a cold wake-up, 1-3 ms on
+ * a busy host): wake this much before a tick, read Redis's clock (which also
+ * sets the deadline afresh), and sleep the short rest. */
+#define CRON_PREWAKE_US 2000
+
+/* Fold the schedules' next ticks into cron_deadline_us (Redis time `now`
+ * measured at monotonic `mono`). */
+static void cron_set_deadline(sched_t *s, double now, int64_t mono) {
+    s->cron_deadline_us = -1;
+    for (size_t i = 0; i < s->ncrons; i++) {
+        cron_state_t *c = &s->crons[i];
+        int64_t at = -1;
+        if (c->retry_at_us) {
+            at = c->retry_at_us;
+        } else if (c->next >= 0) {
+            double ahead_us = ((double)c->next - now) * 1000.0;
+            if (ahead_us < 0) ahead_us = 0;
+            if (ahead_us > JR_DELAY_MAX_MS * 1000.0) ahead_us = JR_DELAY_MAX_MS * 1000.0;
+            /* Half a round trip late: by then Redis's clock has passed the
+             * tick even if the estimate erred the other way (an early job
+             * would wait in the delayed set: never early, but later). */
+            at = mono + (int64_t)ahead_us + s->clock_half_rtt_us;
+        }
+        if (at >= 0 && (s->cron_deadline_us < 0 || at < s->cron_deadline_us)) s->cron_deadline_us = at;
+    }
+    s->cron_tick_us = s->cron_deadline_us;
+    if (s->cron_deadline_us - jr_mono_us() > 2 * CRON_PREWAKE_US) s->cron_deadline_us -= CRON_PREWAKE_US;
+}
+
+/* Fire every tick that is due by the estimated Redis clock (no call before
+ * the enqueue: the timer woke us), in order per schedule: the jobs of up to
+ * CRON_BATCH ticks in one pipeline, then their last-fired records; then read
+ * Redis's clock again and set the timer. A refused enqueue (logged) is tried
+ * again, whole, after 1 s: the jobs that were made are not made twice. */
+#define CRON_BATCH 256
+static int cron_fire(sched_t *s) {
+    double now = cron_now(s);
+    int64_t mono;
+    int rc = 0;
+    jr_enqueue_t jobs[CRON_BATCH];
+    char (*ids)[JR_ID_MAX] = NULL;
+    struct {
+        size_t c;
+        int64_t tick, after;
+    } due[CRON_BATCH];
+    int created[CRON_BATCH];
+    for (int more = 1; more;) {
+        size_t k = 0;
+        more = 0;
+        for (size_t i = 0; i < s->ncrons && k < CRON_BATCH; i++) {
+            cron_state_t *c = &s->crons[i];
+            if (c->retry_at_us > jr_mono_us()) continue;
+            c->retry_at_us = 0;
+            for (int64_t t = c->next, a = c->after; t >= 0 && (double)t <= now; t = a, a = -2) {
+                if (k == CRON_BATCH) {
+                    more = 1;
+                    break;
+                }
+                if (a == -2) a = jr_cron_def_next(&c->def, t); /* a backlog: the second tick on */
+                if (!ids && !(ids = malloc(CRON_BATCH * sizeof *ids))) return JR_ENOMEM;
+                cron_job(&c->def, t, a, 0, ids[k], &jobs[k]);
+                due[k].c = i, due[k].tick = t, due[k].after = a;
+                k++;
+            }
+        }
+        if (!k) break;
+        rc = jr_redis_enqueue(s->cmd, jobs, k, NULL, created);
+        if (rc == JR_EREDIS || rc == JR_EINVAL) {
+            jr_log_kv(JR_LOG_ERROR, "Redis refused periodic jobs; trying again in 1s", "job", ids[0], "error",
+                      jr_redis_errstr(s->cmd), NULL);
+            for (size_t j = 0; j < k; j++) s->crons[due[j].c].retry_at_us = jr_mono_us() + 1000000;
+            rc = 0;
+            continue;
+        }
+        for (size_t j = 0; !rc && j < k; j++) {
+            cron_state_t *c = &s->crons[due[j].c];
+            rc = cron_fired(s, &c->def, due[j].tick, ids[j], created[j], 0);
+            if (c->next <= due[j].tick) cron_set_next(c, due[j].after);
+        }
+        if (rc) break;
+    }
+    free(ids);
+    if (!rc) rc = cron_clock(s, &now, &mono);
+    if (!rc) cron_set_deadline(s, now, mono);
+    return rc;
+}
+
+/* Read the schedules from Redis. A schedule whose stored definition is
+ * unchanged keeps its next tick; a new or changed one starts at the first
+ * tick at or after now. On the first load (this scheduler's start S),
+ * missed ticks (after the last fired, before S) of `once` schedules fire
+ * one catch-up job. */
+static int cron_load(sched_t *s) {
+    jr_cron_entry_t *v = NULL;
+    size_t n = 0;
+    double now;
+    int64_t mono;
+    int rc = jr_redis_cron_list(s->cmd, &v, &n, s->cron_wake);
+    if (!rc) rc = cron_clock(s, &now, &mono);
+    cron_state_t *nv = !rc ? calloc(n ? n : 1, sizeof *nv) : NULL;
+    if (!rc && !nv) rc = JR_ENOMEM;
+    if (rc) {
+        jr_cron_entries_free(v, n);
+        return rc;
+    }
+    snprintf(s->wake_ids[s->nwake - 1], JR_ID_MAX, "%s", s->cron_wake);
+    int64_t start = (int64_t)now;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        char why[JR_ERRLEN];
+        cron_state_t *c = &nv[k];
+        if (jr_cron_def_decode(v[i].name, v[i].def, &c->def, why, sizeof why)) {
+            jr_log_kv(JR_LOG_ERROR, "a stored schedule is unreadable; not firing it", "schedule", v[i].name, "error",
+                      why, NULL);
+            jr_cron_def_free(&c->def);
+            continue;
+        }
+        c->stored = v[i].def, v[i].def = NULL;
+        size_t j = 0;
+        while (j < s->ncrons && (strcmp(s->crons[j].def.name, c->def.name) || strcmp(s->crons[j].stored, c->stored)))
+            j++;
+        if (j < s->ncrons) /* unchanged */
+            c->next = s->crons[j].next, c->after = s->crons[j].after, c->retry_at_us = s->crons[j].retry_at_us;
+        else
+            cron_set_next(c, c->def.enabled ? jr_cron_def_next(&c->def, start - 1) : -1);
+        const char *job;
+        int64_t last = jr_cron_last_parse(v[i].last, &job);
+        if (!s->cron_started && c->def.enabled && c->def.missed == JR_MISSED_ONCE && last >= 0) {
+            int64_t m = jr_cron_def_latest(&c->def, last, start);
+            if (m >= 0 && (rc = cron_fire_one(s, &c->def, m, 1))) {
+                k++; /* freed below */
+                break;
+            }
+        }
+        k++;
+    }
+    jr_cron_entries_free(v, n);
+    if (rc) {
+        cron_free_all(nv, k);
+        return rc;
+    }
+    if (!s->cron_started || k != s->ncrons) {
+        char cnt[24];
+        snprintf(cnt, sizeof cnt, "%zu", k);
+        jr_log_kv(JR_LOG_INFO, "periodic schedules loaded", "count", cnt, NULL);
+    }
+    cron_free_all(s->crons, s->ncrons);
+    s->crons = nv, s->ncrons = k;
+    s->cron_started = 1;
+    cron_set_deadline(s, now, mono);
+    return 0;
+}
+
 /* Connect both connections and bring the state up to date. */
 static int sched_connect(sched_t *s) {
     if (!(s->cmd = jr_connect_retry(s->cfg))) return JR_EINTR;
@@ -230,11 +531,14 @@ static int sched_connect(sched_t *s) {
     jr_presence_reset(&s->presence);
     if (!rc) rc = jr_presence_tick(&s->presence, s->cmd, 0);
     if (!rc) jr_metrics_redis_ok();
+    if (!rc) rc = cron_upsert(s);
+    if (!rc) rc = cron_load(s);
+    if (!rc) rc = cron_fire(s);
     return rc ? rc : sched_promote_all(s);
 }
 
 int jr_scheduler_run(const jr_config_t *cfg) {
-    sched_t s = {.cfg = cfg, .deadline_us = -1};
+    sched_t s = {.cfg = cfg, .deadline_us = -1, .cron_deadline_us = -1, .cron_wake = "0-0"};
     int sigfd = jr_signals_install();
     s.follow = cfg->scheduler_queues.n == 0;
     char name[JR_PROC_NAME_MAX];
@@ -244,11 +548,11 @@ int jr_scheduler_run(const jr_config_t *cfg) {
         jr_log_kv(JR_LOG_ERROR, "cannot start the scheduler", "error", "out of memory", NULL);
         return 1;
     }
-    if (!s.follow) {
+    {
         jr_strlist_t q = {0};
         for (size_t i = 0; i < cfg->scheduler_queues.n; i++)
             jr_strlist_push(&q, cfg->scheduler_queues.v[i]);
-        sched_set_queues(&s, &q, "0-0");
+        sched_set_queues(&s, &q, "0-0"); /* when following: rebuilt at connect */
         jr_strlist_free(&q);
     }
     char qs[512] = "";
@@ -279,6 +583,7 @@ int jr_scheduler_run(const jr_config_t *cfg) {
             int64_t until = s.deadline_us < 0 ? jr_presence_deadline(&s.presence)
                             : s.deadline_us < jr_presence_deadline(&s.presence) ? s.deadline_us
                                                                                 : jr_presence_deadline(&s.presence);
+            if (s.cron_deadline_us >= 0 && s.cron_deadline_us < until) until = s.cron_deadline_us;
             int64_t wait = until - jr_mono_us();
             if (wait < 0) wait = 0;
             jr_log_flush();
@@ -290,14 +595,29 @@ int jr_scheduler_run(const jr_config_t *cfg) {
             continue;
         }
         if (!rc && w == JR_WAIT_TIMEOUT) {
-            if (s.deadline_us >= 0 && jr_mono_us() >= s.deadline_us)
+            if (s.cron_deadline_us >= 0 && jr_mono_us() >= s.cron_deadline_us) {
+                double now;
+                int64_t mono;
+                if (jr_mono_us() < s.cron_tick_us) { /* the early wake-up */
+                    if (!(rc = cron_clock(&s, &now, &mono))) cron_set_deadline(&s, now, mono);
+                } else {
+                    rc = cron_fire(&s); /* a tick is due (first: its job may be due now) */
+                }
+            }
+            if (!rc && s.deadline_us >= 0 && jr_mono_us() >= s.deadline_us)
                 rc = sched_promote_all(&s); /* our timer: the next job is due */
         } else if (!rc && w == JR_WAIT_READY) {
             s.blocked = 0;
             int fired = jr_redis_recv_wake_read(s.blk, s.keyv, s.wake_ids, s.fired, s.nwake);
+            int cron_changed = fired > 0 && s.fired[s.nwake - 1];
+            if (cron_changed) snprintf(s.cron_wake, sizeof s.cron_wake, "%s", s.wake_ids[s.nwake - 1]);
             if (fired >= 0) jr_metrics_redis_ok();
             if (fired < 0) rc = fired;
-            else if (s.follow && s.fired[s.nwake - 1]) rc = sched_refresh(&s);
+            else if (s.follow && s.fired[s.nwake - 2]) rc = sched_refresh(&s);
+            if (!rc && cron_changed) {
+                rc = cron_load(&s); /* a schedule was added, changed or removed */
+                if (!rc) rc = cron_fire(&s);
+            }
             /* A backstop timeout (nothing fired) needs nothing: our timer
              * covers the jobs we know of, the wake streams any earlier one. */
             if (!rc && fired > 0) rc = sched_promote_all(&s);
@@ -322,5 +642,6 @@ int jr_scheduler_run(const jr_config_t *cfg) {
     free(s.wake_ids), free(s.wake_keys), free(s.keyv), free(s.fired);
     free(s.retry_at_us), free(s.backoff_ms), free(s.due_ms);
     jr_strlist_free(&s.queues);
+    cron_free_all(s.crons, s.ncrons);
     return status;
 }
