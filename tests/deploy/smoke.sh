@@ -92,6 +92,20 @@ wait_ok() {
 wait_ok $n
 log "$n greet jobs ran (10 of them delayed)"
 
+log "a periodic job: every 2 s, added through the CLI"
+jr cron add smoke-tick --every 2s greet "tick" >/dev/null || fail "cron add"
+ticks=0
+for i in $(seq 1 30); do
+  ticks=0
+  for c in $(containers worker); do ticks=$((ticks + $(podman logs "$c" 2>&1 | grep -c "job=smoke-tick@[0-9]* .*handler=greet .*outcome=ok" || true))); done
+  [ "$ticks" -ge 2 ] && break
+  sleep 1
+done
+[ "$ticks" -ge 2 ] || fail "the periodic job fired $ticks times in 30 s"
+jr cron list | grep -q "smoke-tick" || fail "cron list does not show the schedule"
+jr cron remove smoke-tick >/dev/null || fail "cron remove"
+log "the periodic job fired $ticks times (ids smoke-tick@<tick ms>)"
+
 log "SIGKILL of a worker container while it runs jobs"
 podman exec "$sched" sh -c 'for i in $(seq 1 16); do jobrunner enqueue sleep 3000 || exit 1; done' >/dev/null \
   || fail "enqueue sleep jobs"
