@@ -31,6 +31,7 @@ typedef enum {
     T_WQUEUES,   /* T_QUEUES whose items may also be {name: Q, weight: N} (worker.queues) */
     T_HANDLERS,  /* the handlers section: NAME -> mapping of "jobs" policy keys */
     T_PERIODIC,  /* the periodic section: a sequence of schedules (jr_cron_def_t) */
+    T_PSETTINGS, /* the plugin_settings section: PLUGIN -> mapping of KEY: value */
 } key_type_t;
 
 typedef struct {
@@ -93,6 +94,7 @@ static const key_def_t keys[] = {
     {"metrics", "listen", T_ADDR, F(metrics_listen), 0, 0, NULL},
     {"enqueue", "queue", T_QUEUE, F(default_queue), 0, 0, NULL},
     {"periodic", "*", T_PERIODIC, 0, 0, 0, NULL},
+    {"plugin_settings", "*", T_PSETTINGS, 0, 0, 0, NULL},
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -213,6 +215,7 @@ void jr_config_free(jr_config_t *cfg) {
     free(cfg->default_queue);
     free(cfg->metrics_listen);
     jr_strlist_free(&cfg->plugin_paths);
+    jr_strlist_free(&cfg->plugin_settings);
     jr_strlist_free(&cfg->worker_queues);
     free(cfg->worker_weights);
     jr_strlist_free(&cfg->scheduler_queues);
@@ -780,8 +783,69 @@ static int load_periodic(loader_t *ld) {
 }
 
 /* The current event opens a section's value; read its keys. */
+/* Set plugin setting plugin.key to value in cfg->plugin_settings (triples
+ * plugin, key, value), replacing one an earlier file set. */
+static int psetting_put(jr_config_t *cfg, const char *plugin, const char *key, const char *value) {
+    jr_strlist_t *l = &cfg->plugin_settings;
+    for (size_t i = 0; i + 2 < l->n; i += 3)
+        if (!strcmp(l->v[i], plugin) && !strcmp(l->v[i + 1], key)) {
+            char *v = strdup(value);
+            if (!v) return JR_ENOMEM;
+            free(l->v[i + 2]);
+            l->v[i + 2] = v;
+            return 0;
+        }
+    return jr_strlist_push(l, plugin) || jr_strlist_push(l, key) || jr_strlist_push(l, value) ? JR_ENOMEM : 0;
+}
+
+/* The current event opens the "plugin_settings" section: a mapping of
+ * plugin names (as in their descriptors) to mappings of their own keys and
+ * single values, which a plugin reads with api->setting. */
+static int load_plugin_settings(loader_t *ld) {
+    if (ev_is_null(ld)) return 0;
+    if (ld->ev.type != YAML_MAPPING_START_EVENT)
+        return fail(ld, "plugin_settings", "expected a mapping of plugin names, got %s", ev_kind(ld));
+    int rc;
+    char path[PATH_LEN], key[2 * PATH_LEN];
+    while ((rc = next(ld)) == 0 && ld->ev.type != YAML_MAPPING_END_EVENT) {
+        if ((rc = check_key_event(ld, "plugin_settings"))) return rc;
+        snprintf(path, sizeof path, "plugin_settings.%s", ev_text(ld));
+        char *plugin = strdup(ev_text(ld));
+        if (!plugin) return JR_ENOMEM;
+        if ((rc = next(ld))) goto out;
+        if (ev_is_null(ld)) goto next_plugin;
+        if (ld->ev.type != YAML_MAPPING_START_EVENT) {
+            rc = fail(ld, path, "expected a mapping of the plugin's settings, got %s", ev_kind(ld));
+            goto out;
+        }
+        while ((rc = next(ld)) == 0 && ld->ev.type != YAML_MAPPING_END_EVENT) {
+            if ((rc = check_key_event(ld, path))) goto out;
+            snprintf(key, sizeof key, "%s.%s", path, ev_text(ld));
+            char *name = strdup(ev_text(ld));
+            if (!name) {
+                rc = JR_ENOMEM;
+                goto out;
+            }
+            if (!(rc = next(ld)) && (ld->ev.type != YAML_SCALAR_EVENT || ev_is_null(ld)))
+                rc = fail(ld, key, "expected a single value, got %s", ev_kind(ld));
+            if (!rc) rc = psetting_put(ld->cfg, plugin, name, ev_text(ld));
+            free(name);
+            if (rc) goto out;
+        }
+    next_plugin:
+        free(plugin);
+        plugin = NULL;
+        continue;
+    out:
+        free(plugin);
+        return rc;
+    }
+    return rc;
+}
+
 static int load_section(loader_t *ld, const char *section) {
     if (!strcmp(section, "handlers")) return load_handlers(ld);
+    if (!strcmp(section, "plugin_settings")) return load_plugin_settings(ld);
     if (!strcmp(section, "periodic")) return load_periodic(ld);
     if (ev_is_null(ld)) return 0; /* "worker:" with every key commented out */
     if (ld->ev.type != YAML_MAPPING_START_EVENT)
@@ -1067,7 +1131,8 @@ int jr_config_apply_env(jr_config_t *cfg, char *const *envp, FILE *warn, char *e
         const char *eq = strchr(*envp, '=');
         if (strncmp(*envp, "JOBRUNNER_", 10) || !eq) continue;
         size_t n = (size_t)(eq - *envp);
-        int known = n == strlen(JR_CONFIG_ENV_FILE) && !strncmp(*envp, JR_CONFIG_ENV_FILE, n);
+        int known = (n == strlen(JR_CONFIG_ENV_FILE) && !strncmp(*envp, JR_CONFIG_ENV_FILE, n)) ||
+                    !strncmp(*envp, JR_PLUGIN_ENV_PREFIX, strlen(JR_PLUGIN_ENV_PREFIX));
         for (size_t i = 0; !known && i < NKEYS; i++) {
             env_name(&keys[i], var, sizeof var);
             known = n == strlen(var) && !strncmp(*envp, var, n);

@@ -44,6 +44,7 @@ typedef struct jr_config {
 
     /* plugins: */
     jr_strlist_t plugin_paths;  /* plugins.paths: files or directories; empty = JR_JOBS_DIR */
+    jr_strlist_t plugin_settings; /* plugin_settings: triples plugin, key, value (api->setting) */
 
     /* worker: */
     jr_strlist_t worker_queues; /* worker.queues, empty = ["default"] */
@@ -124,13 +125,16 @@ jr_policy_t jr_config_policy(const jr_config_t *cfg, const char *handler);
  * A bad value: returns JR_EINVAL with "VARIABLE="VALUE": KEY: what is wrong"
  * in err (a URL's value is not repeated: it may hold a password), leaving the
  * keys before it applied. JOBRUNNER_* variables that name no key (other than
- * JR_CONFIG_ENV_FILE) are not refused, since an orchestrator may set some
+ * JR_CONFIG_ENV_FILE and the plugin settings JR_PLUGIN_ENV_PREFIX...) are not refused, since an orchestrator may set some
  * (Kubernetes service links: JOBRUNNER_PORT...): each gets a warning line on
  * `warn` (if not NULL). Returns 0, JR_EINVAL or JR_ENOMEM. */
 int jr_config_apply_env(jr_config_t *cfg, char *const *envp, FILE *warn, char *err, size_t errlen);
 
 /* The variable naming the configuration file when -c is not given. */
 #define JR_CONFIG_ENV_FILE "JOBRUNNER_CONFIG"
+/* JOBRUNNER_PLUGIN_<PLUGIN>_<KEY>: a plugin setting (api->setting), read
+ * when the plugin asks; it overrides plugin_settings.<plugin>.<key>. */
+#define JR_PLUGIN_ENV_PREFIX "JOBRUNNER_PLUGIN_"
 
 /* Set one key ("worker.concurrency") from text, checked as the same value
  * in the file would be (used for flags). Returns 0, JR_EINVAL with

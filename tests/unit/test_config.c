@@ -789,3 +789,16 @@ Test(config, handler_overrides_of_two_files_merge) {
     cr_expect_eq(jr_config_policy(&cfg, "d").timeout_ms, 4000);
     load_bad("handlers:\n  c: {}\n  e: {}\n  c: {}\n", "t.yaml:4: handlers.c: duplicate key (first given on line 2)", NULL);
 }
+
+Test(config, plugin_settings_are_kept_per_plugin_and_a_later_file_overrides_one) {
+    load_ok("plugin_settings:\n  greet:\n    greeting: Hello\n    punct: '!'\n  db:\n    url: postgres://x/y\n  empty:\n");
+    expect_list(&cfg.plugin_settings, 9, "greet", "greeting", "Hello", "greet", "punct", "!", "db", "url",
+                "postgres://x/y");
+    load_ok("plugin_settings:\n  greet:\n    greeting: Bonjour\n");
+    expect_list(&cfg.plugin_settings, 9, "greet", "greeting", "Bonjour", "greet", "punct", "!", "db", "url",
+                "postgres://x/y");
+    load_bad("plugin_settings: [a]\n", "t.yaml:1: plugin_settings: expected a mapping of plugin names", NULL);
+    load_bad("plugin_settings:\n  greet: hello\n", "plugin_settings.greet: expected a mapping", NULL);
+    load_bad("plugin_settings:\n  greet:\n    greeting: [a, b]\n", "plugin_settings.greet.greeting: expected a single value",
+             NULL);
+}
