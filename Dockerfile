@@ -13,6 +13,8 @@ WORKDIR /src
 COPY CMakeLists.txt ./
 COPY runner runner
 COPY jobs jobs
+COPY config config
+COPY docs/jobrunner.1 docs/jobrunner.1
 RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DJR_TESTS=OFF -DJR_BENCH=OFF -DJR_WERROR=ON \
     && cmake --build /build -j"$(nproc)" \
     && cmake --install /build --prefix /opt/jobrunner \
