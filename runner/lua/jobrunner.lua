@@ -224,6 +224,26 @@ that moves a job can call them.
 ]]
 local function index_key(q) return 'jr:{' .. q .. '}:ids' end
 local function cancelled_key(q) return 'jr:{' .. q .. '}:cancelled' end
+local function stats_key(q) return 'jr:{' .. q .. '}:stats' end
+-- Count n jobs of queue q in its stats hash: `field` (processed: finished
+-- with success; failed: attempts that failed) grows by n, and for processed
+-- also this second's slot of a 60-second ring (t<k> = the Unix second,
+-- c<k> = jobs in it, k = second mod 60), from which `stats` computes jobs
+-- per second over the last minute. Cannot raise (the key's type is checked
+-- by the caller).
+local function count(q, field, n)
+  local key = stats_key(q)
+  redis.call('HINCRBY', key, field, n)
+  if field == 'processed' then
+    local sec = redis.call('TIME')[1]
+    local k = tonumber(sec) % 60
+    if redis.call('HGET', key, 't' .. k) == sec then
+      redis.call('HINCRBY', key, 'c' .. k, n)
+    else
+      redis.call('HSET', key, 't' .. k, sec, 'c' .. k, n)
+    end
+  end
+end
 local function index_set(ids, id, loc)
   redis.call('HSET', ids, id, loc)
 end
@@ -607,7 +627,8 @@ local function ack(keys, args)
   elseif #keys > 2 then
     return refuse(fn, 'takes the keys jr:{Q}:ready [jr:{Q}:ids], got ' .. #keys .. ' keys')
   end
-  err = check_ids(fn, entries, 1) or check_types(fn, {{ready, 'stream'}, {ids, 'hash'}, {cancelled, 'hash'}})
+  err = check_ids(fn, entries, 1) or
+        check_types(fn, {{ready, 'stream'}, {ids, 'hash'}, {cancelled, 'hash'}, {stats_key(q), 'hash'}})
   if err then return err end
   if #entries == 0 or not grouped(ready) then return 0 end
   local n = 0
@@ -620,6 +641,7 @@ local function ack(keys, args)
   for i, id in ipairs(jobids or {}) do
     if id ~= '' then index_forget(ids, id, entries[i]) end
   end
+  if n > 0 then count(q, 'processed', n) end
   return n
 end
 
@@ -792,7 +814,7 @@ local function fail(keys, args)
   end
   local ids, cancelled = index_key(q), cancelled_key(q)
   err = check_types(fn, {{ready, 'stream'}, {delayed, 'zset'}, {wake, 'stream'}, {dead, 'stream'},
-                         {ids, 'hash'}, {cancelled, 'hash'}}) or
+                         {ids, 'hash'}, {cancelled, 'hash'}, {stats_key(q), 'hash'}}) or
         check_room(fn, dead) or (action ~= 'dead' and check_room(fn, (action == 'retry' and delay == 0) and ready or wake))
   if err then return err end
   if not grouped(ready) or owner(ready, entry) ~= consumer then return 0 end
@@ -802,6 +824,7 @@ local function fail(keys, args)
     local flat = e[1][2]
     local m, rest = to_map(flat)
     local id = m.id or entry
+    if action ~= 'defer' and not was_cancelled then count(q, 'failed', 1) end
     if was_cancelled then
       index_forget(ids, id, entry)
     elseif action == 'dead' or too_large(flat) then

@@ -78,9 +78,19 @@ static int json_out(FILE *out, json_t *doc) {
 /* stats --json prints one object: {"queues": [{"queue", "ready", "pending",
  * "delayed", "dead", "paused"}, ...]}, counts as numbers, paused a boolean
  * (with "paused_since", Unix ms, when true). */
-int jr_cmd_stats(const jr_config_t *cfg, const jr_strlist_t *queues, int json, FILE *out) {
-    jr_redis_t *r = admin_connect(cfg, 0);
-    if (!r) return 1;
+/* An age in ms as "850ms", "12.5s", "7m12s", "3h05m", "2d04h"; "-" if < 0. */
+static const char *age_text(long long ms, char *buf, size_t len) {
+    if (ms < 0) snprintf(buf, len, "-");
+    else if (ms < 1000) snprintf(buf, len, "%lldms", ms);
+    else if (ms < 60000) snprintf(buf, len, "%.1fs", (double)ms / 1000.0);
+    else if (ms < 3600000) snprintf(buf, len, "%lldm%02llds", ms / 60000, ms / 1000 % 60);
+    else if (ms < 86400000) snprintf(buf, len, "%lldh%02lldm", ms / 3600000, ms / 60000 % 60);
+    else snprintf(buf, len, "%lldd%02lldh", ms / 86400000, ms / 3600000 % 24);
+    return buf;
+}
+
+/* One stats table (or JSON document) of `queues` (all registered if none). */
+static int stats_once(jr_redis_t *r, const jr_strlist_t *queues, int json, FILE *out) {
     jr_strlist_t all = {0};
     char wake[JR_ID_MAX];
     int rc = 0, failed = 0; /* rc: a Redis error; failed: JSON building or writing */
@@ -94,7 +104,8 @@ int jr_cmd_stats(const jr_config_t *cfg, const jr_strlist_t *queues, int json, F
         arr = json_array();
         if (!doc || !arr || json_object_set_new(doc, "queues", arr)) failed = json_oom(&doc);
     } else if (!rc) {
-        fprintf(out, "%-24s %12s %12s %12s %12s  %s\n", "QUEUE", "READY", "PENDING", "DELAYED", "DEAD", "PAUSED");
+        fprintf(out, "%-20s %9s %9s %9s %9s %11s %9s %8s %8s  %s\n", "QUEUE", "READY", "PENDING", "DELAYED", "DEAD",
+                "PROCESSED", "FAILED", "JOBS/S", "OLDEST", "PAUSED");
     }
     long long *since = NULL;
     if (!rc && !failed && queues->n) {
@@ -105,19 +116,22 @@ int jr_cmd_stats(const jr_config_t *cfg, const jr_strlist_t *queues, int json, F
         jr_qstats_t s;
         if ((rc = jr_redis_stats(r, queues->v[i], &s))) break;
         if (json) {
-            json_t *q = json_pack("{s:o,s:I,s:I,s:I,s:I,s:b}", "queue", jr_json_bytes(queues->v[i], strlen(queues->v[i])),
-                                  "ready", (json_int_t)s.ready, "pending", (json_int_t)s.pending,
-                                  "delayed", (json_int_t)s.delayed, "dead", (json_int_t)s.dead,
-                                  "paused", since[i] >= 0);
+            json_t *q = json_pack("{s:o,s:I,s:I,s:I,s:I,s:b,s:I,s:I,s:f,s:o}", "queue",
+                                  jr_json_bytes(queues->v[i], strlen(queues->v[i])), "ready", (json_int_t)s.ready,
+                                  "pending", (json_int_t)s.pending, "delayed", (json_int_t)s.delayed, "dead",
+                                  (json_int_t)s.dead, "paused", since[i] >= 0, "processed", (json_int_t)s.processed,
+                                  "failed", (json_int_t)s.failed, "jobs_per_second", s.rate, "oldest_ready_ms",
+                                  s.oldest_ready_ms >= 0 ? json_integer(s.oldest_ready_ms) : json_null());
             if (q && since[i] >= 0 && json_object_set_new(q, "paused_since", json_integer(since[i]))) {
                 json_decref(q);
                 q = NULL;
             }
             if (!q || json_array_append_new(arr, q)) failed = json_oom(&doc);
         } else {
-            char t[JR_TIME_LEN];
-            fprintf(out, "%-24s %12lld %12lld %12lld %12lld  %s%s\n", queues->v[i], s.ready, s.pending,
-                    s.delayed, s.dead, since[i] >= 0 ? "since " : "-",
+            char t[JR_TIME_LEN], age[32];
+            fprintf(out, "%-20s %9lld %9lld %9lld %9lld %11lld %9lld %8.1f %8s  %s%s\n", queues->v[i], s.ready,
+                    s.pending, s.delayed, s.dead, s.processed, s.failed, s.rate,
+                    age_text(s.oldest_ready_ms, age, sizeof age), since[i] >= 0 ? "since " : "-",
                     since[i] >= 0 ? jr_time_format(since[i], t) : "");
         }
     }
@@ -126,8 +140,24 @@ int jr_cmd_stats(const jr_config_t *cfg, const jr_strlist_t *queues, int json, F
     else if (json) failed = json_out(out, doc);
     free(since);
     jr_strlist_free(&all);
-    jr_redis_free(r);
     return rc || failed ? 1 : 0;
+}
+
+int jr_cmd_stats(const jr_config_t *cfg, const jr_strlist_t *queues, int json, int watch, FILE *out) {
+    jr_redis_t *r = admin_connect(cfg, 0);
+    if (!r) return 1;
+    int status;
+    for (;;) {
+        if (watch) fputs("\033[H\033[2J", out); /* home, clear: redraw in place */
+        status = stats_once(r, queues, json, out);
+        if (!watch || status) break;
+        char t[JR_TIME_LEN];
+        fprintf(out, "\n%s  (every 1 s; Ctrl-C stops)\n", jr_time_format(jr_wall_ms(), t));
+        fflush(out);
+        if (jr_sleep_interruptible(1000)) break;
+    }
+    jr_redis_free(r);
+    return status;
 }
 
 /* The value of field `name` in a stream entry, or NULL (length in *len). */

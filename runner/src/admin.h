@@ -12,9 +12,12 @@
 /* Enqueue one job and print its id on `out`. Returns the exit status. */
 int jr_cmd_enqueue(const jr_config_t *cfg, const jr_enqueue_t *job, FILE *out);
 
-/* Print ready/pending/delayed counts of `queues` (every registered queue if
- * empty) as a table or JSON on `out`. Returns the exit status. */
-int jr_cmd_stats(const jr_config_t *cfg, const jr_strlist_t *queues, int json, FILE *out);
+/* Print, per queue of `queues` (every registered queue if empty): ready,
+ * pending, delayed and dead counts, processed and failed totals, jobs per
+ * second over the last minute, the age of the oldest ready job, paused; as
+ * a table or JSON on `out`. With `watch`, clear the screen and redraw every
+ * second until interrupted. Returns the exit status. */
+int jr_cmd_stats(const jr_config_t *cfg, const jr_strlist_t *queues, int json, int watch, FILE *out);
 
 /* `jobrunner dead SUB`: sub is list, show, retry or purge; ids are job ids
  * (all = every dead job). Returns the exit status. With json (list and show

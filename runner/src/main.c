@@ -110,13 +110,17 @@ static const char usage_enqueue[] =
     "                          (default: the handler's)\n";
 
 static const char usage_stats[] =
-    "usage: jobrunner stats [-c FILE] [--redis URL] [-q QUEUE]... [--json]\n"
+    "usage: jobrunner stats [-c FILE] [--redis URL] [-q QUEUE]... [--json] [--watch]\n"
     "\n"
     "Per queue: ready (waiting for a worker), pending (running or unacknowledged),\n"
-    "delayed (waiting for their due time). Without -q, every registered queue.\n"
+    "delayed (waiting for their due time), dead; processed (succeeded) and failed\n"
+    "(failed attempts) totals, jobs per second over the last minute, how long the\n"
+    "oldest ready job has waited, and whether it is paused. Without -q, every\n"
+    "registered queue.\n"
     "\n"
     "  -q, --queue QUEUE   a queue to show (repeatable)\n"
-    "      --json          print one JSON object: {\"queues\": [{\"queue\", \"ready\", ...}]}\n";
+    "      --json          print one JSON object: {\"queues\": [{\"queue\", \"ready\", ...}]}\n"
+    "      --watch         redraw every second until Ctrl-C\n";
 
 static const char usage_workers[] =
     "usage: jobrunner workers [-c FILE] [--redis URL] [--json]\n"
@@ -217,7 +221,7 @@ _Static_assert(JR_DELAY_MAX_MS == 87600 * 3600 * 1000LL && JR_TIMEOUT_MAX_MS == 
                "the maxima in usage_enqueue");
 
 enum { OPT_REDIS = 1000, OPT_PLUGIN, OPT_IN, OPT_AT, OPT_ID, OPT_JSON, OPT_MAX, OPT_TIMEOUT, OPT_ORDERS, OPT_ALL, OPT_BACKOFF, OPT_METRICS,
-       OPT_STATE, OPT_LIMIT, OPT_AFTER, OPT_ORDER, OPT_CRON, OPT_EVERY, OPT_TZ, OPT_MISSED, OPT_DISABLED };
+       OPT_STATE, OPT_LIMIT, OPT_AFTER, OPT_ORDER, OPT_CRON, OPT_EVERY, OPT_TZ, OPT_MISSED, OPT_DISABLED, OPT_WATCH };
 /* Flags that set one configuration key (see key_flags). */
 enum { OPT_CONCURRENCY = 1100, OPT_LOG_LEVEL, OPT_LOG_FORMAT, OPT_WAIT };
 
@@ -245,6 +249,7 @@ static const struct option long_opts[] = {
     {"tz", required_argument, 0, OPT_TZ},
     {"missed", required_argument, 0, OPT_MISSED},
     {"disabled", no_argument, 0, OPT_DISABLED},
+    {"watch", no_argument, 0, OPT_WATCH},
     {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
 
 /* What the flags said, before the configuration is assembled. */
@@ -253,7 +258,7 @@ typedef struct flags {
     const char *state, *limit, *after; /* jobs */
     const char *cron, *every, *tz, *missed; /* cron add */
     jr_strlist_t queues, plugins;
-    int json, all, disabled;
+    int json, all, disabled, watch;
     const char *key_value[4]; /* the value of each flag of key_flags, or NULL */
 } flags_t;
 
@@ -283,6 +288,7 @@ static int flag_allowed(const char *cmd, int opt) {
     case OPT_JSON: return !strcmp(cmd, "stats") || !strcmp(cmd, "dead") || !strcmp(cmd, "workers") ||
                           !strcmp(cmd, "job") || !strcmp(cmd, "jobs") || !strcmp(cmd, "cron");
     case OPT_STATE: case OPT_LIMIT: case OPT_AFTER: return !strcmp(cmd, "jobs");
+    case OPT_WATCH: return !strcmp(cmd, "stats");
     case OPT_CRON: case OPT_EVERY: case OPT_TZ: case OPT_MISSED: case OPT_DISABLED: return !strcmp(cmd, "cron");
     case OPT_ALL: return !strcmp(cmd, "dead");
     case OPT_ORDERS: return !strcmp(cmd, "dev");
@@ -626,6 +632,7 @@ int main(int argc, char **argv) {
         case OPT_TZ: f.tz = optarg; break;
         case OPT_MISSED: f.missed = optarg; break;
         case OPT_DISABLED: f.disabled = 1; break;
+        case OPT_WATCH: f.watch = 1; break;
         case OPT_ORDER: f.order = optarg; break;
         case OPT_STATE: f.state = optarg; break;
         case OPT_LIMIT: f.limit = optarg; break;
@@ -733,7 +740,7 @@ int main(int argc, char **argv) {
     } else if (!strcmp(cmd, "enqueue")) {
         status = run_enqueue(cmd, &f, &cfg, argc - optind, argv + optind);
     } else if (!strcmp(cmd, "stats")) {
-        status = jr_cmd_stats(&cfg, &f.queues, f.json, stdout);
+        status = jr_cmd_stats(&cfg, &f.queues, f.json, f.watch, stdout);
     } else if (!strcmp(cmd, "workers")) {
         status = optind < argc ? die(cmd, "unexpected argument \"%s\"", argv[optind])
                                : jr_cmd_workers(&cfg, f.json, stdout);

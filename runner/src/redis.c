@@ -1161,35 +1161,69 @@ int jr_redis_stats(jr_redis_t *r, const char *queue, jr_qstats_t *s) {
     jr_qkeys_t k;
     jr_qkeys(&k, queue);
     memset(s, 0, sizeof *s);
-    const char *cmds[4][4] = {{"XLEN", k.ready}, {"ZCARD", k.delayed},
-                              {"XPENDING", k.ready, JR_GROUP}, {"XLEN", k.dead}};
-    int argcs[4] = {2, 2, 3, 2};
+    s->oldest_ready_ms = -1;
+    char stats[JR_KEY_MAX];
+    snprintf(stats, sizeof stats, "jr:{%s}:stats", queue);
+    const char *cmds[6][4] = {{"XLEN", k.ready}, {"ZCARD", k.delayed}, {"XPENDING", k.ready, JR_GROUP},
+                              {"XLEN", k.dead},  {"HGETALL", stats},    {"TIME"}};
+    int argcs[6] = {2, 2, 3, 2, 2, 1};
     int rc;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 6; i++)
         if ((rc = append_argv(r, argcs[i], cmds[i], NULL))) return rc;
     if ((rc = jr_redis_flush(r))) return rc;
-    long long len = 0;
+    long long len = 0, now_s = 0, now_ms = 0, in_window = 0;
+    long long t[60] = {0}, c[60] = {0}; /* the ring of jr_ack: second, jobs in it */
     int first_err = 0;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 6; i++) {
         redisReply *rep;
         if ((rc = recv_reply(r, &rep, r->timeout_us))) return rc;
         if (rep->type == REDIS_REPLY_INTEGER) {
             if (i == 0) len = rep->integer;
             else if (i == 1) s->delayed = rep->integer;
             else s->dead = rep->integer;
-        } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements >= 1 &&
+        } else if (i == 2 && rep->type == REDIS_REPLY_ARRAY && rep->elements >= 1 &&
                    rep->element[0]->type == REDIS_REPLY_INTEGER) {
             s->pending = rep->element[0]->integer;
+        } else if (i == 4 && rep->type == REDIS_REPLY_ARRAY) {
+            /* processed, failed, and the ring t<k>/c<k> (see jr_ack) */
+            for (size_t j = 0; j + 1 < rep->elements; j += 2) {
+                const redisReply *f = rep->element[j], *v = rep->element[j + 1];
+                if (f->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) continue;
+                long long n = strtoll(v->str, NULL, 10);
+                if (!strcmp(f->str, "processed")) s->processed = n;
+                else if (!strcmp(f->str, "failed")) s->failed = n;
+                else if ((f->str[0] == 't' || f->str[0] == 'c') && f->len <= 3) {
+                    int slot = atoi(f->str + 1);
+                    if (slot >= 0 && slot < 60) (f->str[0] == 't' ? t : c)[slot] = n;
+                }
+            }
+        } else if (i == 5 && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
+            now_s = strtoll(rep->element[0]->str, NULL, 10);
+            now_ms = now_s * 1000 + strtoll(rep->element[1]->str, NULL, 10) / 1000;
         } else if (rep->type == REDIS_REPLY_ERROR && !strstr(rep->str, "NOGROUP") && !first_err) {
             fail(r, JR_EREDIS, "%s", rep->str);
             first_err = JR_EREDIS;
         }
         freeReplyObject(rep);
     }
+    for (int j = 0; j < 60; j++)
+        if (t[j] > now_s - 60 && t[j] <= now_s) in_window += c[j];
+    s->rate = (double)in_window / 60.0;
     /* Acknowledged entries are deleted, so the stream holds exactly the
      * ready and the pending ones. */
     s->ready = len - s->pending;
     if (s->ready < 0) s->ready = 0;
+    if (!first_err && s->ready > 0) { /* the oldest ready: the first entry after the group's last delivery */
+        char last[JR_ID_MAX], start[JR_ID_MAX + 1];
+        jr_batch_t b = {0};
+        if ((rc = jr_redis_group_last_id(r, queue, last))) return rc;
+        snprintf(start, sizeof start, "(%s", last);
+        if (!strcmp(last, "0-0")) snprintf(start, sizeof start, "-");
+        if ((rc = jr_redis_xrange_between(r, k.ready, start, "+", 1, &b))) return rc;
+        if (b.n) s->oldest_ready_ms = now_ms - strtoll(b.v[0].id, NULL, 10);
+        if (s->oldest_ready_ms < 0 && b.n) s->oldest_ready_ms = 0;
+        jr_batch_free(&b);
+    }
     return first_err;
 }
 

@@ -216,6 +216,9 @@ typedef struct jr_qstats {
     long long pending; /* delivered to a worker, not yet acknowledged */
     long long delayed; /* waiting for their due time */
     long long dead;    /* in the dead-letter stream */
+    long long processed, failed; /* totals from jr:{Q}:stats: jobs finished with success; failed attempts */
+    double rate;                 /* jobs processed per second over the last minute */
+    long long oldest_ready_ms;   /* how long the oldest ready job has waited in the stream; -1 = none */
 } jr_qstats_t;
 int jr_redis_stats(jr_redis_t *r, const char *queue, jr_qstats_t *s);
 

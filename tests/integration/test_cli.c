@@ -152,7 +152,8 @@ Test(cli, stats_counts_ready_and_delayed_and_env_gives_the_url) {
     cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, past), 0, "%s", err);
     const char *stats[] = {"stats", "--json", NULL};
     cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, stats), 0, "%s", err);
-    cr_expect(strstr(out, "{\"queue\":\"default\",\"ready\":2,\"pending\":0,\"delayed\":1,\"dead\":0,\"paused\":false}"), "%s", out);
+    cr_expect(strstr(out, "{\"queue\":\"default\",\"ready\":2,\"pending\":0,\"delayed\":1,\"dead\":0,\"paused\":false,"
+                          "\"processed\":0,\"failed\":0,\"jobs_per_second\":0.0,\"oldest_ready_ms\":"), "%s", out);
     const char *table[] = {"stats", NULL};
     cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, table), 0, "%s", err);
     cr_expect(strstr(out, "QUEUE") && strstr(out, "default"), "%s", out);

@@ -94,15 +94,57 @@ Test(json, stats_is_one_object_with_numbers) {
     cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, b), 0, "%s", err);
     const char *stats[] = {"stats", "-c", cfg, "-q", "default", "-q", "other", "--json", NULL};
     json_t *j = run_json(0, stats);
+    /* The oldest ready job's age moves: a non-negative number, or null. */
+    json_t *qs = json_object_get(j, "queues");
+    json_t *age = json_object_get(json_array_get(qs, 0), "oldest_ready_ms");
+    cr_expect(json_is_integer(age) && json_integer_value(age) >= 0, "oldest_ready_ms of a queue with ready jobs");
+    cr_expect(json_is_null(json_object_get(json_array_get(qs, 1), "oldest_ready_ms")), "oldest_ready_ms of none");
+    json_object_del(json_array_get(qs, 0), "oldest_ready_ms");
+    json_object_del(json_array_get(qs, 1), "oldest_ready_ms");
     expect_json(j,
-                "{\"queues\":[{\"queue\":\"default\",\"ready\":2,\"pending\":0,\"delayed\":0,\"dead\":0,\"paused\":false},"
-                "{\"queue\":\"other\",\"ready\":0,\"pending\":0,\"delayed\":1,\"dead\":0,\"paused\":false}]}",
+                "{\"queues\":[{\"queue\":\"default\",\"ready\":2,\"pending\":0,\"delayed\":0,\"dead\":0,\"paused\":false,"
+                "\"processed\":0,\"failed\":0,\"jobs_per_second\":0.0},"
+                "{\"queue\":\"other\",\"ready\":0,\"pending\":0,\"delayed\":1,\"dead\":0,\"paused\":false,"
+                "\"processed\":0,\"failed\":0,\"jobs_per_second\":0.0}]}",
                 "stats --json");
     json_decref(j);
     const char *none[] = {"stats", "-c", cfg, "-q", "empty", "--json", NULL};
     j = run_json(0, none);
-    expect_json(j, "{\"queues\":[{\"queue\":\"empty\",\"ready\":0,\"pending\":0,\"delayed\":0,\"dead\":0,\"paused\":false}]}",
+    expect_json(j, "{\"queues\":[{\"queue\":\"empty\",\"ready\":0,\"pending\":0,\"delayed\":0,\"dead\":0,\"paused\":false,"
+                   "\"processed\":0,\"failed\":0,\"jobs_per_second\":0.0,\"oldest_ready_ms\":null}]}",
                 "stats --json of an empty queue");
+    json_decref(j);
+}
+
+/* processed and failed totals and the rate move as a worker runs jobs. */
+Test(json, stats_counts_processed_and_failed_jobs_and_the_rate) {
+    char cfg[192], wlog[192], rec[192];
+    write_config(cfg, sizeof cfg, "text");
+    snprintf(wlog, sizeof wlog, "%s/worker.log", R.dir);
+    snprintf(rec, sizeof rec, "%s/record.txt", R.dir);
+    setenv("JRT_RECORD", rec, 1);
+    for (int i = 0; i < 6; i++) {
+        char id[8];
+        snprintf(id, sizeof id, "r%d", i);
+        enqueue(cfg, "record", id, "x", 1);
+    }
+    const char *f[] = {"enqueue", "-c", cfg, "fail", "y", NULL}; /* JR_RESULT_FAIL: dead at once */
+    cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, f), 0, "%s", err);
+    const char *sched[] = {"scheduler", "-c", cfg, NULL};
+    pid_t s = jrt_spawn(NULL, sched);
+    const char *wargs[] = {"worker", "-c", cfg, "--plugin", JRT_RECORD_PLUGIN, NULL};
+    pid_t w = jrt_spawn(wlog, wargs);
+    jr_qstats_t st = {0};
+    for (int waited = 0; waited < 20000 && ((st = jrt_stats(&R, "default")).dead < 1 || st.processed < 6); waited += 50)
+        jrt_sleep_ms(50);
+    cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
+    cr_expect_eq(jrt_stop(s, SIGTERM, 10000), 0);
+    const char *stats[] = {"stats", "-c", cfg, "-q", "default", "--json", NULL};
+    json_t *j = run_json(0, stats), *q = json_array_get(json_object_get(j, "queues"), 0);
+    cr_expect_eq(json_integer_value(json_object_get(q, "processed")), 6, "processed");
+    cr_expect_eq(json_integer_value(json_object_get(q, "failed")), 1, "failed: the permanent failure");
+    double rate = json_real_value(json_object_get(q, "jobs_per_second"));
+    cr_expect(rate > 0.09 && rate < 0.11, "jobs_per_second over the last minute: 6/60, got %f", rate);
     json_decref(j);
 }
 
