@@ -139,6 +139,7 @@ podman build --build-arg CFLAGS=-DGREET_V2 -t "$app2" docs/examples/plugin >>"$t
 podman exec -d "$sched" sh -c 'for i in $(seq 1 30); do jobrunner enqueue greet "flow $i"; jobrunner enqueue farewell "flow $i"; sleep 0.1; done'
 v2="${P}_worker_v2"
 podman run -d --name "$v2" --label "io.podman.compose.project=$P" --network "${P}_default" \
+  --health-cmd /opt/jobrunner/bin/jobrunner-healthcheck \
   -e JOBRUNNER_REDIS_URL="redis://:$REDIS_PASSWORD@redis:6379" -e JOBRUNNER_REDIS_WAIT=30s \
   "$app2" worker -c /etc/jobrunner/container.yaml >/dev/null || fail "start the v2 worker"
 healthy "$v2" || fail "the v2 worker never became healthy"
