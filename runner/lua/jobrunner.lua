@@ -231,14 +231,24 @@ local function stats_key(q) return 'jr:{' .. q .. '}:stats' end
 -- c<k> = jobs in it, k = second mod 60), from which `stats` computes jobs
 -- per second over the last minute. Cannot raise (the key's type is checked
 -- by the caller).
+-- A counter that is not a count (written by hand) starts again at n: HINCRBY
+-- would raise after the caller's first write.
+local function bump(key, field, n)
+  local v = redis.call('HGET', key, field)
+  if v and #v < 18 and string.match(v, '^%d+$') then
+    redis.call('HINCRBY', key, field, n)
+  else
+    redis.call('HSET', key, field, n)
+  end
+end
 local function count(q, field, n)
   local key = stats_key(q)
-  redis.call('HINCRBY', key, field, n)
+  bump(key, field, n)
   if field == 'processed' then
     local sec = redis.call('TIME')[1]
     local k = tonumber(sec) % 60
     if redis.call('HGET', key, 't' .. k) == sec then
-      redis.call('HINCRBY', key, 'c' .. k, n)
+      bump(key, 'c' .. k, n)
     else
       redis.call('HSET', key, 't' .. k, sec, 'c' .. k, n)
     end
@@ -297,7 +307,9 @@ local function check_job(fn, when, id, args, first, last, now)
     if (c ~= '+' and c ~= '@') or not v then
       return nil, refuse(fn, 'bad due time ' .. shown(when) .. ' (use "", "+MS" or "@UNIXMS": decimal digits with an optional fraction)')
     end
-    due = c == '+' and now + v or v
+    -- to the microsecond the score keeps (ms_str), so that the id of a
+    -- delayed job (d<floor(due)>-<n>) names the millisecond it is stored in
+    due = tonumber(ms_str(c == '+' and now + v or v))
     if due > now + DELAY_MAX_MS then
       return nil, refuse(fn, 'due time ' .. shown(when) .. ' is more than ' .. DELAY_MAX_MS .. ' ms (10 years) after now')
     end
@@ -587,11 +599,16 @@ local function promote(keys, args)
 end
 
 -- A list of stream entry ids args[first..]: nil, or an error reply.
+-- Checks args[first..] are stream entry ids, and writes each "<ms>" as
+-- "<ms>-0": XACK and XDEL read "<ms>" so, but XRANGE and XPENDING read it as
+-- the whole millisecond, which would let a call act on one entry and read
+-- another.
 local function check_ids(fn, args, first)
   for i = first, #args do
     if not stream_id_ok(args[i]) then
       return refuse(fn, 'argument ' .. i .. ' is not a stream entry id: ' .. shown(args[i]))
     end
+    if not string.find(args[i], '-', 1, true) then args[i] = args[i] .. '-0' end
   end
   return nil
 end
@@ -798,6 +815,7 @@ local function fail(keys, args)
   if not q then return err end
   local ready, delayed, wake, dead = keys[1], keys[2], keys[3], keys[4]
   local entry, consumer, action = args[1], args[2], args[3]
+  if stream_id_ok(entry) and not string.find(entry, '-', 1, true) then entry = entry .. '-0' end -- see check_ids
   local delay, errtext, why, dead_max = int_arg(args[4]), args[5], args[6], count_arg(args[7])
   if #args ~= 7 then
     return refuse(fn, 'arguments: ENTRY CONSUMER retry|defer|dead DELAY_MS ERROR WHY DEAD_MAX')
@@ -1110,7 +1128,9 @@ local function cron_set(keys, args)
   if (type(d.cron) == 'string') == (type(d.every_ms) == 'number') then
     return refuse(fn, 'definition: give exactly one of cron (a string) and every_ms (a number)')
   end
-  if d.every_ms and d.every_ms < 1000 then return refuse(fn, 'definition: every_ms must be at least 1000') end
+  if d.every_ms ~= nil and (type(d.every_ms) ~= 'number' or d.every_ms < 1000) then
+    return refuse(fn, 'definition: every_ms must be a number of at least 1000')
+  end
   err = check_room(fn, keys[2])
   if err then return err end
   if redis.call('HGET', keys[1], name) == def then return 0 end
@@ -1269,7 +1289,9 @@ local function in_dead(k, id)
     local page = redis.call('XREVRANGE', k.dead, from, '-', 'COUNT', 1000)
     for _, e in ipairs(page) do
       local m = to_map(e[2])
-      if m.id == id or e[1] == id then return {state = 'dead', entry = e[1], flat = e[2]} end
+      -- a dead entry is this job when its id field says so, or (garbage
+      -- kept whole, with no id) when its own entry id is the job id
+      if m.id == id or (m.id == nil and e[1] == id) then return {state = 'dead', entry = e[1], flat = e[2]} end
     end
     if #page < 1000 then return nil end
     from = '(' .. page[#page][1]

@@ -132,9 +132,7 @@ int jr_config_apply_env(jr_config_t *cfg, char *const *envp, FILE *warn, char *e
 
 /* The variable naming the configuration file when -c is not given. */
 #define JR_CONFIG_ENV_FILE "JOBRUNNER_CONFIG"
-/* JOBRUNNER_PLUGIN_<PLUGIN>_<KEY>: a plugin setting (api->setting), read
- * when the plugin asks; it overrides plugin_settings.<plugin>.<key>. */
-#define JR_PLUGIN_ENV_PREFIX "JOBRUNNER_PLUGIN_"
+
 
 /* Set one key ("worker.concurrency") from text, checked as the same value
  * in the file would be (used for flags). Returns 0, JR_EINVAL with

@@ -33,6 +33,10 @@ const char *jr_strerror(int err);
  * for reasons worth telling the user (file, line, key, ...). */
 #define JR_ERRLEN 512
 
+/* JOBRUNNER_PLUGIN_<PLUGIN>_<KEY>: a plugin setting (api->setting), read
+ * when the plugin asks; it overrides plugin_settings.<plugin>.<key>. */
+#define JR_PLUGIN_ENV_PREFIX "JOBRUNNER_PLUGIN_"
+
 #define JR_DEFAULT_QUEUE "default"
 #define JR_DEFAULT_REDIS_URL "redis://127.0.0.1:6379"
 /* Where `cmake --install` puts plugins; a worker with no plugin configured

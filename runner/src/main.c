@@ -733,6 +733,7 @@ int main(int argc, char **argv) {
 
     if (!strcmp(cmd, "worker")) {
         jr_registry_t *reg = jr_registry_new();
+        if (reg) jr_registry_set_settings(reg, &cfg.plugin_settings);
         status = reg && load_plugins(reg, &cfg) == 0 ? jr_worker_run(&cfg, reg) : 1;
         jr_registry_free(reg);
     } else if (!strcmp(cmd, "scheduler")) {

@@ -7,6 +7,7 @@
 #include "plugin.h"
 
 #include <dirent.h>
+#include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
@@ -16,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "config.h"
 #include "jr.h"
 #include "log.h"
 #include "util.h"
@@ -57,6 +59,8 @@ struct jr_registry {
     plugin_t *plugins; /* in load order */
     size_t nplugins, capplugins;
     load_t *loading; /* non-NULL only while a plugin's init runs */
+    const plugin_t *hook; /* the plugin whose init or runner_init runs (api->setting) */
+    const jr_strlist_t *settings; /* plugin_settings: triples plugin, key, value; may be NULL */
 };
 
 /* Write "PATH: reason" into err (if any) and return rc. */
@@ -256,6 +260,26 @@ static void api_set_error(jr_job_t *job, const char *message) {
     snprintf(job->error, sizeof job->error, "%s", message ? message : "");
 }
 
+/* api->setting: see plugin.h. The environment wins over the file. */
+static const char *api_setting(void *ctx, const char *key) {
+    const jr_registry_t *r = ctx;
+    if (!r || !r->hook || !key || !*key) return NULL;
+    const char *name = r->hook->desc->name ? r->hook->desc->name : "";
+    size_t n = strlen(JR_PLUGIN_ENV_PREFIX) + strlen(name) + 1 + strlen(key) + 1;
+    char *var = malloc(n);
+    if (var) {
+        snprintf(var, n, "%s%s_%s", JR_PLUGIN_ENV_PREFIX, name, key);
+        for (char *c = var + strlen(JR_PLUGIN_ENV_PREFIX); *c; c++)
+            *c = isalnum((unsigned char)*c) ? (char)toupper((unsigned char)*c) : '_';
+        const char *v = getenv(var);
+        free(var);
+        if (v) return v;
+    }
+    for (size_t i = 0; r->settings && i + 2 < r->settings->n; i += 3)
+        if (!strcmp(r->settings->v[i], name) && !strcmp(r->settings->v[i + 1], key)) return r->settings->v[i + 2];
+    return NULL;
+}
+
 static const jr_host_api_t host_api = {
     .size = sizeof(jr_host_api_t),
     .register_handler = api_register,
@@ -269,6 +293,7 @@ static const jr_host_api_t host_api = {
     .retry_after = api_retry_after,
     .set_error = api_set_error,
     .cancelled = api_cancelled,
+    .setting = api_setting,
 };
 
 jr_result_t jr_handler_run(const jr_handler_t *h, jr_job_t *job) {
@@ -291,7 +316,9 @@ static jr_plugin_hook_init_fn runner_init_of(const plugin_t *p) {
 /* Run p's runner_init (if any) in this process and record the result. */
 static int plugin_runner_init(const jr_registry_t *r, plugin_t *p) {
     jr_plugin_hook_init_fn fn = runner_init_of(p);
+    ((jr_registry_t *)r)->hook = p; /* for api->setting; the registry is this process's copy */
     int rc = fn ? fn((void *)r, &host_api) : 0;
+    ((jr_registry_t *)r)->hook = NULL;
     p->runner_state = rc == 0 ? RUNNER_READY : RUNNER_FAILED;
     if (rc != 0) {
         char n[16];
@@ -329,6 +356,8 @@ int jr_handler_ready(const jr_registry_t *r, const jr_handler_t *h, char *err, s
 /* ---- loading ---- */
 
 jr_registry_t *jr_registry_new(void) { return calloc(1, sizeof(jr_registry_t)); }
+
+void jr_registry_set_settings(jr_registry_t *r, const jr_strlist_t *settings) { r->settings = settings; }
 
 void jr_registry_free(jr_registry_t *r) {
     if (!r) return;
@@ -444,8 +473,10 @@ int jr_plugin_load(jr_registry_t *r, const char *path, char *err, size_t errlen)
 
     load_t l = {.p = p};
     r->loading = &l;
+    r->hook = p;
     int init_rc = p->desc->init(r, &host_api);
     r->loading = NULL;
+    r->hook = NULL;
     if (l.rc) {
         /* Refused even if init ignored the failure; then init succeeded
          * and its fini must undo it. */

@@ -47,6 +47,10 @@ typedef struct jr_registry jr_registry_t;
 
 /* An empty registry, or NULL on out-of-memory. */
 jr_registry_t *jr_registry_new(void);
+/* The plugin settings (jr_config_t.plugin_settings) api->setting reads
+ * besides the environment; kept by reference: must outlive the registry. */
+struct jr_strlist;
+void jr_registry_set_settings(jr_registry_t *r, const struct jr_strlist *settings);
 
 /* Call every loaded plugin's fini (in reverse load order), dlclose them and
  * free the registry. NULL is fine. */

@@ -1508,3 +1508,89 @@ Test(contract, property_random_calls_keep_an_exact_ledger, .timeout = 300) {
             P.accepted, P.refused);
     free(P.v), free(P.slot);
 }
+
+/* ---- findings of a review of the library (each once a real bug) ---- */
+
+/* A stats counter someone overwrote must not make jr_ack raise after it
+ * acknowledged and deleted the entry. */
+Test(contract, a_garbage_stats_counter_never_makes_ack_or_fail_raise) {
+    freeReplyObject(cmd("XGROUP", "CREATE", "jr:{s1}:ready", "jr", "$", "MKSTREAM", NULL));
+    freeReplyObject(cmd("XADD", "jr:{s1}:ready", "*", "h", "x", NULL));
+    freeReplyObject(cmd("XADD", "jr:{s1}:ready", "*", "h", "x", NULL));
+    redisReply *rd = cmd("XREADGROUP", "GROUP", "jr", "w1", "COUNT", "2", "STREAMS", "jr:{s1}:ready", ">", NULL);
+    cr_assert(rd->type == REDIS_REPLY_ARRAY && rd->elements == 1 && rd->element[0]->element[1]->elements == 2);
+    char e1[64], e2[64];
+    snprintf(e1, sizeof e1, "%s", rd->element[0]->element[1]->element[0]->element[0]->str);
+    snprintf(e2, sizeof e2, "%s", rd->element[0]->element[1]->element[1]->element[0]->str);
+    freeReplyObject(rd);
+    freeReplyObject(cmd("HSET", "jr:{s1}:stats", "processed", "abc", "failed", "99999999999999999999", NULL));
+    redisReply *r = cmd("FCALL", "jr_ack", "1", "jr:{s1}:ready", e1, NULL);
+    cr_expect_eq(r->type, REDIS_REPLY_INTEGER, "jr_ack raised: %s", r->type == REDIS_REPLY_ERROR ? r->str : "");
+    freeReplyObject(r);
+    r = cmd("FCALL", "jr_fail", "4", "jr:{s1}:ready", "jr:{s1}:delayed", "jr:{s1}:wake", "jr:{s1}:dead", e2, "w1",
+            "dead", "0", "boom", "failed", "100", NULL);
+    cr_expect_eq(r->type, REDIS_REPLY_INTEGER, "jr_fail raised: %s", r->type == REDIS_REPLY_ERROR ? r->str : "");
+    freeReplyObject(r);
+    r = cmd("HMGET", "jr:{s1}:stats", "processed", "failed", NULL);
+    cr_expect_str_eq(r->element[0]->str, "1", "processed starts again at the count");
+    cr_expect_str_eq(r->element[1]->str, "1", "failed starts again at the count");
+    freeReplyObject(r);
+}
+
+/* A due time with more than 3 decimals: the generated id names the
+ * millisecond the job is stored in, so lookup and cancel find it. */
+Test(contract, a_delayed_job_due_at_a_fraction_is_found_by_its_id) {
+    redisReply *t = cmd("TIME", NULL);
+    long long now = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
+    freeReplyObject(t);
+    char when[64];
+    snprintf(when, sizeof when, "@%lld.9996", now + 3600000);
+    redisReply *r = cmd("FCALL", "jr_enqueue", "4", "jr:{f1}:ready", "jr:{f1}:delayed", "jr:{f1}:wake", "jr:{f1}:seq",
+                        when, "", "0", "h", "x", NULL);
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->type == REDIS_REPLY_ERROR ? r->str : "");
+    char id[64];
+    snprintf(id, sizeof id, "%s", r->element[0]->str);
+    freeReplyObject(r);
+    char uniq[128];
+    snprintf(uniq, sizeof uniq, "jr:{f1}:uniq:%s", id);
+    r = cmd("FCALL", "jr_cancel", "5", "jr:{f1}:ready", "jr:{f1}:delayed", "jr:{f1}:ids", "jr:{f1}:cancelled", uniq,
+            id, NULL);
+    int ok = r->type == REDIS_REPLY_STRING && !strcmp(r->str, "cancelled");
+    if (r->type == REDIS_REPLY_ERROR) cr_log_error("jr_cancel: %s", r->str);
+    freeReplyObject(r);
+    cr_expect(ok, "job %s not cancelled", id);
+    cr_expect_eq(zcard("jr:{f1}:delayed"), 0, "the job is still waiting");
+}
+
+/* An entry id given as "<ms>" is "<ms>-0" for every part of a call: jr_fail
+ * of "<ms>" never acts on "<ms>-1" while acknowledging "<ms>-0". */
+Test(contract, an_entry_id_without_sequence_means_sequence_0_throughout) {
+    freeReplyObject(cmd("XGROUP", "CREATE", "jr:{m1}:ready", "jr", "$", "MKSTREAM", NULL));
+    freeReplyObject(cmd("XADD", "jr:{m1}:ready", "5000-0", "h", "x", "p", "first", NULL));
+    freeReplyObject(cmd("XADD", "jr:{m1}:ready", "5000-1", "h", "x", "p", "second", NULL));
+    freeReplyObject(cmd("XREADGROUP", "GROUP", "jr", "w1", "STREAMS", "jr:{m1}:ready", ">", NULL));
+    freeReplyObject(cmd("FCALL", "jr_ack", "1", "jr:{m1}:ready", "5000-0", NULL));
+    redisReply *r = cmd("FCALL", "jr_fail", "4", "jr:{m1}:ready", "jr:{m1}:delayed", "jr:{m1}:wake", "jr:{m1}:dead",
+                        "5000", "w1", "retry", "0", "boom", "failed", "100", NULL);
+    cr_expect(r->type == REDIS_REPLY_INTEGER && r->integer == 0, "jr_fail of a gone entry did something");
+    freeReplyObject(r);
+    cr_expect_eq(npending("jr:{m1}:ready"), 1, "5000-1 is no longer pending");
+    cr_expect_eq(xlen("jr:{m1}:ready"), 1, "a retry copy was added: the job would run twice");
+}
+
+/* A job whose id is its ready entry id is not some other job's dead entry
+ * that happens to have the same entry id in the dead stream. */
+Test(contract, lookup_never_takes_another_jobs_dead_entry_for_a_job) {
+    freeReplyObject(cmd("XADD", "jr:{d1}:dead", "7000-0", "id", "other-job", "h", "x", "err", "e", "why", "failed", NULL));
+    redisReply *r = cmd("FCALL", "jr_locate", "4", "jr:{d1}:ready", "jr:{d1}:delayed", "jr:{d1}:ids", "jr:{d1}:dead",
+                        "7000-0", NULL);
+    int dead = r->type == REDIS_REPLY_ARRAY && r->elements >= 1 && r->element[0]->type == REDIS_REPLY_STRING &&
+               !strcmp(r->element[0]->str, "dead");
+    if (r->type == REDIS_REPLY_ERROR) cr_log_error("jr_locate: %s", r->str);
+    freeReplyObject(r);
+    cr_expect(!dead, "job 7000-0 reported dead with another job's entry");
+    r = cmd("FCALL", "jr_delete", "5", "jr:{d1}:ready", "jr:{d1}:delayed", "jr:{d1}:ids", "jr:{d1}:dead",
+            "jr:{d1}:uniq:7000-0", "7000-0", NULL);
+    freeReplyObject(r);
+    cr_expect_eq(xlen("jr:{d1}:dead"), 1, "jr_delete removed another job's dead entry");
+}

@@ -118,6 +118,15 @@ typedef struct jr_host_api {
      * retried, its outcome is "cancelled"). Cheap: reads a flag the worker
      * sets within about a second of the cancel. */
     int (*cancelled)(const jr_job_t *job);
+
+    /* One setting of this plugin, for a deployment to configure one .so (a
+     * database URL, an API endpoint): the environment variable
+     * JOBRUNNER_PLUGIN_<NAME>_<KEY> (NAME = the descriptor's name, KEY =
+     * key, upper-case, other characters than letters and digits as '_') if
+     * set, else plugin_settings.<name>.<key> of the configuration, else
+     * NULL. Call it from init or runner_init with their ctx; the string
+     * stays valid as long as the process. */
+    const char *(*setting)(void *ctx, const char *key);
 } jr_host_api_t;
 
 /* The plugin descriptor returned by the entry function. */
