@@ -52,7 +52,9 @@ typedef struct slot {
     jr_policy_t policy;
 } slot_t;
 
-typedef enum { OP_ACK, OP_RETRY, OP_DEAD, OP_HANDBACK } op_kind_t;
+/* OP_FOLLOW: an acknowledgement with the follow-ups of the job (its own
+ * call, jr_ack_follow; plain acknowledgements stay batched). */
+typedef enum { OP_ACK, OP_RETRY, OP_DEAD, OP_HANDBACK, OP_FOLLOW } op_kind_t;
 
 /* Something to tell Redis about an entry. */
 typedef struct op {
@@ -62,6 +64,8 @@ typedef struct op {
     int64_t delay_ms;
     char *error;     /* RETRY, DEAD */
     const char *why; /* DEAD: failed | invalid */
+    char *fu;        /* FOLLOW: the follow-ups (followup.h encoding), owned */
+    size_t fu_len;
 } op_t;
 
 /* Whether Redis is refusing a kind of call, and its last error text. */
@@ -175,6 +179,7 @@ static int push_op(worker_t *w, op_kind_t kind, uint32_t queue, const char *entr
     }
     op_t *o = &w->ops[w->nops];
     o->kind = kind, o->queue = queue, o->delay_ms = delay_ms, o->why = why;
+    o->fu = NULL, o->fu_len = 0;
     snprintf(o->entry, sizeof o->entry, "%s", entry);
     o->error = error ? strdup(error) : NULL;
     if (error && !o->error) return JR_ENOMEM;
@@ -183,7 +188,7 @@ static int push_op(worker_t *w, op_kind_t kind, uint32_t queue, const char *entr
 }
 
 static void clear_ops(worker_t *w) {
-    for (size_t i = 0; i < w->nops; i++) free(w->ops[i].error);
+    for (size_t i = 0; i < w->nops; i++) free(w->ops[i].error), free(w->ops[i].fu);
     w->nops = 0;
 }
 
@@ -222,6 +227,14 @@ static int flush_ops(worker_t *w) {
         }
     }
     free(ids);
+    size_t first_follow = calls; /* calls from here on: 2 replies each (see below) */
+    for (size_t i = 0; i < w->nops && !rc; i++) {
+        const op_t *o = &w->ops[i];
+        if (o->kind != OP_FOLLOW) continue;
+        rc = jr_redis_append_ack_follow(w->ctl, w->queues[o->queue], o->entry, o->fu, o->fu_len);
+        call[i] = calls++;
+    }
+    size_t first_fail = calls;
     for (size_t i = 0; i < w->nops && !rc; i++) {
         const op_t *o = &w->ops[i];
         if (o->kind != OP_RETRY && o->kind != OP_DEAD) continue;
@@ -231,27 +244,65 @@ static int flush_ops(worker_t *w) {
                                   w->cfg->dead_max);
         call[i] = calls++;
     }
+    /* bad[c]: 1 = refused (kept, tried again later), 2 = follow-ups
+     * refused by jr_ack_follow itself (the job fails instead, see below). */
     if (!rc && !(bad = calloc(calls ? calls : 1, 1))) rc = JR_ENOMEM;
     if (!rc) rc = jr_redis_flush(w->ctl);
     char err[JR_ERRLEN] = "";
+    char **follow_err = NULL; /* per follow-up call: jr_ack_follow's refusal */
+    if (!rc && first_fail > first_follow &&
+        !(follow_err = calloc(first_fail - first_follow, sizeof *follow_err)))
+        rc = JR_ENOMEM;
     int nofunc = 0;
     for (size_t c = 0; c < calls && !rc; c++) {
-        long long v;
-        rc = jr_redis_recv_int(w->ctl, &v);
-        if (rc == JR_EREDIS) { /* a refused call must not wedge the others */
-            bad[c] = 1;
-            if (!err[0]) snprintf(err, sizeof err, "%s", jr_redis_errstr(w->ctl));
-            nofunc |= strstr(jr_redis_errstr(w->ctl), "Function not found") != NULL;
+        int follow = c >= first_follow && c < first_fail;
+        for (int reply = 0; reply <= follow && !rc; reply++) { /* follow-ups: jr_register's reply first */
+            long long v;
+            rc = jr_redis_recv_int(w->ctl, &v);
+            if (rc != JR_EREDIS) continue;
+            const char *e = jr_redis_errstr(w->ctl);
             rc = 0;
+            if (follow && reply == 1 && !strncmp(e, "ERR jobrunner: jr_ack_follow:", 29)) {
+                /* Its own checks refused the follow-ups (a key of another
+                 * type, ...): trying again would be refused again and
+                 * would wedge this worker; the job fails with the reason. */
+                bad[c] = bad[c] ? bad[c] : 2;
+                follow_err[c - first_follow] = strdup(e);
+                continue;
+            }
+            bad[c] = 1; /* a refused call must not wedge the others */
+            if (!err[0]) snprintf(err, sizeof err, "%s", e);
+            nofunc |= strstr(e, "Function not found") != NULL;
         }
     }
     if (!rc) {
-        size_t kept = 0;
+        size_t kept = 0, failed = 0;
         for (size_t i = 0; i < w->nops; i++) {
-            if (bad[call[i]]) w->ops[kept++] = w->ops[i];
-            else free(w->ops[i].error);
+            op_t *o = &w->ops[i];
+            if (bad[call[i]] == 2) { /* into the dead stream, saying why */
+                const char *e = follow_err[call[i] - first_follow];
+                char why[JR_ERRLEN + 80];
+                snprintf(why, sizeof why, "the handler succeeded but Redis refused its follow-ups: %s",
+                         e ? e : "out of memory");
+                jr_log_kv(JR_LOG_ERROR, "follow-ups refused by Redis; the job goes to the dead-letter stream",
+                          "entry", o->entry, "queue", w->queues[o->queue], "error", e, NULL);
+                free(o->fu), free(o->error);
+                o->fu = NULL, o->fu_len = 0;
+                o->kind = OP_DEAD, o->why = "failed";
+                o->error = strdup(why); /* NULL: sent with an empty error */
+                w->ops[kept++] = *o;
+                failed++;
+            } else if (bad[call[i]]) {
+                w->ops[kept++] = *o;
+            } else {
+                free(o->error), free(o->fu);
+            }
         }
-        w->nops = kept;
+        for (size_t c = first_follow; follow_err && c < first_fail; c++) free(follow_err[c - first_follow]);
+        free(follow_err);
+        follow_err = NULL;
+        kept -= failed; /* those go out at the next flush, not after a backoff */
+        w->nops = kept + failed;
         if (kept) {
             refused(&w->ops_refused, "Redis refused results of finished jobs; keeping them and retrying", err);
             w->next_flush = jr_mono_us() + w->flush_backoff_ms * 1000;
@@ -262,6 +313,7 @@ static int flush_ops(worker_t *w) {
             w->next_flush = 0, w->flush_backoff_ms = 100;
         }
     }
+    free(follow_err);
     free(call), free(bad);
     return rc;
 }
@@ -297,10 +349,16 @@ static void free_slot(worker_t *w, slot_t *s) {
 }
 
 /* Turn an outcome into an operation and a log line. */
-static int finish(worker_t *w, const jr_outcome_t *o) {
+static int finish(worker_t *w, jr_outcome_t *o) {
     slot_t *s = &w->slots[o->tag];
     int rc = 0;
-    if (o->kind == JR_OUT_OK) {
+    if (o->kind == JR_OUT_OK && o->followups) { /* the operation takes them */
+        log_outcome(w, s, "ok", o->duration_us, NULL, -1);
+        rc = push_op(w, OP_FOLLOW, s->queue, s->entry, 0, NULL, NULL);
+        if (!rc) w->ops[w->nops - 1].fu = o->followups, w->ops[w->nops - 1].fu_len = o->followups_len;
+        else free(o->followups);
+        o->followups = NULL;
+    } else if (o->kind == JR_OUT_OK) {
         log_outcome(w, s, "ok", o->duration_us, NULL, -1);
         rc = push_op(w, OP_ACK, s->queue, s->entry, 0, NULL, NULL);
     } else if (o->kind == JR_OUT_UNSTARTED || o->kind == JR_OUT_INTERRUPTED) {
@@ -765,7 +823,8 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
     int nomem = jr_presence_init(&w.presence, "worker", w.consumer, w.queues, w.nq, cfg->worker_lease_ms) ||
                 !w.tasks || !w.outcomes;
     if (nomem ||
-        !(w.exec = jr_exec_new(reg, inline_mode, (int)runners, (size_t)cfg->worker_batch, err, sizeof err))) {
+        !(w.exec = jr_exec_new(reg, inline_mode, (int)runners, (size_t)cfg->worker_batch, cfg->max_payload, err,
+                              sizeof err))) {
         jr_log_kv(JR_LOG_ERROR, "cannot start the worker", "error", nomem ? "out of memory" : err, NULL);
         free(w.tasks), free(w.outcomes);
         jr_presence_free(&w.presence);
