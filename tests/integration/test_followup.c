@@ -13,6 +13,7 @@
  * exists is counted in Redis itself. */
 #include <criterion/criterion.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -287,4 +288,188 @@ Test(follow, a_refusal_by_redis_fails_the_job_and_the_worker_goes_on) {
     cr_expect(strstr(s, " record r2#1\n"), "the worker stopped after the refusal:\n%s", s);
     free(s);
     cr_expect_eq(zcard("jr:{next}:delayed"), 0);
+}
+
+/* ---- jr_ack_follow's contract (raw FCALLs) ---- */
+
+static redisContext *C;
+
+static void csetup(void) {
+    setup();
+    C = jrt_connect(&R);
+    jr_redis_t *j = jrt_jr_connect(&R); /* loads the library */
+    jr_redis_free(j);
+}
+static void cteardown(void) {
+    if (C) redisFree(C);
+    C = NULL;
+    teardown();
+}
+
+TestSuite(ack_follow, .init = csetup, .fini = cteardown, .timeout = 60);
+
+static redisReply *cmd(const char *first, ...) {
+    const char *argv[80];
+    int n = 0;
+    va_list ap;
+    va_start(ap, first);
+    for (const char *s = first; s && n < 80; s = va_arg(ap, const char *)) argv[n++] = s;
+    va_end(ap);
+    redisReply *rep = redisCommandArgv(C, n, argv, NULL);
+    cr_assert(rep, "connection: %s", C->errstr);
+    return rep;
+}
+
+/* Every jr:* key with its DUMP, sorted: equal snapshots = nothing changed. */
+static char *snapshot(size_t *len) {
+    redisReply *keys = cmd("KEYS", "jr:*", NULL);
+    size_t n = keys->elements, cap = 1, used = 0;
+    char *out = calloc(1, 1);
+    for (size_t i = 0; i < n; i++) /* sort the names: KEYS has no order */
+        for (size_t j = i + 1; j < n; j++)
+            if (strcmp(keys->element[j]->str, keys->element[i]->str) < 0) {
+                redisReply *t = keys->element[i];
+                keys->element[i] = keys->element[j], keys->element[j] = t;
+            }
+    for (size_t i = 0; i < n; i++) {
+        redisReply *d = cmd("DUMP", keys->element[i]->str, NULL);
+        size_t kl = strlen(keys->element[i]->str) + 1, dl = d->type == REDIS_REPLY_STRING ? d->len : 0;
+        if (used + kl + dl + 1 > cap) out = realloc(out, cap = 2 * (used + kl + dl + 1));
+        memcpy(out + used, keys->element[i]->str, kl), used += kl;
+        if (dl) memcpy(out + used, d->str, dl), used += dl;
+        out[used++] = '\n';
+        freeReplyObject(d);
+    }
+    freeReplyObject(keys);
+    *len = used;
+    return out;
+}
+
+/* Enqueue one job on q and fetch it as consumer c1: its entry id into e. */
+static void pending_job(char *e, size_t len) {
+    freeReplyObject(cmd("FCALL", "jr_enqueue", "4", "jr:{q}:ready", "jr:{q}:delayed", "jr:{q}:wake", "jr:{q}:seq",
+                        "", "", "0", "h", "work", "p", "x", NULL));
+    redisReply *r = cmd("XREADGROUP", "GROUP", "jr", "c1", "COUNT", "1", "STREAMS", "jr:{q}:ready", ">", NULL);
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+    snprintf(e, len, "%s", r->element[0]->element[1]->element[0]->element[0]->str);
+    freeReplyObject(r);
+}
+
+#define TK(t) "jr:{" t "}:ready", "jr:{" t "}:delayed", "jr:{" t "}:wake", "jr:{" t "}:seq"
+
+typedef struct {
+    const char *what, *expect;
+    const char *argv[40];
+} case_t;
+
+Test(ack_follow, every_refusal_changes_nothing) {
+    char e[64];
+    pending_job(e, sizeof e);
+    freeReplyObject(cmd("SET", "jr:{g}:delayed", "str", NULL));
+    freeReplyObject(cmd("SET", "jr:{s}:seq", "abc", NULL));
+    freeReplyObject(cmd("RPUSH", "jr:{l}:ready", "x", NULL));
+    const char *AF[] = {"FCALL", "jr_ack_follow"};
+    case_t t[] = {
+        {"key 1 not a ready key", "key 1 must be jr:{Q}:ready",
+         {AF[0], AF[1], "5", "jr:{q}:delayed", TK("n"), e, "1", "0", "1", "", "", "2", "h", "x", "p", "", NULL}},
+        {"not an entry id", "arguments: ENTRY NQ",
+         {AF[0], AF[1], "5", "jr:{q}:ready", TK("n"), "nope", "1", "0", "1", "", "", "2", "h", "x", "p", "", NULL}},
+        {"NQ 0", "arguments: ENTRY NQ",
+         {AF[0], AF[1], "1", "jr:{q}:ready", e, "0", "0", NULL}},
+        {"fewer keys than NQ needs", "arguments: ENTRY NQ",
+         {AF[0], AF[1], "5", "jr:{q}:ready", TK("n"), e, "2", "0", "1", "", "", "2", "h", "x", "p", "", NULL}},
+        {"target keys out of order", "key 2 must be",
+         {AF[0], AF[1], "5", "jr:{q}:ready", "jr:{n}:ready", "jr:{n}:wake", "jr:{n}:delayed", "jr:{n}:seq", e, "1",
+          "0", "1", "", "", "2", "h", "x", "p", "", NULL}},
+        {"target queue twice", "is given twice",
+         {AF[0], AF[1], "9", "jr:{q}:ready", TK("n"), TK("n"), e, "2", "0", "1", "", "", "2", "h", "x", "p", "",
+          NULL}},
+        {"bad UNIQ_MS", "UNIQ_MS must be",
+         {AF[0], AF[1], "5", "jr:{q}:ready", TK("n"), e, "1", "x", "1", "", "", "2", "h", "x", "p", "", NULL}},
+        {"QI out of range", "expected QI (1..1)",
+         {AF[0], AF[1], "5", "jr:{q}:ready", TK("n"), e, "1", "0", "2", "", "", "2", "h", "x", "p", "", NULL}},
+        {"NPAIRS past the end", "expected QI",
+         {AF[0], AF[1], "5", "jr:{q}:ready", TK("n"), e, "1", "0", "1", "", "", "3", "h", "x", "p", "", NULL}},
+        {"empty handler", "fields must start with h <handler> (not empty)",
+         {AF[0], AF[1], "5", "jr:{q}:ready", TK("n"), e, "1", "0", "1", "", "", "2", "h", "", "p", "", NULL}},
+        {"unknown field", "unknown field \"zz\"",
+         {AF[0], AF[1], "5", "jr:{q}:ready", TK("n"), e, "1", "0", "1", "", "", "2", "h", "x", "zz", "", NULL}},
+        {"bad due time", "bad due time",
+         {AF[0], AF[1], "5", "jr:{q}:ready", TK("n"), e, "1", "0", "1", "+1e3", "", "2", "h", "x", "p", "", NULL}},
+        {"due past 10 years", "(10 years) after now",
+         {AF[0], AF[1], "5", "jr:{q}:ready", TK("n"), e, "1", "0", "1", "+315360000001", "", "2", "h", "x", "p", "",
+          NULL}},
+        {"reserved id", "reserved form",
+         {AF[0], AF[1], "6", "jr:{q}:ready", TK("n"), "jr:{n}:uniq:d5", e, "1", "0", "1", "", "d5", "2", "h", "x",
+          "p", "", NULL}},
+        {"an id without its uniq key", "key 6 must be \"jr:{n}:uniq:a1\"",
+         {AF[0], AF[1], "5", "jr:{q}:ready", TK("n"), e, "1", "0", "1", "", "a1", "2", "h", "x", "p", "", NULL}},
+        {"a second follow-up bad: nothing of the first written", "follow-up 2: fields must start",
+         {AF[0], AF[1], "5", "jr:{q}:ready", TK("n"), e, "1", "0", "1", "", "", "2", "h", "x", "p", "", "1", "", "",
+          "1", "p", "y", NULL}},
+        {"no follow-up", "no follow-up given",
+         {AF[0], AF[1], "5", "jr:{q}:ready", TK("n"), e, "1", "0", NULL}},
+        {"a key too many", "takes 1 + 4 x NQ keys",
+         {AF[0], AF[1], "6", "jr:{q}:ready", TK("n"), "jr:{n}:extra", e, "1", "0", "1", "", "", "2", "h", "x", "p",
+          "", NULL}},
+        {"target delayed set of another type", "holds a string, not a zset",
+         {AF[0], AF[1], "5", "jr:{q}:ready", TK("g"), e, "1", "0", "1", "+5000", "", "2", "h", "x", "p", "", NULL}},
+        {"target counter garbage", "not a job counter",
+         {AF[0], AF[1], "5", "jr:{q}:ready", TK("s"), e, "1", "0", "1", "+5000", "", "2", "h", "x", "p", "", NULL}},
+        {"target stream of another type", "holds a list, not a stream",
+         {AF[0], AF[1], "5", "jr:{q}:ready", TK("l"), e, "1", "0", "1", "", "", "2", "h", "x", "p", "", NULL}},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        int n = 0;
+        while (t[i].argv[n]) n++;
+        size_t l0, l1;
+        char *before = snapshot(&l0);
+        redisReply *rep = redisCommandArgv(C, n, t[i].argv, NULL);
+        char *after = snapshot(&l1);
+        cr_assert(rep);
+        cr_expect_eq(rep->type, REDIS_REPLY_ERROR, "%s: not refused", t[i].what);
+        if (rep->type == REDIS_REPLY_ERROR) {
+            cr_expect(strstr(rep->str, t[i].expect), "%s: \"%s\" does not say \"%s\"", t[i].what, rep->str,
+                      t[i].expect);
+            cr_expect(!strncmp(rep->str, "ERR jobrunner: jr_ack_follow", 28), "%s: \"%s\"", t[i].what, rep->str);
+        }
+        cr_expect(l0 == l1 && !memcmp(before, after, l0), "%s: a refused call changed the keys", t[i].what);
+        freeReplyObject(rep);
+        free(before), free(after);
+    }
+    redisReply *p = cmd("XPENDING", "jr:{q}:ready", "jr", NULL);
+    cr_expect_eq(p->element[0]->integer, 1, "the job is still pending after every refusal");
+    freeReplyObject(p);
+}
+
+Test(ack_follow, writes_once_with_the_ack_and_nothing_for_an_entry_not_pending) {
+    char e[64];
+    pending_job(e, sizeof e);
+    const char *argv[] = {"FCALL", "jr_ack_follow", "10", "jr:{q}:ready", TK("n"), TK("q"), "jr:{q}:uniq:f1",
+                          e, "2", "86400000",
+                          "1", "", "", "2", "h", "x", "p", "now",
+                          "1", "+60000", "", "2", "h", "x", "p", "later",
+                          "2", "", "f1", "2", "h", "x", "p", "own", NULL};
+    int n = 0;
+    while (argv[n]) n++;
+    redisReply *rep = redisCommandArgv(C, n, argv, NULL);
+    cr_assert_eq(rep->type, REDIS_REPLY_INTEGER, "%s", rep->type == REDIS_REPLY_ERROR ? rep->str : "");
+    cr_expect_eq(rep->integer, 1);
+    freeReplyObject(rep);
+    cr_expect_eq(jrt_int(C, "XLEN jr:{n}:ready"), 1);
+    cr_expect_eq(jrt_int(C, "ZCARD jr:{n}:delayed"), 1);
+    cr_expect_eq(jrt_int(C, "XLEN jr:{q}:ready"), 1, "the job's entry deleted, the own-queue follow-up added");
+    redisReply *p = cmd("XPENDING", "jr:{q}:ready", "jr", NULL);
+    cr_expect_eq(p->element[0]->integer, 0, "the job is still pending");
+    freeReplyObject(p);
+    /* Again (a worker that also ran it, or a resend): acknowledged already. */
+    size_t l0, l1;
+    char *before = snapshot(&l0);
+    rep = redisCommandArgv(C, n, argv, NULL);
+    char *after = snapshot(&l1);
+    cr_expect_eq(rep->type, REDIS_REPLY_INTEGER);
+    cr_expect_eq(rep->integer, 0);
+    cr_expect(l0 == l1 && !memcmp(before, after, l0), "a second acknowledgement wrote something");
+    freeReplyObject(rep);
+    free(before), free(after);
 }
