@@ -193,7 +193,9 @@ static void clear_ops(worker_t *w) {
 }
 
 /* Send every queued operation on ctl in one pipeline and read the replies.
- * Acknowledgements and hand-backs of a queue go as one call each.
+ * Acknowledgements and hand-backs of a queue go as one call each; an
+ * acknowledgement with follow-ups (OP_FOLLOW) as its own jr_register +
+ * jr_ack_follow pair, so jobs without follow-ups keep the batched path.
  *
  * A call's integer reply settles its operations, whatever the value: 0
  * means the entry is not ours any more (another worker took it over, or it
@@ -201,7 +203,10 @@ static void clear_ops(worker_t *w) {
  * of memory, LOADING, BUSY, READONLY, MASTERDOWN, ...) settles nothing: the
  * operations stay queued and are tried again after a capped backoff, never
  * dropped, since jobrunner cannot know which refusals are temporary and a
- * dropped ack runs the job again. A missing function is answered by
+ * dropped ack runs the job again. The one exception: jr_ack_follow
+ * refused by its own checks ("ERR jobrunner: jr_ack_follow: ...", e.g. a
+ * target key of another type) would be refused forever, so the job goes to
+ * the dead stream instead, with that error. A missing function is answered by
  * reconnecting (which loads the library). Transport errors keep everything
  * queued for the next connection and are returned. */
 static int flush_ops(worker_t *w) {
