@@ -334,6 +334,8 @@ static void keep_only(const int *keep, size_t n, int own) {
     close_range(lo, ~0U, 0);
 }
 
+static void drain(jr_exec_t *x, runner_t *r);
+
 static void epoll_del(jr_exec_t *x, int fd) {
     if (fd >= 0) epoll_ctl(x->epfd, EPOLL_CTL_DEL, fd, NULL);
 }
@@ -397,6 +399,7 @@ static int spawn(jr_exec_t *x, runner_t *r) {
     }
     fcntl(sv[0], F_SETFL, O_NONBLOCK);
     r->pid = pid, r->fd = sv[0], r->pidfd = pfd;
+    r->in_off = r->in_len = 0; /* a new runner, a new stream */
     r->exited = r->sock_ready = 0;
     return 0;
 }
@@ -421,13 +424,15 @@ static int reap(jr_exec_t *x, runner_t *r) {
         while (waitpid(r->pid, &st, 0) < 0 && errno == EINTR) {
         }
     }
+    /* What it wrote before it ended (frames of tasks it finished) stays
+     * in r->in for emit_done; spawn starts the next stream empty. */
+    if (r->fd >= 0) drain(x, r);
     epoll_del(x, r->fd);
     epoll_del(x, r->pidfd);
     if (r->fd >= 0) close(r->fd);
     if (r->pidfd >= 0) close(r->pidfd);
     r->pid = 0, r->fd = r->pidfd = -1;
     r->exited = r->sock_ready = 0;
-    r->in_off = r->in_len = 0; /* a new runner, a new stream */
     return st;
 }
 
@@ -834,7 +839,7 @@ static jr_outcome_t *emit(jr_outcome_t *out, size_t *k, const runner_t *r, uint3
  * an error the socket leaves the epoll set: the pidfd tells when the
  * runner ends. */
 static void drain(jr_exec_t *x, runner_t *r) {
-    for (;;) {
+    while (r->fd >= 0) {
         if (r->in_off == r->in_len) r->in_off = r->in_len = 0;
         if (r->in_cap - r->in_len < READ_CHUNK) {
             if (r->in_off > 0) { /* compact first */

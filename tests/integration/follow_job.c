@@ -7,7 +7,8 @@
  *   delay=MS, at=MS, id=ID (with n > 1: ID-1, ID-2, ...)
  *   size=N   each follow-up's payload is N bytes ('z'); otherwise
  *            "<job id>#<i>"
- *   result=ok | retry1 (RETRY on attempt 1, OK after) | fail (FAIL)
+ *   result=ok | retry1 (RETRY on attempt 1, OK after) | fail (FAIL) |
+ *            crash (SIGSEGV)
  *   block=1  after enqueueing, wait while the file $JRT_BLOCK exists
  * Every run first appends "<job id> <attempt>\n" to $JRT_RECORD, and after
  * the enqueue calls "<job id> <attempt> enqueued <0 or the first non-zero
@@ -15,6 +16,7 @@
  * Handler `record`: appends "<job id> record <payload>\n" (runs follow-ups
  * sent to the job's own queue). */
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +99,7 @@ static jr_result_t follow(jr_job_t *job, const jr_host_api_t *api, void *udata) 
         api->set_error(job, "retry asked by test");
         return JR_RESULT_RETRY;
     }
+    if (!strcmp(result, "crash")) raise(SIGSEGV);
     if (!strcmp(result, "fail")) {
         api->set_error(job, "failed by test");
         return JR_RESULT_FAIL;

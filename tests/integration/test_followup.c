@@ -145,6 +145,29 @@ static void success_failure_retry(const char *isolation) {
 Test(follow, once_on_success_none_on_failure_once_on_retry_process) { success_failure_retry("process"); }
 Test(follow, once_on_success_none_on_failure_once_on_retry_inline) { success_failure_retry("inline"); }
 
+/* One runner, one batch: a job with follow-ups, then one whose handler
+ * crashes the runner. The first job's follow-ups, sent before the crash,
+ * are written once; the crashed one's never. */
+Test(follow, a_runner_crash_after_a_job_with_follow_ups_keeps_them_once) {
+    config("process", "  concurrency: 1\n");
+    enqueue("c0", "n=2");
+    enqueue("c1", "n=2,result=crash");
+    enqueue("c2", "n=1");
+    char slog[192];
+    snprintf(slog, sizeof slog, "%s/scheduler.log", R.dir);
+    const char *sa[] = {"scheduler", "-c", cfgpath, "-q", "default", NULL};
+    pid_t s = jrt_spawn(slog, sa); /* promotes the crashed job's retries */
+    pid_t w = start_worker();
+    wait_settled();
+    cr_assert_eq(jrt_stop(w, SIGTERM, 10000), 0);
+    cr_assert_eq(jrt_stop(s, SIGTERM, 10000), 0);
+    cr_expect_eq(entries("next", "c0#"), 2, "follow-ups of the job before the crash");
+    cr_expect_eq(entries("next", "c1#"), 0, "follow-ups of a crashed attempt were written");
+    cr_expect_eq(entries("next", "c2#"), 1, "follow-ups of the job after the crash");
+    cr_expect_eq(lines("c0 1"), 1, "the job before the crash ran again");
+    cr_expect_eq(jrt_stats(&R, "default").dead, 1, "the crashing job is not dead after its 3 attempts");
+}
+
 /* ---- SIGKILL before and right after the acknowledgement ---- */
 
 static void kill_before_ack(const char *isolation) {
