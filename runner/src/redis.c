@@ -1014,7 +1014,7 @@ static void fu_when(const jr_fu_item_t *it, char *out, size_t len) {
 }
 
 int jr_redis_append_ack_follow(jr_redis_t *r, const char *queue, const char *entry, const char *fu,
-                               size_t fu_len) {
+                               size_t fu_len, int register_targets) {
     long n = jr_fu_count(fu, fu_len);
     if (n <= 0) return fail(r, JR_EINVAL, "follow-ups of entry %s are corrupt or empty", entry);
     size_t nq = 0, nuniq = 0, off = 0;
@@ -1057,7 +1057,7 @@ int jr_redis_append_ack_follow(jr_redis_t *r, const char *queue, const char *ent
     argv[a++] = "FCALL", argv[a++] = "jr_register", argv[a++] = "2";
     argv[a++] = JR_REGISTRY_KEY, argv[a++] = JR_REGISTRY_WAKE_KEY;
     for (size_t q = 0; q < nq; q++) argv[a++] = qnames[q];
-    if ((rc = append_argv(r, (int)a, argv, NULL))) goto out;
+    if (register_targets && (rc = append_argv(r, (int)a, argv, NULL))) goto out;
 
     jr_qkeys_t own;
     jr_qkeys(&own, queue);

@@ -26,6 +26,7 @@
 
 #include "envelope.h"
 #include "exec.h"
+#include "followup.h"
 #include "jr.h"
 #include "jr_limits.h"
 #include "log.h"
@@ -37,6 +38,10 @@
 
 #define ENTRY_MAX 48 /* "<20 digits>-<20 digits>" */
 #define RETRY_MAX_MS 5000 /* longest wait between tries of a refused operation */
+/* Follow-up target queues remembered as registered on the current
+ * connection; past this many, a job's targets are registered with every
+ * acknowledgement that has follow-ups (correct, one more call). */
+#define FU_REGISTERED_MAX 64
 
 /* A job fetched from Redis: WAITING in the worker (its payload copied) until
  * a runner is free, then SUBMITTED to the executor until its outcome. */
@@ -110,6 +115,8 @@ typedef struct worker {
     int64_t grace_deadline;
     uint64_t rng;
     jr_presence_t presence; /* this worker in the live list */
+    char *fu_registered[FU_REGISTERED_MAX]; /* see FU_REGISTERED_MAX; cleared on reconnect */
+    size_t nfu_registered;
 } worker_t;
 
 static uint64_t next_rand(worker_t *w) { /* xorshift64* */
@@ -168,6 +175,30 @@ static void accepted(refusal_t *r, const char *what) {
 }
 
 /* ---- operations ---------------------------------------------------------- */
+
+static void forget_registered(worker_t *w) {
+    for (size_t i = 0; i < w->nfu_registered; i++) free(w->fu_registered[i]);
+    w->nfu_registered = 0;
+}
+
+/* 1 if every target queue of op's follow-ups is known registered (on
+ * this connection); with `remember`, add them (best effort) instead. */
+static int targets_registered(worker_t *w, const op_t *o, int remember) {
+    size_t off = 0;
+    jr_fu_item_t it;
+    while (jr_fu_next(o->fu, o->fu_len, &off, &it) == 1) {
+        size_t i = 0;
+        while (i < w->nfu_registered && !(strlen(w->fu_registered[i]) == it.queue_len &&
+                                           !memcmp(w->fu_registered[i], it.queue, it.queue_len)))
+            i++;
+        if (i < w->nfu_registered) continue;
+        if (!remember) return 0;
+        if (w->nfu_registered < FU_REGISTERED_MAX &&
+            (w->fu_registered[w->nfu_registered] = strndup(it.queue, it.queue_len)))
+            w->nfu_registered++;
+    }
+    return 1;
+}
 
 static int push_op(worker_t *w, op_kind_t kind, uint32_t queue, const char *entry,
                    int64_t delay_ms, const char *error, const char *why) {
@@ -232,11 +263,15 @@ static int flush_ops(worker_t *w) {
         }
     }
     free(ids);
-    size_t first_follow = calls; /* calls from here on: 2 replies each (see below) */
+    size_t first_follow = calls; /* calls from here on: jr_register (if regs) + jr_ack_follow */
+    unsigned char *regs = calloc(w->nops, 1);
+    if (!regs) rc = JR_ENOMEM;
     for (size_t i = 0; i < w->nops && !rc; i++) {
         const op_t *o = &w->ops[i];
         if (o->kind != OP_FOLLOW) continue;
-        rc = jr_redis_append_ack_follow(w->ctl, w->queues[o->queue], o->entry, o->fu, o->fu_len);
+        regs[calls - first_follow] = !targets_registered(w, o, 0);
+        rc = jr_redis_append_ack_follow(w->ctl, w->queues[o->queue], o->entry, o->fu, o->fu_len,
+                                        regs[calls - first_follow]);
         call[i] = calls++;
     }
     size_t first_fail = calls;
@@ -261,7 +296,8 @@ static int flush_ops(worker_t *w) {
     int nofunc = 0;
     for (size_t c = 0; c < calls && !rc; c++) {
         int follow = c >= first_follow && c < first_fail;
-        for (int reply = 0; reply <= follow && !rc; reply++) { /* follow-ups: jr_register's reply first */
+        int reg = follow && regs[c - first_follow];
+        for (int reply = !reg; reply <= follow && !rc; reply++) { /* jr_register's reply first, if sent */
             long long v;
             rc = jr_redis_recv_int(w->ctl, &v);
             if (rc != JR_EREDIS) continue;
@@ -300,6 +336,7 @@ static int flush_ops(worker_t *w) {
             } else if (bad[call[i]]) {
                 w->ops[kept++] = *o;
             } else {
+                if (o->kind == OP_FOLLOW && regs[call[i] - first_follow]) targets_registered(w, o, 1);
                 free(o->error), free(o->fu);
             }
         }
@@ -318,7 +355,7 @@ static int flush_ops(worker_t *w) {
             w->next_flush = 0, w->flush_backoff_ms = 100;
         }
     }
-    free(follow_err);
+    free(follow_err), free(regs);
     free(call), free(bad);
     return rc;
 }
@@ -666,6 +703,7 @@ static void drop_conns(worker_t *w, int rc) {
     const char *why = bad && jr_redis_errstr(bad)[0] ? jr_redis_errstr(bad) : jr_strerror(rc);
     jr_log_kv(JR_LOG_ERROR, "Redis error; jobs keep running, reconnecting", "error", why, NULL);
     jr_metrics_reconnect();
+    forget_registered(w);
     jr_redis_free(w->rd);
     jr_redis_free(w->ctl);
     w->rd = w->ctl = NULL;
@@ -900,6 +938,7 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
     jr_redis_free(w.ctl);
     for (size_t i = 0; i < w.nslots; i++) free(w.slots[i].id), free(w.slots[i].handler), free(w.slots[i].payload);
     clear_ops(&w);
+    forget_registered(&w);
     free(w.ops);
     jr_batch_free(&w.batch);
     free(w.slots), free(w.waitq), free(w.tasks), free(w.outcomes);
