@@ -451,6 +451,7 @@ static size_t count_idle(const jr_exec_t *x) {
  * it die and sends the tasks to its successor. */
 static void start_batch(runner_t *r) {
     shm_t *m = r->shm;
+    r->in_off = r->in_len = 0; /* what is left of the last batch's stream is of no task now */
     r->end = r->n, r->collected = 0, r->busy = 1;
     r->timed_out = NONE, r->abandon = 0;
     m->started = NONE;
@@ -839,6 +840,10 @@ static jr_outcome_t *emit(jr_outcome_t *out, size_t *k, const runner_t *r, uint3
  * an error the socket leaves the epoll set: the pidfd tells when the
  * runner ends. */
 static void drain(jr_exec_t *x, runner_t *r) {
+    if (r->in_off == r->in_len && r->in_cap > 4 * READ_CHUNK) { /* after a big frame */
+        free(r->in);
+        r->in = NULL, r->in_cap = 0;
+    }
     while (r->fd >= 0) {
         if (r->in_off == r->in_len) r->in_off = r->in_len = 0;
         if (r->in_cap - r->in_len < READ_CHUNK) {
@@ -858,6 +863,9 @@ static void drain(jr_exec_t *x, runner_t *r) {
         if (got > 0) {
             r->in_len += (size_t)got;
             while (r->in_off < r->in_len && r->in[r->in_off] == WAKE_BYTE) r->in_off++;
+            /* Neither a wake-up nor a frame (something a handler wrote on
+             * the runner's socket): dropped, so it cannot pile up. */
+            if (r->in_off < r->in_len && r->in[r->in_off] != FRAME_BYTE) r->in_off = r->in_len;
             continue;
         }
         if (got < 0 && errno == EINTR) continue;
