@@ -74,7 +74,9 @@ struct jr_host_api;
 
 /* A follow-up job for api->enqueue (ABI minor 2). Zero-initialise it and
  * set what you need: `jr_followup_t f = {.handler = "mail", .payload = p,
- * .payload_len = n};`. The host copies everything during the call. */
+ * .payload_len = n};`. The host copies everything during the call. This
+ * struct never grows (a later minor would add a new function instead), so
+ * a plugin's copy is always the size the host reads. */
 typedef struct jr_followup {
     const char *queue;   /* NULL or "" = the queue of the job enqueuing it;
                             else 1..128 characters of [A-Za-z0-9_.:-] */
@@ -85,8 +87,9 @@ typedef struct jr_followup {
     int64_t at_ms;       /* > 0: due at this Unix time in ms (wins over
                             delay_ms; a time in the past means at once) */
     const char *id;      /* NULL or "" = generated; else the job id (1..158
-                            bytes, not d<n> or <n>-<n>): enqueued at most
-                            once a day per id, like `jobrunner enqueue --id` */
+                            bytes, not d<n> or <n>-<n>): idempotent like
+                            `jobrunner enqueue --id`, for a day after its
+                            due time */
 } jr_followup_t;
 
 /* A job handler. Runs one job; `udata` is what was given at registration. */
