@@ -297,7 +297,8 @@ static int flush_ops(worker_t *w) {
     for (size_t c = 0; c < calls && !rc; c++) {
         int follow = c >= first_follow && c < first_fail;
         int reg = follow && regs[c - first_follow];
-        for (int reply = !reg; reply <= follow && !rc; reply++) { /* jr_register's reply first, if sent */
+        /* One reply per call; reply 0 is jr_register's before a jr_ack_follow. */
+        for (int reply = reg ? 0 : 1; reply <= 1 && !rc; reply++) {
             long long v;
             rc = jr_redis_recv_int(w->ctl, &v);
             if (rc != JR_EREDIS) continue;
