@@ -931,9 +931,7 @@ static void emit_done(jr_exec_t *x, runner_t *r, jr_outcome_t *out, size_t *k) {
         if (sl->followups && o->kind == JR_OUT_OK) {
             char why[200];
             if (take_frame(x, r, r->collected, &o->followups, &o->followups_len, why, sizeof why) != 0 ||
-                jr_fu_count(o->followups, o->followups_len) <= 0) {
-                if (!o->followups) why[sizeof why - 1] = '\0';
-                else snprintf(why, sizeof why, "its follow-ups came corrupt from the handler process");
+                jr_fu_validate(o->followups, o->followups_len, x->max_payload, why, sizeof why) != 0) {
                 free(o->followups);
                 o->followups = NULL, o->followups_len = 0;
                 o->kind = JR_OUT_RETRY; /* no ack without them: run it again */

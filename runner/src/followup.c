@@ -161,3 +161,39 @@ long jr_fu_count(const char *buf, size_t len) {
     while ((r = jr_fu_next(buf, len, &off, &it)) == 1) n++;
     return r < 0 ? -1 : n;
 }
+
+/* 1 if the n bytes at s are 1..max characters of [A-Za-z0-9_.:-]. */
+static int name_n_ok(const char *s, size_t n, size_t max) {
+    if (n == 0 || n > max) return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+              c == '.' || c == ':' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+int jr_fu_validate(const char *buf, size_t len, int64_t max_payload, char *why, size_t whylen) {
+    size_t off = 0;
+    long n = 0;
+    jr_fu_item_t it;
+    int r;
+    while ((r = jr_fu_next(buf, len, &off, &it)) == 1) {
+        n++;
+        char id[FU_ID_MAX + 1];
+        int id_ok = it.id_len <= FU_ID_MAX && !memchr(it.id, '\0', it.id_len);
+        if (id_ok) memcpy(id, it.id, it.id_len), id[it.id_len] = '\0';
+        if (!name_n_ok(it.queue, it.queue_len, JR_QUEUE_MAX) || !name_n_ok(it.handler, it.handler_len, HANDLER_NAME_MAX) ||
+            !id_ok || (it.id_len && reserved_id(id)) || it.payload_len > (uint64_t)max_payload ||
+            it.delay_ms < 0 || it.delay_ms > JR_DELAY_MAX_MS || it.at_ms < 0 || n > JR_FOLLOWUP_MAX) {
+            snprintf(why, whylen, "follow-up %ld is not one api->enqueue accepts", n);
+            return -1;
+        }
+    }
+    if (r < 0 || n == 0) {
+        snprintf(why, whylen, r < 0 ? "the follow-ups are corrupt" : "no follow-up");
+        return -1;
+    }
+    return 0;
+}

@@ -66,4 +66,10 @@ int jr_fu_next(const char *buf, size_t len, size_t *off, jr_fu_item_t *it);
  * if the buffer is corrupt. */
 long jr_fu_count(const char *buf, size_t len);
 
+/* Check a buffer that came from a runner process (whose handlers could
+ * write anything on its socket): at least one item, each as jr_fu_check
+ * would accept it (queue and handler names, id, payload up to
+ * max_payload, delay and time). Returns 0, or -1 with the reason in why. */
+int jr_fu_validate(const char *buf, size_t len, int64_t max_payload, char *why, size_t whylen);
+
 #endif

@@ -272,6 +272,18 @@ static int flush_ops(worker_t *w) {
         regs[calls - first_follow] = !targets_registered(w, o, 0);
         rc = jr_redis_append_ack_follow(w->ctl, w->queues[o->queue], o->entry, o->fu, o->fu_len,
                                         regs[calls - first_follow]);
+        /* Cannot happen (exec.c validated them; nothing was appended): the
+         * job goes to the dead stream rather than lose them unseen. */
+        if (rc == JR_EINVAL) {
+            char why[JR_ERRLEN + 64];
+            snprintf(why, sizeof why, "the handler succeeded but its follow-ups are invalid: %s",
+                     jr_redis_errstr(w->ctl));
+            jr_log_kv(JR_LOG_ERROR, "invalid follow-ups; the job goes to the dead-letter stream", "entry",
+                      o->entry, "error", why, NULL);
+            rc = jr_redis_append_fail(w->ctl, w->queues[o->queue], o->entry, w->consumer, "dead", 0, why,
+                                      "failed", w->cfg->dead_max);
+            regs[calls - first_follow] = 0;
+        }
         call[i] = calls++;
     }
     size_t first_fail = calls;

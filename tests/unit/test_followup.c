@@ -107,3 +107,22 @@ Test(followup, at_most_JR_FOLLOWUP_MAX_per_attempt) {
     cr_expect_eq(l.n, JR_FOLLOWUP_MAX);
     jr_fu_reset(&l);
 }
+
+Test(followup, validate_refuses_what_api_enqueue_would) {
+    char why[256];
+    jr_fu_list_t l = {.max_payload = 100};
+    build(&l);
+    cr_expect_eq(jr_fu_validate(l.buf, l.len, 100, why, sizeof why), 0, "%s", why);
+    cr_expect_eq(jr_fu_validate(l.buf, l.len, 3, why, sizeof why), -1, "a payload of 4 bytes over 3");
+    cr_expect_eq(jr_fu_validate(l.buf, 0, 100, why, sizeof why), -1, "no follow-up");
+    char *c = malloc(l.len);
+    memcpy(c, l.buf, l.len);
+    size_t off = 0;
+    jr_fu_item_t it;
+    jr_fu_next(c, l.len, &off, &it);
+    ((char *)it.queue)[0] = ' '; /* a queue name api->enqueue refuses */
+    cr_expect_eq(jr_fu_validate(c, l.len, 100, why, sizeof why), -1);
+    cr_expect(strstr(why, "follow-up 1"), "%s", why);
+    free(c);
+    jr_fu_reset(&l);
+}
