@@ -1,5 +1,5 @@
 #!lua name=jobrunner
--- jobrunner: contract 1, revision 1.
+-- jobrunner: contract 1, revision 2.
 -- (Raise the revision with every change to this file; tests/lua_revision.sh checks.
 -- A jobrunner process never replaces a newer revision loaded in Redis.)
 --[[
@@ -663,6 +663,106 @@ local function ack(keys, args)
 end
 
 --[[
+jr_ack_follow: acknowledge an entry together with the follow-up jobs its
+handler enqueued (plugin api->enqueue), atomically.
+  KEYS: ready (jr:{Q}:ready, the job's queue), then for each of NQ target
+        queues T: jr:{T}:ready jr:{T}:delayed jr:{T}:wake jr:{T}:seq, then
+        the uniq key jr:{T}:uniq:ID of each follow-up with an id, in order
+  ARGV: entry nq uniq_ms, then per follow-up: qi when id npairs field value
+        ... (qi: 1..nq, its target queue; the rest as in jr_enqueue_many)
+  Every follow-up is checked as jr_enqueue checks a job (check_job, same
+  refusals) and every key it may write before anything is written. Then
+  the entry is acknowledged: only if that XACK acknowledged it (it was
+  pending) is it deleted and every follow-up written (put, as jr_enqueue:
+  an id already enqueued within its window is not written again), and 1
+  returned; otherwise nothing is written and 0 returned, so a follow-up is
+  never written twice for one job, whichever worker acknowledges it.
+]]
+local function ack_follow(keys, args)
+  local fn = 'jr_ack_follow'
+  local q, err = queue_of(fn, {keys[1] or ''}, {'ready'})
+  if not q then return err end
+  local entry, nq = args[1], int_arg(args[2])
+  if entry and stream_id_ok(entry) and not string.find(entry, '-', 1, true) then entry = entry .. '-0' end -- see check_ids
+  if #args < 3 or not stream_id_ok(entry) or not nq or nq < 1 or nq > 1000 or #keys < 1 + 4 * nq then
+    return refuse(fn, 'arguments: ENTRY NQ (1..1000) UNIQ_MS, then per follow-up QI WHEN ID NPAIRS field value ...; ' ..
+                  'keys: jr:{Q}:ready, then 4 keys per target queue, then the uniq keys; got ' .. #keys ..
+                  ' keys and ' .. shown(table.concat(args, ' ', 1, math.min(#args, 3))))
+  end
+  local window, werr = window_arg(fn, args[3])
+  if not window then return werr end
+  local targets, seen = {}, {}
+  for t = 1, nq do
+    local b = 1 + 4 * (t - 1)
+    local tq, terr = queue_of(fn .. ': target queue ' .. t, {keys[b + 1], keys[b + 2], keys[b + 3], keys[b + 4]},
+                              {'ready', 'delayed', 'wake', 'seq'})
+    if not tq then return terr end
+    if seen[tq] then return refuse(fn, 'target queue ' .. shown(tq) .. ' is given twice') end
+    seen[tq] = true
+    targets[t] = {name = tq, ready = keys[b + 1], delayed = keys[b + 2], wake = keys[b + 3], seq = keys[b + 4],
+                  now = false, later = false, gen = 0}
+  end
+  local now, jobs, i, nuniq = now_ms(), {}, 4, 0
+  while i <= #args do
+    local nj = #jobs + 1
+    local t, when, id, np = int_arg(args[i]), args[i + 1], args[i + 2], int_arg(args[i + 3])
+    if not t or t < 1 or t > nq or not id or not np or i + 3 + 2 * np > #args then
+      return refuse(fn, 'follow-up ' .. nj .. ' (argument ' .. i .. '): expected QI (1..' .. nq ..
+                    ') WHEN ID NPAIRS, then NPAIRS field/value pairs')
+    end
+    local first, last = i + 4, i + 3 + 2 * np
+    local due, derr = check_job(fn .. ': follow-up ' .. nj, when, id, args, first, last, now)
+    if not due then return derr end
+    local tg, uniq = targets[t], nil
+    if id ~= '' then
+      nuniq = nuniq + 1
+      uniq = 'jr:{' .. tg.name .. '}:uniq:' .. id
+      if keys[1 + 4 * nq + nuniq] ~= uniq then
+        return refuse(fn, 'key ' .. (1 + 4 * nq + nuniq) .. ' must be ' .. shown(uniq) .. ', the uniq key of follow-up ' .. nj)
+      end
+    end
+    if due <= now then tg.now = true else tg.later = true end
+    if due > now and id == '' then tg.gen = tg.gen + 1 end
+    jobs[nj] = {tg, id, due, first, last, uniq}
+    i = last + 1
+  end
+  if #jobs == 0 then return refuse(fn, 'no follow-up given (use jr_ack)') end
+  if #keys ~= 1 + 4 * nq + nuniq then
+    return refuse(fn, 'takes 1 + 4 x NQ keys plus one uniq key per follow-up with an id: ' ..
+                  (1 + 4 * nq + nuniq) .. ', got ' .. #keys)
+  end
+  err = check_types(fn, {{keys[1], 'stream'}, {index_key(q), 'hash'}, {cancelled_key(q), 'hash'},
+                         {stats_key(q), 'hash'}})
+  for _, tg in ipairs(targets) do
+    err = err or queue_types(fn, {tg.ready, tg.delayed, tg.wake, tg.seq}, tg.name) or check_seq(fn, tg.seq, tg.gen) or
+          (tg.now and check_room(fn, tg.ready)) or (tg.later and check_room(fn, tg.wake))
+  end
+  if err then return err end
+  if not grouped(keys[1]) then return 0 end
+  local e = redis.call('XRANGE', keys[1], entry, entry)
+  if redis.call('XACK', keys[1], GROUP, entry) == 0 then return 0 end
+  redis.call('XDEL', keys[1], entry)
+  redis.call('HDEL', cancelled_key(q), entry)
+  local flat = e[1] and e[1][2] or {}
+  for f = 1, #flat - 1, 2 do -- its job id (absent: the entry id, never in the index)
+    if flat[f] == 'id' then
+      index_forget(index_key(q), flat[f + 1], entry)
+      break
+    end
+  end
+  count(q, 'processed', 1)
+  for _, tg in ipairs(targets) do
+    if tg.now then ensure_group(tg.ready) end
+  end
+  for _, j in ipairs(jobs) do
+    local tg = j[1]
+    put({ready = tg.ready, delayed = tg.delayed, wake = tg.wake, seq = tg.seq, uniq = j[6], ids = index_key(tg.name)},
+        j[2], j[3], window, args, j[4], j[5], now)
+  end
+  return 1
+end
+
+--[[
 jr_register
   KEYS: jr:{queues} jr:{queues}:wake
   ARGV: queue names (each 1-128 characters of A-Z a-z 0-9 _ . : -)
@@ -1190,6 +1290,7 @@ redis.register_function('jr_enqueue_many', enqueue_many)
 redis.register_function('jr_promote', promote)
 allow_oom('jr_ack', ack)
 redis.register_function('jr_register', register)
+redis.register_function('jr_ack_follow', ack_follow)
 allow_oom('jr_fail', fail)
 allow_oom('jr_reclaim', reclaim)
 allow_oom('jr_heartbeat', heartbeat)

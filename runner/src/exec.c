@@ -29,11 +29,16 @@
  * would break up batches of quick jobs for nothing). */
 #define MOVE_AFTER_US 1000
 #define NO_PIDFD_POLL_US 100000 /* how often a runner without a pidfd is looked at */
+#define WAKE_BYTE 'x'   /* runner -> worker: look at the shared memory */
+#define FRAME_BYTE 'F'  /* runner -> worker: a frame of follow-ups follows */
+#define FRAME_HDR (1 + 4 + 8)
+#define READ_CHUNK 65536
 
 /* One result, written by the runner. */
 typedef struct slot {
     int32_t result;
     volatile int cancel; /* set by the worker (jr_exec_cancel): api->cancelled */
+    int32_t followups; /* 1: a frame of follow-ups was sent for this task */
     int64_t retry_after_ms;
     int64_t duration_us;
     char error[256];
@@ -78,12 +83,15 @@ typedef struct runner {
     int abandon;        /* killed on purpose: report what is left as unstarted */
     int exited;         /* seen by collect: the pidfd says the process is gone */
     int sock_ready;     /* seen by collect: the socket has bytes or EOF */
+    char *in;           /* bytes read from the socket not yet used: [in_off, in_len) */
+    size_t in_off, in_len, in_cap;
 } runner_t;
 
 struct jr_exec {
     const jr_registry_t *reg;
     int inline_mode, stopping;
     size_t nrunners, max_batch, shm_size;
+    int64_t max_payload; /* a follow-up's payload, at most */
     runner_t *runners;
     int epfd;                /* the runners' sockets and pidfds */
     struct epoll_event *evs; /* 2 per runner */
@@ -172,9 +180,31 @@ static int read_full(int fd, void *p, size_t n) {
     return 0;
 }
 
+static int write_full(int fd, const void *p, size_t n) {
+    const char *c = p;
+    while (n) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        c += w, n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Send the follow-ups of task i to the worker (before the task is marked
+ * done: see jr_exec_new). A runner that cannot write to its worker ends. */
+static void send_followups(int fd, uint32_t i, const jr_fu_list_t *fu) {
+    char hdr[FRAME_HDR];
+    uint64_t len = fu->len;
+    hdr[0] = FRAME_BYTE;
+    memcpy(hdr + 1, &i, 4);
+    memcpy(hdr + 5, &len, 8);
+    if (write_full(fd, hdr, sizeof hdr) != 0 || write_full(fd, fu->buf, fu->len) != 0) _exit(70);
+}
+
 static void notify(int fd) {
     jr_log_flush(); /* the handler's log lines go out before the worker's */
-    char b = 'x';
+    char b = WAKE_BYTE;
     while (write(fd, &b, 1) < 0 && errno == EINTR) {
     }
 }
@@ -195,16 +225,18 @@ static int claim(shm_t *shm, uint32_t i, uint32_t *end) {
     }
 }
 
-/* Run one task: the handler's result into sl. Never returns in a process a
- * handler forked. */
+/* Run task i: the handler's result into sl, its follow-ups (if it succeeded)
+ * down fd. Never returns in a process a handler forked. */
 static void run_task(const jr_registry_t *reg, shm_t *shm, const task_hdr_t *h, const char *const s[4],
-                     slot_t *sl) {
+                     slot_t *sl, int fd, uint32_t i, int64_t max_payload) {
+    jr_fu_list_t fu = {.max_payload = max_payload};
     jr_job_t job = {.id = s[0], .queue = s[1], .handler = s[2], .payload = s[3],
                     .payload_len = h->lens[3], .attempt = h->attempt,
                     .deadline_ms = jr_wall_ms() + h->timeout_ms, .stop_flag = &shm->stop,
-                    .cancel_flag = &sl->cancel};
+                    .cancel_flag = &sl->cancel, .fu = &fu};
     const jr_handler_t *hd = jr_registry_find(reg, s[2]);
     sl->retry_after_ms = -1;
+    sl->followups = 0;
     sl->error[0] = '\0';
     if (!hd) {
         sl->result = JR_RESULT_FAIL;
@@ -221,6 +253,11 @@ static void run_task(const jr_registry_t *reg, shm_t *shm, const task_hdr_t *h, 
     int32_t res = (int32_t)jr_handler_run(hd, &job);
     exit_if_forked_copy();
     if (res == JR_RESULT_RETRY && __atomic_load_n(&shm->stop, __ATOMIC_ACQUIRE)) res = RESULT_INTERRUPTED;
+    if (res == JR_RESULT_OK && fu.n > 0) {
+        send_followups(fd, i, &fu);
+        sl->followups = 1;
+    }
+    jr_fu_reset(&fu);
     sl->result = res;
     sl->retry_after_ms = job.retry_after_ms;
     snprintf(sl->error, sizeof sl->error, "%s", job.error);
@@ -228,7 +265,7 @@ static void run_task(const jr_registry_t *reg, shm_t *shm, const task_hdr_t *h, 
 
 /* Run batches from fd until the worker closes it, then call the plugins'
  * runner_exit. Never returns. */
-static void runner_main(int fd, shm_t *shm, const jr_registry_t *reg) {
+static void runner_main(int fd, shm_t *shm, const jr_registry_t *reg, int64_t max_payload) {
     char *buf = NULL;
     size_t cap = 0;
     for (;;) {
@@ -259,7 +296,7 @@ static void runner_main(int fd, shm_t *shm, const jr_registry_t *reg) {
             __atomic_store_n(&shm->started_at_us, t0, __ATOMIC_RELEASE);
             __atomic_store_n(&shm->started, i, __ATOMIC_RELEASE);
             slot_t *sl = &shm->slots[i];
-            run_task(reg, shm, &h, s, sl);
+            run_task(reg, shm, &h, s, sl, fd, i, max_payload);
             int64_t t1 = jr_mono_us();
             sl->duration_us = t1 - t0;
             __atomic_store_n(&shm->done, i + 1, __ATOMIC_RELEASE);
@@ -301,6 +338,8 @@ static void keep_only(const int *keep, size_t n, int own) {
     close_range(lo, ~0U, 0);
 }
 
+static void drain(jr_exec_t *x, runner_t *r);
+
 static void epoll_del(jr_exec_t *x, int fd) {
     if (fd >= 0) epoll_ctl(x->epfd, EPOLL_CTL_DEL, fd, NULL);
 }
@@ -339,7 +378,7 @@ static int spawn(jr_exec_t *x, runner_t *r) {
         for (size_t i = 0; i < x->nrunners; i++)
             if (&x->runners[i] != r && x->runners[i].shm) munmap(x->runners[i].shm, x->shm_size);
         jr_registry_runner_init(x->reg);
-        runner_main(sv[1], r->shm, x->reg);
+        runner_main(sv[1], r->shm, x->reg, x->max_payload);
     }
     setpgid(pid, pid); /* as the child does: whichever runs first */
     close(sv[1]);
@@ -364,6 +403,7 @@ static int spawn(jr_exec_t *x, runner_t *r) {
     }
     fcntl(sv[0], F_SETFL, O_NONBLOCK);
     r->pid = pid, r->fd = sv[0], r->pidfd = pfd;
+    r->in_off = r->in_len = 0; /* a new runner, a new stream */
     r->exited = r->sock_ready = 0;
     return 0;
 }
@@ -388,6 +428,9 @@ static int reap(jr_exec_t *x, runner_t *r) {
         while (waitpid(r->pid, &st, 0) < 0 && errno == EINTR) {
         }
     }
+    /* What it wrote before it ended (frames of tasks it finished) stays
+     * in r->in for emit_done; spawn starts the next stream empty. */
+    if (r->fd >= 0) drain(x, r);
     epoll_del(x, r->fd);
     epoll_del(x, r->pidfd);
     if (r->fd >= 0) close(r->fd);
@@ -412,6 +455,7 @@ static size_t count_idle(const jr_exec_t *x) {
  * it die and sends the tasks to its successor. */
 static void start_batch(runner_t *r) {
     shm_t *m = r->shm;
+    r->in_off = r->in_len = 0; /* what is left of the last batch's stream is of no task now */
     r->end = r->n, r->collected = 0, r->busy = 1;
     r->timed_out = NONE, r->abandon = 0;
     m->started = NONE;
@@ -553,12 +597,13 @@ static int snapshot_fds(jr_exec_t *x, char *err, size_t errlen) {
 }
 
 jr_exec_t *jr_exec_new(const jr_registry_t *reg, int inline_mode, int concurrency,
-                       size_t max_batch, char *err, size_t errlen) {
+                       size_t max_batch, int64_t max_payload, char *err, size_t errlen) {
     jr_exec_t *x = calloc(1, sizeof *x);
     if (!x) goto oom;
     x->reg = reg;
     x->inline_mode = inline_mode;
     x->max_batch = max_batch;
+    x->max_payload = max_payload;
     x->epfd = -1;
     x->nrunners = inline_mode ? 1 : (size_t)(concurrency > 0 ? concurrency : 1);
     if (watch_forks() != 0) {
@@ -631,12 +676,13 @@ void jr_exec_free(jr_exec_t *x) {
         while (r->pidfd < 0 && r->pid > 0 && !ended(r) && until > jr_mono_us()) usleep(10000);
         reap(x, r);
         if (r->shm) munmap(r->shm, x->shm_size);
-        free(r->tags), free(r->timeouts_ms), free(r->offs), free(r->msg);
+        free(r->tags), free(r->timeouts_ms), free(r->offs), free(r->msg), free(r->in);
     }
     if (x->epfd >= 0) close(x->epfd);
     free(x->runners);
     free(x->evs);
     free(x->keep);
+    for (size_t i = 0; i < x->npending; i++) free(x->pending[i].followups);
     free(x->pending);
     free(x);
 }
@@ -665,11 +711,12 @@ static void run_inline(jr_exec_t *x, const jr_task_t *t, size_t n) {
             o->retry_after_ms = -1;
             continue;
         }
+        jr_fu_list_t fu = {.max_payload = x->max_payload};
         jr_job_t job = {.id = t[i].id, .queue = t[i].queue, .handler = t[i].handler,
                         .payload = t[i].payload, .payload_len = t[i].payload_len,
                         .attempt = t[i].attempt, .deadline_ms = jr_wall_ms() + t[i].timeout_ms,
                         .stop_flag = &x->inline_stop, .probe = x->probe, .probe_ctx = x->probe_ctx,
-                        .tag = t[i].tag};
+                        .tag = t[i].tag, .fu = &fu};
         jr_outcome_t *o = &x->pending[x->npending++];
         memset(o, 0, sizeof *o);
         o->tag = t[i].tag;
@@ -688,6 +735,11 @@ static void run_inline(jr_exec_t *x, const jr_task_t *t, size_t n) {
             o->kind = res == JR_RESULT_RETRY && x->inline_stop ? JR_OUT_INTERRUPTED : kind_of((int32_t)res);
             o->retry_after_ms = job.retry_after_ms;
             snprintf(o->error, sizeof o->error, "%s", job.error);
+            if (o->kind == JR_OUT_OK && fu.n > 0) { /* the outcome takes the buffer */
+                o->followups = fu.buf, o->followups_len = fu.len;
+                fu.buf = NULL;
+            }
+            jr_fu_reset(&fu);
         }
         o->duration_us = jr_mono_us() - t0;
     }
@@ -804,8 +856,90 @@ static jr_outcome_t *emit(jr_outcome_t *out, size_t *k, const runner_t *r, uint3
     return o;
 }
 
+/* Read what r's socket holds into r->in (wake-up bytes at the front are
+ * dropped as they come, so the usual stream costs no memory). At EOF or on
+ * an error the socket leaves the epoll set: the pidfd tells when the
+ * runner ends. */
+static void drain(jr_exec_t *x, runner_t *r) {
+    if (r->in_off == r->in_len && r->in_cap > 4 * READ_CHUNK) { /* after a big frame */
+        free(r->in);
+        r->in = NULL, r->in_cap = 0;
+    }
+    while (r->fd >= 0) {
+        if (r->in_off == r->in_len) r->in_off = r->in_len = 0;
+        if (r->in_cap - r->in_len < READ_CHUNK) {
+            if (r->in_off > 0) { /* compact first */
+                memmove(r->in, r->in + r->in_off, r->in_len - r->in_off);
+                r->in_len -= r->in_off, r->in_off = 0;
+            }
+            if (r->in_cap - r->in_len < READ_CHUNK) {
+                size_t nc = r->in_cap ? 2 * r->in_cap : READ_CHUNK;
+                while (nc - r->in_len < READ_CHUNK) nc *= 2;
+                char *nb = realloc(r->in, nc);
+                if (!nb) return; /* what is missing makes its task a RETRY */
+                r->in = nb, r->in_cap = nc;
+            }
+        }
+        ssize_t got = read(r->fd, r->in + r->in_len, r->in_cap - r->in_len);
+        if (got > 0) {
+            r->in_len += (size_t)got;
+            while (r->in_off < r->in_len && r->in[r->in_off] == WAKE_BYTE) r->in_off++;
+            /* Neither a wake-up nor a frame (something a handler wrote on
+             * the runner's socket): dropped, so it cannot pile up. */
+            if (r->in_off < r->in_len && r->in[r->in_off] != FRAME_BYTE) r->in_off = r->in_len;
+            continue;
+        }
+        if (got < 0 && errno == EINTR) continue;
+        if (got == 0 || errno != EAGAIN) epoll_del(x, r->fd);
+        return;
+    }
+}
+
+/* The follow-ups frame of task t from r's stream, into *buf (malloc'ed) and
+ * *len: reads the socket first (the runner wrote the whole frame before it
+ * marked t done). Frames of earlier tasks (whose slot a handler overwrote)
+ * are dropped. Returns 0, or -1 with a reason in why: missing, or a stream
+ * that is not frames and wake-up bytes (then dropped whole). */
+static int take_frame(jr_exec_t *x, runner_t *r, uint32_t t, char **buf, size_t *len, char *why, size_t wl) {
+    drain(x, r);
+    for (;;) {
+        while (r->in_off < r->in_len && r->in[r->in_off] == WAKE_BYTE) r->in_off++;
+        size_t avail = r->in_len - r->in_off;
+        const char *p = r->in + r->in_off;
+        if (avail < FRAME_HDR) {
+            snprintf(why, wl, "its follow-ups did not reach the worker from the handler process (%zu bytes of a frame)",
+                     avail);
+            return -1;
+        }
+        uint32_t idx;
+        uint64_t n;
+        memcpy(&idx, p + 1, 4);
+        memcpy(&n, p + 5, 8);
+        if (p[0] != FRAME_BYTE || idx > t) {
+            snprintf(why, wl, "its follow-ups came garbled from the handler process (byte 0x%02x, task %u)",
+                     (unsigned char)p[0], (unsigned)idx);
+            r->in_off = r->in_len;
+            return -1;
+        }
+        if (n > avail - FRAME_HDR) {
+            snprintf(why, wl, "its follow-ups did not all reach the worker from the handler process (%zu of %llu bytes)",
+                     avail - FRAME_HDR, (unsigned long long)n);
+            return -1;
+        }
+        r->in_off += FRAME_HDR + (size_t)n;
+        if (idx < t) continue;
+        if (n == 0 || !(*buf = malloc((size_t)n))) {
+            snprintf(why, wl, n ? "out of memory for its follow-ups" : "its follow-ups came empty");
+            return -1;
+        }
+        memcpy(*buf, p + FRAME_HDR, (size_t)n);
+        *len = (size_t)n;
+        return 0;
+    }
+}
+
 /* Outcomes of tasks the runner finished since the last look. */
-static void emit_done(runner_t *r, jr_outcome_t *out, size_t *k) {
+static void emit_done(jr_exec_t *x, runner_t *r, jr_outcome_t *out, size_t *k) {
     uint32_t d = __atomic_load_n(&r->shm->done, __ATOMIC_ACQUIRE);
     if (d > r->end) d = r->end;
     for (; r->collected < d; r->collected++) {
@@ -815,6 +949,16 @@ static void emit_done(runner_t *r, jr_outcome_t *out, size_t *k) {
         o->duration_us = sl->duration_us;
         memcpy(o->error, sl->error, sizeof o->error);
         o->error[sizeof o->error - 1] = '\0';
+        if (sl->followups && o->kind == JR_OUT_OK) {
+            char why[200];
+            if (take_frame(x, r, r->collected, &o->followups, &o->followups_len, why, sizeof why) != 0 ||
+                jr_fu_validate(o->followups, o->followups_len, x->max_payload, why, sizeof why) != 0) {
+                free(o->followups);
+                o->followups = NULL, o->followups_len = 0;
+                o->kind = JR_OUT_RETRY; /* no ack without them: run it again */
+                snprintf(o->error, sizeof o->error, "handler succeeded, but %s; retried", why);
+            }
+        }
     }
 }
 
@@ -847,7 +991,7 @@ static void runner_died(jr_exec_t *x, runner_t *r, jr_outcome_t *out, size_t *k)
     int64_t since;
     uint32_t t = running(r, &since);
     int st = reap(x, r);
-    emit_done(r, out, k); /* it may have finished some before dying */
+    emit_done(x, r, out, k); /* it may have finished some before dying */
     if (t != NONE && t == r->collected) {
         jr_out_t kind = r->abandon ? JR_OUT_UNSTARTED : r->timed_out == t ? JR_OUT_TIMEOUT : JR_OUT_CRASH;
         jr_outcome_t *o = emit(out, k, r, t, kind);
@@ -882,14 +1026,11 @@ static void runner_died(jr_exec_t *x, runner_t *r, jr_outcome_t *out, size_t *k)
 
 /* Collect what runner r has to report (see jr_exec_collect). */
 static void collect_runner(jr_exec_t *x, runner_t *r, jr_outcome_t *out, size_t *k) {
-    if (r->sock_ready) { /* wake-ups: drained even when idle, or poll would spin */
-        char buf[256];
-        ssize_t got;
-        while ((got = read(r->fd, buf, sizeof buf)) > 0) {
-        }
-        /* EOF with the process alive: a handler closed the runner's end. The
-         * pidfd tells when it ends; stop polling a socket that stays ready. */
-        if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) epoll_del(x, r->fd);
+    if (r->sock_ready) { /* wake-ups and frames: read even when idle, or poll would spin */
+        /* EOF with the process alive (a handler closed the runner's end)
+         * takes the socket out of the epoll set: the pidfd tells when it
+         * ends. */
+        drain(x, r);
         r->sock_ready = 0;
     }
     if (!r->busy) {
@@ -903,9 +1044,9 @@ static void collect_runner(jr_exec_t *x, runner_t *r, jr_outcome_t *out, size_t 
     uint32_t from, old_end = r->end, took;
     if (x->stopping && (took = take_rest(r, 0, &from)) > 0) /* hand back what has not started */
         for (uint32_t t = from; t < old_end; t++) emit(out, k, r, t, JR_OUT_UNSTARTED);
-    emit_done(r, out, k);
+    emit_done(x, r, out, k);
     if (!r->exited && __atomic_load_n(&r->shm->finished, __ATOMIC_ACQUIRE)) {
-        emit_done(r, out, k);
+        emit_done(x, r, out, k);
         emit_rest_unstarted(r, out, k); /* asked to stop: the rest never ran */
         return;
     }

@@ -71,14 +71,27 @@ typedef struct jr_outcome {
     int64_t retry_after_ms; /* from the handler, -1 = not set */
     int64_t duration_us;
     char error[256];        /* "" = none */
+    /* JR_OUT_OK only: the follow-ups the handler enqueued (followup.h
+     * encoding), malloc'ed; NULL = none. The caller of jr_exec_collect
+     * owns (frees) it. */
+    char *followups;
+    size_t followups_len;
 } jr_outcome_t;
 
 typedef struct jr_exec jr_exec_t;
 
-/* Start the executor. max_batch bounds the tasks of one submission.
- * Returns NULL with a message in err on failure. */
+/* Start the executor. max_batch bounds the tasks of one submission;
+ * max_payload (jobs.max_payload) the payload of a follow-up a handler
+ * enqueues. Returns NULL with a message in err on failure.
+ *
+ * Follow-ups (api->enqueue) of a task that returns OK come back with its
+ * outcome. From a runner process they travel over its socket as a frame
+ * ('F', u32 task index, u64 length, the encoded list) written before the
+ * task is marked done, so the worker finds the whole frame once it sees
+ * the task done; a frame that is missing or corrupt then turns the outcome
+ * into a RETRY saying so. Frames are sized by what arrives, no cap. */
 jr_exec_t *jr_exec_new(const jr_registry_t *reg, int inline_mode, int concurrency,
-                       size_t max_batch, char *err, size_t errlen);
+                       size_t max_batch, int64_t max_payload, char *err, size_t errlen);
 
 /* Stop the runners and free everything. Idle runners end normally (calling
  * runner_exit), waited for up to 2 s; busy ones, and any process left in a

@@ -280,6 +280,29 @@ static const char *api_setting(void *ctx, const char *key) {
     return NULL;
 }
 
+/* api->enqueue: check f and keep a copy with the attempt (see followup.h);
+ * a refusal is logged, becomes the job's error, and fails the attempt. */
+static int api_enqueue(jr_job_t *job, const jr_followup_t *f) {
+    char why[256];
+    if (!job) {
+        jr_log(JR_LOG_WARN, "a plugin called enqueue without a job (only a handler can enqueue follow-ups); ignored");
+        return -1;
+    }
+    if (!job->fu) {
+        snprintf(why, sizeof why, "follow-up refused: not available here");
+    } else if (jr_fu_check(f, job->queue, job->fu->max_payload, jr_wall_ms(), why, sizeof why) == 0 &&
+               jr_fu_append(job->fu, f, job->queue, why, sizeof why) == 0) {
+        return 0;
+    }
+    api_log(job, JR_LOG_ERROR, "%s", why);
+    if (job->fu && !job->fu->refused) {
+        job->fu->refused = 1;
+        snprintf(job->fu->why, sizeof job->fu->why, "%s", why);
+    }
+    snprintf(job->error, sizeof job->error, "%s", why);
+    return -1;
+}
+
 static const jr_host_api_t host_api = {
     .size = sizeof(jr_host_api_t),
     .register_handler = api_register,
@@ -294,12 +317,17 @@ static const jr_host_api_t host_api = {
     .set_error = api_set_error,
     .cancelled = api_cancelled,
     .setting = api_setting,
+    .enqueue = api_enqueue,
 };
 
 jr_result_t jr_handler_run(const jr_handler_t *h, jr_job_t *job) {
     job->retry_after_ms = -1;
     job->error[0] = '\0';
     int res = (int)h->fn(job, &host_api, h->udata);
+    if (res == JR_RESULT_OK && job->fu && job->fu->refused) {
+        snprintf(job->error, sizeof job->error, "%s", job->fu->why);
+        return JR_RESULT_FAIL;
+    }
     if (res == JR_RESULT_OK || res == JR_RESULT_RETRY || res == JR_RESULT_FAIL)
         return (jr_result_t)res;
     snprintf(job->error, sizeof job->error, "handler %s returned %d, which is not a jr_result_t",

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "jobrunner/plugin.h"
+#include "followup.h"
 
 /* The job a handler sees (opaque to plugins). Strings are NUL-terminated and
  * owned by the caller of jr_handler_run. */
@@ -30,6 +31,9 @@ struct jr_job {
     /* Filled by the handler through the host table: */
     int64_t retry_after_ms;        /* -1 = not set */
     char error[256];               /* "" = not set */
+    /* api->enqueue appends here; NULL = follow-ups not available (the
+     * call is refused). Owned by the caller of jr_handler_run. */
+    jr_fu_list_t *fu;
 };
 
 /* One registered handler. */
@@ -100,7 +104,8 @@ int jr_handler_ready(const jr_registry_t *r, const jr_handler_t *h, char *err, s
 /* Run a handler on a job, in the calling process and thread. Initialises
  * job->retry_after_ms and job->error first. Returns what the handler
  * returned; a value outside jr_result_t counts as JR_RESULT_FAIL with an
- * error saying so. */
+ * error saying so, and so does JR_RESULT_OK after a refused api->enqueue
+ * (the refusal is the error). job->fu, if set, must be empty. */
 jr_result_t jr_handler_run(const jr_handler_t *h, jr_job_t *job);
 
 #endif

@@ -1,5 +1,6 @@
 /* The Redis layer: see redis.h. */
 #include "redis.h"
+#include "followup.h"
 
 #include <errno.h>
 #include <hiredis/hiredis.h>
@@ -1143,6 +1144,90 @@ int jr_redis_append_ack(jr_redis_t *r, const char *queue, const char *const *ids
     memcpy(argv + 4, ids, n * sizeof *ids);
     int rc = append_argv(r, (int)(n + 4), argv, NULL);
     free(argv);
+    return rc;
+}
+
+/* Format a follow-up's WHEN argument ("" now, "+MS", "@MS"). */
+static void fu_when(const jr_fu_item_t *it, char *out, size_t len) {
+    if (it->at_ms > 0) snprintf(out, len, "@%lld", (long long)it->at_ms);
+    else if (it->delay_ms > 0) snprintf(out, len, "+%lld", (long long)it->delay_ms);
+    else out[0] = '\0';
+}
+
+int jr_redis_append_ack_follow(jr_redis_t *r, const char *queue, const char *entry, const char *fu,
+                               size_t fu_len, int register_targets) {
+    long n = jr_fu_count(fu, fu_len);
+    if (n <= 0) return fail(r, JR_EINVAL, "follow-ups of entry %s are corrupt or empty", entry);
+    size_t nq = 0, nuniq = 0, off = 0;
+    jr_fu_item_t *items = calloc((size_t)n, sizeof *items);
+    uint32_t *qi = calloc((size_t)n, sizeof *qi);
+    char (*qnames)[JR_QUEUE_MAX + 1] = calloc((size_t)n, sizeof *qnames);
+    jr_qkeys_t *qk = calloc((size_t)n, sizeof *qk);
+    char (*uniq)[JR_KEY_MAX + JR_ID_MAX] = calloc((size_t)n, sizeof *uniq);
+    char (*when)[32] = calloc((size_t)n, sizeof *when);
+    char (*qix)[12] = calloc((size_t)n, sizeof *qix);
+    size_t max = 8 + (size_t)n * (4 + 4 + 1 + 7);
+    const char **argv = malloc(max * sizeof *argv);
+    size_t *lens = malloc(max * sizeof *lens);
+    int rc = 0;
+    if (!items || !qi || !qnames || !qk || !uniq || !when || !qix || !argv || !lens) {
+        rc = fail(r, JR_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (long i = 0; i < n; i++) {
+        jr_fu_next(fu, fu_len, &off, &items[i]);
+        jr_fu_item_t *it = &items[i];
+        if (it->queue_len > JR_QUEUE_MAX || it->id_len > JR_ID_MAX - 2) {
+            rc = fail(r, JR_EINVAL, "follow-up %ld of entry %s: queue name or id too long", i + 1, entry);
+            goto out;
+        }
+        size_t q = 0;
+        while (q < nq && !(strlen(qnames[q]) == it->queue_len && !memcmp(qnames[q], it->queue, it->queue_len))) q++;
+        if (q == nq) {
+            memcpy(qnames[q], it->queue, it->queue_len);
+            qnames[q][it->queue_len] = '\0';
+            jr_qkeys(&qk[q], qnames[q]);
+            nq++;
+        }
+        qi[i] = (uint32_t)q;
+        if (it->id_len) snprintf(uniq[nuniq++], sizeof uniq[0], "jr:{%s}:uniq:%.*s", qnames[q], (int)it->id_len, it->id);
+    }
+    /* Register the target queues first (for schedulers serving every
+     * queue); harmless if the acknowledgement then finds the job gone. */
+    size_t a = 0;
+    argv[a++] = "FCALL", argv[a++] = "jr_register", argv[a++] = "2";
+    argv[a++] = JR_REGISTRY_KEY, argv[a++] = JR_REGISTRY_WAKE_KEY;
+    for (size_t q = 0; q < nq; q++) argv[a++] = qnames[q];
+    if (register_targets && (rc = append_argv(r, (int)a, argv, NULL))) goto out;
+
+    jr_qkeys_t own;
+    jr_qkeys(&own, queue);
+    char nkeys[24], nqs[24];
+    snprintf(nkeys, sizeof nkeys, "%zu", 1 + 4 * nq + nuniq);
+    snprintf(nqs, sizeof nqs, "%zu", nq);
+    a = 0;
+    argv[a++] = "FCALL", argv[a++] = "jr_ack_follow", argv[a++] = nkeys, argv[a++] = own.ready;
+    for (size_t q = 0; q < nq; q++)
+        argv[a++] = qk[q].ready, argv[a++] = qk[q].delayed, argv[a++] = qk[q].wake, argv[a++] = qk[q].seq;
+    for (size_t u = 0; u < nuniq; u++) argv[a++] = uniq[u];
+    argv[a++] = entry, argv[a++] = nqs, argv[a++] = "86400000";
+    for (size_t i = 0; i < a; i++) lens[i] = strlen(argv[i]);
+    for (long i = 0; i < n; i++) {
+        const jr_fu_item_t *it = &items[i];
+        snprintf(qix[i], sizeof qix[i], "%u", qi[i] + 1);
+        fu_when(it, when[i], sizeof when[i]);
+        argv[a] = qix[i], lens[a++] = strlen(qix[i]);
+        argv[a] = when[i], lens[a++] = strlen(when[i]);
+        argv[a] = it->id_len ? it->id : "", lens[a++] = it->id_len;
+        argv[a] = "2", lens[a++] = 1; /* pairs: h and p */
+        argv[a] = JR_F_HANDLER, lens[a++] = 1;
+        argv[a] = it->handler, lens[a++] = it->handler_len;
+        argv[a] = JR_F_PAYLOAD, lens[a++] = 1;
+        argv[a] = it->payload_len ? it->payload : "", lens[a++] = it->payload_len;
+    }
+    rc = append_argv(r, (int)a, argv, lens);
+out:
+    free(items), free(qi), free(qnames), free(qk), free(uniq), free(when), free(qix), free(argv), free(lens);
     return rc;
 }
 

@@ -180,6 +180,19 @@ int jr_redis_append_fail(jr_redis_t *r, const char *queue, const char *entry, co
                          const char *action, int64_t delay_ms, const char *error, const char *why,
                          int64_t dead_max);
 
+/* Append the acknowledgement of an entry of `queue` together with the
+ * follow-up jobs its handler enqueued (fu: followup.h encoding, at least
+ * one): if register_targets, first FCALL jr_register of the target queues;
+ * then FCALL jr_ack_follow. Replies: jr_register's (an integer) if sent,
+ * then an integer:
+ * 1 = acknowledged and every follow-up written, 0 = the entry was not
+ * pending (acknowledged already, by us or a worker that took it over):
+ * nothing written. A refusal ("ERR jobrunner: jr_ack_follow: ...") wrote
+ * nothing either. Returns 0, JR_EINVAL for a corrupt fu (nothing
+ * appended), or an error. */
+int jr_redis_append_ack_follow(jr_redis_t *r, const char *queue, const char *entry, const char *fu,
+                               size_t fu_len, int register_targets);
+
 /* Append a hand-back of entries fetched but never started. Integer reply. */
 int jr_redis_append_handback(jr_redis_t *r, const char *queue, const char *consumer,
                              const char *const *ids, size_t n);

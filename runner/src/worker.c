@@ -26,6 +26,7 @@
 
 #include "envelope.h"
 #include "exec.h"
+#include "followup.h"
 #include "jr.h"
 #include "jr_limits.h"
 #include "log.h"
@@ -43,6 +44,10 @@
  * works while Redis refuses writes. A handler's api->cancelled turns true
  * within about this long. (Heartbeats, every lease/3, report it too.) */
 #define CANCEL_CHECK_US 1000000
+/* Follow-up target queues remembered as registered on the current
+ * connection; past this many, a job's targets are registered with every
+ * acknowledgement that has follow-ups (correct, one more call). */
+#define FU_REGISTERED_MAX 64
 
 /* A job fetched from Redis: WAITING in the worker (its payload copied) until
  * a runner is free, then SUBMITTED to the executor until its outcome. */
@@ -59,7 +64,10 @@ typedef struct slot {
     int cancelled; /* jr_cancel flagged it (seen in a heartbeat's reply) */
 } slot_t;
 
-typedef enum { OP_ACK, OP_RETRY, OP_DEAD, OP_HANDBACK, OP_DEFER } op_kind_t;
+/* OP_FOLLOW: an acknowledgement with the follow-ups of the job (its own
+ * call, jr_ack_follow; plain acknowledgements stay batched). OP_DEFER: a
+ * job whose handler is not loaded here goes back for another worker. */
+typedef enum { OP_ACK, OP_RETRY, OP_DEAD, OP_HANDBACK, OP_DEFER, OP_FOLLOW } op_kind_t;
 
 /* Something to tell Redis about an entry. */
 typedef struct op {
@@ -70,6 +78,8 @@ typedef struct op {
     char *error;     /* RETRY, DEAD */
     const char *why; /* DEAD: failed | invalid */
     char jobid[JR_ID_MAX]; /* ACK: the job id, "" when it is the entry id */
+    char *fu;        /* FOLLOW: the follow-ups (followup.h encoding), owned */
+    size_t fu_len;
 } op_t;
 
 /* Whether Redis is refusing a kind of call, and its last error text. */
@@ -130,6 +140,8 @@ typedef struct worker {
     int went_idle;           /* the last blocking read brought nothing: block again */
     int64_t next_pause_check; /* while jobs wait and nothing is read: re-read the paused set then */
     unsigned char *order_scratch; /* scratch: a paused set just read (nq bytes) */
+    char *fu_registered[FU_REGISTERED_MAX]; /* see FU_REGISTERED_MAX; cleared on reconnect */
+    size_t nfu_registered;
 } worker_t;
 
 static uint64_t next_rand(worker_t *w) { /* xorshift64* */
@@ -189,6 +201,30 @@ static void accepted(refusal_t *r, const char *what) {
 
 /* ---- operations ---------------------------------------------------------- */
 
+static void forget_registered(worker_t *w) {
+    for (size_t i = 0; i < w->nfu_registered; i++) free(w->fu_registered[i]);
+    w->nfu_registered = 0;
+}
+
+/* 1 if every target queue of op's follow-ups is known registered (on
+ * this connection); with `remember`, add them (best effort) instead. */
+static int targets_registered(worker_t *w, const op_t *o, int remember) {
+    size_t off = 0;
+    jr_fu_item_t it;
+    while (jr_fu_next(o->fu, o->fu_len, &off, &it) == 1) {
+        size_t i = 0;
+        while (i < w->nfu_registered && !(strlen(w->fu_registered[i]) == it.queue_len &&
+                                           !memcmp(w->fu_registered[i], it.queue, it.queue_len)))
+            i++;
+        if (i < w->nfu_registered) continue;
+        if (!remember) return 0;
+        if (w->nfu_registered < FU_REGISTERED_MAX &&
+            (w->fu_registered[w->nfu_registered] = strndup(it.queue, it.queue_len)))
+            w->nfu_registered++;
+    }
+    return 1;
+}
+
 static int push_op(worker_t *w, op_kind_t kind, uint32_t queue, const char *entry,
                    int64_t delay_ms, const char *error, const char *why) {
     if (w->nops == w->opcap) {
@@ -200,6 +236,7 @@ static int push_op(worker_t *w, op_kind_t kind, uint32_t queue, const char *entr
     op_t *o = &w->ops[w->nops];
     o->kind = kind, o->queue = queue, o->delay_ms = delay_ms, o->why = why;
     o->jobid[0] = '\0';
+    o->fu = NULL, o->fu_len = 0;
     snprintf(o->entry, sizeof o->entry, "%s", entry);
     o->error = error ? strdup(error) : NULL;
     if (error && !o->error) return JR_ENOMEM;
@@ -208,12 +245,14 @@ static int push_op(worker_t *w, op_kind_t kind, uint32_t queue, const char *entr
 }
 
 static void clear_ops(worker_t *w) {
-    for (size_t i = 0; i < w->nops; i++) free(w->ops[i].error);
+    for (size_t i = 0; i < w->nops; i++) free(w->ops[i].error), free(w->ops[i].fu);
     w->nops = 0;
 }
 
 /* Send every queued operation on ctl in one pipeline and read the replies.
- * Acknowledgements and hand-backs of a queue go as one call each.
+ * Acknowledgements and hand-backs of a queue go as one call each; an
+ * acknowledgement with follow-ups (OP_FOLLOW) as its own jr_register +
+ * jr_ack_follow pair, so jobs without follow-ups keep the batched path.
  *
  * A call's integer reply settles its operations, whatever the value: 0
  * means the entry is not ours any more (another worker took it over, or it
@@ -221,7 +260,10 @@ static void clear_ops(worker_t *w) {
  * of memory, LOADING, BUSY, READONLY, MASTERDOWN, ...) settles nothing: the
  * operations stay queued and are tried again after a capped backoff, never
  * dropped, since jobrunner cannot know which refusals are temporary and a
- * dropped ack runs the job again. A missing function is answered by
+ * dropped ack runs the job again. The one exception: jr_ack_follow
+ * refused by its own checks ("ERR jobrunner: jr_ack_follow: ...", e.g. a
+ * target key of another type) would be refused forever, so the job goes to
+ * the dead stream instead, with that error. A missing function is answered by
  * reconnecting (which loads the library). Transport errors keep everything
  * queued for the next connection and are returned. */
 static int flush_ops(worker_t *w) {
@@ -254,6 +296,30 @@ static int flush_ops(worker_t *w) {
         }
     }
     free(ids), free(jobids);
+    size_t first_follow = calls; /* calls from here on: jr_register (if regs) + jr_ack_follow */
+    unsigned char *regs = calloc(w->nops, 1);
+    if (!regs) rc = JR_ENOMEM;
+    for (size_t i = 0; i < w->nops && !rc; i++) {
+        const op_t *o = &w->ops[i];
+        if (o->kind != OP_FOLLOW) continue;
+        regs[calls - first_follow] = !targets_registered(w, o, 0);
+        rc = jr_redis_append_ack_follow(w->ctl, w->queues[o->queue], o->entry, o->fu, o->fu_len,
+                                        regs[calls - first_follow]);
+        /* Cannot happen (exec.c validated them; nothing was appended): the
+         * job goes to the dead stream rather than lose them unseen. */
+        if (rc == JR_EINVAL) {
+            char why[JR_ERRLEN + 64];
+            snprintf(why, sizeof why, "the handler succeeded but its follow-ups are invalid: %s",
+                     jr_redis_errstr(w->ctl));
+            jr_log_kv(JR_LOG_ERROR, "invalid follow-ups; the job goes to the dead-letter stream", "entry",
+                      o->entry, "error", why, NULL);
+            rc = jr_redis_append_fail(w->ctl, w->queues[o->queue], o->entry, w->consumer, "dead", 0, why,
+                                      "failed", w->cfg->dead_max);
+            regs[calls - first_follow] = 0;
+        }
+        call[i] = calls++;
+    }
+    size_t first_fail = calls;
     for (size_t i = 0; i < w->nops && !rc; i++) {
         const op_t *o = &w->ops[i];
         if (o->kind != OP_RETRY && o->kind != OP_DEAD && o->kind != OP_DEFER) continue;
@@ -263,27 +329,68 @@ static int flush_ops(worker_t *w) {
                                   w->cfg->dead_max);
         call[i] = calls++;
     }
+    /* bad[c]: 1 = refused (kept, tried again later), 2 = follow-ups
+     * refused by jr_ack_follow itself (the job fails instead, see below). */
     if (!rc && !(bad = calloc(calls ? calls : 1, 1))) rc = JR_ENOMEM;
     if (!rc) rc = jr_redis_flush(w->ctl);
     char err[JR_ERRLEN] = "";
+    char **follow_err = NULL; /* per follow-up call: jr_ack_follow's refusal */
+    if (!rc && first_fail > first_follow &&
+        !(follow_err = calloc(first_fail - first_follow, sizeof *follow_err)))
+        rc = JR_ENOMEM;
     int nofunc = 0;
     for (size_t c = 0; c < calls && !rc; c++) {
-        long long v;
-        rc = jr_redis_recv_int(w->ctl, &v);
-        if (rc == JR_EREDIS) { /* a refused call must not wedge the others */
-            bad[c] = 1;
-            if (!err[0]) snprintf(err, sizeof err, "%s", jr_redis_errstr(w->ctl));
-            nofunc |= strstr(jr_redis_errstr(w->ctl), "Function not found") != NULL;
+        int follow = c >= first_follow && c < first_fail;
+        int reg = follow && regs[c - first_follow];
+        /* One reply per call; reply 0 is jr_register's before a jr_ack_follow. */
+        for (int reply = reg ? 0 : 1; reply <= 1 && !rc; reply++) {
+            long long v;
+            rc = jr_redis_recv_int(w->ctl, &v);
+            if (rc != JR_EREDIS) continue;
+            const char *e = jr_redis_errstr(w->ctl);
             rc = 0;
+            if (follow && reply == 1 && !strncmp(e, "ERR jobrunner: jr_ack_follow:", 29)) {
+                /* Its own checks refused the follow-ups (a key of another
+                 * type, ...): trying again would be refused again and
+                 * would wedge this worker; the job fails with the reason. */
+                bad[c] = bad[c] ? bad[c] : 2;
+                follow_err[c - first_follow] = strdup(e);
+                continue;
+            }
+            bad[c] = 1; /* a refused call must not wedge the others */
+            if (!err[0]) snprintf(err, sizeof err, "%s", e);
+            nofunc |= strstr(e, "Function not found") != NULL;
         }
     }
     if (!rc) {
-        size_t kept = 0;
+        size_t kept = 0, failed = 0;
         for (size_t i = 0; i < w->nops; i++) {
-            if (bad[call[i]]) w->ops[kept++] = w->ops[i];
-            else free(w->ops[i].error);
+            op_t *o = &w->ops[i];
+            if (bad[call[i]] == 2) { /* into the dead stream, saying why */
+                const char *e = follow_err[call[i] - first_follow];
+                char why[JR_ERRLEN + 80];
+                snprintf(why, sizeof why, "the handler succeeded but Redis refused its follow-ups: %s",
+                         e ? e : "out of memory");
+                jr_log_kv(JR_LOG_ERROR, "follow-ups refused by Redis; the job goes to the dead-letter stream",
+                          "entry", o->entry, "queue", w->queues[o->queue], "error", e, NULL);
+                free(o->fu), free(o->error);
+                o->fu = NULL, o->fu_len = 0;
+                o->kind = OP_DEAD, o->why = "failed";
+                o->error = strdup(why); /* NULL: sent with an empty error */
+                w->ops[kept++] = *o;
+                failed++;
+            } else if (bad[call[i]]) {
+                w->ops[kept++] = *o;
+            } else {
+                if (o->kind == OP_FOLLOW && regs[call[i] - first_follow]) targets_registered(w, o, 1);
+                free(o->error), free(o->fu);
+            }
         }
-        w->nops = kept;
+        for (size_t c = first_follow; follow_err && c < first_fail; c++) free(follow_err[c - first_follow]);
+        free(follow_err);
+        follow_err = NULL;
+        kept -= failed; /* those go out at the next flush, not after a backoff */
+        w->nops = kept + failed;
         if (kept) {
             refused(&w->ops_refused, "Redis refused results of finished jobs; keeping them and retrying", err);
             w->next_flush = jr_mono_us() + w->flush_backoff_ms * 1000;
@@ -294,6 +401,7 @@ static int flush_ops(worker_t *w) {
             w->next_flush = 0, w->flush_backoff_ms = 100;
         }
     }
+    free(follow_err), free(regs);
     free(call), free(bad);
     return rc;
 }
@@ -375,13 +483,21 @@ static int cancel_probe(void *ctx, uint32_t tag) {
 /* Turn an outcome into an operation and a log line. A job cancelled while
  * it ran is acknowledged whatever its result (never retried or buried: the
  * flag in Redis is certain once a heartbeat reported it), outcome
- * "cancelled". */
-static int finish(worker_t *w, const jr_outcome_t *o) {
+ * "cancelled", and its follow-ups are dropped. */
+static int finish(worker_t *w, jr_outcome_t *o) {
     slot_t *s = &w->slots[o->tag];
     int rc = 0;
-    if (s->cancelled) {
+    if (s->cancelled) { /* its follow-ups are not written: it was cancelled */
         log_outcome(w, s, "cancelled", o->duration_us, o->error, -1);
+        free(o->followups);
+        o->followups = NULL;
         rc = push_ack(w, s);
+    } else if (o->kind == JR_OUT_OK && o->followups) { /* the operation takes them */
+        log_outcome(w, s, "ok", o->duration_us, NULL, -1);
+        rc = push_op(w, OP_FOLLOW, s->queue, s->entry, 0, NULL, NULL);
+        if (!rc) w->ops[w->nops - 1].fu = o->followups, w->ops[w->nops - 1].fu_len = o->followups_len;
+        else free(o->followups);
+        o->followups = NULL;
     } else if (o->kind == JR_OUT_OK) {
         log_outcome(w, s, "ok", o->duration_us, NULL, -1);
         rc = push_ack(w, s);
@@ -725,6 +841,7 @@ static void drop_conns(worker_t *w, int rc) {
     const char *why = bad && jr_redis_errstr(bad)[0] ? jr_redis_errstr(bad) : jr_strerror(rc);
     jr_log_kv(JR_LOG_ERROR, "Redis error; jobs keep running, reconnecting", "error", why, NULL);
     jr_metrics_reconnect();
+    forget_registered(w);
     jr_redis_free(w->rd);
     jr_redis_free(w->ctl);
     w->rd = w->ctl = NULL;
@@ -1061,7 +1178,8 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
                 !w.tasks || !w.outcomes || !w.swrr || !w.counts || !w.got || !w.cur || !w.paused || !w.on ||
                 !w.order_scratch;
     if (nomem ||
-        !(w.exec = jr_exec_new(reg, inline_mode, (int)runners, (size_t)cfg->worker_batch, err, sizeof err))) {
+        !(w.exec = jr_exec_new(reg, inline_mode, (int)runners, (size_t)cfg->worker_batch, cfg->max_payload, err,
+                              sizeof err))) {
         jr_log_kv(JR_LOG_ERROR, "cannot start the worker", "error", nomem ? "out of memory" : err, NULL);
         free(w.tasks), free(w.outcomes);
         free_fetch(&w);
@@ -1135,6 +1253,7 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
     jr_redis_free(w.ctl);
     for (size_t i = 0; i < w.nslots; i++) free(w.slots[i].id), free(w.slots[i].handler), free(w.slots[i].payload);
     clear_ops(&w);
+    forget_registered(&w);
     free(w.ops);
     jr_batch_free(&w.batch);
     free(w.slots), free(w.waitq), free(w.tasks), free(w.outcomes);

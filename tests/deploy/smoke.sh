@@ -141,6 +141,7 @@ v2="${P}_worker_v2"
 podman run -d --name "$v2" --label "io.podman.compose.project=$P" --network "${P}_default" \
   --health-cmd /opt/jobrunner/bin/jobrunner-healthcheck \
   -e JOBRUNNER_REDIS_URL="redis://:$REDIS_PASSWORD@redis:6379" -e JOBRUNNER_REDIS_WAIT=30s \
+  -e JOBRUNNER_PLUGIN_GREET_GREETING=Bonjour \
   "$app2" worker -c /etc/jobrunner/container.yaml >/dev/null || fail "start the v2 worker"
 healthy "$v2" || fail "the v2 worker never became healthy"
 # Then the v1 workers go (SIGTERM: they finish or hand back what they hold).
@@ -156,7 +157,11 @@ echo "$st" | grep -q '"dead": *0' || fail "jobs went dead during the upgrade: $s
 [ "$farewells" = 30 ] || fail "$farewells of 30 farewell jobs ran on the v2 worker: $st"
 greets=$(( $(count_ok) + $(podman logs "$v2" 2>&1 | grep -c "handler=greet .*outcome=ok" || true) ))
 [ "$greets" -ge $((n + 30)) ] || fail "$greets of $((n + 30)) greet jobs ran"
-log "upgrade done: 30 farewell jobs ran on v2, none dead; $greets greet jobs in all"
+# The v2 worker alone now: its greet reads the plugin setting it was given.
+jr enqueue greet "v2" >/dev/null || fail "enqueue after the upgrade"
+for i in $(seq 1 30); do podman logs "$v2" 2>&1 | grep -q "Bonjour, v2!" && break; sleep 1; done
+podman logs "$v2" 2>&1 | grep -q "Bonjour, v2!" || fail "the v2 worker's greet did not use its setting (JOBRUNNER_PLUGIN_GREET_GREETING)"
+log "upgrade done: 30 farewell jobs ran on v2, none dead; $greets greet jobs in all; v2 greets with its own setting"
 
 log "stopping the stack"
 podman stop -t 20 "$v2" >/dev/null

@@ -1594,3 +1594,34 @@ Test(contract, lookup_never_takes_another_jobs_dead_entry_for_a_job) {
     freeReplyObject(r);
     cr_expect_eq(xlen("jr:{d1}:dead"), 1, "jr_delete removed another job's dead entry");
 }
+
+/* jr_ack_follow keeps the job index and the stats like jr_ack, and indexes
+ * its follow-ups like jr_enqueue. */
+Test(contract, ack_with_follow_ups_keeps_the_index_and_the_counters) {
+    redisReply *r = cmd("FCALL", "jr_enqueue", "5", "jr:{af}:ready", "jr:{af}:delayed", "jr:{af}:wake", "jr:{af}:seq",
+                        "jr:{af}:uniq:parent-1", "", "parent-1", "86400000", "h", "x", NULL);
+    freeReplyObject(r);
+    freeReplyObject(cmd("XGROUP", "CREATE", "jr:{af}:ready", "jr", "0", "MKSTREAM", NULL));
+    redisReply *rd = cmd("XREADGROUP", "GROUP", "jr", "w1", "STREAMS", "jr:{af}:ready", ">", NULL);
+    cr_assert(rd->type == REDIS_REPLY_ARRAY);
+    char entry[64];
+    snprintf(entry, sizeof entry, "%s", rd->element[0]->element[1]->element[0]->element[0]->str);
+    freeReplyObject(rd);
+    r = cmd("HGET", "jr:{af}:ids", "parent-1", NULL);
+    cr_expect_eq(r->type, REDIS_REPLY_STRING, "an explicit-id job is not in the index");
+    freeReplyObject(r);
+    r = cmd("FCALL", "jr_ack_follow", "6", "jr:{af}:ready", "jr:{ft}:ready", "jr:{ft}:delayed", "jr:{ft}:wake",
+            "jr:{ft}:seq", "jr:{ft}:uniq:child-1", entry, "1", "86400000", "1", "+60000", "child-1", "1", "h", "y", NULL);
+    cr_expect(r->type == REDIS_REPLY_INTEGER && r->integer == 1, "jr_ack_follow: %s",
+              r->type == REDIS_REPLY_ERROR ? r->str : "not 1");
+    freeReplyObject(r);
+    r = cmd("HEXISTS", "jr:{af}:ids", "parent-1", NULL);
+    cr_expect_eq(r->integer, 0, "the acknowledged job stays in the index");
+    freeReplyObject(r);
+    r = cmd("HGET", "jr:{af}:stats", "processed", NULL);
+    cr_expect(r->type == REDIS_REPLY_STRING && !strcmp(r->str, "1"), "processed not counted");
+    freeReplyObject(r);
+    r = cmd("HGET", "jr:{ft}:ids", "child-1", NULL);
+    cr_expect(r->type == REDIS_REPLY_STRING && r->str[0] == '@', "the delayed follow-up is not in its queue's index");
+    freeReplyObject(r);
+}

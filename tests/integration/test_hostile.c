@@ -507,7 +507,7 @@ Test(hostile, tasks_handed_to_one_busy_runner_move_to_idle_ones) {
     jr_registry_t *reg = jr_registry_new();
     char err[JR_ERRLEN];
     cr_assert_eq(jr_plugin_load(reg, JRT_HOSTILE_PLUGIN, err, sizeof err), 0, "%s", err);
-    jr_exec_t *x = jr_exec_new(reg, 0, 4, 16, err, sizeof err);
+    jr_exec_t *x = jr_exec_new(reg, 0, 4, 16, 1 << 20, err, sizeof err);
     cr_assert(x, "%s", err);
     enum { N = 6 };
     jr_task_t t[N];

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "jr.h"
 #include "plugin.h"
 
@@ -729,4 +730,79 @@ Test(plugin, a_failing_runner_init_is_retried_before_each_job_until_it_works) {
     cr_assert_str_eq(text, "init\ninit\ninit\nexit\n");
     free(text);
     unsetenv("JRT_HOOK_FAIL");
+}
+
+/* ---- ABI 1.2: api->enqueue, and older minors beside it ---- */
+
+Test(plugin, accepts_a_minor_1_plugin_beside_minor_2_and_runs_its_hooks) {
+    load_ok(FX("minor1"));
+    const jr_handler_t *h = jr_registry_find(reg, "fx_minor1");
+    cr_assert_not_null(h);
+    jr_registry_runner_init(reg);
+    jr_job_t j = job_for("fx_minor1", "", 0);
+    cr_expect_eq(run(&j), JR_RESULT_OK, "%s", j.error);
+    jr_registry_runner_exit(reg);
+}
+
+Test(plugin, enqueue_keeps_follow_ups_with_the_attempt) {
+    load_ok(FX("enqueue"));
+    jr_fu_list_t fu = {.max_payload = 1 << 20};
+    jr_job_t j = job_for("fx_enqueue_ok", "", 0);
+    j.fu = &fu;
+    cr_assert_eq(run(&j), JR_RESULT_OK, "%s", j.error);
+    cr_assert_eq(fu.n, 2);
+    size_t off = 0;
+    jr_fu_item_t it;
+    cr_assert_eq(jr_fu_next(fu.buf, fu.len, &off, &it), 1);
+    cr_expect(it.queue_len == 6 && !memcmp(it.queue, "emails", 6), "no queue: the job's own");
+    cr_expect(it.payload_len == 1 && it.payload[0] == 'a' && it.id_len == 0);
+    cr_assert_eq(jr_fu_next(fu.buf, fu.len, &off, &it), 1);
+    cr_expect(it.queue_len == 5 && !memcmp(it.queue, "other", 5));
+    cr_expect(it.id_len == 3 && !memcmp(it.id, "b-1", 3) && it.delay_ms == 5000 && it.payload_len == 0);
+    cr_expect_eq(jr_fu_next(fu.buf, fu.len, &off, &it), 0);
+    jr_fu_reset(&fu);
+}
+
+Test(plugin, ok_after_a_refused_enqueue_is_a_failure_with_the_reason) {
+    load_ok(FX("enqueue"));
+    jr_fu_list_t fu = {.max_payload = 1 << 20};
+    jr_job_t j = job_for("fx_enqueue_bad", "", 0);
+    j.fu = &fu;
+    cr_expect_eq(run(&j), JR_RESULT_FAIL);
+    cr_expect(strstr(j.error, "follow-up refused: no handler name"), "error: %s", j.error);
+    cr_expect_eq(fu.refused, 1);
+    jr_fu_reset(&fu);
+    /* Without a list (not a handler run by a worker): refused, not kept. */
+    jr_job_t k = job_for("fx_enqueue_ok", "", 0);
+    cr_expect_eq(run(&k), JR_RESULT_FAIL);
+    cr_expect(strstr(k.error, "not available"), "error: %s", k.error);
+}
+
+/* ---- ABI 1.2: api->setting ---- */
+
+Test(plugin, a_plugin_reads_its_settings_from_the_file_and_the_environment_first) {
+    static char *v[] = {"cfg-fx", "handler", "fx_from_file", "other", "in-runner", "not mine",
+                        "cfg-fx", "in-runner", "runner value"};
+    jr_strlist_t settings = {.v = v, .n = 9};
+    jr_registry_set_settings(reg, &settings);
+    load_ok(FX("settings"));
+    cr_expect_not_null(jr_registry_find(reg, "fx_from_file"), "init did not read plugin_settings.cfg-fx.handler");
+    jr_registry_runner_init(reg);
+    jr_job_t j = job_for("fx_from_file", "", 0);
+    run(&j);
+    cr_expect_str_eq(j.error, "runner value", "runner_init read another plugin's setting or none");
+    jr_registry_runner_exit(reg);
+
+    jr_registry_free(reg);
+    reg = jr_registry_new();
+    jr_registry_set_settings(reg, &settings);
+    setenv("JOBRUNNER_PLUGIN_CFG_FX_HANDLER", "fx_from_env", 1);
+    load_ok(FX("settings"));
+    unsetenv("JOBRUNNER_PLUGIN_CFG_FX_HANDLER");
+    cr_expect_not_null(jr_registry_find(reg, "fx_from_env"), "the environment does not override the file");
+
+    jr_registry_free(reg);
+    reg = jr_registry_new(); /* no settings at all */
+    load_ok(FX("settings"));
+    cr_expect_not_null(jr_registry_find(reg, "fx_unset"), "an unset setting is not NULL");
 }

@@ -1,9 +1,12 @@
 /* An example job plugin built outside the jobrunner tree and deployed in a
  * container image (see Dockerfile here and README, "Deployment"). Its
- * handler "greet" logs "<greeting>, <payload>!" and succeeds. Version 2
+ * handler "greet" logs "<greeting>, <payload>!" and succeeds; the greeting
+ * is its setting "greeting" (plugin_settings.greet.greeting in the YAML, or
+ * JOBRUNNER_PLUGIN_GREET_GREETING), "Hello" without one. Version 2
  * (built with -DGREET_V2, as the deployment smoke test does to upgrade the
  * workers while jobs flow) adds the handler "farewell". */
 #include <jobrunner/plugin.h>
+#include <stddef.h>
 
 static jr_result_t greet(jr_job_t *job, const jr_host_api_t *api, void *udata) {
     const char *greeting = udata;
@@ -14,7 +17,10 @@ static jr_result_t greet(jr_job_t *job, const jr_host_api_t *api, void *udata) {
 }
 
 static int init(void *ctx, const jr_host_api_t *api) {
-    int rc = api->register_handler(ctx, "greet", greet, "Hello");
+    const char *greeting = NULL;
+    if (api->size >= offsetof(jr_host_api_t, setting) + sizeof api->setting) /* a host of ABI 1.2 or later */
+        greeting = api->setting(ctx, "greeting");
+    int rc = api->register_handler(ctx, "greet", greet, (void *)(greeting ? greeting : "Hello"));
 #ifdef GREET_V2
     if (rc == 0) rc = api->register_handler(ctx, "farewell", greet, "Goodbye");
 #endif

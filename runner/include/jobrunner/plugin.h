@@ -46,7 +46,7 @@ extern "C" {
 
 #define JR_PLUGIN_MAGIC 0x4C50524Au /* "JRPL" read as little-endian bytes */
 #define JR_PLUGIN_ABI_MAJOR 1
-#define JR_PLUGIN_ABI_MINOR 2 /* 1: runner_init, runner_exit; 2: cancelled */
+#define JR_PLUGIN_ABI_MINOR 2 /* 1: runner_init, runner_exit; 2: cancelled, enqueue, setting */
 
 /* Name of the exported entry function, as a string for dlsym(). */
 #define JR_PLUGIN_ENTRY_NAME "jr_plugin_entry"
@@ -71,6 +71,26 @@ typedef enum jr_log_level {
 typedef struct jr_job jr_job_t;
 
 struct jr_host_api;
+
+/* A follow-up job for api->enqueue (ABI minor 2). Zero-initialise it and
+ * set what you need: `jr_followup_t f = {.handler = "mail", .payload = p,
+ * .payload_len = n};`. The host copies everything during the call. This
+ * struct never grows (a later minor would add a new function instead), so
+ * a plugin's copy is always the size the host reads. */
+typedef struct jr_followup {
+    const char *queue;   /* NULL or "" = the queue of the job enqueuing it;
+                            else 1..128 characters of [A-Za-z0-9_.:-] */
+    const char *handler; /* required: 1..64 characters of [A-Za-z0-9_.:-] */
+    const void *payload; /* payload_len bytes, binary-safe; NULL if 0 */
+    size_t payload_len;  /* at most jobs.max_payload (default 1 MiB) */
+    int64_t delay_ms;    /* > 0: due this long after the job's acknowledgement */
+    int64_t at_ms;       /* > 0: due at this Unix time in ms (wins over
+                            delay_ms; a time in the past means at once) */
+    const char *id;      /* NULL or "" = generated; else the job id (1..158
+                            bytes, not d<n> or <n>-<n>): idempotent like
+                            `jobrunner enqueue --id`, for a day after its
+                            due time */
+} jr_followup_t;
 
 /* A job handler. Runs one job; `udata` is what was given at registration. */
 typedef jr_result_t (*jr_handler_fn)(jr_job_t *job, const struct jr_host_api *api,
@@ -118,6 +138,24 @@ typedef struct jr_host_api {
      * retried, its outcome is "cancelled"). Cheap: reads a flag the worker
      * sets within about a second of the cancel. */
     int (*cancelled)(const jr_job_t *job);
+
+    /* Enqueue a follow-up job, written by Redis in the same atomic call that
+     * acknowledges this job: if the handler returns JR_RESULT_OK and the
+     * acknowledgement commits, every follow-up of the attempt exists; if
+     * the worker dies first, none does (the job runs again and enqueues
+     * them then); if the handler returns RETRY or FAIL (or crashes, or
+     * times out), none is written. A follow-up is never written twice for
+     * one successful run, even when two workers both ran the job after a
+     * lost lease: only the one whose acknowledgement lands writes them.
+     * At most 1000 per attempt. Returns 0, or -1 if `f` is refused (see
+     * jr_followup_t: bad queue name, empty handler, payload too large, due
+     * more than 10 years ahead, bad id, too many): the reason is logged
+     * and kept as the job's error, nothing of the call is kept, and the
+     * attempt cannot succeed any more: returning JR_RESULT_OK after a
+     * refusal counts as JR_RESULT_FAIL (dead, with the reason), so a
+     * follow-up is never lost silently. Only valid inside a handler, for
+     * the job it was given. Check api->size before calling (see above). */
+    int (*enqueue)(jr_job_t *job, const jr_followup_t *f);
 
     /* One setting of this plugin, for a deployment to configure one .so (a
      * database URL, an API endpoint): the environment variable
