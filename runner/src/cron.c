@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "jr.h"
+#include "util.h"
 
 /* ---- parsing -------------------------------------------------------------- */
 
@@ -210,22 +211,13 @@ static int days_in_month(int64_t y, int m) {
     return m == 2 && is_leap(y) ? 29 : D[m - 1];
 }
 
-/* Days since 1970-01-01 (H. Hinnant's days_from_civil). */
-static int64_t days_from_civil(int64_t y, int m, int d) {
-    y -= m <= 2;
-    int64_t era = (y >= 0 ? y : y - 399) / 400;
-    int64_t yoe = y - era * 400;
-    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
 
 static int64_t civil_secs(const civil_t *c) {
-    return days_from_civil(c->y, c->mo, c->d) * 86400 + c->h * 3600 + c->mi * 60 + c->s;
+    return jr_days_from_civil(c->y, c->mo, c->d) * 86400 + c->h * 3600 + c->mi * 60 + c->s;
 }
 
 static int weekday(int64_t y, int m, int d) {
-    int64_t z = days_from_civil(y, m, d);
+    int64_t z = jr_days_from_civil(y, m, d);
     return (int)(((z + 4) % 7 + 7) % 7); /* 1970-01-01 was a Thursday */
 }
 

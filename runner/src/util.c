@@ -140,7 +140,7 @@ char *jr_duration_format(int64_t ms, char *buf, size_t len) {
 
 /* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's
  * days_from_civil); valid for any year, independent of TZ and timegm. */
-static int64_t days_from_civil(int64_t y, int m, int d) {
+int64_t jr_days_from_civil(int64_t y, int m, int d) {
     y -= m <= 2;
     int64_t era = (y >= 0 ? y : y - 399) / 400;
     int64_t yoe = y - era * 400;
@@ -149,7 +149,7 @@ static int64_t days_from_civil(int64_t y, int m, int d) {
     return era * 146097 + doe - 719468;
 }
 
-/* Inverse of days_from_civil. */
+/* Inverse of jr_days_from_civil. */
 static void civil_from_days(int64_t z, int64_t *y, int *m, int *d) {
     z += 719468;
     int64_t era = (z >= 0 ? z : z - 146096) / 146097;
@@ -218,7 +218,7 @@ static int parse_rfc3339(const char *p, int64_t *us) {
     if (mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo)) return -1;
     /* Leap seconds (:60) are refused: Unix time cannot represent them. */
     if (h > 23 || mi > 59 || sec > 59 || oh > 23 || om > 59) return -1;
-    int64_t secs = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec -
+    int64_t secs = jr_days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec -
                    sign * (oh * 3600 + om * 60);
     /* An offset can move the instant out of years 0000..9999. */
     if (secs < JR_TIME_MIN_US / 1000000 || secs > JR_TIME_MAX_US / 1000000) return -1;

@@ -88,6 +88,9 @@ int64_t jr_backoff_ms(uint32_t attempt, int64_t base_ms, int64_t cap_ms, uint64_
 
 /* Wall-clock Unix time in ms / monotonic clock in microseconds. */
 int64_t jr_wall_ms(void);
+/* Days since 1970-01-01 of a proleptic Gregorian date (any year; no time
+ * zone involved). Pure. */
+int64_t jr_days_from_civil(int64_t y, int m, int d);
 int64_t jr_mono_us(void);
 
 #endif
