@@ -457,7 +457,7 @@ Test(cli, functions_load_on_a_fresh_redis) {
 
     /* dump prints exactly the library file. */
     const char *dump[] = {"functions", "dump", NULL};
-    static char lib[1 << 16];
+    static char lib[1 << 20];
     cr_assert_eq(jrt_run(lib, sizeof lib, err, sizeof err, dump), 0, "%s", err);
     char *src = jrt_slurp(JRT_SOURCE_DIR "/runner/lua/jobrunner.lua");
     cr_assert(strlen(src) < sizeof lib - 1, "the library outgrew the test's buffer");
