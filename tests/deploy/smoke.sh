@@ -38,6 +38,9 @@ cleanup() {
   for v in $(podman volume ls --filter "label=io.podman.compose.project=$P" --format '{{.Name}}'); do podman volume rm -f "$v" >/dev/null 2>&1; done
   podman network rm -f "${P}_default" >/dev/null 2>&1
   podman rmi -f "$app" "$app2" >/dev/null 2>&1
+  # the layers our builds left untagged (an image rebuilt replaces the tag)
+  podman images -q --filter dangling=true | sort > "$tmp/dangling.after"
+  comm -13 "$tmp/dangling.before" "$tmp/dangling.after" | xargs -r podman rmi -f >/dev/null 2>&1
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -50,6 +53,7 @@ command -v podman-compose >/dev/null || fail "podman-compose missing: run .ci/co
 export REDIS_PASSWORD="smoke-$RANDOM-$RANDOM"
 
 log "building the images"
+podman images -q --filter dangling=true | sort > "$tmp/dangling.before"
 JOBRUNNER_IMAGE=localhost/jobrunner:latest pc build >"$tmp/build.log" 2>&1 \
   || { tail -40 "$tmp/build.log"; fail "image build"; }
 podman build --target sdk -t localhost/jobrunner-sdk:latest . >>"$tmp/build.log" 2>&1 || fail "sdk image"
