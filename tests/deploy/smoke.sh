@@ -22,6 +22,10 @@ tmp=$(mktemp -d /tmp/jr-smoke.XXXXXX)
 app="localhost/$P-app:1" app2="localhost/$P-app:2"
 started=$(date +%s)
 
+# Whether standard input has a line matching $1. It reads all of its input:
+# `producer | grep -q` under pipefail fails when grep stops reading early
+# and the producer dies of SIGPIPE, even though grep found the line.
+has() { grep -c -- "$1" >/dev/null; }
 log() { echo "smoke [$(( $(date +%s) - started ))s] $*"; }
 fail() { log "FAIL: $*"; dump; exit 1; }
 dump() {
@@ -106,7 +110,7 @@ for i in $(seq 1 30); do
   sleep 1
 done
 [ "$ticks" -ge 2 ] || fail "the periodic job fired $ticks times in 30 s"
-jr cron list | grep -q "smoke-tick" || fail "cron list does not show the schedule"
+jr cron list | has "smoke-tick" || fail "cron list does not show the schedule"
 jr cron remove smoke-tick >/dev/null || fail "cron remove"
 log "the periodic job fired $ticks times (ids smoke-tick@<tick ms>)"
 
@@ -116,7 +120,7 @@ podman exec "$sched" sh -c 'for i in $(seq 1 16); do jobrunner enqueue sleep 300
 victim=$(echo "$workers" | head -1) survivor=$(echo "$workers" | tail -1)
 # Kill the victim while it runs some of them (each takes 3 s).
 for i in $(seq 1 50); do
-  podman logs "$victim" 2>&1 | grep -q "handler=sleep" && break
+  podman logs "$victim" 2>&1 | has "handler=sleep" && break
   [ "$(jr stats --json | grep -o '"pending": *[0-9]*' | grep -o '[0-9]*$')" -gt 0 ] 2>/dev/null && break
   sleep 0.2
 done
@@ -125,11 +129,11 @@ ran_by_victim=$(podman logs "$victim" 2>&1 | grep -c "handler=sleep .*outcome=ok
 # The survivor takes over the victim's jobs once their lease ends.
 for i in $(seq 1 120); do
   st=$(jr stats --json 2>/dev/null) || st=""
-  echo "$st" | grep -q '"ready": *0' && echo "$st" | grep -q '"pending": *0' && echo "$st" | grep -q '"delayed": *0' && break
+  echo "$st" | has '"ready": *0' && echo "$st" | has '"pending": *0' && echo "$st" | has '"delayed": *0' && break
   sleep 1
 done
 ran_by_survivor=$(podman logs "$survivor" 2>&1 | grep -c "handler=sleep .*outcome=ok" || true)
-echo "$st" | grep -q '"dead": *0' || fail "jobs went dead: $st"
+echo "$st" | has '"dead": *0' || fail "jobs went dead: $st"
 [ $((ran_by_victim + ran_by_survivor)) -ge 16 ] || fail "16 sleep jobs, $ran_by_victim + $ran_by_survivor ran: $st"
 [ "$ran_by_survivor" -gt 8 ] || fail "the survivor ran only $ran_by_survivor: did the victim run jobs at all?"
 log "every job finished after the kill ($ran_by_victim by the victim before it, $ran_by_survivor by the survivor): $st"
@@ -153,18 +157,18 @@ for c in $(containers worker); do podman stop -t 20 "$c" >/dev/null; done
 for i in $(seq 1 120); do
   farewells=$(podman logs "$v2" 2>&1 | grep -c "handler=farewell .*outcome=ok" || true)
   st=$(jr stats --json 2>/dev/null) || st=""
-  [ "$farewells" -ge 30 ] && echo "$st" | grep -q '"ready": *0' && echo "$st" | grep -q '"pending": *0' \
-    && echo "$st" | grep -q '"delayed": *0' && break
+  [ "$farewells" -ge 30 ] && echo "$st" | has '"ready": *0' && echo "$st" | has '"pending": *0' \
+    && echo "$st" | has '"delayed": *0' && break
   sleep 1
 done
-echo "$st" | grep -q '"dead": *0' || fail "jobs went dead during the upgrade: $st"
+echo "$st" | has '"dead": *0' || fail "jobs went dead during the upgrade: $st"
 [ "$farewells" = 30 ] || fail "$farewells of 30 farewell jobs ran on the v2 worker: $st"
 greets=$(( $(count_ok) + $(podman logs "$v2" 2>&1 | grep -c "handler=greet .*outcome=ok" || true) ))
 [ "$greets" -ge $((n + 30)) ] || fail "$greets of $((n + 30)) greet jobs ran"
 # The v2 worker alone now: its greet reads the plugin setting it was given.
 jr enqueue greet "v2" >/dev/null || fail "enqueue after the upgrade"
-for i in $(seq 1 30); do podman logs "$v2" 2>&1 | grep -q "Bonjour, v2!" && break; sleep 1; done
-podman logs "$v2" 2>&1 | grep -q "Bonjour, v2!" || fail "the v2 worker's greet did not use its setting (JOBRUNNER_PLUGIN_GREET_GREETING)"
+for i in $(seq 1 30); do podman logs "$v2" 2>&1 | has "Bonjour, v2!" && break; sleep 1; done
+podman logs "$v2" 2>&1 | has "Bonjour, v2!" || fail "the v2 worker's greet did not use its setting (JOBRUNNER_PLUGIN_GREET_GREETING)"
 log "upgrade done: 30 farewell jobs ran on v2, none dead; $greets greet jobs in all; v2 greets with its own setting"
 
 log "stopping the stack"
