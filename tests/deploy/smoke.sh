@@ -83,11 +83,31 @@ healthy() {
 for c in $redis $sched $workers; do healthy "$c" || fail "$c never became healthy"; done
 log "all healthy: $redis $sched $workers"
 
-jr() { podman exec "$sched" jobrunner "$@"; }
+# Run a command in the scheduler's container. podman 4.3's DNS server
+# (aardvark-dns) was seen to stop answering for a container network right
+# after start ("No address associated with hostname" for `redis`, longer
+# than redis.wait); then `podman network reload` sets it up again and the
+# command is run again (at most twice). Documented in docs/operations.md.
+in_sched() {
+  local try out
+  for try in 1 2 3; do
+    if out=$(podman exec "$sched" "$@" 2>&1); then printf '%s\n' "$out"; return 0; fi
+    case "$out" in
+      *"No address associated with hostname"*|*"Name or service not known"*|*"name resolution"*)
+        log "podman's DNS lost the service names (try $try): podman network reload"
+        podman network reload "$sched" $(containers worker) $(containers redis) >/dev/null 2>&1 || true
+        sleep 2 ;;
+      *) printf '%s\n' "$out" >&2; return 1 ;;
+    esac
+  done
+  printf '%s\n' "$out" >&2
+  return 1
+}
+jr() { in_sched jobrunner "$@"; }
 
 log "enqueueing through the CLI in a container"
 # One exec, many CLI calls (each exec costs about a second).
-podman exec "$sched" sh -c 'for i in $(seq 1 40); do jobrunner enqueue greet "friend $i" || exit 1; done
+in_sched sh -c 'for i in $(seq 1 40); do jobrunner enqueue greet "friend $i" || exit 1; done
                             for i in $(seq 1 10); do jobrunner enqueue --in 3s greet "later $i" || exit 1; done' \
   >/dev/null || fail "enqueue through the CLI"
 n=50
@@ -115,7 +135,7 @@ jr cron remove smoke-tick >/dev/null || fail "cron remove"
 log "the periodic job fired $ticks times (ids smoke-tick@<tick ms>)"
 
 log "SIGKILL of a worker container while it runs jobs"
-podman exec "$sched" sh -c 'for i in $(seq 1 16); do jobrunner enqueue sleep 3000 || exit 1; done' >/dev/null \
+in_sched sh -c 'for i in $(seq 1 16); do jobrunner enqueue sleep 3000 || exit 1; done' >/dev/null \
   || fail "enqueue sleep jobs"
 victim=$(echo "$workers" | head -1) survivor=$(echo "$workers" | tail -1)
 # Kill the victim while it runs some of them (each takes 3 s).
