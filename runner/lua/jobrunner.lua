@@ -1,5 +1,5 @@
 #!lua name=jobrunner
--- jobrunner: contract 1, revision 2.
+-- jobrunner: contract 1, revision 3.
 -- (Raise the revision with every change to this file; tests/lua_revision.sh checks.
 -- A jobrunner process never replaces a newer revision loaded in Redis.)
 --[[
@@ -318,15 +318,16 @@ local function check_job(fn, when, id, args, first, last, now)
   if n < 2 or n % 2 ~= 0 or args[first] ~= 'h' or args[first + 1] == '' then
     return nil, refuse(fn, 'fields must start with h <handler> (not empty) and come in pairs')
   end
-  local seen = {}
   for i = first, last, 2 do
     local f, v = args[i], args[i + 1]
     local rule = PRODUCER_FIELDS[f]
     if not rule then
       return nil, refuse(fn, 'unknown field ' .. shown(f) .. ' (a producer sends h, p, a, m, t, b)')
     end
-    if seen[f] then return nil, refuse(fn, 'field ' .. f .. ' given twice') end
-    seen[f] = true
+    -- at most 6 fields: comparing with the earlier ones costs no table per job
+    for j = first, i - 2, 2 do
+      if args[j] == f then return nil, refuse(fn, 'field ' .. f .. ' given twice') end
+    end
     if rule ~= true then
       local x = int_arg(v)
       if not x or x < 1 or x > rule then
@@ -426,17 +427,23 @@ local function enqueue_many(keys, args)
   if not q then return err end
   local window, werr = window_arg(fn, args[1])
   if not window then return werr end
-  local now, jobs, i, nuniq, any_now, any_later = now_ms(), {}, 2, 0, false, false
-  while i <= #args do
-    local nj = #jobs + 1
+  -- jobs: 5 slots per job (id, due, first, last, uniq) in one flat table,
+  -- not a table per job
+  local now, jobs, nj, i, nuniq, any_now, any_later = now_ms(), {}, 0, 2, 0, false, false
+  local nargs = #args
+  while i <= nargs do
+    nj = nj + 1
     local when, id, np = args[i], args[i + 1], int_arg(args[i + 2])
-    if not id or not np or i + 2 + 2 * np > #args then
+    if not id or not np or i + 2 + 2 * np > nargs then
       return refuse(fn, 'job ' .. nj .. ' (argument ' .. i .. '): expected WHEN ID NPAIRS, then NPAIRS field/value pairs')
     end
     local first, last = i + 3, i + 2 + 2 * np
-    local due, derr = check_job(fn .. ': job ' .. nj, when, id, args, first, last, now)
-    if not due then return derr end
-    local uniq
+    local due = check_job(fn, when, id, args, first, last, now)
+    if not due then -- checked again for the message naming the job (a name per job costs a number formatting)
+      local _, derr = check_job(fn .. ': job ' .. nj, when, id, args, first, last, now)
+      return derr
+    end
+    local uniq = false
     if id ~= '' then
       nuniq = nuniq + 1
       uniq = 'jr:{' .. q .. '}:uniq:' .. id
@@ -445,7 +452,8 @@ local function enqueue_many(keys, args)
       end
     end
     if due <= now then any_now = true else any_later = true end
-    jobs[nj] = {id, due, first, last, uniq}
+    local b = 5 * nj
+    jobs[b - 4], jobs[b - 3], jobs[b - 2], jobs[b - 1], jobs[b] = id, due, first, last, uniq
     i = last + 1
   end
   if #keys ~= 4 + nuniq then
@@ -456,11 +464,17 @@ local function enqueue_many(keys, args)
   if err then return err end
   if any_now then ensure_group(keys[1]) end
   local k, out = {ready = keys[1], delayed = keys[2], wake = keys[3], seq = keys[4], ids = index_key(q)}, {}
-  for _, j in ipairs(jobs) do
-    k.uniq = j[5]
-    local r = put(k, j[1], j[2], window, args, j[3], j[4], now)
-    out[#out + 1] = r[1]
-    out[#out + 1] = r[2]
+  local ready = keys[1]
+  for j = 1, nj do
+    local b = 5 * j
+    local id, due, first, last = jobs[b - 4], jobs[b - 3], jobs[b - 2], jobs[b - 1]
+    if id == '' and due <= now then -- a ready job without an id: put's first case, without its reply table
+      out[2 * j - 1], out[2 * j] = redis.call('XADD', ready, '*', unpack(args, first, last)), 1
+    else
+      k.uniq = jobs[b] or nil
+      local r = put(k, id, due, window, args, first, last, now)
+      out[2 * j - 1], out[2 * j] = r[1], r[2]
+    end
   end
   return out
 end
@@ -604,11 +618,18 @@ end
 -- the whole millisecond, which would let a call act on one entry and read
 -- another.
 local function check_ids(fn, args, first)
+  local find = string.find
   for i = first, #args do
-    if not stream_id_ok(args[i]) then
-      return refuse(fn, 'argument ' .. i .. ' is not a stream entry id: ' .. shown(args[i]))
+    local s = args[i]
+    -- fast path (the usual id, as Redis made it): "<ms>-<seq>", each part
+    -- of at most 19 digits, so below 2^64 without the u64 comparison
+    local d = type(s) == 'string' and #s <= 39 and find(s, '-', 1, true)
+    if not (d and d >= 2 and d <= 20 and #s - d <= 19 and #s > d and find(s, '^%d+%-%d+$')) then
+      if not stream_id_ok(s) then
+        return refuse(fn, 'argument ' .. i .. ' is not a stream entry id: ' .. shown(s))
+      end
+      if not find(s, '-', 1, true) then args[i] = s .. '-0' end
     end
-    if not string.find(args[i], '-', 1, true) then args[i] = args[i] .. '-0' end
   end
   return nil
 end
@@ -649,11 +670,13 @@ local function ack(keys, args)
   if err then return err end
   if #entries == 0 or not grouped(ready) then return 0 end
   local n = 0
+  -- no cancel flags (the usual case): no HDEL of every entry for nothing
+  local flags = redis.call('EXISTS', cancelled) == 1
   for i = 1, #entries, 1000 do
     local j = math.min(i + 999, #entries)
     n = n + redis.call('XACK', ready, GROUP, unpack(entries, i, j))
     redis.call('XDEL', ready, unpack(entries, i, j))
-    redis.call('HDEL', cancelled, unpack(entries, i, j))
+    if flags then redis.call('HDEL', cancelled, unpack(entries, i, j)) end
   end
   for i, id in ipairs(jobids or {}) do
     if id ~= '' then index_forget(ids, id, entries[i]) end

@@ -289,9 +289,14 @@ static int flush_ops(worker_t *w) {
                 if (w->ops[i].queue == q && (int)w->ops[i].kind == kind)
                     jobids[n] = w->ops[i].jobid, ids[n++] = w->ops[i].entry, call[i] = calls;
             if (!n) continue;
-            /* acks carry the job ids, so the job index forgets them */
-            rc = kind == OP_ACK ? jr_redis_append_ack_ids(w->ctl, w->queues[q], ids, jobids, n)
-                                : jr_redis_append_handback(w->ctl, w->queues[q], w->consumer, ids, n);
+            /* Acks carry the job ids, so the job index forgets them. When
+             * every job id is its entry id (no index entry to forget: the
+             * usual case), the one-key form: half the arguments for Redis. */
+            int named = 0;
+            for (size_t i = 0; i < n && !named; i++) named = jobids[i][0] != '\0';
+            rc = kind != OP_ACK ? jr_redis_append_handback(w->ctl, w->queues[q], w->consumer, ids, n)
+                 : named        ? jr_redis_append_ack_ids(w->ctl, w->queues[q], ids, jobids, n)
+                                : jr_redis_append_ack(w->ctl, w->queues[q], ids, n);
             calls++;
         }
     }
