@@ -1,5 +1,8 @@
 /* The admin commands: see admin.h. */
 #include "admin.h"
+#include "redis_produce.h"
+#include "redis_sched.h"
+#include "redis_admin.h"
 
 #include <stdlib.h>
 #include <string.h>
