@@ -17,8 +17,10 @@
 #   latency  2 warm workers, idle 1 s, then N_LAT `bench` jobs one at a time
 #            at LAT_RATE/s: handler start - time before the enqueue call,
 #            p50 / p99 ms
-# With PROFILE=1, the drain is followed by `INFO commandstats` per job (us of
-# Redis CPU per job by command, reset before the drain).
+# With PROFILE=1: Redis time per job by command (`INFO commandstats`, reset
+# before each measure) for the enqueue and the drain, and for the drain the
+# CPU per job of the workers, their runner processes and Redis (/proc), and
+# their context switches per 1000 jobs.
 # Prints one line per measure and writes them to bench/results/speed.txt.
 # Only 127.0.0.1 is used; every process started here is stopped by its pid.
 set -u
@@ -79,10 +81,31 @@ ceiling() { # clients pipeline requests
 }
 ceilings() { emit "measure=ceiling when=$1 xadd_c50_p64=$(ceiling 50 64 1000000) xadd_c50_p1=$(ceiling 50 1 200000) uptime=\"$(uptime | sed 's/.*load/load/')\""; }
 
-# Redis CPU per job by command since the last CONFIG RESETSTAT.
+# Redis time per job by command since the last CONFIG RESETSTAT (commands
+# run inside FCALL are counted twice: alone and in the fcall figure), in us.
 per_job() { # jobs
   rc info commandstats | tr -d '\r' |
-    awk -F'[:=,]' -v n="$1" '/^cmdstat_/ { c = substr($1, 9); printf "%s=%.2f ", c, $5 / n; t += $5 } END { printf "total_us_per_job=%.2f", t / n }'
+    awk -F'[:=,]' -v n="$1" '/^cmdstat_/ && $5 / n >= 0.01 { printf "redis_%s=%.2f ", substr($1, 9), $5 / n }'
+}
+# CPU ticks (user, system) and context switches of a process: "u s cs".
+cpu_of() { # pid
+  echo "$(awk '{ print $14, $15 }' "/proc/$1/stat" 2>/dev/null || echo 0 0) $(awk '/ctxt_switches/ { s += $2 } END { print s + 0 }' "/proc/$1/status" 2>/dev/null)"
+}
+# CPU per job of the workers (and their runner processes) and of Redis
+# since `cpu_mark`, in us, and context switches per 1000 jobs.
+cpu_mark() { REDIS_CPU0=$(cpu_of "$REDIS_PID"); }
+cpu_per_job() { # jobs
+  local p c wu=0 ws=0 wc=0 ru=0 rs=0 rcs=0 u s x
+  for p in "${PIDS[@]}"; do
+    read -r u s x <<<"$(cpu_of "$p")"; wu=$((wu + u)) ws=$((ws + s)) wc=$((wc + x))
+    for c in $(pgrep -P "$p"); do read -r u s x <<<"$(cpu_of "$c")"; ru=$((ru + u)) rs=$((rs + s)) rcs=$((rcs + x)); done
+  done
+  read -r u s x <<<"$(cpu_of "$REDIS_PID")"
+  read -r u0 s0 x0 <<<"$REDIS_CPU0"
+  awk -v n="$1" -v hz="$(getconf CLK_TCK)" -v wu="$wu" -v ws="$ws" -v wc="$wc" -v ru="$ru" -v rs="$rs" -v rcs="$rcs" \
+    -v du=$((u - u0)) -v ds=$((s - s0)) -v dc=$((x - x0)) 'BEGIN { f = 1e6 / hz / n
+    printf "cpu_us_per_job: workers_user=%.2f workers_sys=%.2f runners_user=%.2f runners_sys=%.2f redis_user=%.2f redis_sys=%.2f ctxsw_per_1000_jobs: workers=%.0f runners=%.0f redis=%.0f",
+      wu * f, ws * f, ru * f, rs * f, du * f, ds * f, wc * 1000 / n, rcs * 1000 / n, dc * 1000 / n }'
 }
 
 ceilings start
@@ -97,18 +120,22 @@ for k in $(seq "$REPS"); do
     rc flushall >/dev/null
     "$PEER" bulk 10 >/dev/null
     rc flushall >/dev/null
+    rc config resetstat >/dev/null
     out=$("$PEER" bulk "$N_BULK")
-    emit "measure=enqueue build=$name rep=$k jobs=$N_BULK jobs_per_s=$(kv enqueue_jobs_per_s "$out")"
+    prof=
+    [ "$PROFILE" = 1 ] && prof=$(per_job "$N_BULK")
+    emit "measure=enqueue build=$name rep=$k jobs=$N_BULK jobs_per_s=$(kv enqueue_jobs_per_s "$out") $prof"
     # drain
     rc flushall >/dev/null
     BENCH_HANDLER=noop "$PEER" bulk "$N_BULK" >/dev/null
     rc config resetstat >/dev/null
+    cpu_mark
     t0=$("$PEER" mono)
     start_workers "$JR" "$PLUGIN" 2 BENCH_N=0
     out=$(BENCH_HANDLER=noop "$PEER" waitempty 60)
     ok=$?
     prof=
-    [ "$PROFILE" = 1 ] && prof=$(per_job "$N_BULK")
+    [ "$PROFILE" = 1 ] && prof="$(cpu_per_job "$N_BULK") $(per_job "$N_BULK")"
     stop_all
     t1=$(kv t_empty "$out")
     if [ $ok = 0 ]; then

@@ -1,5 +1,5 @@
 #!lua name=jobrunner
--- jobrunner: contract 1, revision 3.
+-- jobrunner: contract 1, revision 4.
 -- (Raise the revision with every change to this file; tests/lua_revision.sh checks.
 -- A jobrunner process never replaces a newer revision loaded in Redis.)
 --[[
@@ -634,6 +634,31 @@ local function check_ids(fn, args, first)
   return nil
 end
 
+-- The deletion of acknowledged entries as one trim (jr_ack): XDEL finds
+-- each entry from the start of its stream node, past the entries deleted
+-- before it (acknowledged jobs leave from the head, so about half a node
+-- per entry, most of the cost of an acknowledgement), while XTRIM MINID
+-- drops whole nodes. Given entries that were all pending until just now
+-- (so delivered: not after the group's last-delivered id), returns the
+-- MINID just past the highest of them when no entry up to that one is
+-- pending any more: every entry below it is then delivered and finished
+-- (jobrunner acknowledges and deletes together), so the trim deletes
+-- exactly what XDEL of the entries would. Otherwise (an older job still
+-- runs, or an id too long to compare as a number) nil: XDEL them.
+local function trim_point(ready, entries)
+  local hm, hs = -1, -1
+  for i = 1, #entries do
+    local e = entries[i]
+    local d = string.find(e, '-', 1, true)
+    if not d or d > 16 or #e - d > 15 then return nil end -- below 2^53: exact as Lua numbers
+    local m, sq = tonumber(string.sub(e, 1, d - 1)), tonumber(string.sub(e, d + 1))
+    if m > hm or (m == hm and sq > hs) then hm, hs = m, sq end
+  end
+  local hi = string.format('%d-%d', hm, hs)
+  if #redis.call('XPENDING', ready, GROUP, '-', hi, 1) > 0 then return nil end
+  return string.format('%d-%d', hm, hs + 1)
+end
+
 --[[
 jr_ack
   KEYS: ready                ARGV: stream entry ids
@@ -642,7 +667,8 @@ jr_ack
   and forgets their cancel flags (jr:{Q}:cancelled). With the ids key, each
   entry comes with its job id ("" when the job id is the entry id): the job
   index entry that points at that entry is removed too. The 1-key form
-  leaves index entries behind, which readers treat as stale.
+  leaves index entries behind, which readers treat as stale. The entries
+  leave by one XTRIM when nothing older is pending (see trim_point).
   Returns how many were acknowledged. Runs while Redis is out of memory.
 ]]
 local function ack(keys, args)
@@ -670,12 +696,18 @@ local function ack(keys, args)
   if err then return err end
   if #entries == 0 or not grouped(ready) then return 0 end
   local n = 0
+  for i = 1, #entries, 1000 do
+    n = n + redis.call('XACK', ready, GROUP, unpack(entries, i, math.min(i + 999, #entries)))
+  end
   -- no cancel flags (the usual case): no HDEL of every entry for nothing
   local flags = redis.call('EXISTS', cancelled) == 1
+  local minid = n == #entries and trim_point(ready, entries)
+  if minid then
+    redis.call('XTRIM', ready, 'MINID', minid)
+  end
   for i = 1, #entries, 1000 do
     local j = math.min(i + 999, #entries)
-    n = n + redis.call('XACK', ready, GROUP, unpack(entries, i, j))
-    redis.call('XDEL', ready, unpack(entries, i, j))
+    if not minid then redis.call('XDEL', ready, unpack(entries, i, j)) end
     if flags then redis.call('HDEL', cancelled, unpack(entries, i, j)) end
   end
   for i, id in ipairs(jobids or {}) do
