@@ -333,6 +333,7 @@ static void runner_main(int fd, shm_t *shm, const jr_registry_t *reg, int64_t ma
         __atomic_store_n(&shm->finished, 1, __ATOMIC_RELEASE);
         notify(fd);
     }
+    free(in);
     jr_registry_runner_exit(reg);
     jr_log_flush();
     _exit(0);
