@@ -165,6 +165,8 @@ jr_client_t *jr_client_adopt(jr_redis_t *r) {
     return c;
 }
 
+jr_redis_t *jr_client_redis(jr_client_t *c) { return c ? c->r : NULL; }
+
 jr_redis_t *jr_client_release(jr_client_t *c) {
     if (!c) return NULL;
     jr_redis_t *r = c->r;

@@ -15,6 +15,10 @@
  * jr_client_free. NULL when out of memory (r is then still the caller's). */
 jr_client_t *jr_client_adopt(jr_redis_t *r);
 
+/* The connection of c (NULL after a connection error), for what the
+ * client API does not cover (the CLI's list of registered queues). */
+jr_redis_t *jr_client_redis(jr_client_t *c);
+
 /* Free c but hand its connection back (NULL if it was dropped). */
 jr_redis_t *jr_client_release(jr_client_t *c);
 

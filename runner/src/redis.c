@@ -688,7 +688,7 @@ int jr_redis_enqueue_each(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n, cha
                     }
                 } else if (rep->type == REDIS_REPLY_ERROR) {
                     char why[JR_ERRLEN];
-                    snprintf(why, sizeof why, "queue %s: Redis refused these %zu job%s: %s", q, cnt,
+                    snprintf(why, sizeof why, "queue %s: Redis refused %zu job%s: %s", q, cnt,
                              cnt == 1 ? "" : "s", rep->str);
                     set_outcome(out, order, from, from + cnt, JR_ENQ_REFUSED, add_reason(reasons, why));
                     if (!first_err) first_err = fail(r, JR_EREDIS, "%s", why);
