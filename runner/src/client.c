@@ -17,6 +17,8 @@
 #include "jr.h"
 #include "jr_limits.h"
 #include "redis.h"
+#include "redis_admin.h"
+#include "redis_produce.h"
 #include "util.h"
 
 struct jr_client {

@@ -9,6 +9,7 @@
 #include <jobrunner/client.h>
 
 #include "redis.h"
+#include "redis_produce.h"
 
 /* A client using r (connected, library loaded). It does not reconnect: after
  * a connection error its calls fail with JR_CLIENT_ECONNECT. Frees r in
