@@ -414,3 +414,20 @@ Test(client, a_lost_redis_is_told_job_by_job_and_reconnected) {
     for (int i = 0; i < 3; i++) cr_assert_eq(res[i].status, JR_CLIENT_JOB_CREATED, "job %d", i);
     cr_assert_eq(jrt_int(C, "XLEN jr:{a}:ready"), 2);
 }
+
+Test(client, a_refused_queue_registration_is_an_error_though_the_jobs_were_written) {
+    freeReplyObject(cmd("SET", "jr:{queues}", "not a set", NULL));
+    jr_client_job_t j = {.queue = "reg", .handler = "echo"};
+    jr_client_result_t r;
+    int rc = jr_client_enqueue(J, &j, &r);
+    cr_assert_eq(rc, JR_CLIENT_EREFUSED, "rc %d: %s", rc, jr_client_errstr(J));
+    cr_assert(strstr(jr_client_errstr(J), "registering") && strstr(jr_client_errstr(J), "reg"), "%s",
+              jr_client_errstr(J));
+    cr_assert_eq(r.status, JR_CLIENT_JOB_CREATED, "the job was written: its result must say so");
+    cr_assert_eq(jrt_int(C, "XLEN jr:{reg}:ready"), 1);
+    /* Registration is tried again on the next enqueue, and works once the
+     * key is fixed. */
+    freeReplyObject(cmd("DEL", "jr:{queues}", NULL));
+    cr_assert_eq(jr_client_enqueue(J, &j, &r), 0, "%s", jr_client_errstr(J));
+    cr_assert_eq(jrt_int(C, "SISMEMBER jr:{queues} reg"), 1);
+}
