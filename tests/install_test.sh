@@ -131,7 +131,9 @@ other=$(nm -D --defined-only "$tmp/p/lib/libjobrunner.so.1" | awk '$2 ~ /^[TDB]$
 if ldd "$tmp/p/bin/jobrunner" | grep -q libjobrunner; then fail "bin/jobrunner needs libjobrunner.so"; fi
 mkdir "$tmp/producer"
 cp "$src/docs/examples/client/producer.c" "$tmp/producer/"
-(cd "$tmp/producer" && cc -Wall -Werror -o producer producer.c $(pkg-config --cflags --libs jobrunner-client) \
+# (a library built with -DJR_SANITIZE=ON needs its programs built so too)
+san=""; objdump -p "$tmp/p/lib/libjobrunner.so.1" | grep -q 'NEEDED.*libasan' && san="-fsanitize=address,undefined"
+(cd "$tmp/producer" && cc -Wall -Werror $san -o producer producer.c $(pkg-config --cflags --libs jobrunner-client) \
    -Wl,-rpath,"$(pkg-config --variable=libdir jobrunner-client)") \
   || fail "docs/examples/client/producer.c does not build with pkg-config jobrunner-client"
 "$redis_cli" -s "$tmp/r.sock" FUNCTION FLUSH >/dev/null
