@@ -226,8 +226,7 @@ static long add_reason(jr_client_t *c, const char *text) {
     return (long)c->reasons.n - 1;
 }
 
-static int do_enqueue_many(jr_client_t *c, const jr_client_job_t *jobs, size_t n,
-                                            jr_client_result_t *results) {
+static int do_enqueue_many(jr_client_t *c, const jr_client_job_t *jobs, size_t n, jr_client_result_t *results) {
     if (!c) return JR_CLIENT_EINVAL;
     c->err = 0;
     c->errstr[0] = '\0';
@@ -330,8 +329,7 @@ static int check_queue_id(jr_client_t *c, const char *queue, const char *id, int
     return 0;
 }
 
-static int do_cancel(jr_client_t *c, const char *queue, const char *id,
-                                      jr_client_cancel_t *outcome) {
+static int do_cancel(jr_client_t *c, const char *queue, const char *id, jr_client_cancel_t *outcome) {
     if (!c) return JR_CLIENT_EINVAL;
     c->err = 0, c->errstr[0] = '\0';
     if (outcome) *outcome = JR_CLIENT_CANCEL_NOT_FOUND;
@@ -381,8 +379,7 @@ JR_CLIENT_EXPORT void jr_client_job_info_free(jr_client_job_info_t *info) {
     free(b->fields), free(b->queue), free(b->id), free(b);
 }
 
-static int do_job_show(jr_client_t *c, const char *queue, const char *id,
-                                        jr_client_job_info_t **info) {
+static int do_job_show(jr_client_t *c, const char *queue, const char *id, jr_client_job_info_t **info) {
     if (!c) return JR_CLIENT_EINVAL;
     c->err = 0, c->errstr[0] = '\0';
     if (!info) return cfail(c, JR_CLIENT_EINVAL, "info is NULL");
