@@ -465,6 +465,7 @@ static int no_handler(worker_t *w, uint32_t q, const char *entry, const jr_envel
 }
 
 static void free_slot(worker_t *w, slot_t *s) {
+    if (s->state == SLOT_FREE) return; /* never twice onto the free stack */
     free(s->id), free(s->handler), free(s->payload);
     s->id = s->handler = s->payload = NULL;
     s->state = SLOT_FREE;
@@ -947,16 +948,17 @@ static int see_paused(worker_t *w, const unsigned char *now) {
     while (submitted && !rc && (n = jr_exec_shed(w->exec, w->outcomes, w->noutcomes)) > 0)
         for (size_t i = 0; i < n && !rc; i++) rc = finish(w, &w->outcomes[i]);
     size_t keep = w->wq_head;
-    for (size_t i = w->wq_head; i < w->wq_n && !rc; i++) {
+    for (size_t i = w->wq_head; i < w->wq_n; i++) {
         slot_t *s = &w->slots[w->waitq[i]];
-        if (!w->paused[s->queue]) {
+        /* A job stays waiting unless its hand-back is queued (after an error,
+         * every later one stays too): a slot is freed once, never twice. */
+        if (!w->paused[s->queue] || rc || (rc = push_op(w, OP_HANDBACK, s->queue, s->entry, 0, NULL, NULL))) {
             w->waitq[keep++] = w->waitq[i];
             continue;
         }
-        rc = push_op(w, OP_HANDBACK, s->queue, s->entry, 0, NULL, NULL);
         free_slot(w, s);
     }
-    if (!rc) w->wq_n = keep;
+    w->wq_n = keep;
     return rc;
 }
 
