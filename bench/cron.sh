@@ -10,7 +10,9 @@
 # the ready stream. For each tick T (the job id is NAME@T): lateness = the
 # time its job entered the ready stream (the stream entry id, Redis's clock,
 # whole ms, so a figure of L ms means L to L+1 ms) minus T. Prints p50, p90, p99,
-# max, the early count (entered before T), and duplicate and missing ticks.
+# max, the early count (entered before T), duplicate and missing ticks, and
+# via_delayed: how many ticks' jobs were made delayed (the scheduler fired
+# before Redis's clock reached the tick) and so waited for a promotion.
 # Appends a key=value line to bench/results/cron.txt. No workers run.
 # Stops what it started by pid.
 set -u
@@ -48,28 +50,33 @@ PIDS=
 rc xrange 'jr:{bench}:ready' - + >"$WORK/ready.txt"
 mkdir -p "$HERE/results"
 python3 - "$WORK/ready.txt" "$NS" "$TICKS" <<'PY' | tee -a "$HERE/results/cron.txt"
-import sys, collections
-lines = open(sys.argv[1]).read().split('\n')
-ticks = collections.defaultdict(list)  # name -> [(tick, entry_ms)]
-i = 0
-entry = None
-while i < len(lines):
-    l = lines[i]
-    if '-' in l and l.split('-')[0].isdigit():
-        entry = int(l.split('-')[0])
-    elif l == 'id' and i + 1 < len(lines) and '@' in lines[i + 1]:
-        name, t = lines[i + 1].rsplit('@', 1)
-        ticks[name].append((int(t), entry))
-        i += 1
-    i += 1
+import sys, re, collections
+# redis-cli prints one element a line: an entry id (digits-digits, which no
+# field value here has: ids are NAME@T, other values plain digits, words
+# or empty), then its field/value pairs.
+entries, cur = [], None
+for l in open(sys.argv[1]).read().split('\n')[:-1]:
+    if re.fullmatch(r'\d+-\d+', l):
+        cur = [int(l.split('-')[0]), []]
+        entries.append(cur)
+    elif cur is not None:
+        cur[1].append(l)
+ticks = collections.defaultdict(list)  # name -> [(tick, entry_ms, via_delayed)]
+for ms, kv in entries:
+    f = dict(zip(kv[0::2], kv[1::2]))
+    if '@' in f.get('id', ''):
+        name, t = f['id'].rsplit('@', 1)
+        # a job that waited in the delayed set carries its enqueue time (e)
+        ticks[name].append((int(t), ms, 'e' in f))
 for name in sorted(ticks):
     v = sorted(ticks[name])
-    ts = [t for t, _ in v]
+    ts = [t for t, _, _ in v]
     dup = len(ts) - len(set(ts))
     missing = sum((b - a) // 1000 - 1 for a, b in zip(ts, ts[1:]) if b - a > 1000)
-    late = sorted(e - t for t, e in v)
+    late = sorted(e - t for t, e, _ in v)
     early = sum(1 for x in late if x < 0)
+    delayed = sum(1 for _, _, d in v if d)
     p = lambda q: late[min(len(late) - 1, int(q * len(late)))]
     print(f"schedule={name} schedulers={sys.argv[2]} ticks={len(ts)} p50_ms={p(0.5)} p90_ms={p(0.9)} p99_ms={p(0.99)} "
-          f"max_ms={late[-1]} early={early} duplicates={dup} missing={missing}")
+          f"max_ms={late[-1]} early={early} duplicates={dup} missing={missing} via_delayed={delayed}")
 PY

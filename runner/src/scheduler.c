@@ -16,18 +16,20 @@
  * garbage, out of memory) is logged by name and retried after a backoff
  * (1 s doubling to 60 s); the other queues go on as before.
  *
- * Periodic schedules (cron.h): every scheduler reads them all from
- * jr:{cron} (after upserting the configured ones) and keeps each one's next
- * tick T in its timer, on Redis's clock (TIME measured from before the
- * call, so we never wake late). When Redis time >= T it enqueues the tick's
- * job with the idempotent enqueue: id NAME@T, due at T (a scheduler whose
- * clock runs early still makes a job that is never due early), idempotency
- * window max(1 day, 2 intervals): any number of schedulers firing one tick
- * make one job. Then it records T as last fired. Ticks before this
- * scheduler started and after the last fired are missed: `skip` fires none,
- * `once` fires one job for the latest (due now). Every tick at or after the
- * start fires, however late. Changes arrive on jr:{cron}:wake, which the
- * blocking XREAD also waits on. */
+ * Periodic schedules (cron.h): every scheduler reads them all from jr:{cron}
+ * (after upserting the configured ones) and keeps each one's next tick T in
+ * its timer, on Redis's clock (TIME). From CRON_PREWAKE_US before T it stops
+ * sleeping and reads TIME each turn instead (a timer wakes us and Redis too
+ * late on a busy or virtual host; nothing between ticks). When Redis time >=
+ * T, by that estimate and its error bound, it enqueues the tick's job with
+ * the idempotent enqueue: id NAME@T, due at T (a scheduler whose clock runs
+ * early still makes a job that is never due early), idempotency window max(1
+ * day, 2 intervals): any number of schedulers firing one tick make one job.
+ * Then it records T as last fired. Ticks before this scheduler started and
+ * after the last fired are missed: `skip` fires none, `once` fires one job
+ * for the latest (due now). Every tick at or after the start fires, however
+ * late. Changes arrive on jr:{cron}:wake, which the blocking XREAD also
+ * waits on. */
 #include "scheduler.h"
 
 #include <stdio.h>
@@ -71,6 +73,7 @@ typedef struct sched {
     int64_t cron_deadline_us; /* monotonic time to wake for the next tick, -1 = none */
     int64_t cron_tick_us;     /* monotonic time of the next tick itself (cron_deadline_us is
                                  CRON_PREWAKE_US before it when that is far enough) */
+    int cron_spin;            /* the next tick is near: read Redis's clock again instead of sleeping */
     char cron_wake[JR_ID_MAX]; /* last entry id seen on jr:{cron}:wake */
     double clock_redis_ms;    /* Redis's clock (Unix ms) at monotonic clock_mono_us */
     int64_t clock_mono_us, clock_half_rtt_us;
@@ -268,17 +271,22 @@ static void cron_free_all(cron_state_t *v, size_t n) {
     free(v);
 }
 
-/* Redis's clock now (Unix ms) and the monotonic time from before the call:
- * a deadline computed from the two is never late. */
-static int cron_clock(sched_t *s, double *redis_ms, int64_t *mono_us) {
+/* Redis's clock now (Unix ms) at monotonic *mono_us. With keep_best, a
+ * reading whose round trip was longer than the one kept is dropped and the
+ * kept one returned (near a tick: Redis's clock and ours do not drift apart
+ * measurably in a few ms, and the shorter round trip bounds the error
+ * tighter). */
+static int cron_clock(sched_t *s, double *redis_ms, int64_t *mono_us, int keep_best) {
     int64_t sent = jr_mono_us();
-    int rc = jr_redis_time_ms(s->cmd, redis_ms);
+    double t;
+    int rc = jr_redis_time_ms(s->cmd, &t);
     if (rc) return rc;
     int64_t recv = jr_mono_us();
     /* Redis read its clock between sent and recv: take the middle, with an
      * error of at most half the round trip. */
-    s->clock_redis_ms = *redis_ms, s->clock_mono_us = *mono_us = sent + (recv - sent) / 2;
-    s->clock_half_rtt_us = (recv - sent) / 2;
+    if (!keep_best || (recv - sent) / 2 <= s->clock_half_rtt_us)
+        s->clock_redis_ms = t, s->clock_mono_us = sent + (recv - sent) / 2, s->clock_half_rtt_us = (recv - sent) / 2;
+    *redis_ms = s->clock_redis_ms, *mono_us = s->clock_mono_us;
     return 0;
 }
 
@@ -373,10 +381,18 @@ static int cron_upsert(sched_t *s) {
     return 0;
 }
 
-/* A process woken from a long sleep starts late (a cold wake-up, 1-3 ms on
- * a busy host): wake this much before a tick, read Redis's clock (which also
- * sets the deadline afresh), and sleep the short rest. */
-#define CRON_PREWAKE_US 2000
+/* Near a tick, a sleep is no timer: a process woken from one starts late,
+ * 1-2 ms typically on a virtual machine whose idle vCPUs halt, 4 ms and more
+ * on a busy host, and so does a Redis that slept (bench/RESULTS.md). So a
+ * scheduler wakes this much before a tick and from then on does not sleep
+ * until the tick: each turn of its loop looks at its connection and signals
+ * without waiting and reads Redis's clock once (`TIME`, cron_near), which
+ * keeps both processes awake and the clock estimate's error down to half of
+ * a warm round trip (tens of us); it fires on the first turn past the tick.
+ * A busy spin on our own clock instead would starve Redis of the CPU it needs
+ * to answer (3 schedulers on 2 cores: 5-11 ms enqueue round trips). Cost per
+ * tick and scheduler: a few dozen TIME calls; nothing between ticks. */
+#define CRON_PREWAKE_US 3000
 
 /* Fold the schedules' next ticks into cron_deadline_us (Redis time `now`
  * measured at monotonic `mono`). */
@@ -399,7 +415,19 @@ static void cron_set_deadline(sched_t *s, double now, int64_t mono) {
         if (at >= 0 && (s->cron_deadline_us < 0 || at < s->cron_deadline_us)) s->cron_deadline_us = at;
     }
     s->cron_tick_us = s->cron_deadline_us;
-    if (s->cron_deadline_us - jr_mono_us() > 2 * CRON_PREWAKE_US) s->cron_deadline_us -= CRON_PREWAKE_US;
+    s->cron_spin = s->cron_deadline_us >= 0 && s->cron_deadline_us - jr_mono_us() <= 2 * CRON_PREWAKE_US;
+    if (s->cron_deadline_us >= 0 && !s->cron_spin) s->cron_deadline_us -= CRON_PREWAKE_US;
+}
+
+/* A turn near a tick (from CRON_PREWAKE_US before it): read Redis's clock
+ * again (the first read of a spin afresh, later ones keeping the best) and
+ * set the timer from it. Returns 0 or a transport error. */
+static int cron_near(sched_t *s) {
+    double now;
+    int64_t mono;
+    int rc = cron_clock(s, &now, &mono, s->cron_spin);
+    if (!rc) cron_set_deadline(s, now, mono);
+    return rc;
 }
 
 /* Fire every tick that is due by the estimated Redis clock (no call before
@@ -455,7 +483,7 @@ static int cron_fire(sched_t *s) {
         if (rc) break;
     }
     free(ids);
-    if (!rc) rc = cron_clock(s, &now, &mono);
+    if (!rc) rc = cron_clock(s, &now, &mono, 0);
     if (!rc) cron_set_deadline(s, now, mono);
     return rc;
 }
@@ -471,7 +499,7 @@ static int cron_load(sched_t *s) {
     double now;
     int64_t mono;
     int rc = jr_redis_cron_list(s->cmd, &v, &n, s->cron_wake);
-    if (!rc) rc = cron_clock(s, &now, &mono);
+    if (!rc) rc = cron_clock(s, &now, &mono, 0);
     cron_state_t *nv = !rc ? calloc(n ? n : 1, sizeof *nv) : NULL;
     if (!rc && !nv) rc = JR_ENOMEM;
     if (rc) {
@@ -588,7 +616,8 @@ int jr_scheduler_run(const jr_config_t *cfg) {
                                                                                 : jr_presence_deadline(&s.presence);
             if (s.cron_deadline_us >= 0 && s.cron_deadline_us < until) until = s.cron_deadline_us;
             int64_t wait = until - jr_mono_us();
-            if (wait < 0) wait = 0;
+            /* A tick is next and near: only look (CRON_PREWAKE_US). */
+            if (wait < 0 || (s.cron_spin && until == s.cron_deadline_us)) wait = 0;
             jr_log_flush();
             w = jr_redis_wait(s.blk, wait, sigfd);
             if (w < 0) rc = w;
@@ -598,15 +627,10 @@ int jr_scheduler_run(const jr_config_t *cfg) {
             continue;
         }
         if (!rc && w == JR_WAIT_TIMEOUT) {
-            if (s.cron_deadline_us >= 0 && jr_mono_us() >= s.cron_deadline_us) {
-                double now;
-                int64_t mono;
-                if (jr_mono_us() < s.cron_tick_us) { /* the early wake-up */
-                    if (!(rc = cron_clock(&s, &now, &mono))) cron_set_deadline(&s, now, mono);
-                } else {
-                    rc = cron_fire(&s); /* a tick is due (first: its job may be due now) */
-                }
-            }
+            if (s.cron_deadline_us >= 0 && jr_mono_us() >= s.cron_tick_us)
+                rc = cron_fire(&s); /* a tick is due (first: its job may be due now) */
+            else if (s.cron_spin || (s.cron_deadline_us >= 0 && jr_mono_us() >= s.cron_deadline_us))
+                rc = cron_near(&s); /* a tick is near */
             if (!rc && s.deadline_us >= 0 && jr_mono_us() >= s.deadline_us)
                 rc = sched_promote_all(&s); /* our timer: the next job is due */
         } else if (!rc && w == JR_WAIT_READY) {
