@@ -16,6 +16,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "plugin.h"
+#include "proc.h"
 #include "redis.h"
 #include "scheduler.h"
 #include "util.h"
@@ -581,6 +582,10 @@ int main(int argc, char **argv) {
         printf("jobrunner %s (plugin ABI %d.%d)\n", JR_VERSION, JR_PLUGIN_ABI_MAJOR, JR_PLUGIN_ABI_MINOR);
         return 0;
     }
+    /* A long-running process takes SIGTERM/SIGINT as "stop cleanly" from its
+     * first moment (a stop sent while it reads its config or plugins is seen
+     * by its loop, which then exits 0), not only once its loop starts. */
+    if (!strcmp(cmd, "worker") || !strcmp(cmd, "scheduler") || !strcmp(cmd, "dev")) jr_signals_install();
     const char *usage = usage_of(cmd);
     if (!usage) {
         fprintf(stderr, "jobrunner: unknown command \"%s\"\n\n%s", cmd, usage_main);
