@@ -1,5 +1,5 @@
 #!lua name=jobrunner
--- jobrunner: contract 1, revision 2.
+-- jobrunner: contract 1, revision 3.
 -- (Raise the revision with every change to this file; tests/lua_revision.sh checks.
 -- A jobrunner process never replaces a newer revision loaded in Redis.)
 --[[
@@ -354,6 +354,105 @@ local function window_arg(fn, s)
   return w
 end
 
+--[[
+The time wheel (revision 3). A delayed job due NEAR_MS or more after now
+waits in a bucket, not in the sorted set: the list jr:{Q}:wheel:<start>
+holds the jobs due in [start, start + WHEEL_MS) (start = Unix ms, a
+multiple of WHEEL_MS), as compact items, in the order of their number n
+(from jr:{Q}:seq: every job that enters a bucket takes one, so a job is
+found by bisection). The sorted set jr:{Q}:wheel indexes the buckets
+(member = start in digits, score = start), and jr:{Q}:wheel:n counts the
+jobs in buckets (for stats). jr_promote cascades a bucket into the sorted
+set jr:{Q}:delayed (the near tier, ordered to the microsecond) once its
+start is less than NEAR_MS away, or moves it straight into the stream when
+the whole bucket is already due. A compact item is the msgpack sequence
+  n, due - start (us), id ("" = generated: d<due ms>-<n>), E, field, value, ...
+where E >= 0 says the envelope ended with e = floor(due) - E and
+d = ceil(due), which are left out; E = -1 keeps the fields as they were.
+A cancelled item is replaced (LSET) by the tombstone msgpack(n), so the
+positions and the order by n stay; a cascade drops tombstones.
+]]
+local WHEEL_MS = 1000 -- bucket width
+local NEAR_MS = 2000  -- due sooner: the sorted set; a bucket starting sooner cascades
+local function wheel_key(q) return 'jr:{' .. q .. '}:wheel' end
+local function wheel_count_key(q) return 'jr:{' .. q .. '}:wheel:n' end
+local function bucket_key(q, start) return 'jr:{' .. q .. '}:wheel:' .. string.format('%d', start) end
+-- A due time (ms with 3 decimals) as integer microseconds, and its bucket.
+local function to_us(due) return math.floor(due * 1000 + 0.5) end
+local function bucket_of(us) return math.floor(us / (WHEEL_MS * 1000)) * WHEEL_MS end
+local function ms_int(x) return string.format('%d', x) end
+
+-- The compact item of a job: `flat` its fields without the id (e, d last
+-- when put wrote them), sid its id or "" for a generated one.
+local function wheel_item(us, n, sid, flat)
+  local k, E = #flat, -1
+  if k >= 4 and flat[k - 3] == 'e' and flat[k - 1] == 'd' and flat[k] == ms_int(math.ceil(us / 1000)) and
+     string.find(flat[k - 2], '^%d+$') and #flat[k - 2] <= 15 and tonumber(flat[k - 2]) <= math.floor(us / 1000) then
+    E, k = math.floor(us / 1000) - tonumber(flat[k - 2]), k - 4
+  end
+  return cmsgpack.pack(n, us - bucket_of(us) * 1000, sid, E, unpack(flat, 1, k))
+end
+
+-- Refuse unless the wheel keys of queue q, and the bucket of each due time
+-- in `dues`, hold their types (and the counter a count): the writes of
+-- wheel_add cannot raise then.
+local function wheel_check(fn, q, dues)
+  local spec = {{wheel_key(q), 'zset'}}
+  local seen = {}
+  for _, due in ipairs(dues) do
+    local b = bucket_of(to_us(due))
+    if not seen[b] then
+      seen[b] = true
+      spec[#spec + 1] = {bucket_key(q, b), 'list'}
+    end
+  end
+  return check_types(fn, spec) or check_seq(fn, wheel_count_key(q), #dues) or
+         check_seq(fn, 'jr:{' .. q .. '}:seq', #dues)
+end
+
+-- Add a checked job to its bucket: k = {q, seq, wake, ids}; flat = its
+-- fields without the id; id "" = generate one. Returns the id. With k.wbuf
+-- (a table) the items are gathered per bucket and written by wheel_flush;
+-- n still grows in call order, so each bucket stays in order of n.
+local function wheel_flush(k)
+  for _, b in ipairs(k.wbuf.order) do
+    local items, bk = k.wbuf[b], bucket_key(k.q, b)
+    for i = 1, #items, 1000 do
+      redis.call('RPUSH', bk, unpack(items, i, math.min(i + 999, #items)))
+    end
+    local wheel = wheel_key(k.q)
+    if redis.call('ZADD', wheel, 'NX', b, ms_int(b)) == 1 and redis.call('ZRANGE', wheel, 0, 0)[1] == ms_int(b) then
+      poke(k.wake) -- a new earliest bucket: the schedulers' next wake-up is sooner
+    end
+    redis.call('INCRBY', wheel_count_key(k.q), #items)
+  end
+  k.wbuf = {order = {}}
+end
+local function wheel_add(k, id, due, flat)
+  local us = to_us(due)
+  local n = redis.call('INCR', 'jr:{' .. k.q .. '}:seq')
+  local sid = id
+  if id == '' then
+    id = 'd' .. ms_int(math.floor(us / 1000)) .. '-' .. n
+  else
+    index_set(k.ids, id, '~' .. n .. '@' .. ms_str(us / 1000))
+  end
+  local own = not k.wbuf
+  if own then k.wbuf = {order = {}} end
+  local b = bucket_of(us)
+  if not k.wbuf[b] then
+    k.wbuf[b] = {}
+    k.wbuf.order[#k.wbuf.order + 1] = b
+  end
+  local items = k.wbuf[b]
+  items[#items + 1] = wheel_item(us, n, sid, flat)
+  if own then
+    wheel_flush(k)
+    k.wbuf = nil
+  end
+  return id
+end
+
 -- Enqueue one checked job: fields are args[first..last]; k = {ready,
 -- delayed, wake, seq, uniq}. Cannot raise. Returns {id, 0|1}.
 local function put(k, id, due, window, args, first, last, now)
@@ -367,6 +466,14 @@ local function put(k, id, due, window, args, first, last, now)
       return {id, 1}
     end
     return {redis.call('XADD', k.ready, '*', unpack(args, first, last)), 1}
+  end
+  if due - now >= NEAR_MS then
+    local flat = {unpack(args, first, last)}
+    flat[#flat + 1] = 'e'
+    flat[#flat + 1] = ms_int(math.floor(now))
+    flat[#flat + 1] = 'd'
+    flat[#flat + 1] = ms_int(math.ceil(due))
+    return {wheel_add(k, id, due, flat), 1}
   end
   if id == '' then
     id = 'd' .. string.format('%d', math.floor(due)) .. '-' .. redis.call('INCR', k.seq)
@@ -404,10 +511,11 @@ local function enqueue(keys, args)
   local now = now_ms()
   local due, derr = check_job(fn, when, id, args, 4, #args, now)
   if not due then return derr end
-  err = queue_types(fn, keys, q) or check_seq(fn, keys[4], 1) or check_room(fn, due <= now and keys[1] or keys[3])
+  err = queue_types(fn, keys, q) or check_seq(fn, keys[4], 1) or check_room(fn, due <= now and keys[1] or keys[3]) or
+        (due - now >= NEAR_MS and wheel_check(fn, q, {due}))
   if err then return err end
   if due <= now then ensure_group(keys[1]) end
-  local k = {ready = keys[1], delayed = keys[2], wake = keys[3], seq = keys[4], uniq = uniq, ids = index_key(q)}
+  local k = {q = q, ready = keys[1], delayed = keys[2], wake = keys[3], seq = keys[4], uniq = uniq, ids = index_key(q)}
   return put(k, id, due, window, args, 4, #args, now)
 end
 
@@ -426,7 +534,7 @@ local function enqueue_many(keys, args)
   if not q then return err end
   local window, werr = window_arg(fn, args[1])
   if not window then return werr end
-  local now, jobs, i, nuniq, any_now, any_later = now_ms(), {}, 2, 0, false, false
+  local now, jobs, i, nuniq, any_now, any_later, far = now_ms(), {}, 2, 0, false, false, {}
   while i <= #args do
     local nj = #jobs + 1
     local when, id, np = args[i], args[i + 1], int_arg(args[i + 2])
@@ -445,6 +553,7 @@ local function enqueue_many(keys, args)
       end
     end
     if due <= now then any_now = true else any_later = true end
+    if due - now >= NEAR_MS then far[#far + 1] = due end
     jobs[nj] = {id, due, first, last, uniq}
     i = last + 1
   end
@@ -452,16 +561,18 @@ local function enqueue_many(keys, args)
     return refuse(fn, 'takes 4 keys plus one uniq key per job with an id: ' .. (4 + nuniq) .. ', got ' .. #keys)
   end
   err = queue_types(fn, keys, q) or check_seq(fn, keys[4], #jobs) or (any_now and check_room(fn, keys[1])) or
-        (any_later and check_room(fn, keys[3]))
+        (any_later and check_room(fn, keys[3])) or (#far > 0 and wheel_check(fn, q, far))
   if err then return err end
   if any_now then ensure_group(keys[1]) end
-  local k, out = {ready = keys[1], delayed = keys[2], wake = keys[3], seq = keys[4], ids = index_key(q)}, {}
+  local k, out = {q = q, ready = keys[1], delayed = keys[2], wake = keys[3], seq = keys[4], ids = index_key(q),
+                  wbuf = {order = {}}}, {}
   for _, j in ipairs(jobs) do
     k.uniq = j[5]
     local r = put(k, j[1], j[2], window, args, j[3], j[4], now)
     out[#out + 1] = r[1]
     out[#out + 1] = r[2]
   end
+  wheel_flush(k)
   return out
 end
 
@@ -541,6 +652,100 @@ local function promote_one(ready, idx, bad, packed, ok, off, id, ...)
   end
 end
 
+-- Decode a bucket item (see The time wheel) of the bucket starting at
+-- `start`. Returns id, due (us), flat (fields without the id); or
+-- false for a tombstone; or nil and what is wrong. Never raises.
+local function wheel_decode(item, start)
+  local most = 5 + 2 * FIELDS_MAX
+  local n, r = collect(l_pcall(l_unpack_limit, item, most, 0))
+  if not r[1] then
+    return nil, 'not a msgpack sequence (' .. string.gsub(tostring(r[2]), '^.-: ', '') .. ')'
+  end
+  if n - 2 >= most and r[2] ~= -1 then return nil, 'more than ' .. FIELDS_MAX .. ' fields' end
+  if n == 3 and l_type(r[3]) == 'number' then return false end
+  if n < 6 or l_type(r[3]) ~= 'number' or l_type(r[4]) ~= 'number' or l_type(r[5]) ~= 'string' or
+     l_type(r[6]) ~= 'number' then
+    return nil, 'not a bucket item (n, due offset, id, e delta, fields)'
+  end
+  local seq, off, sid, E = r[3], r[4], r[5], r[6]
+  if off < 0 or off >= WHEEL_MS * 1000 or off ~= math.floor(off) or seq ~= math.floor(seq) then
+    return nil, 'due offset ' .. tostring(off) .. ' is not in the bucket'
+  end
+  if #sid > ID_MAX then return nil, 'the id is longer than ' .. ID_MAX .. ' bytes' end
+  local flat, h = {}, nil
+  for i = 7, n do
+    if l_type(r[i]) ~= 'string' then return nil, 'item ' .. (i - 2) .. ' is a ' .. l_type(r[i]) .. ', not a string' end
+    flat[#flat + 1] = r[i]
+  end
+  if #flat % 2 ~= 0 then return nil, 'an odd number of field/value items' end
+  for i = 1, #flat, 2 do
+    if flat[i] == 'h' then h = flat[i + 1]; break end
+  end
+  if not h or h == '' then return nil, 'no handler (field h)' end
+  local us = start * 1000 + off
+  local ms = math.floor(us / 1000)
+  if E >= 0 then
+    flat[#flat + 1] = 'e'
+    flat[#flat + 1] = ms_int(ms - E)
+    flat[#flat + 1] = 'd'
+    flat[#flat + 1] = ms_int(math.ceil(us / 1000))
+  end
+  if sid == '' then sid = 'd' .. ms_int(ms) .. '-' .. ms_int(seq) end
+  return sid, us, flat
+end
+
+-- The buckets a jr_promote at `now` may reach (start < now + NEAR_MS), at
+-- most 100, their keys' types checked: {starts}, or nil and an error reply.
+local function wheel_due_buckets(fn, q, now)
+  local wheel = wheel_key(q)
+  local err = check_types(fn, {{wheel, 'zset'}}) or check_seq(fn, wheel_count_key(q), 0)
+  if err then return nil, err end
+  local starts = redis.call('ZRANGE', wheel, '-inf', '(' .. ms_str(now + NEAR_MS), 'BYSCORE', 'LIMIT', 0, 100)
+  local spec = {}
+  for _, b in ipairs(starts) do
+    if not string.find(b, '^%d+$') or #b > 15 then
+      return nil, refuse(fn, 'key ' .. shown(wheel) .. ' holds ' .. shown(b) .. ', not a bucket start')
+    end
+    spec[#spec + 1] = {bucket_key(q, tonumber(b)), 'list'}
+  end
+  err = check_types(fn, spec)
+  if err then return nil, err end
+  return starts
+end
+
+-- Take up to `room` items from the buckets `starts` (checked): a bucket
+-- wholly due goes straight into the stream, another into the sorted set.
+-- Returns how many items were taken; `idx`, `bad` as for promote_one.
+local function wheel_promote(q, starts, room, now, ready, delayed, idx, bad)
+  local taken, live = 0, 0
+  for _, b in ipairs(starts) do
+    if taken >= room then break end
+    local start = tonumber(b)
+    local bk = bucket_key(q, start)
+    local direct = start + WHEEL_MS <= now
+    local items = redis.call('LPOP', bk, room - taken) or {}
+    taken = taken + #items
+    for _, item in ipairs(items) do
+      local id, us, flat = wheel_decode(item, start)
+      if id then
+        live = live + 1
+        if direct then
+          local k = #idx
+          idx[k + 1], idx[k + 2] = id, redis.call('XADD', ready, '*', 'id', id, unpack(flat))
+        else
+          redis.call('ZADD', delayed, ms_str(us / 1000), cmsgpack.pack(id, unpack(flat)))
+        end
+      elseif id == nil then
+        live = live + 1
+        bad[#bad + 1] = {item, us}
+      end
+    end
+    if redis.call('EXISTS', bk) == 0 then redis.call('ZREM', wheel_key(q), b) end
+  end
+  if live > 0 then redis.call('DECRBY', wheel_count_key(q), live) end
+  return taken
+end
+
 --[[
 jr_promote
   KEYS: ready delayed wake [dead]   (dead = jr:{Q}:dead; implied if left out)
@@ -571,16 +776,28 @@ local function promote(keys, args)
   err = check_types(fn, {{ready, 'stream'}, {delayed, 'zset'}, {wake, 'stream'}, {dead, 'stream'}, {ids, 'hash'}})
   if err then return err end
   local now = now_ms()
-  local envs = redis.call('ZRANGE', delayed, '-inf', ms_str(now), 'BYSCORE', 'LIMIT', 0, limit)
+  local starts, werr = wheel_due_buckets(fn, q, now)
+  if not starts then return werr end
+  if #starts > 0 then
+    err = check_room(fn, ready) or check_room(fn, dead)
+    if err then return err end
+  end
   if not l_type then
     l_type, l_select, l_pcall, l_unpack_limit = type, select, pcall, cmsgpack.unpack_limit
   end
-  local bad = {}
-  if #envs > 0 then
-    err = check_room(fn, ready) or check_room(fn, dead)
+  local bad, idx, taken = {}, {}, 0
+  if #starts > 0 then
+    ensure_group(ready)
+    taken = wheel_promote(q, starts, limit, now, ready, delayed, idx, bad)
+  end
+  local envs = {}
+  if taken < limit then
+    envs = redis.call('ZRANGE', delayed, '-inf', ms_str(now), 'BYSCORE', 'LIMIT', 0, limit - taken)
+  end
+  if #envs > 0 or #idx > 0 or #bad > 0 then
+    err = #starts == 0 and (check_room(fn, ready) or check_room(fn, dead))
     if err then return err end
     ensure_group(ready)
-    local idx = {}
     for _, packed in ipairs(envs) do
       promote_one(ready, idx, bad, packed, l_pcall(l_unpack_limit, packed, 2 + 2 * FIELDS_MAX, 0))
     end
@@ -592,10 +809,15 @@ local function promote(keys, args)
       xadd_dead(dead, dead_max, {'err', 'delayed member: ' .. b[2], 'why', 'invalid', 'raw', b[1]})
     end
     -- The members taken are the lowest-scored ones: remove them by rank.
-    redis.call('ZREMRANGEBYRANK', delayed, 0, #envs - 1)
+    if #envs > 0 then redis.call('ZREMRANGEBYRANK', delayed, 0, #envs - 1) end
   end
+  -- the next wake-up: the earliest member, or when the earliest bucket
+  -- must cascade
   local head = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
-  return {#envs, head[2] and ms_str(tonumber(head[2])) or '', ms_str(now), last_wake(wake), #bad}
+  local nxt = head[2] and tonumber(head[2])
+  local wh = redis.call('ZRANGE', wheel_key(q), 0, 0, 'WITHSCORES')
+  if wh[2] and (not nxt or tonumber(wh[2]) - NEAR_MS < nxt) then nxt = tonumber(wh[2]) - NEAR_MS end
+  return {taken + #envs, nxt and ms_str(nxt) or '', ms_str(now), last_wake(wake), #bad}
 end
 
 -- A list of stream entry ids args[first..]: nil, or an error reply.
@@ -700,7 +922,7 @@ local function ack_follow(keys, args)
     if seen[tq] then return refuse(fn, 'target queue ' .. shown(tq) .. ' is given twice') end
     seen[tq] = true
     targets[t] = {name = tq, ready = keys[b + 1], delayed = keys[b + 2], wake = keys[b + 3], seq = keys[b + 4],
-                  now = false, later = false, gen = 0}
+                  now = false, later = false, gen = 0, far = {}}
   end
   local now, jobs, i, nuniq = now_ms(), {}, 4, 0
   while i <= #args do
@@ -723,6 +945,7 @@ local function ack_follow(keys, args)
     end
     if due <= now then tg.now = true else tg.later = true end
     if due > now and id == '' then tg.gen = tg.gen + 1 end
+    if due - now >= NEAR_MS then tg.far[#tg.far + 1] = due end
     jobs[nj] = {tg, id, due, first, last, uniq}
     i = last + 1
   end
@@ -735,7 +958,8 @@ local function ack_follow(keys, args)
                          {stats_key(q), 'hash'}})
   for _, tg in ipairs(targets) do
     err = err or queue_types(fn, {tg.ready, tg.delayed, tg.wake, tg.seq}, tg.name) or check_seq(fn, tg.seq, tg.gen) or
-          (tg.now and check_room(fn, tg.ready)) or (tg.later and check_room(fn, tg.wake))
+          (tg.now and check_room(fn, tg.ready)) or (tg.later and check_room(fn, tg.wake)) or
+          (#tg.far > 0 and wheel_check(fn, tg.name, tg.far))
   end
   if err then return err end
   if not grouped(keys[1]) then return 0 end
@@ -756,7 +980,8 @@ local function ack_follow(keys, args)
   end
   for _, j in ipairs(jobs) do
     local tg = j[1]
-    put({ready = tg.ready, delayed = tg.delayed, wake = tg.wake, seq = tg.seq, uniq = j[6], ids = index_key(tg.name)},
+    put({q = tg.name, ready = tg.ready, delayed = tg.delayed, wake = tg.wake, seq = tg.seq, uniq = j[6],
+         ids = index_key(tg.name)},
         j[2], j[3], window, args, j[4], j[5], now)
   end
   return 1
@@ -934,6 +1159,12 @@ local function fail(keys, args)
   err = check_types(fn, {{ready, 'stream'}, {delayed, 'zset'}, {wake, 'stream'}, {dead, 'stream'},
                          {ids, 'hash'}, {cancelled, 'hash'}, {stats_key(q), 'hash'}}) or
         check_room(fn, dead) or (action ~= 'dead' and check_room(fn, (action == 'retry' and delay == 0) and ready or wake))
+  -- a retry due NEAR_MS or later waits in the time wheel (the due time
+  -- checked here is a lower bound: the buckets it may reach are checked)
+  local now = now_ms()
+  if not err and action ~= 'dead' and delay >= NEAR_MS then
+    err = wheel_check(fn, q, {tonumber(ms_str(now + delay))})
+  end
   if err then return err end
   if not grouped(ready) or owner(ready, entry) ~= consumer then return 0 end
   local e = redis.call('XRANGE', ready, entry, entry)
@@ -961,10 +1192,14 @@ local function fail(keys, args)
         m.d = nil
         index_set(ids, id, redis.call('XADD', ready, '*', 'id', id, unpack(to_flat(m, rest))))
       else
-        local due = now_ms() + delay
+        local due = tonumber(ms_str(now + delay))
         if action == 'retry' then m.d = tostring(math.ceil(due)) end
-        schedule(delayed, wake, due, cmsgpack.pack(id, unpack(to_flat(m, rest))))
-        index_set(ids, id, '@' .. ms_str(due))
+        if delay >= NEAR_MS then
+          wheel_add({q = q, wake = wake, ids = ids}, id, due, to_flat(m, rest))
+        else
+          schedule(delayed, wake, due, cmsgpack.pack(id, unpack(to_flat(m, rest))))
+          index_set(ids, id, '@' .. ms_str(due))
+        end
       end
     end
   end
@@ -1368,6 +1603,32 @@ local function in_delayed(k, id, min, max)
   end
 end
 
+-- The bucket item of job `id` with number n in the bucket starting at
+-- `start` (ms), or nil: a bisection over the bucket's positions by n (items
+-- are in order of n), O(log k) LINDEX for k items in that one bucket.
+local function in_wheel(k, id, n, start)
+  init_upvalues()
+  local bk = bucket_key(k.q, start)
+  if redis.call('TYPE', bk)['ok'] ~= 'list' then return nil end
+  local len = redis.call('LLEN', bk)
+  local lo, hi = 0, len
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    local ok, _, x = l_pcall(l_unpack_limit, redis.call('LINDEX', bk, mid), 1, 0)
+    if not ok or l_type(x) ~= 'number' then return nil end -- not an item: no order to bisect
+    if x < n then lo = mid + 1 else hi = mid end
+  end
+  if lo >= len then return nil end
+  local item = redis.call('LINDEX', bk, lo)
+  local ok, _, x = l_pcall(l_unpack_limit, item, 1, 0)
+  if not ok or x ~= n then return nil end
+  local jid, us, flat = wheel_decode(item, start)
+  if not jid or jid ~= id then return nil end
+  local m = to_map(flat)
+  return {state = (tonumber(m.a) or 1) > 1 and 'retrying' or 'delayed', bucket = bk, pos = lo, n = n,
+          score = ms_str(us / 1000), flat = flat}
+end
+
 -- The ready-stream entry `entry` if it is job `id`, or nil; running (with
 -- its consumer, idle ms and delivery count) when the group holds it.
 local function in_stream(k, id, entry)
@@ -1407,8 +1668,14 @@ local function locate(k, id)
   local where = redis.call('HGET', k.ids, id)
   if where then
     local s = string.match(where, '^@(.+)$')
+    local wn, ws = string.match(where, '^~(%d+)@(.+)$')
     if s then
       if dec_arg(s) then r = in_delayed(k, id, s, s) end
+    elseif wn then
+      -- in its bucket, or in the sorted set once the bucket cascaded
+      if dec_arg(ws) and #wn <= 15 then
+        r = in_wheel(k, id, tonumber(wn), bucket_of(to_us(tonumber(ws)))) or in_delayed(k, id, ws, ws)
+      end
     elseif stream_id_ok(where) then
       r = in_stream(k, id, where)
     end
@@ -1418,9 +1685,10 @@ local function locate(k, id)
     r = in_stream(k, id, id)
     if r then return r end
   end
-  local due = string.match(id, '^d(%d+)%-%d+$')
+  local due, dn = string.match(id, '^d(%d+)%-(%d+)$')
   if due and #due <= 15 then
-    r = in_delayed(k, id, due, '(' .. string.format('%d', tonumber(due) + 1))
+    r = (#dn <= 15 and in_wheel(k, id, tonumber(dn), bucket_of(tonumber(due) * 1000))) or
+        in_delayed(k, id, due, '(' .. string.format('%d', tonumber(due) + 1))
     if r then return r end
   end
   if k.dead then return in_dead(k, id) end
@@ -1438,7 +1706,7 @@ local function job_call(fn, keys, args, names, uniq)
   if #args ~= 1 or id == '' or #id > ID_MAX then
     return nil, refuse(fn, 'argument: ID (1..' .. ID_MAX .. ' bytes), got ' .. #args .. ' arguments')
   end
-  local k, spec = {}, {}
+  local k, spec = {q = q}, {{wheel_key(q), 'zset'}}
   for i, n in ipairs(names) do
     k[n] = keys[i]
     spec[#spec + 1] = {keys[i], JOB_KEY_TYPES[n]}
@@ -1450,9 +1718,16 @@ local function job_call(fn, keys, args, names, uniq)
     end
     k.uniq = want
   end
-  err = check_types(fn, spec)
+  err = check_types(fn, spec) or check_seq(fn, wheel_count_key(q), 1)
   if err then return nil, err end
   return k, id
+end
+
+-- Take job r (found by in_wheel) out of its bucket: a tombstone keeps the
+-- positions and the order by n. The counter was checked by job_call.
+local function wheel_forget(k, r)
+  redis.call('LSET', r.bucket, r.pos, cmsgpack.pack(r.n))
+  redis.call('DECR', wheel_count_key(k.q))
 end
 
 -- Take a waiting job (delayed, retrying or ready, not running) out of its
@@ -1460,6 +1735,8 @@ end
 local function remove_waiting(k, id, r)
   if r.member then
     redis.call('ZREM', k.delayed, r.member)
+  elseif r.bucket then
+    wheel_forget(k, r)
   else
     redis.call('XDEL', k.ready, r.entry)
   end
@@ -1525,12 +1802,12 @@ local function job_run_now(keys, args)
   if not k then return id end
   local r = locate(k, id)
   if not r then return {'not found', ''} end
-  if not r.member then return {r.state, r.entry} end
+  if not r.member and not r.bucket then return {r.state, r.entry} end
   local err = check_room(fn, k.ready)
   if err then return err end
   ensure_group(k.ready)
   local e = redis.call('XADD', k.ready, '*', 'id', id, unpack(r.flat))
-  redis.call('ZREM', k.delayed, r.member)
+  if r.member then redis.call('ZREM', k.delayed, r.member) else wheel_forget(k, r) end
   index_set(k.ids, id, e)
   return {r.state, e}
 end

@@ -1249,20 +1249,28 @@ int jr_redis_stats(jr_redis_t *r, const char *queue, jr_qstats_t *s) {
     s->oldest_ready_ms = -1;
     char stats[JR_KEY_MAX];
     snprintf(stats, sizeof stats, "jr:{%s}:stats", queue);
-    const char *cmds[6][4] = {{"XLEN", k.ready}, {"ZCARD", k.delayed}, {"XPENDING", k.ready, JR_GROUP},
-                              {"XLEN", k.dead},  {"HGETALL", stats},    {"TIME"}};
-    int argcs[6] = {2, 2, 3, 2, 2, 1};
+    /* delayed = the sorted set (near tier) + the jobs in time-wheel buckets */
+    char wheel_n[JR_KEY_MAX];
+    snprintf(wheel_n, sizeof wheel_n, "jr:{%s}:wheel:n", queue);
+    const char *cmds[7][4] = {{"XLEN", k.ready}, {"ZCARD", k.delayed}, {"XPENDING", k.ready, JR_GROUP},
+                              {"XLEN", k.dead},  {"HGETALL", stats},    {"TIME"}, {"GET", wheel_n}};
+    int argcs[7] = {2, 2, 3, 2, 2, 1, 2};
     int rc;
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 7; i++)
         if ((rc = append_argv(r, argcs[i], cmds[i], NULL))) return rc;
     if ((rc = jr_redis_flush(r))) return rc;
     long long len = 0, now_s = 0, now_ms = 0, in_window = 0;
     long long t[60] = {0}, c[60] = {0}; /* the ring of jr_ack: second, jobs in it */
     int first_err = 0;
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 7; i++) {
         redisReply *rep;
         if ((rc = recv_reply(r, &rep, r->timeout_us))) return rc;
-        if (rep->type == REDIS_REPLY_INTEGER) {
+        if (i == 6) {
+            if (rep->type == REDIS_REPLY_STRING) {
+                long long n = strtoll(rep->str, NULL, 10);
+                if (n > 0) s->delayed += n;
+            }
+        } else if (rep->type == REDIS_REPLY_INTEGER) {
             if (i == 0) len = rep->integer;
             else if (i == 1) s->delayed = rep->integer;
             else s->dead = rep->integer;
