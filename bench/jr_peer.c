@@ -42,6 +42,8 @@
 
 #include "jr.h"
 #include "redis.h"
+#include "redis_produce.h"
+#include "redis_admin.h"
 
 #define PAD_LEN 44
 #define PAYLOAD_MAX 4096

@@ -1,5 +1,7 @@
 /* Test support: see harness.h. */
 #include "harness.h"
+#include "redis_produce.h"
+#include "redis_admin.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "redis.h"
+#include "redis_admin.h"
 
 typedef struct jrt_redis {
     pid_t pid;

@@ -1,5 +1,8 @@
 /* The admin commands: see admin.h. */
 #include "admin.h"
+#include "redis_produce.h"
+#include "redis_sched.h"
+#include "redis_admin.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -414,20 +417,13 @@ int jr_cmd_functions(const jr_config_t *cfg, const char *sub, FILE *out) {
         return 0;
     }
     /* sub is "load" (main checks). */
-    char err[JR_ERRLEN], shown[512];
-    jr_redis_t *r = jr_redis_connect(jr_config_redis_url(cfg), cfg->connect_timeout_ms, err, sizeof err);
-    if (!r) {
-        fprintf(stderr, "jobrunner: %s\n", err);
-        return 1;
-    }
-    int rc = jr_redis_load_library(r);
-    if (rc)
-        fprintf(stderr, "jobrunner: loading the function library: %s\n", jr_redis_errstr(r));
-    else
-        fprintf(out, "function library \"jobrunner\" is loaded in Redis at %s\n",
-                jr_config_redis_url_shown(cfg, shown, sizeof shown));
+    char shown[512];
+    jr_redis_t *r = admin_connect(cfg, 1); /* waits up to redis.wait, loads the library, says why not */
+    if (!r) return 1;
+    fprintf(out, "function library \"jobrunner\" is loaded in Redis at %s\n",
+            jr_config_redis_url_shown(cfg, shown, sizeof shown));
     jr_redis_free(r);
-    return rc ? 1 : 0;
+    return 0;
 }
 
 /* ---- one job: job show / run-now / delete, cancel, jobs --state ---------- */

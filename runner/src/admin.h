@@ -8,6 +8,7 @@
 
 #include "config.h"
 #include "redis.h"
+#include "redis_produce.h"
 
 /* Enqueue one job and print its id on `out`. Returns the exit status. */
 int jr_cmd_enqueue(const jr_config_t *cfg, const jr_enqueue_t *job, FILE *out);

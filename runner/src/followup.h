@@ -5,7 +5,7 @@
  * Pure: checking, encoding and decoding, no I/O. The encoded list is the
  * one form a list takes outside the handler's process: it travels from a
  * runner process to the worker over the runner's socket, sits in the
- * worker's outcome and operation queue, and is decoded by redis.c into the
+ * worker's outcome and operation queue, and is decoded by redis_worker.c into the
  * arguments of jr_ack_follow. Decoding checks every length against the
  * buffer, so a corrupt buffer is refused, never read past. */
 #ifndef JR_FOLLOWUP_H

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "redis.h"
+#include "redis_admin.h"
 
 typedef struct jr_presence {
     jr_proc_t self;

@@ -1,5 +1,8 @@
-/* The Redis layer: connections, the Function library, and one typed call per
- * operation jobrunner performs. hiredis types never leave redis.c.
+/* The Redis layer: connections, the Function library, and what every call
+ * shares. One typed call per operation jobrunner performs, split by
+ * subsystem: redis_produce.h (enqueue, one job by id), redis_worker.h,
+ * redis_sched.h, redis_admin.h. hiredis types never leave redis*.c
+ * (redis_internal.h is for those files only).
  *
  * All I/O goes through poll() with our own deadlines, so a blocking command
  * (XREADGROUP BLOCK, XREAD BLOCK) can be waited on with a precise client-side timer
@@ -72,53 +75,6 @@ void jr_qkeys(jr_qkeys_t *k, const char *queue);
 #define JR_REGISTRY_KEY "jr:{queues}"
 #define JR_REGISTRY_WAKE_KEY "jr:{queues}:wake"
 
-/* One job to enqueue. */
-typedef struct jr_enqueue {
-    const char *queue;  /* a valid queue name */
-    const char *id;     /* NULL = generated; otherwise idempotent */
-    int64_t delay_ms;   /* > 0: due this long after Redis's now */
-    int64_t at_us;      /* > 0: due at this Unix time (us); wins over delay */
-    int64_t uniq_ms;    /* idempotency window after the due time; 0 = 24 h */
-    jr_envelope_t env;  /* handler, payload, max_attempts, timeout_ms */
-} jr_enqueue_t;
-
-/* Enqueue n jobs in one pipeline (registering their queues once per
- * connection). Every job is checked first (valid queue name, non-empty
- * handler, id not of a reserved form and at most 158 bytes, every time and
- * count within runner/src/jr_limits.h): one bad job refuses the whole call
- * with JR_EINVAL and nothing is sent. ids (may be NULL) receives each job
- * id; created (may be NULL) 1 per job, or 0 where an explicit id was
- * already enqueued. Returns 0, or an error with the first failure's text in
- * jr_redis_errstr (a refusal by Redis, e.g. of a key holding garbage,
- * refuses that queue's part only). */
-int jr_redis_enqueue(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n, char (*ids)[JR_ID_MAX],
-                     int *created);
-
-/* Take up to `limit` due members of `queue`'s delayed set: envelopes into
- * the ready stream, garbage into the dead stream (trimmed to about
- * dead_max). *moved = members taken, *buried = of those, how many were
- * garbage. *next_due_ms = earliest due time left (-1 if none) and *now_ms =
- * Redis's time of the call, both Unix ms; wake_id (JR_ID_MAX bytes) = the
- * queue's last wake entry id. */
-int jr_redis_promote(jr_redis_t *r, const char *queue, int64_t limit, int64_t dead_max,
-                     int64_t *moved, int64_t *buried, double *next_due_ms, double *now_ms,
-                     char *wake_id);
-
-/* Every registered queue (replaces *out's contents), and the registry's last
- * wake entry id into wake_id (JR_ID_MAX bytes). */
-int jr_redis_queues(jr_redis_t *r, jr_strlist_t *out, char *wake_id);
-
-/* Send XREAD BLOCK timeout_ms STREAMS <keys> <ids> without waiting for the
- * reply: blocks until an entry newer than ids[i] arrives in keys[i]. Redis
- * ends the block only on its hz tick: the timeout is a backstop, the
- * caller's timer (jr_redis_wait) is the precise one. */
-int jr_redis_send_wake_read(jr_redis_t *r, const char *const *keys, char (*ids)[JR_ID_MAX],
-                            size_t n, int64_t timeout_ms);
-/* Read its reply: for each stream that had entries, ids[i] becomes the
- * newest id and fired[i] = 1 (others 0). Returns how many fired. */
-int jr_redis_recv_wake_read(jr_redis_t *r, const char *const *keys, char (*ids)[JR_ID_MAX],
-                            unsigned char *fired, size_t n);
-
 /* Wait until a reply can be read, `timeout_us` passes (-1 = forever), or
  * `extra_fd` (-1 = none) becomes readable. Returns JR_WAIT_* or an error. */
 enum { JR_WAIT_TIMEOUT = 0, JR_WAIT_READY = 1, JR_WAIT_EXTRA = 2 };
@@ -128,11 +84,6 @@ int jr_redis_wait(jr_redis_t *r, int64_t timeout_us, int extra_fd);
  * reply is already buffered (then poll would not report it). */
 int jr_redis_fd(const jr_redis_t *r);
 int jr_redis_has_reply(jr_redis_t *r);
-
-/* Create the consumer group of each queue if missing (stream too). Looks
- * first (XINFO GROUPS, pipelined) and writes only for what is missing, so it
- * works in an out-of-memory Redis when every group exists. */
-int jr_redis_ensure_groups(jr_redis_t *r, const char *const *queues, size_t n);
 
 /* A batch of stream entries read by XREADGROUP. Pointers stay valid until
  * the next jr_redis_recv_read or jr_batch_free on the batch. */
@@ -155,213 +106,22 @@ typedef struct jr_batch {
     size_t nmore, morecap;
 } jr_batch_t;
 void jr_batch_free(jr_batch_t *b);
-
-/* Send XREADGROUP GROUP jr <consumer> COUNT count BLOCK block_ms STREAMS
- * <ready keys> > ... for the queues (any number), without waiting. COUNT is
- * per stream: the reply may hold up to n x count entries. */
-int jr_redis_send_read(jr_redis_t *r, const char *consumer, const char *const *queues, size_t n,
-                       int64_t count, int64_t block_ms);
-/* Read its reply into *b (empty batch on timeout or unblock). A stream of
- * none of the queues in the reply is JR_EPROTO. */
-int jr_redis_recv_read(jr_redis_t *r, jr_batch_t *b, const char *const *queues, size_t n);
-
-/* Append (not send) an acknowledge-and-remove of stream entries of a queue. */
-int jr_redis_append_ack(jr_redis_t *r, const char *queue, const char *const *ids, size_t n);
 /* Send everything appended. */
 int jr_redis_flush(jr_redis_t *r);
 /* Read one reply expected to be an integer (or an error reply -> JR_EREDIS). */
 int jr_redis_recv_int(jr_redis_t *r, long long *v);
 
-/* Append a failed attempt's outcome for a stream entry this consumer holds:
- * action "retry" (attempt+1, due after delay_ms) or "dead" (into the dead
- * stream, trimmed to about dead_max, with error and why). Its reply is an
- * integer: 1 done, 0 if the entry is no longer ours. */
-int jr_redis_append_fail(jr_redis_t *r, const char *queue, const char *entry, const char *consumer,
-                         const char *action, int64_t delay_ms, const char *error, const char *why,
-                         int64_t dead_max);
-
-/* Append the acknowledgement of an entry of `queue` together with the
- * follow-up jobs its handler enqueued (fu: followup.h encoding, at least
- * one): if register_targets, first FCALL jr_register of the target queues;
- * then FCALL jr_ack_follow. Replies: jr_register's (an integer) if sent,
- * then an integer:
- * 1 = acknowledged and every follow-up written, 0 = the entry was not
- * pending (acknowledged already, by us or a worker that took it over):
- * nothing written. A refusal ("ERR jobrunner: jr_ack_follow: ...") wrote
- * nothing either. Returns 0, JR_EINVAL for a corrupt fu (nothing
- * appended), or an error. */
-int jr_redis_append_ack_follow(jr_redis_t *r, const char *queue, const char *entry, const char *fu,
-                               size_t fu_len, int register_targets);
-
-/* Append a hand-back of entries fetched but never started. Integer reply. */
-int jr_redis_append_handback(jr_redis_t *r, const char *queue, const char *consumer,
-                             const char *const *ids, size_t n);
-
-/* Extend the lease of running entries. lost[i] = 1 for each entry no longer
- * held by this consumer; unless cancelled is NULL, cancelled[i] = 1 for each
- * one held that was cancelled (jr_cancel). Returns how many were lost, or an
- * error. */
-int jr_redis_heartbeat(jr_redis_t *r, const char *queue, const char *consumer,
-                       const char *const *ids, size_t n, unsigned char *lost, unsigned char *cancelled);
-
-/* One XAUTOCLAIM step over the entries of `queue` idle longer than min_idle:
- * claimed entries come into *b (queue index qi), poison ones go to the dead
- * stream. cursor (JR_ID_MAX bytes) is read and updated ("0-0" = done).
- * *deleted = ids Redis found deleted, *poisoned = entries buried. */
-int jr_redis_reclaim(jr_redis_t *r, const char *queue, uint32_t qi, const char *consumer,
-                     int64_t min_idle_ms, char *cursor, int64_t count, int64_t max_deliveries,
-                     int64_t dead_max, jr_batch_t *b, long long *deleted, long long *poisoned);
-
 /* Read the entries of a stream (oldest first, at most count; 0 = all) into
  * *b, as a batch of queue index 0. */
 int jr_redis_xrange(jr_redis_t *r, const char *key, int64_t count, jr_batch_t *b);
-
-/* Re-enqueue dead entries (attempts reset). *moved = how many. */
-int jr_redis_dead_retry(jr_redis_t *r, const char *queue, const char *const *entries, size_t n,
-                        long long *moved);
-/* Delete dead entries (n == 0: all of them). *removed = how many. */
-int jr_redis_dead_purge(jr_redis_t *r, const char *queue, const char *const *entries, size_t n,
-                        long long *removed);
-
-/* Counts of one queue. */
-typedef struct jr_qstats {
-    long long ready;   /* in the stream, not yet delivered */
-    long long pending; /* delivered to a worker, not yet acknowledged */
-    long long delayed; /* waiting for their due time */
-    long long dead;    /* in the dead-letter stream */
-    long long processed, failed; /* totals from jr:{Q}:stats: jobs finished with success; failed attempts */
-    double rate;                 /* jobs processed per second over the last minute */
-    long long oldest_ready_ms;   /* how long the oldest ready job has waited in the stream; -1 = none */
-} jr_qstats_t;
-int jr_redis_stats(jr_redis_t *r, const char *queue, jr_qstats_t *s);
-
-/* ---- the process registry (see docs/redis-contract.md) -------------------- */
-
-#define JR_PROCS_KEY "jr:{procs}" /* sorted set of process names, scored by start (Unix ms) */
 #define JR_PROC_NAME_MAX 128
-
-/* A live jobrunner process as announced in Redis. */
-typedef struct jr_proc {
-    char name[JR_PROC_NAME_MAX]; /* its consumer name: host-pid */
-    char role[16];               /* worker | scheduler */
-    char host[64];
-    long long pid;
-    char *queues;                /* comma-separated; owned, "" = every registered queue */
-    char version[32];
-    long long started_ms;        /* Unix ms */
-    long long running;           /* jobs running at the last refresh */
-    long long lease_ms;          /* the key lives this long after each refresh */
-    long long seen_ago_ms;       /* since the last refresh, by Redis's clock */
-    long long client_id;         /* a worker's CLIENT ID of its blocking read connection, 0 = none
-                                    (`pause` and `resume` CLIENT UNBLOCK it to wake the worker) */
-} jr_proc_t;
-
-/* Announce or refresh p (name, role, host, pid, queues, version, started,
- * running, lease_ms): one MULTI/EXEC writing the hash jr:{procs}:<name> with
- * a time to live of p->lease_ms and its name into JR_PROCS_KEY. */
-int jr_redis_proc_announce(jr_redis_t *r, const jr_proc_t *p);
-/* Remove a process's entry at once (clean exit). */
-int jr_redis_proc_remove(jr_redis_t *r, const char *name);
-/* The live processes, oldest first (*out malloc'ed, free with
- * jr_procs_free). Names whose hash has expired are dropped from the index
- * on the way (best effort: a refused ZREM is ignored). */
-int jr_redis_proc_list(jr_redis_t *r, jr_proc_t **out, size_t *n);
-void jr_procs_free(jr_proc_t *v, size_t n);
-/* Remove from `queue`'s group the consumers with no pending entry, idle at
- * least min_idle_ms and not named in live (jr_prune_consumers: atomic, so
- * a consumer holding an entry is never removed). *removed = how many. */
-int jr_redis_prune_consumers(jr_redis_t *r, const char *queue, const char *const *live, size_t nlive,
-                             int64_t min_idle_ms, long long *removed);
-
-/* ---- one job by id (jr_locate, jr_cancel, jr_run_now, jr_delete) ---------- */
-
-/* Where a job is. fields holds one entry (id: the stream entry, or the job
- * id for a delayed job) with the job's fields as stored. */
-typedef struct jr_jobinfo {
-    char state[16];                  /* delayed retrying ready running dead, or "not found" */
-    char entry[JR_ID_MAX];           /* stream or dead entry id; "" when delayed or not found */
-    char due[48];                    /* delayed, retrying: the score, Unix ms with 3 decimals */
-    char consumer[JR_PROC_NAME_MAX]; /* running: who holds it */
-    long long idle_ms, deliveries;   /* running: since its last delivery/heartbeat; times delivered */
-    jr_batch_t fields;
-} jr_jobinfo_t;
-/* Locate job `id` of `queue` in one atomic read (jr_locate). */
-int jr_redis_job_locate(jr_redis_t *r, const char *queue, const char *id, jr_jobinfo_t *info);
-void jr_jobinfo_free(jr_jobinfo_t *info);
-/* Call fn = "jr_cancel", "jr_run_now" or "jr_delete" for one job; state
- * gets its first reply element (cancel: cancelled | running | not found;
- * run_now, delete: the state before), detail the second (run_now: the
- * entry id; delete: "1" if deleted, else "0"). */
-int jr_redis_job_change(jr_redis_t *r, const char *fn, const char *queue, const char *id, char *state,
-                        size_t statelen, char *detail, size_t detaillen);
-
-/* 1 if the running entry was cancelled (HEXISTS jr:{Q}:cancelled entry),
- * 0 if not, or an error. */
-int jr_redis_entry_cancelled(jr_redis_t *r, const char *queue, const char *entry);
-
-/* Which of the entries ids[] of `queue` were cancelled: one HMGET of
- * jr:{Q}:cancelled (a read). cancelled[i] = 1 for those. Returns how many,
- * or an error. */
-int jr_redis_cancelled_entries(jr_redis_t *r, const char *queue, const char *const *ids, size_t n,
-                               unsigned char *cancelled);
-
-/* Append jr_ack's form with the job index: each entry with its job id
- * (NULL or "" when the job id is the entry id). Integer reply. */
-int jr_redis_append_ack_ids(jr_redis_t *r, const char *queue, const char *const *entries,
-                            const char *const *jobids, size_t n);
 
 /* XRANGE key start end COUNT count (0 = all) into *b (queue index 0). */
 int jr_redis_xrange_between(jr_redis_t *r, const char *key, const char *start, const char *end, int64_t count,
                             jr_batch_t *b);
-/* The group's last-delivered-id of `queue` ("0-0" without stream or group). */
-int jr_redis_group_last_id(jr_redis_t *r, const char *queue, char *last);
-/* One pending (running) entry. */
-typedef struct jr_pending {
-    char entry[JR_ID_MAX], consumer[JR_PROC_NAME_MAX];
-    long long idle_ms, deliveries;
-} jr_pending_t;
-/* XPENDING ready jr start + count: *out malloc'd (free()), *n entries. No
- * stream or group: none. */
-int jr_redis_pending_page(jr_redis_t *r, const char *queue, const char *start, int64_t count,
-                          jr_pending_t **out, size_t *n);
-/* ZRANGE key min +inf BYSCORE LIMIT skip count WITHSCORES into *b: one
- * entry per member, its id = the score, one field "m" = the member. */
-int jr_redis_zrange_page(jr_redis_t *r, const char *key, const char *min, int64_t skip, int64_t count,
-                         jr_batch_t *b);
-
-/* ---- periodic schedules (see docs/redis-contract.md, runner/src/cron.h) --- */
-
-#define JR_CRON_KEY "jr:{cron}"           /* hash: name -> definition (JSON) */
-#define JR_CRON_LAST_KEY "jr:{cron}:last" /* hash: name -> "<tick ms> <job id>" */
-#define JR_CRON_WAKE_KEY "jr:{cron}:wake" /* stream poked on every change */
-
-/* Add or replace schedule `name` with the encoded definition `def`
- * (jr_cron_def_encode). *changed = 1 if it was new or different (then the
- * wake stream was poked), 0 if identical. Refusals: JR_EREDIS with Redis's
- * text. */
-int jr_redis_cron_set(jr_redis_t *r, const char *name, const char *def, int *changed);
-/* Remove a schedule and its last-fired record. *removed = 1 or 0 (none). */
-int jr_redis_cron_del(jr_redis_t *r, const char *name, int *removed);
-/* Record tick_ms (job job_id) as the latest tick fired of `name`, unless a
- * later one is recorded or the schedule is gone. */
-int jr_redis_cron_fired(jr_redis_t *r, const char *name, int64_t tick_ms, const char *job_id);
-
-/* One stored schedule as read (strings owned; last = "" if never fired). */
-typedef struct jr_cron_entry {
-    char *name, *def, *last;
-} jr_cron_entry_t;
-/* Every schedule (*out malloc'd, free with jr_cron_entries_free), and the
- * wake stream's last id into wake_id (JR_ID_MAX bytes), read atomically. */
-int jr_redis_cron_list(jr_redis_t *r, jr_cron_entry_t **out, size_t *n, char *wake_id);
-void jr_cron_entries_free(jr_cron_entry_t *v, size_t n);
-/* Parse a last-fired record "<tick ms> <job id>": returns the tick (or -1
- * if malformed) and points *job at the id. */
-int64_t jr_cron_last_parse(const char *last, const char **job);
 
 /* Redis's clock (TIME) in Unix ms, with the microseconds. */
 int jr_redis_time_ms(jr_redis_t *r, double *ms);
-
-#endif
 
 /* ---- priorities and pause (see docs/redis-contract.md) -------------------- */
 
@@ -369,31 +129,4 @@ int jr_redis_time_ms(jr_redis_t *r, double *ms);
 #define JR_RESUMED_KEY "jr:{queues}:resumed" /* never written: workers whose queues are all
                                                 paused block on it (XREAD) until woken */
 
-/* paused[i] = 1 if queues[i] is paused now (one HMGET). */
-int jr_redis_paused(jr_redis_t *r, const char *const *queues, size_t n, unsigned char *paused);
-/* since_ms[i] = when queues[i] was paused (Unix ms), -1 if it is not. */
-int jr_redis_paused_since(jr_redis_t *r, const char *const *queues, size_t n, long long *since_ms);
-
-/* Pause (on = 1: HSETNX, keeping the first time) or resume (HDEL) a queue;
- * *changed = 0 if it already was so. Workers are not woken here. */
-int jr_redis_pause(jr_redis_t *r, const char *queue, int on, int64_t now_ms, int *changed);
-
-/* One pipeline without blocking: for each queue i with counts[i] > 0,
- * XREADGROUP ... COUNT counts[i] STREAMS <ready i> >; then HMGET of the
- * paused state of all n queues, which Redis runs after the reads. Waits for
- * every reply: the entries go into *b (queue index i, queue by queue in
- * order), paused[i] = 1 if queue i is paused (as of just after the reads:
- * entries of a queue paused meanwhile are to be handed back). An error reply
- * to a read is JR_EREDIS with its text (b then holds nothing usable). */
-int jr_redis_read_each(jr_redis_t *r, const char *consumer, const char *const *queues, size_t n,
-                       const int64_t *counts, jr_batch_t *b, unsigned char *paused);
-
-/* Send, without waiting: XREADGROUP ... COUNT count BLOCK block_ms over the
- * queues i with on[i] (or, when none is on, XREAD BLOCK block_ms on
- * JR_RESUMED_KEY, which only the timeout or CLIENT UNBLOCK ends), then
- * HMGET of the paused state of all n queues (run by Redis after the read
- * returns). Read both with jr_redis_recv_read_paused (any_on = some on[i]). */
-int jr_redis_send_read_paused(jr_redis_t *r, const char *consumer, const char *const *queues, size_t n,
-                              const unsigned char *on, int64_t count, int64_t block_ms);
-int jr_redis_recv_read_paused(jr_redis_t *r, jr_batch_t *b, const char *const *queues, size_t n, int any_on,
-                              unsigned char *paused);
+#endif

@@ -42,6 +42,9 @@
 #include "presence.h"
 #include "proc.h"
 #include "redis.h"
+#include "redis_produce.h"
+#include "redis_sched.h"
+#include "redis_admin.h"
 #include "util.h"
 
 typedef struct sched {

@@ -35,6 +35,9 @@
 #include "prio.h"
 #include "proc.h"
 #include "redis.h"
+#include "redis_produce.h"
+#include "redis_worker.h"
+#include "redis_admin.h"
 #include "util.h"
 
 #define ENTRY_MAX 48 /* "<20 digits>-<20 digits>" */

@@ -493,12 +493,19 @@ Test(cli, wait_lets_a_command_wait_for_redis_to_come_up) {
     snprintf(log, sizeof log, "%s/wait.log", R.dir);
     const char *waiting[] = {"enqueue", "--wait", "20s", "--redis", R.url, "echo", "hi", NULL};
     pid_t pid = jrt_spawn(log, waiting);
+    char flog[256]; /* every command that talks to Redis waits, `functions load` too */
+    snprintf(flog, sizeof flog, "%s/wait-functions.log", R.dir);
+    const char *fwaiting[] = {"functions", "load", "--wait", "20s", "--redis", R.url, NULL};
+    pid_t fpid = jrt_spawn(flog, fwaiting);
     jrt_sleep_ms(800);
     jrt_redis_restart(&R, NULL);
     int st = 0;
     cr_assert_eq(waitpid(pid, &st, 0), pid);
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "enqueue --wait failed after Redis came up: %s",
               jrt_slurp(log));
+    cr_assert_eq(waitpid(fpid, &st, 0), fpid);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "functions load --wait failed after Redis came up: %s",
+              jrt_slurp(flog));
     cr_expect_eq(jrt_stats(&R, "default").ready, 1, "the job was not enqueued");
 
     const char *bad[] = {"stats", "--wait", "2h", "--redis", R.url, NULL};

@@ -16,6 +16,10 @@
 #include "jr.h"
 #include "jr_limits.h"
 #include "redis.h"
+#include "redis_produce.h"
+#include "redis_sched.h"
+#include "redis_worker.h"
+#include "redis_admin.h"
 
 static jrt_redis_t R;
 static redisContext *C; /* raw hiredis connection */

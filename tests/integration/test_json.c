@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "redis_admin.h"
 #include "util.h"
 
 static jrt_redis_t R;

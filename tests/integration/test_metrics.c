@@ -14,6 +14,7 @@
 #include "harness.h"
 #include "jr.h"
 #include "redis.h"
+#include "redis_produce.h"
 
 static jrt_redis_t R;
 static char record[192], wlog[192];

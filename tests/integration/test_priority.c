@@ -21,6 +21,8 @@
 #include "harness.h"
 #include "jr.h"
 #include "redis.h"
+#include "redis_produce.h"
+#include "redis_admin.h"
 
 static jrt_redis_t R;
 static char record[192], cfgpath[192], wlog[192];

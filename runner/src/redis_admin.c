@@ -1,0 +1,413 @@
+/* The Redis layer, admin part: see redis_admin.h. */
+#include "redis_admin.h"
+#include "redis_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jr.h"
+#include "jr_limits.h"
+#include "util.h"
+
+int jr_redis_dead_retry(jr_redis_t *r, const char *queue, const char *const *entries, size_t n,
+                        long long *moved) {
+    jr_qkeys_t k;
+    jr_qkeys(&k, queue);
+    const char **argv = malloc((n + 5) * sizeof *argv);
+    if (!argv) return jri_fail(r, JR_ENOMEM, "out of memory");
+    argv[0] = "FCALL", argv[1] = "jr_dead_retry", argv[2] = "2", argv[3] = k.dead, argv[4] = k.ready;
+    memcpy(argv + 5, entries, n * sizeof *entries);
+    redisReply *rep;
+    int rc = jri_exec_argv(r, &rep, (int)(n + 5), argv, NULL);
+    free(argv);
+    if (rc) return rc;
+    *moved = rep->type == REDIS_REPLY_INTEGER ? rep->integer : 0;
+    freeReplyObject(rep);
+    return 0;
+}
+
+int jr_redis_dead_purge(jr_redis_t *r, const char *queue, const char *const *entries, size_t n,
+                        long long *removed) {
+    jr_qkeys_t k;
+    jr_qkeys(&k, queue);
+    redisReply *rep;
+    int rc;
+    if (n == 0) {
+        if ((rc = jri_exec(r, &rep, "XLEN", k.dead, NULL))) return rc;
+        *removed = rep->integer;
+        freeReplyObject(rep);
+        if ((rc = jri_exec(r, &rep, "DEL", k.dead, NULL))) return rc;
+        freeReplyObject(rep);
+        return 0;
+    }
+    const char **argv = malloc((n + 2) * sizeof *argv);
+    if (!argv) return jri_fail(r, JR_ENOMEM, "out of memory");
+    argv[0] = "XDEL", argv[1] = k.dead;
+    memcpy(argv + 2, entries, n * sizeof *entries);
+    rc = jri_exec_argv(r, &rep, (int)(n + 2), argv, NULL);
+    free(argv);
+    if (rc) return rc;
+    *removed = rep->integer;
+    freeReplyObject(rep);
+    return 0;
+}
+
+int jr_redis_stats(jr_redis_t *r, const char *queue, jr_qstats_t *s) {
+    jr_qkeys_t k;
+    jr_qkeys(&k, queue);
+    memset(s, 0, sizeof *s);
+    s->oldest_ready_ms = -1;
+    char stats[JR_KEY_MAX];
+    snprintf(stats, sizeof stats, "jr:{%s}:stats", queue);
+    /* delayed = the sorted set (near tier) + the jobs in time-wheel buckets */
+    char wheel_n[JR_KEY_MAX];
+    snprintf(wheel_n, sizeof wheel_n, "jr:{%s}:wheel:n", queue);
+    const char *cmds[7][4] = {{"XLEN", k.ready}, {"ZCARD", k.delayed}, {"XPENDING", k.ready, JR_GROUP},
+                              {"XLEN", k.dead},  {"HGETALL", stats},    {"TIME"}, {"GET", wheel_n}};
+    int argcs[7] = {2, 2, 3, 2, 2, 1, 2};
+    int rc;
+    for (int i = 0; i < 7; i++)
+        if ((rc = jri_append_argv(r, argcs[i], cmds[i], NULL))) return rc;
+    if ((rc = jr_redis_flush(r))) return rc;
+    long long len = 0, now_s = 0, now_ms = 0, in_window = 0;
+    long long t[60] = {0}, c[60] = {0}; /* the ring of jr_ack: second, jobs in it */
+    int first_err = 0;
+    for (int i = 0; i < 7; i++) {
+        redisReply *rep;
+        if ((rc = jri_recv_reply(r, &rep, r->timeout_us))) return rc;
+        if (i == 6) {
+            if (rep->type == REDIS_REPLY_STRING) {
+                long long n = strtoll(rep->str, NULL, 10);
+                if (n > 0) s->delayed += n;
+            }
+        } else if (rep->type == REDIS_REPLY_INTEGER) {
+            if (i == 0) len = rep->integer;
+            else if (i == 1) s->delayed = rep->integer;
+            else s->dead = rep->integer;
+        } else if (i == 2 && rep->type == REDIS_REPLY_ARRAY && rep->elements >= 1 &&
+                   rep->element[0]->type == REDIS_REPLY_INTEGER) {
+            s->pending = rep->element[0]->integer;
+        } else if (i == 4 && rep->type == REDIS_REPLY_ARRAY) {
+            /* processed, failed, and the ring t<k>/c<k> (see jr_ack) */
+            for (size_t j = 0; j + 1 < rep->elements; j += 2) {
+                const redisReply *f = rep->element[j], *v = rep->element[j + 1];
+                if (f->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) continue;
+                long long n = strtoll(v->str, NULL, 10);
+                if (!strcmp(f->str, "processed")) s->processed = n;
+                else if (!strcmp(f->str, "failed")) s->failed = n;
+                else if ((f->str[0] == 't' || f->str[0] == 'c') && f->len <= 3) {
+                    int slot = atoi(f->str + 1);
+                    if (slot >= 0 && slot < 60) (f->str[0] == 't' ? t : c)[slot] = n;
+                }
+            }
+        } else if (i == 5 && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
+            now_s = strtoll(rep->element[0]->str, NULL, 10);
+            now_ms = now_s * 1000 + strtoll(rep->element[1]->str, NULL, 10) / 1000;
+        } else if (rep->type == REDIS_REPLY_ERROR && !strstr(rep->str, "NOGROUP") && !first_err) {
+            jri_fail(r, JR_EREDIS, "%s", rep->str);
+            first_err = JR_EREDIS;
+        }
+        freeReplyObject(rep);
+    }
+    for (int j = 0; j < 60; j++)
+        if (t[j] > now_s - 60 && t[j] <= now_s) in_window += c[j];
+    s->rate = (double)in_window / 60.0;
+    /* Acknowledged entries are deleted, so the stream holds exactly the
+     * ready and the pending ones. */
+    s->ready = len - s->pending;
+    if (s->ready < 0) s->ready = 0;
+    if (!first_err && s->ready > 0) { /* the oldest ready: the first entry after the group's last delivery */
+        char last[JR_ID_MAX], start[JR_ID_MAX + 1];
+        jr_batch_t b = {0};
+        if ((rc = jr_redis_group_last_id(r, queue, last))) return rc;
+        snprintf(start, sizeof start, "(%s", last);
+        if (!strcmp(last, "0-0")) snprintf(start, sizeof start, "-");
+        if ((rc = jr_redis_xrange_between(r, k.ready, start, "+", 1, &b))) return rc;
+        if (b.n) s->oldest_ready_ms = now_ms - strtoll(b.v[0].id, NULL, 10);
+        if (s->oldest_ready_ms < 0 && b.n) s->oldest_ready_ms = 0;
+        jr_batch_free(&b);
+    }
+    return first_err;
+}
+
+/* ---- the process registry ------------------------------------------------ */
+
+static void proc_key(char *buf, size_t len, const char *name) { snprintf(buf, len, "%s:%s", JR_PROCS_KEY, name); }
+
+int jr_redis_proc_announce(jr_redis_t *r, const jr_proc_t *p) {
+    char key[JR_PROC_NAME_MAX + 16], pid[24], started[24], running[24], lease[24], client[24];
+    proc_key(key, sizeof key, p->name);
+    snprintf(pid, sizeof pid, "%lld", p->pid);
+    snprintf(started, sizeof started, "%lld", p->started_ms);
+    snprintf(running, sizeof running, "%lld", p->running);
+    snprintf(lease, sizeof lease, "%lld", p->lease_ms);
+    snprintf(client, sizeof client, "%lld", p->client_id);
+    const char *hset[] = {"HSET", key, "role", p->role, "host", p->host, "pid", pid, "queues",
+                          p->queues ? p->queues : "", "version", p->version, "started", started,
+                          "running", running, "lease", lease, "client", client};
+    const char *multi[] = {"MULTI"}, *exec_[] = {"EXEC"};
+    const char *pexpire[] = {"PEXPIRE", key, lease};
+    const char *zadd[] = {"ZADD", JR_PROCS_KEY, started, p->name};
+    int rc;
+    if ((rc = jri_append_argv(r, 1, multi, NULL)) || (rc = jri_append_argv(r, p->client_id > 0 ? 20 : 18, hset, NULL)) ||
+        (rc = jri_append_argv(r, 3, pexpire, NULL)) || (rc = jri_append_argv(r, 4, zadd, NULL)) ||
+        (rc = jri_append_argv(r, 1, exec_, NULL)) || (rc = jr_redis_flush(r)))
+        return rc;
+    redisReply *rep;
+    if ((rc = jri_recv_n(r, 5, &rep))) return rc;
+    /* EXEC answers with the commands' replies; one may be an error (OOM). */
+    for (size_t i = 0; rep->type == REDIS_REPLY_ARRAY && i < rep->elements && !rc; i++)
+        if (rep->element[i]->type == REDIS_REPLY_ERROR) rc = jri_fail(r, JR_EREDIS, "%s", rep->element[i]->str);
+    if (!rc && rep->type != REDIS_REPLY_ARRAY) rc = jri_fail(r, JR_EPROTO, "announce: unexpected EXEC reply");
+    freeReplyObject(rep);
+    return rc;
+}
+
+int jr_redis_proc_remove(jr_redis_t *r, const char *name) {
+    char key[JR_PROC_NAME_MAX + 16];
+    proc_key(key, sizeof key, name);
+    const char *del[] = {"DEL", key}, *zrem[] = {"ZREM", JR_PROCS_KEY, name};
+    int rc;
+    if ((rc = jri_append_argv(r, 2, del, NULL)) || (rc = jri_append_argv(r, 3, zrem, NULL)) || (rc = jr_redis_flush(r)))
+        return rc;
+    return jri_recv_n(r, 2, NULL);
+}
+
+void jr_procs_free(jr_proc_t *v, size_t n) {
+    for (size_t i = 0; v && i < n; i++) free(v[i].queues);
+    free(v);
+}
+
+/* Fill p from an HGETALL reply; 0 if the hash is gone (empty). */
+static int proc_from_hash(jr_proc_t *p, const redisReply *h) {
+    if (h->type != REDIS_REPLY_ARRAY || h->elements == 0) return 0;
+    for (size_t i = 0; i + 1 < h->elements; i += 2) {
+        const char *f = h->element[i]->str, *v = h->element[i + 1]->str;
+        if (!f || !v) continue;
+        if (!strcmp(f, "role")) snprintf(p->role, sizeof p->role, "%s", v);
+        else if (!strcmp(f, "host")) snprintf(p->host, sizeof p->host, "%s", v);
+        else if (!strcmp(f, "pid")) p->pid = strtoll(v, NULL, 10);
+        else if (!strcmp(f, "queues")) free(p->queues), p->queues = strdup(v);
+        else if (!strcmp(f, "version")) snprintf(p->version, sizeof p->version, "%s", v);
+        else if (!strcmp(f, "started")) p->started_ms = strtoll(v, NULL, 10);
+        else if (!strcmp(f, "running")) p->running = strtoll(v, NULL, 10);
+        else if (!strcmp(f, "lease")) p->lease_ms = strtoll(v, NULL, 10);
+        else if (!strcmp(f, "client")) p->client_id = strtoll(v, NULL, 10);
+    }
+    return 1;
+}
+
+int jr_redis_proc_list(jr_redis_t *r, jr_proc_t **out, size_t *n) {
+    *out = NULL, *n = 0;
+    redisReply *names;
+    int rc = jri_exec(r, &names, "ZRANGE", JR_PROCS_KEY, "0", "-1", NULL);
+    if (rc) return rc;
+    size_t m = names->type == REDIS_REPLY_ARRAY ? names->elements : 0;
+    jr_proc_t *v = calloc(m ? m : 1, sizeof *v);
+    if (!v) {
+        freeReplyObject(names);
+        return jri_fail(r, JR_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < m && !rc; i++) {
+        char key[JR_PROC_NAME_MAX + 16];
+        const char *name = names->element[i]->str ? names->element[i]->str : "";
+        proc_key(key, sizeof key, name);
+        const char *hg[] = {"HGETALL", key}, *pt[] = {"PTTL", key};
+        if (!(rc = jri_append_argv(r, 2, hg, NULL))) rc = jri_append_argv(r, 2, pt, NULL);
+    }
+    if (!rc && m) rc = jr_redis_flush(r);
+    size_t kept = 0, gone = 0;
+    const char **stale = calloc(m + 2, sizeof *stale);
+    if (!stale && !rc) rc = jri_fail(r, JR_ENOMEM, "out of memory");
+    for (size_t i = 0; i < m && !rc; i++) {
+        redisReply *h = NULL, *t = NULL;
+        if ((rc = jri_recv_reply(r, &h, r->timeout_us))) break;
+        if ((rc = jri_recv_reply(r, &t, r->timeout_us))) {
+            freeReplyObject(h);
+            break;
+        }
+        if (h->type == REDIS_REPLY_ERROR) rc = jri_fail(r, JR_EREDIS, "%s", h->str);
+        jr_proc_t *p = &v[kept];
+        memset(p, 0, sizeof *p);
+        if (!rc && proc_from_hash(p, h) && t->type == REDIS_REPLY_INTEGER && t->integer != -2) {
+            snprintf(p->name, sizeof p->name, "%s", names->element[i]->str);
+            if (!p->queues && !(p->queues = strdup(""))) rc = jri_fail(r, JR_ENOMEM, "out of memory");
+            long long ttl = t->integer >= 0 ? t->integer : p->lease_ms;
+            p->seen_ago_ms = p->lease_ms > ttl ? p->lease_ms - ttl : 0;
+            kept++;
+        } else if (!rc) {
+            free(p->queues), p->queues = NULL;
+            stale[2 + gone++] = names->element[i]->str;
+        }
+        freeReplyObject(h), freeReplyObject(t);
+    }
+    if (!rc && gone) { /* best effort: the index forgets expired processes */
+        stale[0] = "ZREM", stale[1] = JR_PROCS_KEY;
+        redisReply *rep = NULL;
+        if (jri_exec_argv(r, &rep, (int)gone + 2, stale, NULL) == 0) freeReplyObject(rep);
+        if (!jr_redis_ok(r)) rc = JR_EIO;
+        else r->err[0] = '\0';
+    }
+    free(stale);
+    freeReplyObject(names);
+    if (rc) {
+        jr_procs_free(v, kept);
+        return rc;
+    }
+    *out = v, *n = kept;
+    return 0;
+}
+
+int jr_redis_prune_consumers(jr_redis_t *r, const char *queue, const char *const *live, size_t nlive,
+                             int64_t min_idle_ms, long long *removed) {
+    jr_qkeys_t k;
+    jr_qkeys(&k, queue);
+    char idle[24];
+    snprintf(idle, sizeof idle, "%lld", (long long)min_idle_ms);
+    const char **argv = malloc((nlive + 5) * sizeof *argv);
+    if (!argv) return jri_fail(r, JR_ENOMEM, "out of memory");
+    argv[0] = "FCALL", argv[1] = "jr_prune_consumers", argv[2] = "1", argv[3] = k.ready, argv[4] = idle;
+    for (size_t i = 0; i < nlive; i++) argv[5 + i] = live[i];
+    redisReply *rep;
+    int rc = jri_exec_argv(r, &rep, (int)(nlive + 5), argv, NULL);
+    free(argv);
+    if (rc) return rc;
+    rc = rep->type == REDIS_REPLY_INTEGER ? (*removed = rep->integer, 0)
+                                          : jri_fail(r, JR_EPROTO, "jr_prune_consumers: unexpected reply");
+    freeReplyObject(rep);
+    return rc;
+}
+
+int jr_redis_group_last_id(jr_redis_t *r, const char *queue, char *last) {
+    jr_qkeys_t k;
+    jr_qkeys(&k, queue);
+    snprintf(last, JR_ID_MAX, "0-0");
+    redisReply *rep;
+    int rc = jri_exec(r, &rep, "EXISTS", k.ready, NULL);
+    if (rc) return rc;
+    long long exists = rep->integer;
+    freeReplyObject(rep);
+    if (!exists) return 0;
+    if ((rc = jri_exec(r, &rep, "XINFO", "GROUPS", k.ready, NULL))) return rc;
+    for (size_t g = 0; rep->type == REDIS_REPLY_ARRAY && g < rep->elements; g++) {
+        const redisReply *gr = rep->element[g];
+        int ours = 0;
+        for (size_t i = 0; gr->type == REDIS_REPLY_ARRAY && i + 1 < gr->elements; i += 2)
+            if (gr->element[i]->type == REDIS_REPLY_STRING && !strcmp(gr->element[i]->str, "name"))
+                ours = gr->element[i + 1]->type == REDIS_REPLY_STRING && !strcmp(gr->element[i + 1]->str, JR_GROUP);
+        for (size_t i = 0; ours && i + 1 < gr->elements; i += 2)
+            if (!strcmp(gr->element[i]->str, "last-delivered-id")) jri_copy_str(last, JR_ID_MAX, gr->element[i + 1]);
+    }
+    freeReplyObject(rep);
+    return 0;
+}
+
+int jr_redis_pending_page(jr_redis_t *r, const char *queue, const char *start, int64_t count,
+                          jr_pending_t **out, size_t *n) {
+    jr_qkeys_t k;
+    jr_qkeys(&k, queue);
+    *out = NULL, *n = 0;
+    char cnt[24];
+    snprintf(cnt, sizeof cnt, "%lld", (long long)count);
+    redisReply *rep;
+    int rc = jri_exec(r, &rep, "XPENDING", k.ready, JR_GROUP, start, "+", cnt, NULL);
+    if (rc == JR_EREDIS && (strstr(r->err, "NOGROUP") || strstr(r->err, "no such key"))) return 0;
+    if (rc) return rc;
+    if (rep->type == REDIS_REPLY_ARRAY && rep->elements) {
+        *out = calloc(rep->elements, sizeof **out);
+        if (!*out) {
+            freeReplyObject(rep);
+            return jri_fail(r, JR_ENOMEM, "out of memory");
+        }
+        for (size_t i = 0; i < rep->elements; i++) {
+            const redisReply *e = rep->element[i];
+            if (e->type != REDIS_REPLY_ARRAY || e->elements != 4) continue;
+            jr_pending_t *p = &(*out)[(*n)++];
+            jri_copy_str(p->entry, sizeof p->entry, e->element[0]);
+            jri_copy_str(p->consumer, sizeof p->consumer, e->element[1]);
+            p->idle_ms = e->element[2]->integer;
+            p->deliveries = e->element[3]->integer;
+        }
+    }
+    freeReplyObject(rep);
+    return 0;
+}
+
+int jr_redis_zrange_page(jr_redis_t *r, const char *key, const char *min, int64_t skip, int64_t count,
+                         jr_batch_t *b) {
+    jri_batch_reset(b);
+    char off[24], cnt[24];
+    snprintf(off, sizeof off, "%lld", (long long)skip);
+    snprintf(cnt, sizeof cnt, "%lld", (long long)count);
+    redisReply *rep;
+    int rc = jri_exec(r, &rep, "ZRANGE", key, min, "+inf", "BYSCORE", "LIMIT", off, cnt, "WITHSCORES", NULL);
+    if (rc) return rc;
+    /* [member, score, ...] -> entries [score, [member]]: one entry each. */
+    size_t m = rep->type == REDIS_REPLY_ARRAY ? rep->elements / 2 : 0;
+    redisReply *entries = calloc(1, sizeof *entries);
+    redisReply **pe = calloc(m ? m : 1, sizeof *pe);
+    if (!entries || !pe) {
+        free(entries), free(pe);
+        freeReplyObject(rep);
+        return jri_fail(r, JR_ENOMEM, "out of memory");
+    }
+    entries->type = REDIS_REPLY_ARRAY, entries->element = pe;
+    for (size_t i = 0; i < m; i++) {
+        redisReply *en = calloc(1, sizeof *en), *fields = calloc(1, sizeof *fields);
+        redisReply **pn = malloc(2 * sizeof *pn), **pf = malloc(2 * sizeof *pf);
+        if (!en || !fields || !pn || !pf) {
+            free(en), free(fields), free(pn), free(pf);
+            freeReplyObject(entries);
+            freeReplyObject(rep);
+            return jri_fail(r, JR_ENOMEM, "out of memory");
+        }
+        /* name "m" = the member, so the batch's entry id is the score */
+        redisReply *name = calloc(1, sizeof *name);
+        char *mname = strdup("m");
+        if (!name || !mname) {
+            free(name), free(mname), free(en), free(fields), free(pn), free(pf);
+            freeReplyObject(entries);
+            freeReplyObject(rep);
+            return jri_fail(r, JR_ENOMEM, "out of memory");
+        }
+        name->type = REDIS_REPLY_STRING, name->str = mname, name->len = 1;
+        fields->type = REDIS_REPLY_ARRAY, fields->elements = 2, fields->element = pf;
+        pf[0] = name, pf[1] = rep->element[2 * i];
+        en->type = REDIS_REPLY_ARRAY, en->elements = 2, en->element = pn;
+        pn[0] = rep->element[2 * i + 1], pn[1] = fields;
+        rep->element[2 * i] = rep->element[2 * i + 1] = NULL;
+        pe[entries->elements++] = en;
+    }
+    freeReplyObject(rep);
+    return jri_batch_of_entries(r, key, entries, b);
+}
+
+int jr_redis_pause(jr_redis_t *r, const char *queue, int on, int64_t now_ms, int *changed) {
+    char ms[24];
+    snprintf(ms, sizeof ms, "%lld", (long long)now_ms);
+    redisReply *rep;
+    int rc = on ? jri_exec(r, &rep, "HSETNX", JR_PAUSED_KEY, queue, ms, NULL)
+                : jri_exec(r, &rep, "HDEL", JR_PAUSED_KEY, queue, NULL);
+    if (rc) return rc;
+    rc = rep->type == REDIS_REPLY_INTEGER ? (*changed = rep->integer != 0, 0)
+                                          : jri_fail(r, JR_EPROTO, "pause: unexpected reply");
+    freeReplyObject(rep);
+    return rc;
+}
+
+int jr_redis_paused_since(jr_redis_t *r, const char *const *queues, size_t n, long long *since_ms) {
+    int rc = jri_append_paused(r, queues, n);
+    if (rc || (rc = jr_redis_flush(r))) return rc;
+    redisReply *rep;
+    if ((rc = jri_recv_reply(r, &rep, r->timeout_us)) || (rc = jri_reply_error(r, rep))) return rc;
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != n) {
+        freeReplyObject(rep);
+        return jri_fail(r, JR_EPROTO, "HMGET %s: unexpected reply", JR_PAUSED_KEY);
+    }
+    for (size_t i = 0; i < n; i++)
+        since_ms[i] = rep->element[i]->type == REDIS_REPLY_STRING ? strtoll(rep->element[i]->str, NULL, 10)
+                      : -1;
+    freeReplyObject(rep);
+    return 0;
+}

@@ -1,0 +1,89 @@
+/* The operator's calls: dead letters, queue statistics, the process
+ * registry and consumer pruning, pages of a queue, pause and resume.
+ * See redis.h for the connection and the conventions shared by every call. */
+#ifndef JR_REDIS_ADMIN_H
+#define JR_REDIS_ADMIN_H
+
+#include "redis.h"
+
+/* Re-enqueue dead entries (attempts reset). *moved = how many. */
+int jr_redis_dead_retry(jr_redis_t *r, const char *queue, const char *const *entries, size_t n,
+                        long long *moved);
+/* Delete dead entries (n == 0: all of them). *removed = how many. */
+int jr_redis_dead_purge(jr_redis_t *r, const char *queue, const char *const *entries, size_t n,
+                        long long *removed);
+
+/* Counts of one queue. */
+typedef struct jr_qstats {
+    long long ready;   /* in the stream, not yet delivered */
+    long long pending; /* delivered to a worker, not yet acknowledged */
+    long long delayed; /* waiting for their due time */
+    long long dead;    /* in the dead-letter stream */
+    long long processed, failed; /* totals from jr:{Q}:stats: jobs finished with success; failed attempts */
+    double rate;                 /* jobs processed per second over the last minute */
+    long long oldest_ready_ms;   /* how long the oldest ready job has waited in the stream; -1 = none */
+} jr_qstats_t;
+int jr_redis_stats(jr_redis_t *r, const char *queue, jr_qstats_t *s);
+
+/* ---- the process registry (see docs/redis-contract.md) -------------------- */
+
+#define JR_PROCS_KEY "jr:{procs}" /* sorted set of process names, scored by start (Unix ms) */
+
+/* A live jobrunner process as announced in Redis. */
+typedef struct jr_proc {
+    char name[JR_PROC_NAME_MAX]; /* its consumer name: host-pid */
+    char role[16];               /* worker | scheduler */
+    char host[64];
+    long long pid;
+    char *queues;                /* comma-separated; owned, "" = every registered queue */
+    char version[32];
+    long long started_ms;        /* Unix ms */
+    long long running;           /* jobs running at the last refresh */
+    long long lease_ms;          /* the key lives this long after each refresh */
+    long long seen_ago_ms;       /* since the last refresh, by Redis's clock */
+    long long client_id;         /* a worker's CLIENT ID of its blocking read connection, 0 = none
+                                    (`pause` and `resume` CLIENT UNBLOCK it to wake the worker) */
+} jr_proc_t;
+
+/* Announce or refresh p (name, role, host, pid, queues, version, started,
+ * running, lease_ms): one MULTI/EXEC writing the hash jr:{procs}:<name> with
+ * a time to live of p->lease_ms and its name into JR_PROCS_KEY. */
+int jr_redis_proc_announce(jr_redis_t *r, const jr_proc_t *p);
+/* Remove a process's entry at once (clean exit). */
+int jr_redis_proc_remove(jr_redis_t *r, const char *name);
+/* The live processes, oldest first (*out malloc'ed, free with
+ * jr_procs_free). Names whose hash has expired are dropped from the index
+ * on the way (best effort: a refused ZREM is ignored). */
+int jr_redis_proc_list(jr_redis_t *r, jr_proc_t **out, size_t *n);
+void jr_procs_free(jr_proc_t *v, size_t n);
+/* Remove from `queue`'s group the consumers with no pending entry, idle at
+ * least min_idle_ms and not named in live (jr_prune_consumers: atomic, so
+ * a consumer holding an entry is never removed). *removed = how many. */
+int jr_redis_prune_consumers(jr_redis_t *r, const char *queue, const char *const *live, size_t nlive,
+                             int64_t min_idle_ms, long long *removed);
+/* The group's last-delivered-id of `queue` ("0-0" without stream or group). */
+int jr_redis_group_last_id(jr_redis_t *r, const char *queue, char *last);
+/* One pending (running) entry. */
+typedef struct jr_pending {
+    char entry[JR_ID_MAX], consumer[JR_PROC_NAME_MAX];
+    long long idle_ms, deliveries;
+} jr_pending_t;
+/* XPENDING ready jr start + count: *out malloc'd (free()), *n entries. No
+ * stream or group: none. */
+int jr_redis_pending_page(jr_redis_t *r, const char *queue, const char *start, int64_t count,
+                          jr_pending_t **out, size_t *n);
+/* ZRANGE key min +inf BYSCORE LIMIT skip count WITHSCORES into *b: one
+ * entry per member, its id = the score, one field "m" = the member. */
+int jr_redis_zrange_page(jr_redis_t *r, const char *key, const char *min, int64_t skip, int64_t count,
+                         jr_batch_t *b);
+
+/* paused[i] = 1 if queues[i] is paused now (one HMGET). */
+int jr_redis_paused(jr_redis_t *r, const char *const *queues, size_t n, unsigned char *paused);
+/* since_ms[i] = when queues[i] was paused (Unix ms), -1 if it is not. */
+int jr_redis_paused_since(jr_redis_t *r, const char *const *queues, size_t n, long long *since_ms);
+
+/* Pause (on = 1: HSETNX, keeping the first time) or resume (HDEL) a queue;
+ * *changed = 0 if it already was so. Workers are not woken here. */
+int jr_redis_pause(jr_redis_t *r, const char *queue, int on, int64_t now_ms, int *changed);
+
+#endif

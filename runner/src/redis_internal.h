@@ -1,0 +1,54 @@
+/* Shared by the files of the Redis layer (redis*.c) only: the connection's
+ * state and the helpers every call uses. Not installed, not for callers. */
+#ifndef JR_REDIS_INTERNAL_H
+#define JR_REDIS_INTERNAL_H
+
+#include <hiredis/hiredis.h>
+
+#include "jr.h"
+#include "redis.h"
+
+#define REGISTERED_MAX 64
+
+struct jr_redis {
+    redisContext *c;
+    int64_t timeout_us;   /* bound on each non-blocking command */
+    redisReply *stash;    /* a reply already parsed by jr_redis_wait */
+    int broken;
+    char err[JR_ERRLEN];
+    char *registered[REGISTERED_MAX]; /* queues this connection registered */
+    size_t nregistered;
+    long library_kept;    /* a newer library revision found loaded and kept, 0 = none */
+};
+
+/* Set the connection's error text and return code; any code but JR_EREDIS
+ * (an error reply) also marks the connection broken. */
+int jri_fail(jr_redis_t *r, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Append one command (argv, lens NULL = NUL-terminated) without sending. */
+int jri_append_argv(jr_redis_t *r, int argc, const char **argv, const size_t *lens);
+/* Read one reply, waiting at most timeout_us (-1 = forever). */
+int jri_recv_reply(jr_redis_t *r, redisReply **out, int64_t timeout_us);
+/* An error reply: freed, its text kept, JR_EREDIS returned; else 0. */
+int jri_reply_error(jr_redis_t *r, redisReply *rep);
+/* Run one command and return its reply (caller frees), or an error. */
+int jri_exec_argv(jr_redis_t *r, redisReply **out, int argc, const char **argv, const size_t *lens);
+/* jri_exec_argv for at most JRI_EXEC_MAX NUL-terminated arguments, ending
+ * with NULL (more: JR_EINVAL). */
+#define JRI_EXEC_MAX 16
+int jri_exec(jr_redis_t *r, redisReply **out, ...);
+/* Read n pipelined replies (see redis.c). */
+int jri_recv_n(jr_redis_t *r, size_t n, redisReply **last);
+/* Stream replies (XRANGE / XREADGROUP / XAUTOCLAIM shapes) into batches. */
+int jri_parse_streams(jr_redis_t *r, jr_batch_t *b, redisReply *rep, const char *const *queues, size_t n, uint32_t qi_default);
+int jri_fill_streams(jr_redis_t *r, jr_batch_t *b, redisReply *rep, const char *const *queues, size_t n, uint32_t qi_default);
+int jri_count_streams(jr_redis_t *r, const redisReply *rep, size_t *entries, size_t *strs);
+int jri_batch_reserve(jr_batch_t *b, size_t entries, size_t strs);
+void jri_batch_reset(jr_batch_t *b);
+int jri_batch_of_entries(jr_redis_t *r, const char *key, redisReply *rep, jr_batch_t *b);
+/* Copy a string reply (or "") into dst, truncated to len - 1 bytes. */
+void jri_copy_str(char *dst, size_t len, const redisReply *e);
+/* HMGET of JR_PAUSED_KEY for queues, and its reply into paused[]. */
+int jri_append_paused(jr_redis_t *r, const char *const *queues, size_t n);
+int jri_recv_paused(jr_redis_t *r, size_t n, unsigned char *paused);
+
+#endif

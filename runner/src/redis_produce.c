@@ -1,0 +1,303 @@
+/* The Redis layer, produce part: see redis_produce.h. */
+#include "redis_produce.h"
+#include "redis_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jr.h"
+#include "jr_limits.h"
+#include "util.h"
+
+/* Append FCALL jr_register for `queue` unless this connection did already.
+ * Returns 1 if appended, 0 if not needed, or an error. Only the first
+ * REGISTERED_MAX queues are remembered: later ones are registered again on
+ * every call (harmless, SADD of a member already there). */
+static int append_register(jr_redis_t *r, const char *queue) {
+    for (size_t i = 0; i < r->nregistered; i++)
+        if (strcmp(r->registered[i], queue) == 0) return 0;
+    const char *argv[] = {"FCALL", "jr_register", "2", JR_REGISTRY_KEY, JR_REGISTRY_WAKE_KEY, queue};
+    int rc = jri_append_argv(r, 6, argv, NULL);
+    if (rc) return rc;
+    if (r->nregistered < REGISTERED_MAX) {
+        char *copy = strdup(queue);
+        if (copy) r->registered[r->nregistered++] = copy;
+    }
+    return 1;
+}
+
+/* Per-job strings of an enqueue call, formatted before the argv points at
+ * them. */
+typedef struct enq_scratch {
+    char when[48], npairs[8], uniq[JR_KEY_MAX + JR_ID_MAX], nums[64];
+} enq_scratch_t;
+
+/* Append FCALL jr_enqueue_many for jobs[0..n) (all of one queue). */
+static int append_enqueue_many(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n, int64_t window_ms) {
+    jr_qkeys_t k;
+    jr_qkeys(&k, jobs[0].queue);
+    size_t max = 9 + n * (4 + 2 * JR_ENVELOPE_MAX_FIELDS);
+    const char **argv = malloc(max * sizeof *argv);
+    size_t *lens = malloc(max * sizeof *lens);
+    enq_scratch_t *sc = malloc(n * sizeof *sc);
+    int rc = 0;
+    if (!argv || !lens || !sc) {
+        rc = jri_fail(r, JR_ENOMEM, "out of memory");
+        goto out;
+    }
+    char nkeys[16], window[24];
+    size_t a = 0, nuniq = 0;
+    argv[a++] = "FCALL", argv[a++] = "jr_enqueue_many", argv[a++] = nkeys;
+    argv[a++] = k.ready, argv[a++] = k.delayed, argv[a++] = k.wake;
+    argv[a++] = k.seq;
+    for (size_t i = 0; i < n; i++)
+        if (jobs[i].id && jobs[i].id[0]) {
+            snprintf(sc[i].uniq, sizeof sc[i].uniq, "jr:{%s}:uniq:%s", jobs[i].queue, jobs[i].id);
+            argv[a++] = sc[i].uniq;
+            nuniq++;
+        }
+    snprintf(nkeys, sizeof nkeys, "%zu", 4 + nuniq);
+    snprintf(window, sizeof window, "%lld", (long long)(window_ms > 0 ? window_ms : 86400000));
+    argv[a++] = window;
+    for (size_t i = 0; i < a; i++) lens[i] = strlen(argv[i]);
+    for (size_t i = 0; i < n; i++) {
+        const jr_enqueue_t *j = &jobs[i];
+        if (j->at_us > 0)
+            snprintf(sc[i].when, sizeof sc[i].when, "@%lld.%03lld", (long long)(j->at_us / 1000),
+                     (long long)(j->at_us % 1000));
+        else if (j->delay_ms > 0)
+            snprintf(sc[i].when, sizeof sc[i].when, "+%lld", (long long)j->delay_ms);
+        else
+            sc[i].when[0] = '\0';
+        const char *names[JR_ENVELOPE_MAX_FIELDS], *vals[JR_ENVELOPE_MAX_FIELDS];
+        size_t vlens[JR_ENVELOPE_MAX_FIELDS];
+        size_t nf = jr_envelope_encode(&j->env, names, vals, vlens, sc[i].nums, sizeof sc[i].nums);
+        snprintf(sc[i].npairs, sizeof sc[i].npairs, "%zu", nf);
+        const char *id = j->id && j->id[0] ? j->id : "";
+        argv[a] = sc[i].when, lens[a] = strlen(sc[i].when), a++;
+        argv[a] = id, lens[a] = strlen(id), a++;
+        argv[a] = sc[i].npairs, lens[a] = strlen(sc[i].npairs), a++;
+        for (size_t f = 0; f < nf; f++) {
+            argv[a] = names[f], lens[a] = strlen(names[f]), a++;
+            argv[a] = vals[f], lens[a] = vlens[f], a++;
+        }
+    }
+    rc = jri_append_argv(r, (int)a, argv, lens);
+out:
+    free(argv), free(lens), free(sc);
+    return rc;
+}
+
+/* 1 if id has a form jobrunner generates: "d<digits>-<digits>",
+ * "<digits>-<digits>", or the older "d<digits>". */
+static int reserved_id(const char *id) {
+    const char *p = id;
+    if (*p == 'd') {
+        while (*++p >= '0' && *p <= '9') {}
+        if (p > id + 1 && !*p) return 1;
+        if (p == id + 1) return 0;
+        id = p = id + 1; /* "d<digits>-<digits>": check the rest as below */
+    }
+    while (*p >= '0' && *p <= '9') p++;
+    if (p == id || *p != '-') return 0;
+    const char *q = ++p;
+    while (*p >= '0' && *p <= '9') p++;
+    return p > q && !*p;
+}
+
+/* Check job i against the contract (the bounds of jr_limits.h), the way the
+ * Lua side will, so that a call is refused whole before anything is sent.
+ * "@" times are checked against our clock here and Redis's there. Returns 0,
+ * or JR_EINVAL with the reason in r->err (the connection stays usable). */
+static int check_job(jr_redis_t *r, size_t i, const jr_enqueue_t *j, int64_t now_ms) {
+    char why[JR_ERRLEN - 64];
+    const jr_envelope_t *e = &j->env;
+    why[0] = '\0';
+    if (!j->queue || !jr_queue_name_valid(j->queue))
+        snprintf(why, sizeof why, "queue name \"%.*s\" is not valid (1-128 characters of A-Z a-z 0-9 _ . : -)",
+                 64, j->queue ? j->queue : "");
+    else if (j->id && j->id[0] && strlen(j->id) > JR_ID_MAX - 2)
+        snprintf(why, sizeof why, "job id \"%.40s...\" is longer than %d bytes", j->id, JR_ID_MAX - 2);
+    else if (j->id && j->id[0] && reserved_id(j->id))
+        snprintf(why, sizeof why, "job id \"%s\" has a reserved form (d<n>-<n>, d<n> or <n>-<n>)", j->id);
+    else if (!e->handler || e->handler_len == 0)
+        snprintf(why, sizeof why, "empty handler name");
+    else if (!e->payload && e->payload_len > 0)
+        snprintf(why, sizeof why, "payload is NULL with a length");
+    else if (j->delay_ms < 0 || j->delay_ms > JR_DELAY_MAX_MS)
+        snprintf(why, sizeof why, "delay %lld ms is not in 0..%lld", (long long)j->delay_ms,
+                 (long long)JR_DELAY_MAX_MS);
+    else if (j->at_us < 0 || (j->at_us > 0 && j->at_us / 1000 > now_ms + JR_DELAY_MAX_MS))
+        snprintf(why, sizeof why, "due time %lld us is more than %lld ms after now", (long long)j->at_us,
+                 (long long)JR_DELAY_MAX_MS);
+    else if (j->uniq_ms < 0 || j->uniq_ms > JR_UNIQ_MAX_MS)
+        snprintf(why, sizeof why, "idempotency window %lld ms is not in 0..%lld", (long long)j->uniq_ms,
+                 (long long)JR_UNIQ_MAX_MS);
+    else if (e->attempt > JR_ATTEMPTS_MAX || e->max_attempts > JR_ATTEMPTS_MAX)
+        snprintf(why, sizeof why, "attempt %u / max attempts %u: at most %d", e->attempt, e->max_attempts,
+                 JR_ATTEMPTS_MAX);
+    else if (e->timeout_ms < 0 || e->timeout_ms > JR_TIMEOUT_MAX_MS)
+        snprintf(why, sizeof why, "timeout %lld ms is not in 1..%lld", (long long)e->timeout_ms,
+                 (long long)JR_TIMEOUT_MAX_MS);
+    else if (e->backoff_ms < 0 || e->backoff_ms > JR_BACKOFF_MAX_MS)
+        snprintf(why, sizeof why, "backoff %lld ms is not in 1..%lld", (long long)e->backoff_ms,
+                 (long long)JR_BACKOFF_MAX_MS);
+    if (!why[0]) return 0;
+    snprintf(r->err, sizeof r->err, "enqueue refused, nothing sent: job %zu: %s", i + 1, why);
+    return JR_EINVAL;
+}
+
+int jr_redis_enqueue(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n, char (*ids)[JR_ID_MAX],
+                     int *created) {
+    int64_t now = jr_wall_ms();
+    for (size_t i = 0; i < n; i++) {
+        int rc = check_job(r, i, &jobs[i], now);
+        if (rc) return rc;
+    }
+    /* Runs of consecutive jobs of one queue, up to `chunk` per call, all
+     * sent in one pipeline per `window` jobs so replies never pile up. A
+     * window holds at most one run per job (queues alternating). */
+    const size_t chunk = 1000, window = 16 * 1000;
+    size_t cap = (n < window ? n : window) + 1;
+    size_t *starts = malloc(cap * sizeof *starts);
+    unsigned char *regs = malloc(cap);
+    int rc = 0;
+    if (!starts || !regs) {
+        rc = jri_fail(r, JR_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t base = 0; base < n; base += window) {
+        size_t end = base + window < n ? base + window : n, ncalls = 0;
+        for (size_t i = base; i < end;) {
+            size_t j = i + 1;
+            while (j < end && j - i < chunk && !strcmp(jobs[j].queue, jobs[i].queue) &&
+                   jobs[j].uniq_ms == jobs[i].uniq_ms)
+                j++;
+            if ((rc = append_register(r, jobs[i].queue)) < 0) goto out;
+            regs[ncalls] = (unsigned char)rc;
+            if ((rc = append_enqueue_many(r, jobs + i, j - i, jobs[i].uniq_ms))) goto out;
+            starts[ncalls++] = i;
+            i = j;
+        }
+        starts[ncalls] = end;
+        if ((rc = jr_redis_flush(r))) goto out;
+        int first_err = 0;
+        for (size_t c = 0; c < ncalls; c++) {
+            for (int kk = regs[c]; kk >= 0; kk--) { /* register reply, then the enqueue's */
+                redisReply *rep;
+                if ((rc = jri_recv_reply(r, &rep, r->timeout_us))) goto out;
+                if (rep->type == REDIS_REPLY_ERROR) {
+                    if (!first_err) first_err = jri_fail(r, JR_EREDIS, "%s", rep->str);
+                } else if (kk == 0) {
+                    size_t cnt = starts[c + 1] - starts[c];
+                    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 * cnt) {
+                        freeReplyObject(rep);
+                        rc = jri_fail(r, JR_EPROTO, "jr_enqueue_many: unexpected reply");
+                        goto out;
+                    }
+                    for (size_t x = 0; x < cnt; x++) {
+                        if (ids) snprintf(ids[starts[c] + x], JR_ID_MAX, "%s", rep->element[2 * x]->str);
+                        if (created) created[starts[c] + x] = rep->element[2 * x + 1]->integer != 0;
+                    }
+                }
+                freeReplyObject(rep);
+            }
+        }
+        if ((rc = first_err)) goto out;
+    }
+out:
+    free(starts), free(regs);
+    return rc;
+}
+
+/* The keys of a job call: jr:{Q}:<name> for each name, then the uniq key of
+ * id if `uniq`, into keys[] (storage in buf, JR_KEY_MAX + JR_ID_MAX each). */
+static size_t job_keys(const char *queue, const char *id, const char *const *names, size_t n, int uniq,
+                       char (*buf)[JR_KEY_MAX + JR_ID_MAX], const char **keys) {
+    for (size_t i = 0; i < n; i++) {
+        snprintf(buf[i], sizeof buf[i], "jr:{%s}:%s", queue, names[i]);
+        keys[i] = buf[i];
+    }
+    if (uniq) {
+        snprintf(buf[n], sizeof buf[n], "jr:{%s}:uniq:%s", queue, id);
+        keys[n] = buf[n];
+        n++;
+    }
+    return n;
+}
+
+/* FCALL fn with the keys of job_keys and the one argument id. */
+static int job_fcall(jr_redis_t *r, const char *fn, const char *queue, const char *id,
+                     const char *const *names, size_t n, int uniq, redisReply **out) {
+    char buf[8][JR_KEY_MAX + JR_ID_MAX], nkeys[8];
+    const char *argv[16];
+    argv[0] = "FCALL", argv[1] = fn, argv[2] = nkeys;
+    size_t nk = job_keys(queue, id, names, n, uniq, buf, argv + 3);
+    snprintf(nkeys, sizeof nkeys, "%zu", nk);
+    argv[3 + nk] = id;
+    return jri_exec_argv(r, out, (int)(4 + nk), argv, NULL);
+}
+
+int jr_redis_job_locate(jr_redis_t *r, const char *queue, const char *id, jr_jobinfo_t *info) {
+    static const char *const names[] = {"ready", "delayed", "ids", "dead"};
+    jri_batch_reset(&info->fields);
+    redisReply *rep;
+    int rc = job_fcall(r, "jr_locate", queue, id, names, 4, 0, &rep);
+    if (rc) return rc;
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 8 || rep->element[7]->type != REDIS_REPLY_ARRAY) {
+        freeReplyObject(rep);
+        return jri_fail(r, JR_EPROTO, "jr_locate: unexpected reply");
+    }
+    jri_copy_str(info->state, sizeof info->state, rep->element[0]);
+    jri_copy_str(info->entry, sizeof info->entry, rep->element[2]);
+    jri_copy_str(info->due, sizeof info->due, rep->element[3]);
+    jri_copy_str(info->consumer, sizeof info->consumer, rep->element[4]);
+    info->idle_ms = rep->element[5]->type == REDIS_REPLY_INTEGER ? rep->element[5]->integer : 0;
+    info->deliveries = rep->element[6]->type == REDIS_REPLY_INTEGER ? rep->element[6]->integer : 0;
+    /* The fields become one entry [entry or id, fields] of info->fields. */
+    redisReply *entries = calloc(1, sizeof *entries), *en = calloc(1, sizeof *en), *name = calloc(1, sizeof *name);
+    redisReply **pe = malloc(sizeof *pe), **pn = malloc(2 * sizeof *pn);
+    char *idcopy = strdup(info->entry[0] ? info->entry : id);
+    if (!entries || !en || !name || !pe || !pn || !idcopy) {
+        free(entries), free(en), free(name), free(pe), free(pn), free(idcopy);
+        freeReplyObject(rep);
+        return jri_fail(r, JR_ENOMEM, "out of memory");
+    }
+    name->type = REDIS_REPLY_STRING, name->str = idcopy, name->len = strlen(idcopy);
+    en->type = REDIS_REPLY_ARRAY, en->elements = 2, en->element = pn;
+    pn[0] = name, pn[1] = rep->element[7];
+    rep->element[7] = NULL; /* moved: freeReplyObject skips NULL elements */
+    entries->type = REDIS_REPLY_ARRAY, entries->elements = 1, entries->element = pe;
+    pe[0] = en;
+    freeReplyObject(rep);
+    return jri_batch_of_entries(r, "job", entries, &info->fields);
+}
+
+int jr_redis_job_change(jr_redis_t *r, const char *fn, const char *queue, const char *id, char *state,
+                        size_t statelen, char *detail, size_t detaillen) {
+    static const char *const cancel[] = {"ready", "delayed", "ids", "cancelled"};
+    static const char *const run_now[] = {"ready", "delayed", "ids"};
+    static const char *const del[] = {"ready", "delayed", "ids", "dead"};
+    redisReply *rep;
+    int rc;
+    if (!strcmp(fn, "jr_cancel")) rc = job_fcall(r, fn, queue, id, cancel, 4, 1, &rep);
+    else if (!strcmp(fn, "jr_run_now")) rc = job_fcall(r, fn, queue, id, run_now, 3, 0, &rep);
+    else if (!strcmp(fn, "jr_delete")) rc = job_fcall(r, fn, queue, id, del, 4, 1, &rep);
+    else return jri_fail(r, JR_EINVAL, "no job function %s", fn);
+    if (rc) return rc;
+    if (detail && detaillen) detail[0] = '\0';
+    if (rep->type == REDIS_REPLY_STRING) {
+        jri_copy_str(state, statelen, rep);
+    } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 && rep->element[0]->type == REDIS_REPLY_STRING) {
+        jri_copy_str(state, statelen, rep->element[0]);
+        if (detail && rep->element[1]->type == REDIS_REPLY_STRING) jri_copy_str(detail, detaillen, rep->element[1]);
+        else if (detail) snprintf(detail, detaillen, "%lld", rep->element[1]->integer);
+    } else {
+        rc = jri_fail(r, JR_EPROTO, "%s: unexpected reply", fn);
+    }
+    freeReplyObject(rep);
+    return rc;
+}
+
+void jr_jobinfo_free(jr_jobinfo_t *info) { jr_batch_free(&info->fields); }

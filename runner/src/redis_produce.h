@@ -1,0 +1,53 @@
+/* The producer's calls: enqueue, and one job by id (jr_locate, jr_cancel,
+ * jr_run_now, jr_delete). Used by the CLI and the client library.
+ * See redis.h for the connection and the conventions shared by every call. */
+#ifndef JR_REDIS_PRODUCE_H
+#define JR_REDIS_PRODUCE_H
+
+#include "redis.h"
+
+/* One job to enqueue. */
+typedef struct jr_enqueue {
+    const char *queue;  /* a valid queue name */
+    const char *id;     /* NULL = generated; otherwise idempotent */
+    int64_t delay_ms;   /* > 0: due this long after Redis's now */
+    int64_t at_us;      /* > 0: due at this Unix time (us); wins over delay */
+    int64_t uniq_ms;    /* idempotency window after the due time; 0 = 24 h */
+    jr_envelope_t env;  /* handler, payload, max_attempts, timeout_ms */
+} jr_enqueue_t;
+
+/* Enqueue n jobs in one pipeline (registering their queues once per
+ * connection). Every job is checked first (valid queue name, non-empty
+ * handler, id not of a reserved form and at most 158 bytes, every time and
+ * count within runner/src/jr_limits.h): one bad job refuses the whole call
+ * with JR_EINVAL and nothing is sent. ids (may be NULL) receives each job
+ * id; created (may be NULL) 1 per job, or 0 where an explicit id was
+ * already enqueued. Returns 0, or an error with the first failure's text in
+ * jr_redis_errstr (a refusal by Redis, e.g. of a key holding garbage,
+ * refuses that queue's part only). */
+int jr_redis_enqueue(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n, char (*ids)[JR_ID_MAX],
+                     int *created);
+
+/* ---- one job by id (jr_locate, jr_cancel, jr_run_now, jr_delete) ---------- */
+
+/* Where a job is. fields holds one entry (id: the stream entry, or the job
+ * id for a delayed job) with the job's fields as stored. */
+typedef struct jr_jobinfo {
+    char state[16];                  /* delayed retrying ready running dead, or "not found" */
+    char entry[JR_ID_MAX];           /* stream or dead entry id; "" when delayed or not found */
+    char due[48];                    /* delayed, retrying: the score, Unix ms with 3 decimals */
+    char consumer[JR_PROC_NAME_MAX]; /* running: who holds it */
+    long long idle_ms, deliveries;   /* running: since its last delivery/heartbeat; times delivered */
+    jr_batch_t fields;
+} jr_jobinfo_t;
+/* Locate job `id` of `queue` in one atomic read (jr_locate). */
+int jr_redis_job_locate(jr_redis_t *r, const char *queue, const char *id, jr_jobinfo_t *info);
+void jr_jobinfo_free(jr_jobinfo_t *info);
+/* Call fn = "jr_cancel", "jr_run_now" or "jr_delete" for one job; state
+ * gets its first reply element (cancel: cancelled | running | not found;
+ * run_now, delete: the state before), detail the second (run_now: the
+ * entry id; delete: "1" if deleted, else "0"). */
+int jr_redis_job_change(jr_redis_t *r, const char *fn, const char *queue, const char *id, char *state,
+                        size_t statelen, char *detail, size_t detaillen);
+
+#endif

@@ -1,0 +1,196 @@
+/* The Redis layer, sched part: see redis_sched.h. */
+#include "redis_sched.h"
+#include "redis_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jr.h"
+#include "jr_limits.h"
+#include "util.h"
+
+/* Parse a "%.3f" ms string from the Lua side ("" -> -1). */
+static double ms_value(const redisReply *e) {
+    if (e->type == REDIS_REPLY_STRING && e->len > 0) return strtod(e->str, NULL);
+    return -1;
+}
+
+int jr_redis_promote(jr_redis_t *r, const char *queue, int64_t limit, int64_t dead_max,
+                     int64_t *moved, int64_t *buried, double *next_due_ms, double *now_ms,
+                     char *wake_id) {
+    jr_qkeys_t k;
+    jr_qkeys(&k, queue);
+    char lim[24], dmax[24];
+    snprintf(lim, sizeof lim, "%lld", (long long)limit);
+    snprintf(dmax, sizeof dmax, "%lld", (long long)dead_max);
+    redisReply *rep;
+    int rc = jri_exec(r, &rep, "FCALL", "jr_promote", "4", k.ready, k.delayed, k.wake, k.dead, lim, dmax,
+                  NULL);
+    if (rc) return rc;
+    /* A library older than this binary answers without the 5th element. */
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 4 ||
+        rep->element[0]->type != REDIS_REPLY_INTEGER ||
+        rep->element[3]->type != REDIS_REPLY_STRING ||
+        (rep->elements > 4 && rep->element[4]->type != REDIS_REPLY_INTEGER)) {
+        freeReplyObject(rep);
+        return jri_fail(r, JR_EPROTO, "jr_promote: unexpected reply");
+    }
+    *moved = rep->element[0]->integer;
+    *buried = rep->elements > 4 ? rep->element[4]->integer : 0;
+    *next_due_ms = ms_value(rep->element[1]);
+    *now_ms = ms_value(rep->element[2]);
+    snprintf(wake_id, JR_ID_MAX, "%s", rep->element[3]->str);
+    freeReplyObject(rep);
+    return 0;
+}
+
+int jr_redis_queues(jr_redis_t *r, jr_strlist_t *out, char *wake_id) {
+    redisReply *rep;
+    int rc = jri_exec(r, &rep, "FCALL", "jr_queues", "2", JR_REGISTRY_KEY, JR_REGISTRY_WAKE_KEY, NULL);
+    if (rc) return rc;
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1 ||
+        rep->element[0]->type != REDIS_REPLY_STRING) {
+        freeReplyObject(rep);
+        return jri_fail(r, JR_EPROTO, "jr_queues: unexpected reply");
+    }
+    snprintf(wake_id, JR_ID_MAX, "%s", rep->element[0]->str);
+    jr_strlist_free(out);
+    for (size_t i = 1; i < rep->elements; i++)
+        if (rep->element[i]->type == REDIS_REPLY_STRING && jr_queue_name_valid(rep->element[i]->str))
+            if (jr_strlist_push(out, rep->element[i]->str)) {
+                rc = jri_fail(r, JR_ENOMEM, "out of memory");
+                break;
+            }
+    freeReplyObject(rep);
+    return rc;
+}
+
+int jr_redis_send_wake_read(jr_redis_t *r, const char *const *keys, char (*ids)[JR_ID_MAX],
+                            size_t n, int64_t timeout_ms) {
+    const char **argv = malloc((2 * n + 4) * sizeof *argv);
+    if (!argv) return jri_fail(r, JR_ENOMEM, "out of memory");
+    char t[24];
+    snprintf(t, sizeof t, "%lld", (long long)timeout_ms);
+    size_t a = 0;
+    argv[a++] = "XREAD", argv[a++] = "BLOCK", argv[a++] = t, argv[a++] = "STREAMS";
+    for (size_t i = 0; i < n; i++) argv[a++] = keys[i];
+    for (size_t i = 0; i < n; i++) argv[a++] = ids[i];
+    int rc = jri_append_argv(r, (int)a, argv, NULL);
+    free(argv);
+    return rc ? rc : jr_redis_flush(r);
+}
+
+int jr_redis_recv_wake_read(jr_redis_t *r, const char *const *keys, char (*ids)[JR_ID_MAX],
+                            unsigned char *fired, size_t n) {
+    memset(fired, 0, n);
+    redisReply *rep;
+    int rc = jri_recv_reply(r, &rep, r->timeout_us);
+    if (rc) return rc;
+    if (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "UNBLOCKED", 9) == 0) rc = 0;
+    else if ((rc = jri_reply_error(r, rep))) return rc;
+    for (size_t s = 0; rep->type == REDIS_REPLY_ARRAY && s < rep->elements; s++) {
+        redisReply *st = rep->element[s];
+        if (st->type != REDIS_REPLY_ARRAY || st->elements != 2 ||
+            st->element[1]->type != REDIS_REPLY_ARRAY || st->element[1]->elements == 0)
+            continue;
+        redisReply *last = st->element[1]->element[st->element[1]->elements - 1];
+        if (last->type != REDIS_REPLY_ARRAY || last->elements < 1) continue;
+        for (size_t i = 0; i < n; i++)
+            if (strcmp(keys[i], st->element[0]->str) == 0) {
+                snprintf(ids[i], JR_ID_MAX, "%s", last->element[0]->str);
+                fired[i] = 1;
+                rc++;
+            }
+    }
+    freeReplyObject(rep);
+    return rc;
+}
+
+/* ---- periodic schedules --------------------------------------------------- */
+
+static int int_reply(jr_redis_t *r, redisReply *rep, const char *fn, long long *v) {
+    if (rep->type != REDIS_REPLY_INTEGER) {
+        freeReplyObject(rep);
+        return jri_fail(r, JR_EPROTO, "%s: unexpected reply", fn);
+    }
+    *v = rep->integer;
+    freeReplyObject(rep);
+    return 0;
+}
+
+int jr_redis_cron_set(jr_redis_t *r, const char *name, const char *def, int *changed) {
+    redisReply *rep;
+    long long v = 0;
+    int rc = jri_exec(r, &rep, "FCALL", "jr_cron_set", "2", JR_CRON_KEY, JR_CRON_WAKE_KEY, name, def, NULL);
+    if (!rc) rc = int_reply(r, rep, "jr_cron_set", &v);
+    if (changed) *changed = v == 1;
+    return rc;
+}
+
+int jr_redis_cron_del(jr_redis_t *r, const char *name, int *removed) {
+    redisReply *rep;
+    long long v = 0;
+    int rc = jri_exec(r, &rep, "FCALL", "jr_cron_del", "3", JR_CRON_KEY, JR_CRON_LAST_KEY, JR_CRON_WAKE_KEY, name,
+                  NULL);
+    if (!rc) rc = int_reply(r, rep, "jr_cron_del", &v);
+    if (removed) *removed = v == 1;
+    return rc;
+}
+
+int jr_redis_cron_fired(jr_redis_t *r, const char *name, int64_t tick_ms, const char *job_id) {
+    redisReply *rep;
+    long long v;
+    char t[24];
+    snprintf(t, sizeof t, "%lld", (long long)tick_ms);
+    int rc = jri_exec(r, &rep, "FCALL", "jr_cron_fired", "2", JR_CRON_KEY, JR_CRON_LAST_KEY, name, t, job_id, NULL);
+    return rc ? rc : int_reply(r, rep, "jr_cron_fired", &v);
+}
+
+void jr_cron_entries_free(jr_cron_entry_t *v, size_t n) {
+    for (size_t i = 0; v && i < n; i++) free(v[i].name), free(v[i].def), free(v[i].last);
+    free(v);
+}
+
+int jr_redis_cron_list(jr_redis_t *r, jr_cron_entry_t **out, size_t *n, char *wake_id) {
+    redisReply *rep;
+    *out = NULL, *n = 0;
+    int rc = jri_exec(r, &rep, "FCALL", "jr_cron_list", "3", JR_CRON_KEY, JR_CRON_LAST_KEY, JR_CRON_WAKE_KEY, NULL);
+    if (rc) return rc;
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1 || (rep->elements - 1) % 3 != 0) {
+        freeReplyObject(rep);
+        return jri_fail(r, JR_EPROTO, "jr_cron_list: unexpected reply");
+    }
+    for (size_t i = 0; i < rep->elements; i++)
+        if (rep->element[i]->type != REDIS_REPLY_STRING) {
+            freeReplyObject(rep);
+            return jri_fail(r, JR_EPROTO, "jr_cron_list: unexpected reply");
+        }
+    snprintf(wake_id, JR_ID_MAX, "%s", rep->element[0]->str);
+    size_t k = (rep->elements - 1) / 3;
+    jr_cron_entry_t *v = calloc(k ? k : 1, sizeof *v);
+    if (!v) rc = jri_fail(r, JR_ENOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < k; i++) {
+        v[i].name = strdup(rep->element[1 + 3 * i]->str);
+        v[i].def = strdup(rep->element[2 + 3 * i]->str);
+        v[i].last = strdup(rep->element[3 + 3 * i]->str);
+        if (!v[i].name || !v[i].def || !v[i].last) rc = jri_fail(r, JR_ENOMEM, "out of memory");
+    }
+    freeReplyObject(rep);
+    if (rc) {
+        jr_cron_entries_free(v, k);
+        return rc;
+    }
+    *out = v, *n = k;
+    return 0;
+}
+
+int64_t jr_cron_last_parse(const char *last, const char **job) {
+    char *end;
+    *job = "";
+    if (!last || !*last) return -1;
+    long long t = strtoll(last, &end, 10);
+    if (end == last || *end != ' ' || t < 0) return -1;
+    *job = end + 1;
+    return t;
+}

@@ -1,0 +1,63 @@
+/* The scheduler's calls: promotion of due jobs, the queue registry and the
+ * wake streams it blocks on, periodic schedules.
+ * See redis.h for the connection and the conventions shared by every call. */
+#ifndef JR_REDIS_SCHED_H
+#define JR_REDIS_SCHED_H
+
+#include "redis.h"
+
+/* Take up to `limit` due members of `queue`'s delayed set: envelopes into
+ * the ready stream, garbage into the dead stream (trimmed to about
+ * dead_max). *moved = members taken, *buried = of those, how many were
+ * garbage. *next_due_ms = earliest due time left (-1 if none) and *now_ms =
+ * Redis's time of the call, both Unix ms; wake_id (JR_ID_MAX bytes) = the
+ * queue's last wake entry id. */
+int jr_redis_promote(jr_redis_t *r, const char *queue, int64_t limit, int64_t dead_max,
+                     int64_t *moved, int64_t *buried, double *next_due_ms, double *now_ms,
+                     char *wake_id);
+
+/* Every registered queue (replaces *out's contents), and the registry's last
+ * wake entry id into wake_id (JR_ID_MAX bytes). */
+int jr_redis_queues(jr_redis_t *r, jr_strlist_t *out, char *wake_id);
+
+/* Send XREAD BLOCK timeout_ms STREAMS <keys> <ids> without waiting for the
+ * reply: blocks until an entry newer than ids[i] arrives in keys[i]. Redis
+ * ends the block only on its hz tick: the timeout is a backstop, the
+ * caller's timer (jr_redis_wait) is the precise one. */
+int jr_redis_send_wake_read(jr_redis_t *r, const char *const *keys, char (*ids)[JR_ID_MAX],
+                            size_t n, int64_t timeout_ms);
+/* Read its reply: for each stream that had entries, ids[i] becomes the
+ * newest id and fired[i] = 1 (others 0). Returns how many fired. */
+int jr_redis_recv_wake_read(jr_redis_t *r, const char *const *keys, char (*ids)[JR_ID_MAX],
+                            unsigned char *fired, size_t n);
+
+/* ---- periodic schedules (see docs/redis-contract.md, runner/src/cron.h) --- */
+
+#define JR_CRON_KEY "jr:{cron}"           /* hash: name -> definition (JSON) */
+#define JR_CRON_LAST_KEY "jr:{cron}:last" /* hash: name -> "<tick ms> <job id>" */
+#define JR_CRON_WAKE_KEY "jr:{cron}:wake" /* stream poked on every change */
+
+/* Add or replace schedule `name` with the encoded definition `def`
+ * (jr_cron_def_encode). *changed = 1 if it was new or different (then the
+ * wake stream was poked), 0 if identical. Refusals: JR_EREDIS with Redis's
+ * text. */
+int jr_redis_cron_set(jr_redis_t *r, const char *name, const char *def, int *changed);
+/* Remove a schedule and its last-fired record. *removed = 1 or 0 (none). */
+int jr_redis_cron_del(jr_redis_t *r, const char *name, int *removed);
+/* Record tick_ms (job job_id) as the latest tick fired of `name`, unless a
+ * later one is recorded or the schedule is gone. */
+int jr_redis_cron_fired(jr_redis_t *r, const char *name, int64_t tick_ms, const char *job_id);
+
+/* One stored schedule as read (strings owned; last = "" if never fired). */
+typedef struct jr_cron_entry {
+    char *name, *def, *last;
+} jr_cron_entry_t;
+/* Every schedule (*out malloc'd, free with jr_cron_entries_free), and the
+ * wake stream's last id into wake_id (JR_ID_MAX bytes), read atomically. */
+int jr_redis_cron_list(jr_redis_t *r, jr_cron_entry_t **out, size_t *n, char *wake_id);
+void jr_cron_entries_free(jr_cron_entry_t *v, size_t n);
+/* Parse a last-fired record "<tick ms> <job id>": returns the tick (or -1
+ * if malformed) and points *job at the id. */
+int64_t jr_cron_last_parse(const char *last, const char **job);
+
+#endif

@@ -1,0 +1,102 @@
+/* The worker's calls: consumer groups, blocking and paused-aware reads,
+ * acknowledgements (with follow-ups), failures, hand-backs, leases
+ * (heartbeat), reclaiming stalled entries, cancel flags.
+ * See redis.h for the connection and the conventions shared by every call. */
+#ifndef JR_REDIS_WORKER_H
+#define JR_REDIS_WORKER_H
+
+#include "redis.h"
+
+/* Create the consumer group of each queue if missing (stream too). Looks
+ * first (XINFO GROUPS, pipelined) and writes only for what is missing, so it
+ * works in an out-of-memory Redis when every group exists. */
+int jr_redis_ensure_groups(jr_redis_t *r, const char *const *queues, size_t n);
+
+/* Send XREADGROUP GROUP jr <consumer> COUNT count BLOCK block_ms STREAMS
+ * <ready keys> > ... for the queues (any number), without waiting. COUNT is
+ * per stream: the reply may hold up to n x count entries. */
+int jr_redis_send_read(jr_redis_t *r, const char *consumer, const char *const *queues, size_t n,
+                       int64_t count, int64_t block_ms);
+/* Read its reply into *b (empty batch on timeout or unblock). A stream of
+ * none of the queues in the reply is JR_EPROTO. */
+int jr_redis_recv_read(jr_redis_t *r, jr_batch_t *b, const char *const *queues, size_t n);
+
+/* Append (not send) an acknowledge-and-remove of stream entries of a queue. */
+int jr_redis_append_ack(jr_redis_t *r, const char *queue, const char *const *ids, size_t n);
+
+/* Append a failed attempt's outcome for a stream entry this consumer holds:
+ * action "retry" (attempt+1, due after delay_ms) or "dead" (into the dead
+ * stream, trimmed to about dead_max, with error and why). Its reply is an
+ * integer: 1 done, 0 if the entry is no longer ours. */
+int jr_redis_append_fail(jr_redis_t *r, const char *queue, const char *entry, const char *consumer,
+                         const char *action, int64_t delay_ms, const char *error, const char *why,
+                         int64_t dead_max);
+
+/* Append the acknowledgement of an entry of `queue` together with the
+ * follow-up jobs its handler enqueued (fu: followup.h encoding, at least
+ * one): if register_targets, first FCALL jr_register of the target queues;
+ * then FCALL jr_ack_follow. Replies: jr_register's (an integer) if sent,
+ * then an integer:
+ * 1 = acknowledged and every follow-up written, 0 = the entry was not
+ * pending (acknowledged already, by us or a worker that took it over):
+ * nothing written. A refusal ("ERR jobrunner: jr_ack_follow: ...") wrote
+ * nothing either. Returns 0, JR_EINVAL for a corrupt fu (nothing
+ * appended), or an error. */
+int jr_redis_append_ack_follow(jr_redis_t *r, const char *queue, const char *entry, const char *fu,
+                               size_t fu_len, int register_targets);
+
+/* Append a hand-back of entries fetched but never started. Integer reply. */
+int jr_redis_append_handback(jr_redis_t *r, const char *queue, const char *consumer,
+                             const char *const *ids, size_t n);
+
+/* Extend the lease of running entries. lost[i] = 1 for each entry no longer
+ * held by this consumer; unless cancelled is NULL, cancelled[i] = 1 for each
+ * one held that was cancelled (jr_cancel). Returns how many were lost, or an
+ * error. */
+int jr_redis_heartbeat(jr_redis_t *r, const char *queue, const char *consumer,
+                       const char *const *ids, size_t n, unsigned char *lost, unsigned char *cancelled);
+
+/* One XAUTOCLAIM step over the entries of `queue` idle longer than min_idle:
+ * claimed entries come into *b (queue index qi), poison ones go to the dead
+ * stream. cursor (JR_ID_MAX bytes) is read and updated ("0-0" = done).
+ * *deleted = ids Redis found deleted, *poisoned = entries buried. */
+int jr_redis_reclaim(jr_redis_t *r, const char *queue, uint32_t qi, const char *consumer,
+                     int64_t min_idle_ms, char *cursor, int64_t count, int64_t max_deliveries,
+                     int64_t dead_max, jr_batch_t *b, long long *deleted, long long *poisoned);
+
+/* 1 if the running entry was cancelled (HEXISTS jr:{Q}:cancelled entry),
+ * 0 if not, or an error. */
+int jr_redis_entry_cancelled(jr_redis_t *r, const char *queue, const char *entry);
+
+/* Which of the entries ids[] of `queue` were cancelled: one HMGET of
+ * jr:{Q}:cancelled (a read). cancelled[i] = 1 for those. Returns how many,
+ * or an error. */
+int jr_redis_cancelled_entries(jr_redis_t *r, const char *queue, const char *const *ids, size_t n,
+                               unsigned char *cancelled);
+
+/* Append jr_ack's form with the job index: each entry with its job id
+ * (NULL or "" when the job id is the entry id). Integer reply. */
+int jr_redis_append_ack_ids(jr_redis_t *r, const char *queue, const char *const *entries,
+                            const char *const *jobids, size_t n);
+
+/* One pipeline without blocking: for each queue i with counts[i] > 0,
+ * XREADGROUP ... COUNT counts[i] STREAMS <ready i> >; then HMGET of the
+ * paused state of all n queues, which Redis runs after the reads. Waits for
+ * every reply: the entries go into *b (queue index i, queue by queue in
+ * order), paused[i] = 1 if queue i is paused (as of just after the reads:
+ * entries of a queue paused meanwhile are to be handed back). An error reply
+ * to a read is JR_EREDIS with its text (b then holds nothing usable). */
+int jr_redis_read_each(jr_redis_t *r, const char *consumer, const char *const *queues, size_t n,
+                       const int64_t *counts, jr_batch_t *b, unsigned char *paused);
+
+/* Send, without waiting: XREADGROUP ... COUNT count BLOCK block_ms over the
+ * queues i with on[i] (or, when none is on, XREAD BLOCK block_ms on
+ * JR_RESUMED_KEY, which only the timeout or CLIENT UNBLOCK ends), then
+ * HMGET of the paused state of all n queues (run by Redis after the read
+ * returns). Read both with jr_redis_recv_read_paused (any_on = some on[i]). */
+int jr_redis_send_read_paused(jr_redis_t *r, const char *consumer, const char *const *queues, size_t n,
+                              const unsigned char *on, int64_t count, int64_t block_ms);
+int jr_redis_recv_read_paused(jr_redis_t *r, jr_batch_t *b, const char *const *queues, size_t n, int any_on,
+                              unsigned char *paused);
+
+#endif
