@@ -1840,6 +1840,96 @@ allow_oom('jr_cancel', job_cancel)
 redis.register_function('jr_run_now', job_run_now)
 allow_oom('jr_delete', job_delete)
 
+--[[
+jr_delayed_page: a page of a queue's delayed jobs, both tiers (flag
+no-writes), for `jobrunner jobs --state delayed`.
+  KEYS: delayed (jr:{Q}:delayed)
+  ARGV: cursor count   cursor "" (first page) or the one a page returned;
+        count 1..10000
+  Returns {next cursor or "" at the end, member, score, member, score, ...}:
+  members as in the sorted set (msgpack id, field, value, ...), scores
+  the due time. The sorted set comes first, by due time (cursor
+  "<score>/<skip>"), then the time wheel bucket by bucket (cursor
+  "w<start>/<position>"), each bucket in enqueue order (by n). A bucket
+  item that is not a job is returned as stored, scored at its bucket's start.
+]]
+local function delayed_page(keys, args)
+  local fn = 'jr_delayed_page'
+  local q, err = queue_of(fn, keys, {'delayed'})
+  if not q then return err end
+  local cursor, limit = args[1], int_arg(args[2])
+  if #args ~= 2 or not limit or limit < 1 or limit > 10000 then
+    return refuse(fn, 'arguments: CURSOR ("" or one a page returned) COUNT (1..10000)')
+  end
+  local wheel = wheel_key(q)
+  err = check_types(fn, {{keys[1], 'zset'}, {wheel, 'zset'}})
+  if err then return err end
+  init_upvalues()
+  local out, min, skip, wstart, wpos = {''}, nil, 0, nil, 0
+  if cursor == '' then
+    min = '-inf'
+  else
+    local a, b = string.match(cursor, '^([%d%.]+)/(%d+)$')
+    if a and dec_arg(a) and #b <= 15 then
+      min, skip = a, tonumber(b)
+    else
+      a, b = string.match(cursor, '^w(%d+)/(%d+)$')
+      if not a or #a > 15 or #b > 15 then
+        return refuse(fn, 'bad cursor ' .. shown(cursor) .. ' (use "" or one a page returned)')
+      end
+      wstart, wpos = tonumber(a), tonumber(b)
+    end
+  end
+  if min then
+    local z = redis.call('ZRANGE', keys[1], min, '+inf', 'BYSCORE', 'LIMIT', skip, limit, 'WITHSCORES')
+    for i = 1, #z do out[#out + 1] = z[i] end
+    if #z / 2 == limit then
+      local last, same = z[#z], 0
+      for i = #z, 2, -2 do
+        if z[i] ~= last then break end
+        same = same + 1
+      end
+      if same == limit and last == min then same = same + skip end
+      out[1] = last .. '/' .. same
+      return out
+    end
+  end
+  local need = limit - (#out - 1) / 2
+  local b = redis.call('ZRANGE', wheel, wstart or '-inf', '+inf', 'BYSCORE', 'LIMIT', 0, 1)[1]
+  if b and tonumber(b) ~= wstart then wpos = 0 end
+  while b and need > 0 do
+    local start = tonumber(b)
+    local bk = bucket_key(q, start)
+    if redis.call('TYPE', bk)['ok'] ~= 'list' then
+      return refuse(fn, 'key ' .. shown(bk) .. ' is not a list')
+    end
+    local asked = need
+    local items = redis.call('LRANGE', bk, wpos, wpos + asked - 1)
+    for _, item in ipairs(items) do
+      local id, us, flat = wheel_decode(item, start)
+      if id then
+        out[#out + 1] = cmsgpack.pack(id, unpack(flat))
+        out[#out + 1] = ms_str(us / 1000)
+        need = need - 1
+      elseif id == nil then
+        out[#out + 1] = item
+        out[#out + 1] = ms_str(start)
+        need = need - 1
+      end
+    end
+    wpos = wpos + #items
+    if need == 0 then
+      out[1] = 'w' .. ms_int(start) .. '/' .. wpos
+      return out
+    end
+    if #items < asked then -- the end of this bucket: the next one
+      b, wpos = redis.call('ZRANGE', wheel, '(' .. ms_int(start), '+inf', 'BYSCORE', 'LIMIT', 0, 1)[1], 0
+    end
+  end
+  return out
+end
+redis.register_function{function_name = 'jr_delayed_page', callback = delayed_page, flags = {'no-writes'}}
+
 
 -- Remove the consumers of stopped processes from a queue's group: each one
 -- that holds no pending entry, has been idle at least min_idle ms, and is
