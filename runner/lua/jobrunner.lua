@@ -430,7 +430,12 @@ local function wheel_flush(k)
 end
 local function wheel_add(k, id, due, flat)
   local us = to_us(due)
-  local n = redis.call('INCR', 'jr:{' .. k.q .. '}:seq')
+  local n
+  if k.nseq and k.nseq <= k.nseq_last then -- numbers reserved by the caller (one INCRBY)
+    n, k.nseq = k.nseq, k.nseq + 1
+  else
+    n = redis.call('INCR', 'jr:{' .. k.q .. '}:seq')
+  end
   local sid = id
   if id == '' then
     id = 'd' .. ms_int(math.floor(us / 1000)) .. '-' .. n
@@ -566,6 +571,10 @@ local function enqueue_many(keys, args)
   if any_now then ensure_group(keys[1]) end
   local k, out = {q = q, ready = keys[1], delayed = keys[2], wake = keys[3], seq = keys[4], ids = index_key(q),
                   wbuf = {order = {}}}, {}
+  if #far > 1 then -- the numbers of the jobs going to the wheel, in one INCRBY
+    k.nseq_last = redis.call('INCRBY', keys[4], #far)
+    k.nseq = k.nseq_last - #far + 1
+  end
   for _, j in ipairs(jobs) do
     k.uniq = j[5]
     local r = put(k, j[1], j[2], window, args, j[3], j[4], now)
@@ -694,6 +703,29 @@ local function wheel_decode(item, start)
   return sid, us, flat
 end
 
+-- wheel_decode's fast path for the usual item (at most 16 string fields,
+-- a handler), straight from the values of cmsgpack: one table. ok, off,
+-- ... are pcall(unpack_limit)'s values; anything else takes wheel_decode.
+local function wheel_decode_fast(item, start, ok, off, seq, o, sid, E, ...)
+  local nf = l_select('#', ...)
+  if ok and off == -1 and l_type(seq) == 'number' and l_type(o) == 'number' and l_type(sid) == 'string' and
+     l_type(E) == 'number' and nf > 0 and nf <= 32 and nf % 2 == 0 and o >= 0 and o < WHEEL_MS * 1000 and
+     o == math.floor(o) and seq == math.floor(seq) and #sid <= ID_MAX and strings(nf, ...) then
+    local h = handler_of(...)
+    if h and h ~= '' then
+      local flat = {...}
+      local us = start * 1000 + o
+      local ms = math.floor(us / 1000)
+      if E >= 0 then
+        flat[nf + 1], flat[nf + 2], flat[nf + 3], flat[nf + 4] = 'e', ms_int(ms - E), 'd', ms_int(math.ceil(us / 1000))
+      end
+      if sid == '' then sid = 'd' .. ms_int(ms) .. '-' .. ms_int(seq) end
+      return sid, us, flat
+    end
+  end
+  return wheel_decode(item, start)
+end
+
 -- The buckets a jr_promote at `now` may reach (start < now + NEAR_MS), at
 -- most 100, their keys' types checked: {starts}, or nil and an error reply.
 local function wheel_due_buckets(fn, q, now)
@@ -726,7 +758,7 @@ local function wheel_promote(q, starts, room, now, ready, delayed, idx, bad)
     local items = redis.call('LPOP', bk, room - taken) or {}
     taken = taken + #items
     for _, item in ipairs(items) do
-      local id, us, flat = wheel_decode(item, start)
+      local id, us, flat = wheel_decode_fast(item, start, l_pcall(l_unpack_limit, item, 5 + 2 * FIELDS_MAX, 0))
       if id then
         live = live + 1
         if direct then
