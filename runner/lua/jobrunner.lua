@@ -747,9 +747,10 @@ end
 
 -- Take up to `room` items from the buckets `starts` (checked): a bucket
 -- wholly due goes straight into the stream, another into the sorted set.
--- Returns how many items were taken; `idx`, `bad` as for promote_one.
+-- Returns how many items were taken and how many of them went into the
+-- sorted set; `idx`, `bad` as for promote_one.
 local function wheel_promote(q, starts, room, now, ready, delayed, idx, bad)
-  local taken, live = 0, 0
+  local taken, live, cascaded = 0, 0, 0
   for _, b in ipairs(starts) do
     if taken >= room then break end
     local start = tonumber(b)
@@ -766,6 +767,7 @@ local function wheel_promote(q, starts, room, now, ready, delayed, idx, bad)
           idx[k + 1], idx[k + 2] = id, redis.call('XADD', ready, '*', 'id', id, unpack(flat))
         else
           redis.call('ZADD', delayed, ms_str(us / 1000), cmsgpack.pack(id, unpack(flat)))
+          cascaded = cascaded + 1
         end
       elseif id == nil then
         live = live + 1
@@ -775,7 +777,7 @@ local function wheel_promote(q, starts, room, now, ready, delayed, idx, bad)
     if redis.call('EXISTS', bk) == 0 then redis.call('ZREM', wheel_key(q), b) end
   end
   if live > 0 then redis.call('DECRBY', wheel_count_key(q), live) end
-  return taken
+  return taken, cascaded
 end
 
 --[[
@@ -786,10 +788,11 @@ jr_promote
   of the delayed set, atomically: each envelope into the ready stream, each
   member that is not an envelope into the dead stream (trimmed to about
   dead_max) with why = "invalid", err = what is wrong and raw = the member.
-  Returns {moved, next due ms or "" if none, now ms, last wake id, buried}
-  (times as strings with 3 decimals; moved counts both kinds, buried the
-  dead ones). Call again while moved == limit; block on the wake stream
-  after the returned id.
+  Returns {moved, next due ms or "" if none, now ms, last wake id, buried,
+  cascaded} (times as strings with 3 decimals; moved counts every member
+  and bucket item taken, buried the dead ones, cascaded the bucket items
+  moved into the sorted set, not yet promoted). Call again while
+  moved == limit; block on the wake stream after the returned id.
 ]]
 local function promote(keys, args)
   local fn = 'jr_promote'
@@ -817,10 +820,10 @@ local function promote(keys, args)
   if not l_type then
     l_type, l_select, l_pcall, l_unpack_limit = type, select, pcall, cmsgpack.unpack_limit
   end
-  local bad, idx, taken = {}, {}, 0
+  local bad, idx, taken, cascaded = {}, {}, 0, 0
   if #starts > 0 then
     ensure_group(ready)
-    taken = wheel_promote(q, starts, limit, now, ready, delayed, idx, bad)
+    taken, cascaded = wheel_promote(q, starts, limit, now, ready, delayed, idx, bad)
   end
   local envs = {}
   if taken < limit then
@@ -849,7 +852,7 @@ local function promote(keys, args)
   local nxt = head[2] and tonumber(head[2])
   local wh = redis.call('ZRANGE', wheel_key(q), 0, 0, 'WITHSCORES')
   if wh[2] and (not nxt or tonumber(wh[2]) - NEAR_MS < nxt) then nxt = tonumber(wh[2]) - NEAR_MS end
-  return {taken + #envs, nxt and ms_str(nxt) or '', ms_str(now), last_wake(wake), #bad}
+  return {taken + #envs, nxt and ms_str(nxt) or '', ms_str(now), last_wake(wake), #bad, cascaded}
 end
 
 -- A list of stream entry ids args[first..]: nil, or an error reply.

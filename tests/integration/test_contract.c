@@ -261,12 +261,12 @@ Test(contract, delayed_set_garbage_is_buried_once_and_good_jobs_promoted_once) {
     double next, now;
     char wake[JR_ID_MAX];
     for (int k = 0; k < 100; k++) {
-        cr_assert_eq(jr_redis_promote(J, "q", 3, 100, &moved, &buried, &next, &now, wake), 0, "%s",
+        cr_assert_eq(jr_redis_promote(J, "q", 3, 100, &moved, &buried, &next, &now, wake, NULL), 0, "%s",
                      jr_redis_errstr(J));
         total += moved, total_buried += buried;
         if (moved < 3) break;
     }
-    cr_assert_eq(jr_redis_promote(J, "q", 1000, 100, &moved, &buried, &next, &now, wake), 0);
+    cr_assert_eq(jr_redis_promote(J, "q", 1000, 100, &moved, &buried, &next, &now, wake, NULL), 0);
     cr_expect_eq(moved, 0);
     cr_expect_eq(total, (int64_t)(ng + ngood));
     cr_expect_eq(total_buried, (int64_t)ng);
@@ -1296,7 +1296,7 @@ static void p_promote(void) {
         if (c_api) {
             double next, now;
             char wake[JR_ID_MAX];
-            cr_assert_eq(jr_redis_promote(J, PQ[q], limit, 1000, &moved, &buried, &next, &now, wake), 0, "%s",
+            cr_assert_eq(jr_redis_promote(J, PQ[q], limit, 1000, &moved, &buried, &next, &now, wake, NULL), 0, "%s",
                          jr_redis_errstr(J));
         } else {
             jr_qkeys_t k;
