@@ -6,7 +6,8 @@
 # example configuration and environment file, the systemd units (checked with
 # systemd-analyze verify where it exists) and the Redis function library,
 # loaded into a fresh Redis both as docs/redis-contract.md tells producers
-# and by `jobrunner functions load`.
+# and by `jobrunner functions load`. And the client library: the producer of
+# docs/client.md built out of tree with pkg-config and run against Redis.
 # usage: install_test.sh BUILD_DIR SOURCE_DIR REDIS_SERVER [REDIS_CLI]
 set -eu
 build=$1 src=$2 redis_server=$3
@@ -115,6 +116,37 @@ sed 's/^#JOBRUNNER_/JOBRUNNER_/; /JOBRUNNER_CONFIG=/d' "$ex/jobrunner.env" > "$t
 (set -a; . "$tmp/all.env"; "$tmp/p/bin/jobrunner" stats --redis "$url" >/dev/null 2>"$tmp/env.err") \
   || fail "the example jobrunner.env (every line enabled): $(cat "$tmp/env.err")"
 [ ! -s "$tmp/env.err" ] || fail "the example jobrunner.env: $(cat "$tmp/env.err")"
+
+# The client library: libjobrunner.so.1 exporting only jr_client_*, its
+# header and jobrunner-client.pc; the producer of docs/client.md built out of
+# tree with pkg-config only and run against this Redis (db 1, after
+# FUNCTION FLUSH: the library loads the function library itself).
+for f in lib/libjobrunner.so lib/libjobrunner.so.1 include/jobrunner/client.h lib/pkgconfig/jobrunner-client.pc; do
+  [ -e "$tmp/p/$f" ] || fail "missing $f after install"
+done
+soname=$(objdump -p "$tmp/p/lib/libjobrunner.so.1" | awk '$1 == "SONAME" {print $2}')
+[ "$soname" = libjobrunner.so.1 ] || fail "libjobrunner's SONAME is '$soname'"
+other=$(nm -D --defined-only "$tmp/p/lib/libjobrunner.so.1" | awk '$2 ~ /^[TDB]$/ && $3 !~ /^jr_client_/ {print $3}')
+[ -z "$other" ] || fail "libjobrunner.so exports more than jr_client_*: $other"
+if ldd "$tmp/p/bin/jobrunner" | grep -q libjobrunner; then fail "bin/jobrunner needs libjobrunner.so"; fi
+mkdir "$tmp/producer"
+cp "$src/docs/examples/client/producer.c" "$tmp/producer/"
+# (a library built with -DJR_SANITIZE=ON needs its programs built so too)
+san=""; objdump -p "$tmp/p/lib/libjobrunner.so.1" | grep -q 'NEEDED.*libasan' && san="-fsanitize=address,undefined"
+(cd "$tmp/producer" && cc -Wall -Werror $san -o producer producer.c $(pkg-config --cflags --libs jobrunner-client) \
+   -Wl,-rpath,"$(pkg-config --variable=libdir jobrunner-client)") \
+  || fail "docs/examples/client/producer.c does not build with pkg-config jobrunner-client"
+"$redis_cli" -s "$tmp/r.sock" FUNCTION FLUSH >/dev/null
+"$tmp/producer/producer" "$url?db=1" > "$tmp/producer.out" 2>&1 || { cat "$tmp/producer.out"; fail "the producer failed"; }
+r1() { "$redis_cli" -s "$tmp/r.sock" -n 1 "$@"; }
+[ "$(r1 XLEN 'jr:{default}:ready')" = 1 ] && [ "$(r1 XLEN 'jr:{mail}:ready')" = 2 ] \
+  && [ "$(r1 XLEN 'jr:{reports}:ready')" = 1 ] && [ "$(r1 XLEN 'jr:{billing}:ready')" = 1 ] \
+  || { cat "$tmp/producer.out"; fail "the producer's jobs did not land"; }
+[ "$(r1 EXISTS 'jr:{shop}:uniq:close-1042')" = 0 ] || fail "the producer's cancelled job is still there"
+grep -q "job 5 (billing): already there invoice-7" "$tmp/producer.out" || { cat "$tmp/producer.out"; fail "no per-job results"; }
+grep -q "close-1042: delayed, due in 1800 s" "$tmp/producer.out" || { cat "$tmp/producer.out"; fail "job show"; }
+grep -q "close-1042: cancelled" "$tmp/producer.out" || { cat "$tmp/producer.out"; fail "cancel"; }
+[ "$(fcall)" = 1 ] || fail "the function library is not loaded after the producer: $(fcall)"
 
 "$tmp/p/bin/jobrunner" worker --redis "$url" 2>"$tmp/worker.log" &
 worker_pid=$!

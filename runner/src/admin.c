@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "client_internal.h"
 #include "json.h"
 #include "util.h"
 
@@ -46,20 +47,39 @@ static jr_redis_t *admin_connect(const jr_config_t *cfg, int required) {
 
 jr_redis_t *jr_admin_connect(const jr_config_t *cfg) { return admin_connect(cfg, 1); }
 
-int jr_cmd_enqueue(const jr_config_t *cfg, const jr_enqueue_t *job, FILE *out) {
-    jr_redis_t *r = jr_admin_connect(cfg);
-    if (!r) return 1;
-    char id[1][JR_ID_MAX];
-    int created = 0;
-    int rc = jr_redis_enqueue(r, job, 1, id, &created);
-    if (rc) {
-        fprintf(stderr, "jobrunner: enqueue failed: %s\n", jr_redis_errstr(r));
-    } else {
-        fprintf(out, "%s\n", id[0]);
-        if (!created)
-            fprintf(stderr, "jobrunner: job %s was already enqueued; not enqueued again\n", id[0]);
+/* A client around a connection made for a one-shot command (NULL after
+ * printing why on stderr). The CLI's commands on jobs and queues go through
+ * the client library, so both are one code path. */
+static jr_client_t *admin_client(const jr_config_t *cfg, int required) {
+    jr_redis_t *r = admin_connect(cfg, required);
+    if (!r) return NULL;
+    jr_client_t *c = jr_client_adopt(r);
+    if (!c) {
+        fprintf(stderr, "jobrunner: out of memory\n");
+        jr_redis_free(r);
     }
-    jr_redis_free(r);
+    return c;
+}
+
+int jr_cmd_enqueue(const jr_config_t *cfg, const jr_enqueue_t *job, FILE *out) {
+    jr_client_t *c = admin_client(cfg, 1);
+    if (!c) return 1;
+    /* --at keeps the millisecond (the client API's unit) */
+    jr_client_job_t j = {.queue = job->queue, .handler = job->env.handler, .payload = job->env.payload,
+                         .payload_len = job->env.payload_len, .id = job->id, .delay_ms = job->delay_ms,
+                         .at_ms = job->at_us > 0 ? (job->at_us + 999) / 1000 : 0,
+                         .max_attempts = job->env.max_attempts, .timeout_ms = job->env.timeout_ms,
+                         .backoff_ms = job->env.backoff_ms, .uniq_ms = job->uniq_ms};
+    jr_client_result_t res;
+    int rc = jr_client_enqueue(c, &j, &res);
+    if (rc) {
+        fprintf(stderr, "jobrunner: enqueue failed: %s\n", res.error ? res.error : jr_client_errstr(c));
+    } else {
+        fprintf(out, "%s\n", res.id);
+        if (res.status == JR_CLIENT_JOB_EXISTED)
+            fprintf(stderr, "jobrunner: job %s was already enqueued; not enqueued again\n", res.id);
+    }
+    jr_client_free(c);
     return rc ? 1 : 0;
 }
 
@@ -93,12 +113,17 @@ static const char *age_text(long long ms, char *buf, size_t len) {
 }
 
 /* One stats table (or JSON document) of `queues` (all registered if none). */
-static int stats_once(jr_redis_t *r, const jr_strlist_t *queues, int json, FILE *out) {
+static int stats_once(jr_client_t *c, const jr_strlist_t *queues, int json, FILE *out) {
     jr_strlist_t all = {0};
     char wake[JR_ID_MAX];
     int rc = 0, failed = 0; /* rc: a Redis error; failed: JSON building or writing */
     if (!queues->n) {
-        rc = jr_redis_queues(r, &all, wake);
+        jr_redis_t *r = jr_client_redis(c);
+        if (!r) {
+            fprintf(stderr, "jobrunner: stats: %s\n", jr_client_strerror(JR_CLIENT_ECONNECT));
+            return 1;
+        }
+        if ((rc = jr_redis_queues(r, &all, wake))) fprintf(stderr, "jobrunner: stats: %s\n", jr_redis_errstr(r));
         queues = &all;
     }
     json_t *doc = NULL, *arr = NULL;
@@ -110,56 +135,55 @@ static int stats_once(jr_redis_t *r, const jr_strlist_t *queues, int json, FILE 
         fprintf(out, "%-20s %9s %9s %9s %9s %11s %9s %8s %8s  %s\n", "QUEUE", "READY", "PENDING", "DELAYED", "DEAD",
                 "PROCESSED", "FAILED", "JOBS/S", "OLDEST", "PAUSED");
     }
-    long long *since = NULL;
-    if (!rc && !failed && queues->n) {
-        if (!(since = malloc(queues->n * sizeof *since))) failed = json_oom(&doc);
-        else rc = jr_redis_paused_since(r, (const char *const *)queues->v, queues->n, since);
-    }
     for (size_t i = 0; !rc && !failed && i < queues->n; i++) {
-        jr_qstats_t s;
-        if ((rc = jr_redis_stats(r, queues->v[i], &s))) break;
+        jr_client_stats_t s;
+        if ((rc = jr_client_stats(c, queues->v[i], &s))) {
+            fprintf(stderr, "jobrunner: stats: %s\n", jr_client_errstr(c));
+            break;
+        }
+        long long since = s.paused ? s.paused_since_ms : -1;
         if (json) {
             json_t *q = json_pack("{s:o,s:I,s:I,s:I,s:I,s:b,s:I,s:I,s:f,s:o}", "queue",
                                   jr_json_bytes(queues->v[i], strlen(queues->v[i])), "ready", (json_int_t)s.ready,
                                   "pending", (json_int_t)s.pending, "delayed", (json_int_t)s.delayed, "dead",
-                                  (json_int_t)s.dead, "paused", since[i] >= 0, "processed", (json_int_t)s.processed,
-                                  "failed", (json_int_t)s.failed, "jobs_per_second", s.rate, "oldest_ready_ms",
+                                  (json_int_t)s.dead, "paused", s.paused, "processed", (json_int_t)s.processed,
+                                  "failed", (json_int_t)s.failed, "jobs_per_second", s.jobs_per_second,
+                                  "oldest_ready_ms",
                                   s.oldest_ready_ms >= 0 ? json_integer(s.oldest_ready_ms) : json_null());
-            if (q && since[i] >= 0 && json_object_set_new(q, "paused_since", json_integer(since[i]))) {
+            if (q && since >= 0 && json_object_set_new(q, "paused_since", json_integer(since))) {
                 json_decref(q);
                 q = NULL;
             }
             if (!q || json_array_append_new(arr, q)) failed = json_oom(&doc);
         } else {
             char t[JR_TIME_LEN], age[32];
-            fprintf(out, "%-20s %9lld %9lld %9lld %9lld %11lld %9lld %8.1f %8s  %s%s\n", queues->v[i], s.ready,
-                    s.pending, s.delayed, s.dead, s.processed, s.failed, s.rate,
-                    age_text(s.oldest_ready_ms, age, sizeof age), since[i] >= 0 ? "since " : "-",
-                    since[i] >= 0 ? jr_time_format(since[i], t) : "");
+            fprintf(out, "%-20s %9lld %9lld %9lld %9lld %11lld %9lld %8.1f %8s  %s%s\n", queues->v[i],
+                    (long long)s.ready, (long long)s.pending, (long long)s.delayed, (long long)s.dead,
+                    (long long)s.processed, (long long)s.failed, s.jobs_per_second,
+                    age_text(s.oldest_ready_ms, age, sizeof age), since >= 0 ? "since " : "-",
+                    since >= 0 ? jr_time_format(since, t) : "");
         }
     }
-    if (rc) fprintf(stderr, "jobrunner: stats: %s\n", jr_redis_errstr(r));
     if (rc || failed) json_decref(doc);
     else if (json) failed = json_out(out, doc);
-    free(since);
     jr_strlist_free(&all);
     return rc || failed ? 1 : 0;
 }
 
 int jr_cmd_stats(const jr_config_t *cfg, const jr_strlist_t *queues, int json, int watch, FILE *out) {
-    jr_redis_t *r = admin_connect(cfg, 0);
-    if (!r) return 1;
+    jr_client_t *c = admin_client(cfg, 0);
+    if (!c) return 1;
     int status;
     for (;;) {
         if (watch) fputs("\033[H\033[2J", out); /* home, clear: redraw in place */
-        status = stats_once(r, queues, json, out);
+        status = stats_once(c, queues, json, out);
         if (!watch || status) break;
         char t[JR_TIME_LEN];
         fprintf(out, "\n%s  (every 1 s; Ctrl-C stops)\n", jr_time_format(jr_wall_ms(), t));
         fflush(out);
         if (jr_sleep_interruptible(1000)) break;
     }
-    jr_redis_free(r);
+    jr_client_free(c);
     return status;
 }
 
@@ -480,44 +504,67 @@ static json_t *field_json(const jr_entry_t *e, const char *name) {
     return v ? jr_json_bytes(v, len) : json_null();
 }
 
+/* fields_json of a job as the client library shows it. */
+static json_t *info_fields_json(const jr_client_job_info_t *in) {
+    json_t *a = json_array();
+    for (size_t f = 0; a && f < in->nfields; f++)
+        if (json_array_append_new(a, json_pack("[o,o]", jr_json_bytes(in->fields[f].name, in->fields[f].name_len),
+                                               jr_json_bytes(in->fields[f].value, in->fields[f].value_len)))) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+/* 1 if the job has a stored field `name`. */
+static int info_has(const jr_client_job_info_t *in, const char *name) {
+    for (size_t f = 0; f < in->nfields; f++)
+        if (in->fields[f].name_len == strlen(name) && !memcmp(in->fields[f].name, name, in->fields[f].name_len))
+            return 1;
+    return 0;
+}
+
+/* A string of the job info as JSON (null when absent). */
+static json_t *bytes_json(const char *v, size_t len) { return v ? jr_json_bytes(v, len) : json_null(); }
+
 int jr_cmd_job_show(const jr_config_t *cfg, const char *queue, const char *id, int json, FILE *out) {
-    jr_redis_t *r = admin_connect(cfg, 1);
-    if (!r) return 1;
-    jr_jobinfo_t info = {0};
-    int rc = jr_redis_job_locate(r, queue, id, &info), status = 0;
-    if (rc) {
-        fprintf(stderr, "jobrunner job show: %s\n", jr_redis_errstr(r));
-        status = 1;
-        goto out;
+    jr_client_t *c = admin_client(cfg, 1);
+    if (!c) return 1;
+    jr_client_job_info_t *in = NULL;
+    int status = 0;
+    if (jr_client_job_show(c, queue, id, &in)) {
+        fprintf(stderr, "jobrunner job show: %s\n", jr_client_errstr(c));
+        jr_client_free(c);
+        return 1;
     }
-    int found = strcmp(info.state, "not found") != 0;
-    const jr_entry_t *e = info.fields.n ? &info.fields.v[0] : NULL;
-    char due[JR_TIME_LEN], at[JR_TIME_LEN];
-    score_time(info.due, due);
-    at[0] = '\0';
-    if (!strcmp(info.state, "dead")) jr_time_format(strtoll(info.entry, NULL, 10), at);
-    size_t alen = 0;
-    const char *a = e ? field(e, "a", &alen) : NULL;
-    long long attempt = a ? strtoll(a, NULL, 10) : 1;
+    int found = in->state != JR_CLIENT_STATE_NOT_FOUND, dead = in->state == JR_CLIENT_STATE_DEAD;
+    int running = in->state == JR_CLIENT_STATE_RUNNING;
+    char due[JR_TIME_LEN], at[JR_TIME_LEN], score[48];
+    due[0] = at[0] = score[0] = '\0';
+    if (in->due_ms >= 0) {
+        jr_time_format((int64_t)in->due_ms, due);
+        snprintf(score, sizeof score, "%.3f", in->due_ms);
+    }
+    if (dead) jr_time_format(strtoll(in->entry, NULL, 10), at);
     if (json) {
         json_t *doc = json_pack("{s:o,s:o,s:s,s:b}", "job", jr_json_bytes(id, strlen(id)), "queue",
-                                jr_json_bytes(queue, strlen(queue)), "state", info.state, "found", found);
+                                jr_json_bytes(queue, strlen(queue)), "state", in->state_name, "found", found);
         if (doc && found) {
-            json_object_set_new(doc, "entry", info.entry[0] ? json_string(info.entry) : json_null());
+            json_object_set_new(doc, "entry", in->entry[0] ? json_string(in->entry) : json_null());
             json_object_set_new(doc, "due", due[0] ? json_string(due) : json_null());
-            json_object_set_new(doc, "due_ms", info.due[0] ? json_real(strtod(info.due, NULL)) : json_null());
-            json_object_set_new(doc, "attempt", json_integer(attempt));
-            if (!strcmp(info.state, "running")) {
-                json_object_set_new(doc, "consumer", jr_json_bytes(info.consumer, strlen(info.consumer)));
-                json_object_set_new(doc, "idle_ms", json_integer(info.idle_ms));
-                json_object_set_new(doc, "deliveries", json_integer(info.deliveries));
+            json_object_set_new(doc, "due_ms", in->due_ms >= 0 ? json_real(in->due_ms) : json_null());
+            json_object_set_new(doc, "attempt", json_integer(in->attempt));
+            if (running) {
+                json_object_set_new(doc, "consumer", jr_json_bytes(in->consumer, strlen(in->consumer)));
+                json_object_set_new(doc, "idle_ms", json_integer(in->idle_ms));
+                json_object_set_new(doc, "deliveries", json_integer(in->deliveries));
             }
             if (at[0]) json_object_set_new(doc, "dead_at", json_string(at));
-            json_object_set_new(doc, "handler", field_json(e, "h"));
-            json_object_set_new(doc, "payload", field_json(e, "p"));
-            json_object_set_new(doc, "error", field_json(e, "err"));
-            if (!strcmp(info.state, "dead")) json_object_set_new(doc, "why", field_json(e, "why"));
-            json_object_set_new(doc, "fields", fields_json(e));
+            json_object_set_new(doc, "handler", bytes_json(in->handler, in->handler_len));
+            json_object_set_new(doc, "payload", info_has(in, "p") ? bytes_json(in->payload, in->payload_len) : json_null());
+            json_object_set_new(doc, "error", bytes_json(in->error, in->error_len));
+            if (dead) json_object_set_new(doc, "why", bytes_json(in->why, in->why_len));
+            json_object_set_new(doc, "fields", info_fields_json(in));
         } else if (doc) {
             json_object_set_new(doc, "note", json_string("finished jobs are not kept"));
         }
@@ -525,28 +572,27 @@ int jr_cmd_job_show(const jr_config_t *cfg, const char *queue, const char *id, i
     } else {
         fprintf(out, "job: ");
         print_bytes(out, id, strlen(id));
-        fprintf(out, "\nqueue: %s\nstate: %s%s\n", queue, info.state,
+        fprintf(out, "\nqueue: %s\nstate: %s%s\n", queue, in->state_name,
                 found ? "" : " (finished jobs are not kept; a job that ran is gone)");
-        if (!strcmp(info.state, "delayed") || !strcmp(info.state, "retrying"))
-            fprintf(out, "due: %s (%s)\n", due, info.due);
-        if (found) fprintf(out, "attempt: %lld\n", attempt);
-        if (info.entry[0]) fprintf(out, "entry: %s\n", info.entry);
-        if (!strcmp(info.state, "running"))
+        if (in->state == JR_CLIENT_STATE_DELAYED || in->state == JR_CLIENT_STATE_RETRYING)
+            fprintf(out, "due: %s (%s)\n", due, score);
+        if (found) fprintf(out, "attempt: %lld\n", (long long)in->attempt);
+        if (in->entry[0]) fprintf(out, "entry: %s\n", in->entry);
+        if (running)
             fprintf(out, "consumer: %s\nidle: %.1fs (since its start or last heartbeat)\ndeliveries: %lld\n",
-                    info.consumer, (double)info.idle_ms / 1000.0, info.deliveries);
+                    in->consumer, (double)in->idle_ms / 1000.0, (long long)in->deliveries);
         if (at[0]) fprintf(out, "dead_at: %s\n", at);
-        for (size_t f = 0; e && f < e->nfields; f++) {
+        for (size_t f = 0; f < in->nfields; f++) {
             fputs("  ", out);
-            print_bytes(out, e->names[f], e->name_lens[f]);
+            print_bytes(out, in->fields[f].name, in->fields[f].name_len);
             fputs(": ", out);
-            print_bytes(out, e->values[f], e->value_lens[f]);
+            print_bytes(out, in->fields[f].value, in->fields[f].value_len);
             fputs("\n", out);
         }
     }
     if (!found) status = 1;
-out:
-    jr_jobinfo_free(&info);
-    jr_redis_free(r);
+    jr_client_job_info_free(in);
+    jr_client_free(c);
     return status;
 }
 
@@ -580,22 +626,24 @@ int jr_cmd_job_change(const jr_config_t *cfg, const char *queue, const char *sub
 }
 
 int jr_cmd_cancel(const jr_config_t *cfg, const char *queue, char **ids, size_t n, FILE *out) {
-    jr_redis_t *r = admin_connect(cfg, 1);
-    if (!r) return 1;
+    jr_client_t *c = admin_client(cfg, 1);
+    if (!c) return 1;
     int status = 0;
     for (size_t i = 0; i < n; i++) {
-        char state[32];
-        if (jr_redis_job_change(r, "jr_cancel", queue, ids[i], state, sizeof state, NULL, 0)) {
-            fprintf(stderr, "jobrunner cancel: %s: %s\n", ids[i], jr_redis_errstr(r));
+        jr_client_cancel_t o;
+        int rc = jr_client_cancel(c, queue, ids[i], &o);
+        if (rc) {
+            fprintf(stderr, "jobrunner cancel: %s: %s\n", ids[i], jr_client_errstr(c));
             status = 1;
-            if (!jr_redis_ok(r)) break;
+            if (rc == JR_CLIENT_ECONNECT || rc == JR_CLIENT_ETIMEOUT || rc == JR_CLIENT_ENOMEM) break;
             continue;
         }
-        fprintf(out, "%s %s\n", ids[i], state);
-        if (!strcmp(state, "not found")) status = 1;
+        fprintf(out, "%s %s\n", ids[i],
+                o == JR_CLIENT_CANCELLED ? "cancelled" : o == JR_CLIENT_CANCEL_RUNNING ? "running" : "not found");
+        if (o == JR_CLIENT_CANCEL_NOT_FOUND) status = 1;
     }
     fflush(out);
-    jr_redis_free(r);
+    jr_client_free(c);
     return status;
 }
 
@@ -816,39 +864,29 @@ out:
 }
 
 int jr_cmd_pause(const jr_config_t *cfg, const char *queue, int on, FILE *out) {
-    jr_redis_t *r = admin_connect(cfg, 0);
-    if (!r) return 1;
-    int changed = 0;
-    if (jr_redis_pause(r, queue, on, jr_wall_ms(), &changed)) {
-        fprintf(stderr, "jobrunner: %s %s: %s\n", on ? "pause" : "resume", queue, jr_redis_errstr(r));
-        jr_redis_free(r);
+    jr_client_t *c = admin_client(cfg, 0);
+    if (!c) return 1;
+    int changed = 0, woken = 0;
+    if (jr_client_set_paused(c, queue, on, &changed, &woken)) {
+        fprintf(stderr, "jobrunner: %s %s: %s\n", on ? "pause" : "resume", queue, jr_client_errstr(c));
+        jr_client_free(c);
         return 1;
     }
-    /* Wake the blocked workers: each reads the paused set again on waking.
-     * One that was not blocked reads it with its next fetch anyway. */
-    jr_proc_t *procs = NULL;
-    size_t n = 0, woken = 0;
-    int rc = jr_redis_proc_list(r, &procs, &n);
-    for (size_t i = 0; !rc && i < n; i++) {
-        if (strcmp(procs[i].role, "worker") || procs[i].client_id <= 0) continue;
-        if (jr_redis_unblock(r, procs[i].client_id) == 0) woken++;
-        else if (!jr_redis_ok(r)) rc = JR_EIO;
-    }
-    if (rc)
+    /* The library woke the blocked workers; one that was not blocked reads
+     * the paused set with its next fetch anyway. */
+    if (woken < 0)
         fprintf(stderr, "jobrunner: note: could not wake the workers (%s); they see the change within a "
-                        "block period (worker.block)\n", jr_redis_errstr(r));
-    jr_procs_free(procs, n);
-    long long since = -1;
-    const char *q[] = {queue};
+                        "block period (worker.block)\n", jr_client_errstr(c));
+    jr_client_stats_t s;
     if (changed) {
         fprintf(out, "%s %s\n", queue, on ? "paused" : "resumed");
-    } else if (on && jr_redis_paused_since(r, q, 1, &since) == 0 && since >= 0) {
+    } else if (on && jr_client_stats(c, queue, &s) == 0 && s.paused) {
         char t[JR_TIME_LEN];
-        fprintf(out, "%s was already paused (since %s)\n", queue, jr_time_format(since, t));
+        fprintf(out, "%s was already paused (since %s)\n", queue, jr_time_format(s.paused_since_ms, t));
     } else {
         fprintf(out, "%s was %s\n", queue, on ? "already paused" : "not paused");
     }
-    jr_redis_free(r);
+    jr_client_free(c);
     return 0;
 }
 

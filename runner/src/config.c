@@ -111,17 +111,8 @@ static void *grow(void *v, size_t n, size_t size) {
     return cap <= SIZE_MAX / size ? realloc(v, cap * size) : NULL;
 }
 
-int jr_strlist_push(jr_strlist_t *l, const char *s) {
-    char *copy = strdup(s);
-    char **v = copy ? grow(l->v, l->n, sizeof *v) : NULL;
-    if (!v) {
-        free(copy);
-        return JR_ENOMEM;
-    }
-    l->v = v;
-    l->v[l->n++] = copy;
-    return 0;
-}
+/* jr_strlist_push and jr_strlist_free are in strlist.c (the client library
+ * needs them without the config loader). */
 
 /* ---- a string set, for duplicate checks in linear time ----------------- */
 
@@ -177,13 +168,6 @@ static int strset_add(strset_t *set, const char *key, size_t val) {
 static void strset_free(strset_t *set) {
     free(set->slot);
     memset(set, 0, sizeof *set);
-}
-
-void jr_strlist_free(jr_strlist_t *l) {
-    for (size_t i = 0; i < l->n; i++) free(l->v[i]);
-    free(l->v);
-    l->v = NULL;
-    l->n = 0;
 }
 
 int jr_config_init(jr_config_t *cfg) {

@@ -669,3 +669,7 @@ int jr_redis_time_ms(jr_redis_t *r, double *ms) {
     freeReplyObject(rep);
     return 0;
 }
+
+void jr_redis_set_timeout(jr_redis_t *r, int64_t timeout_ms) {
+    if (timeout_ms > 0) r->timeout_us = timeout_ms * 1000;
+}

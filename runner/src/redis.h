@@ -35,6 +35,10 @@ typedef struct jr_redis jr_redis_t;
 jr_redis_t *jr_redis_connect(const char *url, int64_t timeout_ms, char *err, size_t errlen);
 void jr_redis_free(jr_redis_t *r);
 
+/* Bound every later non-blocking command by timeout_ms (> 0) instead of the
+ * connect timeout. */
+void jr_redis_set_timeout(jr_redis_t *r, int64_t timeout_ms);
+
 /* The last error on this connection ("" if none). */
 const char *jr_redis_errstr(const jr_redis_t *r);
 /* 1 while the connection is usable; 0 after a transport error. */

@@ -148,66 +148,166 @@ static int check_job(jr_redis_t *r, size_t i, const jr_enqueue_t *j, int64_t now
     return JR_EINVAL;
 }
 
-int jr_redis_enqueue(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n, char (*ids)[JR_ID_MAX],
-                     int *created) {
-    int64_t now = jr_wall_ms();
+/* Forget that this connection registered `queue` (its jr_register was
+ * refused), so that the next enqueue to it registers it again. */
+static void forget_registered(jr_redis_t *r, const char *queue) {
+    for (size_t i = 0; i < r->nregistered; i++)
+        if (strcmp(r->registered[i], queue) == 0) {
+            free(r->registered[i]);
+            r->registered[i] = r->registered[--r->nregistered];
+            return;
+        }
+}
+
+/* Sort job positions by queue name, then position (qsort_r with the jobs). */
+static int cmp_job_pos(const void *a, const void *b, void *arg) {
+    const jr_enqueue_t *jobs = arg;
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    int c = strcmp(jobs[x].queue, jobs[y].queue);
+    return c ? c : (x > y) - (x < y);
+}
+
+/* Record the reason of jobs' outcomes: its index in reasons, or UINT32_MAX
+ * when it cannot be kept (no list, no memory). */
+static uint32_t add_reason(jr_strlist_t *reasons, const char *text) {
+    if (!reasons || jr_strlist_push(reasons, text)) return UINT32_MAX;
+    return (uint32_t)(reasons->n - 1);
+}
+
+/* Set the outcome of sorted positions [from, to) (order maps them to jobs). */
+static void set_outcome(jr_enq_outcome_t *out, const size_t *order, size_t from, size_t to, unsigned char status,
+                        uint32_t why) {
+    for (size_t p = from; p < to; p++) out[order[p]].status = status, out[order[p]].why = why;
+}
+
+int jr_redis_enqueue_each(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n, char (*ids)[JR_ID_MAX],
+                          jr_enq_outcome_t *out, jr_strlist_t *reasons) {
     for (size_t i = 0; i < n; i++) {
-        int rc = check_job(r, i, &jobs[i], now);
-        if (rc) return rc;
+        out[i].status = JR_ENQ_NOT_SENT, out[i].why = UINT32_MAX;
+        if (ids) snprintf(ids[i], JR_ID_MAX, "%s", jobs[i].id ? jobs[i].id : "");
     }
-    /* Runs of consecutive jobs of one queue, up to `chunk` per call, all
-     * sent in one pipeline per `window` jobs so replies never pile up. A
-     * window holds at most one run per job (queues alternating). */
+    if (n == 0) return 0;
+    /* Every job is checked before anything is sent. */
+    int64_t now = jr_wall_ms();
+    size_t bad = n;
+    char first[JR_ERRLEN];
+    for (size_t i = 0; i < n; i++)
+        if (check_job(r, i, &jobs[i], now)) {
+            if (bad == n) bad = i, snprintf(first, sizeof first, "%s", r->err);
+            out[i].status = JR_ENQ_REFUSED, out[i].why = add_reason(reasons, r->err);
+        }
+    if (bad < n) {
+        char msg[64];
+        snprintf(msg, sizeof msg, "not sent: job %zu of the call was refused", bad + 1);
+        uint32_t why = add_reason(reasons, msg);
+        for (size_t i = 0; i < n; i++)
+            if (out[i].status == JR_ENQ_NOT_SENT) out[i].why = why;
+        snprintf(r->err, sizeof r->err, "%s", first);
+        return JR_EINVAL;
+    }
+    /* One call per run of jobs of one queue (and one uniq window), at most
+     * `chunk` jobs, with the jobs sorted by queue so that a random mix of
+     * queues still makes few calls; each queue's jobs keep their order.
+     * Calls go out in one pipeline per `window` jobs, so replies never pile
+     * up. */
     const size_t chunk = 1000, window = 16 * 1000;
     size_t cap = (n < window ? n : window) + 1;
-    size_t *starts = malloc(cap * sizeof *starts);
+    size_t *order = malloc(n * sizeof *order), *starts = malloc(cap * sizeof *starts);
+    jr_enqueue_t *sorted = malloc(n * sizeof *sorted);
     unsigned char *regs = malloc(cap);
-    int rc = 0;
-    if (!starts || !regs) {
+    int rc = 0, first_err = 0;
+    char stop[JR_ERRLEN + 64];
+    size_t done = 0; /* sorted positions before this have their outcome */
+    if (!order || !starts || !sorted || !regs) {
         rc = jri_fail(r, JR_ENOMEM, "out of memory");
         goto out;
     }
+    for (size_t i = 0; i < n; i++) order[i] = i;
+    qsort_r(order, n, sizeof *order, cmp_job_pos, (void *)jobs);
+    for (size_t p = 0; p < n; p++) sorted[p] = jobs[order[p]];
     for (size_t base = 0; base < n; base += window) {
         size_t end = base + window < n ? base + window : n, ncalls = 0;
         for (size_t i = base; i < end;) {
             size_t j = i + 1;
-            while (j < end && j - i < chunk && !strcmp(jobs[j].queue, jobs[i].queue) &&
-                   jobs[j].uniq_ms == jobs[i].uniq_ms)
+            while (j < end && j - i < chunk && !strcmp(sorted[j].queue, sorted[i].queue) &&
+                   sorted[j].uniq_ms == sorted[i].uniq_ms)
                 j++;
-            if ((rc = append_register(r, jobs[i].queue)) < 0) goto out;
+            if ((rc = append_register(r, sorted[i].queue)) < 0) goto out; /* nothing of it was sent */
             regs[ncalls] = (unsigned char)rc;
-            if ((rc = append_enqueue_many(r, jobs + i, j - i, jobs[i].uniq_ms))) goto out;
+            if ((rc = append_enqueue_many(r, sorted + i, j - i, sorted[i].uniq_ms))) goto out;
             starts[ncalls++] = i;
             i = j;
         }
         starts[ncalls] = end;
-        if ((rc = jr_redis_flush(r))) goto out;
-        int first_err = 0;
+        if ((rc = jr_redis_flush(r))) {
+            snprintf(stop, sizeof stop, "sent, maybe in part, without an answer: %s", r->err);
+            set_outcome(out, order, base, end, JR_ENQ_UNKNOWN, add_reason(reasons, stop));
+            done = end;
+            goto out;
+        }
         for (size_t c = 0; c < ncalls; c++) {
+            size_t from = starts[c], cnt = starts[c + 1] - from;
+            const char *q = sorted[from].queue;
             for (int kk = regs[c]; kk >= 0; kk--) { /* register reply, then the enqueue's */
                 redisReply *rep;
-                if ((rc = jri_recv_reply(r, &rep, r->timeout_us))) goto out;
-                if (rep->type == REDIS_REPLY_ERROR) {
-                    if (!first_err) first_err = jri_fail(r, JR_EREDIS, "%s", rep->str);
-                } else if (kk == 0) {
-                    size_t cnt = starts[c + 1] - starts[c];
-                    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 * cnt) {
+                if ((rc = jri_recv_reply(r, &rep, r->timeout_us))) {
+                    snprintf(stop, sizeof stop, "sent, but the answer was lost: %s", r->err);
+                    set_outcome(out, order, from, end, JR_ENQ_UNKNOWN, add_reason(reasons, stop));
+                    done = end;
+                    goto out;
+                }
+                if (kk == 1) { /* jr_register: the jobs are still written; the call fails */
+                    if (rep->type == REDIS_REPLY_ERROR) {
+                        forget_registered(r, q);
+                        if (!first_err)
+                            first_err = jri_fail(r, JR_EREDIS, "queue %s: registering the queue failed: %s", q, rep->str);
+                    }
+                } else if (rep->type == REDIS_REPLY_ERROR) {
+                    char why[JR_ERRLEN];
+                    snprintf(why, sizeof why, "queue %s: Redis refused %zu job%s: %s", q, cnt,
+                             cnt == 1 ? "" : "s", rep->str);
+                    set_outcome(out, order, from, from + cnt, JR_ENQ_REFUSED, add_reason(reasons, why));
+                    if (!first_err) first_err = jri_fail(r, JR_EREDIS, "%s", why);
+                } else {
+                    int ok = rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 * cnt;
+                    for (size_t x = 0; ok && x < cnt; x++)
+                        ok = rep->element[2 * x]->type == REDIS_REPLY_STRING &&
+                             rep->element[2 * x + 1]->type == REDIS_REPLY_INTEGER;
+                    if (!ok) {
                         freeReplyObject(rep);
                         rc = jri_fail(r, JR_EPROTO, "jr_enqueue_many: unexpected reply");
+                        set_outcome(out, order, from, end, JR_ENQ_UNKNOWN, add_reason(reasons, r->err));
+                        done = end;
                         goto out;
                     }
                     for (size_t x = 0; x < cnt; x++) {
-                        if (ids) snprintf(ids[starts[c] + x], JR_ID_MAX, "%s", rep->element[2 * x]->str);
-                        if (created) created[starts[c] + x] = rep->element[2 * x + 1]->integer != 0;
+                        size_t i = order[from + x];
+                        if (ids) snprintf(ids[i], JR_ID_MAX, "%s", rep->element[2 * x]->str);
+                        out[i].status = rep->element[2 * x + 1]->integer ? JR_ENQ_CREATED : JR_ENQ_EXISTED;
                     }
                 }
                 freeReplyObject(rep);
             }
         }
-        if ((rc = first_err)) goto out;
+        done = end;
     }
 out:
-    free(starts), free(regs);
+    if (rc && done < n && order) { /* the rest was never sent */
+        snprintf(stop, sizeof stop, "not sent: %s", r->err);
+        set_outcome(out, order, done, n, JR_ENQ_NOT_SENT, add_reason(reasons, stop));
+    }
+    free(order), free(starts), free(sorted), free(regs);
+    return rc ? rc : first_err;
+}
+
+int jr_redis_enqueue(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n, char (*ids)[JR_ID_MAX],
+                     int *created) {
+    if (n == 0) return 0;
+    jr_enq_outcome_t *out = malloc(n * sizeof *out);
+    if (!out) return jri_fail(r, JR_ENOMEM, "out of memory");
+    int rc = jr_redis_enqueue_each(r, jobs, n, ids, out, NULL);
+    for (size_t i = 0; created && i < n; i++) created[i] = out[i].status == JR_ENQ_CREATED;
+    free(out);
     return rc;
 }
 

@@ -4,6 +4,7 @@
 #ifndef JR_REDIS_PRODUCE_H
 #define JR_REDIS_PRODUCE_H
 
+#include "config.h"
 #include "redis.h"
 
 /* One job to enqueue. */
@@ -16,17 +17,47 @@ typedef struct jr_enqueue {
     jr_envelope_t env;  /* handler, payload, max_attempts, timeout_ms */
 } jr_enqueue_t;
 
-/* Enqueue n jobs in one pipeline (registering their queues once per
- * connection). Every job is checked first (valid queue name, non-empty
- * handler, id not of a reserved form and at most 158 bytes, every time and
- * count within runner/src/jr_limits.h): one bad job refuses the whole call
- * with JR_EINVAL and nothing is sent. ids (may be NULL) receives each job
- * id; created (may be NULL) 1 per job, or 0 where an explicit id was
- * already enqueued. Returns 0, or an error with the first failure's text in
- * jr_redis_errstr (a refusal by Redis, e.g. of a key holding garbage,
- * refuses that queue's part only). */
+/* Enqueue n jobs (jr_redis_enqueue_each) and tell less: ids (may be NULL)
+ * receives each job id; created (may be NULL) 1 per job written, 0 for any
+ * other outcome. Returns 0 when every job was written or already existed,
+ * else the first error, its text in jr_redis_errstr. */
 int jr_redis_enqueue(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n, char (*ids)[JR_ID_MAX],
                      int *created);
+
+/* What became of one job of jr_redis_enqueue_each. */
+enum {
+    JR_ENQ_NOT_SENT = 0, /* not sent: not written */
+    JR_ENQ_CREATED,      /* written */
+    JR_ENQ_EXISTED,      /* its explicit id was enqueued already: nothing written */
+    JR_ENQ_REFUSED,      /* refused (by our check or by Redis): not written */
+    JR_ENQ_UNKNOWN       /* sent, but the connection failed before its answer */
+};
+typedef struct jr_enq_outcome {
+    unsigned char status; /* JR_ENQ_* */
+    uint32_t why;         /* when not CREATED/EXISTED: index of the reason in `reasons`
+                             (UINT32_MAX: none kept, see jr_redis_errstr) */
+} jr_enq_outcome_t;
+
+/* Enqueue n jobs, any mix of queues in any order: one FCALL jr_enqueue_many
+ * per queue and run of up to 1000 of its jobs (jobs sorted by queue, each
+ * queue's in their order), registering their queues once per connection,
+ * pipelined 16,000 jobs at a time. Every job is checked first (valid queue
+ * name, non-empty handler, id not of a reserved form and at most 158 bytes,
+ * every time and count within runner/src/jr_limits.h): bad jobs get
+ * REFUSED, the others NOT_SENT, nothing is sent, and the call returns
+ * JR_EINVAL with the first bad job's text ("job K: ...").
+ *
+ * out[i] (n of them) tells exactly what became of job i: a refusal by Redis
+ * (a key holding the wrong type, say) refuses that call's jobs only and the
+ * others still go; a transport error stops the batch: jobs whose call was
+ * sent become UNKNOWN, the rest NOT_SENT. ids (may be NULL) receives each
+ * job id (the given id, or "", when not written). reasons (may be NULL)
+ * gets one text per distinct reason, appended. Returns 0 when every job was
+ * CREATED or EXISTED, else the first error (its text in jr_redis_errstr);
+ * a refused jr_register of a queue is an error (JR_EREDIS) though its jobs
+ * were written. */
+int jr_redis_enqueue_each(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n, char (*ids)[JR_ID_MAX],
+                          jr_enq_outcome_t *out, jr_strlist_t *reasons);
 
 /* ---- one job by id (jr_locate, jr_cancel, jr_run_now, jr_delete) ---------- */
 
