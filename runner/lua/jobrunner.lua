@@ -364,8 +364,8 @@ found by bisection). The sorted set jr:{Q}:wheel indexes the buckets
 (member = start in digits, score = start), and jr:{Q}:wheel:n counts the
 jobs in buckets (for stats). jr_promote cascades a bucket into the sorted
 set jr:{Q}:delayed (the near tier, ordered to the microsecond) once its
-start is less than NEAR_MS away, or moves it straight into the stream when
-the whole bucket is already due. A compact item is the msgpack sequence
+start is less than NEAR_MS (+ 10 us per job in it, at most 30 s more) away,
+or moves it straight into the stream when the whole bucket is already due. A compact item is the msgpack sequence
   n, due - start (us), id ("" = generated: d<due ms>-<n>), E, field, value, ...
 where E >= 0 says the envelope ended with e = floor(due) - E and
 d = ceil(due), which are left out; E = -1 keeps the fields as they were.
@@ -726,15 +726,29 @@ local function wheel_decode_fast(item, start, ok, off, seq, o, sid, E, ...)
   return wheel_decode(item, start)
 end
 
--- The buckets a jr_promote at `now` may reach (start < now + NEAR_MS), at
--- most 100, their keys' types checked: {starts}, or nil and an error reply.
+-- A bucket of k jobs cascades NEAR_MS + k x LEAD_US_PER_JOB us (at most
+-- NEAR_MS + LEAD_MAX_MS) before its start: a dense second is in the sorted
+-- set before it falls due (a cascade costs about one ZADD per job).
+local LEAD_US_PER_JOB = 10
+local LEAD_MAX_MS = 30000
+local function cascade_at(start, len)
+  return start - NEAR_MS - math.min(LEAD_MAX_MS, len * LEAD_US_PER_JOB / 1000)
+end
+
+-- The buckets a jr_promote at `now` takes: those wholly due or whose
+-- cascade time has come, among the first 64 starting before now + NEAR_MS
+-- + LEAD_MAX_MS (1 s buckets: at most 33 of them are not yet due), their
+-- keys' types checked. Returns {starts}, and the earliest cascade time of
+-- the others (nil if none; now if more buckets may be waiting past the 64);
+-- or nil and an error reply.
 local function wheel_due_buckets(fn, q, now)
   local wheel = wheel_key(q)
   local err = check_types(fn, {{wheel, 'zset'}}) or check_seq(fn, wheel_count_key(q), 0)
   if err then return nil, err end
-  local starts = redis.call('ZRANGE', wheel, '-inf', '(' .. ms_str(now + NEAR_MS), 'BYSCORE', 'LIMIT', 0, 100)
+  local cands = redis.call('ZRANGE', wheel, '-inf', '(' .. ms_str(now + NEAR_MS + LEAD_MAX_MS), 'BYSCORE',
+                           'LIMIT', 0, 64)
   local spec = {}
-  for _, b in ipairs(starts) do
+  for _, b in ipairs(cands) do
     if not string.find(b, '^%d+$') or #b > 15 then
       return nil, refuse(fn, 'key ' .. shown(wheel) .. ' holds ' .. shown(b) .. ', not a bucket start')
     end
@@ -742,7 +756,21 @@ local function wheel_due_buckets(fn, q, now)
   end
   err = check_types(fn, spec)
   if err then return nil, err end
-  return starts
+  local starts, later = {}, (#cands == 64) and now or nil
+  if not later then -- the first bucket past the window cascades at the earliest NEAR_MS + LEAD_MAX_MS before it
+    local beyond = redis.call('ZRANGE', wheel, ms_str(now + NEAR_MS + LEAD_MAX_MS), '+inf', 'BYSCORE', 'LIMIT', 0, 1)[1]
+    if beyond and tonumber(beyond) then later = tonumber(beyond) - NEAR_MS - LEAD_MAX_MS end
+  end
+  for i, b in ipairs(cands) do
+    local start = tonumber(b)
+    local at = start + WHEEL_MS <= now and now or cascade_at(start, redis.call('LLEN', spec[i][1]))
+    if at <= now then
+      starts[#starts + 1] = b
+    elseif not later or at < later then
+      later = at
+    end
+  end
+  return starts, later
 end
 
 -- Take up to `room` items from the buckets `starts` (checked): a bucket
@@ -811,8 +839,8 @@ local function promote(keys, args)
   err = check_types(fn, {{ready, 'stream'}, {delayed, 'zset'}, {wake, 'stream'}, {dead, 'stream'}, {ids, 'hash'}})
   if err then return err end
   local now = now_ms()
-  local starts, werr = wheel_due_buckets(fn, q, now)
-  if not starts then return werr end
+  local starts, later = wheel_due_buckets(fn, q, now)
+  if not starts then return later end
   if #starts > 0 then
     err = check_room(fn, ready) or check_room(fn, dead)
     if err then return err end
@@ -846,12 +874,14 @@ local function promote(keys, args)
     -- The members taken are the lowest-scored ones: remove them by rank.
     if #envs > 0 then redis.call('ZREMRANGEBYRANK', delayed, 0, #envs - 1) end
   end
-  -- the next wake-up: the earliest member, or when the earliest bucket
-  -- must cascade
+  -- the next wake-up: the earliest member, or when the next bucket must
+  -- cascade: among those looked at (`later`, or now for the ones this call
+  -- left for lack of room), else the first beyond them, at its earliest
   local head = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
   local nxt = head[2] and tonumber(head[2])
-  local wh = redis.call('ZRANGE', wheel_key(q), 0, 0, 'WITHSCORES')
-  if wh[2] and (not nxt or tonumber(wh[2]) - NEAR_MS < nxt) then nxt = tonumber(wh[2]) - NEAR_MS end
+  local wl = later
+  if #starts > 0 and redis.call('EXISTS', bucket_key(q, tonumber(starts[#starts]))) == 1 then wl = now end
+  if wl and (not nxt or wl < nxt) then nxt = wl end
   return {taken + #envs, nxt and ms_str(nxt) or '', ms_str(now), last_wake(wake), #bad, cascaded}
 end
 

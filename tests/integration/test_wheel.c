@@ -435,3 +435,46 @@ Test(wheel, old_layout_delayed_jobs_still_run_and_are_found) {
     locate(q, gen[2], st, sizeof st, NULL, 0);
     cr_expect_str_eq(st, "not found", "the cancelled job: %s", st);
 }
+
+/* A dense second cascades early: a bucket of 300,000 jobs cascades 2 s +
+ * 10 us per job (3 s) = 5 s before its start, not 2 s, so that its jobs are
+ * in the sorted set before they fall due. jr_promote is called by hand: its
+ * next wake-up says so, and a call 4 s before the start cascades. */
+Test(wheel, a_dense_bucket_cascades_earlier) {
+    const char *q = "dn";
+    const int N = 300000;
+    long long now = redis_ms();
+    long long start = (now + 40000) / 1000 * 1000;
+    char when[32];
+    snprintf(when, sizeof when, "@%lld", start + 500);
+    static const char *v[8 + 1000 * 7];
+    for (int b = 0; b < N / 1000; b++) {
+        int a = 0;
+        v[a++] = "FCALL", v[a++] = "jr_enqueue_many", v[a++] = "4";
+        const char *keys[] = {QK("dn")};
+        for (int k = 0; k < 4; k++) v[a++] = keys[k];
+        v[a++] = "0";
+        for (int i = 0; i < 1000; i++)
+            v[a++] = when, v[a++] = "", v[a++] = "2", v[a++] = "h", v[a++] = "echo", v[a++] = "p", v[a++] = "x";
+        redisReply *r = cmdv(a, v);
+        cr_assert(r->type == REDIS_REPLY_ARRAY, "jr_enqueue_many: %s", r->type == REDIS_REPLY_ERROR ? r->str : "?");
+        freeReplyObject(r);
+    }
+    cr_assert_eq(jrt_int(C, "LLEN jr:{dn}:wheel:%lld", start), N, "not one bucket");
+    cr_assert_lt(redis_ms(), start - 6000, "the enqueue took too long for this test (%lld ms left)",
+                 start - redis_ms());
+    /* now: nothing to do; the next wake-up is the cascade time, start - 5 s */
+    redisReply *r = redisCommand(C, "FCALL jr_promote 4 jr:{dn}:ready jr:{dn}:delayed jr:{dn}:wake jr:{dn}:dead 100");
+    cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 6, "jr_promote");
+    cr_expect_eq(r->element[0]->integer, 0);
+    cr_expect_eq((long long)atof(r->element[1]->str), start - 5000, "next wake-up %s, bucket start %lld",
+                 r->element[1]->str, start);
+    freeReplyObject(r);
+    while (redis_ms() < start - 4000) usleep(10000);
+    r = redisCommand(C, "FCALL jr_promote 4 jr:{dn}:ready jr:{dn}:delayed jr:{dn}:wake jr:{dn}:dead 100");
+    cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 6, "jr_promote");
+    cr_expect_eq(r->element[5]->integer, 100, "4 s before its start the dense bucket did not cascade");
+    cr_expect_eq(jrt_int(C, "XLEN jr:{dn}:ready"), 0, "promoted early");
+    freeReplyObject(r);
+    cr_expect_eq(jrt_delayed_count(C, q), N);
+}
