@@ -797,9 +797,8 @@ local function wheel_promote(q, starts, room, now, ready, delayed, idx, bad)
           redis.call('ZADD', delayed, ms_str(us / 1000), cmsgpack.pack(id, unpack(flat)))
           cascaded = cascaded + 1
         end
-      elseif id == nil then
-        live = live + 1
-        bad[#bad + 1] = {item, us}
+      elseif id == nil then -- not written by wheel_add, so not counted
+        bad[#bad + 1] = {item, 'in bucket ' .. bk .. ': ' .. us}
       end
     end
     if redis.call('EXISTS', bk) == 0 then redis.call('ZREM', wheel_key(q), b) end

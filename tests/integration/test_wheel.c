@@ -478,3 +478,43 @@ Test(wheel, a_dense_bucket_cascades_earlier) {
     freeReplyObject(r);
     cr_expect_eq(jrt_delayed_count(C, q), N);
 }
+
+/* Garbage in a bucket (written by hand) is dead-lettered whole, never
+ * dropped or run; the jobs beside it run; a tombstone is dropped. */
+Test(wheel, garbage_in_a_bucket_is_dead_lettered_whole) {
+    const char *q = "gb";
+    long long now = redis_ms();
+    char id[64];
+    enqueue_at(q, now + 2500, "", id, sizeof id);
+    long long start = (now + 2500) / 1000 * 1000;
+    freeReplyObject(redisCommand(C, "RPUSH jr:{gb}:wheel:%lld %b %s %b", start, "\x91\x01", (size_t)2, "not msgpack",
+                                 "\x05", (size_t)1));
+    cr_assert_eq(jrt_int(C, "LLEN jr:{gb}:wheel:%lld", start), 4);
+    while (redis_ms() < start + 1000) usleep(20000); /* the bucket is wholly due: straight to the stream */
+    redisReply *r = redisCommand(C, "FCALL jr_promote 4 jr:{gb}:ready jr:{gb}:delayed jr:{gb}:wake jr:{gb}:dead 100");
+    cr_assert(r && r->type == REDIS_REPLY_ARRAY, "jr_promote: %s", r && r->type == REDIS_REPLY_ERROR ? r->str : "?");
+    cr_expect_eq(r->element[0]->integer, 4, "items taken");
+    cr_expect_eq(r->element[4]->integer, 2, "buried: the array and the text");
+    freeReplyObject(r);
+    cr_expect_eq(jrt_int(C, "XLEN jr:{gb}:ready"), 1, "the job beside the garbage");
+    redisReply *d = redisCommand(C, "XRANGE jr:{gb}:dead - +");
+    cr_assert_eq(d->elements, 2);
+    int raw_text = 0, raw_array = 0;
+    for (size_t i = 0; i < d->elements; i++) {
+        redisReply *f = d->element[i]->element[1];
+        for (size_t k = 0; k + 1 < f->elements; k += 2)
+            if (!strcmp(f->element[k]->str, "raw")) {
+                raw_text += !strcmp(f->element[k + 1]->str, "not msgpack");
+                raw_array += f->element[k + 1]->len == 2 && !memcmp(f->element[k + 1]->str, "\x91\x01", 2);
+            }
+    }
+    freeReplyObject(d);
+    cr_expect(raw_text == 1 && raw_array == 1, "the garbage is not kept whole in raw");
+    cr_expect_eq(jrt_int(C, "EXISTS jr:{gb}:wheel:%lld", start), 0);
+    cr_expect_eq(jrt_int(C, "ZCARD jr:{gb}:wheel"), 0);
+    cr_expect_eq(jrt_delayed_count(C, q), 0);
+    cr_expect_eq(jrt_int(C, "EXISTS jr:{gb}:wheel:n"), 1);
+    redisReply *n = redisCommand(C, "GET jr:{gb}:wheel:n");
+    cr_expect_str_eq(n->str, "0", "the counter counts what wheel_add wrote: %s", n->str);
+    freeReplyObject(n);
+}
