@@ -428,7 +428,9 @@ local function wheel_flush(k)
   end
   k.wbuf = {order = {}}
 end
-local function wheel_add(k, id, due, flat)
+-- With E (put's jobs: e = floor(now), d = ceil(due)) the fields are
+-- args[first..last], packed as they are: no table, no check.
+local function wheel_add(k, id, due, flat, E, args, first, last)
   local us = to_us(due)
   local n
   if k.nseq and k.nseq <= k.nseq_last then -- numbers reserved by the caller (one INCRBY)
@@ -450,7 +452,11 @@ local function wheel_add(k, id, due, flat)
     k.wbuf.order[#k.wbuf.order + 1] = b
   end
   local items = k.wbuf[b]
-  items[#items + 1] = wheel_item(us, n, sid, flat)
+  if E then
+    items[#items + 1] = cmsgpack.pack(n, us - b * 1000, sid, E, unpack(args, first, last))
+  else
+    items[#items + 1] = wheel_item(us, n, sid, flat)
+  end
   if own then
     wheel_flush(k)
     k.wbuf = nil
@@ -473,12 +479,8 @@ local function put(k, id, due, window, args, first, last, now)
     return {redis.call('XADD', k.ready, '*', unpack(args, first, last)), 1}
   end
   if due - now >= NEAR_MS then
-    local flat = {unpack(args, first, last)}
-    flat[#flat + 1] = 'e'
-    flat[#flat + 1] = ms_int(math.floor(now))
-    flat[#flat + 1] = 'd'
-    flat[#flat + 1] = ms_int(math.ceil(due))
-    return {wheel_add(k, id, due, flat), 1}
+    -- e = floor(now) and d = ceil(due) are left out of the item (E)
+    return {wheel_add(k, id, due, nil, math.floor(to_us(due) / 1000) - math.floor(now), args, first, last), 1}
   end
   if id == '' then
     id = 'd' .. string.format('%d', math.floor(due)) .. '-' .. redis.call('INCR', k.seq)

@@ -463,7 +463,10 @@ Test(wheel, a_dense_bucket_cascades_earlier) {
     cr_assert_eq(jrt_int(C, "LLEN jr:{dn}:wheel:%lld", start), N, "not one bucket");
     cr_assert_lt(redis_ms(), start - 6000, "the enqueue took too long for this test (%lld ms left)",
                  start - redis_ms());
-    /* now: nothing to do; the next wake-up is the cascade time, start - 5 s */
+    /* 31 s before the start, within the 32 s window: nothing to do; the next
+     * wake-up is the cascade time, start - 5 s (further away, a bucket is
+     * looked at again 32 s before its start) */
+    while (redis_ms() < start - 31000) usleep(10000);
     redisReply *r = redisCommand(C, "FCALL jr_promote 4 jr:{dn}:ready jr:{dn}:delayed jr:{dn}:wake jr:{dn}:dead 100");
     cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 6, "jr_promote");
     cr_expect_eq(r->element[0]->integer, 0);
