@@ -705,6 +705,18 @@ local function wheel_decode(item, start)
   return sid, us, flat
 end
 
+-- ms_int memoised within one jr_promote (reset by wheel_promote): the jobs
+-- of a bucket mostly share their enqueue and due milliseconds.
+local fmt_memo = {}
+local function ms_memo(x)
+  local s = fmt_memo[x]
+  if not s then
+    s = ms_int(x)
+    fmt_memo[x] = s
+  end
+  return s
+end
+
 -- wheel_decode's fast path for the usual item (at most 16 string fields,
 -- a handler), straight from the values of cmsgpack: one table. ok, off,
 -- ... are pcall(unpack_limit)'s values; anything else takes wheel_decode.
@@ -719,9 +731,9 @@ local function wheel_decode_fast(item, start, ok, off, seq, o, sid, E, ...)
       local us = start * 1000 + o
       local ms = math.floor(us / 1000)
       if E >= 0 then
-        flat[nf + 1], flat[nf + 2], flat[nf + 3], flat[nf + 4] = 'e', ms_int(ms - E), 'd', ms_int(math.ceil(us / 1000))
+        flat[nf + 1], flat[nf + 2], flat[nf + 3], flat[nf + 4] = 'e', ms_memo(ms - E), 'd', ms_memo(math.ceil(us / 1000))
       end
-      if sid == '' then sid = 'd' .. ms_int(ms) .. '-' .. ms_int(seq) end
+      if sid == '' then sid = 'd' .. ms_memo(ms) .. '-' .. ms_int(seq) end
       return sid, us, flat
     end
   end
@@ -781,6 +793,7 @@ end
 -- sorted set; `idx`, `bad` as for promote_one.
 local function wheel_promote(q, starts, room, now, ready, delayed, idx, bad)
   local taken, live, cascaded = 0, 0, 0
+  fmt_memo = {}
   for _, b in ipairs(starts) do
     if taken >= room then break end
     local start = tonumber(b)
