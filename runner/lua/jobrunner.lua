@@ -1,5 +1,5 @@
 #!lua name=jobrunner
--- jobrunner: contract 1, revision 3.
+-- jobrunner: contract 1, revision 5.
 -- (Raise the revision with every change to this file; tests/lua_revision.sh checks.
 -- A jobrunner process never replaces a newer revision loaded in Redis.)
 --[[
@@ -318,15 +318,16 @@ local function check_job(fn, when, id, args, first, last, now)
   if n < 2 or n % 2 ~= 0 or args[first] ~= 'h' or args[first + 1] == '' then
     return nil, refuse(fn, 'fields must start with h <handler> (not empty) and come in pairs')
   end
-  local seen = {}
   for i = first, last, 2 do
     local f, v = args[i], args[i + 1]
     local rule = PRODUCER_FIELDS[f]
     if not rule then
       return nil, refuse(fn, 'unknown field ' .. shown(f) .. ' (a producer sends h, p, a, m, t, b)')
     end
-    if seen[f] then return nil, refuse(fn, 'field ' .. f .. ' given twice') end
-    seen[f] = true
+    -- at most 6 fields: comparing with the earlier ones costs no table per job
+    for j = first, i - 2, 2 do
+      if args[j] == f then return nil, refuse(fn, 'field ' .. f .. ' given twice') end
+    end
     if rule ~= true then
       local x = int_arg(v)
       if not x or x < 1 or x > rule then
@@ -355,7 +356,7 @@ local function window_arg(fn, s)
 end
 
 --[[
-The time wheel (revision 3). A delayed job due NEAR_MS or more after now
+The time wheel (revision 5). A delayed job due NEAR_MS or more after now
 waits in a bucket, not in the sorted set: the list jr:{Q}:wheel:<start>
 holds the jobs due in [start, start + WHEEL_MS) (start = Unix ms, a
 multiple of WHEEL_MS), as compact items, in the order of their number n
@@ -541,17 +542,23 @@ local function enqueue_many(keys, args)
   if not q then return err end
   local window, werr = window_arg(fn, args[1])
   if not window then return werr end
-  local now, jobs, i, nuniq, any_now, any_later, far = now_ms(), {}, 2, 0, false, false, {}
-  while i <= #args do
-    local nj = #jobs + 1
+  -- jobs: 5 slots per job (id, due, first, last, uniq) in one flat table,
+  -- not a table per job; far: the due times of the jobs for the time wheel
+  local now, jobs, nj, i, nuniq, any_now, any_later, far = now_ms(), {}, 0, 2, 0, false, false, {}
+  local nargs = #args
+  while i <= nargs do
+    nj = nj + 1
     local when, id, np = args[i], args[i + 1], int_arg(args[i + 2])
-    if not id or not np or i + 2 + 2 * np > #args then
+    if not id or not np or i + 2 + 2 * np > nargs then
       return refuse(fn, 'job ' .. nj .. ' (argument ' .. i .. '): expected WHEN ID NPAIRS, then NPAIRS field/value pairs')
     end
     local first, last = i + 3, i + 2 + 2 * np
-    local due, derr = check_job(fn .. ': job ' .. nj, when, id, args, first, last, now)
-    if not due then return derr end
-    local uniq
+    local due = check_job(fn, when, id, args, first, last, now)
+    if not due then -- checked again for the message naming the job (a name per job costs a number formatting)
+      local _, derr = check_job(fn .. ': job ' .. nj, when, id, args, first, last, now)
+      return derr
+    end
+    local uniq = false
     if id ~= '' then
       nuniq = nuniq + 1
       uniq = 'jr:{' .. q .. '}:uniq:' .. id
@@ -561,7 +568,8 @@ local function enqueue_many(keys, args)
     end
     if due <= now then any_now = true else any_later = true end
     if due - now >= NEAR_MS then far[#far + 1] = due end
-    jobs[nj] = {id, due, first, last, uniq}
+    local b = 5 * nj
+    jobs[b - 4], jobs[b - 3], jobs[b - 2], jobs[b - 1], jobs[b] = id, due, first, last, uniq
     i = last + 1
   end
   if #keys ~= 4 + nuniq then
@@ -577,11 +585,17 @@ local function enqueue_many(keys, args)
     k.nseq_last = redis.call('INCRBY', keys[4], #far)
     k.nseq = k.nseq_last - #far + 1
   end
-  for _, j in ipairs(jobs) do
-    k.uniq = j[5]
-    local r = put(k, j[1], j[2], window, args, j[3], j[4], now)
-    out[#out + 1] = r[1]
-    out[#out + 1] = r[2]
+  local ready = keys[1]
+  for j = 1, nj do
+    local b = 5 * j
+    local id, due, first, last = jobs[b - 4], jobs[b - 3], jobs[b - 2], jobs[b - 1]
+    if id == '' and due <= now then -- a ready job without an id: put's first case, without its reply table
+      out[2 * j - 1], out[2 * j] = redis.call('XADD', ready, '*', unpack(args, first, last)), 1
+    else
+      k.uniq = jobs[b] or nil
+      local r = put(k, id, due, window, args, first, last, now)
+      out[2 * j - 1], out[2 * j] = r[1], r[2]
+    end
   end
   wheel_flush(k)
   return out
@@ -905,13 +919,45 @@ end
 -- the whole millisecond, which would let a call act on one entry and read
 -- another.
 local function check_ids(fn, args, first)
+  local find = string.find
   for i = first, #args do
-    if not stream_id_ok(args[i]) then
-      return refuse(fn, 'argument ' .. i .. ' is not a stream entry id: ' .. shown(args[i]))
+    local s = args[i]
+    -- fast path (the usual id, as Redis made it): "<ms>-<seq>", each part
+    -- of at most 19 digits, so below 2^64 without the u64 comparison
+    local d = type(s) == 'string' and #s <= 39 and find(s, '-', 1, true)
+    if not (d and d >= 2 and d <= 20 and #s - d <= 19 and #s > d and find(s, '^%d+%-%d+$')) then
+      if not stream_id_ok(s) then
+        return refuse(fn, 'argument ' .. i .. ' is not a stream entry id: ' .. shown(s))
+      end
+      if not find(s, '-', 1, true) then args[i] = s .. '-0' end
     end
-    if not string.find(args[i], '-', 1, true) then args[i] = args[i] .. '-0' end
   end
   return nil
+end
+
+-- The deletion of acknowledged entries as one trim (jr_ack): XDEL finds
+-- each entry from the start of its stream node, past the entries deleted
+-- before it (acknowledged jobs leave from the head, so about half a node
+-- per entry, most of the cost of an acknowledgement), while XTRIM MINID
+-- drops whole nodes. Given entries that were all pending until just now
+-- (so delivered: not after the group's last-delivered id), returns the
+-- MINID just past the highest of them when no entry up to that one is
+-- pending any more: every entry below it is then delivered and finished
+-- (jobrunner acknowledges and deletes together), so the trim deletes
+-- exactly what XDEL of the entries would. Otherwise (an older job still
+-- runs, or an id too long to compare as a number) nil: XDEL them.
+local function trim_point(ready, entries)
+  local hm, hs = -1, -1
+  for i = 1, #entries do
+    local e = entries[i]
+    local d = string.find(e, '-', 1, true)
+    if not d or d > 16 or #e - d > 15 then return nil end -- below 2^53: exact as Lua numbers
+    local m, sq = tonumber(string.sub(e, 1, d - 1)), tonumber(string.sub(e, d + 1))
+    if m > hm or (m == hm and sq > hs) then hm, hs = m, sq end
+  end
+  local hi = string.format('%d-%d', hm, hs)
+  if #redis.call('XPENDING', ready, GROUP, '-', hi, 1) > 0 then return nil end
+  return string.format('%d-%d', hm, hs + 1)
 end
 
 --[[
@@ -922,7 +968,8 @@ jr_ack
   and forgets their cancel flags (jr:{Q}:cancelled). With the ids key, each
   entry comes with its job id ("" when the job id is the entry id): the job
   index entry that points at that entry is removed too. The 1-key form
-  leaves index entries behind, which readers treat as stale.
+  leaves index entries behind, which readers treat as stale. The entries
+  leave by one XTRIM when nothing older is pending (see trim_point).
   Returns how many were acknowledged. Runs while Redis is out of memory.
 ]]
 local function ack(keys, args)
@@ -951,10 +998,18 @@ local function ack(keys, args)
   if #entries == 0 or not grouped(ready) then return 0 end
   local n = 0
   for i = 1, #entries, 1000 do
+    n = n + redis.call('XACK', ready, GROUP, unpack(entries, i, math.min(i + 999, #entries)))
+  end
+  -- no cancel flags (the usual case): no HDEL of every entry for nothing
+  local flags = redis.call('EXISTS', cancelled) == 1
+  local minid = n == #entries and trim_point(ready, entries)
+  if minid then
+    redis.call('XTRIM', ready, 'MINID', minid)
+  end
+  for i = 1, #entries, 1000 do
     local j = math.min(i + 999, #entries)
-    n = n + redis.call('XACK', ready, GROUP, unpack(entries, i, j))
-    redis.call('XDEL', ready, unpack(entries, i, j))
-    redis.call('HDEL', cancelled, unpack(entries, i, j))
+    if not minid then redis.call('XDEL', ready, unpack(entries, i, j)) end
+    if flags then redis.call('HDEL', cancelled, unpack(entries, i, j)) end
   end
   for i, id in ipairs(jobids or {}) do
     if id ~= '' then index_forget(ids, id, entries[i]) end

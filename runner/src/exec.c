@@ -14,6 +14,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -169,17 +170,6 @@ static void exit_if_forked_copy(void) {
     if (forked_copy) _exit(0);
 }
 
-static int read_full(int fd, void *p, size_t n) {
-    char *c = p;
-    while (n) {
-        ssize_t got = read(fd, c, n);
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) return -1;
-        c += got, n -= (size_t)got;
-    }
-    return 0;
-}
-
 static int write_full(int fd, const void *p, size_t n) {
     const char *c = p;
     while (n) {
@@ -263,19 +253,43 @@ static void run_task(const jr_registry_t *reg, shm_t *shm, const task_hdr_t *h, 
     snprintf(sl->error, sizeof sl->error, "%s", job.error);
 }
 
+/* The next batch message from fd into *buf (grown as needed; *have bytes
+ * of it already read, kept across calls): the message body (after its
+ * u32 length) is at *buf + 4, its length in *len. Reads as much as the
+ * socket holds per call, so a message usually takes one read. Returns 0,
+ * or -1 at EOF or on an error. */
+static int read_message(int fd, char **buf, size_t *cap, size_t *have, uint32_t *len) {
+    size_t need = sizeof(uint32_t);
+    for (;;) {
+        if (*have >= sizeof(uint32_t)) {
+            memcpy(len, *buf, sizeof *len);
+            if (*len < sizeof(uint32_t)) return -1;
+            need = sizeof(uint32_t) + (size_t)*len;
+        }
+        if (*have >= need && need > sizeof(uint32_t)) return 0;
+        if (need + 4096 > *cap) { /* room for the message, and a read ahead */
+            size_t nc = *cap ? *cap : 65536;
+            while (nc < need + 4096) nc *= 2;
+            char *nb = realloc(*buf, nc);
+            if (!nb) _exit(70);
+            *buf = nb, *cap = nc;
+        }
+        ssize_t got = read(fd, *buf + *have, *cap - *have);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return -1;
+        *have += (size_t)got;
+    }
+}
+
 /* Run batches from fd until the worker closes it, then call the plugins'
  * runner_exit. Never returns. */
 static void runner_main(int fd, shm_t *shm, const jr_registry_t *reg, int64_t max_payload) {
-    char *buf = NULL;
-    size_t cap = 0;
+    char *in = NULL;
+    size_t cap = 0, have = 0;
     for (;;) {
         uint32_t len;
-        if (read_full(fd, &len, sizeof len) != 0 || len < sizeof(uint32_t)) break;
-        if (len > cap) {
-            free(buf);
-            if (!(buf = malloc(cap = len))) _exit(70);
-        }
-        if (read_full(fd, buf, len) != 0) break;
+        if (read_message(fd, &in, &cap, &have, &len) != 0) break;
+        const char *buf = in + sizeof(uint32_t);
         uint32_t n;
         memcpy(&n, buf, sizeof n);
         size_t off = sizeof n;
@@ -313,9 +327,13 @@ static void runner_main(int fd, shm_t *shm, const jr_registry_t *reg, int64_t ma
             }
             forked_children = p == 0; /* some still run: look again next time */
         }
+        size_t used = sizeof(uint32_t) + len; /* the message is done with: drop it */
+        memmove(in, in + used, have - used);
+        have -= used;
         __atomic_store_n(&shm->finished, 1, __ATOMIC_RELEASE);
         notify(fd);
     }
+    free(in);
     jr_registry_runner_exit(reg);
     jr_log_flush();
     _exit(0);
@@ -469,23 +487,25 @@ static void start_batch(runner_t *r) {
     char head[8];
     memcpy(head, &len, 4);
     memcpy(head + 4, &n, 4);
-    const char *parts[2] = {head, r->msg};
-    size_t sizes[2] = {8, body};
-    for (int p = 0; p < 2; p++) {
-        size_t sent = 0;
-        while (sent < sizes[p]) {
-            ssize_t w = write(r->fd, parts[p] + sent, sizes[p] - sent);
-            if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
-                struct pollfd pf = {.fd = r->fd, .events = POLLOUT};
-                poll(&pf, 1, 100);
-                continue;
-            }
-            if (w < 0) {
-                kill(-r->pid, SIGKILL);
-                return;
-            }
-            sent += (size_t)w;
+    /* Header and body in one writev: one system call, and one wake-up of
+     * the runner with the whole message there (see read_message). */
+    struct iovec iov[2] = {{.iov_base = head, .iov_len = 8}, {.iov_base = r->msg, .iov_len = body}};
+    struct iovec *v = iov;
+    int nv = 2;
+    while (nv > 0) {
+        ssize_t w = writev(r->fd, v, nv);
+        if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
+            struct pollfd pf = {.fd = r->fd, .events = POLLOUT};
+            poll(&pf, 1, 100);
+            continue;
         }
+        if (w < 0) {
+            kill(-r->pid, SIGKILL);
+            return;
+        }
+        size_t done = (size_t)w;
+        while (nv > 0 && done >= v->iov_len) done -= v->iov_len, v++, nv--;
+        if (nv > 0) v->iov_base = (char *)v->iov_base + done, v->iov_len -= done;
     }
 }
 

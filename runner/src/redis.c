@@ -248,7 +248,20 @@ void jr_redis_free(jr_redis_t *r) {
     if (r->stash) freeReplyObject(r->stash);
     if (r->c) redisFree(r->c);
     for (size_t i = 0; i < r->nregistered; i++) free(r->registered[i]);
+    free(r->scratch);
     free(r);
+}
+
+void *jri_scratch(jr_redis_t *r, size_t size) {
+    if (size <= r->scratch_cap) return r->scratch;
+    void *p = malloc(size);
+    if (!p) {
+        jri_fail(r, JR_ENOMEM, "out of memory (%zu bytes to format a command)", size);
+        return NULL;
+    }
+    free(r->scratch);
+    r->scratch = p, r->scratch_cap = size;
+    return p;
 }
 
 /* 1 if the library Redis has loaded under our name has exactly the embedded

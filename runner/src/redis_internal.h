@@ -19,6 +19,8 @@ struct jr_redis {
     char *registered[REGISTERED_MAX]; /* queues this connection registered */
     size_t nregistered;
     long library_kept;    /* a newer library revision found loaded and kept, 0 = none */
+    void *scratch;        /* jri_scratch's buffer, kept between calls */
+    size_t scratch_cap;
 };
 
 /* Set the connection's error text and return code; any code but JR_EREDIS
@@ -47,6 +49,11 @@ void jri_batch_reset(jr_batch_t *b);
 int jri_batch_of_entries(jr_redis_t *r, const char *key, redisReply *rep, jr_batch_t *b);
 /* Copy a string reply (or "") into dst, truncated to len - 1 bytes. */
 void jri_copy_str(char *dst, size_t len, const redisReply *e);
+/* A buffer of at least `size` bytes (aligned for any type), owned by the
+ * connection and reused by the next call: for the arguments of one command
+ * being formatted (a bulk enqueue formats ~1 MB per 1,000 jobs; allocating
+ * it per call costs page faults). NULL (and the error set) if out of memory. */
+void *jri_scratch(jr_redis_t *r, size_t size);
 /* HMGET of JR_PAUSED_KEY for queues, and its reply into paused[]. */
 int jri_append_paused(jr_redis_t *r, const char *const *queues, size_t n);
 int jri_recv_paused(jr_redis_t *r, size_t n, unsigned char *paused);

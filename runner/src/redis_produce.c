@@ -38,14 +38,12 @@ static int append_enqueue_many(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n
     jr_qkeys_t k;
     jr_qkeys(&k, jobs[0].queue);
     size_t max = 9 + n * (4 + 2 * JR_ENVELOPE_MAX_FIELDS);
-    const char **argv = malloc(max * sizeof *argv);
-    size_t *lens = malloc(max * sizeof *lens);
-    enq_scratch_t *sc = malloc(n * sizeof *sc);
-    int rc = 0;
-    if (!argv || !lens || !sc) {
-        rc = jri_fail(r, JR_ENOMEM, "out of memory");
-        goto out;
-    }
+    /* argv, lens, then the per-job strings, in the connection's scratch. */
+    char *buf = jri_scratch(r, max * (sizeof(const char *) + sizeof(size_t)) + n * sizeof(enq_scratch_t));
+    if (!buf) return JR_ENOMEM;
+    const char **argv = (const char **)(void *)buf;
+    size_t *lens = (size_t *)(void *)(buf + max * sizeof *argv);
+    enq_scratch_t *sc = (enq_scratch_t *)(void *)(buf + max * (sizeof *argv + sizeof *lens));
     char nkeys[16], window[24];
     size_t a = 0, nuniq = 0;
     argv[a++] = "FCALL", argv[a++] = "jr_enqueue_many", argv[a++] = nkeys;
@@ -83,10 +81,7 @@ static int append_enqueue_many(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n
             argv[a] = vals[f], lens[a] = vlens[f], a++;
         }
     }
-    rc = jri_append_argv(r, (int)a, argv, lens);
-out:
-    free(argv), free(lens), free(sc);
-    return rc;
+    return jri_append_argv(r, (int)a, argv, lens);
 }
 
 /* 1 if id has a form jobrunner generates: "d<digits>-<digits>",

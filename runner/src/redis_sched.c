@@ -39,7 +39,7 @@ int jr_redis_promote(jr_redis_t *r, const char *queue, int64_t limit, int64_t de
     }
     *moved = rep->element[0]->integer;
     *buried = rep->elements > 4 ? rep->element[4]->integer : 0;
-    if (cascaded) *cascaded = rep->elements > 5 ? rep->element[5]->integer : 0; /* revision 3: the time wheel */
+    if (cascaded) *cascaded = rep->elements > 5 ? rep->element[5]->integer : 0; /* revision 5: the time wheel */
     *next_due_ms = ms_value(rep->element[1]);
     *now_ms = ms_value(rep->element[2]);
     snprintf(wake_id, JR_ID_MAX, "%s", rep->element[3]->str);

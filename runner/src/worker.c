@@ -105,6 +105,8 @@ typedef struct worker {
     size_t runners;
     slot_t *slots;       /* grows: a read may bring more than was asked for */
     size_t nslots, used; /* used = WAITING + SUBMITTED */
+    uint32_t *freeslots; /* the FREE slots' indices, a stack (room for nslots) */
+    size_t nfree;
     uint32_t *waitq;     /* WAITING slots in the order fetched: [wq_head, wq_n) */
     size_t wq_head, wq_n, wq_cap;
     jr_task_t *tasks;    /* worker.batch: one submission */
@@ -292,9 +294,14 @@ static int flush_ops(worker_t *w) {
                 if (w->ops[i].queue == q && (int)w->ops[i].kind == kind)
                     jobids[n] = w->ops[i].jobid, ids[n++] = w->ops[i].entry, call[i] = calls;
             if (!n) continue;
-            /* acks carry the job ids, so the job index forgets them */
-            rc = kind == OP_ACK ? jr_redis_append_ack_ids(w->ctl, w->queues[q], ids, jobids, n)
-                                : jr_redis_append_handback(w->ctl, w->queues[q], w->consumer, ids, n);
+            /* Acks carry the job ids, so the job index forgets them. When
+             * every job id is its entry id (no index entry to forget: the
+             * usual case), the one-key form: half the arguments for Redis. */
+            int named = 0;
+            for (size_t i = 0; i < n && !named; i++) named = jobids[i][0] != '\0';
+            rc = kind != OP_ACK ? jr_redis_append_handback(w->ctl, w->queues[q], w->consumer, ids, n)
+                 : named        ? jr_redis_append_ack_ids(w->ctl, w->queues[q], ids, jobids, n)
+                                : jr_redis_append_ack(w->ctl, w->queues[q], ids, n);
             calls++;
         }
     }
@@ -458,9 +465,11 @@ static int no_handler(worker_t *w, uint32_t q, const char *entry, const jr_envel
 }
 
 static void free_slot(worker_t *w, slot_t *s) {
+    if (s->state == SLOT_FREE) return; /* never twice onto the free stack */
     free(s->id), free(s->handler), free(s->payload);
     s->id = s->handler = s->payload = NULL;
     s->state = SLOT_FREE;
+    w->freeslots[w->nfree++] = (uint32_t)(s - w->slots);
     w->used--;
 }
 
@@ -541,15 +550,19 @@ static int finish(worker_t *w, jr_outcome_t *o) {
     return rc;
 }
 
-/* A free slot (growing the array if all are used), or NULL if out of memory. */
+/* A free slot (growing the array if all are used), or NULL if out of
+ * memory. O(1): the free slots are a stack (a worker holds hundreds of
+ * prefetched jobs; a scan for a free one per job cost microseconds). */
 static slot_t *alloc_slot(worker_t *w, uint32_t *index) {
-    size_t k = 0;
-    while (k < w->nslots && w->slots[k].state != SLOT_FREE) k++;
-    if (k == w->nslots) {
+    if (w->nfree == 0) {
         size_t cap = w->nslots ? w->nslots * 2 : 16;
+        uint32_t *f = realloc(w->freeslots, cap * sizeof *f);
+        if (!f) return NULL;
+        w->freeslots = f;
         slot_t *v = realloc(w->slots, cap * sizeof *v);
         if (!v) return NULL;
         memset(v + w->nslots, 0, (cap - w->nslots) * sizeof *v);
+        for (size_t k = cap; k > w->nslots; k--) w->freeslots[w->nfree++] = (uint32_t)(k - 1);
         w->slots = v, w->nslots = cap;
     }
     if (w->wq_n == w->wq_cap) {
@@ -558,8 +571,8 @@ static slot_t *alloc_slot(worker_t *w, uint32_t *index) {
         if (!q) return NULL;
         w->waitq = q, w->wq_cap = cap;
     }
-    *index = (uint32_t)k;
-    return &w->slots[k];
+    *index = w->freeslots[--w->nfree];
+    return &w->slots[*index];
 }
 
 /* 1 if this worker already holds the entry: running or waiting, or with an
@@ -638,12 +651,18 @@ static int dispatch(worker_t *w, const jr_batch_t *b, int reclaimed) {
 
 /* Hand WAITING jobs, oldest first, to the idle runners, spread evenly over
  * them (at most worker.batch per runner: a runner's batch costs one message,
- * so short jobs go in large batches). */
+ * so short jobs go in large batches). Jobs so short that one runner runs all
+ * of them within SPLIT_MIN_US (by the average duration so far) go to one
+ * runner: waking each runner costs more than the work it would take over
+ * (two context switches and a message, tens of microseconds in a VM); a
+ * slow one among them is moved on by the executor (MOVE_AFTER_US). */
+#define SPLIT_MIN_US 1000
 static int start(worker_t *w) {
     size_t idle = jr_exec_idle(w->exec);
     while (w->wq_head < w->wq_n && idle > 0) {
         size_t waiting = w->wq_n - w->wq_head;
-        size_t n = (waiting + idle - 1) / idle;
+        int quick = w->job_us > 0 && (int64_t)waiting * w->job_us <= SPLIT_MIN_US;
+        size_t n = quick ? waiting : (waiting + idle - 1) / idle;
         if (n > (size_t)w->cfg->worker_batch) n = (size_t)w->cfg->worker_batch;
         for (size_t i = 0; i < n; i++) {
             uint32_t k = w->waitq[w->wq_head + i];
@@ -929,16 +948,17 @@ static int see_paused(worker_t *w, const unsigned char *now) {
     while (submitted && !rc && (n = jr_exec_shed(w->exec, w->outcomes, w->noutcomes)) > 0)
         for (size_t i = 0; i < n && !rc; i++) rc = finish(w, &w->outcomes[i]);
     size_t keep = w->wq_head;
-    for (size_t i = w->wq_head; i < w->wq_n && !rc; i++) {
+    for (size_t i = w->wq_head; i < w->wq_n; i++) {
         slot_t *s = &w->slots[w->waitq[i]];
-        if (!w->paused[s->queue]) {
+        /* A job stays waiting unless its hand-back is queued (after an error,
+         * every later one stays too): a slot is freed once, never twice. */
+        if (!w->paused[s->queue] || rc || (rc = push_op(w, OP_HANDBACK, s->queue, s->entry, 0, NULL, NULL))) {
             w->waitq[keep++] = w->waitq[i];
             continue;
         }
-        rc = push_op(w, OP_HANDBACK, s->queue, s->entry, 0, NULL, NULL);
         free_slot(w, s);
     }
-    if (!rc) w->wq_n = keep;
+    w->wq_n = keep;
     return rc;
 }
 
@@ -1259,7 +1279,7 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
     forget_registered(&w);
     free(w.ops);
     jr_batch_free(&w.batch);
-    free(w.slots), free(w.waitq), free(w.tasks), free(w.outcomes);
+    free(w.slots), free(w.freeslots), free(w.waitq), free(w.tasks), free(w.outcomes);
     free_fetch(&w);
     return 0;
 }

@@ -1639,3 +1639,70 @@ Test(contract, ack_with_follow_ups_keeps_the_index_and_the_counters) {
               "the delayed follow-up is not in its queue's index");
     freeReplyObject(r);
 }
+
+/* ---- jr_ack: what it deletes (the trim of issue 10) ---- */
+
+/* Calls of `name` in INFO commandstats (0 if none yet). */
+static long long calls_of(const char *name) {
+    redisReply *rep = cmd("INFO", "commandstats", NULL);
+    char want[64];
+    snprintf(want, sizeof want, "cmdstat_%s:calls=", name);
+    const char *p = rep->type == REDIS_REPLY_STRING ? strstr(rep->str, want) : NULL;
+    long long n = p ? atoll(p + strlen(want)) : 0;
+    freeReplyObject(rep);
+    return n;
+}
+
+/* 1 if the stream holds entry id. */
+static int has_entry(const char *key, const char *id) {
+    redisReply *rep = cmd("XRANGE", key, id, id, NULL);
+    int n = rep->type == REDIS_REPLY_ARRAY && rep->elements == 1;
+    freeReplyObject(rep);
+    return n;
+}
+
+static long long ack(const char *const *ids, size_t n) {
+    const char *argv[16] = {"FCALL", "jr_ack", "1", "jr:{t}:ready"};
+    for (size_t i = 0; i < n; i++) argv[4 + i] = ids[i];
+    redisReply *rep = cmdv((int)(4 + n), argv, NULL);
+    cr_assert_eq(rep->type, REDIS_REPLY_INTEGER, "%s", rep->type == REDIS_REPLY_ERROR ? rep->str : "?");
+    long long v = rep->integer;
+    freeReplyObject(rep);
+    return v;
+}
+
+/* An acknowledgement deletes exactly the entries it acknowledges, in any
+ * order: never an older entry still running, nor one not yet delivered.
+ * And when no older entry is still pending (jobs finish in about the order
+ * they came), it trims the finished head of the stream in one XTRIM instead
+ * of one XDEL lookup per entry. */
+Test(contract, ack_deletes_exactly_its_entries_and_trims_a_finished_head) {
+    char id[10][64];
+    for (int i = 0; i < 10; i++) {
+        redisReply *rep = cmd("XADD", "jr:{t}:ready", "*", "h", "x", NULL);
+        snprintf(id[i], sizeof id[i], "%s", rep->str);
+        freeReplyObject(rep);
+    }
+    freeReplyObject(fetch("jr:{t}:ready", 8)); /* 0..7 delivered (pending), 8, 9 not */
+    freeReplyObject(cmd("CONFIG", "RESETSTAT", NULL));
+    const char *later[] = {id[2], id[3]}; /* 0, 1 still running */
+    cr_assert_eq(ack(later, 2), 2);
+    cr_assert_eq(xlen("jr:{t}:ready"), 8);
+    for (int i = 0; i < 10; i++) cr_assert_eq(has_entry("jr:{t}:ready", id[i]), i != 2 && i != 3, "entry %d", i);
+    cr_assert_eq(npending("jr:{t}:ready"), 6);
+    const char *head[] = {id[1], id[0]}; /* the oldest, out of order within the call */
+    cr_assert_eq(ack(head, 2), 2);
+    cr_assert_eq(xlen("jr:{t}:ready"), 6);
+    for (int i = 0; i < 10; i++) cr_assert_eq(has_entry("jr:{t}:ready", id[i]), i >= 4, "entry %d", i);
+    const char *rest[] = {id[4], id[5], id[6], id[7]}; /* 8, 9 were never delivered: they stay */
+    cr_assert_eq(ack(rest, 4), 4);
+    cr_assert_eq(xlen("jr:{t}:ready"), 2);
+    cr_assert(has_entry("jr:{t}:ready", id[8]) && has_entry("jr:{t}:ready", id[9]));
+    cr_assert_eq(npending("jr:{t}:ready"), 0);
+    /* the two calls with nothing older pending trimmed; the first deleted */
+    cr_assert_eq(calls_of("xtrim"), 2);
+    cr_assert_eq(calls_of("xdel"), 1);
+    redisReply *rep = fetch("jr:{t}:ready", 10); /* the undelivered ones are still delivered */
+    cr_assert(rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 && rep->element[0]->element[1]->elements == 2);
+    freeReplyObject(rep);
+}

@@ -368,7 +368,7 @@ Test(wheel, one_of_three_schedulers_sigkilled_mid_cascade_loses_nothing) {
     cr_expect_eq(jrt_delayed_count(C, q), 0);
 }
 
-/* The layout of revision 2 and before: a delayed job is a member of the
+/* The layout of revision 4 and before: a delayed job is a member of the
  * sorted set (msgpack id, field, value, ...), an explicit id indexed as
  * "@<score>". Such jobs, written before the upgrade, are found by id,
  * cancelled and promoted by this library, next to new jobs in the wheel. */
