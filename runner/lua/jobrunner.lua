@@ -1,5 +1,5 @@
 #!lua name=jobrunner
--- jobrunner: contract 1, revision 5.
+-- jobrunner: contract 1, revision 6.
 -- (Raise the revision with every change to this file; tests/lua_revision.sh checks.
 -- A jobrunner process never replaces a newer revision loaded in Redis.)
 --[[
@@ -411,19 +411,37 @@ local function wheel_check(fn, q, dues)
          check_seq(fn, 'jr:{' .. q .. '}:seq', #dues)
 end
 
+-- A bucket of k jobs cascades NEAR_MS + k x LEAD_US_PER_JOB us (at most
+-- NEAR_MS + LEAD_MAX_MS) before its start: a dense second is in the sorted
+-- set before it falls due (a cascade costs about one ZADD per job).
+local LEAD_US_PER_JOB = 10
+local LEAD_MAX_MS = 30000
+local function cascade_at(start, len)
+  return start - NEAR_MS - math.min(LEAD_MAX_MS, len * LEAD_US_PER_JOB / 1000)
+end
+-- The whole seconds of a bucket's lead (of k jobs): when they grow, its
+-- cascade time has moved earlier by a second.
+local function lead_step(len)
+  return math.floor(math.min(LEAD_MAX_MS, len * LEAD_US_PER_JOB / 1000) / 1000)
+end
+
 -- Add a checked job to its bucket: k = {q, seq, wake, ids}; flat = its
 -- fields without the id; id "" = generate one. Returns the id. With k.wbuf
 -- (a table) the items are gathered per bucket and written by wheel_flush;
 -- n still grows in call order, so each bucket stays in order of n.
 local function wheel_flush(k)
   for _, b in ipairs(k.wbuf.order) do
-    local items, bk = k.wbuf[b], bucket_key(k.q, b)
+    local items, bk, len = k.wbuf[b], bucket_key(k.q, b), 0
     for i = 1, #items, 1000 do
-      redis.call('RPUSH', bk, unpack(items, i, math.min(i + 999, #items)))
+      len = redis.call('RPUSH', bk, unpack(items, i, math.min(i + 999, #items)))
     end
     local wheel = wheel_key(k.q)
     if redis.call('ZADD', wheel, 'NX', b, ms_int(b)) == 1 and redis.call('ZRANGE', wheel, 0, 0)[1] == ms_int(b) then
       poke(k.wake) -- a new earliest bucket: the schedulers' next wake-up is sooner
+    elseif lead_step(len) > lead_step(len - #items) then
+      -- the bucket grew by a step: its cascade time moved a second earlier
+      -- (at most LEAD_MAX_MS / 1 s pokes per bucket)
+      poke(k.wake)
     end
     redis.call('INCRBY', wheel_count_key(k.q), #items)
   end
@@ -754,14 +772,6 @@ local function wheel_decode_fast(item, start, ok, off, seq, o, sid, E, ...)
   return wheel_decode(item, start)
 end
 
--- A bucket of k jobs cascades NEAR_MS + k x LEAD_US_PER_JOB us (at most
--- NEAR_MS + LEAD_MAX_MS) before its start: a dense second is in the sorted
--- set before it falls due (a cascade costs about one ZADD per job).
-local LEAD_US_PER_JOB = 10
-local LEAD_MAX_MS = 30000
-local function cascade_at(start, len)
-  return start - NEAR_MS - math.min(LEAD_MAX_MS, len * LEAD_US_PER_JOB / 1000)
-end
 
 -- The buckets a jr_promote at `now` takes: those wholly due or whose
 -- cascade time has come, among the first 64 starting before now + NEAR_MS
@@ -801,39 +811,42 @@ local function wheel_due_buckets(fn, q, now)
   return starts, later
 end
 
--- Take up to `room` items from the buckets `starts` (checked): a bucket
--- wholly due goes straight into the stream, another into the sorted set.
--- Returns how many items were taken and how many of them went into the
--- sorted set; `idx`, `bad` as for promote_one.
-local function wheel_promote(q, starts, room, now, ready, delayed, idx, bad)
-  local taken, live, cascaded = 0, 0, 0
-  fmt_memo = {}
+-- Take up to `room` items from the buckets `starts` (checked): with
+-- `direct`, only the buckets wholly due, straight into the stream; else
+-- only the others (cascades): each item already due into the stream, the
+-- rest into the sorted set. Returns how many items were taken (tombstones
+-- included), how many of them were live or garbage (moved), and how many
+-- went into the sorted set; `idx`, `bad` as for promote_one.
+local function wheel_promote(q, starts, room, now, ready, delayed, idx, bad, direct)
+  local taken, moved, live, cascaded = 0, 0, 0, 0
   for _, b in ipairs(starts) do
     if taken >= room then break end
     local start = tonumber(b)
-    local bk = bucket_key(q, start)
-    local direct = start + WHEEL_MS <= now
-    local items = redis.call('LPOP', bk, room - taken) or {}
-    taken = taken + #items
-    for _, item in ipairs(items) do
-      local id, us, flat = wheel_decode_fast(item, start, l_pcall(l_unpack_limit, item, 5 + 2 * FIELDS_MAX, 0))
-      if id then
-        live = live + 1
-        if direct then
-          local k = #idx
-          idx[k + 1], idx[k + 2] = id, redis.call('XADD', ready, '*', 'id', id, unpack(flat))
-        else
-          redis.call('ZADD', delayed, ms_str(us / 1000), cmsgpack.pack(id, unpack(flat)))
-          cascaded = cascaded + 1
+    if (start + WHEEL_MS <= now) == direct then
+      local bk = bucket_key(q, start)
+      local items = redis.call('LPOP', bk, room - taken) or {}
+      taken = taken + #items
+      for _, item in ipairs(items) do
+        local id, us, flat = wheel_decode_fast(item, start, l_pcall(l_unpack_limit, item, 5 + 2 * FIELDS_MAX, 0))
+        if id then
+          live = live + 1
+          if direct or us / 1000 <= now then
+            local k = #idx
+            idx[k + 1], idx[k + 2] = id, redis.call('XADD', ready, '*', 'id', id, unpack(flat))
+          else
+            redis.call('ZADD', delayed, ms_str(us / 1000), cmsgpack.pack(id, unpack(flat)))
+            cascaded = cascaded + 1
+          end
+        elseif id == nil then -- not written by wheel_add, so not counted
+          bad[#bad + 1] = {item, 'in bucket ' .. bk .. ': ' .. us}
+          moved = moved + 1
         end
-      elseif id == nil then -- not written by wheel_add, so not counted
-        bad[#bad + 1] = {item, 'in bucket ' .. bk .. ': ' .. us}
       end
+      if redis.call('EXISTS', bk) == 0 then redis.call('ZREM', wheel_key(q), b) end
     end
-    if redis.call('EXISTS', bk) == 0 then redis.call('ZREM', wheel_key(q), b) end
   end
   if live > 0 then redis.call('DECRBY', wheel_count_key(q), live) end
-  return taken, cascaded
+  return taken, moved + live, cascaded
 end
 
 --[[
@@ -846,12 +859,23 @@ jr_promote
   dead_max) with why = "invalid", err = what is wrong and raw = the member.
   Returns {moved, next due ms or "" if none, now ms, last wake id, buried,
   cascaded} (times as strings with 3 decimals; moved counts every member
-  and bucket item taken, buried the dead ones, cascaded the bucket items
-  moved into the sorted set, not yet promoted). Call again while
-  moved == limit; block on the wake stream after the returned id.
+  and live or garbage bucket item taken, not cancelled ones' tombstones;
+  buried the dead ones, cascaded the bucket items moved into the sorted
+  set, not yet promoted). Call again while moved == limit, or at once when
+  the next due time is now; block on the wake stream after the returned id.
+  Due work first: the due members, then the buckets wholly due (straight
+  into the stream), and only with the room left the cascades (a bucket
+  whose cascade time has come: its items already due into the stream, the
+  others into the sorted set).
+  Not allow-oom: a cascade grows the memory used. In a Redis out of memory
+  (maxmemory, noeviction) it is refused with OOM; the caller then calls
+  jr_promote_due (allow-oom; same keys, arguments and reply): the due
+  members and the buckets wholly due only, no cascade (a bucket due in part
+  waits until it is wholly due, at most WHEEL_MS late); its next due time
+  is at most 250 ms ahead while a cascade waits, so that it resumes once
+  memory is freed.
 ]]
-local function promote(keys, args)
-  local fn = 'jr_promote'
+local function promote_impl(fn, keys, args, due_only)
   local q, err = queue_of(fn, keys, {'ready', 'delayed', 'wake'}, true)
   if not q then return err end
   local dead = 'jr:{' .. q .. '}:dead'
@@ -869,38 +893,39 @@ local function promote(keys, args)
   local now = now_ms()
   local starts, later = wheel_due_buckets(fn, q, now)
   if not starts then return later end
-  if #starts > 0 then
+  local envs = redis.call('ZRANGE', delayed, '-inf', ms_str(now), 'BYSCORE', 'LIMIT', 0, limit)
+  if #starts > 0 or #envs > 0 then
     err = check_room(fn, ready) or check_room(fn, dead)
     if err then return err end
+    ensure_group(ready)
   end
   if not l_type then
     l_type, l_select, l_pcall, l_unpack_limit = type, select, pcall, cmsgpack.unpack_limit
   end
-  local bad, idx, taken, cascaded = {}, {}, 0, 0
+  fmt_memo = {}
+  local bad, idx, moved, cascaded = {}, {}, #envs, 0
+  -- 1. the due members, removed by rank (the lowest-scored ones) before a
+  -- cascade adds any
+  for _, packed in ipairs(envs) do
+    promote_one(ready, idx, bad, packed, l_pcall(l_unpack_limit, packed, 2 + 2 * FIELDS_MAX, 0))
+  end
+  if #envs > 0 then redis.call('ZREMRANGEBYRANK', delayed, 0, #envs - 1) end
+  local taken = #envs
   if #starts > 0 then
-    ensure_group(ready)
-    taken, cascaded = wheel_promote(q, starts, limit, now, ready, delayed, idx, bad)
+    -- 2. the buckets wholly due; 3. the cascades, with the room left
+    local t, m, c = wheel_promote(q, starts, limit, now, ready, delayed, idx, bad, true)
+    taken, moved = taken + t, moved + m
+    if not due_only and taken < limit then
+      t, m, c = wheel_promote(q, starts, limit - taken, now, ready, delayed, idx, bad, false)
+      taken, moved, cascaded = taken + t, moved + m, c
+    end
   end
-  local envs = {}
-  if taken < limit then
-    envs = redis.call('ZRANGE', delayed, '-inf', ms_str(now), 'BYSCORE', 'LIMIT', 0, limit - taken)
+  -- every promoted job has a new entry: into the job index, 1,000 per HSET
+  for i = 1, #idx, 2000 do
+    redis.call('HSET', ids, unpack(idx, i, math.min(i + 1999, #idx)))
   end
-  if #envs > 0 or #idx > 0 or #bad > 0 then
-    err = #starts == 0 and (check_room(fn, ready) or check_room(fn, dead))
-    if err then return err end
-    ensure_group(ready)
-    for _, packed in ipairs(envs) do
-      promote_one(ready, idx, bad, packed, l_pcall(l_unpack_limit, packed, 2 + 2 * FIELDS_MAX, 0))
-    end
-    -- every promoted job has a new entry: into the job index, 1,000 per HSET
-    for i = 1, #idx, 2000 do
-      redis.call('HSET', ids, unpack(idx, i, math.min(i + 1999, #idx)))
-    end
-    for _, b in ipairs(bad) do
-      xadd_dead(dead, dead_max, {'err', 'delayed member: ' .. b[2], 'why', 'invalid', 'raw', b[1]})
-    end
-    -- The members taken are the lowest-scored ones: remove them by rank.
-    if #envs > 0 then redis.call('ZREMRANGEBYRANK', delayed, 0, #envs - 1) end
+  for _, b in ipairs(bad) do
+    xadd_dead(dead, dead_max, {'err', 'delayed member: ' .. b[2], 'why', 'invalid', 'raw', b[1]})
   end
   -- the next wake-up: the earliest member, or when the next bucket must
   -- cascade: among those looked at (`later`, or now for the ones this call
@@ -908,10 +933,19 @@ local function promote(keys, args)
   local head = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
   local nxt = head[2] and tonumber(head[2])
   local wl = later
-  if #starts > 0 and redis.call('EXISTS', bucket_key(q, tonumber(starts[#starts]))) == 1 then wl = now end
+  for _, b in ipairs(starts) do
+    local start = tonumber(b)
+    if redis.call('EXISTS', bucket_key(q, start)) == 1 then
+      local at = now
+      if due_only and start + WHEEL_MS > now then at = math.min(now + 250, start + WHEEL_MS) end
+      if not wl or at < wl then wl = at end
+    end
+  end
   if wl and (not nxt or wl < nxt) then nxt = wl end
-  return {taken + #envs, nxt and ms_str(nxt) or '', ms_str(now), last_wake(wake), #bad, cascaded}
+  return {moved, nxt and ms_str(nxt) or '', ms_str(now), last_wake(wake), #bad, cascaded}
 end
+local function promote(keys, args) return promote_impl('jr_promote', keys, args, false) end
+local function promote_due(keys, args) return promote_impl('jr_promote_due', keys, args, true) end
 
 -- A list of stream entry ids args[first..]: nil, or an error reply.
 -- Checks args[first..] are stream entry ids, and writes each "<ms>" as
@@ -1657,6 +1691,7 @@ redis.register_function{function_name = 'jr_cron_list', callback = cron_list, fl
 redis.register_function('jr_enqueue', enqueue)
 redis.register_function('jr_enqueue_many', enqueue_many)
 redis.register_function('jr_promote', promote)
+allow_oom('jr_promote_due', promote_due)
 allow_oom('jr_ack', ack)
 redis.register_function('jr_register', register)
 redis.register_function('jr_ack_follow', ack_follow)
@@ -1857,11 +1892,26 @@ local function job_call(fn, keys, args, names, uniq)
   return k, id
 end
 
+-- A tombstone (msgpack of a number alone, at most 9 bytes; a job's item
+-- is longer) or not.
+local function is_tombstone(item)
+  if not item or #item > 9 then return false end
+  local ok, off, x = l_pcall(l_unpack_limit, item, 1, 0)
+  return ok and off == -1 and l_type(x) == 'number'
+end
+
 -- Take job r (found by in_wheel) out of its bucket: a tombstone keeps the
--- positions and the order by n. The counter was checked by job_call.
+-- positions and the order by n; the tombstones at either end of the bucket
+-- are popped (each one once: O(1) amortised), and a bucket left empty goes
+-- with its index member. The counter was checked by job_call.
 local function wheel_forget(k, r)
   redis.call('LSET', r.bucket, r.pos, cmsgpack.pack(r.n))
   redis.call('DECR', wheel_count_key(k.q))
+  while is_tombstone(redis.call('LINDEX', r.bucket, 0)) do redis.call('LPOP', r.bucket) end
+  while is_tombstone(redis.call('LINDEX', r.bucket, -1)) do redis.call('RPOP', r.bucket) end
+  if redis.call('EXISTS', r.bucket) == 0 then
+    redis.call('ZREM', wheel_key(k.q), string.match(r.bucket, ':(%d+)$'))
+  end
 end
 
 -- Take a waiting job (delayed, retrying or ready, not running) out of its

@@ -17,6 +17,7 @@
 #include "harness.h"
 #include "jr.h"
 #include "redis.h"
+#include "redis_sched.h"
 
 static jrt_redis_t R;
 static redisContext *C;
@@ -496,7 +497,7 @@ Test(wheel, garbage_in_a_bucket_is_dead_lettered_whole) {
     while (redis_ms() < start + 1000) usleep(20000); /* the bucket is wholly due: straight to the stream */
     redisReply *r = redisCommand(C, "FCALL jr_promote 4 jr:{gb}:ready jr:{gb}:delayed jr:{gb}:wake jr:{gb}:dead 100");
     cr_assert(r && r->type == REDIS_REPLY_ARRAY, "jr_promote: %s", r && r->type == REDIS_REPLY_ERROR ? r->str : "?");
-    cr_expect_eq(r->element[0]->integer, 4, "items taken");
+    cr_expect_eq(r->element[0]->integer, 3, "items moved: the job and the garbage, not the tombstone");
     cr_expect_eq(r->element[4]->integer, 2, "buried: the array and the text");
     freeReplyObject(r);
     cr_expect_eq(jrt_int(C, "XLEN jr:{gb}:ready"), 1, "the job beside the garbage");
@@ -520,4 +521,143 @@ Test(wheel, garbage_in_a_bucket_is_dead_lettered_whole) {
     redisReply *n = redisCommand(C, "GET jr:{gb}:wheel:n");
     cr_expect_str_eq(n->str, "0", "the counter counts what wheel_add wrote: %s", n->str);
     freeReplyObject(n);
+}
+
+/* Enqueue n jobs of queue q (generated ids), all due at `at` (Unix ms), by
+ * jr_enqueue_many calls of 1,000. */
+static void enqueue_n_at(const char *q, long long at, int n) {
+    static const char *v[8 + 1000 * 7];
+    static char keys[4][96];
+    char when[32];
+    snprintf(when, sizeof when, "@%lld", at);
+    snprintf(keys[0], sizeof keys[0], "jr:{%s}:ready", q), snprintf(keys[1], sizeof keys[1], "jr:{%s}:delayed", q);
+    snprintf(keys[2], sizeof keys[2], "jr:{%s}:wake", q), snprintf(keys[3], sizeof keys[3], "jr:{%s}:seq", q);
+    for (int done = 0; done < n;) {
+        int a = 0, m = n - done < 1000 ? n - done : 1000;
+        v[a++] = "FCALL", v[a++] = "jr_enqueue_many", v[a++] = "4";
+        for (int k = 0; k < 4; k++) v[a++] = keys[k];
+        v[a++] = "0";
+        for (int i = 0; i < m; i++)
+            v[a++] = when, v[a++] = "", v[a++] = "2", v[a++] = "h", v[a++] = "echo", v[a++] = "p", v[a++] = "x";
+        redisReply *r = cmdv(a, v);
+        cr_assert(r->type == REDIS_REPLY_ARRAY, "jr_enqueue_many: %s", r->type == REDIS_REPLY_ERROR ? r->str : "?");
+        freeReplyObject(r);
+        done += m;
+    }
+}
+
+static long long used_memory(void) {
+    redisReply *r = redisCommand(C, "INFO memory");
+    cr_assert(r && r->type == REDIS_REPLY_STRING, "INFO");
+    const char *p = strstr(r->str, "used_memory:");
+    cr_assert(p);
+    long long v = atoll(p + strlen("used_memory:"));
+    freeReplyObject(r);
+    return v;
+}
+
+/* Issue 10 review, 1: a cascade grows memory (a bucket item -> a sorted-set
+ * member); in a Redis at maxmemory (noeviction) jr_promote is refused, and
+ * the due jobs must still go: jr_redis_promote falls back to jr_promote_due
+ * (allow-oom, no cascade). 50,000 jobs in one bucket, maxmemory = used +
+ * 100 B per job: every job is in the stream within 10 s of its due time. */
+Test(wheel, out_of_memory_mid_cascade_the_due_jobs_still_go) {
+    const char *q = "om";
+    const int N = 50000;
+    long long start = (redis_ms() + 7000) / 1000 * 1000;
+    enqueue_n_at(q, start + 500, N);
+    cr_assert_eq(jrt_int(C, "LLEN jr:{om}:wheel:%lld", start), N, "not one bucket");
+    freeReplyObject(redisCommand(C, "CONFIG SET maxmemory-policy noeviction"));
+    freeReplyObject(redisCommand(C, "CONFIG SET maxmemory %lld", used_memory() + 100LL * N));
+    jr_redis_t *P = jrt_jr_connect(&R);
+    int oom_seen = 0;
+    while (jrt_int(C, "XLEN jr:{om}:ready") < N && redis_ms() < start + 500 + 10000) {
+        int64_t moved, buried, cascaded;
+        double next, now;
+        char wake[JR_ID_MAX];
+        do {
+            int rc = jr_redis_promote(P, q, 1000, 1000, &moved, &buried, &next, &now, wake, &cascaded);
+            cr_assert_eq(rc, 0, "jr_redis_promote: %s", jr_redis_errstr(P));
+            cr_assert(now >= start + 500 || moved == cascaded, "promoted early");
+        } while (moved == 1000);
+        redisReply *r = redisCommand(C, "SET jr:{om}:probe %0100d", 0);
+        oom_seen |= r && r->type == REDIS_REPLY_ERROR && strstr(r->str, "OOM") != NULL;
+        freeReplyObject(r);
+        usleep(20000);
+    }
+    cr_expect(oom_seen, "the test did not reach maxmemory");
+    cr_expect_eq(jrt_int(C, "XLEN jr:{om}:ready"), N, "due jobs stuck behind a refused cascade");
+    cr_expect_eq(jrt_delayed_count(C, q), 0);
+    jr_redis_free(P);
+    freeReplyObject(redisCommand(C, "CONFIG SET maxmemory 0"));
+}
+
+/* Issue 10 review, 2: a job due now goes before a cascade. A 100,000-job
+ * bucket cascades (its cascade time has come), a job due 100 ms after
+ * enqueue is due: one jr_promote of 1,000 promotes it (before: the whole
+ * LIMIT went on the cascade, for as many calls as the cascade took). */
+Test(wheel, a_due_job_goes_before_a_cascade) {
+    const char *q = "st";
+    const int N = 100000;
+    long long start = (redis_ms() + 15000) / 1000 * 1000;
+    enqueue_n_at(q, start + 500, N);
+    cr_assert_eq(jrt_int(C, "LLEN jr:{st}:wheel:%lld", start), N, "not one bucket");
+    cr_assert_lt(redis_ms(), start - 3500, "the enqueue took too long for this test");
+    while (redis_ms() < start - 3000 + 50) usleep(10000); /* 2 s + 10 us x 100,000 before: it cascades */
+    cr_assert_eq(promote(q, 1000), 1000, "the cascade did not start");
+    char id[64];
+    enqueue_at(q, redis_ms() + 100, "", id, sizeof id);
+    usleep(300000);
+    cr_assert_eq(promote(q, 1000), 1000);
+    cr_expect_eq(jrt_int(C, "XLEN jr:{st}:ready"), 1, "the due job waited for the cascade");
+}
+
+/* Issue 10 review, 3: a bucket that grows after it became known brings its
+ * cascade forward: the wake stream is poked when its cascade time moves a
+ * second earlier, so the schedulers' timers follow (before: only a new
+ * earliest bucket poked). */
+Test(wheel, a_growing_bucket_pokes_the_schedulers) {
+    const char *q = "gw";
+    long long start = (redis_ms() + 30000) / 1000 * 1000;
+    enqueue_n_at(q, start + 500, 1);
+    redisReply *w = redisCommand(C, "XREVRANGE jr:{gw}:wake + - COUNT 1");
+    cr_assert(w && w->type == REDIS_REPLY_ARRAY && w->elements == 1, "no poke for the new bucket");
+    char first[64];
+    snprintf(first, sizeof first, "%s", w->element[0]->element[0]->str);
+    freeReplyObject(w);
+    enqueue_n_at(q, start + 500, 99999); /* 100,000: 1 s more lead */
+    w = redisCommand(C, "XREVRANGE jr:{gw}:wake + - COUNT 1");
+    cr_assert(w && w->type == REDIS_REPLY_ARRAY && w->elements == 1);
+    cr_expect_str_neq(w->element[0]->element[0]->str, first, "the bucket grew by 1 s of lead: no poke");
+    freeReplyObject(w);
+}
+
+/* jr_cancel of a bucket's job by id. */
+static void cancel(const char *q, const char *id) {
+    redisReply *r = redisCommand(C, "FCALL jr_cancel 5 jr:{%s}:ready jr:{%s}:delayed jr:{%s}:ids jr:{%s}:cancelled "
+                                    "jr:{%s}:uniq:%s %s", q, q, q, q, q, id, id);
+    cr_assert(r && r->type == REDIS_REPLY_STRING, "jr_cancel: %s", r && r->type == REDIS_REPLY_ERROR ? r->str : "?");
+    cr_assert_str_eq(r->str, "cancelled", "cancel of %s: %s", id, r->str);
+    freeReplyObject(r);
+}
+
+/* Issue 10 review, 4 and 5: cancelled jobs leave no tombstone at a
+ * bucket's ends, nor an empty bucket or its index member; one in the middle
+ * is not counted as moved when its bucket is promoted. */
+Test(wheel, cancelled_jobs_leave_no_bucket_and_are_not_counted) {
+    const char *q = "tb";
+    long long at = redis_ms() + 3000, start = at / 1000 * 1000;
+    char id[64];
+    enqueue_at(q, at, "a", id, sizeof id), enqueue_at(q, at, "b", id, sizeof id), enqueue_at(q, at, "c", id, sizeof id);
+    cancel(q, "a"), cancel(q, "c");
+    cr_expect_eq(jrt_int(C, "LLEN jr:{tb}:wheel:%lld", start), 1, "tombstones at the ends of the bucket");
+    cancel(q, "b");
+    cr_expect_eq(jrt_int(C, "EXISTS jr:{tb}:wheel:%lld", start), 0, "an empty bucket is left");
+    cr_expect_eq(jrt_int(C, "ZCARD jr:{tb}:wheel"), 0, "the index member of an empty bucket is left");
+    enqueue_at(q, at, "x", id, sizeof id), enqueue_at(q, at, "y", id, sizeof id), enqueue_at(q, at, "z", id, sizeof id);
+    cancel(q, "y");
+    cr_expect_eq(jrt_int(C, "LLEN jr:{tb}:wheel:%lld", start), 3);
+    while (redis_ms() < start + 1000) usleep(20000); /* wholly due */
+    cr_expect_eq(promote(q, 100), 2, "a cancelled job counted as moved");
+    cr_expect_eq(jrt_int(C, "XLEN jr:{tb}:ready"), 2);
 }
