@@ -661,3 +661,50 @@ Test(wheel, cancelled_jobs_leave_no_bucket_and_are_not_counted) {
     cr_expect_eq(promote(q, 100), 2, "a cancelled job counted as moved");
     cr_expect_eq(jrt_int(C, "XLEN jr:{tb}:ready"), 2);
 }
+
+/* jr_promote takes at most LIMIT jobs when both the sorted set and a bucket
+ * wholly due hold some. */
+Test(wheel, limit_holds_across_both_tiers) {
+    const char *q = "lm";
+    long long now = redis_ms();
+    long long start = (now + 3000) / 1000 * 1000 + 1000;
+    enqueue_n_at(q, start + 100, 5);
+    cr_assert_eq(jrt_int(C, "LLEN jr:{lm}:wheel:%lld", start), 5);
+    while (redis_ms() < start + 1000 - 1500) usleep(10000);
+    enqueue_n_at(q, redis_ms() + 100, 5); /* near: the sorted set */
+    cr_assert_eq(jrt_int(C, "ZCARD jr:{lm}:delayed"), 5);
+    while (redis_ms() < start + 1000) usleep(10000); /* the bucket is wholly due */
+    cr_expect_eq(promote(q, 6), 6);
+    cr_expect_eq(jrt_int(C, "XLEN jr:{lm}:ready"), 6, "more than LIMIT promoted");
+    cr_expect_eq(promote(q, 6), 4);
+    cr_expect_eq(jrt_int(C, "XLEN jr:{lm}:ready"), 10);
+}
+
+/* Issue 10 review, 6: garbage in the wheel's index or counter (written by
+ * hand) does not stop the queue: a member that is not a bucket start and
+ * one whose bucket key is not a list go to the dead stream and out of the
+ * index (the key is left as it is); a counter that is not a count is set
+ * again; the job in the wheel still runs. */
+Test(wheel, garbage_in_the_wheel_index_or_counter_does_not_stop_the_queue) {
+    const char *q = "gi";
+    long long now = redis_ms();
+    char id[64];
+    enqueue_at(q, now + 3500, "", id, sizeof id);
+    long long start = (now + 3500) / 1000 * 1000; /* cascades 500 ms after now at the soonest */
+    long long hstart = start - 5000;
+    freeReplyObject(redisCommand(C, "ZADD jr:{gi}:wheel %lld x1", now - 1000));
+    freeReplyObject(redisCommand(C, "ZADD jr:{gi}:wheel %lld %lld", hstart, hstart));
+    freeReplyObject(redisCommand(C, "HSET jr:{gi}:wheel:%lld f v", hstart));
+    freeReplyObject(redisCommand(C, "SET jr:{gi}:wheel:n abc"));
+    cr_assert_eq(promote(q, 100), 0); /* not refused */
+    cr_expect_eq(jrt_int(C, "ZCARD jr:{gi}:wheel"), 1, "the garbage members are left in the index");
+    cr_expect_eq(jrt_int(C, "XLEN jr:{gi}:dead"), 3, "the garbage is not in the dead stream");
+    cr_expect_eq(jrt_int(C, "EXISTS jr:{gi}:wheel:%lld", hstart), 1, "the hash was deleted");
+    redisReply *n = redisCommand(C, "GET jr:{gi}:wheel:n");
+    cr_expect(n && n->type == REDIS_REPLY_STRING && !strcmp(n->str, "1"), "the counter was not set again");
+    freeReplyObject(n);
+    while (redis_ms() < start + 1000) usleep(20000);
+    cr_expect_eq(promote(q, 100), 1);
+    cr_expect_eq(jrt_int(C, "XLEN jr:{gi}:ready"), 1);
+    cr_expect_eq(jrt_delayed_count(C, q), 0);
+}
