@@ -64,7 +64,7 @@ for N in $SIZES; do
     printf "FCALL jr_enqueue 5 'jr:{%s}:ready' 'jr:{%s}:delayed' 'jr:{%s}:wake' 'jr:{%s}:seq' 'jr:{%s}:uniq:t-%d' +3600000 t-%d 0 h bench\n" \
       "$Q" "$Q" "$Q" "$Q" "$Q" "$i" "$i"
   done | rc >/dev/null
-  total=$(rc zcard "jr:{$Q}:delayed")
+  total=$(rc eval "return redis.call('ZCARD', KEYS[1]) + (tonumber(redis.call('GET', KEYS[2]) or '0'))" 2 "jr:{$Q}:delayed" "jr:{$Q}:wheel:n")
   mem=$(rc info memory | tr -d '\r' | sed -n 's/^used_memory:\([0-9]*\)/\1/p')
   awk 'NR % 10 == 5' "$WORK/gen.ids" | head -100 >"$WORK/targets.gen"
   : >"$WORK/locate_gen.cmd"; : >"$WORK/cancel_gen.cmd"; : >"$WORK/locate_exp.cmd"; : >"$WORK/cancel_exp.cmd"

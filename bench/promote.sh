@@ -3,19 +3,24 @@
 # due delayed jobs into the stream (issue 4: >= 200,000 jobs/s).
 #
 #   BUILD_DIR=build-bench bench/promote.sh        # N_PROMOTE=1000000
+#   PROMOTE_DELAY_MS=1 bench/promote.sh           # through the sorted set only
 #
 # On a private redis-server (unix socket, no persistence): enqueues N_PROMOTE
-# delayed jobs due 1 ms after their enqueue (jr_peer bulkdelayed), with no
-# scheduler running, so all of them are due when it starts; then starts one
-# `jobrunner scheduler` and times it from launch until the delayed set is
-# empty and the stream holds every job. No workers run. Appends a key=value
-# line to bench/results/promote.txt. Stops what it started by pid.
+# delayed jobs due PROMOTE_DELAY_MS (default 3000) after their enqueue
+# (jr_peer bulkdelayed), with no scheduler running, and waits until all of
+# them are due; then starts one `jobrunner scheduler` and times it from
+# launch until no delayed job is left (sorted set and time wheel) and the
+# stream holds every job. No workers run. A delay of 2,000 ms or more puts
+# the jobs in the time wheel (promoted bucket by bucket, straight into the
+# stream); less, in the sorted set. Appends a key=value line to
+# bench/results/promote.txt. Stops what it started by pid.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 BUILD=${BUILD_DIR:-$ROOT/build}
 case "$BUILD" in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 N=${N_PROMOTE:-1000000}
+DELAY=${PROMOTE_DELAY_MS:-3000}
 JR=$BUILD/bin/jobrunner PEER=$BUILD/bench/jr_peer
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
   [ -f "$BUILD/CMakeCache.txt" ] || cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null || exit 1
@@ -32,19 +37,21 @@ cleanup() {
 trap cleanup EXIT
 start_redis "$WORK" || { echo "redis did not start"; exit 1; }
 export BENCH_SOCKET=$SOCK BENCH_QUEUE=bench
-enq=$("$PEER" bulkdelayed "$N" 1) || { echo "enqueue failed"; exit 1; }
-sleep 0.1
-queued=$(rc zcard 'jr:{bench}:delayed')
+# delayed jobs of both tiers: the sorted set and the time wheel's counter
+delayed() { rc eval "return redis.call('ZCARD', KEYS[1]) + (tonumber(redis.call('GET', KEYS[2]) or '0'))" 2 'jr:{bench}:delayed' 'jr:{bench}:wheel:n'; }
+enq=$("$PEER" bulkdelayed "$N" "$DELAY") || { echo "enqueue failed"; exit 1; }
+sleep "$(awk -v d="$DELAY" 'BEGIN{printf "%.3f", d / 1000 + 1.1}')"
+queued=$(delayed)
 printf 'redis:\n  url: unix://%s\nscheduler:\n  queues: [bench]\nlog:\n  level: warn\n' "$SOCK" >"$WORK/c.yaml"
 t0=$("$PEER" mono)
 "$JR" scheduler -c "$WORK/c.yaml" 2>"$WORK/sched.log" &
 SCHED_PID=$!
-while [ "$(rc zcard 'jr:{bench}:delayed')" != 0 ]; do sleep 0.01; done
+while [ "$(delayed)" != 0 ]; do sleep 0.01; done
 t1=$("$PEER" mono)
 streamed=$(rc xlen 'jr:{bench}:ready')
 secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.3f", (b-a)/1000}')
 rate=$(awk -v n="$queued" -v s="$secs" 'BEGIN{printf "%.0f", n/s}')
-line="promote stamp=$(date -u +%FT%TZ) jobs=$N due_at_start=$queued promoted=$streamed promote_s=$secs promote_jobs_per_s=$rate $enq"
+line="promote stamp=$(date -u +%FT%TZ) jobs=$N delay_ms=$DELAY due_at_start=$queued promoted=$streamed promote_s=$secs promote_jobs_per_s=$rate $enq"
 mkdir -p "$HERE/results"
 echo "$line" >>"$HERE/results/promote.txt"
 echo "$line"

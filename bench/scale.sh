@@ -10,8 +10,15 @@
 #      used_memory per delayed job at that size;
 #   2. with those N_SCALE jobs still waiting, starts a scheduler and 2 workers,
 #      warms them up, and runs the delayed workload of jobpath.sh (1,000 jobs over
-#      1 s, due +2 s): lateness min/p50/p99/max and early count — does a 10M-member
-#      sorted set slow down the job that is due now?
+#      1 s, due +2 s): lateness min/p50/p99/max and early count — do 10M
+#      jobs waiting (in the time wheel) slow down the job that is due now?
+#   3. cancel and locate of one job among them: 100 explicit ids and 100
+#      generated ids (due in 1 h), Redis's CPU per call (INFO commandstats);
+#   4. a burst: with no scheduler running, N_BURST (2,000,000) more jobs due
+#      3 s after their enqueue; once all are due, one scheduler starts and is
+#      timed until they are all in the stream (promotion rate with N_SCALE waiting);
+#   5. the XADD -P 64 ceiling of this redis (redis-benchmark, 1 client,
+#      1M requests), for the ratio.
 # Appends a key=value line to bench/results/scale.txt. Stops what it started by pid.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -19,6 +26,7 @@ ROOT=$(cd "$HERE/.." && pwd)
 BUILD=${BUILD_DIR:-$ROOT/build}
 case "$BUILD" in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 N_SCALE=${N_SCALE:-10000000}
+N_BURST=${N_BURST:-2000000}
 JR=$BUILD/bin/jobrunner PEER=$BUILD/bench/jr_peer PLUGIN=$BUILD/bench/bench_job.so
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
   [ -f "$BUILD/CMakeCache.txt" ] || cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null || exit 1
@@ -71,7 +79,50 @@ read -r LMIN L50 L99 LMAX EARLY <<<"$(rc lrange bench:lat 0 -1 | sort -g | awk '
   { v[NR] = $1; if ($1 < 0) e++ }
   function p(q,  i) { i = int(q * (NR - 1) + 0.5) + 1; return v[i] }
   END { printf "%.2f %.2f %.2f %.2f %d\n", v[1], p(0.5), p(0.99), v[NR], e }')"
-LINE="scale stamp=$(date -u +%Y-%m-%dT%H:%M:%SZ) delayed_jobs=$N_SCALE $(echo "$ENQ" | tr -s ' ') used_before=$before used_after=$after bytes_per_delayed_job=$BPJ late_min_ms=$LMIN late_p50_ms=$L50 late_p99_ms=$L99 late_max_ms=$LMAX early=$EARLY"
+
+# 3. cancel / locate of one job among N_SCALE
+Q=bench
+K="'jr:{$Q}:ready' 'jr:{$Q}:delayed' 'jr:{$Q}:ids'"
+{ printf "FCALL jr_enqueue_many 4 'jr:{%s}:ready' 'jr:{%s}:delayed' 'jr:{%s}:wake' 'jr:{%s}:seq' 0" $Q $Q $Q $Q
+  for i in $(seq 100); do printf " +3600000 '' 1 h bench"; done; echo; } >"$WORK/gen.cmd"
+rc <"$WORK/gen.cmd" | awk 'NR % 2 == 1' >"$WORK/gen.ids"
+for i in $(seq 100); do
+  printf "FCALL jr_enqueue 5 'jr:{%s}:ready' 'jr:{%s}:delayed' 'jr:{%s}:wake' 'jr:{%s}:seq' 'jr:{%s}:uniq:t-%d' +3600000 t-%d 0 h bench\n" \
+    $Q $Q $Q $Q $Q "$i" "$i"
+done | rc >/dev/null
+: >"$WORK/locate.cmd"; : >"$WORK/cancel.cmd"
+for id in $(cat "$WORK/gen.ids") $(seq -f 't-%g' 100); do
+  echo "FCALL jr_locate 4 $K 'jr:{$Q}:dead' $id" >>"$WORK/locate.cmd"
+  echo "FCALL jr_cancel 5 $K 'jr:{$Q}:cancelled' 'jr:{$Q}:uniq:$id' $id" >>"$WORK/cancel.cmd"
+done
+usec() { rc info commandstats | tr -d '\r' | sed -n 's/^cmdstat_fcall:.*usec_per_call=\([0-9.]*\).*/\1/p'; }
+rc config resetstat >/dev/null; rc <"$WORK/locate.cmd" >"$WORK/locate.out"; LOC_US=$(usec)
+rc config resetstat >/dev/null; rc <"$WORK/cancel.cmd" >"$WORK/cancel.out"; CAN_US=$(usec)
+CANCELLED=$(grep -c '^cancelled$' "$WORK/cancel.out")
+log "locate ${LOC_US} us, cancel ${CAN_US} us of Redis per call among $N_SCALE ($CANCELLED/200 cancelled)"
+
+# 4. a burst of N_BURST due at once, promoted while N_SCALE wait
+delayed() { rc eval "return redis.call('ZCARD', KEYS[1]) + (tonumber(redis.call('GET', KEYS[2]) or '0'))" 2 'jr:{bench}:delayed' 'jr:{bench}:wheel:n'; }
+base=$(delayed)
+BENQ=$("$PEER" bulkdelayed "$N_BURST" 3000) || { log "burst enqueue failed"; exit 1; }
+sleep 4.1
+rc del 'jr:{bench}:ready' >/dev/null
+t0=$("$PEER" mono)
+"$JR" scheduler -c "$CONF" --redis "unix://$SOCK" -q bench >>"$WORK/scheduler.log" 2>&1 </dev/null &
+PIDS+=($!)
+while [ "$(delayed)" -gt "$base" ]; do sleep 0.01; done
+t1=$("$PEER" mono)
+stop_pids "${PIDS[@]}"; PIDS=()
+BURST_S=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.3f", (b-a)/1000}')
+BURST_RATE=$(awk -v n="$N_BURST" -v s="$BURST_S" 'BEGIN{printf "%.0f", n/s}')
+BURST_STREAMED=$(rc xlen 'jr:{bench}:ready')
+log "burst: $(echo "$BENQ" | tr -s ' '); promoted $BURST_STREAMED in $BURST_S s = $BURST_RATE jobs/s"
+
+# 5. the XADD -P 64 ceiling of this redis
+CEIL=$(timeout 300 redis-benchmark -s "$SOCK" -c 1 -P 64 -n 1000000 --csv XADD bench:ceiling '*' f v 2>/dev/null | tail -1 | awk -F'","' '{print $2}')
+log "XADD -P 64 ceiling: $CEIL ops/s"
+
+LINE="scale stamp=$(date -u +%Y-%m-%dT%H:%M:%SZ) delayed_jobs=$N_SCALE $(echo "$ENQ" | tr -s ' ') used_before=$before used_after=$after bytes_per_delayed_job=$BPJ late_min_ms=$LMIN late_p50_ms=$L50 late_p99_ms=$L99 late_max_ms=$LMAX early=$EARLY locate_redis_us=$LOC_US cancel_redis_us=$CAN_US cancelled=$CANCELLED/200 burst=$N_BURST burst_enqueue_jobs_per_s=$(echo "$BENQ" | sed -n 's/.*enqueue_jobs_per_s=\([0-9]*\).*/\1/p') burst_promote_s=$BURST_S burst_promote_jobs_per_s=$BURST_RATE burst_streamed=$BURST_STREAMED xadd_p64_ceiling=$CEIL uptime=\"$(uptime | sed 's/.*load/load/')\""
 mkdir -p "$HERE/results"
 echo "$LINE" | tee -a "$HERE/results/scale.txt"
 echo "stats after: $LEFT"

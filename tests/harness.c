@@ -263,3 +263,45 @@ void jrt_dead_entry(const jrt_redis_t *r, const char *queue, const char *id, cha
     if (rep) freeReplyObject(rep);
     redisFree(c);
 }
+
+/* Lists both tiers: zset members (msgpack id first) and bucket items
+ * (n, due offset us, id or "" = d<due ms>-<n>, ...; a lone n = cancelled). */
+static const char DELAYED_ALL_LUA[] =
+    "local q, out = ARGV[1], {}\n"
+    "local z = redis.call('ZRANGE', 'jr:{' .. q .. '}:delayed', 0, -1, 'WITHSCORES')\n"
+    "for i = 1, #z, 2 do\n"
+    "  local ok, id = pcall(cmsgpack.unpack, z[i])\n"
+    "  out[#out + 1] = ok and type(id) == 'string' and id or '?'\n"
+    "  out[#out + 1] = string.format('%.3f', tonumber(z[i + 1]))\n"
+    "  out[#out + 1] = 'z'\n"
+    "end\n"
+    "for _, b in ipairs(redis.call('ZRANGE', 'jr:{' .. q .. '}:wheel', 0, -1)) do\n"
+    "  for _, it in ipairs(redis.call('LRANGE', 'jr:{' .. q .. '}:wheel:' .. b, 0, -1)) do\n"
+    "    local t = {cmsgpack.unpack(it)}\n"
+    "    if #t > 1 then\n"
+    "      local us = tonumber(b) * 1000 + t[2]\n"
+    "      local id = t[3]\n"
+    "      if id == '' then id = 'd' .. string.format('%d', math.floor(us / 1000)) .. '-' .. string.format('%d', t[1]) end\n"
+    "      out[#out + 1] = id\n"
+    "      out[#out + 1] = string.format('%.3f', us / 1000)\n"
+    "      out[#out + 1] = 'w'\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
+    "return out\n";
+
+redisReply *jrt_delayed_all(redisContext *c, const char *q) {
+    redisReply *rep = redisCommand(c, "EVAL %s 0 %s", DELAYED_ALL_LUA, q);
+    cr_assert(rep, "redis: %s", c->errstr);
+    cr_assert(rep->type == REDIS_REPLY_ARRAY, "jrt_delayed_all: %s", rep->type == REDIS_REPLY_ERROR ? rep->str : "not an array");
+    return rep;
+}
+
+long long jrt_delayed_count(redisContext *c, const char *q) {
+    long long n = jrt_int(c, "ZCARD jr:{%s}:delayed", q);
+    redisReply *rep = redisCommand(c, "GET jr:{%s}:wheel:n", q);
+    cr_assert(rep, "redis: %s", c->errstr);
+    if (rep->type == REDIS_REPLY_STRING) n += strtoll(rep->str, NULL, 10);
+    freeReplyObject(rep);
+    return n;
+}

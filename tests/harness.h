@@ -70,4 +70,12 @@ void jrt_dead_entry(const jrt_redis_t *r, const char *queue, const char *id, cha
 int64_t jrt_wall_us(void);
 void jrt_sleep_ms(int ms);
 
+/* Every delayed job of queue q, both tiers: the sorted set jr:{q}:delayed
+ * and the time-wheel buckets jr:{q}:wheel:<start> (decoded by a Lua EVAL).
+ * An array reply [id, due ms (3 decimals), "z"|"w", ...]: the sorted set by
+ * due time, then the buckets in order. Free it with freeReplyObject. */
+redisReply *jrt_delayed_all(redisContext *c, const char *q);
+/* How many delayed jobs queue q has: ZCARD jr:{q}:delayed + jr:{q}:wheel:n. */
+long long jrt_delayed_count(redisContext *c, const char *q);
+
 #endif

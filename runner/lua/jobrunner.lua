@@ -1,5 +1,5 @@
 #!lua name=jobrunner
--- jobrunner: contract 1, revision 4.
+-- jobrunner: contract 1, revision 7.
 -- (Raise the revision with every change to this file; tests/lua_revision.sh checks.
 -- A jobrunner process never replaces a newer revision loaded in Redis.)
 --[[
@@ -355,6 +355,136 @@ local function window_arg(fn, s)
   return w
 end
 
+--[[
+The time wheel (revision 5). A delayed job due NEAR_MS or more after now
+waits in a bucket, not in the sorted set: the list jr:{Q}:wheel:<start>
+holds the jobs due in [start, start + WHEEL_MS) (start = Unix ms, a
+multiple of WHEEL_MS), as compact items, in the order of their number n
+(from jr:{Q}:seq: every job that enters a bucket takes one, so a job is
+found by bisection). The sorted set jr:{Q}:wheel indexes the buckets
+(member = start in digits, score = start), and jr:{Q}:wheel:n counts the
+jobs in buckets (for stats). jr_promote cascades a bucket into the sorted
+set jr:{Q}:delayed (the near tier, ordered to the microsecond) once its
+start is less than NEAR_MS (+ 10 us per job in it, at most 30 s more) away,
+or moves it straight into the stream when the whole bucket is already due. A compact item is the msgpack sequence
+  n, due - start (us), id ("" = generated: d<due ms>-<n>), E, field, value, ...
+where E >= 0 says the envelope ended with e = floor(due) - E and
+d = ceil(due), which are left out; E = -1 keeps the fields as they were.
+A cancelled item is replaced (LSET) by the tombstone msgpack(n), so the
+positions and the order by n stay; a cascade drops tombstones.
+]]
+local WHEEL_MS = 1000 -- bucket width
+local NEAR_MS = 2000  -- due sooner: the sorted set; a bucket starting sooner cascades
+local function wheel_key(q) return 'jr:{' .. q .. '}:wheel' end
+local function wheel_count_key(q) return 'jr:{' .. q .. '}:wheel:n' end
+local function bucket_key(q, start) return 'jr:{' .. q .. '}:wheel:' .. string.format('%d', start) end
+-- A due time (ms with 3 decimals) as integer microseconds, and its bucket.
+local function to_us(due) return math.floor(due * 1000 + 0.5) end
+local function bucket_of(us) return math.floor(us / (WHEEL_MS * 1000)) * WHEEL_MS end
+local function ms_int(x) return string.format('%d', x) end
+
+-- The compact item of a job: `flat` its fields without the id (e, d last
+-- when put wrote them), sid its id or "" for a generated one.
+local function wheel_item(us, n, sid, flat)
+  local k, E = #flat, -1
+  if k >= 4 and flat[k - 3] == 'e' and flat[k - 1] == 'd' and flat[k] == ms_int(math.ceil(us / 1000)) and
+     string.find(flat[k - 2], '^%d+$') and #flat[k - 2] <= 15 and tonumber(flat[k - 2]) <= math.floor(us / 1000) then
+    E, k = math.floor(us / 1000) - tonumber(flat[k - 2]), k - 4
+  end
+  return cmsgpack.pack(n, us - bucket_of(us) * 1000, sid, E, unpack(flat, 1, k))
+end
+
+-- Refuse unless the wheel keys of queue q, and the bucket of each due time
+-- in `dues`, hold their types (and the counter a count): the writes of
+-- wheel_add cannot raise then.
+local function wheel_check(fn, q, dues)
+  local spec = {{wheel_key(q), 'zset'}}
+  local seen = {}
+  for _, due in ipairs(dues) do
+    local b = bucket_of(to_us(due))
+    if not seen[b] then
+      seen[b] = true
+      spec[#spec + 1] = {bucket_key(q, b), 'list'}
+    end
+  end
+  return check_types(fn, spec) or check_seq(fn, wheel_count_key(q), #dues) or
+         check_seq(fn, 'jr:{' .. q .. '}:seq', #dues)
+end
+
+-- A bucket of k jobs cascades NEAR_MS + k x LEAD_US_PER_JOB us (at most
+-- NEAR_MS + LEAD_MAX_MS) before its start: a dense second is in the sorted
+-- set before it falls due (a cascade costs about one ZADD per job:
+-- measured 8.5 us per job, jr_promote 1000 at a time on 2 loaded cores,
+-- Redis 7.0; cascades take only the room due work leaves).
+local LEAD_US_PER_JOB = 10
+local LEAD_MAX_MS = 30000
+local function cascade_at(start, len)
+  return start - NEAR_MS - math.min(LEAD_MAX_MS, len * LEAD_US_PER_JOB / 1000)
+end
+-- The whole seconds of a bucket's lead (of k jobs): when they grow, its
+-- cascade time has moved earlier by a second.
+local function lead_step(len)
+  return math.floor(math.min(LEAD_MAX_MS, len * LEAD_US_PER_JOB / 1000) / 1000)
+end
+
+-- Add a checked job to its bucket: k = {q, seq, wake, ids}; flat = its
+-- fields without the id; id "" = generate one. Returns the id. With k.wbuf
+-- (a table) the items are gathered per bucket and written by wheel_flush;
+-- n still grows in call order, so each bucket stays in order of n.
+local function wheel_flush(k)
+  for _, b in ipairs(k.wbuf.order) do
+    local items, bk, len = k.wbuf[b], bucket_key(k.q, b), 0
+    for i = 1, #items, 1000 do
+      len = redis.call('RPUSH', bk, unpack(items, i, math.min(i + 999, #items)))
+    end
+    local wheel = wheel_key(k.q)
+    if redis.call('ZADD', wheel, 'NX', b, ms_int(b)) == 1 and redis.call('ZRANGE', wheel, 0, 0)[1] == ms_int(b) then
+      poke(k.wake) -- a new earliest bucket: the schedulers' next wake-up is sooner
+    elseif lead_step(len) > lead_step(len - #items) then
+      -- the bucket grew by a step: its cascade time moved a second earlier
+      -- (at most LEAD_MAX_MS / 1 s pokes per bucket)
+      poke(k.wake)
+    end
+    redis.call('INCRBY', wheel_count_key(k.q), #items)
+  end
+  k.wbuf = {order = {}}
+end
+-- With E (put's jobs: e = floor(now), d = ceil(due)) the fields are
+-- args[first..last], packed as they are: no table, no check.
+local function wheel_add(k, id, due, flat, E, args, first, last)
+  local us = to_us(due)
+  local n
+  if k.nseq and k.nseq <= k.nseq_last then -- numbers reserved by the caller (one INCRBY)
+    n, k.nseq = k.nseq, k.nseq + 1
+  else
+    n = redis.call('INCR', 'jr:{' .. k.q .. '}:seq')
+  end
+  local sid = id
+  if id == '' then
+    id = 'd' .. ms_int(math.floor(us / 1000)) .. '-' .. n
+  else
+    index_set(k.ids, id, '~' .. n .. '@' .. ms_str(us / 1000))
+  end
+  local own = not k.wbuf
+  if own then k.wbuf = {order = {}} end
+  local b = bucket_of(us)
+  if not k.wbuf[b] then
+    k.wbuf[b] = {}
+    k.wbuf.order[#k.wbuf.order + 1] = b
+  end
+  local items = k.wbuf[b]
+  if E then
+    items[#items + 1] = cmsgpack.pack(n, us - b * 1000, sid, E, unpack(args, first, last))
+  else
+    items[#items + 1] = wheel_item(us, n, sid, flat)
+  end
+  if own then
+    wheel_flush(k)
+    k.wbuf = nil
+  end
+  return id
+end
+
 -- Enqueue one checked job: fields are args[first..last]; k = {ready,
 -- delayed, wake, seq, uniq}. Cannot raise. Returns {id, 0|1}.
 local function put(k, id, due, window, args, first, last, now)
@@ -368,6 +498,10 @@ local function put(k, id, due, window, args, first, last, now)
       return {id, 1}
     end
     return {redis.call('XADD', k.ready, '*', unpack(args, first, last)), 1}
+  end
+  if due - now >= NEAR_MS then
+    -- e = floor(now) and d = ceil(due) are left out of the item (E)
+    return {wheel_add(k, id, due, nil, math.floor(to_us(due) / 1000) - math.floor(now), args, first, last), 1}
   end
   if id == '' then
     id = 'd' .. string.format('%d', math.floor(due)) .. '-' .. redis.call('INCR', k.seq)
@@ -405,10 +539,11 @@ local function enqueue(keys, args)
   local now = now_ms()
   local due, derr = check_job(fn, when, id, args, 4, #args, now)
   if not due then return derr end
-  err = queue_types(fn, keys, q) or check_seq(fn, keys[4], 1) or check_room(fn, due <= now and keys[1] or keys[3])
+  err = queue_types(fn, keys, q) or check_seq(fn, keys[4], 1) or check_room(fn, due <= now and keys[1] or keys[3]) or
+        (due - now >= NEAR_MS and wheel_check(fn, q, {due}))
   if err then return err end
   if due <= now then ensure_group(keys[1]) end
-  local k = {ready = keys[1], delayed = keys[2], wake = keys[3], seq = keys[4], uniq = uniq, ids = index_key(q)}
+  local k = {q = q, ready = keys[1], delayed = keys[2], wake = keys[3], seq = keys[4], uniq = uniq, ids = index_key(q)}
   return put(k, id, due, window, args, 4, #args, now)
 end
 
@@ -428,8 +563,8 @@ local function enqueue_many(keys, args)
   local window, werr = window_arg(fn, args[1])
   if not window then return werr end
   -- jobs: 5 slots per job (id, due, first, last, uniq) in one flat table,
-  -- not a table per job
-  local now, jobs, nj, i, nuniq, any_now, any_later = now_ms(), {}, 0, 2, 0, false, false
+  -- not a table per job; far: the due times of the jobs for the time wheel
+  local now, jobs, nj, i, nuniq, any_now, any_later, far = now_ms(), {}, 0, 2, 0, false, false, {}
   local nargs = #args
   while i <= nargs do
     nj = nj + 1
@@ -452,6 +587,7 @@ local function enqueue_many(keys, args)
       end
     end
     if due <= now then any_now = true else any_later = true end
+    if due - now >= NEAR_MS then far[#far + 1] = due end
     local b = 5 * nj
     jobs[b - 4], jobs[b - 3], jobs[b - 2], jobs[b - 1], jobs[b] = id, due, first, last, uniq
     i = last + 1
@@ -460,10 +596,15 @@ local function enqueue_many(keys, args)
     return refuse(fn, 'takes 4 keys plus one uniq key per job with an id: ' .. (4 + nuniq) .. ', got ' .. #keys)
   end
   err = queue_types(fn, keys, q) or check_seq(fn, keys[4], #jobs) or (any_now and check_room(fn, keys[1])) or
-        (any_later and check_room(fn, keys[3]))
+        (any_later and check_room(fn, keys[3])) or (#far > 0 and wheel_check(fn, q, far))
   if err then return err end
   if any_now then ensure_group(keys[1]) end
-  local k, out = {ready = keys[1], delayed = keys[2], wake = keys[3], seq = keys[4], ids = index_key(q)}, {}
+  local k, out = {q = q, ready = keys[1], delayed = keys[2], wake = keys[3], seq = keys[4], ids = index_key(q),
+                  wbuf = {order = {}}}, {}
+  if #far > 1 then -- the numbers of the jobs going to the wheel, in one INCRBY
+    k.nseq_last = redis.call('INCRBY', keys[4], #far)
+    k.nseq = k.nseq_last - #far + 1
+  end
   local ready = keys[1]
   for j = 1, nj do
     local b = 5 * j
@@ -476,6 +617,7 @@ local function enqueue_many(keys, args)
       out[2 * j - 1], out[2 * j] = r[1], r[2]
     end
   end
+  wheel_flush(k)
   return out
 end
 
@@ -555,6 +697,197 @@ local function promote_one(ready, idx, bad, packed, ok, off, id, ...)
   end
 end
 
+-- Decode a bucket item (see The time wheel) of the bucket starting at
+-- `start`. Returns id, due (us), flat (fields without the id); or
+-- false for a tombstone; or nil and what is wrong. Never raises.
+local function wheel_decode(item, start)
+  local most = 5 + 2 * FIELDS_MAX
+  local n, r = collect(l_pcall(l_unpack_limit, item, most, 0))
+  if not r[1] then
+    return nil, 'not a msgpack sequence (' .. string.gsub(tostring(r[2]), '^.-: ', '') .. ')'
+  end
+  if n - 2 >= most and r[2] ~= -1 then return nil, 'more than ' .. FIELDS_MAX .. ' fields' end
+  if n == 3 and l_type(r[3]) == 'number' then return false end
+  if n < 6 or l_type(r[3]) ~= 'number' or l_type(r[4]) ~= 'number' or l_type(r[5]) ~= 'string' or
+     l_type(r[6]) ~= 'number' then
+    return nil, 'not a bucket item (n, due offset, id, e delta, fields)'
+  end
+  local seq, off, sid, E = r[3], r[4], r[5], r[6]
+  if off < 0 or off >= WHEEL_MS * 1000 or off ~= math.floor(off) or seq ~= math.floor(seq) then
+    return nil, 'due offset ' .. tostring(off) .. ' is not in the bucket'
+  end
+  if #sid > ID_MAX then return nil, 'the id is longer than ' .. ID_MAX .. ' bytes' end
+  local flat, h = {}, nil
+  for i = 7, n do
+    if l_type(r[i]) ~= 'string' then return nil, 'item ' .. (i - 2) .. ' is a ' .. l_type(r[i]) .. ', not a string' end
+    flat[#flat + 1] = r[i]
+  end
+  if #flat % 2 ~= 0 then return nil, 'an odd number of field/value items' end
+  for i = 1, #flat, 2 do
+    if flat[i] == 'h' then h = flat[i + 1]; break end
+  end
+  if not h or h == '' then return nil, 'no handler (field h)' end
+  local us = start * 1000 + off
+  local ms = math.floor(us / 1000)
+  if E >= 0 then
+    flat[#flat + 1] = 'e'
+    flat[#flat + 1] = ms_int(ms - E)
+    flat[#flat + 1] = 'd'
+    flat[#flat + 1] = ms_int(math.ceil(us / 1000))
+  end
+  if sid == '' then sid = 'd' .. ms_int(ms) .. '-' .. ms_int(seq) end
+  return sid, us, flat
+end
+
+-- ms_int memoised within one jr_promote (reset by wheel_promote): the jobs
+-- of a bucket mostly share their enqueue and due milliseconds.
+local fmt_memo = {}
+local function ms_memo(x)
+  local s = fmt_memo[x]
+  if not s then
+    s = ms_int(x)
+    fmt_memo[x] = s
+  end
+  return s
+end
+
+-- wheel_decode's fast path for the usual item (at most 16 string fields,
+-- a handler), straight from the values of cmsgpack: one table. ok, off,
+-- ... are pcall(unpack_limit)'s values; anything else takes wheel_decode.
+local function wheel_decode_fast(item, start, ok, off, seq, o, sid, E, ...)
+  local nf = l_select('#', ...)
+  if ok and off == -1 and l_type(seq) == 'number' and l_type(o) == 'number' and l_type(sid) == 'string' and
+     l_type(E) == 'number' and nf > 0 and nf <= 32 and nf % 2 == 0 and o >= 0 and o < WHEEL_MS * 1000 and
+     o == math.floor(o) and seq == math.floor(seq) and #sid <= ID_MAX and strings(nf, ...) then
+    local h = handler_of(...)
+    if h and h ~= '' then
+      local flat = {...}
+      local us = start * 1000 + o
+      local ms = math.floor(us / 1000)
+      if E >= 0 then
+        flat[nf + 1], flat[nf + 2], flat[nf + 3], flat[nf + 4] = 'e', ms_memo(ms - E), 'd', ms_memo(math.ceil(us / 1000))
+      end
+      if sid == '' then sid = 'd' .. ms_memo(ms) .. '-' .. ms_int(seq) end
+      return sid, us, flat
+    end
+  end
+  return wheel_decode(item, start)
+end
+
+
+-- The buckets a jr_promote at `now` takes: those wholly due or whose
+-- cascade time has come, among the first 64 starting before now + NEAR_MS
+-- + LEAD_MAX_MS (1 s buckets: at most 33 of them are not yet due), their
+-- keys' types checked. Returns {starts}, the earliest cascade time of the
+-- others (nil if none; now if more buckets may be waiting past the 64), and
+-- the garbage to clear by wheel_repair (nil if none); or nil and an error
+-- reply. Garbage (written by hand) never stops the queue: an index member
+-- that is not a bucket start or whose bucket key is not a list, and a
+-- counter that is not a count.
+local function wheel_due_buckets(fn, q, now)
+  local wheel, counter = wheel_key(q), wheel_count_key(q)
+  local err = check_types(fn, {{wheel, 'zset'}})
+  if err then return nil, err end
+  local fix = {members = {}}
+  local ct = redis.call('TYPE', counter)['ok']
+  if ct ~= 'none' and (ct ~= 'string' or check_seq(fn, counter, 0)) then fix.counter = ct end
+  local cands = redis.call('ZRANGE', wheel, '-inf', '(' .. ms_str(now + NEAR_MS + LEAD_MAX_MS), 'BYSCORE',
+                           'LIMIT', 0, 64)
+  local good = {}
+  for _, b in ipairs(cands) do
+    if not string.find(b, '^%d+$') or #b > 15 then
+      fix.members[#fix.members + 1] = {b, 'not a bucket start'}
+    else
+      local bt = redis.call('TYPE', bucket_key(q, tonumber(b)))['ok']
+      if bt ~= 'list' and bt ~= 'none' then
+        fix.members[#fix.members + 1] = {b, 'its bucket key ' .. shown(bucket_key(q, tonumber(b))) .. ' is a ' .. bt ..
+                                            ', not a list (left as it is)'}
+      else
+        good[#good + 1] = b
+      end
+    end
+  end
+  local starts, later = {}, (#cands == 64) and now or nil
+  if not later then -- the first bucket past the window cascades at the earliest NEAR_MS + LEAD_MAX_MS before it
+    local beyond = redis.call('ZRANGE', wheel, ms_str(now + NEAR_MS + LEAD_MAX_MS), '+inf', 'BYSCORE', 'LIMIT', 0, 1)[1]
+    if beyond and tonumber(beyond) then later = tonumber(beyond) - NEAR_MS - LEAD_MAX_MS end
+  end
+  for _, b in ipairs(good) do
+    local start = tonumber(b)
+    local at = start + WHEEL_MS <= now and now or cascade_at(start, redis.call('LLEN', bucket_key(q, start)))
+    if at <= now then
+      starts[#starts + 1] = b
+    elseif not later or at < later then
+      later = at
+    end
+  end
+  if #fix.members == 0 and not fix.counter then fix = nil end
+  return starts, later, fix
+end
+
+-- Clear the garbage wheel_due_buckets found (after every refusal was
+-- checked): each bad index member goes to the dead stream (why =
+-- "invalid", raw = the member) and out of the index; a counter that is not
+-- a count is set again to the number of items in the buckets (tombstones
+-- included: the stats are an estimate until they are promoted).
+local function wheel_repair(q, fix, dead, dead_max)
+  local wheel, counter = wheel_key(q), wheel_count_key(q)
+  for _, m in ipairs(fix.members) do
+    xadd_dead(dead, dead_max, {'err', 'time wheel index ' .. wheel .. ' member: ' .. m[2], 'why', 'invalid', 'raw', m[1]})
+    redis.call('ZREM', wheel, m[1])
+  end
+  if fix.counter then
+    local n = 0
+    for _, b in ipairs(redis.call('ZRANGE', wheel, 0, -1)) do
+      if string.find(b, '^%d+$') and #b <= 15 and redis.call('TYPE', bucket_key(q, tonumber(b)))['ok'] == 'list' then
+        n = n + redis.call('LLEN', bucket_key(q, tonumber(b)))
+      end
+    end
+    xadd_dead(dead, dead_max, {'err', 'time wheel counter ' .. counter .. ' was a ' .. fix.counter ..
+                               ' that is not a count: set to ' .. n, 'why', 'invalid', 'raw', ''})
+    redis.call('DEL', counter)
+    redis.call('SET', counter, n)
+  end
+end
+
+-- Take up to `room` items from the buckets `starts` (checked): with
+-- `direct`, only the buckets wholly due, straight into the stream; else
+-- only the others (cascades): each item already due into the stream, the
+-- rest into the sorted set. Returns how many items were taken (tombstones
+-- included), how many of them were live or garbage (moved), and how many
+-- went into the sorted set; `idx`, `bad` as for promote_one.
+local function wheel_promote(q, starts, room, now, ready, delayed, idx, bad, direct)
+  local taken, moved, live, cascaded = 0, 0, 0, 0
+  for _, b in ipairs(starts) do
+    if taken >= room then break end
+    local start = tonumber(b)
+    if (start + WHEEL_MS <= now) == direct then
+      local bk = bucket_key(q, start)
+      local items = redis.call('LPOP', bk, room - taken) or {}
+      taken = taken + #items
+      for _, item in ipairs(items) do
+        local id, us, flat = wheel_decode_fast(item, start, l_pcall(l_unpack_limit, item, 5 + 2 * FIELDS_MAX, 0))
+        if id then
+          live = live + 1
+          if direct or us / 1000 <= now then
+            local k = #idx
+            idx[k + 1], idx[k + 2] = id, redis.call('XADD', ready, '*', 'id', id, unpack(flat))
+          else
+            redis.call('ZADD', delayed, ms_str(us / 1000), cmsgpack.pack(id, unpack(flat)))
+            cascaded = cascaded + 1
+          end
+        elseif id == nil then -- not written by wheel_add, so not counted
+          bad[#bad + 1] = {item, 'in bucket ' .. bk .. ': ' .. us}
+          moved = moved + 1
+        end
+      end
+      if redis.call('EXISTS', bk) == 0 then redis.call('ZREM', wheel_key(q), b) end
+    end
+  end
+  if live > 0 then redis.call('DECRBY', wheel_count_key(q), live) end
+  return taken, moved + live, cascaded
+end
+
 --[[
 jr_promote
   KEYS: ready delayed wake [dead]   (dead = jr:{Q}:dead; implied if left out)
@@ -563,13 +896,25 @@ jr_promote
   of the delayed set, atomically: each envelope into the ready stream, each
   member that is not an envelope into the dead stream (trimmed to about
   dead_max) with why = "invalid", err = what is wrong and raw = the member.
-  Returns {moved, next due ms or "" if none, now ms, last wake id, buried}
-  (times as strings with 3 decimals; moved counts both kinds, buried the
-  dead ones). Call again while moved == limit; block on the wake stream
-  after the returned id.
+  Returns {moved, next due ms or "" if none, now ms, last wake id, buried,
+  cascaded} (times as strings with 3 decimals; moved counts every member
+  and live or garbage bucket item taken, not cancelled ones' tombstones;
+  buried the dead ones, cascaded the bucket items moved into the sorted
+  set, not yet promoted). Call again while moved == limit, or at once when
+  the next due time is now; block on the wake stream after the returned id.
+  Due work first: the due members, then the buckets wholly due (straight
+  into the stream), and only with the room left the cascades (a bucket
+  whose cascade time has come: its items already due into the stream, the
+  others into the sorted set).
+  Not allow-oom: a cascade grows the memory used. In a Redis out of memory
+  (maxmemory, noeviction) it is refused with OOM; the caller then calls
+  jr_promote_due (allow-oom; same keys, arguments and reply): the due
+  members and the buckets wholly due only, no cascade (a bucket due in part
+  waits until it is wholly due, at most WHEEL_MS late); its next due time
+  is at most 250 ms ahead while a cascade waits, so that it resumes once
+  memory is freed.
 ]]
-local function promote(keys, args)
-  local fn = 'jr_promote'
+local function promote_impl(fn, keys, args, due_only)
   local q, err = queue_of(fn, keys, {'ready', 'delayed', 'wake'}, true)
   if not q then return err end
   local dead = 'jr:{' .. q .. '}:dead'
@@ -585,32 +930,62 @@ local function promote(keys, args)
   err = check_types(fn, {{ready, 'stream'}, {delayed, 'zset'}, {wake, 'stream'}, {dead, 'stream'}, {ids, 'hash'}})
   if err then return err end
   local now = now_ms()
+  local starts, later, fix = wheel_due_buckets(fn, q, now)
+  if not starts then return later end
   local envs = redis.call('ZRANGE', delayed, '-inf', ms_str(now), 'BYSCORE', 'LIMIT', 0, limit)
-  if not l_type then
-    l_type, l_select, l_pcall, l_unpack_limit = type, select, pcall, cmsgpack.unpack_limit
-  end
-  local bad = {}
-  if #envs > 0 then
+  if #starts > 0 or #envs > 0 or fix then
     err = check_room(fn, ready) or check_room(fn, dead)
     if err then return err end
     ensure_group(ready)
-    local idx = {}
-    for _, packed in ipairs(envs) do
-      promote_one(ready, idx, bad, packed, l_pcall(l_unpack_limit, packed, 2 + 2 * FIELDS_MAX, 0))
-    end
-    -- every promoted job has a new entry: into the job index, 1,000 per HSET
-    for i = 1, #idx, 2000 do
-      redis.call('HSET', ids, unpack(idx, i, math.min(i + 1999, #idx)))
-    end
-    for _, b in ipairs(bad) do
-      xadd_dead(dead, dead_max, {'err', 'delayed member: ' .. b[2], 'why', 'invalid', 'raw', b[1]})
-    end
-    -- The members taken are the lowest-scored ones: remove them by rank.
-    redis.call('ZREMRANGEBYRANK', delayed, 0, #envs - 1)
   end
+  if fix then wheel_repair(q, fix, dead, dead_max) end
+  if not l_type then
+    l_type, l_select, l_pcall, l_unpack_limit = type, select, pcall, cmsgpack.unpack_limit
+  end
+  fmt_memo = {}
+  local bad, idx, moved, cascaded = {}, {}, #envs, 0
+  -- 1. the due members, removed by rank (the lowest-scored ones) before a
+  -- cascade adds any
+  for _, packed in ipairs(envs) do
+    promote_one(ready, idx, bad, packed, l_pcall(l_unpack_limit, packed, 2 + 2 * FIELDS_MAX, 0))
+  end
+  if #envs > 0 then redis.call('ZREMRANGEBYRANK', delayed, 0, #envs - 1) end
+  local taken = #envs
+  if #starts > 0 then
+    -- 2. the buckets wholly due; 3. the cascades, with the room left
+    local t, m, c = wheel_promote(q, starts, limit - taken, now, ready, delayed, idx, bad, true)
+    taken, moved = taken + t, moved + m
+    if not due_only and taken < limit then
+      t, m, c = wheel_promote(q, starts, limit - taken, now, ready, delayed, idx, bad, false)
+      taken, moved, cascaded = taken + t, moved + m, c
+    end
+  end
+  -- every promoted job has a new entry: into the job index, 1,000 per HSET
+  for i = 1, #idx, 2000 do
+    redis.call('HSET', ids, unpack(idx, i, math.min(i + 1999, #idx)))
+  end
+  for _, b in ipairs(bad) do
+    xadd_dead(dead, dead_max, {'err', 'delayed member: ' .. b[2], 'why', 'invalid', 'raw', b[1]})
+  end
+  -- the next wake-up: the earliest member, or when the next bucket must
+  -- cascade: among those looked at (`later`, or now for the ones this call
+  -- left for lack of room), else the first beyond them, at its earliest
   local head = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
-  return {#envs, head[2] and ms_str(tonumber(head[2])) or '', ms_str(now), last_wake(wake), #bad}
+  local nxt = head[2] and tonumber(head[2])
+  local wl = later
+  for _, b in ipairs(starts) do
+    local start = tonumber(b)
+    if redis.call('EXISTS', bucket_key(q, start)) == 1 then
+      local at = now
+      if due_only and start + WHEEL_MS > now then at = math.min(now + 250, start + WHEEL_MS) end
+      if not wl or at < wl then wl = at end
+    end
+  end
+  if wl and (not nxt or wl < nxt) then nxt = wl end
+  return {moved, nxt and ms_str(nxt) or '', ms_str(now), last_wake(wake), #bad, cascaded}
 end
+local function promote(keys, args) return promote_impl('jr_promote', keys, args, false) end
+local function promote_due(keys, args) return promote_impl('jr_promote_due', keys, args, true) end
 
 -- A list of stream entry ids args[first..]: nil, or an error reply.
 -- Checks args[first..] are stream entry ids, and writes each "<ms>" as
@@ -755,7 +1130,7 @@ local function ack_follow(keys, args)
     if seen[tq] then return refuse(fn, 'target queue ' .. shown(tq) .. ' is given twice') end
     seen[tq] = true
     targets[t] = {name = tq, ready = keys[b + 1], delayed = keys[b + 2], wake = keys[b + 3], seq = keys[b + 4],
-                  now = false, later = false, gen = 0}
+                  now = false, later = false, gen = 0, far = {}}
   end
   local now, jobs, i, nuniq = now_ms(), {}, 4, 0
   while i <= #args do
@@ -778,6 +1153,7 @@ local function ack_follow(keys, args)
     end
     if due <= now then tg.now = true else tg.later = true end
     if due > now and id == '' then tg.gen = tg.gen + 1 end
+    if due - now >= NEAR_MS then tg.far[#tg.far + 1] = due end
     jobs[nj] = {tg, id, due, first, last, uniq}
     i = last + 1
   end
@@ -790,7 +1166,8 @@ local function ack_follow(keys, args)
                          {stats_key(q), 'hash'}})
   for _, tg in ipairs(targets) do
     err = err or queue_types(fn, {tg.ready, tg.delayed, tg.wake, tg.seq}, tg.name) or check_seq(fn, tg.seq, tg.gen) or
-          (tg.now and check_room(fn, tg.ready)) or (tg.later and check_room(fn, tg.wake))
+          (tg.now and check_room(fn, tg.ready)) or (tg.later and check_room(fn, tg.wake)) or
+          (#tg.far > 0 and wheel_check(fn, tg.name, tg.far))
   end
   if err then return err end
   if not grouped(keys[1]) then return 0 end
@@ -811,7 +1188,8 @@ local function ack_follow(keys, args)
   end
   for _, j in ipairs(jobs) do
     local tg = j[1]
-    put({ready = tg.ready, delayed = tg.delayed, wake = tg.wake, seq = tg.seq, uniq = j[6], ids = index_key(tg.name)},
+    put({q = tg.name, ready = tg.ready, delayed = tg.delayed, wake = tg.wake, seq = tg.seq, uniq = j[6],
+         ids = index_key(tg.name)},
         j[2], j[3], window, args, j[4], j[5], now)
   end
   return 1
@@ -989,6 +1367,12 @@ local function fail(keys, args)
   err = check_types(fn, {{ready, 'stream'}, {delayed, 'zset'}, {wake, 'stream'}, {dead, 'stream'},
                          {ids, 'hash'}, {cancelled, 'hash'}, {stats_key(q), 'hash'}}) or
         check_room(fn, dead) or (action ~= 'dead' and check_room(fn, (action == 'retry' and delay == 0) and ready or wake))
+  -- a retry due NEAR_MS or later waits in the time wheel (the due time
+  -- checked here is a lower bound: the buckets it may reach are checked)
+  local now = now_ms()
+  if not err and action ~= 'dead' and delay >= NEAR_MS then
+    err = wheel_check(fn, q, {tonumber(ms_str(now + delay))})
+  end
   if err then return err end
   if not grouped(ready) or owner(ready, entry) ~= consumer then return 0 end
   local e = redis.call('XRANGE', ready, entry, entry)
@@ -1016,10 +1400,14 @@ local function fail(keys, args)
         m.d = nil
         index_set(ids, id, redis.call('XADD', ready, '*', 'id', id, unpack(to_flat(m, rest))))
       else
-        local due = now_ms() + delay
+        local due = tonumber(ms_str(now + delay))
         if action == 'retry' then m.d = tostring(math.ceil(due)) end
-        schedule(delayed, wake, due, cmsgpack.pack(id, unpack(to_flat(m, rest))))
-        index_set(ids, id, '@' .. ms_str(due))
+        if delay >= NEAR_MS then
+          wheel_add({q = q, wake = wake, ids = ids}, id, due, to_flat(m, rest))
+        else
+          schedule(delayed, wake, due, cmsgpack.pack(id, unpack(to_flat(m, rest))))
+          index_set(ids, id, '@' .. ms_str(due))
+        end
       end
     end
   end
@@ -1343,6 +1731,7 @@ redis.register_function{function_name = 'jr_cron_list', callback = cron_list, fl
 redis.register_function('jr_enqueue', enqueue)
 redis.register_function('jr_enqueue_many', enqueue_many)
 redis.register_function('jr_promote', promote)
+allow_oom('jr_promote_due', promote_due)
 allow_oom('jr_ack', ack)
 redis.register_function('jr_register', register)
 redis.register_function('jr_ack_follow', ack_follow)
@@ -1423,6 +1812,32 @@ local function in_delayed(k, id, min, max)
   end
 end
 
+-- The bucket item of job `id` with number n in the bucket starting at
+-- `start` (ms), or nil: a bisection over the bucket's positions by n (items
+-- are in order of n), O(log k) LINDEX for k items in that one bucket.
+local function in_wheel(k, id, n, start)
+  init_upvalues()
+  local bk = bucket_key(k.q, start)
+  if redis.call('TYPE', bk)['ok'] ~= 'list' then return nil end
+  local len = redis.call('LLEN', bk)
+  local lo, hi = 0, len
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    local ok, _, x = l_pcall(l_unpack_limit, redis.call('LINDEX', bk, mid), 1, 0)
+    if not ok or l_type(x) ~= 'number' then return nil end -- not an item: no order to bisect
+    if x < n then lo = mid + 1 else hi = mid end
+  end
+  if lo >= len then return nil end
+  local item = redis.call('LINDEX', bk, lo)
+  local ok, _, x = l_pcall(l_unpack_limit, item, 1, 0)
+  if not ok or x ~= n then return nil end
+  local jid, us, flat = wheel_decode(item, start)
+  if not jid or jid ~= id then return nil end
+  local m = to_map(flat)
+  return {state = (tonumber(m.a) or 1) > 1 and 'retrying' or 'delayed', bucket = bk, pos = lo, n = n,
+          score = ms_str(us / 1000), flat = flat}
+end
+
 -- The ready-stream entry `entry` if it is job `id`, or nil; running (with
 -- its consumer, idle ms and delivery count) when the group holds it.
 local function in_stream(k, id, entry)
@@ -1462,8 +1877,14 @@ local function locate(k, id)
   local where = redis.call('HGET', k.ids, id)
   if where then
     local s = string.match(where, '^@(.+)$')
+    local wn, ws = string.match(where, '^~(%d+)@(.+)$')
     if s then
       if dec_arg(s) then r = in_delayed(k, id, s, s) end
+    elseif wn then
+      -- in its bucket, or in the sorted set once the bucket cascaded
+      if dec_arg(ws) and #wn <= 15 then
+        r = in_wheel(k, id, tonumber(wn), bucket_of(to_us(tonumber(ws)))) or in_delayed(k, id, ws, ws)
+      end
     elseif stream_id_ok(where) then
       r = in_stream(k, id, where)
     end
@@ -1473,9 +1894,10 @@ local function locate(k, id)
     r = in_stream(k, id, id)
     if r then return r end
   end
-  local due = string.match(id, '^d(%d+)%-%d+$')
+  local due, dn = string.match(id, '^d(%d+)%-(%d+)$')
   if due and #due <= 15 then
-    r = in_delayed(k, id, due, '(' .. string.format('%d', tonumber(due) + 1))
+    r = (#dn <= 15 and in_wheel(k, id, tonumber(dn), bucket_of(tonumber(due) * 1000))) or
+        in_delayed(k, id, due, '(' .. string.format('%d', tonumber(due) + 1))
     if r then return r end
   end
   if k.dead then return in_dead(k, id) end
@@ -1493,7 +1915,7 @@ local function job_call(fn, keys, args, names, uniq)
   if #args ~= 1 or id == '' or #id > ID_MAX then
     return nil, refuse(fn, 'argument: ID (1..' .. ID_MAX .. ' bytes), got ' .. #args .. ' arguments')
   end
-  local k, spec = {}, {}
+  local k, spec = {q = q}, {{wheel_key(q), 'zset'}}
   for i, n in ipairs(names) do
     k[n] = keys[i]
     spec[#spec + 1] = {keys[i], JOB_KEY_TYPES[n]}
@@ -1505,9 +1927,31 @@ local function job_call(fn, keys, args, names, uniq)
     end
     k.uniq = want
   end
-  err = check_types(fn, spec)
+  err = check_types(fn, spec) or check_seq(fn, wheel_count_key(q), 1)
   if err then return nil, err end
   return k, id
+end
+
+-- A tombstone (msgpack of a number alone, at most 9 bytes; a job's item
+-- is longer) or not.
+local function is_tombstone(item)
+  if not item or #item > 9 then return false end
+  local ok, off, x = l_pcall(l_unpack_limit, item, 1, 0)
+  return ok and off == -1 and l_type(x) == 'number'
+end
+
+-- Take job r (found by in_wheel) out of its bucket: a tombstone keeps the
+-- positions and the order by n; the tombstones at either end of the bucket
+-- are popped (each one once: O(1) amortised), and a bucket left empty goes
+-- with its index member. The counter was checked by job_call.
+local function wheel_forget(k, r)
+  redis.call('LSET', r.bucket, r.pos, cmsgpack.pack(r.n))
+  redis.call('DECR', wheel_count_key(k.q))
+  while is_tombstone(redis.call('LINDEX', r.bucket, 0)) do redis.call('LPOP', r.bucket) end
+  while is_tombstone(redis.call('LINDEX', r.bucket, -1)) do redis.call('RPOP', r.bucket) end
+  if redis.call('EXISTS', r.bucket) == 0 then
+    redis.call('ZREM', wheel_key(k.q), string.match(r.bucket, ':(%d+)$'))
+  end
 end
 
 -- Take a waiting job (delayed, retrying or ready, not running) out of its
@@ -1515,6 +1959,8 @@ end
 local function remove_waiting(k, id, r)
   if r.member then
     redis.call('ZREM', k.delayed, r.member)
+  elseif r.bucket then
+    wheel_forget(k, r)
   else
     redis.call('XDEL', k.ready, r.entry)
   end
@@ -1580,12 +2026,12 @@ local function job_run_now(keys, args)
   if not k then return id end
   local r = locate(k, id)
   if not r then return {'not found', ''} end
-  if not r.member then return {r.state, r.entry} end
+  if not r.member and not r.bucket then return {r.state, r.entry} end
   local err = check_room(fn, k.ready)
   if err then return err end
   ensure_group(k.ready)
   local e = redis.call('XADD', k.ready, '*', 'id', id, unpack(r.flat))
-  redis.call('ZREM', k.delayed, r.member)
+  if r.member then redis.call('ZREM', k.delayed, r.member) else wheel_forget(k, r) end
   index_set(k.ids, id, e)
   return {r.state, e}
 end
@@ -1617,6 +2063,96 @@ redis.register_function{function_name = 'jr_locate', callback = job_locate, flag
 allow_oom('jr_cancel', job_cancel)
 redis.register_function('jr_run_now', job_run_now)
 allow_oom('jr_delete', job_delete)
+
+--[[
+jr_delayed_page: a page of a queue's delayed jobs, both tiers (flag
+no-writes), for `jobrunner jobs --state delayed`.
+  KEYS: delayed (jr:{Q}:delayed)
+  ARGV: cursor count   cursor "" (first page) or the one a page returned;
+        count 1..10000
+  Returns {next cursor or "" at the end, member, score, member, score, ...}:
+  members as in the sorted set (msgpack id, field, value, ...), scores
+  the due time. The sorted set comes first, by due time (cursor
+  "<score>/<skip>"), then the time wheel bucket by bucket (cursor
+  "w<start>/<position>"), each bucket in enqueue order (by n). A bucket
+  item that is not a job is returned as stored, scored at its bucket's start.
+]]
+local function delayed_page(keys, args)
+  local fn = 'jr_delayed_page'
+  local q, err = queue_of(fn, keys, {'delayed'})
+  if not q then return err end
+  local cursor, limit = args[1], int_arg(args[2])
+  if #args ~= 2 or not limit or limit < 1 or limit > 10000 then
+    return refuse(fn, 'arguments: CURSOR ("" or one a page returned) COUNT (1..10000)')
+  end
+  local wheel = wheel_key(q)
+  err = check_types(fn, {{keys[1], 'zset'}, {wheel, 'zset'}})
+  if err then return err end
+  init_upvalues()
+  local out, min, skip, wstart, wpos = {''}, nil, 0, nil, 0
+  if cursor == '' then
+    min = '-inf'
+  else
+    local a, b = string.match(cursor, '^([%d%.]+)/(%d+)$')
+    if a and dec_arg(a) and #b <= 15 then
+      min, skip = a, tonumber(b)
+    else
+      a, b = string.match(cursor, '^w(%d+)/(%d+)$')
+      if not a or #a > 15 or #b > 15 then
+        return refuse(fn, 'bad cursor ' .. shown(cursor) .. ' (use "" or one a page returned)')
+      end
+      wstart, wpos = tonumber(a), tonumber(b)
+    end
+  end
+  if min then
+    local z = redis.call('ZRANGE', keys[1], min, '+inf', 'BYSCORE', 'LIMIT', skip, limit, 'WITHSCORES')
+    for i = 1, #z do out[#out + 1] = z[i] end
+    if #z / 2 == limit then
+      local last, same = z[#z], 0
+      for i = #z, 2, -2 do
+        if z[i] ~= last then break end
+        same = same + 1
+      end
+      if same == limit and last == min then same = same + skip end
+      out[1] = last .. '/' .. same
+      return out
+    end
+  end
+  local need = limit - (#out - 1) / 2
+  local b = redis.call('ZRANGE', wheel, wstart or '-inf', '+inf', 'BYSCORE', 'LIMIT', 0, 1)[1]
+  if b and tonumber(b) ~= wstart then wpos = 0 end
+  while b and need > 0 do
+    local start = tonumber(b)
+    local bk = bucket_key(q, start)
+    if redis.call('TYPE', bk)['ok'] ~= 'list' then
+      return refuse(fn, 'key ' .. shown(bk) .. ' is not a list')
+    end
+    local asked = need
+    local items = redis.call('LRANGE', bk, wpos, wpos + asked - 1)
+    for _, item in ipairs(items) do
+      local id, us, flat = wheel_decode(item, start)
+      if id then
+        out[#out + 1] = cmsgpack.pack(id, unpack(flat))
+        out[#out + 1] = ms_str(us / 1000)
+        need = need - 1
+      elseif id == nil then
+        out[#out + 1] = item
+        out[#out + 1] = ms_str(start)
+        need = need - 1
+      end
+    end
+    wpos = wpos + #items
+    if need == 0 then
+      out[1] = 'w' .. ms_int(start) .. '/' .. wpos
+      return out
+    end
+    if #items < asked then -- the end of this bucket: the next one
+      b, wpos = redis.call('ZRANGE', wheel, '(' .. ms_int(start), '+inf', 'BYSCORE', 'LIMIT', 0, 1)[1], 0
+    end
+  end
+  return out
+end
+redis.register_function{function_name = 'jr_delayed_page', callback = delayed_page, flags = {'no-writes'}}
 
 
 -- Remove the consumers of stopped processes from a queue's group: each one

@@ -731,17 +731,19 @@ int jr_cmd_jobs(const jr_config_t *cfg, const char *queue, const char *state, in
         fprintf(stderr, "jobrunner jobs: --state must be delayed, ready, running or dead, not \"%s\"\n", state);
         return 2;
     }
-    char min[64] = "-inf", start[JR_ID_MAX + 2] = "-";
+    char start[JR_ID_MAX + 2] = "-";
     long long skip = 0;
-    if (after) { /* delayed: "<score>/<skip>"; the others: the last entry id shown */
+    if (after) { /* delayed: a cursor of jr_delayed_page; the others: the last entry id shown */
         char *end;
         if (delayed) {
-            double sc = strtod(after, &end);
-            if (end == after || *end != '/' || sc < 0 || sscanf(end + 1, "%lld", &skip) != 1 || skip < 0) {
+            /* "<score>/<skip>" (the sorted set) or "w<bucket start>/<position>" (the time wheel) */
+            const char *p = after[0] == 'w' ? after + 1 : after;
+            double sc = strtod(p, &end);
+            if (end == p || *end != '/' || sc < 0 || sscanf(end + 1, "%lld", &skip) != 1 || skip < 0 ||
+                strlen(after) >= 64) {
                 fprintf(stderr, "jobrunner jobs: invalid --after \"%s\" for delayed jobs (a cursor printed by a page)\n", after);
                 return 2;
             }
-            snprintf(min, sizeof min, "%.*s", (int)(end - after), after);
         } else {
             unsigned long long ms = strtoull(after, &end, 10);
             (void)ms;
@@ -765,8 +767,9 @@ int jr_cmd_jobs(const jr_config_t *cfg, const char *queue, const char *state, in
     int rc = 0, status = 0;
     const char **mv = NULL;
     size_t *ml = NULL;
+    char dnext[128] = "";
     if (delayed) {
-        rc = jr_redis_zrange_page(r, k.delayed, min, skip, limit, &b);
+        rc = jr_redis_delayed_page(r, queue, after, limit, &b, dnext, sizeof dnext);
     } else if (ready) {
         char last[JR_ID_MAX];
         rc = jr_redis_group_last_id(r, queue, last);
@@ -843,16 +846,10 @@ int jr_cmd_jobs(const jr_config_t *cfg, const char *queue, const char *state, in
         }
         n++;
     }
-    if ((int64_t)n == limit && n > 0) {
-        if (delayed) {
-            const char *last = v[n - 1].where;
-            long long same = 0;
-            for (size_t i = n; i > 0 && !strcmp(v[i - 1].where, last); i--) same++;
-            if ((size_t)same == n && after && !strcmp(min, last)) same += skip;
-            snprintf(next, sizeof next, "%s/%lld", last, same);
-        } else {
-            snprintf(next, sizeof next, "%s", v[n - 1].where);
-        }
+    if (delayed) { /* the cursor jr_delayed_page returned */
+        if (dnext[0]) snprintf(next, sizeof next, "%s", dnext), nextp = next;
+    } else if ((int64_t)n == limit && n > 0) {
+        snprintf(next, sizeof next, "%s", v[n - 1].where);
         nextp = next;
     }
     status = print_page(out, state, queue, v, n, nextp, json) ? 1 : 0;

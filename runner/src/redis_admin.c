@@ -60,20 +60,28 @@ int jr_redis_stats(jr_redis_t *r, const char *queue, jr_qstats_t *s) {
     s->oldest_ready_ms = -1;
     char stats[JR_KEY_MAX];
     snprintf(stats, sizeof stats, "jr:{%s}:stats", queue);
-    const char *cmds[6][4] = {{"XLEN", k.ready}, {"ZCARD", k.delayed}, {"XPENDING", k.ready, JR_GROUP},
-                              {"XLEN", k.dead},  {"HGETALL", stats},    {"TIME"}};
-    int argcs[6] = {2, 2, 3, 2, 2, 1};
+    /* delayed = the sorted set (near tier) + the jobs in time-wheel buckets */
+    char wheel_n[JR_KEY_MAX];
+    snprintf(wheel_n, sizeof wheel_n, "jr:{%s}:wheel:n", queue);
+    const char *cmds[7][4] = {{"XLEN", k.ready}, {"ZCARD", k.delayed}, {"XPENDING", k.ready, JR_GROUP},
+                              {"XLEN", k.dead},  {"HGETALL", stats},    {"TIME"}, {"GET", wheel_n}};
+    int argcs[7] = {2, 2, 3, 2, 2, 1, 2};
     int rc;
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 7; i++)
         if ((rc = jri_append_argv(r, argcs[i], cmds[i], NULL))) return rc;
     if ((rc = jr_redis_flush(r))) return rc;
     long long len = 0, now_s = 0, now_ms = 0, in_window = 0;
     long long t[60] = {0}, c[60] = {0}; /* the ring of jr_ack: second, jobs in it */
     int first_err = 0;
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 7; i++) {
         redisReply *rep;
         if ((rc = jri_recv_reply(r, &rep, r->timeout_us))) return rc;
-        if (rep->type == REDIS_REPLY_INTEGER) {
+        if (i == 6) {
+            if (rep->type == REDIS_REPLY_STRING) {
+                long long n = strtoll(rep->str, NULL, 10);
+                if (n > 0) s->delayed += n;
+            }
+        } else if (rep->type == REDIS_REPLY_INTEGER) {
             if (i == 0) len = rep->integer;
             else if (i == 1) s->delayed = rep->integer;
             else s->dead = rep->integer;
@@ -326,16 +334,9 @@ int jr_redis_pending_page(jr_redis_t *r, const char *queue, const char *start, i
     return 0;
 }
 
-int jr_redis_zrange_page(jr_redis_t *r, const char *key, const char *min, int64_t skip, int64_t count,
-                         jr_batch_t *b) {
-    jri_batch_reset(b);
-    char off[24], cnt[24];
-    snprintf(off, sizeof off, "%lld", (long long)skip);
-    snprintf(cnt, sizeof cnt, "%lld", (long long)count);
-    redisReply *rep;
-    int rc = jri_exec(r, &rep, "ZRANGE", key, min, "+inf", "BYSCORE", "LIMIT", off, cnt, "WITHSCORES", NULL);
-    if (rc) return rc;
-    /* [member, score, ...] -> entries [score, [member]]: one entry each. */
+/* rep = [member, score, ...] (taken, freed) -> *b: entries [score,
+ * ["m", member]], one each. */
+static int members_to_batch(jr_redis_t *r, const char *key, redisReply *rep, jr_batch_t *b) {
     size_t m = rep->type == REDIS_REPLY_ARRAY ? rep->elements / 2 : 0;
     redisReply *entries = calloc(1, sizeof *entries);
     redisReply **pe = calloc(m ? m : 1, sizeof *pe);
@@ -373,6 +374,43 @@ int jr_redis_zrange_page(jr_redis_t *r, const char *key, const char *min, int64_
     }
     freeReplyObject(rep);
     return jri_batch_of_entries(r, key, entries, b);
+}
+
+int jr_redis_zrange_page(jr_redis_t *r, const char *key, const char *min, int64_t skip, int64_t count,
+                         jr_batch_t *b) {
+    jri_batch_reset(b);
+    char off[24], cnt[24];
+    snprintf(off, sizeof off, "%lld", (long long)skip);
+    snprintf(cnt, sizeof cnt, "%lld", (long long)count);
+    redisReply *rep;
+    int rc = jri_exec(r, &rep, "ZRANGE", key, min, "+inf", "BYSCORE", "LIMIT", off, cnt, "WITHSCORES", NULL);
+    if (rc) return rc;
+    return members_to_batch(r, key, rep, b);
+}
+
+int jr_redis_delayed_page(jr_redis_t *r, const char *queue, const char *after, int64_t count, jr_batch_t *b,
+                          char *next, size_t nextlen) {
+    jri_batch_reset(b);
+    next[0] = '\0';
+    jr_qkeys_t k;
+    jr_qkeys(&k, queue);
+    char cnt[24];
+    snprintf(cnt, sizeof cnt, "%lld", (long long)count);
+    redisReply *rep;
+    int rc = jri_exec(r, &rep, "FCALL", "jr_delayed_page", "1", k.delayed, after ? after : "", cnt, NULL);
+    if (rc) return rc;
+    if ((rc = jri_reply_error(r, rep))) return rc;
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1 || rep->element[0]->type != REDIS_REPLY_STRING ||
+        rep->element[0]->len >= nextlen || rep->elements % 2 != 1) {
+        freeReplyObject(rep);
+        return jri_fail(r, JR_EPROTO, "jr_delayed_page: unexpected reply");
+    }
+    memcpy(next, rep->element[0]->str, rep->element[0]->len + 1);
+    /* drop the cursor: [member, score, ...] remains */
+    freeReplyObject(rep->element[0]);
+    memmove(rep->element, rep->element + 1, (rep->elements - 1) * sizeof *rep->element);
+    rep->elements--;
+    return members_to_batch(r, k.delayed, rep, b);
 }
 
 int jr_redis_pause(jr_redis_t *r, const char *queue, int on, int64_t now_ms, int *changed) {

@@ -76,6 +76,11 @@ int jr_redis_pending_page(jr_redis_t *r, const char *queue, const char *start, i
  * entry per member, its id = the score, one field "m" = the member. */
 int jr_redis_zrange_page(jr_redis_t *r, const char *key, const char *min, int64_t skip, int64_t count,
                          jr_batch_t *b);
+/* A page of queue's delayed jobs, both tiers (FCALL jr_delayed_page): *b as
+ * for jr_redis_zrange_page; after = NULL/"" or a cursor a page returned;
+ * next = the cursor of the next page ("" at the end). */
+int jr_redis_delayed_page(jr_redis_t *r, const char *queue, const char *after, int64_t count, jr_batch_t *b,
+                          char *next, size_t nextlen);
 
 /* paused[i] = 1 if queues[i] is paused now (one HMGET). */
 int jr_redis_paused(jr_redis_t *r, const char *const *queues, size_t n, unsigned char *paused);

@@ -18,7 +18,7 @@ static double ms_value(const redisReply *e) {
 
 int jr_redis_promote(jr_redis_t *r, const char *queue, int64_t limit, int64_t dead_max,
                      int64_t *moved, int64_t *buried, double *next_due_ms, double *now_ms,
-                     char *wake_id) {
+                     char *wake_id, int64_t *cascaded) {
     jr_qkeys_t k;
     jr_qkeys(&k, queue);
     char lim[24], dmax[24];
@@ -27,17 +27,25 @@ int jr_redis_promote(jr_redis_t *r, const char *queue, int64_t limit, int64_t de
     redisReply *rep;
     int rc = jri_exec(r, &rep, "FCALL", "jr_promote", "4", k.ready, k.delayed, k.wake, k.dead, lim, dmax,
                   NULL);
+    /* Out of memory (maxmemory, noeviction): jr_promote, which may cascade
+     * a bucket into the sorted set (more memory), is refused; the due jobs
+     * still go, by jr_promote_due (allow-oom, no cascade). */
+    if (rc == JR_EREDIS && !strncmp(jr_redis_errstr(r), "OOM", 3))
+        rc = jri_exec(r, &rep, "FCALL", "jr_promote_due", "4", k.ready, k.delayed, k.wake, k.dead, lim, dmax,
+                      NULL);
     if (rc) return rc;
     /* A library older than this binary answers without the 5th element. */
     if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 4 ||
         rep->element[0]->type != REDIS_REPLY_INTEGER ||
         rep->element[3]->type != REDIS_REPLY_STRING ||
-        (rep->elements > 4 && rep->element[4]->type != REDIS_REPLY_INTEGER)) {
+        (rep->elements > 4 && rep->element[4]->type != REDIS_REPLY_INTEGER) ||
+        (rep->elements > 5 && rep->element[5]->type != REDIS_REPLY_INTEGER)) {
         freeReplyObject(rep);
         return jri_fail(r, JR_EPROTO, "jr_promote: unexpected reply");
     }
     *moved = rep->element[0]->integer;
     *buried = rep->elements > 4 ? rep->element[4]->integer : 0;
+    if (cascaded) *cascaded = rep->elements > 5 ? rep->element[5]->integer : 0; /* revision 5: the time wheel */
     *next_due_ms = ms_value(rep->element[1]);
     *now_ms = ms_value(rep->element[2]);
     snprintf(wake_id, JR_ID_MAX, "%s", rep->element[3]->str);

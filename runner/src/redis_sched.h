@@ -11,10 +11,14 @@
  * dead_max). *moved = members taken, *buried = of those, how many were
  * garbage. *next_due_ms = earliest due time left (-1 if none) and *now_ms =
  * Redis's time of the call, both Unix ms; wake_id (JR_ID_MAX bytes) = the
- * queue's last wake entry id. */
+ * queue's last wake entry id. *cascaded (if not NULL) = of the members
+ * taken, the time-wheel bucket items moved into the sorted set, not yet
+ * promoted (0 from a library before revision 5). When Redis refuses
+ * jr_promote for lack of memory (OOM), jr_promote_due (allow-oom, no
+ * time-wheel cascade) is called instead: jobs already due still go. */
 int jr_redis_promote(jr_redis_t *r, const char *queue, int64_t limit, int64_t dead_max,
                      int64_t *moved, int64_t *buried, double *next_due_ms, double *now_ms,
-                     char *wake_id);
+                     char *wake_id, int64_t *cascaded);
 
 /* Every registered queue (replaces *out's contents), and the registry's last
  * wake entry id into wake_id (JR_ID_MAX bytes). */

@@ -180,7 +180,7 @@ static void sched_back_off(sched_t *s, size_t i) {
  * or an error that needs a reconnect. */
 static int sched_promote(sched_t *s, size_t i) {
     const char *q = s->queues.v[i];
-    int64_t moved, buried, total = 0, total_buried = 0;
+    int64_t moved, buried, cascaded, total = 0, total_buried = 0;
     double next_due, now;
     if (s->retry_at_us[i] > jr_mono_us()) {
         sched_fold_deadline(s, s->retry_at_us[i]);
@@ -189,7 +189,7 @@ static int sched_promote(sched_t *s, size_t i) {
     for (;;) {
         int64_t sent = jr_mono_us();
         int rc = jr_redis_promote(s->cmd, q, s->cfg->scheduler_batch, s->cfg->dead_max, &moved,
-                                  &buried, &next_due, &now, s->wake_ids[i]);
+                                  &buried, &next_due, &now, s->wake_ids[i], &cascaded);
         /* A missing library (FUNCTION FLUSH) is fixed by reconnecting. */
         if (rc == JR_EREDIS && !strstr(jr_redis_errstr(s->cmd), "Function not found")) {
             sched_back_off(s, i);
@@ -205,11 +205,12 @@ static int sched_promote(sched_t *s, size_t i) {
         /* Lateness: this call's Redis time minus the earliest due time the
          * previous call left, i.e. of the earliest job this call moved (a
          * job enqueued since, due earlier, is not seen). */
-        if (moved - buried > 0 && jr_metrics_on())
-            jr_metrics_promoted(q, moved - buried, s->due_ms[i] >= 0 && now >= s->due_ms[i]
-                                                       ? (now - s->due_ms[i]) / 1000.0 : -1);
+        int64_t promoted = moved - buried - cascaded; /* cascaded: still waiting, in the sorted set */
+        if (promoted > 0 && jr_metrics_on())
+            jr_metrics_promoted(q, promoted, s->due_ms[i] >= 0 && now >= s->due_ms[i]
+                                                 ? (now - s->due_ms[i]) / 1000.0 : -1);
         s->due_ms[i] = next_due;
-        total += moved - buried;
+        total += promoted;
         total_buried += buried;
         if (moved < s->cfg->scheduler_batch) {
             if (next_due >= 0) {

@@ -814,6 +814,13 @@ static size_t scan_present(redisContext *c) {
                     G[g].present = 1;
         }
         freeReplyObject(rep);
+        rep = jrt_delayed_all(c, QUEUES[q]); /* and the time wheel's buckets */
+        for (size_t i = 0; i + 2 < rep->elements; i += 3) {
+            if (strcmp(rep->element[i + 2]->str, "w")) continue;
+            job_t *j = ledger_find(q, rep->element[i]->str, rep->element[i]->len);
+            if (j) n += !j->present, j->present = 1;
+        }
+        freeReplyObject(rep);
     }
     return n;
 }

@@ -392,7 +392,7 @@ Test(lookup, generated_explicit_retried_promoted_ids_and_stale_index) {
     cr_assert(wait_state("lk2", "prom-1", "retrying", 20000));
     cr_assert(wait_state("lk2", pg, "retrying", 20000));
     redisReply *ix = redisCommand(c, "HGET jr:{lk2}:ids %s", pg);
-    cr_expect(ix->type == REDIS_REPLY_STRING && ix->str[0] == '@', "retried job's index entry");
+    cr_expect(ix->type == REDIS_REPLY_STRING && ix->str[0] == '~', "retried job's index entry (in the time wheel)");
     freeReplyObject(ix);
     /* run it now, then let it finish OK? `again` always retries: cancel both */
     cr_expect_eq(CLI(out, "cancel", "-q", "lk2", "prom-1", pg, NULL, NULL), 0);

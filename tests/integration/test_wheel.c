@@ -1,0 +1,710 @@
+/* The time wheel for delayed jobs (issue 10), against a real Redis: jobs due
+ * 2 s or more ahead wait in 1 s buckets (jr:{Q}:wheel:<start>), cascade into
+ * the sorted set or go straight to the stream. Checked: never early across
+ * bucket boundaries, through a cascade and through the direct path; a
+ * property test of random due times, cancels, run-nows and retries over many
+ * jobs (each runs once per attempt, never early, nothing left behind); one of
+ * three schedulers SIGKILLed mid-cascade (no job lost or promoted twice);
+ * delayed jobs written in the old layout (the sorted set only) still run and
+ * are found by id next to jobs in the wheel. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "jr.h"
+#include "redis.h"
+#include "redis_sched.h"
+
+static jrt_redis_t R;
+static redisContext *C;
+static char cfgpath[192];
+
+static void setup(void) {
+    jrt_redis_start(&R, NULL);
+    jr_redis_free(jrt_jr_connect(&R)); /* loads the library */
+    C = jrt_connect(&R);
+}
+static void teardown(void) {
+    if (C) redisFree(C), C = NULL;
+    jrt_redis_stop(&R);
+}
+
+TestSuite(wheel, .init = setup, .fini = teardown, .timeout = 300);
+
+#define QK(q) "jr:{" q "}:ready", "jr:{" q "}:delayed", "jr:{" q "}:wake", "jr:{" q "}:seq"
+
+static redisReply *cmdv(int argc, const char **argv) {
+    redisReply *r = redisCommandArgv(C, argc, argv, NULL);
+    cr_assert(r, "redis: %s", C->errstr);
+    return r;
+}
+
+/* Redis's clock, ms. */
+static long long redis_ms(void) {
+    redisReply *t = redisCommand(C, "TIME");
+    cr_assert(t && t->type == REDIS_REPLY_ARRAY);
+    long long ms = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
+    freeReplyObject(t);
+    return ms;
+}
+
+/* Enqueue one job of queue q due at `at` (Unix ms) with id `id` ("" =
+ * generated); the job id into out. */
+static void enqueue_at(const char *q, long long at, const char *id, char *out, size_t outlen) {
+    char when[32], k[4][96], uniq[256];
+    snprintf(when, sizeof when, "@%lld", at);
+    snprintf(k[0], sizeof k[0], "jr:{%s}:ready", q), snprintf(k[1], sizeof k[1], "jr:{%s}:delayed", q);
+    snprintf(k[2], sizeof k[2], "jr:{%s}:wake", q), snprintf(k[3], sizeof k[3], "jr:{%s}:seq", q);
+    snprintf(uniq, sizeof uniq, "jr:{%s}:uniq:%s", q, id);
+    const char *v[] = {"FCALL", "jr_enqueue", id[0] ? "5" : "4", k[0], k[1], k[2], k[3], uniq, when, id, "86400000",
+                       "h", "echo", "p", "payload"};
+    const char *w[] = {"FCALL", "jr_enqueue", "4", k[0], k[1], k[2], k[3], when, id, "86400000", "h", "echo", "p",
+                       "payload"};
+    redisReply *r = id[0] ? cmdv(15, v) : cmdv(14, w);
+    cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 2, "jr_enqueue: %s",
+              r->type == REDIS_REPLY_ERROR ? r->str : "?");
+    snprintf(out, outlen, "%s", r->element[0]->str);
+    freeReplyObject(r);
+}
+
+/* One jr_promote of queue q; returns moved. */
+static long long promote(const char *q, int limit) {
+    char k[4][96], lim[16];
+    snprintf(k[0], sizeof k[0], "jr:{%s}:ready", q), snprintf(k[1], sizeof k[1], "jr:{%s}:delayed", q);
+    snprintf(k[2], sizeof k[2], "jr:{%s}:wake", q), snprintf(k[3], sizeof k[3], "jr:{%s}:dead", q);
+    snprintf(lim, sizeof lim, "%d", limit);
+    const char *v[] = {"FCALL", "jr_promote", "4", k[0], k[1], k[2], k[3], lim};
+    redisReply *r = cmdv(8, v);
+    cr_assert(r->type == REDIS_REPLY_ARRAY, "jr_promote: %s", r->type == REDIS_REPLY_ERROR ? r->str : "?");
+    long long moved = r->element[0]->integer;
+    freeReplyObject(r);
+    return moved;
+}
+
+/* jr_locate: state into state, due (score string) into due. */
+static void locate(const char *q, const char *id, char *state, size_t slen, char *due, size_t dlen) {
+    char k[4][96];
+    snprintf(k[0], sizeof k[0], "jr:{%s}:ready", q), snprintf(k[1], sizeof k[1], "jr:{%s}:delayed", q);
+    snprintf(k[2], sizeof k[2], "jr:{%s}:ids", q), snprintf(k[3], sizeof k[3], "jr:{%s}:dead", q);
+    const char *v[] = {"FCALL", "jr_locate", "4", k[0], k[1], k[2], k[3], id};
+    redisReply *r = cmdv(8, v);
+    cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 8, "jr_locate: %s",
+              r->type == REDIS_REPLY_ERROR ? r->str : "?");
+    snprintf(state, slen, "%s", r->element[0]->str);
+    if (due) snprintf(due, dlen, "%s", r->element[3]->str);
+    freeReplyObject(r);
+}
+
+/* A job of the property test's model. */
+typedef struct {
+    char id[64];
+    double due;   /* of the current attempt, ms (may carry a fraction) */
+    int attempt;  /* attempts started */
+    int state;    /* 0 waiting, 1 cancelled, 2 done */
+    int explicit_id;
+} mjob_t;
+
+enum { WAITING, CANCELLED, DONE };
+#define NJOBS 600
+static mjob_t J[NJOBS];
+static int nj;
+
+static mjob_t *find(const char *id) {
+    for (int i = 0; i < nj; i++)
+        if (!strcmp(J[i].id, id)) return &J[i];
+    return NULL;
+}
+
+/* Read entries from the ready stream (group jr) and check each one: a
+ * known waiting job, never early. Then ack it (done) or retry it with a
+ * random delay (jr_fail), by coin. Returns entries read. */
+static int consume(const char *q, int retry_pct) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "jr:{%s}:ready", q);
+    redisReply *r = redisCommand(C, "XREADGROUP GROUP jr t COUNT 50 STREAMS %s >", cmd);
+    cr_assert(r, "redis: %s", C->errstr);
+    int n = 0;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 1) {
+        redisReply *es = r->element[0]->element[1];
+        for (size_t i = 0; i < es->elements; i++, n++) {
+            redisReply *e = es->element[i], *f = e->element[1];
+            const char *entry = e->element[0]->str, *id = entry;
+            for (size_t k = 0; k + 1 < f->elements; k += 2)
+                if (!strcmp(f->element[k]->str, "id")) id = f->element[k + 1]->str;
+            mjob_t *j = find(id);
+            cr_assert(j, "unknown job %s in the stream", id);
+            cr_assert_eq(j->state, WAITING, "job %s ran while %s", id, j->state == CANCELLED ? "cancelled" : "done");
+            long long ems = atoll(entry);
+            cr_assert_geq((double)ems + 0.001, (double)(long long)j->due,
+                          "job %s promoted early: entry %s, due %.3f (attempt %d)", id, entry, j->due, j->attempt + 1);
+            j->attempt++;
+            if (rand() % 100 < retry_pct && j->attempt < 3) {
+                char delay[16];
+                snprintf(delay, sizeof delay, "%d", (rand() % 2) ? rand() % 1500 : 2000 + rand() % 3000);
+                char k[4][96];
+                snprintf(k[0], sizeof k[0], "jr:{%s}:ready", q), snprintf(k[1], sizeof k[1], "jr:{%s}:delayed", q);
+                snprintf(k[2], sizeof k[2], "jr:{%s}:wake", q), snprintf(k[3], sizeof k[3], "jr:{%s}:dead", q);
+                const char *v[] = {"FCALL", "jr_fail", "4", k[0], k[1], k[2], k[3], entry, "t", "retry", delay,
+                                   "boom", "failed", "1000"};
+                redisReply *x = cmdv(14, v);
+                cr_assert(x->type == REDIS_REPLY_INTEGER && x->integer == 1, "jr_fail: %s",
+                          x->type == REDIS_REPLY_ERROR ? x->str : "not 1");
+                freeReplyObject(x);
+                char st[32], due[64];
+                locate(q, id, st, sizeof st, due, sizeof due);
+                if (!strcmp(st, "retrying")) {
+                    j->due = atof(due);
+                } else {
+                    cr_assert_str_eq(st, "ready", "a retried job is %s", st);
+                    j->due = 0;
+                }
+            } else {
+                snprintf(cmd, sizeof cmd, "jr:{%s}:ids", q);
+                redisReply *x = redisCommand(C, "FCALL jr_ack 2 jr:{%s}:ready jr:{%s}:ids %s %s", q, q, entry,
+                                             strcmp(id, entry) ? id : "");
+                cr_assert(x && x->type == REDIS_REPLY_INTEGER && x->integer == 1, "jr_ack");
+                freeReplyObject(x);
+                j->state = DONE;
+            }
+        }
+    }
+    freeReplyObject(r);
+    return n;
+}
+
+Test(wheel, property_random_due_cancel_run_now_retry_each_runs_once_never_early) {
+    const char *q = "pw";
+    unsigned seed = (unsigned)(getenv("JRT_SEED") ? atol(getenv("JRT_SEED")) : jrt_wall_us());
+    srand(seed);
+    cr_log_info("property test: JRT_SEED=%u", seed);
+    freeReplyObject(redisCommand(C, "XGROUP CREATE jr:{%s}:ready jr 0 MKSTREAM", q));
+    long long t0 = redis_ms(), end = t0 + 9000;
+    int in_wheel_seen = 0;
+    while (redis_ms() < end || nj < NJOBS / 2) {
+        int op = rand() % 10;
+        if (op < 4 && nj < NJOBS) { /* enqueue: due now .. 7 s ahead, across buckets */
+            mjob_t *j = &J[nj];
+            long long at = redis_ms() + (rand() % 4 ? 2000 + rand() % 5000 : rand() % 2000);
+            j->explicit_id = rand() % 2;
+            char id[64] = "";
+            if (j->explicit_id) snprintf(id, sizeof id, "x-%d", nj);
+            enqueue_at(q, at, id, j->id, sizeof j->id);
+            j->due = (double)at;
+            nj++;
+        } else if (op < 5 && nj > 0) { /* cancel a waiting job */
+            mjob_t *j = &J[rand() % nj];
+            if (j->state != WAITING) continue;
+            char uniq[128];
+            snprintf(uniq, sizeof uniq, "jr:{%s}:uniq:%s", q, j->id);
+            redisReply *r = redisCommand(C, "FCALL jr_cancel 5 jr:{%s}:ready jr:{%s}:delayed jr:{%s}:ids "
+                                            "jr:{%s}:cancelled %s %s", q, q, q, q, uniq, j->id);
+            cr_assert(r && r->type == REDIS_REPLY_STRING, "jr_cancel");
+            cr_assert_str_eq(r->str, "cancelled", "cancel of waiting job %s: %s", j->id, r->str);
+            freeReplyObject(r);
+            j->state = CANCELLED;
+        } else if (op < 6 && nj > 0) { /* locate, and sometimes run now */
+            mjob_t *j = &J[rand() % nj];
+            if (j->state != WAITING) continue;
+            char st[32], due[64];
+            locate(q, j->id, st, sizeof st, due, sizeof due);
+            cr_assert(!strcmp(st, "delayed") || !strcmp(st, "retrying") || !strcmp(st, "ready"),
+                      "waiting job %s is %s", j->id, st);
+            if (strcmp(st, "ready")) {
+                cr_assert(due[0] && (long long)atof(due) == (long long)j->due, "job %s due %s, model %.3f", j->id,
+                          due, j->due);
+                redisReply *ix = redisCommand(C, "HGET jr:{%s}:ids %s", q, j->id);
+                in_wheel_seen += ix->type == REDIS_REPLY_STRING && ix->str[0] == '~';
+                in_wheel_seen += jrt_int(C, "ZCARD jr:{%s}:wheel", q) > 0;
+                freeReplyObject(ix);
+            }
+            if (strcmp(st, "ready") && rand() % 4 == 0) {
+                redisReply *r = redisCommand(C, "FCALL jr_run_now 3 jr:{%s}:ready jr:{%s}:delayed jr:{%s}:ids %s",
+                                             q, q, q, j->id);
+                cr_assert(r && r->type == REDIS_REPLY_ARRAY, "jr_run_now");
+                cr_assert_str_eq(r->element[0]->str, st);
+                freeReplyObject(r);
+                j->due = 0;
+            }
+        } else if (op < 8) {
+            promote(q, 1 + rand() % 40);
+        } else {
+            consume(q, 30);
+        }
+    }
+    /* drain: everything not cancelled runs, each attempt once */
+    long long stop = redis_ms() + 30000;
+    for (;;) {
+        while (promote(q, 1000) == 1000) {}
+        int n = consume(q, 0);
+        int waiting = 0;
+        for (int i = 0; i < nj; i++) waiting += J[i].state == WAITING;
+        if (!waiting) break;
+        cr_assert_lt(redis_ms(), stop, "%d jobs never ran", waiting);
+        if (!n) usleep(20000);
+    }
+    cr_expect_gt(in_wheel_seen, 0, "no job was seen in the time wheel");
+    cr_expect_eq(jrt_delayed_count(C, q), 0, "delayed jobs left (or a wrong wheel counter)");
+    cr_expect_eq(jrt_int(C, "EXISTS jr:{%s}:wheel", q), 0, "the bucket index is left behind");
+    cr_expect_eq(jrt_int(C, "XLEN jr:{%s}:ready", q), 0);
+    cr_expect_eq(jrt_int(C, "XLEN jr:{%s}:dead", q), 0);
+    redisReply *ks = redisCommand(C, "KEYS jr:{%s}:wheel:*", q);
+    for (size_t i = 0; i < ks->elements; i++)
+        cr_expect_str_eq(ks->element[i]->str, "jr:{pw}:wheel:n", "a bucket left behind: %s", ks->element[i]->str);
+    freeReplyObject(ks);
+}
+
+/* Jobs due at whole ms across several bucket boundaries, some buckets
+ * wholly due before a scheduler runs (the direct path), the others
+ * cascading while it runs: every stream entry's time >= its due time. */
+Test(wheel, never_early_across_buckets_direct_and_cascade) {
+    const char *q = "ne";
+    char text[512];
+    snprintf(text, sizeof text, "redis:\n  url: %s\nscheduler:\n  queues: [ne]\nlog:\n  level: warn\n", R.url);
+    jrt_write(&R, "jobrunner.yaml", text, cfgpath, sizeof cfgpath);
+    long long now = redis_ms();
+    /* 400 jobs due from now + 2.2 s to now + 7.2 s, every 12.5 ms, both id kinds */
+    char id[64];
+    static char ids[400][64];
+    static long long dues[400];
+    for (int i = 0; i < 400; i++) {
+        dues[i] = now + 2200 + i * 25 / 2;
+        char want[32] = "";
+        if (i % 3 == 0) snprintf(want, sizeof want, "ne-%d", i);
+        enqueue_at(q, dues[i], want, id, sizeof id);
+        snprintf(ids[i], sizeof ids[i], "%s", id);
+    }
+    cr_assert_gt(jrt_int(C, "ZCARD jr:{%s}:wheel", q), 3, "the jobs are not in several buckets");
+    cr_assert_eq(jrt_int(C, "ZCARD jr:{%s}:delayed", q), 0, "far jobs went to the sorted set");
+    cr_assert_eq(jrt_delayed_count(C, q), 400);
+    /* the first buckets fall wholly due before any scheduler runs */
+    while (redis_ms() < now + 4300) usleep(20000);
+    const char *sa[] = {"scheduler", "-c", cfgpath, NULL};
+    char slog[192];
+    snprintf(slog, sizeof slog, "%s/scheduler.log", R.dir);
+    pid_t s = jrt_spawn(slog, sa);
+    long long stop = redis_ms() + 30000;
+    while (jrt_int(C, "XLEN jr:{%s}:ready", q) < 400 && redis_ms() < stop) usleep(50000);
+    cr_assert_eq(jrt_stop(s, SIGTERM, 10000), 0);
+    redisReply *x = redisCommand(C, "XRANGE jr:{%s}:ready - +", q);
+    cr_assert_eq(x->elements, 400, "%zu of 400 jobs promoted", x->elements);
+    int early = 0, seen[400] = {0};
+    for (size_t i = 0; i < x->elements; i++) {
+        redisReply *f = x->element[i]->element[1];
+        const char *jid = NULL;
+        for (size_t k = 0; k + 1 < f->elements; k += 2)
+            if (!strcmp(f->element[k]->str, "id")) jid = f->element[k + 1]->str;
+        cr_assert(jid, "a promoted entry without its id");
+        int n = -1;
+        for (int k = 0; k < 400; k++)
+            if (!strcmp(ids[k], jid)) n = k;
+        cr_assert_geq(n, 0, "unknown job %s", jid);
+        seen[n]++;
+        if (atoll(x->element[i]->element[0]->str) < dues[n]) early++;
+    }
+    freeReplyObject(x);
+    for (int k = 0; k < 400; k++) cr_expect_eq(seen[k], 1, "job %s promoted %d times", ids[k], seen[k]);
+    cr_expect_eq(early, 0, "%d jobs promoted early", early);
+    cr_expect_eq(jrt_delayed_count(C, q), 0);
+}
+
+/* Three schedulers over 60,000 jobs in the wheel; one SIGKILLed while the
+ * buckets cascade and promote: every job reaches the stream exactly once. */
+Test(wheel, one_of_three_schedulers_sigkilled_mid_cascade_loses_nothing) {
+    const char *q = "sk";
+    char text[512];
+    snprintf(text, sizeof text,
+             "redis:\n  url: %s\nscheduler:\n  queues: [sk]\n  batch: 200\nlog:\n  level: warn\n", R.url);
+    jrt_write(&R, "jobrunner.yaml", text, cfgpath, sizeof cfgpath);
+    const int N = 60000;
+    long long now = redis_ms();
+    /* enqueue in calls of 1,000, due 2.5 .. 4.5 s ahead: 3 buckets */
+    for (int b = 0; b < N / 1000; b++) {
+        static const char *v[4 + 1000 * 7 + 8];
+        static char when[1000][32];
+        int a = 0;
+        v[a++] = "FCALL", v[a++] = "jr_enqueue_many", v[a++] = "4";
+        const char *keys[] = {QK("sk")};
+        for (int k = 0; k < 4; k++) v[a++] = keys[k];
+        v[a++] = "0";
+        for (int i = 0; i < 1000; i++) {
+            snprintf(when[i], sizeof when[i], "@%lld", now + 2500 + (b * 1000 + i) * 2000LL / N);
+            v[a++] = when[i], v[a++] = "", v[a++] = "2", v[a++] = "h", v[a++] = "echo", v[a++] = "p", v[a++] = "x";
+        }
+        redisReply *r = cmdv(a, v);
+        cr_assert(r->type == REDIS_REPLY_ARRAY, "jr_enqueue_many: %s", r->type == REDIS_REPLY_ERROR ? r->str : "?");
+        freeReplyObject(r);
+    }
+    cr_assert_eq(jrt_delayed_count(C, q), N);
+    cr_assert_geq(jrt_int(C, "ZCARD jr:{%s}:wheel", q), 2, "the jobs are not in the time wheel");
+    const char *sa[] = {"scheduler", "-c", cfgpath, NULL};
+    char slog[192];
+    snprintf(slog, sizeof slog, "%s/scheduler.log", R.dir);
+    pid_t s[3];
+    for (int i = 0; i < 3; i++) s[i] = jrt_spawn(slog, sa);
+    /* kill one once the cascade has begun (some jobs moved, not all) */
+    long long stop = redis_ms() + 30000;
+    while (jrt_int(C, "XLEN jr:{%s}:ready", q) + jrt_int(C, "ZCARD jr:{%s}:delayed", q) == 0 && redis_ms() < stop)
+        usleep(1000);
+    long long moved = jrt_int(C, "XLEN jr:{%s}:ready", q) + jrt_int(C, "ZCARD jr:{%s}:delayed", q);
+    cr_assert_eq(kill(s[0], SIGKILL), 0);
+    cr_log_info("SIGKILL with %lld of %d jobs out of the buckets", moved, N);
+    cr_expect_lt(moved, N, "the cascade was over before the kill (not mid-cascade)");
+    while (jrt_int(C, "XLEN jr:{%s}:ready", q) < N && redis_ms() < stop) usleep(50000);
+    jrt_stop(s[0], SIGKILL, 5000);
+    cr_assert_eq(jrt_stop(s[1], SIGTERM, 10000), 0);
+    cr_assert_eq(jrt_stop(s[2], SIGTERM, 10000), 0);
+    cr_expect_eq(jrt_int(C, "XLEN jr:{%s}:ready", q), N, "jobs lost or promoted twice");
+    /* each id once */
+    redisReply *u = redisCommand(C, "EVAL %s 1 jr:{%s}:ready",
+                                 "local s, n = {}, 0 for _, e in ipairs(redis.call('XRANGE', KEYS[1], '-', '+')) do "
+                                 "local id = e[2][2] if not s[id] then s[id] = true n = n + 1 end end return n",
+                                 q);
+    cr_assert(u && u->type == REDIS_REPLY_INTEGER, "EVAL: %s", u && u->type == REDIS_REPLY_ERROR ? u->str : "?");
+    cr_expect_eq(u->integer, N, "distinct job ids in the stream: %lld", u->integer);
+    freeReplyObject(u);
+    cr_expect_eq(jrt_delayed_count(C, q), 0);
+}
+
+/* The layout of revision 4 and before: a delayed job is a member of the
+ * sorted set (msgpack id, field, value, ...), an explicit id indexed as
+ * "@<score>". Such jobs, written before the upgrade, are found by id,
+ * cancelled and promoted by this library, next to new jobs in the wheel. */
+Test(wheel, old_layout_delayed_jobs_still_run_and_are_found) {
+    const char *q = "up";
+    long long now = redis_ms();
+    char score[3][32], member[3][256], gen[3][64];
+    /* three old members: a generated id due in 1 s, an explicit id due in 1.5 s, one due in an hour */
+    snprintf(gen[0], sizeof gen[0], "d%lld-1", now + 1000);
+    snprintf(gen[1], sizeof gen[1], "old-explicit");
+    snprintf(gen[2], sizeof gen[2], "d%lld-2", now + 3600000);
+    long long due[3] = {now + 1000, now + 1500, now + 3600000};
+    size_t mlen[3];
+    for (int i = 0; i < 3; i++) {
+        /* msgpack: fixstr id, "h" "echo", "e" <ms>, "d" <ms> */
+        char e[32], d[32];
+        snprintf(e, sizeof e, "%lld", now), snprintf(d, sizeof d, "%lld", due[i]);
+        const char *items[] = {gen[i], "h", "echo", "e", e, "d", d};
+        size_t n = 0;
+        for (int k = 0; k < 7; k++) {
+            size_t l = strlen(items[k]);
+            member[i][n++] = (char)(0xa0 | l);
+            memcpy(member[i] + n, items[k], l), n += l;
+        }
+        mlen[i] = n;
+        snprintf(score[i], sizeof score[i], "%lld", due[i]);
+        const char *v[] = {"ZADD", "jr:{up}:delayed", score[i], member[i]};
+        size_t lens[] = {4, 15, strlen(score[i]), mlen[i]};
+        redisReply *r = redisCommandArgv(C, 4, v, lens);
+        cr_assert(r && r->type == REDIS_REPLY_INTEGER && r->integer == 1);
+        freeReplyObject(r);
+    }
+    freeReplyObject(redisCommand(C, "HSET jr:{up}:ids old-explicit @%lld.000", due[1]));
+    /* a new job in the wheel, next to them */
+    char newid[64];
+    enqueue_at(q, now + 3000, "", newid, sizeof newid);
+    cr_assert_eq(jrt_int(C, "ZCARD jr:{up}:delayed"), 3, "the old members moved");
+    cr_assert_eq(jrt_delayed_count(C, q), 4, "stats do not count both layouts");
+    char st[32], d[64];
+    for (int i = 0; i < 3; i++) {
+        locate(q, gen[i], st, sizeof st, d, sizeof d);
+        cr_expect_str_eq(st, "delayed", "old job %s: %s", gen[i], st);
+    }
+    locate(q, newid, st, sizeof st, d, sizeof d);
+    cr_expect_str_eq(st, "delayed", "new job %s: %s", newid, st);
+    /* cancel the hour-away old one */
+    redisReply *r = redisCommand(C, "FCALL jr_cancel 5 jr:{up}:ready jr:{up}:delayed jr:{up}:ids jr:{up}:cancelled "
+                                    "jr:{up}:uniq:%s %s", gen[2], gen[2]);
+    cr_assert(r && r->type == REDIS_REPLY_STRING);
+    cr_expect_str_eq(r->str, "cancelled");
+    freeReplyObject(r);
+    /* promote: the other three run, the cancelled one does not */
+    long long stop = now + 20000;
+    while (jrt_int(C, "XLEN jr:{up}:ready") < 3 && redis_ms() < stop) {
+        promote(q, 100);
+        usleep(20000);
+    }
+    cr_expect_eq(jrt_int(C, "XLEN jr:{up}:ready"), 3);
+    cr_expect_eq(jrt_delayed_count(C, q), 0);
+    locate(q, gen[1], st, sizeof st, NULL, 0);
+    cr_expect_str_eq(st, "ready", "the old explicit job: %s", st);
+    locate(q, newid, st, sizeof st, NULL, 0);
+    cr_expect_str_eq(st, "ready", "the new job: %s", st);
+    locate(q, gen[2], st, sizeof st, NULL, 0);
+    cr_expect_str_eq(st, "not found", "the cancelled job: %s", st);
+}
+
+/* A dense second cascades early: a bucket of 300,000 jobs cascades 2 s +
+ * 10 us per job (3 s) = 5 s before its start, not 2 s, so that its jobs are
+ * in the sorted set before they fall due. jr_promote is called by hand: its
+ * next wake-up says so, and a call 4 s before the start cascades. */
+Test(wheel, a_dense_bucket_cascades_earlier) {
+    const char *q = "dn";
+    const int N = 300000;
+    long long now = redis_ms();
+    long long start = (now + 40000) / 1000 * 1000;
+    char when[32];
+    snprintf(when, sizeof when, "@%lld", start + 500);
+    static const char *v[8 + 1000 * 7];
+    for (int b = 0; b < N / 1000; b++) {
+        int a = 0;
+        v[a++] = "FCALL", v[a++] = "jr_enqueue_many", v[a++] = "4";
+        const char *keys[] = {QK("dn")};
+        for (int k = 0; k < 4; k++) v[a++] = keys[k];
+        v[a++] = "0";
+        for (int i = 0; i < 1000; i++)
+            v[a++] = when, v[a++] = "", v[a++] = "2", v[a++] = "h", v[a++] = "echo", v[a++] = "p", v[a++] = "x";
+        redisReply *r = cmdv(a, v);
+        cr_assert(r->type == REDIS_REPLY_ARRAY, "jr_enqueue_many: %s", r->type == REDIS_REPLY_ERROR ? r->str : "?");
+        freeReplyObject(r);
+    }
+    cr_assert_eq(jrt_int(C, "LLEN jr:{dn}:wheel:%lld", start), N, "not one bucket");
+    cr_assert_lt(redis_ms(), start - 6000, "the enqueue took too long for this test (%lld ms left)",
+                 start - redis_ms());
+    /* 31 s before the start, within the 32 s window: nothing to do; the next
+     * wake-up is the cascade time, start - 5 s (further away, a bucket is
+     * looked at again 32 s before its start) */
+    while (redis_ms() < start - 31000) usleep(10000);
+    redisReply *r = redisCommand(C, "FCALL jr_promote 4 jr:{dn}:ready jr:{dn}:delayed jr:{dn}:wake jr:{dn}:dead 100");
+    cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 6, "jr_promote");
+    cr_expect_eq(r->element[0]->integer, 0);
+    cr_expect_eq((long long)atof(r->element[1]->str), start - 5000, "next wake-up %s, bucket start %lld",
+                 r->element[1]->str, start);
+    freeReplyObject(r);
+    while (redis_ms() < start - 4000) usleep(10000);
+    r = redisCommand(C, "FCALL jr_promote 4 jr:{dn}:ready jr:{dn}:delayed jr:{dn}:wake jr:{dn}:dead 100");
+    cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 6, "jr_promote");
+    cr_expect_eq(r->element[5]->integer, 100, "4 s before its start the dense bucket did not cascade");
+    cr_expect_eq(jrt_int(C, "XLEN jr:{dn}:ready"), 0, "promoted early");
+    freeReplyObject(r);
+    cr_expect_eq(jrt_delayed_count(C, q), N);
+}
+
+/* Garbage in a bucket (written by hand) is dead-lettered whole, never
+ * dropped or run; the jobs beside it run; a tombstone is dropped. */
+Test(wheel, garbage_in_a_bucket_is_dead_lettered_whole) {
+    const char *q = "gb";
+    long long now = redis_ms();
+    char id[64];
+    enqueue_at(q, now + 2500, "", id, sizeof id);
+    long long start = (now + 2500) / 1000 * 1000;
+    freeReplyObject(redisCommand(C, "RPUSH jr:{gb}:wheel:%lld %b %s %b", start, "\x91\x01", (size_t)2, "not msgpack",
+                                 "\x05", (size_t)1));
+    cr_assert_eq(jrt_int(C, "LLEN jr:{gb}:wheel:%lld", start), 4);
+    while (redis_ms() < start + 1000) usleep(20000); /* the bucket is wholly due: straight to the stream */
+    redisReply *r = redisCommand(C, "FCALL jr_promote 4 jr:{gb}:ready jr:{gb}:delayed jr:{gb}:wake jr:{gb}:dead 100");
+    cr_assert(r && r->type == REDIS_REPLY_ARRAY, "jr_promote: %s", r && r->type == REDIS_REPLY_ERROR ? r->str : "?");
+    cr_expect_eq(r->element[0]->integer, 3, "items moved: the job and the garbage, not the tombstone");
+    cr_expect_eq(r->element[4]->integer, 2, "buried: the array and the text");
+    freeReplyObject(r);
+    cr_expect_eq(jrt_int(C, "XLEN jr:{gb}:ready"), 1, "the job beside the garbage");
+    redisReply *d = redisCommand(C, "XRANGE jr:{gb}:dead - +");
+    cr_assert_eq(d->elements, 2);
+    int raw_text = 0, raw_array = 0;
+    for (size_t i = 0; i < d->elements; i++) {
+        redisReply *f = d->element[i]->element[1];
+        for (size_t k = 0; k + 1 < f->elements; k += 2)
+            if (!strcmp(f->element[k]->str, "raw")) {
+                raw_text += !strcmp(f->element[k + 1]->str, "not msgpack");
+                raw_array += f->element[k + 1]->len == 2 && !memcmp(f->element[k + 1]->str, "\x91\x01", 2);
+            }
+    }
+    freeReplyObject(d);
+    cr_expect(raw_text == 1 && raw_array == 1, "the garbage is not kept whole in raw");
+    cr_expect_eq(jrt_int(C, "EXISTS jr:{gb}:wheel:%lld", start), 0);
+    cr_expect_eq(jrt_int(C, "ZCARD jr:{gb}:wheel"), 0);
+    cr_expect_eq(jrt_delayed_count(C, q), 0);
+    cr_expect_eq(jrt_int(C, "EXISTS jr:{gb}:wheel:n"), 1);
+    redisReply *n = redisCommand(C, "GET jr:{gb}:wheel:n");
+    cr_expect_str_eq(n->str, "0", "the counter counts what wheel_add wrote: %s", n->str);
+    freeReplyObject(n);
+}
+
+/* Enqueue n jobs of queue q (generated ids), all due at `at` (Unix ms), by
+ * jr_enqueue_many calls of 1,000. */
+static void enqueue_n_at(const char *q, long long at, int n) {
+    static const char *v[8 + 1000 * 7];
+    static char keys[4][96];
+    char when[32];
+    snprintf(when, sizeof when, "@%lld", at);
+    snprintf(keys[0], sizeof keys[0], "jr:{%s}:ready", q), snprintf(keys[1], sizeof keys[1], "jr:{%s}:delayed", q);
+    snprintf(keys[2], sizeof keys[2], "jr:{%s}:wake", q), snprintf(keys[3], sizeof keys[3], "jr:{%s}:seq", q);
+    for (int done = 0; done < n;) {
+        int a = 0, m = n - done < 1000 ? n - done : 1000;
+        v[a++] = "FCALL", v[a++] = "jr_enqueue_many", v[a++] = "4";
+        for (int k = 0; k < 4; k++) v[a++] = keys[k];
+        v[a++] = "0";
+        for (int i = 0; i < m; i++)
+            v[a++] = when, v[a++] = "", v[a++] = "2", v[a++] = "h", v[a++] = "echo", v[a++] = "p", v[a++] = "x";
+        redisReply *r = cmdv(a, v);
+        cr_assert(r->type == REDIS_REPLY_ARRAY, "jr_enqueue_many: %s", r->type == REDIS_REPLY_ERROR ? r->str : "?");
+        freeReplyObject(r);
+        done += m;
+    }
+}
+
+static long long used_memory(void) {
+    redisReply *r = redisCommand(C, "INFO memory");
+    cr_assert(r && r->type == REDIS_REPLY_STRING, "INFO");
+    const char *p = strstr(r->str, "used_memory:");
+    cr_assert(p);
+    long long v = atoll(p + strlen("used_memory:"));
+    freeReplyObject(r);
+    return v;
+}
+
+/* Issue 10 review, 1: a cascade grows memory (a bucket item -> a sorted-set
+ * member); in a Redis at maxmemory (noeviction) jr_promote is refused, and
+ * the due jobs must still go: jr_redis_promote falls back to jr_promote_due
+ * (allow-oom, no cascade). 50,000 jobs in one bucket, maxmemory = used +
+ * 100 B per job: every job is in the stream within 10 s of its due time. */
+Test(wheel, out_of_memory_mid_cascade_the_due_jobs_still_go) {
+    const char *q = "om";
+    const int N = 50000;
+    long long start = (redis_ms() + 7000) / 1000 * 1000;
+    enqueue_n_at(q, start + 500, N);
+    cr_assert_eq(jrt_int(C, "LLEN jr:{om}:wheel:%lld", start), N, "not one bucket");
+    freeReplyObject(redisCommand(C, "CONFIG SET maxmemory-policy noeviction"));
+    freeReplyObject(redisCommand(C, "CONFIG SET maxmemory %lld", used_memory() + 100LL * N));
+    jr_redis_t *P = jrt_jr_connect(&R);
+    int oom_seen = 0;
+    while (jrt_int(C, "XLEN jr:{om}:ready") < N && redis_ms() < start + 500 + 10000) {
+        int64_t moved, buried, cascaded;
+        double next, now;
+        char wake[JR_ID_MAX];
+        do {
+            int rc = jr_redis_promote(P, q, 1000, 1000, &moved, &buried, &next, &now, wake, &cascaded);
+            cr_assert_eq(rc, 0, "jr_redis_promote: %s", jr_redis_errstr(P));
+            cr_assert(now >= start + 500 || moved == cascaded, "promoted early");
+        } while (moved == 1000);
+        redisReply *r = redisCommand(C, "SET jr:{om}:probe %0100d", 0);
+        oom_seen |= r && r->type == REDIS_REPLY_ERROR && strstr(r->str, "OOM") != NULL;
+        freeReplyObject(r);
+        usleep(20000);
+    }
+    cr_expect(oom_seen, "the test did not reach maxmemory");
+    cr_expect_eq(jrt_int(C, "XLEN jr:{om}:ready"), N, "due jobs stuck behind a refused cascade");
+    cr_expect_eq(jrt_delayed_count(C, q), 0);
+    jr_redis_free(P);
+    freeReplyObject(redisCommand(C, "CONFIG SET maxmemory 0"));
+}
+
+/* Issue 10 review, 2: a job due now goes before a cascade. A 100,000-job
+ * bucket cascades (its cascade time has come), a job due 100 ms after
+ * enqueue is due: one jr_promote of 1,000 promotes it (before: the whole
+ * LIMIT went on the cascade, for as many calls as the cascade took). */
+Test(wheel, a_due_job_goes_before_a_cascade) {
+    const char *q = "st";
+    const int N = 100000;
+    long long start = (redis_ms() + 15000) / 1000 * 1000;
+    enqueue_n_at(q, start + 500, N);
+    cr_assert_eq(jrt_int(C, "LLEN jr:{st}:wheel:%lld", start), N, "not one bucket");
+    cr_assert_lt(redis_ms(), start - 3500, "the enqueue took too long for this test");
+    while (redis_ms() < start - 3000 + 50) usleep(10000); /* 2 s + 10 us x 100,000 before: it cascades */
+    cr_assert_eq(promote(q, 1000), 1000, "the cascade did not start");
+    char id[64];
+    enqueue_at(q, redis_ms() + 100, "", id, sizeof id);
+    usleep(300000);
+    cr_assert_eq(promote(q, 1000), 1000);
+    cr_expect_eq(jrt_int(C, "XLEN jr:{st}:ready"), 1, "the due job waited for the cascade");
+}
+
+/* Issue 10 review, 3: a bucket that grows after it became known brings its
+ * cascade forward: the wake stream is poked when its cascade time moves a
+ * second earlier, so the schedulers' timers follow (before: only a new
+ * earliest bucket poked). */
+Test(wheel, a_growing_bucket_pokes_the_schedulers) {
+    const char *q = "gw";
+    long long start = (redis_ms() + 30000) / 1000 * 1000;
+    enqueue_n_at(q, start + 500, 1);
+    redisReply *w = redisCommand(C, "XREVRANGE jr:{gw}:wake + - COUNT 1");
+    cr_assert(w && w->type == REDIS_REPLY_ARRAY && w->elements == 1, "no poke for the new bucket");
+    char first[64];
+    snprintf(first, sizeof first, "%s", w->element[0]->element[0]->str);
+    freeReplyObject(w);
+    enqueue_n_at(q, start + 500, 99999); /* 100,000: 1 s more lead */
+    w = redisCommand(C, "XREVRANGE jr:{gw}:wake + - COUNT 1");
+    cr_assert(w && w->type == REDIS_REPLY_ARRAY && w->elements == 1);
+    cr_expect_str_neq(w->element[0]->element[0]->str, first, "the bucket grew by 1 s of lead: no poke");
+    freeReplyObject(w);
+}
+
+/* jr_cancel of a bucket's job by id. */
+static void cancel(const char *q, const char *id) {
+    redisReply *r = redisCommand(C, "FCALL jr_cancel 5 jr:{%s}:ready jr:{%s}:delayed jr:{%s}:ids jr:{%s}:cancelled "
+                                    "jr:{%s}:uniq:%s %s", q, q, q, q, q, id, id);
+    cr_assert(r && r->type == REDIS_REPLY_STRING, "jr_cancel: %s", r && r->type == REDIS_REPLY_ERROR ? r->str : "?");
+    cr_assert_str_eq(r->str, "cancelled", "cancel of %s: %s", id, r->str);
+    freeReplyObject(r);
+}
+
+/* Issue 10 review, 4 and 5: cancelled jobs leave no tombstone at a
+ * bucket's ends, nor an empty bucket or its index member; one in the middle
+ * is not counted as moved when its bucket is promoted. */
+Test(wheel, cancelled_jobs_leave_no_bucket_and_are_not_counted) {
+    const char *q = "tb";
+    long long at = redis_ms() + 3000, start = at / 1000 * 1000;
+    char id[64];
+    enqueue_at(q, at, "a", id, sizeof id), enqueue_at(q, at, "b", id, sizeof id), enqueue_at(q, at, "c", id, sizeof id);
+    cancel(q, "a"), cancel(q, "c");
+    cr_expect_eq(jrt_int(C, "LLEN jr:{tb}:wheel:%lld", start), 1, "tombstones at the ends of the bucket");
+    cancel(q, "b");
+    cr_expect_eq(jrt_int(C, "EXISTS jr:{tb}:wheel:%lld", start), 0, "an empty bucket is left");
+    cr_expect_eq(jrt_int(C, "ZCARD jr:{tb}:wheel"), 0, "the index member of an empty bucket is left");
+    enqueue_at(q, at, "x", id, sizeof id), enqueue_at(q, at, "y", id, sizeof id), enqueue_at(q, at, "z", id, sizeof id);
+    cancel(q, "y");
+    cr_expect_eq(jrt_int(C, "LLEN jr:{tb}:wheel:%lld", start), 3);
+    while (redis_ms() < start + 1000) usleep(20000); /* wholly due */
+    cr_expect_eq(promote(q, 100), 2, "a cancelled job counted as moved");
+    cr_expect_eq(jrt_int(C, "XLEN jr:{tb}:ready"), 2);
+}
+
+/* jr_promote takes at most LIMIT jobs when both the sorted set and a bucket
+ * wholly due hold some. */
+Test(wheel, limit_holds_across_both_tiers) {
+    const char *q = "lm";
+    long long now = redis_ms();
+    long long start = (now + 3000) / 1000 * 1000 + 1000;
+    enqueue_n_at(q, start + 100, 5);
+    cr_assert_eq(jrt_int(C, "LLEN jr:{lm}:wheel:%lld", start), 5);
+    while (redis_ms() < start + 1000 - 1500) usleep(10000);
+    enqueue_n_at(q, redis_ms() + 100, 5); /* near: the sorted set */
+    cr_assert_eq(jrt_int(C, "ZCARD jr:{lm}:delayed"), 5);
+    while (redis_ms() < start + 1000) usleep(10000); /* the bucket is wholly due */
+    cr_expect_eq(promote(q, 6), 6);
+    cr_expect_eq(jrt_int(C, "XLEN jr:{lm}:ready"), 6, "more than LIMIT promoted");
+    cr_expect_eq(promote(q, 6), 4);
+    cr_expect_eq(jrt_int(C, "XLEN jr:{lm}:ready"), 10);
+}
+
+/* Issue 10 review, 6: garbage in the wheel's index or counter (written by
+ * hand) does not stop the queue: a member that is not a bucket start and
+ * one whose bucket key is not a list go to the dead stream and out of the
+ * index (the key is left as it is); a counter that is not a count is set
+ * again; the job in the wheel still runs. */
+Test(wheel, garbage_in_the_wheel_index_or_counter_does_not_stop_the_queue) {
+    const char *q = "gi";
+    long long now = redis_ms();
+    char id[64];
+    enqueue_at(q, now + 3500, "", id, sizeof id);
+    long long start = (now + 3500) / 1000 * 1000; /* cascades 500 ms after now at the soonest */
+    long long hstart = start - 5000;
+    freeReplyObject(redisCommand(C, "ZADD jr:{gi}:wheel %lld x1", now - 1000));
+    freeReplyObject(redisCommand(C, "ZADD jr:{gi}:wheel %lld %lld", hstart, hstart));
+    freeReplyObject(redisCommand(C, "HSET jr:{gi}:wheel:%lld f v", hstart));
+    freeReplyObject(redisCommand(C, "SET jr:{gi}:wheel:n abc"));
+    cr_assert_eq(promote(q, 100), 0); /* not refused */
+    cr_expect_eq(jrt_int(C, "ZCARD jr:{gi}:wheel"), 1, "the garbage members are left in the index");
+    cr_expect_eq(jrt_int(C, "XLEN jr:{gi}:dead"), 3, "the garbage is not in the dead stream");
+    cr_expect_eq(jrt_int(C, "EXISTS jr:{gi}:wheel:%lld", hstart), 1, "the hash was deleted");
+    redisReply *n = redisCommand(C, "GET jr:{gi}:wheel:n");
+    cr_expect(n && n->type == REDIS_REPLY_STRING && !strcmp(n->str, "1"), "the counter was not set again");
+    freeReplyObject(n);
+    while (redis_ms() < start + 1000) usleep(20000);
+    cr_expect_eq(promote(q, 100), 1);
+    cr_expect_eq(jrt_int(C, "XLEN jr:{gi}:ready"), 1);
+    cr_expect_eq(jrt_delayed_count(C, q), 0);
+}
