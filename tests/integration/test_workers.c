@@ -283,6 +283,10 @@ Test(workers, dead_consumer_with_a_pending_job_stays_until_taken_over) {
     name_of(a, na, sizeof na);
     for (int t = 0; t < 10000 && consumer_pending(c, "q", na, NULL) != 1; t += 20) jrt_sleep_ms(20);
     cr_assert_eq(consumer_pending(c, "q", na, NULL), 1, "worker A never took the job");
+    /* The entry is A's as soon as A read it; wait until the job has started
+     * (its record line), so that "runs again" below means a second run. */
+    for (int t = 0; t < 10000 && runs_with("1500") < 1; t += 20) jrt_sleep_ms(20);
+    cr_assert_eq(runs_with("1500"), 1, "worker A never started the job");
     kill(a, SIGKILL);
     waitpid(a, NULL, 0);
     enqueue("q", "nap", "7000"); /* keeps B's one runner busy: no room, no takeover */
