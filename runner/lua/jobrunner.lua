@@ -1,5 +1,5 @@
 #!lua name=jobrunner
--- jobrunner: contract 1, revision 7.
+-- jobrunner: contract 1, revision 8.
 -- (Raise the revision with every change to this file; tests/lua_revision.sh checks.
 -- A jobrunner process never replaces a newer revision loaded in Redis.)
 --[[
@@ -625,6 +625,7 @@ end
 -- time costs as much as the check itself); set on the first call, since a
 -- library cannot read globals while it loads.
 local l_type, l_select, l_pcall, l_unpack_limit
+local l_call, l_floor -- redis.call, math.floor: set with them by promote_impl
 
 -- The values of a call as a count and a table (nils kept in place).
 local function collect(...)
@@ -674,17 +675,53 @@ local function handler_of(f, v, ...)
   return handler_of(...)
 end
 
+-- The fast check of a job's fields for the usual envelope of at most 4
+-- pairs, without the varargs recursion of strings / handler_of (each level
+-- copies the rest): the value of the first field h if the n values (n even,
+-- 2..8) are all strings and one of the fields is h, else nil.
+local function fields4(n, f1, v1, f2, v2, f3, v3, f4, v4)
+  if l_type(f1) ~= 'string' or l_type(v1) ~= 'string' then return nil end
+  local h = f1 == 'h' and v1 or nil
+  if n == 2 then return h end
+  if l_type(f2) ~= 'string' or l_type(v2) ~= 'string' then return nil end
+  if not h and f2 == 'h' then h = v2 end
+  if n == 4 then return h end
+  if l_type(f3) ~= 'string' or l_type(v3) ~= 'string' then return nil end
+  if not h and f3 == 'h' then h = v3 end
+  if n == 6 then return h end
+  if l_type(f4) ~= 'string' or l_type(v4) ~= 'string' then return nil end
+  if not h and f4 == 'h' then h = v4 end
+  return h
+end
+
+-- XADD job `id` with its n (2..8) field values f1, v1, ... and, when es is
+-- given, e = es and d = ds after them (the envelope of a wheel item whose
+-- e and d were left out): no table, no unpack. Returns the entry id.
+local function xadd_job(ready, id, es, ds, n, f1, v1, f2, v2, f3, v3, f4, v4)
+  if es then
+    if n == 4 then return l_call('XADD', ready, '*', 'id', id, f1, v1, f2, v2, 'e', es, 'd', ds) end
+    if n == 2 then return l_call('XADD', ready, '*', 'id', id, f1, v1, 'e', es, 'd', ds) end
+    if n == 6 then return l_call('XADD', ready, '*', 'id', id, f1, v1, f2, v2, f3, v3, 'e', es, 'd', ds) end
+    return l_call('XADD', ready, '*', 'id', id, f1, v1, f2, v2, f3, v3, f4, v4, 'e', es, 'd', ds)
+  end
+  if n == 4 then return l_call('XADD', ready, '*', 'id', id, f1, v1, f2, v2) end
+  if n == 2 then return l_call('XADD', ready, '*', 'id', id, f1, v1) end
+  if n == 6 then return l_call('XADD', ready, '*', 'id', id, f1, v1, f2, v2, f3, v3) end
+  return l_call('XADD', ready, '*', 'id', id, f1, v1, f2, v2, f3, v3, f4, v4)
+end
+
 -- Promote one member: XADD it if it is an envelope, else add {member,
 -- what is wrong} to `bad`. ok, off, id, ... are pcall(unpack_limit)'s values.
 -- `idx` collects id, entry pairs for the job index (one HSET per call).
 local function promote_one(ready, idx, bad, packed, ok, off, id, ...)
   local n = l_select('#', ...)
   if ok and off == -1 and n <= 32 and n > 0 and n % 2 == 0 and l_type(id) == 'string' and
-     id ~= '' and #id <= ID_MAX and strings(n, ...) then
-    local h = handler_of(...)
+     id ~= '' and #id <= ID_MAX then
+    local h
+    if n <= 8 then h = fields4(n, ...) elseif strings(n, ...) then h = handler_of(...) end
     if h and h ~= '' then
       local k = #idx
-      idx[k + 1], idx[k + 2] = id, redis.call('XADD', ready, '*', 'id', id, ...)
+      idx[k + 1], idx[k + 2] = id, l_call('XADD', ready, '*', 'id', id, ...)
       return
     end
   end
@@ -774,6 +811,28 @@ local function wheel_decode_fast(item, start, ok, off, seq, o, sid, E, ...)
   return wheel_decode(item, start)
 end
 
+-- The fast path of a bucket wholly due (issue 10): XADD one item straight
+-- from cmsgpack's values, for the usual item of at most 4 string pairs and
+-- a handler: no table, no unpack, e / d / id strings memoised per ms.
+-- Returns the job id and its entry id, or nil (nothing written) for any
+-- other item: the caller takes wheel_decode_fast's path, which also says
+-- what is wrong. ok, off, ... are pcall(unpack_limit)'s values.
+local function wheel_xadd_fast(ready, start, ok, off, seq, o, sid, E, ...)
+  local nf = l_select('#', ...)
+  if not (ok and off == -1 and nf > 0 and nf <= 8 and nf % 2 == 0 and l_type(seq) == 'number' and
+          l_type(o) == 'number' and l_type(sid) == 'string' and l_type(E) == 'number' and o >= 0 and
+          o < WHEEL_MS * 1000 and o == l_floor(o) and seq == l_floor(seq) and #sid <= ID_MAX) then
+    return nil
+  end
+  local h = fields4(nf, ...)
+  if not h or h == '' then return nil end
+  local us = start * 1000 + o
+  local ms = l_floor(us / 1000)
+  local es, ds
+  if E >= 0 then es, ds = ms_memo(ms - E), ms_memo(math.ceil(us / 1000)) end
+  if sid == '' then sid = 'd' .. ms_memo(ms) .. '-' .. ms_int(seq) end
+  return sid, xadd_job(ready, sid, es, ds, nf, ...)
+end
 
 -- The buckets a jr_promote at `now` takes: those wholly due or whose
 -- cascade time has come, among the first 64 starting before now + NEAR_MS
@@ -865,13 +924,23 @@ local function wheel_promote(q, starts, room, now, ready, delayed, idx, bad, dir
       local bk = bucket_key(q, start)
       local items = redis.call('LPOP', bk, room - taken) or {}
       taken = taken + #items
+      local k = #idx
       for _, item in ipairs(items) do
-        local id, us, flat = wheel_decode_fast(item, start, l_pcall(l_unpack_limit, item, 5 + 2 * FIELDS_MAX, 0))
-        if id then
+        local id, us, flat
+        if direct then
+          id, us = wheel_xadd_fast(ready, start, l_pcall(l_unpack_limit, item, 5 + 2 * FIELDS_MAX, 0))
+          if id then
+            live = live + 1
+            idx[k + 1], idx[k + 2], k = id, us, k + 2
+          end
+        end
+        if not id then
+          id, us, flat = wheel_decode_fast(item, start, l_pcall(l_unpack_limit, item, 5 + 2 * FIELDS_MAX, 0))
+        end
+        if flat then
           live = live + 1
           if direct or us / 1000 <= now then
-            local k = #idx
-            idx[k + 1], idx[k + 2] = id, redis.call('XADD', ready, '*', 'id', id, unpack(flat))
+            idx[k + 1], idx[k + 2], k = id, redis.call('XADD', ready, '*', 'id', id, unpack(flat)), k + 2
           else
             redis.call('ZADD', delayed, ms_str(us / 1000), cmsgpack.pack(id, unpack(flat)))
             cascaded = cascaded + 1
@@ -942,6 +1011,7 @@ local function promote_impl(fn, keys, args, due_only)
   if not l_type then
     l_type, l_select, l_pcall, l_unpack_limit = type, select, pcall, cmsgpack.unpack_limit
   end
+  if not l_call then l_call, l_floor = redis.call, math.floor end
   fmt_memo = {}
   local bad, idx, moved, cascaded = {}, {}, #envs, 0
   -- 1. the due members, removed by rank (the lowest-scored ones) before a

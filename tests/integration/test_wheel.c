@@ -708,3 +708,106 @@ Test(wheel, garbage_in_the_wheel_index_or_counter_does_not_stop_the_queue) {
     cr_expect_eq(jrt_int(C, "XLEN jr:{gi}:ready"), 1);
     cr_expect_eq(jrt_delayed_count(C, q), 0);
 }
+
+/* Issue 10, promotion rate: while a backlog is due the scheduler asks for
+ * larger batches (up to 16 x scheduler.batch while a call stays short), so
+ * 20,000 due jobs with batch 100 take far fewer than 200 calls; still every
+ * job reaches the stream exactly once. */
+Test(wheel, a_due_backlog_is_promoted_in_calls_larger_than_batch) {
+    const char *q = "bl";
+    enum { N = 20000 };
+    char text[512];
+    snprintf(text, sizeof text, "redis:\n  url: %s\nscheduler:\n  queues: [bl]\n  batch: 100\nlog:\n  level: warn\n",
+             R.url);
+    jrt_write(&R, "jobrunner.yaml", text, cfgpath, sizeof cfgpath);
+    long long due = redis_ms() + 2500; /* in the time wheel */
+    char when[32];
+    snprintf(when, sizeof when, "@%lld", due);
+    for (int i = 0; i < N; i++)
+        redisAppendCommand(C, "FCALL jr_enqueue 4 jr:{bl}:ready jr:{bl}:delayed jr:{bl}:wake jr:{bl}:seq %s %s 0 h echo p x",
+                           when, "");
+    for (int i = 0; i < N; i++) {
+        redisReply *r = NULL;
+        cr_assert_eq(redisGetReply(C, (void **)&r), REDIS_OK);
+        cr_assert(r->type == REDIS_REPLY_ARRAY, "jr_enqueue: %s", r->type == REDIS_REPLY_ERROR ? r->str : "?");
+        freeReplyObject(r);
+    }
+    cr_assert_eq(jrt_delayed_count(C, q), N);
+    while (redis_ms() < due + 1100) usleep(20000); /* every bucket wholly due */
+    freeReplyObject(redisCommand(C, "CONFIG RESETSTAT"));
+    const char *sa[] = {"scheduler", "-c", cfgpath, NULL};
+    char slog[192];
+    snprintf(slog, sizeof slog, "%s/scheduler.log", R.dir);
+    pid_t s = jrt_spawn(slog, sa);
+    long long stop = redis_ms() + 60000;
+    while (jrt_int(C, "XLEN jr:{%s}:ready", q) < N && redis_ms() < stop) usleep(50000);
+    cr_assert_eq(jrt_stop(s, SIGTERM, 10000), 0);
+    cr_expect_eq(jrt_int(C, "XLEN jr:{%s}:ready", q), N, "jobs lost or promoted twice");
+    cr_expect_eq(jrt_delayed_count(C, q), 0);
+    redisReply *info = redisCommand(C, "INFO commandstats");
+    cr_assert(info && info->type == REDIS_REPLY_STRING && info->str);
+    const char *f = strstr(info->str, "cmdstat_fcall:calls=");
+    cr_assert(f, "no FCALL counted");
+    long long calls = atoll(f + strlen("cmdstat_fcall:calls="));
+    freeReplyObject(info);
+    cr_expect_lt(calls, N / 100 / 2, "%lld jr_promote calls for %d jobs with batch 100: the batch did not grow", calls,
+                 N);
+}
+
+/* The fast paths of promotion (envelopes of 1 to 4 field pairs, XADDed
+ * without a table) and the general one (5 and more pairs) give the same
+ * entry: id, the fields in their order, then e and d; from the time wheel
+ * (a bucket wholly due) and from the sorted set. */
+Test(wheel, promoted_envelopes_keep_every_field_in_order) {
+    const char *q = "fo";
+    static const char *const fields[][12] = {
+        {"h", "echo"},
+        {"h", "echo", "p", "one"},
+        {"h", "echo", "p", "two", "a", "3"},
+        {"h", "echo", "p", "x", "a", "2", "m", "5"},
+        {"h", "echo", "t", "9000", "p", "", "a", "2", "m", "5", "b", "100"},
+    };
+    static const int nf[] = {2, 4, 6, 8, 12};
+    char ids[2][5][64];
+    long long now = redis_ms(), dues[2] = {now + 2500, now + 500}; /* wheel, sorted set */
+    for (int w = 0; w < 2; w++)
+        for (int j = 0; j < 5; j++) {
+            char when[32];
+            snprintf(when, sizeof when, "@%lld", dues[w]);
+            const char *v[24] = {"FCALL", "jr_enqueue", "4", "jr:{fo}:ready", "jr:{fo}:delayed", "jr:{fo}:wake",
+                                 "jr:{fo}:seq", when, "", "0"};
+            for (int k = 0; k < nf[j]; k++) v[10 + k] = fields[j][k];
+            redisReply *r = cmdv(10 + nf[j], v);
+            cr_assert(r->type == REDIS_REPLY_ARRAY, "jr_enqueue: %s", r->type == REDIS_REPLY_ERROR ? r->str : "?");
+            snprintf(ids[w][j], sizeof ids[w][j], "%s", r->element[0]->str);
+            freeReplyObject(r);
+        }
+    long long after = redis_ms();
+    cr_assert_eq(jrt_int(C, "ZCARD jr:{%s}:delayed", q), 5);
+    while (redis_ms() < dues[0] + 1100) usleep(20000);
+    cr_assert_eq(promote(q, 100), 10);
+    redisReply *x = redisCommand(C, "XRANGE jr:{%s}:ready - +", q);
+    cr_assert_eq(x->elements, 10);
+    int found = 0;
+    for (size_t i = 0; i < x->elements; i++) {
+        redisReply *f = x->element[i]->element[1];
+        cr_assert_geq(f->elements, 2);
+        cr_assert_str_eq(f->element[0]->str, "id");
+        for (int w = 0; w < 2; w++)
+            for (int j = 0; j < 5; j++) {
+                if (strcmp(f->element[1]->str, ids[w][j])) continue;
+                found++;
+                cr_assert_eq(f->elements, (size_t)(2 + nf[j] + 4), "job %s: %zu items", ids[w][j], f->elements);
+                for (int k = 0; k < nf[j]; k++)
+                    cr_expect_str_eq(f->element[2 + k]->str, fields[j][k], "job %s item %d", ids[w][j], k);
+                cr_expect_str_eq(f->element[2 + nf[j]]->str, "e");
+                long long e = atoll(f->element[3 + nf[j]]->str);
+                cr_expect(e >= now && e <= after, "job %s: e = %lld, enqueued in %lld..%lld", ids[w][j], e, now, after);
+                cr_expect_str_eq(f->element[4 + nf[j]]->str, "d");
+                cr_expect_eq(atoll(f->element[5 + nf[j]]->str), dues[w], "job %s: d", ids[w][j]);
+            }
+    }
+    freeReplyObject(x);
+    cr_expect_eq(found, 10);
+    cr_expect_eq(jrt_int(C, "HLEN jr:{%s}:ids", q), 10, "not every promoted job in the index");
+}
