@@ -77,8 +77,8 @@ streamed=$(rc xlen 'jr:{bench}:ready')
 # Redis CPU per promoted job, by command (INFO commandstats: the commands a
 # function runs count on their own line too): fcall = the whole call
 prof=$(rc info commandstats | tr -d '\r' | awk -F'[:=,]' -v n="$queued" '
-  /^cmdstat_/ { sub("cmdstat_", "", $1); if ($5 / n >= 0.01 && n > 0) printf " us_per_job_%s=%.3f", $1, $5 / n }
-  /^cmdstat_fcall:/ { printf " fcall_calls=%d", $3 }')
+  /^cmdstat_fcall:/ { printf " fcall_calls=%d", $3 }
+  /^cmdstat_/ { sub("cmdstat_", "", $1); if (n > 0 && $5 / n >= 0.01) printf " us_per_job_%s=%.3f", $1, $5 / n }')
 secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.3f", (b-a)/1000}')
 rate=$(awk -v n="$queued" -v s="$secs" 'BEGIN{printf "%.0f", n/s}')
 line="promote stamp=$(date -u +%FT%TZ) build=$BUILD batch=${PROMOTE_BATCH:-default} jobs=$N delay_ms=$DELAY due_at_start=$queued promoted=$streamed promote_s=$secs promote_jobs_per_s=$rate redis_cpu_us_per_job=$(awk -v a="$c0" -v b="$c1" -v n="$queued" -v hz="$(getconf CLK_TCK)" 'BEGIN{printf "%.2f", (b-a)*1e6/hz/n}')$prof $enq"
