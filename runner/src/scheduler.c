@@ -181,12 +181,12 @@ static void sched_back_off(sched_t *s, size_t i) {
  * stays near the bound), the limit doubles (fewer, larger calls:
  * less per-call work in Redis and fewer round trips, each one a chance for
  * the scheduler to be descheduled on a busy machine), up to
- * SCHED_LIMIT_GROWTH x batch (at most JR's 100,000); over twice the bound
- * it halves, never below `batch`. A call blocks Redis for its whole
- * duration, so the bound is also the longest pause the promotion of a
- * backlog imposes on the other clients: 20 ms (about 2,500 jobs of
- * 8 us of Redis CPU each on this project's loaded 2-core test machine,
- * 10,000 and more on a quiet one). Pure: no I/O. */
+ * SCHED_LIMIT_GROWTH x batch (at most jr_promote's largest LIMIT, 100,000);
+ * over twice the bound it halves, never below `batch`. A call blocks Redis
+ * for its whole duration, so the bound is also the longest pause the
+ * promotion of a backlog imposes on the other clients: 20 ms (about 2,500
+ * jobs of 8 us of Redis CPU each on this project's loaded 2-core test
+ * machine, 10,000 and more on a quiet one). Pure: no I/O. */
 #define SCHED_CALL_US 20000
 #define SCHED_LIMIT_GROWTH 16
 static int64_t sched_next_limit(int64_t limit, int64_t batch, int64_t took_us) {
