@@ -542,11 +542,15 @@ local function xadd_ready(fn, ready, args, span, n)
   return out
 end
 
--- Check the types of the keys an enqueue writes: the ready stream for jobs
--- due now, the delayed set, wake stream and seq counter for jobs due later,
--- the index for jobs with an id (a key the call does not write is not
--- looked at: each TYPE is a call).
-local function queue_types(fn, keys, q, now, later, ids)
+local function queue_types(fn, keys, q)
+  return check_types(fn, {{keys[1], 'stream'}, {keys[2], 'zset'}, {keys[3], 'stream'}, {keys[4], 'string'},
+                          {index_key(q), 'hash'}})
+end
+
+-- queue_types for the keys an enqueue writes only: the ready stream for
+-- jobs due now, the delayed set, wake stream and seq counter for jobs due
+-- later, the index for jobs with an id (each TYPE is a call).
+local function written_types(fn, keys, q, now, later, ids)
   local spec = {}
   if now then spec[#spec + 1] = {keys[1], 'stream'} end
   if later then
@@ -581,7 +585,7 @@ local function enqueue(keys, args)
     if not e then return xerr end
     return {e[1], 1}
   end
-  err = queue_types(fn, keys, q, due <= now, due > now, id ~= '') or (due > now and check_seq(fn, keys[4], 1)) or
+  err = written_types(fn, keys, q, due <= now, due > now, id ~= '') or (due > now and check_seq(fn, keys[4], 1)) or
         check_room(fn, due <= now and keys[1] or keys[3]) or (due - now >= NEAR_MS and wheel_check(fn, q, {due}))
   if err then return err end
   if due <= now then ensure_group(keys[1]) end
@@ -650,7 +654,7 @@ local function enqueue_many(keys, args)
     for j = 1, nj do out[2 * j - 1], out[2 * j] = e[j], 1 end
     return out
   end
-  err = queue_types(fn, keys, q, any_now, any_later, nuniq > 0) or (any_later and check_seq(fn, keys[4], #jobs)) or
+  err = written_types(fn, keys, q, any_now, any_later, nuniq > 0) or (any_later and check_seq(fn, keys[4], #jobs)) or
         (any_now and check_room(fn, keys[1])) or (any_later and check_room(fn, keys[3])) or
         (#far > 0 and wheel_check(fn, q, far))
   if err then return err end
