@@ -147,6 +147,7 @@ typedef struct worker {
     unsigned char *order_scratch; /* scratch: a paused set just read (nq bytes) */
     char *fu_registered[FU_REGISTERED_MAX]; /* see FU_REGISTERED_MAX; cleared on reconnect */
     size_t nfu_registered;
+    int reconnect_after_read; /* the library is missing: reconnect once the read in flight is in */
 } worker_t;
 
 static uint64_t next_rand(worker_t *w) { /* xorshift64* */
@@ -417,7 +418,14 @@ static int flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t bloc
             refused(&w->ops_refused, "Redis refused results of finished jobs; keeping them and retrying", err);
             w->next_flush = jr_mono_us() + w->flush_backoff_ms * 1000;
             w->flush_backoff_ms = w->flush_backoff_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : w->flush_backoff_ms * 2;
-            if (nofunc) rc = JR_EREDIS; /* reconnect: connecting loads the library */
+            /* Reconnect: connecting loads the library. With a read sent
+             * after them (flush_ops_on with want), first take its entries
+             * (else they would wait a lease in Redis): end its wait now
+             * and reconnect once its reply is in (turn()). */
+            if (nofunc && want && w->reading && !(rc = jr_redis_unblock(w->ctl, w->rd_id)))
+                w->reconnect_after_read = 1;
+            else if (nofunc && !rc)
+                rc = JR_EREDIS;
         } else {
             accepted(&w->ops_refused, "Redis accepts results again; the kept ones went through");
             w->next_flush = 0, w->flush_backoff_ms = 100;
@@ -884,7 +892,7 @@ static void drop_conns(worker_t *w, int rc) {
     jr_redis_free(w->rd);
     jr_redis_free(w->ctl);
     w->rd = w->ctl = NULL;
-    w->reading = 0;
+    w->reading = 0, w->reconnect_after_read = 0;
     w->next_connect = jr_mono_us() + w->backoff_ms * 1000;
 }
 
@@ -1191,8 +1199,14 @@ static int turn(worker_t *w, int sigfd) {
     if (w->reading && (ready_now || (fds[0].revents & (POLLIN | POLLHUP | POLLERR)))) {
         w->reading = 0;
         unsigned char *paused_now = w->order_scratch;
-        if ((rc = jr_redis_recv_read_paused(w->rd, &w->batch, w->queues, w->nq, w->read_on_any, paused_now)) ||
-            (rc = see_paused(w, paused_now)) || (rc = interleave(w, &w->batch)))
+        rc = jr_redis_recv_read_paused(w->rd, &w->batch, w->queues, w->nq, w->read_on_any, paused_now);
+        /* A read that went with results Redis refused was refused too (a
+         * write refused: NOREPLICAS, READONLY...): nothing was read; the
+         * refusal is logged once (flush_ops), no new read is made until
+         * the results go through, and the connection stays. */
+        int refused_too = rc == JR_EREDIS && jr_redis_ok(w->rd) && w->ops_refused.on && w->nops;
+        if (refused_too) rc = 0; /* the batch is empty */
+        if (rc || (!refused_too && (rc = see_paused(w, paused_now))) || (rc = interleave(w, &w->batch)))
             return rc;
         jr_metrics_redis_ok();
         jr_metrics_fetched(w->batch.n);
@@ -1203,6 +1217,7 @@ static int turn(worker_t *w, int sigfd) {
         w->last_read_full = w->batch.n >= w->read_count;
         if (w->last_read_full) w->rtt_us = ewma(w->rtt_us, jr_mono_us() - w->read_sent_us);
     }
+    if (w->reconnect_after_read && !w->reading) return JR_EREDIS; /* see flush_ops_on */
     if ((rc = collect(w))) return rc;
     if (!w->stopping && (rc = shed(w))) return rc;
     if (jr_metrics_on()) {
