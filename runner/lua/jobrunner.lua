@@ -1025,18 +1025,39 @@ end
 -- trim takes them all. nil (XDEL them all) for an id too long to compare
 -- as a number.
 local function id_parts(e)
-  local d = string.find(e, '-', 1, true)
-  if not d or d > 16 or #e - d > 15 then return nil end -- below 2^53: exact as Lua numbers
-  return tonumber(string.sub(e, 1, d - 1)), tonumber(string.sub(e, d + 1))
+  local m, sq = string.match(e, '^(%d+)%-(%d+)$')
+  if not m or #m > 15 or #sq > 15 then return nil end -- below 2^53: exact as Lua numbers
+  return tonumber(m), tonumber(sq)
+end
+
+-- The highest of entries (ids as check_ids let them through), as numbers;
+-- nil if one is too long. Ids of one length with the '-' at one place
+-- (Redis's own, from one period) compare as strings like as numbers: one
+-- string comparison per entry, the numbers parsed once.
+local function highest(entries)
+  local top = entries[1]
+  local len, d = #top, string.find(top, '-', 1, true)
+  local byte = string.byte
+  for i = 2, #entries do
+    local e = entries[i]
+    if #e ~= len or byte(e, d) ~= 45 then -- another shape: numbers
+      local hm, hs = id_parts(top)
+      if not hm then return nil end
+      for j = i, #entries do
+        local m, sq = id_parts(entries[j])
+        if not m then return nil end
+        if m > hm or (m == hm and sq > hs) then hm, hs = m, sq end
+      end
+      return hm, hs
+    end
+    if e > top then top = e end
+  end
+  return id_parts(top)
 end
 
 local function trim_point(ready, entries)
-  local hm, hs = -1, -1
-  for i = 1, #entries do
-    local m, sq = id_parts(entries[i])
-    if not m then return nil end
-    if m > hm or (m == hm and sq > hs) then hm, hs = m, sq end
-  end
+  local hm, hs = highest(entries)
+  if not hm then return nil end
   local p = redis.call('XPENDING', ready, GROUP, '-', '+', 1)
   local pm, ps
   if #p > 0 then

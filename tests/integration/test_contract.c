@@ -1738,3 +1738,18 @@ Test(contract, ack_trims_below_the_oldest_running_entry_and_deletes_the_rest) {
     cr_assert(has_entry("jr:{t}:ready", id[8]) && has_entry("jr:{t}:ready", id[9]));
     cr_assert_eq(npending("jr:{t}:ready"), 0);
 }
+
+/* Ids of different shapes (explicit ones: "9-10" sorts after "10-2" as a
+ * string) are compared as numbers: the trim takes exactly the call's entries. */
+Test(contract, ack_compares_ids_of_different_lengths_as_numbers) {
+    const char *ids[] = {"9-1", "9-10", "10-2", "10-3", "11-0"};
+    for (int i = 0; i < 5; i++) freeReplyObject(cmd("XADD", "jr:{t}:ready", ids[i], "h", "x", NULL));
+    freeReplyObject(fetch("jr:{t}:ready", 4)); /* 11-0 not delivered */
+    freeReplyObject(cmd("CONFIG", "RESETSTAT", NULL));
+    const char *done[] = {"9-10", "10-2", "9-1"}; /* 10-3 still running */
+    cr_assert_eq(ack(done, 3), 3);
+    cr_assert_eq(xlen("jr:{t}:ready"), 2);
+    cr_assert(has_entry("jr:{t}:ready", "10-3") && has_entry("jr:{t}:ready", "11-0"));
+    cr_assert_eq(calls_of("xtrim"), 1);
+    cr_assert_eq(calls_of("xdel"), 0);
+}
