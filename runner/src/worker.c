@@ -148,6 +148,7 @@ typedef struct worker {
     char *fu_registered[FU_REGISTERED_MAX]; /* see FU_REGISTERED_MAX; cleared on reconnect */
     size_t nfu_registered;
     int reconnect_after_read; /* the library is missing: reconnect once the read in flight is in */
+    int read_with_ops;        /* the read in flight went with results (flush_ops_on) */
 } worker_t;
 
 static uint64_t next_rand(worker_t *w) { /* xorshift64* */
@@ -356,6 +357,7 @@ static int flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t bloc
      * refused by jr_ack_follow itself (the job fails instead, see below). */
     if (!rc && !(bad = calloc(calls ? calls : 1, 1))) rc = JR_ENOMEM;
     if (!rc) rc = want ? send_read(w, want, block) : jr_redis_flush(conn);
+    if (!rc && want) w->read_with_ops = 1;
     char err[JR_ERRLEN] = "";
     char **follow_err = NULL; /* per follow-up call: jr_ack_follow's refusal */
     if (!rc && first_fail > first_follow &&
@@ -892,7 +894,7 @@ static void drop_conns(worker_t *w, int rc) {
     jr_redis_free(w->rd);
     jr_redis_free(w->ctl);
     w->rd = w->ctl = NULL;
-    w->reading = 0, w->reconnect_after_read = 0;
+    w->reading = 0, w->reconnect_after_read = 0, w->read_with_ops = 0;
     w->next_connect = jr_mono_us() + w->backoff_ms * 1000;
 }
 
@@ -1204,7 +1206,8 @@ static int turn(worker_t *w, int sigfd) {
          * write refused: NOREPLICAS, READONLY...): nothing was read; the
          * refusal is logged once (flush_ops), no new read is made until
          * the results go through, and the connection stays. */
-        int refused_too = rc == JR_EREDIS && jr_redis_ok(w->rd) && w->ops_refused.on && w->nops;
+        int refused_too = rc == JR_EREDIS && jr_redis_ok(w->rd) && w->read_with_ops && w->ops_refused.on && w->nops;
+        w->read_with_ops = 0;
         if (refused_too) rc = 0; /* the batch is empty */
         if (rc || (!refused_too && (rc = see_paused(w, paused_now))) || (rc = interleave(w, &w->batch)))
             return rc;
