@@ -1154,6 +1154,9 @@ static int turn(worker_t *w, int sigfd) {
     int64_t pblock = 0;
     int piggyback = connected && w->nops && ack_with_read(w, now, &pwant, &pblock);
     if (connected && w->nops && !piggyback && (rc = flush_ops(w))) return rc;
+    /* Stopping, and the last results (left by the turn before for a read
+     * that a signal then called off) just went: done, back to the loop. */
+    if (w->stopping && !w->reading && w->used == 0 && w->nops == 0) return 0;
     int may_fetch = connected && !w->stopping && !w->reading && w->nops == 0, again = 0;
     if (piggyback) { /* the operations, then the read, in one write on rd */
         if ((rc = flush_ops_on(w, w->rd, pwant, pblock))) return rc;
