@@ -2,7 +2,9 @@
  * counterpart of bullmq_peer.js, sidekiq_peer.rb, rq_peer.py, ... It enqueues
  * through the C API (jr_redis_enqueue, pipelined), the way the CLI does.
  *
- *   jr_peer bulk N                      N jobs "0 <pad>", pipelined in chunks
+ *   jr_peer bulk N                      N jobs "0 <pad>", BENCH_BATCH per
+ *                                       jr_redis_enqueue call (pipelined in
+ *                                       FCALLs of BENCH_CHUNK jobs)
  *   jr_peer warm N                      same as bulk (warm-up jobs)
  *   jr_peer paced N RATE                one job at a time at RATE/s on an absolute
  *                                       schedule; payload t = monotonic ms just
@@ -11,7 +13,7 @@
  *                                       each with delay_ms = DELAY_MS; payload
  *                                       t = intended due = monotonic ms just
  *                                       before the call + DELAY_MS
- *   jr_peer bulkdelayed N DELAY_MS      N delayed jobs, pipelined in chunks
+ *   jr_peer bulkdelayed N DELAY_MS      N delayed jobs, as bulk
  *                                       (for the memory figure of delayed jobs)
  *   jr_peer mono                        print CLOCK_MONOTONIC ms (for scripts)
  *   jr_peer waitkey get|llen KEY TARGET TIMEOUT_S
@@ -29,8 +31,10 @@
  *
  * env: BENCH_URL (a jobrunner Redis URL), else BENCH_SOCKET (unix socket),
  *      else 127.0.0.1:BENCH_PORT (6390); BENCH_QUEUE (bench); BENCH_HANDLER
- *      (bench; bench/bench_job.c also has "noop"); BENCH_CHUNK
- *      (1000); BENCH_PAYLOAD_BYTES (pad the payload to this size; default:
+ *      (bench; bench/bench_job.c also has "noop"); BENCH_CHUNK: jobs per
+ *      FCALL jr_enqueue_many (1000, JR_ENQUEUE_CHUNK); BENCH_BATCH: jobs per
+ *      jr_redis_enqueue call (100000; 1000 before pipelining, when one call
+ *      was one FCALL); BENCH_PAYLOAD_BYTES (pad the payload to this size; default:
  *      "<t> " + 44 characters, as the other peers). */
 #include <errno.h>
 #include <stdio.h>
@@ -94,25 +98,25 @@ static void job_init(jr_enqueue_t *j, const char *p, size_t len) {
     j->env.attempt = 1;
 }
 
-/* N jobs, pipelined in chunks; delay_ms 0 = run now. */
-static void bulk(long n, int64_t delay_ms, size_t chunk) {
-    jr_enqueue_t *jobs = calloc(chunk, sizeof *jobs);
+/* N jobs, `batch` per jr_redis_enqueue call; delay_ms 0 = run now. */
+static void bulk(long n, int64_t delay_ms, size_t batch, size_t chunk) {
+    jr_enqueue_t *jobs = calloc(batch, sizeof *jobs);
     char buf[PAYLOAD_MAX];
     size_t len = payload(buf, 0);
     if (!jobs) die("out of memory");
-    for (size_t i = 0; i < chunk; i++) {
+    for (size_t i = 0; i < batch; i++) {
         job_init(&jobs[i], buf, len);
         jobs[i].delay_ms = delay_ms;
     }
     double t0 = mono_ms();
     for (long done = 0; done < n;) {
-        size_t k = (size_t)(n - done) < chunk ? (size_t)(n - done) : chunk;
+        size_t k = (size_t)(n - done) < batch ? (size_t)(n - done) : batch;
         if (jr_redis_enqueue(r, jobs, k, NULL, NULL) != 0) die("enqueue");
         done += (long)k;
     }
     double s = (mono_ms() - t0) / 1000.0;
-    printf("enqueue_mode=jr_redis_enqueue(pipeline,chunk=%zu%s) enqueue_s=%.3f enqueue_jobs_per_s=%.0f\n",
-           chunk, delay_ms > 0 ? ",delayed" : "", s, (double)n / s);
+    printf("enqueue_mode=jr_redis_enqueue(pipeline,chunk=%zu,batch=%zu%s) enqueue_s=%.3f enqueue_jobs_per_s=%.0f\n",
+           chunk, batch, delay_ms > 0 ? ",delayed" : "", s, (double)n / s);
     free(jobs);
 }
 
@@ -205,8 +209,11 @@ int main(int argc, char **argv) {
                  (e = getenv("BENCH_PORT")) && e[0] ? e : "6390");
     if ((e = getenv("BENCH_QUEUE")) && e[0]) queue = e;
     if ((e = getenv("BENCH_HANDLER")) && e[0]) handler = e;
-    size_t chunk = (e = getenv("BENCH_CHUNK")) && e[0] ? (size_t)arg_long(e) : 1000;
+    size_t chunk = (e = getenv("BENCH_CHUNK")) && e[0] ? (size_t)arg_long(e) : JR_ENQUEUE_CHUNK;
     if (chunk < 1) chunk = 1;
+    jr_redis_set_enqueue_chunk(chunk);
+    size_t batch = (e = getenv("BENCH_BATCH")) && e[0] ? (size_t)arg_long(e) : 100000;
+    if (batch < 1) batch = 1;
     if ((e = getenv("BENCH_PAYLOAD_BYTES")) && e[0]) payload_bytes = (size_t)arg_long(e);
 
     char err[JR_ERRLEN];
@@ -218,9 +225,9 @@ int main(int argc, char **argv) {
 
     long n = arg_long(argv[2]);
     if (!strcmp(mode, "bulk") || !strcmp(mode, "warm")) {
-        bulk(n, 0, chunk);
+        bulk(n, 0, batch, chunk);
     } else if (!strcmp(mode, "bulkdelayed") && argc >= 4) {
-        bulk(n, arg_long(argv[3]), chunk);
+        bulk(n, arg_long(argv[3]), batch, chunk);
     } else if (!strcmp(mode, "waitempty")) {
         double end = mono_ms() + (double)n * 1000.0;
         for (;;) {

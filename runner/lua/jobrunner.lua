@@ -1,5 +1,5 @@
 #!lua name=jobrunner
--- jobrunner: contract 1, revision 8.
+-- jobrunner: contract 1, revision 9.
 -- (Raise the revision with every change to this file; tests/lua_revision.sh checks.
 -- A jobrunner process never replaces a newer revision loaded in Redis.)
 --[[
@@ -299,10 +299,16 @@ local PRODUCER_FIELDS = {h = true, p = true, a = ATTEMPTS_MAX, m = ATTEMPTS_MAX,
                          t = TIMEOUT_MAX_MS, b = BACKOFF_MAX_MS}
 
 -- Check one job (fields = args[first..last]) against Redis's now. Returns
--- its due time (Unix ms), or nil and an error reply.
+-- its due time (Unix ms), or nil and an error reply. The due time of the
+-- last WHEN parsed is kept with the now it was computed at (cj_*): the jobs
+-- of a bulk call mostly share WHEN, and the parse (a format and a strtod)
+-- was a tenth of a delayed job's cost.
+local cj_when, cj_now, cj_due
 local function check_job(fn, when, id, args, first, last, now)
   local due = now
-  if when ~= '' and when ~= '0' then
+  if when == cj_when and now == cj_now then
+    due = cj_due
+  elseif when ~= '' and when ~= '0' then
     local c, v = string.sub(when, 1, 1), dec_arg(string.sub(when, 2))
     if (c ~= '+' and c ~= '@') or not v then
       return nil, refuse(fn, 'bad due time ' .. shown(when) .. ' (use "", "+MS" or "@UNIXMS": decimal digits with an optional fraction)')
@@ -313,6 +319,7 @@ local function check_job(fn, when, id, args, first, last, now)
     if due > now + DELAY_MAX_MS then
       return nil, refuse(fn, 'due time ' .. shown(when) .. ' is more than ' .. DELAY_MAX_MS .. ' ms (10 years) after now')
     end
+    cj_when, cj_now, cj_due = when, now, due
   end
   local n = last - first + 1
   if n < 2 or n % 2 ~= 0 or args[first] ~= 'h' or args[first + 1] == '' then
@@ -399,12 +406,15 @@ end
 -- wheel_add cannot raise then.
 local function wheel_check(fn, q, dues)
   local spec = {{wheel_key(q), 'zset'}}
-  local seen = {}
+  local seen, last = {}, nil
   for _, due in ipairs(dues) do
-    local b = bucket_of(to_us(due))
-    if not seen[b] then
-      seen[b] = true
-      spec[#spec + 1] = {bucket_key(q, b), 'list'}
+    if due ~= last then -- the jobs of a bulk call mostly share their due time
+      last = due
+      local b = bucket_of(to_us(due))
+      if not seen[b] then
+        seen[b] = true
+        spec[#spec + 1] = {bucket_key(q, b), 'list'}
+      end
     end
   end
   return check_types(fn, spec) or check_seq(fn, wheel_count_key(q), #dues) or
@@ -450,9 +460,17 @@ local function wheel_flush(k)
   k.wbuf = {order = {}}
 end
 -- With E (put's jobs: e = floor(now), d = ceil(due)) the fields are
--- args[first..last], packed as they are: no table, no check.
+-- args[first..last], packed as they are: no table, no check. What follows
+-- from the due time (us, bucket, id prefix) is kept in k.m* for the next
+-- job with the same due time (a bulk call's jobs mostly share it). A
+-- generated id's number is formatted as an integer ("%d", as wheel_decode
+-- does), not by Lua's "%.14g".
 local function wheel_add(k, id, due, flat, E, args, first, last)
-  local us = to_us(due)
+  if k.mdue ~= due then
+    local us = to_us(due)
+    k.mdue, k.mus, k.mb, k.mpre = due, us, bucket_of(us), 'd' .. ms_int(math.floor(us / 1000)) .. '-'
+  end
+  local us, b = k.mus, k.mb
   local n
   if k.nseq and k.nseq <= k.nseq_last then -- numbers reserved by the caller (one INCRBY)
     n, k.nseq = k.nseq, k.nseq + 1
@@ -461,18 +479,18 @@ local function wheel_add(k, id, due, flat, E, args, first, last)
   end
   local sid = id
   if id == '' then
-    id = 'd' .. ms_int(math.floor(us / 1000)) .. '-' .. n
+    id = k.mpre .. ms_int(n)
   else
     index_set(k.ids, id, '~' .. n .. '@' .. ms_str(us / 1000))
   end
   local own = not k.wbuf
   if own then k.wbuf = {order = {}} end
-  local b = bucket_of(us)
-  if not k.wbuf[b] then
-    k.wbuf[b] = {}
+  local items = k.wbuf[b]
+  if not items then
+    items = {}
+    k.wbuf[b] = items
     k.wbuf.order[#k.wbuf.order + 1] = b
   end
-  local items = k.wbuf[b]
   if E then
     items[#items + 1] = cmsgpack.pack(n, us - b * 1000, sid, E, unpack(args, first, last))
   else
@@ -566,9 +584,16 @@ local function enqueue_many(keys, args)
   -- not a table per job; far: the due times of the jobs for the time wheel
   local now, jobs, nj, i, nuniq, any_now, any_later, far = now_ms(), {}, 0, 2, 0, false, false, {}
   local nargs = #args
+  local np_s, np_n -- the last NPAIRS parsed: the jobs of a bulk call mostly share it
   while i <= nargs do
     nj = nj + 1
-    local when, id, np = args[i], args[i + 1], int_arg(args[i + 2])
+    local when, id, np = args[i], args[i + 1], args[i + 2]
+    if np == np_s then
+      np = np_n
+    else
+      np_s, np = np, int_arg(np)
+      np_n = np
+    end
     if not id or not np or i + 2 + 2 * np > nargs then
       return refuse(fn, 'job ' .. nj .. ' (argument ' .. i .. '): expected WHEN ID NPAIRS, then NPAIRS field/value pairs')
     end
@@ -605,12 +630,14 @@ local function enqueue_many(keys, args)
     k.nseq_last = redis.call('INCRBY', keys[4], #far)
     k.nseq = k.nseq_last - #far + 1
   end
-  local ready = keys[1]
+  local ready, fnow = keys[1], math.floor(now)
   for j = 1, nj do
     local b = 5 * j
     local id, due, first, last = jobs[b - 4], jobs[b - 3], jobs[b - 2], jobs[b - 1]
     if id == '' and due <= now then -- a ready job without an id: put's first case, without its reply table
       out[2 * j - 1], out[2 * j] = redis.call('XADD', ready, '*', unpack(args, first, last)), 1
+    elseif id == '' and due - now >= NEAR_MS then -- one for the wheel without an id: put's third case, likewise
+      out[2 * j - 1], out[2 * j] = wheel_add(k, '', due, nil, math.floor(to_us(due) / 1000) - fnow, args, first, last), 1
     else
       k.uniq = jobs[b] or nil
       local r = put(k, id, due, window, args, first, last, now)

@@ -175,6 +175,67 @@ static void set_outcome(jr_enq_outcome_t *out, const size_t *order, size_t from,
     for (size_t p = from; p < to; p++) out[order[p]].status = status, out[order[p]].why = why;
 }
 
+/* Jobs per FCALL jr_enqueue_many (see jr_redis_set_enqueue_chunk). */
+static size_t enqueue_chunk = JR_ENQUEUE_CHUNK;
+
+size_t jr_redis_set_enqueue_chunk(size_t jobs) {
+    size_t old = enqueue_chunk;
+    if (jobs > 0) enqueue_chunk = jobs;
+    return old;
+}
+
+/* One call of a batch in flight: the sorted positions [from, to) of its
+ * jobs, and whether a jr_register went before it. */
+typedef struct enq_call {
+    size_t from, to;
+    int reg;
+} enq_call_t;
+
+/* Read the replies of call c (its jr_register's first if c->reg) and set
+ * its jobs' outcomes. A refusal by Redis refuses c's jobs only (the first
+ * such error goes to *first_err) and returns 0: later calls are still read.
+ * Returns an error only when no more can be read (transport, protocol); the
+ * caller then owns the outcomes of c and what follows. */
+static int recv_call(jr_redis_t *r, const jr_enqueue_t *sorted, const size_t *order, const enq_call_t *c,
+                     char (*ids)[JR_ID_MAX], jr_enq_outcome_t *out, jr_strlist_t *reasons, int *first_err) {
+    size_t from = c->from, cnt = c->to - c->from;
+    const char *q = sorted[from].queue;
+    for (int kk = c->reg; kk >= 0; kk--) { /* register reply, then the enqueue's */
+        redisReply *rep;
+        int rc = jri_recv_reply(r, &rep, r->timeout_us);
+        if (rc) return rc;
+        if (kk == 1) { /* jr_register: the jobs are still written; the call fails */
+            if (rep->type == REDIS_REPLY_ERROR) {
+                forget_registered(r, q);
+                if (!*first_err)
+                    *first_err = jri_fail(r, JR_EREDIS, "queue %s: registering the queue failed: %s", q, rep->str);
+            }
+        } else if (rep->type == REDIS_REPLY_ERROR) {
+            char why[JR_ERRLEN];
+            snprintf(why, sizeof why, "queue %s: Redis refused %zu job%s: %s", q, cnt, cnt == 1 ? "" : "s",
+                     rep->str);
+            set_outcome(out, order, from, from + cnt, JR_ENQ_REFUSED, add_reason(reasons, why));
+            if (!*first_err) *first_err = jri_fail(r, JR_EREDIS, "%s", why);
+        } else {
+            int ok = rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 * cnt;
+            for (size_t x = 0; ok && x < cnt; x++)
+                ok = rep->element[2 * x]->type == REDIS_REPLY_STRING &&
+                     rep->element[2 * x + 1]->type == REDIS_REPLY_INTEGER;
+            if (!ok) {
+                freeReplyObject(rep);
+                return jri_fail(r, JR_EPROTO, "jr_enqueue_many: unexpected reply");
+            }
+            for (size_t x = 0; x < cnt; x++) {
+                size_t i = order[from + x];
+                if (ids) snprintf(ids[i], JR_ID_MAX, "%s", rep->element[2 * x]->str);
+                out[i].status = rep->element[2 * x + 1]->integer ? JR_ENQ_CREATED : JR_ENQ_EXISTED;
+            }
+        }
+        freeReplyObject(rep);
+    }
+    return 0;
+}
+
 int jr_redis_enqueue_each(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n, char (*ids)[JR_ID_MAX],
                           jr_enq_outcome_t *out, jr_strlist_t *reasons) {
     for (size_t i = 0; i < n; i++) {
@@ -201,97 +262,67 @@ int jr_redis_enqueue_each(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n, cha
         return JR_EINVAL;
     }
     /* One call per run of jobs of one queue (and one uniq window), at most
-     * `chunk` jobs, with the jobs sorted by queue so that a random mix of
-     * queues still makes few calls; each queue's jobs keep their order.
-     * Calls go out in one pipeline per `window` jobs, so replies never pile
-     * up. */
-    const size_t chunk = 1000, window = 16 * 1000;
-    size_t cap = (n < window ? n : window) + 1;
-    size_t *order = malloc(n * sizeof *order), *starts = malloc(cap * sizeof *starts);
+     * enqueue_chunk jobs, with the jobs sorted by queue so that a random mix
+     * of queues still makes few calls; each queue's jobs keep their order.
+     * The calls are pipelined: call k+1 is formatted and sent before call
+     * k's replies are read, so the producer formats while Redis runs the
+     * previous call; at most ENQ_AHEAD calls wait for their replies, so
+     * replies never pile up. */
+    enum { ENQ_AHEAD = 2 };
+    enq_call_t calls[ENQ_AHEAD + 1]; /* a ring: call c is calls[c % (ENQ_AHEAD + 1)] */
+    size_t *order = malloc(n * sizeof *order);
     jr_enqueue_t *sorted = malloc(n * sizeof *sorted);
-    unsigned char *regs = malloc(cap);
     int rc = 0, first_err = 0;
     char stop[JR_ERRLEN + 64];
-    size_t done = 0; /* sorted positions before this have their outcome */
-    if (!order || !starts || !sorted || !regs) {
+    const char *how = "sent, without an answer"; /* what became of the calls in flight on a stop */
+    size_t nsent = 0, nread = 0; /* calls sent, calls whose replies were read */
+    size_t unknown = 0, pos = 0; /* outcomes to set on a stop: [unknown, pos) sent, [pos, n) not */
+    if (!order || !sorted) {
         rc = jri_fail(r, JR_ENOMEM, "out of memory");
         goto out;
     }
     for (size_t i = 0; i < n; i++) order[i] = i;
     qsort_r(order, n, sizeof *order, cmp_job_pos, (void *)jobs);
     for (size_t p = 0; p < n; p++) sorted[p] = jobs[order[p]];
-    for (size_t base = 0; base < n; base += window) {
-        size_t end = base + window < n ? base + window : n, ncalls = 0;
-        for (size_t i = base; i < end;) {
-            size_t j = i + 1;
-            while (j < end && j - i < chunk && !strcmp(sorted[j].queue, sorted[i].queue) &&
+    while (pos < n || nread < nsent) {
+        if (pos < n) {
+            size_t i = pos, j = i + 1;
+            while (j < n && j - i < enqueue_chunk && !strcmp(sorted[j].queue, sorted[i].queue) &&
                    sorted[j].uniq_ms == sorted[i].uniq_ms)
                 j++;
-            if ((rc = append_register(r, sorted[i].queue)) < 0) goto out; /* nothing of it was sent */
-            regs[ncalls] = (unsigned char)rc;
-            if ((rc = append_enqueue_many(r, sorted + i, j - i, sorted[i].uniq_ms))) goto out;
-            starts[ncalls++] = i;
-            i = j;
-        }
-        starts[ncalls] = end;
-        if ((rc = jr_redis_flush(r))) {
-            snprintf(stop, sizeof stop, "sent, maybe in part, without an answer: %s", r->err);
-            set_outcome(out, order, base, end, JR_ENQ_UNKNOWN, add_reason(reasons, stop));
-            done = end;
-            goto out;
-        }
-        for (size_t c = 0; c < ncalls; c++) {
-            size_t from = starts[c], cnt = starts[c + 1] - from;
-            const char *q = sorted[from].queue;
-            for (int kk = regs[c]; kk >= 0; kk--) { /* register reply, then the enqueue's */
-                redisReply *rep;
-                if ((rc = jri_recv_reply(r, &rep, r->timeout_us))) {
-                    snprintf(stop, sizeof stop, "sent, but the answer was lost: %s", r->err);
-                    set_outcome(out, order, from, end, JR_ENQ_UNKNOWN, add_reason(reasons, stop));
-                    done = end;
-                    goto out;
-                }
-                if (kk == 1) { /* jr_register: the jobs are still written; the call fails */
-                    if (rep->type == REDIS_REPLY_ERROR) {
-                        forget_registered(r, q);
-                        if (!first_err)
-                            first_err = jri_fail(r, JR_EREDIS, "queue %s: registering the queue failed: %s", q, rep->str);
-                    }
-                } else if (rep->type == REDIS_REPLY_ERROR) {
-                    char why[JR_ERRLEN];
-                    snprintf(why, sizeof why, "queue %s: Redis refused %zu job%s: %s", q, cnt,
-                             cnt == 1 ? "" : "s", rep->str);
-                    set_outcome(out, order, from, from + cnt, JR_ENQ_REFUSED, add_reason(reasons, why));
-                    if (!first_err) first_err = jri_fail(r, JR_EREDIS, "%s", why);
-                } else {
-                    int ok = rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 * cnt;
-                    for (size_t x = 0; ok && x < cnt; x++)
-                        ok = rep->element[2 * x]->type == REDIS_REPLY_STRING &&
-                             rep->element[2 * x + 1]->type == REDIS_REPLY_INTEGER;
-                    if (!ok) {
-                        freeReplyObject(rep);
-                        rc = jri_fail(r, JR_EPROTO, "jr_enqueue_many: unexpected reply");
-                        set_outcome(out, order, from, end, JR_ENQ_UNKNOWN, add_reason(reasons, r->err));
-                        done = end;
-                        goto out;
-                    }
-                    for (size_t x = 0; x < cnt; x++) {
-                        size_t i = order[from + x];
-                        if (ids) snprintf(ids[i], JR_ID_MAX, "%s", rep->element[2 * x]->str);
-                        out[i].status = rep->element[2 * x + 1]->integer ? JR_ENQ_CREATED : JR_ENQ_EXISTED;
-                    }
-                }
-                freeReplyObject(rep);
+            if ((rc = append_register(r, sorted[i].queue)) < 0) goto stopped; /* nothing of it was sent */
+            enq_call_t *c = &calls[nsent % (ENQ_AHEAD + 1)];
+            c->from = i, c->to = j, c->reg = rc;
+            if ((rc = append_enqueue_many(r, sorted + i, j - i, sorted[i].uniq_ms))) goto stopped;
+            pos = j, nsent++; /* from here on, sent in part or whole */
+            if ((rc = jr_redis_flush(r))) {
+                how = "sent, maybe in part, without an answer";
+                goto stopped;
             }
         }
-        done = end;
+        while (nread < nsent && (nsent - nread > ENQ_AHEAD - 1 || pos == n)) {
+            const enq_call_t *c = &calls[nread % (ENQ_AHEAD + 1)];
+            if ((rc = recv_call(r, sorted, order, c, ids, out, reasons, &first_err))) {
+                how = rc == JR_EPROTO ? "sent, the answer not understood" : "sent, but the answer was lost";
+                goto stopped;
+            }
+            nread++;
+        }
+    }
+    goto out;
+stopped:
+    /* the calls sent and not read, and the one being sent: their answer is unknown */
+    unknown = nread < nsent ? calls[nread % (ENQ_AHEAD + 1)].from : pos;
+    if (unknown < pos) {
+        snprintf(stop, sizeof stop, "%s: %s", how, r->err);
+        set_outcome(out, order, unknown, pos, JR_ENQ_UNKNOWN, add_reason(reasons, stop));
     }
 out:
-    if (rc && done < n && order) { /* the rest was never sent */
+    if (rc && pos < n && order) { /* the rest was never sent */
         snprintf(stop, sizeof stop, "not sent: %s", r->err);
-        set_outcome(out, order, done, n, JR_ENQ_NOT_SENT, add_reason(reasons, stop));
+        set_outcome(out, order, pos, n, JR_ENQ_NOT_SENT, add_reason(reasons, stop));
     }
-    free(order), free(starts), free(sorted), free(regs);
+    free(order), free(sorted);
     return rc ? rc : first_err;
 }
 

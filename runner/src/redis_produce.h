@@ -38,10 +38,19 @@ typedef struct jr_enq_outcome {
                              (UINT32_MAX: none kept, see jr_redis_errstr) */
 } jr_enq_outcome_t;
 
+/* Jobs per FCALL jr_enqueue_many of jr_redis_enqueue_each. */
+#define JR_ENQUEUE_CHUNK 1000
+
+/* Set the jobs per FCALL jr_enqueue_many (process-wide; 0 keeps it) and
+ * return the previous value. For benchmarks and tests: a larger chunk
+ * makes fewer calls but holds Redis longer per call (~2-5 us per job). */
+size_t jr_redis_set_enqueue_chunk(size_t jobs);
+
 /* Enqueue n jobs, any mix of queues in any order: one FCALL jr_enqueue_many
- * per queue and run of up to 1000 of its jobs (jobs sorted by queue, each
- * queue's in their order), registering their queues once per connection,
- * pipelined 16,000 jobs at a time. Every job is checked first (valid queue
+ * per queue and run of up to JR_ENQUEUE_CHUNK of its jobs (jobs sorted by
+ * queue, each queue's in their order), registering their queues once per
+ * connection, pipelined: call k+1 is sent before call k's replies are read
+ * (at most 2 calls wait for replies). Every job is checked first (valid queue
  * name, non-empty handler, id not of a reserved form and at most 158 bytes,
  * every time and count within runner/src/jr_limits.h): bad jobs get
  * REFUSED, the others NOT_SENT, nothing is sent, and the call returns

@@ -431,3 +431,76 @@ Test(client, a_refused_queue_registration_is_an_error_though_the_jobs_were_writt
     cr_assert_eq(jr_client_enqueue(J, &j, &r), 0, "%s", jr_client_errstr(J));
     cr_assert_eq(jrt_int(C, "SISMEMBER jr:{queues} reg"), 1);
 }
+
+/* A batch of one queue goes out as pipelined calls of 1,000 jobs (call k+1
+ * sent before call k's answer is read). Jobs 1,001-2,000 fall due in a time
+ * wheel bucket whose key holds a string: Redis refuses that middle call
+ * only; the first and the third calls' jobs are written, and each result
+ * says which. */
+Test(client, a_refused_middle_call_of_a_pipelined_batch_refuses_its_jobs_only) {
+    enum { N = 3000, PER = 1000 };
+    static jr_client_job_t jobs[N];
+    static jr_client_result_t res[N];
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long long base = ((long long)ts.tv_sec + 3600) * 1000; /* a whole second: the start of its bucket */
+    char bucket[64];
+    snprintf(bucket, sizeof bucket, "jr:{bulk}:wheel:%lld", base + 3600000);
+    freeReplyObject(cmd("SET", bucket, "not a list", NULL));
+    for (int i = 0; i < N; i++)
+        jobs[i] = (jr_client_job_t){.queue = "bulk", .handler = "echo", .payload = "x", .payload_len = 1,
+                                    .at_ms = base + (long long)(i / PER) * 3600000};
+    int rc = jr_client_enqueue_many(J, jobs, N, res);
+    cr_assert_eq(rc, JR_CLIENT_EREFUSED, "rc %d: %s", rc, jr_client_errstr(J));
+    for (int i = 0; i < N; i++) {
+        if (i / PER == 1) {
+            cr_assert_eq(res[i].status, JR_CLIENT_JOB_REFUSED, "job %d: status %d", i, res[i].status);
+            cr_assert(res[i].error && strstr(res[i].error, bucket) && strstr(res[i].error, "1000 jobs"),
+                      "job %d: why: %s", i, res[i].error ? res[i].error : "(null)");
+            cr_assert_str_eq(res[i].id, "");
+        } else {
+            cr_assert_eq(res[i].status, JR_CLIENT_JOB_CREATED, "job %d: status %d: %s", i, res[i].status,
+                         res[i].error ? res[i].error : "");
+        }
+    }
+    char key[64];
+    snprintf(key, sizeof key, "jr:{bulk}:wheel:%lld", base);
+    cr_assert_eq(jrt_int(C, "LLEN %s", key), PER);
+    snprintf(key, sizeof key, "jr:{bulk}:wheel:%lld", base + 7200000);
+    cr_assert_eq(jrt_int(C, "LLEN %s", key), PER);
+    redisReply *g = cmd("GET", "jr:{bulk}:wheel:n", NULL);
+    cr_assert(g->type == REDIS_REPLY_STRING && atoll(g->str) == 2 * PER, "jobs counted in the wheel");
+    freeReplyObject(g);
+    g = cmd("GET", bucket, NULL);
+    cr_assert_str_eq(g->str, "not a list", "the refused bucket's key was changed");
+    freeReplyObject(g);
+    jr_client_job_info_t *info;
+    for (int i = 0; i < N; i += 999) {
+        if (i / PER == 1) continue;
+        cr_assert_eq(jr_client_job_show(J, "bulk", res[i].id, &info), 0, "%s", jr_client_errstr(J));
+        cr_assert_eq(info->state, JR_CLIENT_STATE_DELAYED, "job %d (%s): %s", i, res[i].id, info->state_name);
+        jr_client_job_info_free(info);
+    }
+}
+
+/* A generated delayed id carries the job's number in plain digits, also past
+ * 10^14 (Lua's own formatting would write 1e+14), so the id returned is the
+ * id the job is found by. */
+Test(client, a_generated_delayed_id_past_1e14_is_the_id_the_job_is_found_by) {
+    freeReplyObject(cmd("SET", "jr:{big}:seq", "99999999999998", NULL));
+    jr_client_job_t jobs[3];
+    jr_client_result_t res[3];
+    for (int i = 0; i < 3; i++)
+        jobs[i] = (jr_client_job_t){.queue = "big", .handler = "echo", .delay_ms = 3600000};
+    cr_assert_eq(jr_client_enqueue_many(J, jobs, 2, res), 0, "%s", jr_client_errstr(J));
+    cr_assert_eq(jr_client_enqueue(J, &jobs[2], &res[2]), 0, "%s", jr_client_errstr(J));
+    const char *tail[3] = {"-99999999999999", "-100000000000000", "-100000000000001"};
+    for (int i = 0; i < 3; i++) {
+        size_t l = strlen(res[i].id), t = strlen(tail[i]);
+        cr_assert(l > t && !strcmp(res[i].id + l - t, tail[i]), "job %d: id %s", i, res[i].id);
+        jr_client_job_info_t *info;
+        cr_assert_eq(jr_client_job_show(J, "big", res[i].id, &info), 0, "%s", jr_client_errstr(J));
+        cr_assert_eq(info->state, JR_CLIENT_STATE_DELAYED, "job %d (%s): %s", i, res[i].id, info->state_name);
+        jr_client_job_info_free(info);
+    }
+}
