@@ -8,6 +8,7 @@
 #   bench/speed.sh                                  # this tree's build/ only
 #   BUILDS="before=/tmp/base/build after=build" REPS=3 bench/speed.sh
 #   PROFILE=1 bench/speed.sh                        # + Redis CPU per job by command
+#   MEASURES=latency bench/speed.sh                 # only some of enqueue drain latency
 #
 # Per build and repetition, with jobrunner's default worker settings (2
 # workers, process isolation):
@@ -32,6 +33,8 @@ N_BULK=${N_BULK:-100000}
 N_LAT=${N_LAT:-2000}
 LAT_RATE=${LAT_RATE:-500}
 PROFILE=${PROFILE:-0}
+MEASURES=${MEASURES:-"enqueue drain latency"} # a subset runs only those
+want() { case " $MEASURES " in *" $1 "*) return 0 ;; esac; return 1; }
 mkdir -p "$HERE/results"
 OUT=$HERE/results/speed.txt
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
@@ -116,6 +119,7 @@ for k in $(seq "$REPS"); do
     # each build with its own function library (a newer revision loaded
     # before would otherwise serve an older build too)
     rc function flush >/dev/null
+    if want enqueue; then
     # enqueue
     rc flushall >/dev/null
     "$PEER" bulk 10 >/dev/null
@@ -125,6 +129,8 @@ for k in $(seq "$REPS"); do
     prof=
     [ "$PROFILE" = 1 ] && prof=$(per_job "$N_BULK")
     emit "measure=enqueue build=$name rep=$k jobs=$N_BULK jobs_per_s=$(kv enqueue_jobs_per_s "$out") $prof"
+    fi
+    if want drain; then
     # drain
     rc flushall >/dev/null
     BENCH_HANDLER=noop "$PEER" bulk "$N_BULK" >/dev/null
@@ -143,6 +149,8 @@ for k in $(seq "$REPS"); do
     else
       emit "measure=drain build=$name rep=$k error=not_empty_after_60s"
     fi
+    fi
+    if want latency; then
     # latency
     rc flushall >/dev/null
     start_workers "$JR" "$PLUGIN" 2 BENCH_N=0
@@ -150,13 +158,17 @@ for k in $(seq "$REPS"); do
     "$PEER" waitkey get bench:done 200 30 >/dev/null
     sleep 1
     rc del bench:lat bench:done >/dev/null
+    rc config resetstat >/dev/null
     "$PEER" paced "$N_LAT" "$LAT_RATE" >/dev/null
     "$PEER" waitkey llen bench:lat "$N_LAT" 30 >/dev/null
+    prof=
+    [ "$PROFILE" = 1 ] && prof=$(per_job "$N_LAT")
     stop_all
     emit "measure=latency build=$name rep=$k jobs=$N_LAT rate=$LAT_RATE $(rc lrange bench:lat 0 -1 | sort -g |
       awk '{ v[NR] = $1 } END { if (!NR) { print "error=no_samples"; exit }
         i50 = int(0.50 * (NR - 1) + 0.5) + 1; i99 = int(0.99 * (NR - 1) + 0.5) + 1 # as peers/bench.py pct
-        printf "n=%d p50_ms=%.3f p99_ms=%.3f max_ms=%.3f", NR, v[i50], v[i99], v[NR] }')"
+        printf "n=%d p50_ms=%.3f p99_ms=%.3f max_ms=%.3f", NR, v[i50], v[i99], v[NR] }') $prof"
+    fi
   done
 done
 ceilings end

@@ -1,5 +1,5 @@
 #!lua name=jobrunner
--- jobrunner: contract 1, revision 9.
+-- jobrunner: contract 1, revision 10.
 -- (Raise the revision with every change to this file; tests/lua_revision.sh checks.
 -- A jobrunner process never replaces a newer revision loaded in Redis.)
 --[[
@@ -165,21 +165,21 @@ local function ms_str(x)
   return string.format('%.3f', x)
 end
 
--- 1 if the stream exists and has the group (a stream made by a plain XADD
--- has none).
+-- true if the stream exists and has the group (a stream made by a plain
+-- XADD has none). One call: XPENDING of 0 entries answers an empty array
+-- when both exist and NOGROUP when either is missing (EXISTS + XINFO GROUPS
+-- cost three calls and a reply per group). The caller has checked that
+-- `ready` is missing or a stream.
 local function grouped(ready)
-  if redis.call('EXISTS', ready) == 0 then return false end
-  for _, g in ipairs(redis.call('XINFO', 'GROUPS', ready)) do
-    if g[2] == GROUP then return true end
-  end
-  return false
+  return not redis.pcall('XPENDING', ready, GROUP, '-', '+', 0).err
 end
 
 -- The consumer group exists whenever the stream does.
 local function ensure_group(ready)
+  if grouped(ready) then return end
   if redis.call('EXISTS', ready) == 0 then
     redis.call('XGROUP', 'CREATE', ready, GROUP, '0', 'MKSTREAM')
-  elseif not grouped(ready) then
+  else
     redis.call('XGROUP', 'CREATE', ready, GROUP, '0')
   end
 end
@@ -535,9 +535,55 @@ local function put(k, id, due, window, args, first, last, now)
   return {id, 1}
 end
 
+-- Add checked ready jobs without ids to stream `ready` (job j's fields are
+-- args[span[2j-1]..span[2j]]), creating the group if missing. Returns the
+-- entry ids, or nil and an error reply with nothing changed. The call's
+-- only writes are these XADDs (and XGROUP CREATE after them: a group at
+-- "0" takes the new entries too), so the first XADD is its first write and
+-- its error is the refusal: a key of another type (WRONGTYPE) or a stream
+-- whose last id is the last possible one (check_room says why). That holds
+-- for one XADD only: a stream whose last id has the time 2^64-1 but not the
+-- last sequence takes one more entry and then refuses, so a call of several
+-- jobs checks the stream's room first (check_room refuses any time 2^64-1).
+-- This saves check_types, check_room (EXISTS, XINFO STREAM) and
+-- ensure_group's calls on the path of a single job enqueued now.
+local function xadd_ready(fn, ready, args, span, n)
+  if n > 1 then
+    local err = check_types(fn, {{ready, 'stream'}}) or check_room(fn, ready)
+    if err then return nil, err end
+  end
+  local has = grouped(ready) -- NOGROUP also when `ready` is missing; WRONGTYPE: the XADD refuses
+  local e1 = redis.pcall('XADD', ready, '*', unpack(args, span[1], span[2]))
+  if type(e1) ~= 'string' then
+    local err = check_types(fn, {{ready, 'stream'}}) or check_room(fn, ready)
+    return nil, err or refuse(fn, 'XADD to ' .. shown(ready) .. ' failed: ' .. shown(e1.err))
+  end
+  local out = {e1}
+  for j = 2, n do
+    out[j] = redis.call('XADD', ready, '*', unpack(args, span[2 * j - 1], span[2 * j]))
+  end
+  if not has then redis.call('XGROUP', 'CREATE', ready, GROUP, '0') end
+  return out
+end
+
 local function queue_types(fn, keys, q)
   return check_types(fn, {{keys[1], 'stream'}, {keys[2], 'zset'}, {keys[3], 'stream'}, {keys[4], 'string'},
                           {index_key(q), 'hash'}})
+end
+
+-- queue_types for the keys an enqueue writes only: the ready stream for
+-- jobs due now, the delayed set, wake stream and seq counter for jobs due
+-- later, the index for jobs with an id (each TYPE is a call).
+local function written_types(fn, keys, q, now, later, ids)
+  local spec = {}
+  if now then spec[#spec + 1] = {keys[1], 'stream'} end
+  if later then
+    spec[#spec + 1] = {keys[2], 'zset'}
+    spec[#spec + 1] = {keys[3], 'stream'}
+    spec[#spec + 1] = {keys[4], 'string'}
+  end
+  if ids then spec[#spec + 1] = {index_key(q), 'hash'} end
+  return check_types(fn, spec)
 end
 
 local function enqueue(keys, args)
@@ -554,11 +600,17 @@ local function enqueue(keys, args)
   elseif id == '' and #keys ~= 4 then
     return refuse(fn, 'a job without an id takes 4 keys, got ' .. #keys)
   end
-  local now = now_ms()
+  -- Redis's TIME only for a job due later (a job due now is due at 0)
+  local now = (when == '' or when == '0') and 0 or now_ms()
   local due, derr = check_job(fn, when, id, args, 4, #args, now)
   if not due then return derr end
-  err = queue_types(fn, keys, q) or check_seq(fn, keys[4], 1) or check_room(fn, due <= now and keys[1] or keys[3]) or
-        (due - now >= NEAR_MS and wheel_check(fn, q, {due}))
+  if id == '' and due <= now then
+    local e, xerr = xadd_ready(fn, keys[1], args, {4, #args}, 1)
+    if not e then return xerr end
+    return {e[1], 1}
+  end
+  err = written_types(fn, keys, q, due <= now, due > now, id ~= '') or (due > now and check_seq(fn, keys[4], 1)) or
+        check_room(fn, due <= now and keys[1] or keys[3]) or (due - now >= NEAR_MS and wheel_check(fn, q, {due}))
   if err then return err end
   if due <= now then ensure_group(keys[1]) end
   local k = {q = q, ready = keys[1], delayed = keys[2], wake = keys[3], seq = keys[4], uniq = uniq, ids = index_key(q)}
@@ -582,7 +634,10 @@ local function enqueue_many(keys, args)
   if not window then return werr end
   -- jobs: 5 slots per job (id, due, first, last, uniq) in one flat table,
   -- not a table per job; far: the due times of the jobs for the time wheel
-  local now, jobs, nj, i, nuniq, any_now, any_later, far = now_ms(), {}, 0, 2, 0, false, false, {}
+  -- now: Redis's TIME, read at the first job due later (jobs due now before
+  -- it are due at 0, which is <= now whatever it is)
+  local now, jobs, nj, i, nuniq, any_now, any_later, far = 0, {}, 0, 2, 0, false, false, {}
+  local timed = false
   local nargs = #args
   local np_s, np_n -- the last NPAIRS parsed: the jobs of a bulk call mostly share it
   while i <= nargs do
@@ -597,6 +652,7 @@ local function enqueue_many(keys, args)
     if not id or not np or i + 2 + 2 * np > nargs then
       return refuse(fn, 'job ' .. nj .. ' (argument ' .. i .. '): expected WHEN ID NPAIRS, then NPAIRS field/value pairs')
     end
+    if not timed and when ~= '' and when ~= '0' then now, timed = now_ms(), true end
     local first, last = i + 3, i + 2 + 2 * np
     local due = check_job(fn, when, id, args, first, last, now)
     if not due then -- checked again for the message naming the job (a name per job costs a number formatting)
@@ -620,8 +676,18 @@ local function enqueue_many(keys, args)
   if #keys ~= 4 + nuniq then
     return refuse(fn, 'takes 4 keys plus one uniq key per job with an id: ' .. (4 + nuniq) .. ', got ' .. #keys)
   end
-  err = queue_types(fn, keys, q) or check_seq(fn, keys[4], #jobs) or (any_now and check_room(fn, keys[1])) or
-        (any_later and check_room(fn, keys[3])) or (#far > 0 and wheel_check(fn, q, far))
+  if not any_later and nuniq == 0 then -- all due now, no ids: only XADDs to the ready stream
+    local span = {}
+    for j = 1, nj do span[2 * j - 1], span[2 * j] = jobs[5 * j - 2], jobs[5 * j - 1] end
+    local e, xerr = xadd_ready(fn, keys[1], args, span, nj)
+    if not e then return xerr end
+    local out = {}
+    for j = 1, nj do out[2 * j - 1], out[2 * j] = e[j], 1 end
+    return out
+  end
+  err = written_types(fn, keys, q, any_now, any_later, nuniq > 0) or (any_later and check_seq(fn, keys[4], #jobs)) or
+        (any_now and check_room(fn, keys[1])) or (any_later and check_room(fn, keys[3])) or
+        (#far > 0 and wheel_check(fn, q, far))
   if err then return err end
   if any_now then ensure_group(keys[1]) end
   local k, out = {q = q, ready = keys[1], delayed = keys[2], wake = keys[3], seq = keys[4], ids = index_key(q),

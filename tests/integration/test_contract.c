@@ -963,6 +963,71 @@ Test(contract, calls_into_a_stream_with_no_entry_ids_left_are_refused_before_any
     }
 }
 
+/* A job due now without an id writes only the ready stream: garbage in the
+ * keys of delayed jobs and ids (delayed, wake, seq, ids) does not refuse it,
+ * and is left as it was. The group is made for a stream the call creates and
+ * for one made by hand; the ready stream's own refusals still hold. */
+Test(contract, a_job_due_now_without_an_id_needs_only_the_ready_stream) {
+    freeReplyObject(cmd("FLUSHALL", NULL));
+    freeReplyObject(cmd("SET", "jr:{n}:delayed", "junk", NULL));
+    freeReplyObject(cmd("RPUSH", "jr:{n}:wake", "junk", NULL));
+    freeReplyObject(cmd("SET", "jr:{n}:seq", "not a number", NULL));
+    freeReplyObject(cmd("SET", "jr:{n}:ids", "junk", NULL));
+    buf_t before = snapshot();
+    redisReply *one = cmd("FCALL", "jr_enqueue", "4", QK("n"), "", "", "0", "h", "echo", NULL);
+    cr_assert_eq(one->type, REDIS_REPLY_ARRAY, "refused: %s", one->str ? one->str : "");
+    cr_expect_eq(one->element[1]->integer, 1);
+    freeReplyObject(one);
+    redisReply *many = cmd("FCALL", "jr_enqueue_many", "4", QK("n"), "0", "", "", "1", "h", "echo", "0", "", "2", "h",
+                           "echo", "p", "x", NULL);
+    cr_assert_eq(many->type, REDIS_REPLY_ARRAY, "refused: %s", many->str ? many->str : "");
+    cr_expect_eq(many->elements, 4);
+    freeReplyObject(many);
+    redisReply *got = cmd("XREADGROUP", "GROUP", "jr", "c1", "COUNT", "10", "STREAMS", "jr:{n}:ready", ">", NULL);
+    cr_assert_eq(got->type, REDIS_REPLY_ARRAY, "no group on the stream the enqueue made: %s", got->str ? got->str : "");
+    cr_expect_eq(got->element[0]->element[1]->elements, 3);
+    freeReplyObject(got);
+    freeReplyObject(cmd("DEL", "jr:{n}:ready", NULL));
+    buf_t after = snapshot();
+    cr_expect(same(&before, &after), "the keys of delayed jobs and ids changed");
+    free(before.p), free(after.p);
+
+    /* a stream made by a plain XADD has no group: the enqueue makes it at 0 */
+    freeReplyObject(cmd("XADD", "jr:{m}:ready", "*", "h", "echo", NULL));
+    freeReplyObject(cmd("FCALL", "jr_enqueue_many", "4", QK("m"), "0", "", "", "1", "h", "echo", NULL));
+    got = cmd("XREADGROUP", "GROUP", "jr", "c1", "COUNT", "10", "STREAMS", "jr:{m}:ready", ">", NULL);
+    cr_assert_eq(got->type, REDIS_REPLY_ARRAY, "no group made on a stream made by hand: %s", got->str ? got->str : "");
+    cr_expect_eq(got->element[0]->element[1]->elements, 2);
+    freeReplyObject(got);
+
+    /* the ready stream's refusals, on this path too: nothing written */
+    freeReplyObject(cmd("RPUSH", "jr:{l}:ready", "junk", NULL));
+    const char *list1[] = {"FCALL", "jr_enqueue", "4", QK("l"), "", "", "0", "h", "echo", NULL};
+    const char *list2[] = {"FCALL", "jr_enqueue_many", "4", QK("l"), "0", "", "", "1", "h", "echo", NULL};
+    refused("enqueue now into a list", "holds a list", list1);
+    refused("enqueue_many now into a list", "holds a list", list2);
+    freeReplyObject(cmd("XADD", "jr:{f}:ready", "18446744073709551615-18446744073709551615", "h", "echo", NULL));
+    const char *full1[] = {"FCALL", "jr_enqueue", "4", QK("f"), "", "", "0", "h", "echo", NULL};
+    const char *full2[] = {"FCALL", "jr_enqueue_many", "4", QK("f"), "0", "", "", "1", "h", "echo", "", "", "1", "h",
+                           "echo", NULL};
+    refused("enqueue now into a full stream", "last possible entry time", full1);
+    refused("enqueue_many now into a full stream", "last possible entry time", full2);
+    /* at the time below the last, one more call takes several jobs */
+    freeReplyObject(cmd("DEL", "jr:{f}:ready", NULL));
+    freeReplyObject(cmd("XADD", "jr:{f}:ready", "18446744073709551614-18446744073709551615", "h", "echo", NULL));
+    redisReply *last = cmd("FCALL", "jr_enqueue_many", "4", QK("f"), "0", "", "", "1", "h", "echo", "", "", "1", "h",
+                           "echo", NULL);
+    cr_expect_eq(last->type, REDIS_REPLY_ARRAY, "refused below the last time: %s", last->str ? last->str : "");
+    freeReplyObject(last);
+    cr_expect_eq(xlen("jr:{f}:ready"), 3);
+    /* at the last time with one id left, one job would fit but two do not:
+     * a call of two is refused whole, not cut after its first XADD */
+    freeReplyObject(cmd("DEL", "jr:{f}:ready", NULL));
+    freeReplyObject(cmd("XADD", "jr:{f}:ready", "18446744073709551615-18446744073709551614", "h", "echo", NULL));
+    refused("enqueue_many of two, one id left", "last possible entry time", full2);
+    cr_expect_eq(xlen("jr:{f}:ready"), 1, "a refused call wrote entries");
+}
+
 /* A delayed member scored past any due time a function writes (a ZADD by
  * hand) must not cost the scheduler its timer for the other queues. */
 Test(contract, a_far_score_in_one_queue_keeps_the_timer_of_the_others, .timeout = 60) {
