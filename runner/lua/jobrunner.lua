@@ -1,5 +1,5 @@
 #!lua name=jobrunner
--- jobrunner: contract 1, revision 10.
+-- jobrunner: contract 1, revision 11.
 -- (Raise the revision with every change to this file; tests/lua_revision.sh checks.
 -- A jobrunner process never replaces a newer revision loaded in Redis.)
 --[[
@@ -1178,23 +1178,65 @@ end
 -- per entry, most of the cost of an acknowledgement), while XTRIM MINID
 -- drops whole nodes. Given entries that were all pending until just now
 -- (so delivered: not after the group's last-delivered id), returns the
--- MINID just past the highest of them when no entry up to that one is
--- pending any more: every entry below it is then delivered and finished
--- (jobrunner acknowledges and deletes together), so the trim deletes
--- exactly what XDEL of the entries would. Otherwise (an older job still
--- runs, or an id too long to compare as a number) nil: XDEL them.
-local function trim_point(ready, entries)
-  local hm, hs = -1, -1
-  for i = 1, #entries do
+-- MINID below which every entry is delivered and finished, and the
+-- entries at or past it (nil when none). Entries below the lowest pending
+-- entry P are delivered (XREADGROUP delivers in id order) and not pending:
+-- finished, and jobrunner acknowledges and deletes together, so a trim
+-- below min(P, highest + 1) deletes only entries of this call (the others
+-- there are gone already); those at or past P are left to XDEL. With
+-- nothing pending, or P past them all, MINID is the highest + 1 and the
+-- trim takes them all. nil (XDEL them all) for an id too long to compare
+-- as a number.
+local function id_parts(e)
+  local m, sq = string.match(e, '^(%d+)%-(%d+)$')
+  if not m or #m > 15 or #sq > 15 then return nil end -- below 2^53: exact as Lua numbers
+  return tonumber(m), tonumber(sq)
+end
+
+-- The highest of entries (ids as check_ids let them through), as numbers;
+-- nil if one is too long. Ids of one length with the '-' at one place
+-- (Redis's own, from one period) compare as strings like as numbers: one
+-- string comparison per entry, the numbers parsed once.
+local function highest(entries)
+  local top = entries[1]
+  local len, d = #top, string.find(top, '-', 1, true)
+  local byte = string.byte
+  for i = 2, #entries do
     local e = entries[i]
-    local d = string.find(e, '-', 1, true)
-    if not d or d > 16 or #e - d > 15 then return nil end -- below 2^53: exact as Lua numbers
-    local m, sq = tonumber(string.sub(e, 1, d - 1)), tonumber(string.sub(e, d + 1))
-    if m > hm or (m == hm and sq > hs) then hm, hs = m, sq end
+    if #e ~= len or byte(e, d) ~= 45 then -- another shape: numbers
+      local hm, hs = id_parts(top)
+      if not hm then return nil end
+      for j = i, #entries do
+        local m, sq = id_parts(entries[j])
+        if not m then return nil end
+        if m > hm or (m == hm and sq > hs) then hm, hs = m, sq end
+      end
+      return hm, hs
+    end
+    if e > top then top = e end
   end
-  local hi = string.format('%d-%d', hm, hs)
-  if #redis.call('XPENDING', ready, GROUP, '-', hi, 1) > 0 then return nil end
-  return string.format('%d-%d', hm, hs + 1)
+  return id_parts(top)
+end
+
+local function trim_point(ready, entries)
+  local hm, hs = highest(entries)
+  if not hm then return nil end
+  local p = redis.call('XPENDING', ready, GROUP, '-', '+', 1)
+  local pm, ps
+  if #p > 0 then
+    pm, ps = id_parts(p[1][1])
+    if not pm then return nil end
+  end
+  if not pm or pm > hm or (pm == hm and ps > hs) then
+    return string.format('%d-%d', hm, hs + 1), nil
+  end
+  local rest = {}
+  for i = 1, #entries do
+    local m, sq = id_parts(entries[i])
+    if m > pm or (m == pm and sq > ps) then rest[#rest + 1] = entries[i] end
+  end
+  if #rest == #entries then return nil end -- none below P: no trim to make
+  return p[1][1], rest
 end
 
 --[[
@@ -1206,7 +1248,7 @@ jr_ack
   entry comes with its job id ("" when the job id is the entry id): the job
   index entry that points at that entry is removed too. The 1-key form
   leaves index entries behind, which readers treat as stale. The entries
-  leave by one XTRIM when nothing older is pending (see trim_point).
+  leave by one XTRIM, but for those past the oldest pending entry (see trim_point).
   Returns how many were acknowledged. Runs while Redis is out of memory.
 ]]
 local function ack(keys, args)
@@ -1239,14 +1281,17 @@ local function ack(keys, args)
   end
   -- no cancel flags (the usual case): no HDEL of every entry for nothing
   local flags = redis.call('EXISTS', cancelled) == 1
-  local minid = n == #entries and trim_point(ready, entries)
+  local minid, rest
+  if n == #entries then minid, rest = trim_point(ready, entries) end
   if minid then
     redis.call('XTRIM', ready, 'MINID', minid)
   end
-  for i = 1, #entries, 1000 do
-    local j = math.min(i + 999, #entries)
-    if not minid then redis.call('XDEL', ready, unpack(entries, i, j)) end
-    if flags then redis.call('HDEL', cancelled, unpack(entries, i, j)) end
+  local del = not minid and entries or rest or {}
+  for i = 1, #del, 1000 do
+    redis.call('XDEL', ready, unpack(del, i, math.min(i + 999, #del)))
+  end
+  for i = 1, flags and #entries or 0, 1000 do
+    redis.call('HDEL', cancelled, unpack(entries, i, math.min(i + 999, #entries)))
   end
   for i, id in ipairs(jobids or {}) do
     if id ~= '' then index_forget(ids, id, entries[i]) end

@@ -175,7 +175,7 @@ int jr_config_init(jr_config_t *cfg) {
     cfg->connect_timeout_ms = 2000;
     cfg->log_format = JR_LOG_TEXT;
     cfg->log_level = JR_LOG_INFO;
-    cfg->worker_batch = 128;
+    cfg->worker_batch = 512;
     cfg->worker_prefetch = 512;
     cfg->worker_block_ms = 5000;
     cfg->scheduler_batch = 1000;

@@ -70,7 +70,8 @@ int jr_redis_ensure_groups(jr_redis_t *r, const char *const *queues, size_t n) {
     return rc;
 }
 
-int jr_redis_send_read(jr_redis_t *r, const char *consumer, const char *const *queues, size_t n,
+/* Append (not send) the XREADGROUP of jr_redis_send_read. */
+static int append_read(jr_redis_t *r, const char *consumer, const char *const *queues, size_t n,
                        int64_t count, int64_t block_ms) {
     char cnt[24], blk[24];
     char (*keys)[JR_KEY_MAX] = malloc((n ? n : 1) * sizeof *keys);
@@ -92,6 +93,12 @@ int jr_redis_send_read(jr_redis_t *r, const char *consumer, const char *const *q
     for (size_t i = 0; i < n; i++) argv[a++] = ">";
     int rc = jri_append_argv(r, (int)a, argv, NULL);
     free(keys), free(argv);
+    return rc;
+}
+
+int jr_redis_send_read(jr_redis_t *r, const char *consumer, const char *const *queues, size_t n,
+                       int64_t count, int64_t block_ms) {
+    int rc = append_read(r, consumer, queues, n, count, block_ms);
     return rc ? rc : jr_redis_flush(r);
 }
 
@@ -418,7 +425,7 @@ int jr_redis_send_read_paused(jr_redis_t *r, const char *consumer, const char *c
         if (on[i]) sel[m++] = queues[i];
     int rc;
     if (m) {
-        rc = jr_redis_send_read(r, consumer, sel, m, count, block_ms); /* flushes; the HMGET follows at once */
+        rc = append_read(r, consumer, sel, m, count, block_ms); /* the HMGET follows in the same write */
     } else { /* nothing to read: wait on a key nobody writes until the period ends or CLIENT UNBLOCK */
         char blk[24];
         snprintf(blk, sizeof blk, "%lld", (long long)block_ms);

@@ -147,6 +147,8 @@ typedef struct worker {
     unsigned char *order_scratch; /* scratch: a paused set just read (nq bytes) */
     char *fu_registered[FU_REGISTERED_MAX]; /* see FU_REGISTERED_MAX; cleared on reconnect */
     size_t nfu_registered;
+    int reconnect_after_read; /* the library is missing: reconnect once the read in flight is in */
+    int read_with_ops;        /* the read in flight went with results (flush_ops_on) */
 } worker_t;
 
 static uint64_t next_rand(worker_t *w) { /* xorshift64* */
@@ -270,9 +272,21 @@ static void clear_ops(worker_t *w) {
  * target key of another type) would be refused forever, so the job goes to
  * the dead stream instead, with that error. A missing function is answered by
  * reconnecting (which loads the library). Transport errors keep everything
- * queued for the next connection and are returned. */
-static int flush_ops(worker_t *w) {
-    if (!w->nops || jr_mono_us() < w->next_flush) return 0;
+ * queued for the next connection and are returned.
+ *
+ * flush_ops_on(w, conn, want, block) does it on conn; with want > 0 (conn
+ * is then rd), the blocking read of `want` entries (send_read) goes in
+ * the same write right after the operations, so Redis runs the
+ * acknowledgements and then the read without waiting for this worker, and
+ * the worker wakes once for both. The operations' replies come first and
+ * are settled here as above; the read's reply is taken later by turn().
+ * An entry is still acknowledged only after its job ended (only finished
+ * jobs have operations), and an operation leaves the queue only once its
+ * reply said so: a connection lost in between keeps them all queued, and
+ * the read's entries, delivered but never seen, stay pending under this
+ * consumer until a reclaim takes them (as for any read lost in flight). */
+static int send_read(worker_t *w, size_t want, int64_t block);
+static int flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t block) {
     int rc = 0;
     size_t calls = 0;
     const char **ids = malloc(w->nops * sizeof *ids);
@@ -299,9 +313,9 @@ static int flush_ops(worker_t *w) {
              * usual case), the one-key form: half the arguments for Redis. */
             int named = 0;
             for (size_t i = 0; i < n && !named; i++) named = jobids[i][0] != '\0';
-            rc = kind != OP_ACK ? jr_redis_append_handback(w->ctl, w->queues[q], w->consumer, ids, n)
-                 : named        ? jr_redis_append_ack_ids(w->ctl, w->queues[q], ids, jobids, n)
-                                : jr_redis_append_ack(w->ctl, w->queues[q], ids, n);
+            rc = kind != OP_ACK ? jr_redis_append_handback(conn, w->queues[q], w->consumer, ids, n)
+                 : named        ? jr_redis_append_ack_ids(conn, w->queues[q], ids, jobids, n)
+                                : jr_redis_append_ack(conn, w->queues[q], ids, n);
             calls++;
         }
     }
@@ -313,17 +327,17 @@ static int flush_ops(worker_t *w) {
         const op_t *o = &w->ops[i];
         if (o->kind != OP_FOLLOW) continue;
         regs[calls - first_follow] = !targets_registered(w, o, 0);
-        rc = jr_redis_append_ack_follow(w->ctl, w->queues[o->queue], o->entry, o->fu, o->fu_len,
+        rc = jr_redis_append_ack_follow(conn, w->queues[o->queue], o->entry, o->fu, o->fu_len,
                                         regs[calls - first_follow]);
         /* Cannot happen (exec.c validated them; nothing was appended): the
          * job goes to the dead stream rather than lose them unseen. */
         if (rc == JR_EINVAL) {
             char why[JR_ERRLEN + 64];
             snprintf(why, sizeof why, "the handler succeeded but its follow-ups are invalid: %s",
-                     jr_redis_errstr(w->ctl));
+                     jr_redis_errstr(conn));
             jr_log_kv(JR_LOG_ERROR, "invalid follow-ups; the job goes to the dead-letter stream", "entry",
                       o->entry, "error", why, NULL);
-            rc = jr_redis_append_fail(w->ctl, w->queues[o->queue], o->entry, w->consumer, "dead", 0, why,
+            rc = jr_redis_append_fail(conn, w->queues[o->queue], o->entry, w->consumer, "dead", 0, why,
                                       "failed", w->cfg->dead_max);
             regs[calls - first_follow] = 0;
         }
@@ -333,7 +347,7 @@ static int flush_ops(worker_t *w) {
     for (size_t i = 0; i < w->nops && !rc; i++) {
         const op_t *o = &w->ops[i];
         if (o->kind != OP_RETRY && o->kind != OP_DEAD && o->kind != OP_DEFER) continue;
-        rc = jr_redis_append_fail(w->ctl, w->queues[o->queue], o->entry, w->consumer,
+        rc = jr_redis_append_fail(conn, w->queues[o->queue], o->entry, w->consumer,
                                   o->kind == OP_RETRY ? "retry" : o->kind == OP_DEFER ? "defer" : "dead", o->delay_ms,
                                   o->error ? o->error : "", o->why ? o->why : "failed",
                                   w->cfg->dead_max);
@@ -342,7 +356,8 @@ static int flush_ops(worker_t *w) {
     /* bad[c]: 1 = refused (kept, tried again later), 2 = follow-ups
      * refused by jr_ack_follow itself (the job fails instead, see below). */
     if (!rc && !(bad = calloc(calls ? calls : 1, 1))) rc = JR_ENOMEM;
-    if (!rc) rc = jr_redis_flush(w->ctl);
+    if (!rc) rc = want ? send_read(w, want, block) : jr_redis_flush(conn);
+    if (!rc && want) w->read_with_ops = 1;
     char err[JR_ERRLEN] = "";
     char **follow_err = NULL; /* per follow-up call: jr_ack_follow's refusal */
     if (!rc && first_fail > first_follow &&
@@ -355,9 +370,9 @@ static int flush_ops(worker_t *w) {
         /* One reply per call; reply 0 is jr_register's before a jr_ack_follow. */
         for (int reply = reg ? 0 : 1; reply <= 1 && !rc; reply++) {
             long long v;
-            rc = jr_redis_recv_int(w->ctl, &v);
+            rc = jr_redis_recv_int(conn, &v);
             if (rc != JR_EREDIS) continue;
-            const char *e = jr_redis_errstr(w->ctl);
+            const char *e = jr_redis_errstr(conn);
             rc = 0;
             if (follow && reply == 1 && !strncmp(e, "ERR jobrunner: jr_ack_follow:", 29)) {
                 /* Its own checks refused the follow-ups (a key of another
@@ -405,7 +420,14 @@ static int flush_ops(worker_t *w) {
             refused(&w->ops_refused, "Redis refused results of finished jobs; keeping them and retrying", err);
             w->next_flush = jr_mono_us() + w->flush_backoff_ms * 1000;
             w->flush_backoff_ms = w->flush_backoff_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : w->flush_backoff_ms * 2;
-            if (nofunc) rc = JR_EREDIS; /* reconnect: connecting loads the library */
+            /* Reconnect: connecting loads the library. With a read sent
+             * after them (flush_ops_on with want), first take its entries
+             * (else they would wait a lease in Redis): end its wait now
+             * and reconnect once its reply is in (turn()). */
+            if (nofunc && want && w->reading && !(rc = jr_redis_unblock(w->ctl, w->rd_id)))
+                w->reconnect_after_read = 1;
+            else if (nofunc && !rc)
+                rc = JR_EREDIS;
         } else {
             accepted(&w->ops_refused, "Redis accepts results again; the kept ones went through");
             w->next_flush = 0, w->flush_backoff_ms = 100;
@@ -414,6 +436,11 @@ static int flush_ops(worker_t *w) {
     free(follow_err), free(regs);
     free(call), free(bad);
     return rc;
+}
+
+static int flush_ops(worker_t *w) {
+    if (!w->nops || jr_mono_us() < w->next_flush) return 0;
+    return flush_ops_on(w, w->ctl, 0, 0);
 }
 
 /* ---- jobs ---------------------------------------------------------------- */
@@ -867,7 +894,7 @@ static void drop_conns(worker_t *w, int rc) {
     jr_redis_free(w->rd);
     jr_redis_free(w->ctl);
     w->rd = w->ctl = NULL;
-    w->reading = 0;
+    w->reading = 0, w->reconnect_after_read = 0, w->read_with_ops = 0;
     w->next_connect = jr_mono_us() + w->backoff_ms * 1000;
 }
 
@@ -1018,10 +1045,15 @@ static int fetch(worker_t *w, size_t want, int64_t block) {
             w->last_read_full = taken >= want;
             return rc;
         }
-        active = 0; /* the rounds may have seen pauses */
-        for (size_t q = 0; q < w->nq; q++) active += !w->paused[q];
     }
-    for (size_t q = 0; q < w->nq; q++) w->on[q] = !w->paused[q];
+    return send_read(w, want, block); /* counts the queues again: the rounds may have seen pauses */
+}
+
+/* The blocking read of fetch() over the queues not paused, sent (with
+ * whatever was appended on rd before it, see flush_ops_on) in one write. */
+static int send_read(worker_t *w, size_t want, int64_t block) {
+    size_t active = 0;
+    for (size_t q = 0; q < w->nq; q++) active += w->on[q] = !w->paused[q];
     /* COUNT is per stream: ask each queue for its share. */
     int64_t count = active ? (int64_t)((want + active - 1) / active) : 1;
     int rc = jr_redis_send_read_paused(w->rd, w->consumer, w->queues, w->nq, w->on, count, block);
@@ -1067,6 +1099,39 @@ static void begin_stop(worker_t *w) {
 
 static int64_t min_deadline(int64_t a, int64_t b) { return a < 0 ? b : b < 0 ? a : a < b ? a : b; }
 
+/* Whether turn() makes the blocking read now (connected, not stopping, no
+ * read in flight, room for entries, no reclaim due; queued operations
+ * aside; a reclaim step due and not begun comes first), and its size:
+ * *want entries, blocking *block ms. */
+static int read_due(const worker_t *w, int64_t now, size_t *want, int64_t *block) {
+    if (!w->rd || w->stopping || w->reading) return 0;
+    if (now >= w->next_reclaim && strcmp(w->cursor, "0-0")) return 0; /* a reclaim step first */
+    size_t n = room(w);
+    if (!w->last_read_full) { /* the queues ran dry: this read will likely block until jobs come; */
+        size_t free_runners = w->runners > w->used ? w->runners - w->used : 0; /* take what can start */
+        if (n > free_runners) n = free_runners;
+    }
+    if (n == 0) return 0;
+    int64_t b = w->cfg->worker_block_ms;
+    int64_t until = w->next_reclaim > now ? (w->next_reclaim - now) / 1000 + 1 : b;
+    *want = n, *block = until < b ? until : b;
+    return 1;
+}
+
+/* Whether the queued operations go now with the read, in one write on rd
+ * (flush_ops_on): the read is due, it is the single blocking read (one queue
+ * in play, or the queues ran dry), and Redis is not refusing results (then
+ * they wait for their backoff and nothing is fetched, as below). */
+static int ack_with_read(const worker_t *w, int64_t now, size_t *want, int64_t *block) {
+    /* A reclaim due goes first, and only once the operations are settled
+     * (see turn()). */
+    if (!w->nops || now < w->next_flush || w->ops_refused.on || now >= w->next_reclaim) return 0;
+    size_t active = 0;
+    for (size_t q = 0; q < w->nq; q++) active += !w->paused[q];
+    if (active > 1 && !w->went_idle) return 0;
+    return read_due(w, now, want, block);
+}
+
 /* One turn of the loop. Returns an error only for a broken connection.
  *
  * Queued operations go first, and nothing is fetched (read or reclaimed)
@@ -1085,19 +1150,24 @@ static int turn(worker_t *w, int sigfd) {
         if ((rc = jr_redis_client_id(w->ctl, &id))) return rc;
         jr_metrics_redis_ok();
     }
-    if (connected && w->nops && (rc = flush_ops(w))) return rc;
+    size_t pwant = 0;
+    int64_t pblock = 0;
+    int piggyback = connected && w->nops && ack_with_read(w, now, &pwant, &pblock);
+    if (connected && w->nops && !piggyback && (rc = flush_ops(w))) return rc;
+    /* Stopping, and the last results (left by the turn before for a read
+     * that a signal then called off) just went: done, back to the loop. */
+    if (w->stopping && !w->reading && w->used == 0 && w->nops == 0) return 0;
     int may_fetch = connected && !w->stopping && !w->reading && w->nops == 0, again = 0;
-    if (may_fetch && now >= w->next_reclaim && room(w) > 0 && (rc = reclaim(w, room(w)))) return rc;
-    size_t want = room(w);
-    if (!w->last_read_full) { /* the queues ran dry: this read will likely block until jobs come; */
-        size_t free_runners = w->runners > w->used ? w->runners - w->used : 0; /* take what can start */
-        if (want > free_runners) want = free_runners;
+    if (piggyback) { /* the operations, then the read, in one write on rd */
+        if ((rc = flush_ops_on(w, w->rd, pwant, pblock))) return rc;
+        may_fetch = 0;
     }
-    if (may_fetch && w->nops == 0 && want > 0 && (now < w->next_reclaim || !strcmp(w->cursor, "0-0"))) {
-        int64_t block = w->cfg->worker_block_ms;
-        int64_t until = w->next_reclaim > now ? (w->next_reclaim - now) / 1000 + 1 : block;
+    if (may_fetch && now >= w->next_reclaim && room(w) > 0 && (rc = reclaim(w, room(w)))) return rc;
+    size_t want = 0;
+    int64_t block = 0;
+    if (may_fetch && w->nops == 0 && read_due(w, now, &want, &block)) {
         size_t before = w->used + w->nops;
-        if ((rc = fetch(w, want, until < block ? until : block))) return rc;
+        if ((rc = fetch(w, want, block))) return rc;
         /* Entries taken without blocking: fetch again at once if there is room. */
         again = !w->reading && w->used + w->nops != before;
     }
@@ -1134,8 +1204,15 @@ static int turn(worker_t *w, int sigfd) {
     if (w->reading && (ready_now || (fds[0].revents & (POLLIN | POLLHUP | POLLERR)))) {
         w->reading = 0;
         unsigned char *paused_now = w->order_scratch;
-        if ((rc = jr_redis_recv_read_paused(w->rd, &w->batch, w->queues, w->nq, w->read_on_any, paused_now)) ||
-            (rc = see_paused(w, paused_now)) || (rc = interleave(w, &w->batch)))
+        rc = jr_redis_recv_read_paused(w->rd, &w->batch, w->queues, w->nq, w->read_on_any, paused_now);
+        /* A read that went with results Redis refused was refused too (a
+         * write refused: NOREPLICAS, READONLY...): nothing was read; the
+         * refusal is logged once (flush_ops), no new read is made until
+         * the results go through, and the connection stays. */
+        int refused_too = rc == JR_EREDIS && jr_redis_ok(w->rd) && w->read_with_ops && w->ops_refused.on && w->nops;
+        w->read_with_ops = 0;
+        if (refused_too) rc = 0; /* the batch is empty */
+        if (rc || (!refused_too && (rc = see_paused(w, paused_now))) || (rc = interleave(w, &w->batch)))
             return rc;
         jr_metrics_redis_ok();
         jr_metrics_fetched(w->batch.n);
@@ -1146,6 +1223,7 @@ static int turn(worker_t *w, int sigfd) {
         w->last_read_full = w->batch.n >= w->read_count;
         if (w->last_read_full) w->rtt_us = ewma(w->rtt_us, jr_mono_us() - w->read_sent_us);
     }
+    if (w->reconnect_after_read && !w->reading) return JR_EREDIS; /* see flush_ops_on */
     if ((rc = collect(w))) return rc;
     if (!w->stopping && (rc = shed(w))) return rc;
     if (jr_metrics_on()) {
@@ -1164,6 +1242,9 @@ static int turn(worker_t *w, int sigfd) {
     if (w->ctl && ((rc = jr_presence_tick(&w->presence, w->ctl, (long long)jr_exec_busy(w->exec))) ||
                    (!w->stopping && (rc = jr_presence_prune(&w->presence, w->ctl, w->queues, w->nq)))))
         return rc;
+    /* Results that the next turn sends with its read wait for it (no
+     * waiting happens in between). */
+    if (w->nops && w->rd && ack_with_read(w, jr_mono_us(), &pwant, &pblock)) return 0;
     return w->ctl ? flush_ops(w) : 0;
 }
 

@@ -1771,3 +1771,50 @@ Test(contract, ack_deletes_exactly_its_entries_and_trims_a_finished_head) {
     cr_assert(rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 && rep->element[0]->element[1]->elements == 2);
     freeReplyObject(rep);
 }
+
+/* With an older entry still running, an acknowledgement still trims the
+ * entries of the call below it (one XTRIM up to the oldest pending entry)
+ * and deletes only the others one by one: two workers' batches interleave
+ * in the stream, so this is the drain's usual case. */
+Test(contract, ack_trims_below_the_oldest_running_entry_and_deletes_the_rest) {
+    char id[10][64];
+    for (int i = 0; i < 10; i++) {
+        redisReply *rep = cmd("XADD", "jr:{t}:ready", "*", "h", "x", NULL);
+        snprintf(id[i], sizeof id[i], "%s", rep->str);
+        freeReplyObject(rep);
+    }
+    freeReplyObject(fetch("jr:{t}:ready", 8)); /* 0..7 delivered (pending), 8, 9 not */
+    freeReplyObject(cmd("CONFIG", "RESETSTAT", NULL));
+    const char *mixed[] = {id[6], id[0], id[1], id[4]}; /* 2, 3, 5, 7 still running */
+    cr_assert_eq(ack(mixed, 4), 4);
+    for (int i = 0; i < 10; i++)
+        cr_assert_eq(has_entry("jr:{t}:ready", id[i]), i != 0 && i != 1 && i != 4 && i != 6, "entry %d", i);
+    cr_assert_eq(xlen("jr:{t}:ready"), 6);
+    cr_assert_eq(npending("jr:{t}:ready"), 4);
+    cr_assert_eq(calls_of("xtrim"), 1); /* 0 and 1 */
+    cr_assert_eq(calls_of("xdel"), 1);  /* 4 and 6 */
+    const char *none_below[] = {id[5]}; /* 2 still runs: nothing of this call below it */
+    cr_assert_eq(ack(none_below, 1), 1);
+    cr_assert_eq(calls_of("xtrim"), 1);
+    cr_assert_eq(xlen("jr:{t}:ready"), 5);
+    const char *rest[] = {id[7], id[3], id[2]};
+    cr_assert_eq(ack(rest, 3), 3);
+    cr_assert_eq(xlen("jr:{t}:ready"), 2);
+    cr_assert(has_entry("jr:{t}:ready", id[8]) && has_entry("jr:{t}:ready", id[9]));
+    cr_assert_eq(npending("jr:{t}:ready"), 0);
+}
+
+/* Ids of different shapes (explicit ones: "9-10" sorts after "10-2" as a
+ * string) are compared as numbers: the trim takes exactly the call's entries. */
+Test(contract, ack_compares_ids_of_different_lengths_as_numbers) {
+    const char *ids[] = {"9-1", "9-10", "10-2", "10-3", "11-0"};
+    for (int i = 0; i < 5; i++) freeReplyObject(cmd("XADD", "jr:{t}:ready", ids[i], "h", "x", NULL));
+    freeReplyObject(fetch("jr:{t}:ready", 4)); /* 11-0 not delivered */
+    freeReplyObject(cmd("CONFIG", "RESETSTAT", NULL));
+    const char *done[] = {"9-10", "10-2", "9-1"}; /* 10-3 still running */
+    cr_assert_eq(ack(done, 3), 3);
+    cr_assert_eq(xlen("jr:{t}:ready"), 2);
+    cr_assert(has_entry("jr:{t}:ready", "10-3") && has_entry("jr:{t}:ready", "11-0"));
+    cr_assert_eq(calls_of("xtrim"), 1);
+    cr_assert_eq(calls_of("xdel"), 0);
+}

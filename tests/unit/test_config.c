@@ -62,7 +62,7 @@ static void expect_defaults(const jr_config_t *c) {
     cr_expect_eq(c->log_level, JR_LOG_INFO);
     cr_expect_eq(c->plugin_paths.n, 0);
     cr_expect_eq(c->worker_queues.n, 0);
-    cr_expect_eq(c->worker_batch, 128);
+    cr_expect_eq(c->worker_batch, 512);
     cr_expect_eq(c->worker_block_ms, 5000);
     cr_expect_eq(c->scheduler_queues.n, 0);
     cr_expect_eq(c->scheduler_batch, 1000);

@@ -1,0 +1,97 @@
+/* The drain path of issue 10: a worker sends the results of finished jobs
+ * and its next read in one write on its read connection. Here that
+ * connection (and the other) is killed again and again while jobs flow,
+ * so some kills fall between the results and the read: no job may be lost
+ * (acknowledged without having run to its end) and every job must end
+ * acknowledged. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "jr.h"
+#include "redis.h"
+#include "redis_produce.h"
+#include "redis_admin.h"
+
+static jrt_redis_t R;
+static char record[192], cfgpath[192];
+
+static void setup(void) {
+    jrt_redis_start(&R, NULL);
+    snprintf(record, sizeof record, "%s/record.txt", R.dir);
+    setenv("JRT_RECORD", record, 1);
+}
+static void teardown(void) { jrt_redis_stop(&R); }
+
+TestSuite(drain, .init = setup, .fini = teardown, .timeout = 240);
+
+static int cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+Test(drain, connections_killed_between_results_and_read_lose_no_job) {
+    char text[512];
+    /* nap 1 ms: the jobs end in their runners while the kills land */
+    snprintf(text, sizeof text,
+             "redis:\n  url: %s\nworker:\n  lease: 1s\n  concurrency: 2\njobs:\n  max_deliveries: 100\n", R.url);
+    jrt_write(&R, "jobrunner.yaml", text, cfgpath, sizeof cfgpath);
+    enum { N = 3000, W = 2 };
+    static char ids[N][JR_ID_MAX];
+    jr_redis_t *r = jrt_jr_connect(&R);
+    jr_enqueue_t *jobs = calloc(N, sizeof *jobs);
+    for (size_t i = 0; i < N; i++)
+        jobs[i] = (jr_enqueue_t){.queue = "default",
+                                 .env = {.handler = "nap", .handler_len = 3, .payload = "1", .payload_len = 1,
+                                         .attempt = 1}};
+    cr_assert_eq(jr_redis_enqueue(r, jobs, N, ids, NULL), 0, "%s", jr_redis_errstr(r));
+    free(jobs);
+    jr_redis_free(r);
+    pid_t w[W];
+    for (int i = 0; i < W; i++) {
+        char log[192];
+        snprintf(log, sizeof log, "%s/w%d.log", R.dir, i);
+        const char *args[] = {"worker", "-c", cfgpath, "--plugin", JRT_RECORD_PLUGIN, NULL};
+        w[i] = jrt_spawn(log, args);
+    }
+    redisContext *c = jrt_connect(&R);
+    int kills = 0;
+    for (int round = 0; round < 200; round++) {
+        jrt_sleep_ms(20 + rand() % 40);
+        jr_qstats_t s = jrt_stats(&R, "default");
+        if (s.ready == 0 && s.pending == 0) break;
+        freeReplyObject(redisCommand(c, "CLIENT KILL TYPE normal SKIPME yes"));
+        kills++;
+    }
+    redisFree(c);
+    jr_qstats_t s = {0};
+    for (int t = 0; t < 90000; t += 100) { /* entries lost in flight wait a lease (1 s) */
+        s = jrt_stats(&R, "default");
+        if (s.ready == 0 && s.pending == 0 && s.delayed == 0) break;
+        jrt_sleep_ms(100);
+    }
+    cr_expect(s.ready == 0 && s.pending == 0 && s.delayed == 0 && s.dead == 0,
+              "left: ready=%lld pending=%lld delayed=%lld dead=%lld", s.ready, s.pending, s.delayed, s.dead);
+    /* Every job ran (a job acknowledged before it ran would be missing). */
+    char *all = jrt_slurp(record);
+    size_t n = 0;
+    char **lines = malloc((N * 4 + 1) * sizeof *lines);
+    for (char *p = strtok(all, "\n"); p && n < N * 4; p = strtok(NULL, "\n")) {
+        *strchr(p, ' ') = '\0';
+        lines[n++] = p;
+    }
+    qsort(lines, n, sizeof *lines, cmp);
+    size_t distinct = 0;
+    for (size_t i = 0; i < n; i++) distinct += i == 0 || strcmp(lines[i], lines[i - 1]) != 0;
+    fprintf(stderr, "drain kill test: jobs=%d kills=%d runs=%zu distinct=%zu\n", N, kills, n, distinct);
+    cr_expect_eq(distinct, N, "%zu of %d jobs ran", distinct, N);
+    for (int i = 0; i < N; i++) {
+        char *key = ids[i];
+        cr_expect(bsearch(&key, lines, n, sizeof *lines, cmp), "job %s never ran", ids[i]);
+    }
+    cr_expect_gt(kills, 5, "only %d kills", kills);
+    free(lines);
+    free(all);
+    for (int i = 0; i < W; i++) cr_expect_eq(jrt_stop(w[i], SIGTERM, 15000), 0);
+}
