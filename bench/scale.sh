@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/scale.sh — optional scale test: 10 million delayed jobs in one queue.
 #
-#   BUILD_DIR=build-bench bench/scale.sh          # N_SCALE=10000000 (~3 GB of Redis memory)
+#   BUILD_DIR=build-bench bench/scale.sh          # N_SCALE=10000000 (~0.8 GB of Redis memory in the wheel)
 #   N_SCALE=1000000 bench/scale.sh
 #
 # On a private redis-server (unix socket, --save '' --appendonly no):
