@@ -811,3 +811,62 @@ Test(wheel, promoted_envelopes_keep_every_field_in_order) {
     cr_expect_eq(found, 10);
     cr_expect_eq(jrt_int(C, "HLEN jr:{%s}:ids", q), 10, "not every promoted job in the index");
 }
+
+/* Issue 10, lateness with N waiting: a job due 2 s (NEAR_MS) or more ahead
+ * whose bucket starts less than 2 s away would be cascaded into the sorted
+ * set by the next jr_promote. Such jobs now go straight into the sorted set:
+ * no bucket, and no poke of the schedulers per job (before: each one
+ * re-created the bucket the previous cascade had emptied, as the earliest
+ * bucket, and poked: one more scheduler wake-up and jr_promote per job).
+ * They still run at their due time, never early; a job whose bucket starts
+ * later still waits in the wheel. */
+Test(wheel, a_job_whose_bucket_would_cascade_at_once_pokes_no_scheduler_and_runs_on_time) {
+    const char *q = "nb";
+    char id[64], ids[11][64];
+    while (redis_ms() % 1000 < 50 || redis_ms() % 1000 >= 150) usleep(2000);
+    long long t0 = redis_ms(), due[11];
+    long long next_start = (t0 + 2000) / 1000 * 1000 + 1000; /* the bucket after the one of now + 2 s */
+    due[0] = t0 + 1500;
+    enqueue_at(q, due[0], "", ids[0], sizeof ids[0]); /* the earliest: pokes */
+    redisReply *w = redisCommand(C, "XREVRANGE jr:{nb}:wake + - COUNT 1");
+    cr_assert(w && w->type == REDIS_REPLY_ARRAY && w->elements == 1, "no poke for the earliest job");
+    char first[64];
+    snprintf(first, sizeof first, "%s", w->element[0]->element[0]->str);
+    freeReplyObject(w);
+    for (int i = 1; i < 11; i++) {
+        due[i] = redis_ms() + 2010 + 50 * i; /* 2 s or more ahead, in the bucket starting before now + 2 s */
+        cr_assert_lt(due[i], next_start, "the enqueues took too long for this test");
+        enqueue_at(q, due[i], "", ids[i], sizeof ids[i]);
+        promote(q, 1000); /* a scheduler woken by a poke would do this */
+    }
+    w = redisCommand(C, "XREVRANGE jr:{nb}:wake + - COUNT 1");
+    cr_assert(w && w->type == REDIS_REPLY_ARRAY && w->elements == 1);
+    cr_expect_str_eq(w->element[0]->element[0]->str, first, "a job whose bucket cascades at once poked the schedulers");
+    freeReplyObject(w);
+    cr_expect_eq(jrt_int(C, "ZCARD jr:{nb}:delayed"), 11, "those jobs are not all in the sorted set");
+    cr_expect_eq(jrt_int(C, "ZCARD jr:{nb}:wheel"), 0, "a bucket was created for a job whose bucket cascades at once");
+    enqueue_at(q, next_start + 2500, "", id, sizeof id);
+    cr_expect_eq(jrt_int(C, "ZCARD jr:{nb}:wheel"), 1, "a job due later is not in the wheel");
+    /* each runs at its due time, never early */
+    int got = 0;
+    while (got < 11 && redis_ms() < t0 + 20000) {
+        promote(q, 1000);
+        redisReply *r = redisCommand(C, "XRANGE jr:{nb}:ready - +");
+        cr_assert(r && r->type == REDIS_REPLY_ARRAY);
+        got = (int)r->elements;
+        for (size_t e = 0; e < r->elements; e++) {
+            redisReply *f = r->element[e]->element[1];
+            const char *jid = NULL;
+            for (size_t k = 0; k + 1 < f->elements; k += 2)
+                if (!strcmp(f->element[k]->str, "id")) jid = f->element[k + 1]->str;
+            cr_assert(jid, "an entry without an id");
+            int i = 0;
+            while (i < 11 && strcmp(ids[i], jid)) i++;
+            cr_assert_lt(i, 11, "unknown job %s", jid);
+            cr_assert_geq(atoll(r->element[e]->element[0]->str), due[i], "job %s promoted early", jid);
+        }
+        freeReplyObject(r);
+        usleep(20000);
+    }
+    cr_expect_eq(got, 11, "not every job ran");
+}
