@@ -266,12 +266,13 @@ Test(wheel, never_early_across_buckets_direct_and_cascade) {
     snprintf(text, sizeof text, "redis:\n  url: %s\nscheduler:\n  queues: [ne]\nlog:\n  level: warn\n", R.url);
     jrt_write(&R, "jobrunner.yaml", text, cfgpath, sizeof cfgpath);
     long long now = redis_ms();
-    /* 400 jobs due from now + 2.2 s to now + 7.2 s, every 12.5 ms, both id kinds */
+    /* 400 jobs due from now + 3.2 s to now + 8.2 s, every 12.5 ms, both id kinds (all in
+     * buckets starting over 2 s ahead: revision 12) */
     char id[64];
     static char ids[400][64];
     static long long dues[400];
     for (int i = 0; i < 400; i++) {
-        dues[i] = now + 2200 + i * 25 / 2;
+        dues[i] = now + 3200 + i * 25 / 2;
         char want[32] = "";
         if (i % 3 == 0) snprintf(want, sizeof want, "ne-%d", i);
         enqueue_at(q, dues[i], want, id, sizeof id);
@@ -281,7 +282,7 @@ Test(wheel, never_early_across_buckets_direct_and_cascade) {
     cr_assert_eq(jrt_int(C, "ZCARD jr:{%s}:delayed", q), 0, "far jobs went to the sorted set");
     cr_assert_eq(jrt_delayed_count(C, q), 400);
     /* the first buckets fall wholly due before any scheduler runs */
-    while (redis_ms() < now + 4300) usleep(20000);
+    while (redis_ms() < now + 5300) usleep(20000);
     const char *sa[] = {"scheduler", "-c", cfgpath, NULL};
     char slog[192];
     snprintf(slog, sizeof slog, "%s/scheduler.log", R.dir);
@@ -321,7 +322,8 @@ Test(wheel, one_of_three_schedulers_sigkilled_mid_cascade_loses_nothing) {
     jrt_write(&R, "jobrunner.yaml", text, cfgpath, sizeof cfgpath);
     const int N = 60000;
     long long now = redis_ms();
-    /* enqueue in calls of 1,000, due 2.5 .. 4.5 s ahead: 3 buckets */
+    /* enqueue in calls of 1,000, due 3.5 .. 5.5 s ahead: 3 buckets (a bucket starting
+     * within 2 s would not be one: revision 12) */
     for (int b = 0; b < N / 1000; b++) {
         static const char *v[4 + 1000 * 7 + 8];
         static char when[1000][32];
@@ -331,7 +333,7 @@ Test(wheel, one_of_three_schedulers_sigkilled_mid_cascade_loses_nothing) {
         for (int k = 0; k < 4; k++) v[a++] = keys[k];
         v[a++] = "0";
         for (int i = 0; i < 1000; i++) {
-            snprintf(when[i], sizeof when[i], "@%lld", now + 2500 + (b * 1000 + i) * 2000LL / N);
+            snprintf(when[i], sizeof when[i], "@%lld", now + 3500 + (b * 1000 + i) * 2000LL / N);
             v[a++] = when[i], v[a++] = "", v[a++] = "2", v[a++] = "h", v[a++] = "echo", v[a++] = "p", v[a++] = "x";
         }
         redisReply *r = cmdv(a, v);
@@ -489,8 +491,8 @@ Test(wheel, garbage_in_a_bucket_is_dead_lettered_whole) {
     const char *q = "gb";
     long long now = redis_ms();
     char id[64];
-    enqueue_at(q, now + 2500, "", id, sizeof id);
-    long long start = (now + 2500) / 1000 * 1000;
+    enqueue_at(q, now + 3500, "", id, sizeof id); /* its bucket starts over 2 s ahead: the wheel */
+    long long start = (now + 3500) / 1000 * 1000;
     freeReplyObject(redisCommand(C, "RPUSH jr:{gb}:wheel:%lld %b %s %b", start, "\x91\x01", (size_t)2, "not msgpack",
                                  "\x05", (size_t)1));
     cr_assert_eq(jrt_int(C, "LLEN jr:{gb}:wheel:%lld", start), 4);
@@ -720,7 +722,7 @@ Test(wheel, a_due_backlog_is_promoted_in_calls_larger_than_batch) {
     snprintf(text, sizeof text, "redis:\n  url: %s\nscheduler:\n  queues: [bl]\n  batch: 100\nlog:\n  level: warn\n",
              R.url);
     jrt_write(&R, "jobrunner.yaml", text, cfgpath, sizeof cfgpath);
-    long long due = redis_ms() + 2500; /* in the time wheel */
+    long long due = redis_ms() + 3500; /* in the time wheel (its bucket starts over 2 s ahead) */
     char when[32];
     snprintf(when, sizeof when, "@%lld", due);
     for (int i = 0; i < N; i++)
@@ -769,7 +771,7 @@ Test(wheel, promoted_envelopes_keep_every_field_in_order) {
     };
     static const int nf[] = {2, 4, 6, 8, 12};
     char ids[2][5][64];
-    long long now = redis_ms(), dues[2] = {now + 2500, now + 500}; /* wheel, sorted set */
+    long long now = redis_ms(), dues[2] = {now + 3500, now + 500}; /* wheel, sorted set */
     for (int w = 0; w < 2; w++)
         for (int j = 0; j < 5; j++) {
             char when[32];
