@@ -138,6 +138,19 @@ long long jrt_int(redisContext *c, const char *fmt, ...) {
     return v;
 }
 
+long long jrt_calls(const jrt_redis_t *r, const char *cmd) {
+    redisContext *c = jrt_connect(r);
+    redisReply *rep = redisCommand(c, "INFO commandstats");
+    cr_assert(rep && rep->type == REDIS_REPLY_STRING, "INFO commandstats failed");
+    char needle[64];
+    snprintf(needle, sizeof needle, "cmdstat_%s:calls=", cmd);
+    const char *p = strstr(rep->str, needle);
+    long long n = p ? atoll(p + strlen(needle)) : 0;
+    freeReplyObject(rep);
+    redisFree(c);
+    return n;
+}
+
 static const char **with_program(const char *const *args, const char **argv, size_t cap) {
     size_t n = 0;
     argv[n++] = JRT_JOBRUNNER;

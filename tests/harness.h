@@ -32,6 +32,8 @@ void jrt_redis_stop(jrt_redis_t *r);
 redisContext *jrt_connect(const jrt_redis_t *r);
 /* Run a command, expect an integer reply, return it. */
 long long jrt_int(redisContext *c, const char *fmt, ...);
+/* Calls of Redis command `cmd` (lower case) so far, INFO commandstats (0 if none). */
+long long jrt_calls(const jrt_redis_t *r, const char *cmd);
 
 /* Start the jobrunner program with args (NULL-terminated), stdout and stderr
  * appended to `log` (a path, or NULL for /dev/null). Returns the pid. */
