@@ -21,9 +21,7 @@ static jrt_redis_t R;
 static char record[192], cfgpath[192];
 
 static void setup(void) {
-    jrt_redis_start(&R, NULL);
-    snprintf(record, sizeof record, "%s/record.txt", R.dir);
-    setenv("JRT_RECORD", record, 1);
+    jrt_start_recorded(&R, record, sizeof record);
 }
 static void teardown(void) { jrt_redis_stop(&R); }
 
@@ -31,9 +29,7 @@ TestSuite(workers, .init = setup, .fini = teardown, .timeout = 300);
 
 /* A config file: the Redis URL plus `extra` YAML. */
 static void config(const char *extra) {
-    char text[2048];
-    snprintf(text, sizeof text, "redis:\n  url: %s\n%s", R.url, extra);
-    jrt_write(&R, "jobrunner.yaml", text, cfgpath, sizeof cfgpath);
+    jrt_config(&R, extra, cfgpath, sizeof cfgpath);
 }
 
 static pid_t start_worker(const char *queue) {
