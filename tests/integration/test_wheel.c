@@ -267,7 +267,7 @@ Test(wheel, never_early_across_buckets_direct_and_cascade) {
     jrt_write(&R, "jobrunner.yaml", text, cfgpath, sizeof cfgpath);
     long long now = redis_ms();
     /* 400 jobs due from now + 3.2 s to now + 8.2 s, every 12.5 ms, both id kinds (all in
-     * buckets starting over 2 s ahead: revision 12) */
+     * buckets starting over 2 s ahead: revision 13) */
     char id[64];
     static char ids[400][64];
     static long long dues[400];
@@ -323,7 +323,7 @@ Test(wheel, one_of_three_schedulers_sigkilled_mid_cascade_loses_nothing) {
     const int N = 60000;
     long long now = redis_ms();
     /* enqueue in calls of 1,000, due 3.5 .. 5.5 s ahead: 3 buckets (a bucket starting
-     * within 2 s would not be one: revision 12) */
+     * within 2 s would not be one: revision 13) */
     for (int b = 0; b < N / 1000; b++) {
         static const char *v[4 + 1000 * 7 + 8];
         static char when[1000][32];
