@@ -12,6 +12,8 @@
 #      warms them up, and runs the delayed workload of jobpath.sh (1,000 jobs over
 #      1 s, due +2 s): lateness min/p50/p99/max and early count — do 10M
 #      jobs waiting (in the time wheel) slow down the job that is due now?
+#      Also what that window cost: FCALLs and their Redis time, the
+#      schedulers' wake-ups (XREAD) and the pokes of the wake stream.
 #   3. cancel and locate of one job among them: 100 explicit ids and 100
 #      generated ids (due in 1 h), Redis's CPU per call (INFO commandstats);
 #   4. a burst: with no scheduler running, N_BURST (2,000,000) more jobs due
@@ -71,8 +73,16 @@ done
 sleep 1
 rc del bench:lat >/dev/null
 log "delayed workload with $N_SCALE jobs waiting"
+wake_added() { rc xinfo stream 'jr:{bench}:wake' 2>/dev/null | awk 'p { print; exit } /^entries-added$/ { p = 1 }'; }
+cstat() { rc info commandstats | tr -d '\r' | sed -n "s/^cmdstat_$1:calls=\([0-9]*\),usec=\([0-9]*\).*/\1 \2/p"; }
+W0=$(wake_added); rc config resetstat >/dev/null
 DENQ=$("$PEER" delayed 1000 1000 2000)
 "$PEER" waitkey llen bench:lat 1000 60 >/dev/null
+# what the window cost Redis: FCALLs (enqueue, promote, ack, ...), the
+# schedulers' wake-ups (XREAD) and the pokes of the wake stream
+read -r LF_CALLS LF_US <<<"$(cstat fcall)"; read -r LX_CALLS _ <<<"$(cstat xread)"
+L_POKES=$(( $(wake_added) - ${W0:-0} ))
+log "lateness window: ${LF_CALLS:-0} FCALLs (${LF_US:-0} us of Redis), ${LX_CALLS:-0} scheduler XREADs, $L_POKES pokes"
 LEFT=$("$JR" stats --json --redis "unix://$SOCK" -q bench)
 stop_pids "${PIDS[@]}"; PIDS=()
 read -r LMIN L50 L99 LMAX EARLY <<<"$(rc lrange bench:lat 0 -1 | sort -g | awk '
@@ -122,7 +132,7 @@ log "burst: $(echo "$BENQ" | tr -s ' '); promoted $BURST_STREAMED in $BURST_S s 
 CEIL=$(timeout 300 redis-benchmark -s "$SOCK" -c 1 -P 64 -n 1000000 --csv XADD bench:ceiling '*' f v 2>/dev/null | tail -1 | awk -F'","' '{print $2}')
 log "XADD -P 64 ceiling: $CEIL ops/s"
 
-LINE="scale stamp=$(date -u +%Y-%m-%dT%H:%M:%SZ) delayed_jobs=$N_SCALE $(echo "$ENQ" | tr -s ' ') used_before=$before used_after=$after bytes_per_delayed_job=$BPJ late_min_ms=$LMIN late_p50_ms=$L50 late_p99_ms=$L99 late_max_ms=$LMAX early=$EARLY locate_redis_us=$LOC_US cancel_redis_us=$CAN_US cancelled=$CANCELLED/200 burst=$N_BURST burst_enqueue_jobs_per_s=$(echo "$BENQ" | sed -n 's/.*enqueue_jobs_per_s=\([0-9]*\).*/\1/p') burst_promote_s=$BURST_S burst_promote_jobs_per_s=$BURST_RATE burst_streamed=$BURST_STREAMED xadd_p64_ceiling=$CEIL uptime=\"$(uptime | sed 's/.*load/load/')\""
+LINE="scale stamp=$(date -u +%Y-%m-%dT%H:%M:%SZ) delayed_jobs=$N_SCALE $(echo "$ENQ" | tr -s ' ') used_before=$before used_after=$after bytes_per_delayed_job=$BPJ late_min_ms=$LMIN late_p50_ms=$L50 late_p99_ms=$L99 late_max_ms=$LMAX early=$EARLY late_fcalls=${LF_CALLS:-0} late_fcall_us=${LF_US:-0} late_sched_xreads=${LX_CALLS:-0} late_pokes=$L_POKES locate_redis_us=$LOC_US cancel_redis_us=$CAN_US cancelled=$CANCELLED/200 burst=$N_BURST burst_enqueue_jobs_per_s=$(echo "$BENQ" | sed -n 's/.*enqueue_jobs_per_s=\([0-9]*\).*/\1/p') burst_promote_s=$BURST_S burst_promote_jobs_per_s=$BURST_RATE burst_streamed=$BURST_STREAMED xadd_p64_ceiling=$CEIL uptime=\"$(uptime | sed 's/.*load/load/')\""
 mkdir -p "$HERE/results"
 echo "$LINE" | tee -a "$HERE/results/scale.txt"
 echo "stats after: $LEFT"

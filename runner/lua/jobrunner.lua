@@ -1,5 +1,5 @@
 #!lua name=jobrunner
--- jobrunner: contract 1, revision 12.
+-- jobrunner: contract 1, revision 13.
 -- (Raise the revision with every change to this file; tests/lua_revision.sh checks.
 -- A jobrunner process never replaces a newer revision loaded in Redis.)
 --[[
@@ -364,7 +364,8 @@ end
 
 --[[
 The time wheel (revision 5). A delayed job due NEAR_MS or more after now
-waits in a bucket, not in the sorted set: the list jr:{Q}:wheel:<start>
+(revision 13: and in a bucket starting more than NEAR_MS after now, see
+to_wheel) waits in a bucket, not in the sorted set: the list jr:{Q}:wheel:<start>
 holds the jobs due in [start, start + WHEEL_MS) (start = Unix ms, a
 multiple of WHEEL_MS), as compact items, in the order of their number n
 (from jr:{Q}:seq: every job that enters a bucket takes one, so a job is
@@ -389,6 +390,18 @@ local function bucket_key(q, start) return 'jr:{' .. q .. '}:wheel:' .. string.f
 local function to_us(due) return math.floor(due * 1000 + 0.5) end
 local function bucket_of(us) return math.floor(us / (WHEEL_MS * 1000)) * WHEEL_MS end
 local function ms_int(x) return string.format('%d', x) end
+-- Whether a job due at `due` waits in the wheel (issue 10, lateness with N
+-- waiting): due NEAR_MS or more after now AND in a bucket that would not
+-- cascade at once (start - NEAR_MS after now). A job due in 2-3 s used to
+-- enter a bucket starting less than NEAR_MS away, which the next
+-- jr_promote cascaded into the sorted set at once; as that cascade had
+-- emptied and removed the bucket, the next such job re-created it as the
+-- earliest bucket: one poke, one scheduler wake-up and one jr_promote per
+-- job, on top of the one that promotes it. Such a job now goes straight
+-- into the sorted set, where the cascade would have put it (same member).
+local function to_wheel(due, now)
+  return due - now >= NEAR_MS and bucket_of(to_us(due)) - NEAR_MS > now
+end
 
 -- The compact item of a job: `flat` its fields without the id (e, d last
 -- when put wrote them), sid its id or "" for a generated one.
@@ -517,7 +530,7 @@ local function put(k, id, due, window, args, first, last, now)
     end
     return {redis.call('XADD', k.ready, '*', unpack(args, first, last)), 1}
   end
-  if due - now >= NEAR_MS then
+  if to_wheel(due, now) then
     -- e = floor(now) and d = ceil(due) are left out of the item (E)
     return {wheel_add(k, id, due, nil, math.floor(to_us(due) / 1000) - math.floor(now), args, first, last), 1}
   end
@@ -610,7 +623,7 @@ local function enqueue(keys, args)
     return {e[1], 1}
   end
   err = written_types(fn, keys, q, due <= now, due > now, id ~= '') or (due > now and check_seq(fn, keys[4], 1)) or
-        check_room(fn, due <= now and keys[1] or keys[3]) or (due - now >= NEAR_MS and wheel_check(fn, q, {due}))
+        check_room(fn, due <= now and keys[1] or keys[3]) or (to_wheel(due, now) and wheel_check(fn, q, {due}))
   if err then return err end
   if due <= now then ensure_group(keys[1]) end
   local k = {q = q, ready = keys[1], delayed = keys[2], wake = keys[3], seq = keys[4], uniq = uniq, ids = index_key(q)}
@@ -668,7 +681,7 @@ local function enqueue_many(keys, args)
       end
     end
     if due <= now then any_now = true else any_later = true end
-    if due - now >= NEAR_MS then far[#far + 1] = due end
+    if to_wheel(due, now) then far[#far + 1] = due end
     local b = 5 * nj
     jobs[b - 4], jobs[b - 3], jobs[b - 2], jobs[b - 1], jobs[b] = id, due, first, last, uniq
     i = last + 1
@@ -702,7 +715,7 @@ local function enqueue_many(keys, args)
     local id, due, first, last = jobs[b - 4], jobs[b - 3], jobs[b - 2], jobs[b - 1]
     if id == '' and due <= now then -- a ready job without an id: put's first case, without its reply table
       out[2 * j - 1], out[2 * j] = redis.call('XADD', ready, '*', unpack(args, first, last)), 1
-    elseif id == '' and due - now >= NEAR_MS then -- one for the wheel without an id: put's third case, likewise
+    elseif id == '' and to_wheel(due, now) then -- one for the wheel without an id: put's third case, likewise
       out[2 * j - 1], out[2 * j] = wheel_add(k, '', due, nil, math.floor(to_us(due) / 1000) - fnow, args, first, last), 1
     else
       k.uniq = jobs[b] or nil
@@ -1361,7 +1374,7 @@ local function ack_follow(keys, args)
     end
     if due <= now then tg.now = true else tg.later = true end
     if due > now and id == '' then tg.gen = tg.gen + 1 end
-    if due - now >= NEAR_MS then tg.far[#tg.far + 1] = due end
+    if to_wheel(due, now) then tg.far[#tg.far + 1] = due end
     jobs[nj] = {tg, id, due, first, last, uniq}
     i = last + 1
   end
@@ -1578,7 +1591,7 @@ local function fail(keys, args)
   -- a retry due NEAR_MS or later waits in the time wheel (the due time
   -- checked here is a lower bound: the buckets it may reach are checked)
   local now = now_ms()
-  if not err and action ~= 'dead' and delay >= NEAR_MS then
+  if not err and action ~= 'dead' and to_wheel(tonumber(ms_str(now + delay)), now) then
     err = wheel_check(fn, q, {tonumber(ms_str(now + delay))})
   end
   if err then return err end
@@ -1610,7 +1623,7 @@ local function fail(keys, args)
       else
         local due = tonumber(ms_str(now + delay))
         if action == 'retry' then m.d = tostring(math.ceil(due)) end
-        if delay >= NEAR_MS then
+        if to_wheel(due, now) then
           wheel_add({q = q, wake = wake, ids = ids}, id, due, to_flat(m, rest))
         else
           schedule(delayed, wake, due, cmsgpack.pack(id, unpack(to_flat(m, rest))))

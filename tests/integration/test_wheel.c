@@ -266,12 +266,13 @@ Test(wheel, never_early_across_buckets_direct_and_cascade) {
     snprintf(text, sizeof text, "redis:\n  url: %s\nscheduler:\n  queues: [ne]\nlog:\n  level: warn\n", R.url);
     jrt_write(&R, "jobrunner.yaml", text, cfgpath, sizeof cfgpath);
     long long now = redis_ms();
-    /* 400 jobs due from now + 2.2 s to now + 7.2 s, every 12.5 ms, both id kinds */
+    /* 400 jobs due from now + 3.2 s to now + 8.2 s, every 12.5 ms, both id kinds (all in
+     * buckets starting over 2 s ahead: revision 13) */
     char id[64];
     static char ids[400][64];
     static long long dues[400];
     for (int i = 0; i < 400; i++) {
-        dues[i] = now + 2200 + i * 25 / 2;
+        dues[i] = now + 3200 + i * 25 / 2;
         char want[32] = "";
         if (i % 3 == 0) snprintf(want, sizeof want, "ne-%d", i);
         enqueue_at(q, dues[i], want, id, sizeof id);
@@ -281,7 +282,7 @@ Test(wheel, never_early_across_buckets_direct_and_cascade) {
     cr_assert_eq(jrt_int(C, "ZCARD jr:{%s}:delayed", q), 0, "far jobs went to the sorted set");
     cr_assert_eq(jrt_delayed_count(C, q), 400);
     /* the first buckets fall wholly due before any scheduler runs */
-    while (redis_ms() < now + 4300) usleep(20000);
+    while (redis_ms() < now + 5300) usleep(20000);
     const char *sa[] = {"scheduler", "-c", cfgpath, NULL};
     char slog[192];
     snprintf(slog, sizeof slog, "%s/scheduler.log", R.dir);
@@ -321,7 +322,8 @@ Test(wheel, one_of_three_schedulers_sigkilled_mid_cascade_loses_nothing) {
     jrt_write(&R, "jobrunner.yaml", text, cfgpath, sizeof cfgpath);
     const int N = 60000;
     long long now = redis_ms();
-    /* enqueue in calls of 1,000, due 2.5 .. 4.5 s ahead: 3 buckets */
+    /* enqueue in calls of 1,000, due 3.5 .. 5.5 s ahead: 3 buckets (a bucket starting
+     * within 2 s would not be one: revision 13) */
     for (int b = 0; b < N / 1000; b++) {
         static const char *v[4 + 1000 * 7 + 8];
         static char when[1000][32];
@@ -331,7 +333,7 @@ Test(wheel, one_of_three_schedulers_sigkilled_mid_cascade_loses_nothing) {
         for (int k = 0; k < 4; k++) v[a++] = keys[k];
         v[a++] = "0";
         for (int i = 0; i < 1000; i++) {
-            snprintf(when[i], sizeof when[i], "@%lld", now + 2500 + (b * 1000 + i) * 2000LL / N);
+            snprintf(when[i], sizeof when[i], "@%lld", now + 3500 + (b * 1000 + i) * 2000LL / N);
             v[a++] = when[i], v[a++] = "", v[a++] = "2", v[a++] = "h", v[a++] = "echo", v[a++] = "p", v[a++] = "x";
         }
         redisReply *r = cmdv(a, v);
@@ -489,8 +491,8 @@ Test(wheel, garbage_in_a_bucket_is_dead_lettered_whole) {
     const char *q = "gb";
     long long now = redis_ms();
     char id[64];
-    enqueue_at(q, now + 2500, "", id, sizeof id);
-    long long start = (now + 2500) / 1000 * 1000;
+    enqueue_at(q, now + 3500, "", id, sizeof id); /* its bucket starts over 2 s ahead: the wheel */
+    long long start = (now + 3500) / 1000 * 1000;
     freeReplyObject(redisCommand(C, "RPUSH jr:{gb}:wheel:%lld %b %s %b", start, "\x91\x01", (size_t)2, "not msgpack",
                                  "\x05", (size_t)1));
     cr_assert_eq(jrt_int(C, "LLEN jr:{gb}:wheel:%lld", start), 4);
@@ -720,7 +722,7 @@ Test(wheel, a_due_backlog_is_promoted_in_calls_larger_than_batch) {
     snprintf(text, sizeof text, "redis:\n  url: %s\nscheduler:\n  queues: [bl]\n  batch: 100\nlog:\n  level: warn\n",
              R.url);
     jrt_write(&R, "jobrunner.yaml", text, cfgpath, sizeof cfgpath);
-    long long due = redis_ms() + 2500; /* in the time wheel */
+    long long due = redis_ms() + 3500; /* in the time wheel (its bucket starts over 2 s ahead) */
     char when[32];
     snprintf(when, sizeof when, "@%lld", due);
     for (int i = 0; i < N; i++)
@@ -769,7 +771,7 @@ Test(wheel, promoted_envelopes_keep_every_field_in_order) {
     };
     static const int nf[] = {2, 4, 6, 8, 12};
     char ids[2][5][64];
-    long long now = redis_ms(), dues[2] = {now + 2500, now + 500}; /* wheel, sorted set */
+    long long now = redis_ms(), dues[2] = {now + 3500, now + 500}; /* wheel, sorted set */
     for (int w = 0; w < 2; w++)
         for (int j = 0; j < 5; j++) {
             char when[32];
@@ -810,4 +812,63 @@ Test(wheel, promoted_envelopes_keep_every_field_in_order) {
     freeReplyObject(x);
     cr_expect_eq(found, 10);
     cr_expect_eq(jrt_int(C, "HLEN jr:{%s}:ids", q), 10, "not every promoted job in the index");
+}
+
+/* Issue 10, lateness with N waiting: a job due 2 s (NEAR_MS) or more ahead
+ * whose bucket starts less than 2 s away would be cascaded into the sorted
+ * set by the next jr_promote. Such jobs now go straight into the sorted set:
+ * no bucket, and no poke of the schedulers per job (before: each one
+ * re-created the bucket the previous cascade had emptied, as the earliest
+ * bucket, and poked: one more scheduler wake-up and jr_promote per job).
+ * They still run at their due time, never early; a job whose bucket starts
+ * later still waits in the wheel. */
+Test(wheel, a_job_whose_bucket_would_cascade_at_once_pokes_no_scheduler_and_runs_on_time) {
+    const char *q = "nb";
+    char id[64], ids[11][64];
+    while (redis_ms() % 1000 < 50 || redis_ms() % 1000 >= 150) usleep(2000);
+    long long t0 = redis_ms(), due[11];
+    long long next_start = (t0 + 2000) / 1000 * 1000 + 1000; /* the bucket after the one of now + 2 s */
+    due[0] = t0 + 1500;
+    enqueue_at(q, due[0], "", ids[0], sizeof ids[0]); /* the earliest: pokes */
+    redisReply *w = redisCommand(C, "XREVRANGE jr:{nb}:wake + - COUNT 1");
+    cr_assert(w && w->type == REDIS_REPLY_ARRAY && w->elements == 1, "no poke for the earliest job");
+    char first[64];
+    snprintf(first, sizeof first, "%s", w->element[0]->element[0]->str);
+    freeReplyObject(w);
+    for (int i = 1; i < 11; i++) {
+        due[i] = redis_ms() + 2010 + 50 * i; /* 2 s or more ahead, in the bucket starting before now + 2 s */
+        cr_assert_lt(due[i], next_start, "the enqueues took too long for this test");
+        enqueue_at(q, due[i], "", ids[i], sizeof ids[i]);
+        promote(q, 1000); /* a scheduler woken by a poke would do this */
+    }
+    w = redisCommand(C, "XREVRANGE jr:{nb}:wake + - COUNT 1");
+    cr_assert(w && w->type == REDIS_REPLY_ARRAY && w->elements == 1);
+    cr_expect_str_eq(w->element[0]->element[0]->str, first, "a job whose bucket cascades at once poked the schedulers");
+    freeReplyObject(w);
+    cr_expect_eq(jrt_int(C, "ZCARD jr:{nb}:delayed"), 11, "those jobs are not all in the sorted set");
+    cr_expect_eq(jrt_int(C, "ZCARD jr:{nb}:wheel"), 0, "a bucket was created for a job whose bucket cascades at once");
+    enqueue_at(q, next_start + 2500, "", id, sizeof id);
+    cr_expect_eq(jrt_int(C, "ZCARD jr:{nb}:wheel"), 1, "a job due later is not in the wheel");
+    /* each runs at its due time, never early */
+    int got = 0;
+    while (got < 11 && redis_ms() < t0 + 20000) {
+        promote(q, 1000);
+        redisReply *r = redisCommand(C, "XRANGE jr:{nb}:ready - +");
+        cr_assert(r && r->type == REDIS_REPLY_ARRAY);
+        got = (int)r->elements;
+        for (size_t e = 0; e < r->elements; e++) {
+            redisReply *f = r->element[e]->element[1];
+            const char *jid = NULL;
+            for (size_t k = 0; k + 1 < f->elements; k += 2)
+                if (!strcmp(f->element[k]->str, "id")) jid = f->element[k + 1]->str;
+            cr_assert(jid, "an entry without an id");
+            int i = 0;
+            while (i < 11 && strcmp(ids[i], jid)) i++;
+            cr_assert_lt(i, 11, "unknown job %s", jid);
+            cr_assert_geq(atoll(r->element[e]->element[0]->str), due[i], "job %s promoted early", jid);
+        }
+        freeReplyObject(r);
+        usleep(20000);
+    }
+    cr_expect_eq(got, 11, "not every job ran");
 }
