@@ -14,7 +14,8 @@
 #   new<C>    PEER with BENCH_CHUNK=C jobs per FCALL (VARIANTS="new500 new2000")
 # Prints jobs/s, FCALL us/job (INFO commandstats), Redis CPU us/job
 # (used_cpu_user+sys delta) and producer CPU us/job (/usr/bin/time), and the
-# XADD -P 64 ceiling before and after, with uptime. MODES="ready" runs only
+# XADD -P 64 ceiling before and after (CEIL_EACH=1: before each repetition
+# too), with uptime. MODES="ready" runs only
 # the ready mode (since the plain-XADD path: "Issue 10: ready bulk enqueue
 # without Lua per job").
 set -u
@@ -60,6 +61,7 @@ run() { # variant mode
 echo "uptime: $(uptime)"
 echo "XADD -P 64 ceiling (start): $(ceil)"
 for rep in $(seq "$REPS"); do
+  [ -n "${CEIL_EACH:-}" ] && echo "XADD -P 64 ceiling (rep $rep): $(ceil)"
   for m in $MODES; do for v in $VARIANTS; do run "$v" "$m"; done; done
 done
 echo "XADD -P 64 ceiling (end): $(ceil)"
