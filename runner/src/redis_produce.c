@@ -309,7 +309,7 @@ static int recv_call(jr_redis_t *r, const jr_enqueue_t *sorted, const size_t *or
 static int recv_plain(jr_redis_t *r, const jr_enqueue_t *sorted, const size_t *order, const enq_call_t *c,
                       char (*ids)[JR_ID_MAX], jr_enq_outcome_t *out, jr_strlist_t *reasons, int *first_err) {
     const char *q = sorted[c->from].queue;
-    char prep_err[JR_ERRLEN] = "", why[JR_ERRLEN], last[JR_ERRLEN] = "";
+    char prep_err[JR_ERRLEN] = "", why[JR_ERRLEN + 2 * JR_KEY_MAX + 96], last[sizeof why] = "";
     uint32_t last_why = UINT32_MAX;
     redisReply *rep;
     int rc;
