@@ -5,7 +5,7 @@
  *   jr_peer bulk N                      N jobs "0 <pad>", BENCH_BATCH per
  *                                       jr_redis_enqueue call (pipelined in
  *                                       runs of BENCH_CHUNK jobs: since
- *                                       library revision 12 a jr_ready_prepare
+ *                                       library revision 13 a jr_ready_prepare
  *                                       and one plain XADD per job)
  *   jr_peer warm N                      same as bulk (warm-up jobs)
  *   jr_peer paced N RATE                one job at a time at RATE/s on an absolute

@@ -25,7 +25,7 @@ PEERS=${PEERS:-"jobrunner bullmq beequeue sidekiq celery rq_simple rq"}
 if [ "$QUICK" = 1 ]; then REPS=${REPS:-1}; LAT_REPS=${LAT_REPS:-1}; else REPS=${REPS:-3}; LAT_REPS=${LAT_REPS:-2}; fi
 N_BULK=${N_BULK:-100000}     # bulk enqueue and drain extras
 N_MEM=${N_MEM:-100000}       # memory extras
-IDLE_S=${IDLE_S:-10}         # idle command count window
+IDLE_S=${IDLE_S:-30}         # idle command count window (6 block periods: the periodic renewals and scans show at their rate)
 N_CLI=${N_CLI:-300}          # CLI enqueue invocations
 PY=/usr/bin/python3
 

@@ -138,6 +138,45 @@ long long jrt_int(redisContext *c, const char *fmt, ...) {
     return v;
 }
 
+void jrt_start_recorded(jrt_redis_t *r, char *record, size_t len) {
+    jrt_redis_start(r, NULL);
+    snprintf(record, len, "%s/record.txt", r->dir);
+    setenv("JRT_RECORD", record, 1);
+}
+
+const char *jrt_config(const jrt_redis_t *r, const char *extra, char *path, size_t len) {
+    size_t n = strlen(r->url) + strlen(extra) + 32;
+    char *text = malloc(n);
+    cr_assert(text, "out of memory");
+    snprintf(text, n, "redis:\n  url: %s\n%s", r->url, extra);
+    jrt_write(r, "jobrunner.yaml", text, path, len);
+    free(text);
+    return path;
+}
+
+jr_qstats_t jrt_wait_settled(const jrt_redis_t *r, const char *queue, long long dead, int timeout_ms) {
+    jr_qstats_t s = {0};
+    for (int t = 0; t <= timeout_ms; t += 50) {
+        s = jrt_stats(r, queue);
+        if (s.ready == 0 && s.pending == 0 && s.delayed == 0 && s.dead >= dead) break;
+        jrt_sleep_ms(50);
+    }
+    return s;
+}
+
+long long jrt_calls(const jrt_redis_t *r, const char *cmd) {
+    redisContext *c = jrt_connect(r);
+    redisReply *rep = redisCommand(c, "INFO commandstats");
+    cr_assert(rep && rep->type == REDIS_REPLY_STRING, "INFO commandstats failed");
+    char needle[64];
+    snprintf(needle, sizeof needle, "cmdstat_%s:calls=", cmd);
+    const char *p = strstr(rep->str, needle);
+    long long n = p ? atoll(p + strlen(needle)) : 0;
+    freeReplyObject(rep);
+    redisFree(c);
+    return n;
+}
+
 static const char **with_program(const char *const *args, const char **argv, size_t cap) {
     size_t n = 0;
     argv[n++] = JRT_JOBRUNNER;

@@ -32,6 +32,14 @@ void jrt_redis_stop(jrt_redis_t *r);
 redisContext *jrt_connect(const jrt_redis_t *r);
 /* Run a command, expect an integer reply, return it. */
 long long jrt_int(redisContext *c, const char *fmt, ...);
+/* jrt_redis_start(r, NULL), then point the record plugin at <dir>/record.txt
+ * (its path into record; JRT_RECORD set to it). */
+void jrt_start_recorded(jrt_redis_t *r, char *record, size_t len);
+/* Write <dir>/jobrunner.yaml: the Redis URL, then the `extra` YAML; its path
+ * into path. Returns path. */
+const char *jrt_config(const jrt_redis_t *r, const char *extra, char *path, size_t len);
+/* Calls of Redis command `cmd` (lower case) so far, INFO commandstats (0 if none). */
+long long jrt_calls(const jrt_redis_t *r, const char *cmd);
 
 /* Start the jobrunner program with args (NULL-terminated), stdout and stderr
  * appended to `log` (a path, or NULL for /dev/null). Returns the pid. */
@@ -62,6 +70,9 @@ size_t jrt_wait_lines(const char *path, size_t n, int timeout_ms);
 jr_redis_t *jrt_jr_connect(const jrt_redis_t *r);
 /* The counts of one queue (fails the test on an error). */
 jr_qstats_t jrt_stats(const jrt_redis_t *r, const char *queue);
+/* Wait up to timeout_ms until queue has nothing ready, pending or delayed
+ * and at least `dead` dead; returns its counts as last read. */
+jr_qstats_t jrt_wait_settled(const jrt_redis_t *r, const char *queue, long long dead, int timeout_ms);
 
 /* The dead entry of job `id` in `queue`, as "field=value;..." into out
  * (empty if none; truncated to len). */

@@ -1,5 +1,5 @@
 #!lua name=jobrunner
--- jobrunner: contract 1, revision 12.
+-- jobrunner: contract 1, revision 13.
 -- (Raise the revision with every change to this file; tests/lua_revision.sh checks.
 -- A jobrunner process never replaces a newer revision loaded in Redis.)
 --[[
@@ -715,7 +715,7 @@ local function enqueue_many(keys, args)
 end
 
 --[[
-jr_ready_prepare (revision 12): make the ready stream of a queue take plain
+jr_ready_prepare (revision 13): make the ready stream of a queue take plain
 XADDs, for producers that enqueue many jobs due now without ids (see
 docs/redis-contract.md, "Bulk enqueue of ready jobs with plain XADD").
   KEYS: jr:{Q}:ready
@@ -2415,3 +2415,21 @@ local function prune_consumers(keys, args)
 end
 
 allow_oom('jr_prune_consumers', prune_consumers)
+
+-- Forget, from the index of live processes (KEYS[1], jr:{procs}), each name
+-- given whose entry jr:{procs}:<name> is gone (expired or deleted). The
+-- check and the ZREM are one atomic step: a process that announces itself
+-- again between a reader's look and its removal stays listed (its later
+-- refreshes only renew the entry's time to live, not the index).
+-- ARGV: names. Returns how many were forgotten.
+local function procs_forget(keys, args)
+  local n = 0
+  for _, name in ipairs(args) do
+    if redis.call('EXISTS', keys[1] .. ':' .. name) == 0 then
+      n = n + redis.call('ZREM', keys[1], name)
+    end
+  end
+  return n
+end
+
+allow_oom('jr_procs_forget', procs_forget)

@@ -38,7 +38,7 @@ void jr_presence_free(jr_presence_t *p) {
     p->self.queues = NULL;
 }
 
-void jr_presence_reset(jr_presence_t *p) { p->next_announce_us = 0; }
+void jr_presence_reset(jr_presence_t *p) { p->next_announce_us = 0, p->announced = 0; }
 
 int64_t jr_presence_deadline(const jr_presence_t *p) { return p->next_announce_us; }
 
@@ -46,9 +46,18 @@ int jr_presence_tick(jr_presence_t *p, jr_redis_t *r, long long running) {
     int64_t now = jr_mono_us();
     if (now < p->next_announce_us) return 0;
     p->next_announce_us = now + p->self.lease_ms * 1000 / 3;
-    p->self.running = running;
-    int rc = jr_redis_proc_announce(r, &p->self);
-    if (rc && !jr_redis_ok(r)) return rc;
+    int rc = 0, renewed = 0;
+    /* Nothing changed since the last announce (an idle process): one
+     * PEXPIRE; the whole entry again only if it is gone. */
+    if (p->announced && running == p->self.running && (rc = jr_redis_proc_renew(r, p->self.name, p->self.lease_ms, &renewed)) &&
+        !jr_redis_ok(r))
+        return rc;
+    if (!renewed) {
+        p->self.running = running;
+        rc = jr_redis_proc_announce(r, &p->self);
+        if (rc && !jr_redis_ok(r)) return rc;
+        p->announced = rc == 0;
+    }
     if (rc && !p->refused)
         jr_log_kv(JR_LOG_WARN, "Redis refused to list this process as live; trying again at the next refresh",
                   "error", jr_redis_errstr(r), NULL);
@@ -61,7 +70,7 @@ int jr_presence_tick(jr_presence_t *p, jr_redis_t *r, long long running) {
 int jr_presence_prune(jr_presence_t *p, jr_redis_t *r, const char *const *queues, size_t nq) {
     int64_t now = jr_mono_us();
     if (now < p->next_prune_us) return 0;
-    p->next_prune_us = now + p->self.lease_ms * 1000;
+    p->next_prune_us = now + p->self.lease_ms * 1000 * JR_PRUNE_LEASES;
     jr_proc_t *procs = NULL;
     size_t n = 0;
     int rc = jr_redis_proc_list(r, &procs, &n);

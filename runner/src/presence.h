@@ -1,8 +1,9 @@
 /* Presence: each worker and scheduler announces itself in Redis (see
- * jr_redis_proc_announce) and refreshes that every third of a lease, so it
- * is listed while it lives and gone within one lease after it dies; a clean
- * exit removes it at once. Workers also prune the consumers of stopped
- * processes from their queues' groups, once per lease. */
+ * jr_redis_proc_announce) and refreshes that every third of a lease (one
+ * PEXPIRE while nothing in its entry changed), so it is listed while it
+ * lives and gone within one lease after it dies; a clean exit removes it at
+ * once. Workers also prune the consumers of stopped processes from their
+ * queues' groups: at start, then every JR_PRUNE_LEASES leases. */
 #ifndef JR_PRESENCE_H
 #define JR_PRESENCE_H
 
@@ -17,7 +18,13 @@ typedef struct jr_presence {
     int64_t next_announce_us; /* monotonic; 0 = now */
     int64_t next_prune_us;    /* monotonic; 0 = now */
     int refused;              /* the last announce was refused (logged once) */
+    int announced;            /* the last announce went through: refresh with PEXPIRE while running is the same */
 } jr_presence_t;
+
+/* Prune passes are this many leases apart: a stopped worker's consumer is
+ * only clutter in XINFO (it holds no job), and each pass costs a listing of
+ * every live process. */
+#define JR_PRUNE_LEASES 10
 
 /* Describe this process: role "worker" or "scheduler", its consumer name,
  * the queues it serves (none = every registered queue) and lease_ms (how
@@ -36,7 +43,7 @@ int64_t jr_presence_deadline(const jr_presence_t *p);
  * only a broken connection is returned as an error. */
 int jr_presence_tick(jr_presence_t *p, jr_redis_t *r, long long running);
 
-/* If due (once per lease): remove from each queue's group the consumers of
+/* If due (at the first call, then every JR_PRUNE_LEASES leases): remove from each queue's group the consumers of
  * processes that are not live, hold no pending entry and were idle for a
  * lease (jr_redis_prune_consumers). Errors as for jr_presence_tick. */
 int jr_presence_prune(jr_presence_t *p, jr_redis_t *r, const char *const *queues, size_t nq);

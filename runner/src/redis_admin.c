@@ -164,6 +164,18 @@ int jr_redis_proc_announce(jr_redis_t *r, const jr_proc_t *p) {
     return rc;
 }
 
+int jr_redis_proc_renew(jr_redis_t *r, const char *name, long long lease_ms, int *renewed) {
+    char key[JR_PROC_NAME_MAX + 16], lease[24];
+    proc_key(key, sizeof key, name);
+    snprintf(lease, sizeof lease, "%lld", lease_ms);
+    redisReply *rep;
+    int rc = jri_exec(r, &rep, "PEXPIRE", key, lease, NULL);
+    if (rc) return rc;
+    *renewed = rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
+    freeReplyObject(rep);
+    return 0;
+}
+
 int jr_redis_proc_remove(jr_redis_t *r, const char *name) {
     char key[JR_PROC_NAME_MAX + 16];
     proc_key(key, sizeof key, name);
@@ -218,7 +230,7 @@ int jr_redis_proc_list(jr_redis_t *r, jr_proc_t **out, size_t *n) {
     }
     if (!rc && m) rc = jr_redis_flush(r);
     size_t kept = 0, gone = 0;
-    const char **stale = calloc(m + 2, sizeof *stale);
+    const char **stale = calloc(m + 4, sizeof *stale);
     if (!stale && !rc) rc = jri_fail(r, JR_ENOMEM, "out of memory");
     for (size_t i = 0; i < m && !rc; i++) {
         redisReply *h = NULL, *t = NULL;
@@ -238,14 +250,14 @@ int jr_redis_proc_list(jr_redis_t *r, jr_proc_t **out, size_t *n) {
             kept++;
         } else if (!rc) {
             free(p->queues), p->queues = NULL;
-            stale[2 + gone++] = names->element[i]->str;
+            stale[4 + gone++] = names->element[i]->str;
         }
         freeReplyObject(h), freeReplyObject(t);
     }
-    if (!rc && gone) { /* best effort: the index forgets expired processes */
-        stale[0] = "ZREM", stale[1] = JR_PROCS_KEY;
+    if (!rc && gone) { /* best effort: the index forgets expired processes (atomically: jr_procs_forget) */
+        stale[0] = "FCALL", stale[1] = "jr_procs_forget", stale[2] = "1", stale[3] = JR_PROCS_KEY;
         redisReply *rep = NULL;
-        if (jri_exec_argv(r, &rep, (int)gone + 2, stale, NULL) == 0) freeReplyObject(rep);
+        if (jri_exec_argv(r, &rep, (int)gone + 4, stale, NULL) == 0) freeReplyObject(rep);
         if (!jr_redis_ok(r)) rc = JR_EIO;
         else r->err[0] = '\0';
     }

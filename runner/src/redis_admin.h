@@ -49,11 +49,14 @@ typedef struct jr_proc {
  * running, lease_ms): one MULTI/EXEC writing the hash jr:{procs}:<name> with
  * a time to live of p->lease_ms and its name into JR_PROCS_KEY. */
 int jr_redis_proc_announce(jr_redis_t *r, const jr_proc_t *p);
+/* Renew the time to live of a process's entry (PEXPIRE, one command):
+ * *renewed = 1, or 0 if the entry is gone (announce it again in full). */
+int jr_redis_proc_renew(jr_redis_t *r, const char *name, long long lease_ms, int *renewed);
 /* Remove a process's entry at once (clean exit). */
 int jr_redis_proc_remove(jr_redis_t *r, const char *name);
 /* The live processes, oldest first (*out malloc'ed, free with
  * jr_procs_free). Names whose hash has expired are dropped from the index
- * on the way (best effort: a refused ZREM is ignored). */
+ * on the way (jr_procs_forget; best effort: a refusal is ignored). */
 int jr_redis_proc_list(jr_redis_t *r, jr_proc_t **out, size_t *n);
 void jr_procs_free(jr_proc_t *v, size_t n);
 /* Remove from `queue`'s group the consumers with no pending entry, idle at

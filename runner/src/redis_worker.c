@@ -417,7 +417,7 @@ int jr_redis_read_each(jr_redis_t *r, const char *consumer, const char *const *q
 }
 
 int jr_redis_send_read_paused(jr_redis_t *r, const char *consumer, const char *const *queues, size_t n,
-                              const unsigned char *on, int64_t count, int64_t block_ms) {
+                              const unsigned char *on, int64_t count, int64_t block_ms, int with_paused) {
     const char **sel = malloc((n ? n : 1) * sizeof *sel);
     if (!sel) return jri_fail(r, JR_ENOMEM, "out of memory");
     size_t m = 0;
@@ -433,7 +433,7 @@ int jr_redis_send_read_paused(jr_redis_t *r, const char *consumer, const char *c
         rc = jri_append_argv(r, 6, argv, NULL);
     }
     free(sel);
-    if (!rc) rc = jri_append_paused(r, queues, n);
+    if (!rc && with_paused) rc = jri_append_paused(r, queues, n);
     return rc ? rc : jr_redis_flush(r);
 }
 
@@ -443,7 +443,7 @@ int jr_redis_recv_read_paused(jr_redis_t *r, jr_batch_t *b, const char *const *q
     redisReply *rep;
     int rc = jri_recv_reply(r, &rep, r->timeout_us);
     if (rc) return rc;
-    int prc = jri_recv_paused(r, n, paused); /* always read: the connection stays in step */
+    int prc = paused ? jri_recv_paused(r, n, paused) : 0; /* always read: the connection stays in step */
     if (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "UNBLOCKED", 9) == 0) {
         freeReplyObject(rep);
         return prc;

@@ -91,13 +91,14 @@ int jr_redis_read_each(jr_redis_t *r, const char *consumer, const char *const *q
 
 /* Send, without waiting: XREADGROUP ... COUNT count BLOCK block_ms over the
  * queues i with on[i] (or, when none is on, XREAD BLOCK block_ms on
- * JR_RESUMED_KEY, which only the timeout or CLIENT UNBLOCK ends), then
- * HMGET of the paused state of all n queues (run by Redis after the read
- * returns). Read both with jr_redis_recv_read_paused (any_on = some on[i]).
- * One write, carrying also whatever was appended on r before (the worker's
+ * JR_RESUMED_KEY, which only the timeout or CLIENT UNBLOCK ends), then, if
+ * with_paused, HMGET of the paused state of all n queues (run by Redis
+ * after the read returns). Read the replies with jr_redis_recv_read_paused
+ * (any_on = some on[i]; paused = NULL when sent without the HMGET). One
+ * write, carrying also whatever was appended on r before (the worker's
  * acknowledgements: their replies come first). */
 int jr_redis_send_read_paused(jr_redis_t *r, const char *consumer, const char *const *queues, size_t n,
-                              const unsigned char *on, int64_t count, int64_t block_ms);
+                              const unsigned char *on, int64_t count, int64_t block_ms, int with_paused);
 int jr_redis_recv_read_paused(jr_redis_t *r, jr_batch_t *b, const char *const *queues, size_t n, int any_on,
                               unsigned char *paused);
 

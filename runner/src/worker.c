@@ -143,6 +143,9 @@ typedef struct worker {
     size_t order_cap;
     int read_on_any;         /* the blocking read in flight covers some queue */
     int went_idle;           /* the last blocking read brought nothing: block again */
+    int quiet;               /* the last one timed out, every queue in play: the next goes without the paused set */
+    int read_with_paused;    /* the read in flight carries the paused set */
+    int64_t read_block_ms;   /* its BLOCK */
     int64_t next_pause_check; /* while jobs wait and nothing is read: re-read the paused set then */
     unsigned char *order_scratch; /* scratch: a paused set just read (nq bytes) */
     char *fu_registered[FU_REGISTERED_MAX]; /* see FU_REGISTERED_MAX; cleared on reconnect */
@@ -919,6 +922,7 @@ static int try_connect(worker_t *w) {
         else if (!jr_redis_ok(w->ctl)) rc = prc;
     }
     w->presence.self.client_id = w->rd_id; /* pause and resume wake the blocking read */
+    w->quiet = 0;
     if (rc) { /* e.g. a queue's stream key of another type: back off, do not flood the log */
         drop_conns(w, rc);
         w->backoff_ms = w->backoff_ms * 2 > 5000 ? 5000 : w->backoff_ms * 2;
@@ -1056,9 +1060,13 @@ static int send_read(worker_t *w, size_t want, int64_t block) {
     for (size_t q = 0; q < w->nq; q++) active += w->on[q] = !w->paused[q];
     /* COUNT is per stream: ask each queue for its share. */
     int64_t count = active ? (int64_t)((want + active - 1) / active) : 1;
-    int rc = jr_redis_send_read_paused(w->rd, w->consumer, w->queues, w->nq, w->on, count, block);
+    /* Idle (see "idle cost" in docs/operations.md): after a read that timed
+     * out with every queue in play, the next goes alone; if it brings
+     * entries, the paused set is read then, before any starts. */
+    w->read_with_paused = !(w->quiet && active == w->nq);
+    int rc = jr_redis_send_read_paused(w->rd, w->consumer, w->queues, w->nq, w->on, count, block, w->read_with_paused);
     if (rc) return rc;
-    w->reading = 1, w->read_on_any = active > 0;
+    w->reading = 1, w->read_on_any = active > 0, w->read_block_ms = block;
     w->read_sent_us = jr_mono_us(), w->read_count = (size_t)count;
     return 0;
 }
@@ -1203,8 +1211,9 @@ static int turn(worker_t *w, int sigfd) {
 
     if (w->reading && (ready_now || (fds[0].revents & (POLLIN | POLLHUP | POLLERR)))) {
         w->reading = 0;
-        unsigned char *paused_now = w->order_scratch;
+        unsigned char *paused_now = w->read_with_paused ? w->order_scratch : NULL;
         rc = jr_redis_recv_read_paused(w->rd, &w->batch, w->queues, w->nq, w->read_on_any, paused_now);
+        int64_t waited_ms = (jr_mono_us() - w->read_sent_us) / 1000;
         /* A read that went with results Redis refused was refused too (a
          * write refused: NOREPLICAS, READONLY...): nothing was read; the
          * refusal is logged once (flush_ops), no new read is made until
@@ -1212,8 +1221,18 @@ static int turn(worker_t *w, int sigfd) {
         int refused_too = rc == JR_EREDIS && jr_redis_ok(w->rd) && w->read_with_ops && w->ops_refused.on && w->nops;
         w->read_with_ops = 0;
         if (refused_too) rc = 0; /* the batch is empty */
-        if (rc || (!refused_too && (rc = see_paused(w, paused_now))) || (rc = interleave(w, &w->batch)))
+        if (!rc && !refused_too && !paused_now && w->batch.n > 0) { /* a read sent alone brought entries */
+            paused_now = w->order_scratch;
+            int prc = jr_redis_paused(w->ctl, w->queues, w->nq, paused_now);
+            if (prc == JR_EREDIS && jr_redis_ok(w->ctl)) paused_now = NULL; /* refused: the next read tells */
+            else if (prc) rc = prc;
+        }
+        if (rc || (!refused_too && paused_now && (rc = see_paused(w, paused_now))) || (rc = interleave(w, &w->batch)))
             return rc;
+        /* Timed out (not woken early, e.g. by a pause's CLIENT UNBLOCK) with
+         * nothing paused: the next read may go alone. */
+        w->quiet = !refused_too && w->batch.n == 0 && w->read_on_any && waited_ms >= w->read_block_ms;
+        for (size_t q = 0; q < w->nq && w->quiet; q++) w->quiet = !w->paused[q];
         jr_metrics_redis_ok();
         jr_metrics_fetched(w->batch.n);
         w->went_idle = w->batch.n == 0;

@@ -21,9 +21,7 @@ static jrt_redis_t R;
 static char record[192], cfgpath[192];
 
 static void setup(void) {
-    jrt_redis_start(&R, NULL);
-    snprintf(record, sizeof record, "%s/record.txt", R.dir);
-    setenv("JRT_RECORD", record, 1);
+    jrt_start_recorded(&R, record, sizeof record);
 }
 static void teardown(void) { jrt_redis_stop(&R); }
 
@@ -32,11 +30,8 @@ TestSuite(drain, .init = setup, .fini = teardown, .timeout = 240);
 static int cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 Test(drain, connections_killed_between_results_and_read_lose_no_job) {
-    char text[512];
     /* nap 1 ms: the jobs end in their runners while the kills land */
-    snprintf(text, sizeof text,
-             "redis:\n  url: %s\nworker:\n  lease: 1s\n  concurrency: 2\njobs:\n  max_deliveries: 100\n", R.url);
-    jrt_write(&R, "jobrunner.yaml", text, cfgpath, sizeof cfgpath);
+    jrt_config(&R, "worker:\n  lease: 1s\n  concurrency: 2\njobs:\n  max_deliveries: 100\n", cfgpath, sizeof cfgpath);
     enum { N = 3000, W = 2 };
     static char ids[N][JR_ID_MAX];
     jr_redis_t *r = jrt_jr_connect(&R);

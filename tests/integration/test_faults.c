@@ -19,9 +19,7 @@ static jrt_redis_t R;
 static char record[192], cfgpath[192];
 
 static void setup(void) {
-    jrt_redis_start(&R, NULL);
-    snprintf(record, sizeof record, "%s/record.txt", R.dir);
-    setenv("JRT_RECORD", record, 1);
+    jrt_start_recorded(&R, record, sizeof record);
 }
 static void teardown(void) { jrt_redis_stop(&R); }
 
@@ -29,9 +27,7 @@ TestSuite(faults, .init = setup, .fini = teardown, .timeout = 180);
 
 /* A config file for this test: the Redis URL plus `extra` YAML. */
 static const char *config(const char *extra) {
-    char text[2048];
-    snprintf(text, sizeof text, "redis:\n  url: %s\n%s", R.url, extra);
-    jrt_write(&R, "jobrunner.yaml", text, cfgpath, sizeof cfgpath);
+    jrt_config(&R, extra, cfgpath, sizeof cfgpath);
     return cfgpath;
 }
 
@@ -70,15 +66,8 @@ static void enqueue(size_t n, const char *h, const char *p, uint32_t max_attempt
 
 static jr_qstats_t stats(void) { return jrt_stats(&R, "default"); }
 
-/* Wait until nothing is ready, pending or delayed (and `dead` are dead). */
 static jr_qstats_t wait_settled(long long dead, int timeout_ms) {
-    jr_qstats_t s = {0};
-    for (int t = 0; t <= timeout_ms; t += 50) {
-        s = stats();
-        if (s.ready == 0 && s.pending == 0 && s.delayed == 0 && s.dead >= dead) break;
-        jrt_sleep_ms(50);
-    }
-    return s;
+    return jrt_wait_settled(&R, "default", dead, timeout_ms);
 }
 
 static int runs_of(const char *id) {

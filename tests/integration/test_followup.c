@@ -29,11 +29,9 @@ static jrt_redis_t R;
 static char record[192], blockf[192], cfgpath[192], wlog[192];
 
 static void setup(void) {
-    jrt_redis_start(&R, NULL);
-    snprintf(record, sizeof record, "%s/record.txt", R.dir);
+    jrt_start_recorded(&R, record, sizeof record);
     snprintf(blockf, sizeof blockf, "%s/block", R.dir);
     snprintf(wlog, sizeof wlog, "%s/worker.log", R.dir);
-    setenv("JRT_RECORD", record, 1);
     setenv("JRT_BLOCK", blockf, 1);
 }
 static void teardown(void) { jrt_redis_stop(&R); }

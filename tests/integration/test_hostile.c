@@ -43,9 +43,7 @@ static const char *file(const char *name) {
 
 /* A config file: the Redis URL plus `extra` YAML. */
 static void config(const char *extra) {
-    char text[2048];
-    snprintf(text, sizeof text, "redis:\n  url: %s\n%s", R.url, extra);
-    jrt_write(&R, "jobrunner.yaml", text, cfgpath, sizeof cfgpath);
+    jrt_config(&R, extra, cfgpath, sizeof cfgpath);
 }
 
 static pid_t start_worker(const char *log) {
@@ -69,15 +67,8 @@ static void enqueue(const char *h, const char *p, uint32_t max_attempts, int64_t
 
 static jr_qstats_t stats(void) { return jrt_stats(&R, "default"); }
 
-/* Wait until nothing is ready, pending or delayed and `dead` are dead. */
 static jr_qstats_t wait_settled(long long dead, int timeout_ms) {
-    jr_qstats_t s = {0};
-    for (int t = 0; t <= timeout_ms; t += 50) {
-        s = stats();
-        if (s.ready == 0 && s.pending == 0 && s.delayed == 0 && s.dead >= dead) break;
-        jrt_sleep_ms(50);
-    }
-    return s;
+    return jrt_wait_settled(&R, "default", dead, timeout_ms);
 }
 
 /* Assert the queue holds nothing but `dead` dead jobs. */

@@ -25,10 +25,8 @@ static jrt_redis_t R;
 static char record[192], cfgpath[192], wlog[192];
 
 static void setup(void) {
-    jrt_redis_start(&R, NULL);
-    snprintf(record, sizeof record, "%s/record.txt", R.dir);
+    jrt_start_recorded(&R, record, sizeof record);
     snprintf(wlog, sizeof wlog, "%s/worker.log", R.dir);
-    setenv("JRT_RECORD", record, 1);
 }
 static void teardown(void) { jrt_redis_stop(&R); }
 
@@ -36,9 +34,7 @@ TestSuite(lookup, .init = setup, .fini = teardown, .timeout = 300);
 
 /* A config file: the Redis URL plus `extra` YAML. */
 static void config(const char *extra) {
-    char text[2048];
-    snprintf(text, sizeof text, "redis:\n  url: %s\n%s", R.url, extra);
-    jrt_write(&R, "jobrunner.yaml", text, cfgpath, sizeof cfgpath);
+    jrt_config(&R, extra, cfgpath, sizeof cfgpath);
 }
 
 static pid_t start_worker(const char *queue) {

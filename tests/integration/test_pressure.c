@@ -20,9 +20,7 @@ static jrt_redis_t R;
 static char record[192], cfgpath[192];
 
 static void setup(void) {
-    jrt_redis_start(&R, NULL);
-    snprintf(record, sizeof record, "%s/record.txt", R.dir);
-    setenv("JRT_RECORD", record, 1);
+    jrt_start_recorded(&R, record, sizeof record);
 }
 static void teardown(void) {
     if (R.pid > 0) kill(R.pid, SIGCONT); /* in case a test failed while Redis was frozen */
@@ -34,10 +32,11 @@ TestSuite(pressure, .init = setup, .fini = teardown, .timeout = 180);
 /* A config file for this test: the Redis URL (plus `redis_extra` keys of
  * that section) and `extra` YAML. */
 static const char *config2(const char *redis_extra, const char *extra) {
-    size_t len = strlen(redis_extra) + strlen(extra) + 512;
+    size_t len = strlen(redis_extra) + strlen(extra) + 1;
     char *text = malloc(len);
-    snprintf(text, len, "redis:\n  url: %s\n%s%s", R.url, redis_extra, extra);
-    jrt_write(&R, "jobrunner.yaml", text, cfgpath, sizeof cfgpath);
+    cr_assert(text, "out of memory");
+    snprintf(text, len, "%s%s", redis_extra, extra);
+    jrt_config(&R, text, cfgpath, sizeof cfgpath);
     free(text);
     return cfgpath;
 }

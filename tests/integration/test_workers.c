@@ -21,9 +21,7 @@ static jrt_redis_t R;
 static char record[192], cfgpath[192];
 
 static void setup(void) {
-    jrt_redis_start(&R, NULL);
-    snprintf(record, sizeof record, "%s/record.txt", R.dir);
-    setenv("JRT_RECORD", record, 1);
+    jrt_start_recorded(&R, record, sizeof record);
 }
 static void teardown(void) { jrt_redis_stop(&R); }
 
@@ -31,9 +29,7 @@ TestSuite(workers, .init = setup, .fini = teardown, .timeout = 300);
 
 /* A config file: the Redis URL plus `extra` YAML. */
 static void config(const char *extra) {
-    char text[2048];
-    snprintf(text, sizeof text, "redis:\n  url: %s\n%s", R.url, extra);
-    jrt_write(&R, "jobrunner.yaml", text, cfgpath, sizeof cfgpath);
+    jrt_config(&R, extra, cfgpath, sizeof cfgpath);
 }
 
 static pid_t start_worker(const char *queue) {
@@ -184,6 +180,49 @@ Test(workers, sigterm_removes_the_entry_at_once) {
     char out[4096];
     workers(out, sizeof out, 1);
     cr_assert_str_eq(out, "{\"workers\":[]}\n");
+}
+
+/* An idle worker and scheduler renew their entries with one PEXPIRE each
+ * per refresh (lease/3), not the whole MULTI/HSET/PEXPIRE/ZADD/EXEC; an
+ * entry that is gone anyway (expired while the process was frozen; here
+ * deleted by hand) is announced again in full at the next refresh. */
+Test(workers, an_idle_process_renews_its_entry_with_one_command_and_a_lost_one_comes_back) {
+    config("worker:\n  lease: 1s\n");
+    pid_t w = start_worker("mail");
+    const char *sa[] = {"scheduler", "-c", cfgpath, NULL};
+    pid_t s = jrt_spawn(NULL, sa);
+    cr_assert_geq(wait_listed(w, 1, 10000), 0);
+    cr_assert_geq(wait_listed(s, 1, 10000), 0);
+    jrt_sleep_ms(500);
+    long long multi = jrt_calls(&R, "multi"), pexpire = jrt_calls(&R, "pexpire");
+    jrt_sleep_ms(2000); /* 6 refreshes each */
+    multi = jrt_calls(&R, "multi") - multi, pexpire = jrt_calls(&R, "pexpire") - pexpire;
+    cr_expect_eq(multi, 0, "idle processes announced themselves in full %lld times in 2 s", multi);
+    cr_expect_geq(pexpire, 4, "idle processes renewed their entries only %lld times in 2 s (lease 1 s)", pexpire);
+    char name[128];
+    name_of(w, name, sizeof name);
+    redisContext *c = jrt_connect(&R);
+    jrt_int(c, "DEL jr:{procs}:%s", name);
+    jrt_int(c, "ZREM jr:{procs} %s", name);
+    cr_assert_geq(wait_listed(w, 1, 5000), 0, "a worker whose entry was lost was not listed again");
+    cr_assert_geq(jrt_int(c, "ZRANK jr:{procs} %s", name), 0, "listed again but not in the index");
+    redisFree(c);
+    jrt_stop(w, SIGTERM, 10000);
+    jrt_stop(s, SIGTERM, 10000);
+}
+
+/* jr_procs_forget drops from the index only the names whose entry is gone:
+ * a process that announced itself again after a reader saw it gone stays. */
+Test(workers, procs_forget_keeps_a_name_whose_entry_is_back) {
+    jr_redis_t *r = jrt_jr_connect(&R); /* loads the library */
+    redisContext *c = jrt_connect(&R);
+    jrt_int(c, "ZADD jr:{procs} 1 back 2 gone");
+    jrt_int(c, "HSET jr:{procs}:back role worker");
+    cr_assert_eq(jrt_int(c, "FCALL jr_procs_forget 1 jr:{procs} back gone"), 1);
+    cr_assert_eq(jrt_int(c, "ZCARD jr:{procs}"), 1);
+    cr_assert_eq(jrt_int(c, "ZRANK jr:{procs} back"), 0);
+    redisFree(c);
+    jr_redis_free(r);
 }
 
 /* The pruning function alone: of dead consumers, only those without pending
