@@ -14,7 +14,10 @@
 #   new<C>    PEER with BENCH_CHUNK=C jobs per FCALL (VARIANTS="new500 new2000")
 # Prints jobs/s, FCALL us/job (INFO commandstats), Redis CPU us/job
 # (used_cpu_user+sys delta) and producer CPU us/job (/usr/bin/time), and the
-# XADD -P 64 ceiling before and after, with uptime.
+# XADD -P 64 ceiling before and after (CEIL_EACH=1: before each repetition
+# too), with uptime. MODES="ready" runs only
+# the ready mode (since the plain-XADD path: "Issue 10: ready bulk enqueue
+# without Lua per job").
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
@@ -22,6 +25,7 @@ PEER=${PEER:-$here/../build/bench/jr_peer}
 BASE_PEER=${BASE_PEER:-}
 N=${1:-1000000}; REPS=${2:-3}
 VARIANTS=${VARIANTS:-${BASE_PEER:+base base100k }new}
+MODES=${MODES:-ready delayed}
 D=$(mktemp -d /tmp/jr-bulk.XXXXXX)
 start_redis "$D" || { echo "redis-server did not start"; exit 1; }
 export BENCH_SOCKET=$SOCK
@@ -57,7 +61,8 @@ run() { # variant mode
 echo "uptime: $(uptime)"
 echo "XADD -P 64 ceiling (start): $(ceil)"
 for rep in $(seq "$REPS"); do
-  for m in ready delayed; do for v in $VARIANTS; do run "$v" "$m"; done; done
+  [ -n "${CEIL_EACH:-}" ] && echo "XADD -P 64 ceiling (rep $rep): $(ceil)"
+  for m in $MODES; do for v in $VARIANTS; do run "$v" "$m"; done; done
 done
 echo "XADD -P 64 ceiling (end): $(ceil)"
 echo "uptime: $(uptime)"

@@ -4,7 +4,9 @@
  *
  *   jr_peer bulk N                      N jobs "0 <pad>", BENCH_BATCH per
  *                                       jr_redis_enqueue call (pipelined in
- *                                       FCALLs of BENCH_CHUNK jobs)
+ *                                       runs of BENCH_CHUNK jobs: since
+ *                                       library revision 14 a jr_ready_prepare
+ *                                       and one plain XADD per job)
  *   jr_peer warm N                      same as bulk (warm-up jobs)
  *   jr_peer paced N RATE                one job at a time at RATE/s on an absolute
  *                                       schedule; payload t = monotonic ms just

@@ -1,5 +1,5 @@
 #!lua name=jobrunner
--- jobrunner: contract 1, revision 13.
+-- jobrunner: contract 1, revision 14.
 -- (Raise the revision with every change to this file; tests/lua_revision.sh checks.
 -- A jobrunner process never replaces a newer revision loaded in Redis.)
 --[[
@@ -725,6 +725,30 @@ local function enqueue_many(keys, args)
   end
   wheel_flush(k)
   return out
+end
+
+--[[
+jr_ready_prepare (revision 14): make the ready stream of a queue take plain
+XADDs, for producers that enqueue many jobs due now without ids (see
+docs/redis-contract.md, "Bulk enqueue of ready jobs with plain XADD").
+  KEYS: jr:{Q}:ready
+  No arguments. Refuses if the key holds another type than a stream.
+  Creates the stream and its group "jr" at 0 if missing (the group alone
+  if the stream has none). Returns 1 if it created the group, else 0.
+The producer then sends XADD jr:{Q}:ready NOMKSTREAM * <fields> per job:
+NOMKSTREAM so that a stream deleted meanwhile is not made again without
+its group (that XADD answers nil and writes nothing).
+]]
+local function ready_prepare(keys, args)
+  local fn = 'jr_ready_prepare'
+  local q, err = queue_of(fn, keys, {'ready'}, false)
+  if not q then return err end
+  if #args ~= 0 then return refuse(fn, 'takes no arguments, got ' .. #args) end
+  if grouped(keys[1]) then return 0 end -- one call on the common path
+  err = check_types(fn, {{keys[1], 'stream'}})
+  if err then return err end
+  ensure_group(keys[1])
+  return 1
 end
 
 -- Upvalues for the per-member path of jr_promote (a global lookup each
@@ -1951,6 +1975,7 @@ redis.register_function{function_name = 'jr_cron_list', callback = cron_list, fl
 
 redis.register_function('jr_enqueue', enqueue)
 redis.register_function('jr_enqueue_many', enqueue_many)
+redis.register_function('jr_ready_prepare', ready_prepare)
 redis.register_function('jr_promote', promote)
 allow_oom('jr_promote_due', promote_due)
 allow_oom('jr_ack', ack)

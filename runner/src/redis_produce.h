@@ -48,7 +48,9 @@ size_t jr_redis_set_enqueue_chunk(size_t jobs);
 
 /* Enqueue n jobs, any mix of queues in any order: one FCALL jr_enqueue_many
  * per queue and run of up to JR_ENQUEUE_CHUNK of its jobs (jobs sorted by
- * queue, each queue's in their order), registering their queues once per
+ * queue, each queue's in their order) — or, for a run of 2 or more jobs due
+ * now without an id, FCALL jr_ready_prepare and one plain XADD per job, each
+ * job then refused or written on its own — registering their queues once per
  * connection, pipelined: call k+1 is sent before call k's replies are read
  * (at most 2 calls wait for replies). Every job is checked first (valid queue
  * name, non-empty handler, id not of a reserved form and at most 158 bytes,

@@ -617,6 +617,12 @@ Test(contract, refused_calls_change_nothing) {
         {"heartbeat: cancelled key of another queue", "key 2 must be",
          {"FCALL", "jr_heartbeat", "2", "jr:{q}:ready", "jr:{r}:cancelled", "c1", e1, NULL}},
         {"promote: ids key holds a string", "holds a string", {"FCALL", "jr_promote", "3", "jr:{u}:ready", "jr:{u}:delayed", "jr:{u}:wake", "10", NULL}},
+        /* jr_ready_prepare (bulk producers' plain XADD path) */
+        {"ready prepare: the delayed key", "key 1 must be", {"FCALL", "jr_ready_prepare", "1", "jr:{q}:delayed", NULL}},
+        {"ready prepare: bad queue", "key 1 must be", {"FCALL", "jr_ready_prepare", "1", "jr:{a b}:ready", NULL}},
+        {"ready prepare: two keys", "takes the keys", {"FCALL", "jr_ready_prepare", "2", "jr:{q}:ready", "jr:{q}:delayed", NULL}},
+        {"ready prepare: an argument", "takes no arguments", {"FCALL", "jr_ready_prepare", "1", "jr:{fresh}:ready", "x", NULL}},
+        {"ready prepare: ready key holds a list", "holds a list", {"FCALL", "jr_ready_prepare", "1", "jr:{h}:ready", NULL}},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) refused(t[i].what, t[i].expect, t[i].argv);
     cr_expect_eq(jrt_int(C, "SISMEMBER jr:{queues} fresh"), 0);
