@@ -10,7 +10,7 @@
 #      used_memory per delayed job at that size;
 #   2. with those N_SCALE jobs still waiting, starts a scheduler and 2 workers,
 #      warms them up, and runs the delayed workload of jobpath.sh (1,000 jobs over
-#      1 s, due +2 s): lateness min/p50/p99/max and early count — do 10M
+#      1 s, due +2 s; LATE_REPS=3 runs, LATE_GAP_S=5 apart, medians): lateness min/p50/p99/max and early count — do 10M
 #      jobs waiting (in the time wheel) slow down the job that is due now?
 #      Also what that window cost: FCALLs and their Redis time, the
 #      schedulers' wake-ups (XREAD) and the pokes of the wake stream.
@@ -72,23 +72,36 @@ done
 "$PEER" waitkey get bench:done 200 60 >/dev/null || { log "warm-up did not complete"; exit 1; }
 sleep 1
 rc del bench:lat >/dev/null
-log "delayed workload with $N_SCALE jobs waiting"
+# The workload LATE_REPS times (LATE_GAP_S apart): the first starts a second
+# after the warm-up that follows the N_SCALE enqueue; the figures reported are the medians of the runs,
+# each run's in late_runs (p50/p99/max ms).
+LATE_REPS=${LATE_REPS:-3} LATE_GAP_S=${LATE_GAP_S:-5}
 wake_added() { rc xinfo stream 'jr:{bench}:wake' 2>/dev/null | awk 'p { print; exit } /^entries-added$/ { p = 1 }'; }
 cstat() { rc info commandstats | tr -d '\r' | sed -n "s/^cmdstat_$1:calls=\([0-9]*\),usec=\([0-9]*\).*/\1 \2/p"; }
-W0=$(wake_added); rc config resetstat >/dev/null
-DENQ=$("$PEER" delayed 1000 1000 2000)
-"$PEER" waitkey llen bench:lat 1000 60 >/dev/null
-# what the window cost Redis: FCALLs (enqueue, promote, ack, ...), the
-# schedulers' wake-ups (XREAD) and the pokes of the wake stream
-read -r LF_CALLS LF_US <<<"$(cstat fcall)"; read -r LX_CALLS _ <<<"$(cstat xread)"
-L_POKES=$(( $(wake_added) - ${W0:-0} ))
-log "lateness window: ${LF_CALLS:-0} FCALLs (${LF_US:-0} us of Redis), ${LX_CALLS:-0} scheduler XREADs, $L_POKES pokes"
+LATE_RUNS= EARLY=0
+for rep in $(seq "$LATE_REPS"); do
+  [ "$rep" -gt 1 ] && sleep "$LATE_GAP_S"
+  rc del bench:lat >/dev/null
+  log "delayed workload with $N_SCALE jobs waiting (run $rep of $LATE_REPS)"
+  W0=$(wake_added); rc config resetstat >/dev/null
+  DENQ=$("$PEER" delayed 1000 1000 2000)
+  "$PEER" waitkey llen bench:lat 1000 60 >/dev/null
+  # what the window cost Redis: FCALLs (enqueue, promote, ack, ...), the
+  # schedulers' wake-ups (XREAD) and the pokes of the wake stream
+  read -r LF_CALLS LF_US <<<"$(cstat fcall)"; read -r LX_CALLS _ <<<"$(cstat xread)"
+  L_POKES=$(( $(wake_added) - ${W0:-0} ))
+  read -r lmin l50 l99 lmax e <<<"$(rc lrange bench:lat 0 -1 | sort -g | awk '
+    { v[NR] = $1; if ($1 < 0) e++ }
+    function p(q,  i) { i = int(q * (NR - 1) + 0.5) + 1; return v[i] }
+    END { printf "%.2f %.2f %.2f %.2f %d\n", v[1], p(0.5), p(0.99), v[NR], e }')"
+  log "lateness run $rep: min $lmin p50 $l50 p99 $l99 max $lmax ms, early $e; window: ${LF_CALLS:-0} FCALLs (${LF_US:-0} us of Redis), ${LX_CALLS:-0} scheduler XREADs, $L_POKES pokes"
+  LATE_RUNS="$LATE_RUNS${LATE_RUNS:+,}$l50/$l99/$lmax" EARLY=$((EARLY + e))
+  LMIN_ALL="${LMIN_ALL:-} $lmin" L50_ALL="${L50_ALL:-} $l50" L99_ALL="${L99_ALL:-} $l99" LMAX_ALL="${LMAX_ALL:-} $lmax"
+done
+median() { tr ' ' '\n' | sed '/^$/d' | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+LMIN=$(echo "$LMIN_ALL" | median) L50=$(echo "$L50_ALL" | median) L99=$(echo "$L99_ALL" | median) LMAX=$(echo "$LMAX_ALL" | median)
 LEFT=$("$JR" stats --json --redis "unix://$SOCK" -q bench)
 stop_pids "${PIDS[@]}"; PIDS=()
-read -r LMIN L50 L99 LMAX EARLY <<<"$(rc lrange bench:lat 0 -1 | sort -g | awk '
-  { v[NR] = $1; if ($1 < 0) e++ }
-  function p(q,  i) { i = int(q * (NR - 1) + 0.5) + 1; return v[i] }
-  END { printf "%.2f %.2f %.2f %.2f %d\n", v[1], p(0.5), p(0.99), v[NR], e }')"
 
 # 3. cancel / locate of one job among N_SCALE
 Q=bench
@@ -132,7 +145,7 @@ log "burst: $(echo "$BENQ" | tr -s ' '); promoted $BURST_STREAMED in $BURST_S s 
 CEIL=$(timeout 300 redis-benchmark -s "$SOCK" -c 1 -P 64 -n 1000000 --csv XADD bench:ceiling '*' f v 2>/dev/null | tail -1 | awk -F'","' '{print $2}')
 log "XADD -P 64 ceiling: $CEIL ops/s"
 
-LINE="scale stamp=$(date -u +%Y-%m-%dT%H:%M:%SZ) delayed_jobs=$N_SCALE $(echo "$ENQ" | tr -s ' ') used_before=$before used_after=$after bytes_per_delayed_job=$BPJ late_min_ms=$LMIN late_p50_ms=$L50 late_p99_ms=$L99 late_max_ms=$LMAX early=$EARLY late_fcalls=${LF_CALLS:-0} late_fcall_us=${LF_US:-0} late_sched_xreads=${LX_CALLS:-0} late_pokes=$L_POKES locate_redis_us=$LOC_US cancel_redis_us=$CAN_US cancelled=$CANCELLED/200 burst=$N_BURST burst_enqueue_jobs_per_s=$(echo "$BENQ" | sed -n 's/.*enqueue_jobs_per_s=\([0-9]*\).*/\1/p') burst_promote_s=$BURST_S burst_promote_jobs_per_s=$BURST_RATE burst_streamed=$BURST_STREAMED xadd_p64_ceiling=$CEIL uptime=\"$(uptime | sed 's/.*load/load/')\""
+LINE="scale stamp=$(date -u +%Y-%m-%dT%H:%M:%SZ) delayed_jobs=$N_SCALE $(echo "$ENQ" | tr -s ' ') used_before=$before used_after=$after bytes_per_delayed_job=$BPJ late_min_ms=$LMIN late_p50_ms=$L50 late_p99_ms=$L99 late_max_ms=$LMAX late_runs=$LATE_RUNS early=$EARLY late_fcalls=${LF_CALLS:-0} late_fcall_us=${LF_US:-0} late_sched_xreads=${LX_CALLS:-0} late_pokes=$L_POKES locate_redis_us=$LOC_US cancel_redis_us=$CAN_US cancelled=$CANCELLED/200 burst=$N_BURST burst_enqueue_jobs_per_s=$(echo "$BENQ" | sed -n 's/.*enqueue_jobs_per_s=\([0-9]*\).*/\1/p') burst_promote_s=$BURST_S burst_promote_jobs_per_s=$BURST_RATE burst_streamed=$BURST_STREAMED xadd_p64_ceiling=$CEIL uptime=\"$(uptime | sed 's/.*load/load/')\""
 mkdir -p "$HERE/results"
 echo "$LINE" | tee -a "$HERE/results/scale.txt"
 echo "stats after: $LEFT"
