@@ -24,6 +24,11 @@
  *                                       TIMEOUT_S, or 20 s without progress; prints
  *                                       the last value (exit 1 if short). A quiet
  *                                       waiter: no process per poll to steal CPU.
+ *   jr_peer stallprobe SECONDS          PING every 1 ms on its own connection for
+ *                                       SECONDS: how long Redis itself was unable
+ *                                       to answer (max and total of the round
+ *                                       trips over 2 ms) — the machine's share
+ *                                       of a lateness figure measured meanwhile
  *   jr_peer waitempty TIMEOUT_S         poll the queue's counts (jobrunner stats)
  *                                       every 2 ms until ready, pending and delayed
  *                                       are all 0; print t_empty=<monotonic ms>
@@ -150,9 +155,10 @@ static long arg_long(const char *s) {
     return v;
 }
 
-/* waitkey: see the top of the file. Uses hiredis directly (jr_redis has no
- * generic command). */
-static int waitkey(const char *how, const char *key, long long target, double timeout_s) {
+/* A plain hiredis connection to the bench Redis (BENCH_SOCKET or
+ * BENCH_PORT), for the modes that send generic commands (jr_redis has
+ * none); NULL after a message naming `who`. */
+static redisContext *plain_connect(const char *who) {
     redisContext *c;
     const char *e;
     struct timeval tv = {5, 0};
@@ -161,9 +167,43 @@ static int waitkey(const char *how, const char *key, long long target, double ti
     else
         c = redisConnectWithTimeout("127.0.0.1", (e = getenv("BENCH_PORT")) && e[0] ? atoi(e) : 6390, tv);
     if (!c || c->err) {
-        fprintf(stderr, "jr_peer: waitkey: cannot connect: %s\n", c ? c->errstr : "oom");
-        return 1;
+        fprintf(stderr, "jr_peer: %s: cannot connect: %s\n", who, c ? c->errstr : "oom");
+        if (c) redisFree(c);
+        return NULL;
     }
+    return c;
+}
+
+/* stallprobe: see the top of the file. */
+static int stallprobe(double seconds) {
+    redisContext *c = plain_connect("stallprobe");
+    if (!c) return 1;
+    double t0 = mono_ms(), end = t0 + seconds * 1000.0, max = 0.0, stalled = 0.0;
+    long pings = 0, stalls = 0;
+    for (double now = t0; now < end; now = mono_ms()) {
+        redisReply *rep = redisCommand(c, "PING");
+        if (!rep) {
+            fprintf(stderr, "jr_peer: stallprobe: %s\n", c->errstr);
+            redisFree(c);
+            return 1;
+        }
+        freeReplyObject(rep);
+        double rtt = mono_ms() - now;
+        pings++;
+        if (rtt > max) max = rtt;
+        if (rtt > 2.0) stalls++, stalled += rtt;
+        sleep_until_ms(now + 1.0);
+    }
+    redisFree(c);
+    printf("probe_pings=%ld probe_max_ms=%.2f probe_stalls_over_2ms=%ld probe_stalled_ms=%.1f\n", pings, max,
+           stalls, stalled);
+    return 0;
+}
+
+/* waitkey: see the top of the file. */
+static int waitkey(const char *how, const char *key, long long target, double timeout_s) {
+    redisContext *c = plain_connect("waitkey");
+    if (!c) return 1;
     int llen = !strcmp(how, "llen");
     double t0 = mono_ms(), last_change = t0;
     long long v = 0, last = -1;
@@ -191,11 +231,12 @@ int main(int argc, char **argv) {
         printf("%.3f\n", mono_ms());
         return 0;
     }
+    if (argc == 3 && !strcmp(argv[1], "stallprobe")) return stallprobe(strtod(argv[2], NULL));
     if (argc == 6 && !strcmp(argv[1], "waitkey"))
         return waitkey(argv[2], argv[3], atoll(argv[4]), strtod(argv[5], NULL));
     if (argc < 3) {
         fprintf(stderr, "usage: jr_peer bulk N | warm N | paced N RATE | delayed N SPREAD_MS DELAY_MS"
-                        " | bulkdelayed N DELAY_MS | waitempty TIMEOUT_S | mono"
+                        " | bulkdelayed N DELAY_MS | waitempty TIMEOUT_S | mono | stallprobe SECONDS"
                         " | waitkey get|llen KEY TARGET TIMEOUT_S\n");
         return 2;
     }

@@ -13,7 +13,11 @@
 #      1 s, due +2 s; LATE_REPS=3 runs, LATE_GAP_S=5 apart, medians): lateness min/p50/p99/max and early count — do 10M
 #      jobs waiting (in the time wheel) slow down the job that is due now?
 #      Also what that window cost: FCALLs and their Redis time, the
-#      schedulers' wake-ups (XREAD) and the pokes of the wake stream.
+#      schedulers' wake-ups (XREAD) and the pokes of the wake stream; and,
+#      on a connection of its own, a PING every 1 ms for the window (jr_peer
+#      stallprobe): how long Redis itself could not answer meanwhile. The
+#      machine's memory monitor (DAMON, when the kernel runs one) is noted:
+#      on this VM it stalls a Redis holding 10M jobs every 0.5 s.
 #   3. cancel and locate of one job among them: 100 explicit ids and 100
 #      generated ids (due in 1 h), Redis's CPU per call (INFO commandstats);
 #   4. a burst: with no scheduler running, N_BURST (2,000,000) more jobs due
@@ -35,6 +39,15 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
   cmake --build "$BUILD" -j2 --target jobrunner bench_job jr_peer >/dev/null || exit 1
 fi
 log() { echo "[scale $(date +%T)] $*" >&2; }
+
+# The kernel's data access monitor (DAMON), when running, samples every
+# page's accessed bit each sample interval: "on/<sample ms>" or "off".
+DAMON=off
+for k in /sys/kernel/mm/damon/admin/kdamonds/[0-9]*; do
+  [ "$(cat "$k/state" 2>/dev/null)" = on ] || continue
+  us=$(cat "$k"/contexts/0/monitoring_attrs/intervals/sample_us 2>/dev/null)
+  DAMON="on/$(( ${us:-0} / 1000 ))ms"
+done
 
 WORK=$(mktemp -d /tmp/jr-scale.XXXXXX)
 PIDS=()
@@ -84,8 +97,11 @@ for rep in $(seq "$LATE_REPS"); do
   rc del bench:lat >/dev/null
   log "delayed workload with $N_SCALE jobs waiting (run $rep of $LATE_REPS)"
   W0=$(wake_added); rc config resetstat >/dev/null
+  "$PEER" stallprobe 3.5 >"$WORK/probe.$rep" & PROBE=$!
   DENQ=$("$PEER" delayed 1000 1000 2000)
   "$PEER" waitkey llen bench:lat 1000 60 >/dev/null
+  wait "$PROBE"; PROBE_LINE=$(cat "$WORK/probe.$rep")
+  read -r pmax pstalls <<<"$(echo "$PROBE_LINE" | sed -n 's/.*probe_max_ms=\([0-9.]*\) probe_stalls_over_2ms=\([0-9]*\).*/\1 \2/p')"
   # what the window cost Redis: FCALLs (enqueue, promote, ack, ...), the
   # schedulers' wake-ups (XREAD) and the pokes of the wake stream
   read -r LF_CALLS LF_US <<<"$(cstat fcall)"; read -r LX_CALLS _ <<<"$(cstat xread)"
@@ -94,8 +110,9 @@ for rep in $(seq "$LATE_REPS"); do
     { v[NR] = $1; if ($1 < 0) e++ }
     function p(q,  i) { i = int(q * (NR - 1) + 0.5) + 1; return v[i] }
     END { printf "%.2f %.2f %.2f %.2f %d\n", v[1], p(0.5), p(0.99), v[NR], e }')"
-  log "lateness run $rep: min $lmin p50 $l50 p99 $l99 max $lmax ms, early $e; window: ${LF_CALLS:-0} FCALLs (${LF_US:-0} us of Redis), ${LX_CALLS:-0} scheduler XREADs, $L_POKES pokes"
+  log "lateness run $rep: min $lmin p50 $l50 p99 $l99 max $lmax ms, early $e; window: ${LF_CALLS:-0} FCALLs (${LF_US:-0} us of Redis), ${LX_CALLS:-0} scheduler XREADs, $L_POKES pokes; Redis unanswering (PING probe): max ${pmax:-?} ms, ${pstalls:-?} round trips over 2 ms"
   LATE_RUNS="$LATE_RUNS${LATE_RUNS:+,}$l50/$l99/$lmax" EARLY=$((EARLY + e))
+  PROBE_RUNS="${PROBE_RUNS:-}${PROBE_RUNS:+,}${pmax:-?}/${pstalls:-?}"
   LMIN_ALL="${LMIN_ALL:-} $lmin" L50_ALL="${L50_ALL:-} $l50" L99_ALL="${L99_ALL:-} $l99" LMAX_ALL="${LMAX_ALL:-} $lmax"
 done
 median() { tr ' ' '\n' | sed '/^$/d' | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
@@ -145,7 +162,7 @@ log "burst: $(echo "$BENQ" | tr -s ' '); promoted $BURST_STREAMED in $BURST_S s 
 CEIL=$(timeout 300 redis-benchmark -s "$SOCK" -c 1 -P 64 -n 1000000 --csv XADD bench:ceiling '*' f v 2>/dev/null | tail -1 | awk -F'","' '{print $2}')
 log "XADD -P 64 ceiling: $CEIL ops/s"
 
-LINE="scale stamp=$(date -u +%Y-%m-%dT%H:%M:%SZ) delayed_jobs=$N_SCALE $(echo "$ENQ" | tr -s ' ') used_before=$before used_after=$after bytes_per_delayed_job=$BPJ late_min_ms=$LMIN late_p50_ms=$L50 late_p99_ms=$L99 late_max_ms=$LMAX late_runs=$LATE_RUNS early=$EARLY late_fcalls=${LF_CALLS:-0} late_fcall_us=${LF_US:-0} late_sched_xreads=${LX_CALLS:-0} late_pokes=$L_POKES locate_redis_us=$LOC_US cancel_redis_us=$CAN_US cancelled=$CANCELLED/200 burst=$N_BURST burst_enqueue_jobs_per_s=$(echo "$BENQ" | sed -n 's/.*enqueue_jobs_per_s=\([0-9]*\).*/\1/p') burst_promote_s=$BURST_S burst_promote_jobs_per_s=$BURST_RATE burst_streamed=$BURST_STREAMED xadd_p64_ceiling=$CEIL uptime=\"$(uptime | sed 's/.*load/load/')\""
+LINE="scale stamp=$(date -u +%Y-%m-%dT%H:%M:%SZ) delayed_jobs=$N_SCALE $(echo "$ENQ" | tr -s ' ') used_before=$before used_after=$after bytes_per_delayed_job=$BPJ late_min_ms=$LMIN late_p50_ms=$L50 late_p99_ms=$L99 late_max_ms=$LMAX late_runs=$LATE_RUNS early=$EARLY late_fcalls=${LF_CALLS:-0} late_fcall_us=${LF_US:-0} late_sched_xreads=${LX_CALLS:-0} late_pokes=$L_POKES redis_stall_runs=$PROBE_RUNS damon=$DAMON locate_redis_us=$LOC_US cancel_redis_us=$CAN_US cancelled=$CANCELLED/200 burst=$N_BURST burst_enqueue_jobs_per_s=$(echo "$BENQ" | sed -n 's/.*enqueue_jobs_per_s=\([0-9]*\).*/\1/p') burst_promote_s=$BURST_S burst_promote_jobs_per_s=$BURST_RATE burst_streamed=$BURST_STREAMED xadd_p64_ceiling=$CEIL uptime=\"$(uptime | sed 's/.*load/load/')\""
 mkdir -p "$HERE/results"
 echo "$LINE" | tee -a "$HERE/results/scale.txt"
 echo "stats after: $LEFT"
