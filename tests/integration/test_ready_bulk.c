@@ -3,11 +3,14 @@
  * job). A job written that way must be the job the Lua path writes, run the
  * same, and each job's outcome must be its own XADD's. */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "config.h"
@@ -222,4 +225,230 @@ Test(ready_bulk, out_of_memory_refuses_every_job_with_the_reason) {
     cr_assert_eq(jrt_int(C, "EXISTS jr:{oom}:ready"), 0);
     jr_strlist_free(&reasons);
     jr_redis_free(r);
+}
+
+/* ---- Property: each job's reported outcome is what Redis holds ---------- */
+
+/* Where the jobs of one round are in Redis. Job i of round k carries the
+ * payload "<k>:<i>" (distinct, so each can be found); seen[i] counts the
+ * entries with it across every stream scanned, id the last one's entry id. */
+typedef struct seen {
+    int n;
+    char id[JR_ID_MAX];
+} seen_t;
+
+/* Count, into seen[0..n), the entries of stream `key` that carry a payload
+ * of round `round`; an entry of the round naming no job of it fails. */
+static void scan_stream(const char *key, int round, size_t n, seen_t *seen) {
+    char start[JR_ID_MAX + 2] = "-";
+    for (;;) {
+        redisReply *x = cmd("XRANGE", key, start, "+", "COUNT", "5000", NULL);
+        cr_assert(x->type == REDIS_REPLY_ARRAY, "XRANGE %s: type %d %s", key, x->type,
+                  x->type == REDIS_REPLY_ERROR ? x->str : "");
+        size_t got = x->elements;
+        for (size_t e = 0; e < got; e++) {
+            const redisReply *id = x->element[e]->element[0], *f = x->element[e]->element[1];
+            const char *p = NULL;
+            for (size_t k = 0; k + 1 < f->elements; k += 2)
+                if (!strcmp(f->element[k]->str, "p")) p = f->element[k + 1]->str;
+            char *end;
+            if (!p || strtol(p, &end, 10) != round || *end != ':') continue;
+            unsigned long i = strtoul(end + 1, &end, 10);
+            cr_assert(i < n && !*end, "entry %s of %s: payload \"%s\" is no job of round %d", id->str, key, p, round);
+            seen[i].n++;
+            snprintf(seen[i].id, sizeof seen[i].id, "%s", id->str);
+        }
+        if (got) snprintf(start, sizeof start, "(%s", x->element[got - 1]->element[0]->str);
+        freeReplyObject(x);
+        if (got < 5000) return;
+    }
+}
+
+/* Scan every stream of queue q: its ready stream and the streams it was
+ * renamed to (jr:{q}:moved:...). */
+static void scan_queue(const char *q, int round, size_t n, seen_t *seen) {
+    char pattern[JR_KEY_MAX];
+    snprintf(pattern, sizeof pattern, "jr:{%s}:*", q);
+    redisReply *keys = cmd("KEYS", pattern, NULL);
+    for (size_t k = 0; k < keys->elements; k++) {
+        const char *key = keys->element[k]->str;
+        if (!strstr(key, ":moved:") && strcmp(strrchr(key, ':'), ":ready") != 0) continue;
+        redisReply *t = cmd("TYPE", key, NULL);
+        int stream = !strcmp(t->str, "stream");
+        freeReplyObject(t);
+        if (stream) scan_stream(key, round, n, seen);
+    }
+    freeReplyObject(keys);
+}
+
+/* Outcomes of a round, by kind. */
+typedef struct tally {
+    size_t created, refused_missing, refused_type, not_sent, unknown;
+    size_t renamed_in_run; /* of refused_missing: jr_ready_prepare had answered, the XADD nil */
+} tally_t;
+
+/* The property, for every job i of jobs[0..n) (queues among qs[0..nq)):
+ * CREATED => its payload is in exactly one entry, whose id is ids[i];
+ * REFUSED or NOT_SENT => in none; UNKNOWN => in at most one; never
+ * EXISTED (no job has an id). A refusal's reason names the queue and what
+ * happened: the stream was missing, or the key held another type. Adds the
+ * outcomes to *t. */
+static void check_outcomes(int round, const jr_enqueue_t *jobs, size_t n, const char *const *qs, size_t nq,
+                           char (*ids)[JR_ID_MAX], const jr_enq_outcome_t *out, const jr_strlist_t *reasons,
+                           tally_t *t) {
+    seen_t *seen = calloc(n, sizeof *seen);
+    cr_assert(seen);
+    for (size_t q = 0; q < nq; q++) scan_queue(qs[q], round, n, seen);
+    for (size_t i = 0; i < n; i++) {
+        const char *why = out[i].why < reasons->n ? reasons->v[out[i].why] : "(no reason)";
+        cr_assert_leq(seen[i].n, 1, "round %d, job %zu (%s, status %d) was written %d times", round, i,
+                      jobs[i].queue, out[i].status, seen[i].n);
+        switch (out[i].status) {
+        case JR_ENQ_CREATED:
+            cr_assert_eq(seen[i].n, 1, "round %d, job %zu (%s): CREATED as %s but not in Redis", round, i,
+                         jobs[i].queue, ids[i]);
+            cr_assert_str_eq(ids[i], seen[i].id, "round %d, job %zu: CREATED as %s, stored as %s", round, i, ids[i],
+                             seen[i].id);
+            t->created++;
+            break;
+        case JR_ENQ_REFUSED:
+            cr_assert_eq(seen[i].n, 0, "round %d, job %zu (%s): REFUSED (%s) but stored as %s", round, i,
+                         jobs[i].queue, why, seen[i].id);
+            cr_assert(strstr(why, jobs[i].queue), "round %d, job %zu: the reason does not name queue %s: %s", round,
+                      i, jobs[i].queue, why);
+            if (strstr(why, "renamed after jr_ready_prepare")) t->renamed_in_run++;
+            if (strstr(why, "missing")) t->refused_missing++;
+            else if (strstr(why, "WRONGTYPE") || strstr(why, "not a stream")) t->refused_type++;
+            else cr_assert_fail("round %d, job %zu: the reason says neither missing nor wrong type: %s", round, i, why);
+            break;
+        case JR_ENQ_NOT_SENT:
+            cr_assert_eq(seen[i].n, 0, "round %d, job %zu (%s): NOT_SENT (%s) but stored as %s", round, i,
+                         jobs[i].queue, why, seen[i].id);
+            t->not_sent++;
+            break;
+        case JR_ENQ_UNKNOWN:
+            t->unknown++;
+            break;
+        default:
+            cr_assert_fail("round %d, job %zu: status %d", round, i, out[i].status);
+        }
+        if (out[i].status != JR_ENQ_CREATED)
+            cr_assert(out[i].why < reasons->n, "round %d, job %zu: status %d without a reason", round, i,
+                      out[i].status);
+    }
+    free(seen);
+}
+
+/* jobs[i] of round k: queue qs[rand % nq], payload "<k>:<i>" in pay[i]. */
+static void make_round(int round, unsigned seed, jr_enqueue_t *jobs, char (*pay)[24], size_t n,
+                       const char *const *qs, size_t nq) {
+    for (size_t i = 0; i < n; i++) {
+        snprintf(pay[i], sizeof pay[i], "%d:%zu", round, i);
+        jobs[i] = job(qs[rand_r(&seed) % nq], pay[i], strlen(pay[i]));
+    }
+}
+
+/* The interference: a thread on its own connection, until stop is set,
+ * picks a queue of qs at random and either RENAMEs its ready stream to
+ * jr:{Q}:moved:<round>:<n> (the entries kept, so the XADDs after it answer
+ * nil and nothing written is lost), or does the same and puts a string in
+ * its place for 0.2-1 ms (the XADDs answer WRONGTYPE, jr_ready_prepare
+ * refuses) then deletes that string, or destroys the group (jr_ready_prepare
+ * makes it again). 0-1 ms between turns. */
+typedef struct interferer {
+    const char *sock;
+    const char *const *qs;
+    size_t nq;
+    int round;
+    unsigned seed;
+    atomic_int stop;
+    long renames, strings; /* turns that moved a stream, that put a string */
+} interferer_t;
+
+static void *interfere(void *arg) {
+    interferer_t *it = arg;
+    static const char move[] = "local moved = 0\n"
+                               "if redis.call('EXISTS', KEYS[1]) == 1 then\n"
+                               "  redis.call('RENAME', KEYS[1], KEYS[2]) moved = 1\n"
+                               "end\n"
+                               "if ARGV[1] == '1' then redis.call('SET', KEYS[1], 'x') end\n"
+                               "return moved";
+    static const char unset[] = "if redis.call('TYPE', KEYS[1]).ok == 'string' then\n"
+                                "  return redis.call('DEL', KEYS[1])\n"
+                                "end\n"
+                                "return 0";
+    redisContext *c = redisConnectUnix(it->sock);
+    if (!c || c->err) return c ? (redisFree(c), NULL) : NULL;
+    for (long n = 0; !atomic_load(&it->stop); n++) {
+        char ready[JR_KEY_MAX], moved[JR_KEY_MAX];
+        const char *q = it->qs[rand_r(&it->seed) % it->nq];
+        snprintf(ready, sizeof ready, "jr:{%s}:ready", q);
+        snprintf(moved, sizeof moved, "jr:{%s}:moved:%d:%ld", q, it->round, n);
+        int kind = (int)(rand_r(&it->seed) % 3);
+        redisReply *rep;
+        if (kind == 2) {
+            rep = redisCommand(c, "XGROUP DESTROY %s jr", ready);
+        } else {
+            rep = redisCommand(c, "EVAL %s 2 %s %s %d", move, ready, moved, kind);
+            if (rep && rep->type == REDIS_REPLY_INTEGER) it->renames += rep->integer;
+            if (rep && kind == 1) {
+                it->strings++;
+                freeReplyObject(rep);
+                usleep(200 + rand_r(&it->seed) % 800);
+                rep = redisCommand(c, "EVAL %s 1 %s", unset, ready);
+            }
+        }
+        if (!rep) break;
+        freeReplyObject(rep);
+        usleep(rand_r(&it->seed) % 1000);
+    }
+    redisFree(c);
+    return NULL;
+}
+
+/* Bulks of ready jobs over three queues while their streams are renamed,
+ * swapped for a string and stripped of their group under them: for every
+ * job, the outcome reported is what Redis holds (check_outcomes), across
+ * seeds and chunk sizes; the interference did hit (jobs refused because
+ * the stream was missing, and because the key held a string). */
+Test(ready_bulk, each_outcome_is_what_redis_holds_while_the_stream_is_renamed_under_the_bulk) {
+    enum { N = 20000, ROUNDS = 3 };
+    static const char *const qs[] = {"ia", "ib", "ic"};
+    static const size_t chunks[ROUNDS] = {1000, 97, 4000};
+    static jr_enqueue_t jobs[N];
+    static char pay[N][24], ids[N][JR_ID_MAX];
+    static jr_enq_outcome_t out[N];
+    tally_t t = {0};
+    long renames = 0, strings = 0;
+    jr_redis_t *r = jrt_jr_connect(&R);
+    for (int round = 0; round < ROUNDS; round++) {
+        make_round(round, 7u + (unsigned)round, jobs, pay, N, qs, 3);
+        size_t old = jr_redis_set_enqueue_chunk(chunks[round]);
+        interferer_t it = {.sock = R.sock, .qs = qs, .nq = 3, .round = round, .seed = 11u + (unsigned)round};
+        pthread_t th;
+        cr_assert_eq(pthread_create(&th, NULL, interfere, &it), 0);
+        jrt_sleep_ms(5); /* the thread connected and turning */
+        jr_strlist_t reasons = {0};
+        int rc = jr_redis_enqueue_each(r, jobs, N, ids, out, &reasons);
+        atomic_store(&it.stop, 1);
+        pthread_join(th, NULL);
+        jr_redis_set_enqueue_chunk(old);
+        tally_t before = t;
+        check_outcomes(round, jobs, N, qs, 3, ids, out, &reasons, &t);
+        cr_assert_eq(t.not_sent, 0, "round %d: jobs not sent, but the connection never broke", round);
+        cr_assert_eq(t.unknown, 0, "round %d: jobs UNKNOWN, but the connection never broke", round);
+        int refused = t.refused_missing + t.refused_type > before.refused_missing + before.refused_type;
+        cr_assert_eq(rc, refused ? JR_EREDIS : 0, "round %d: rc %d (%s)", round, rc, jr_redis_errstr(r));
+        cr_assert(jr_redis_ok(r), "round %d: a refusal broke the connection", round);
+        jr_strlist_free(&reasons);
+        renames += it.renames, strings += it.strings;
+    }
+    jr_redis_free(r);
+    cr_log_info("interference: %ld renames, %ld strings; jobs: %zu created, %zu refused as missing (%zu of them "
+                "in a run jr_ready_prepare had let through), %zu as another type",
+                renames, strings, t.created, t.refused_missing, t.renamed_in_run, t.refused_type);
+    cr_assert_gt(t.created, 0);
+    cr_assert_gt(t.renamed_in_run, 0, "no XADD met a stream renamed after its jr_ready_prepare: the test proved "
+                 "nothing of nil replies");
+    cr_assert_gt(t.refused_type, 0, "no job met a string in place of the stream");
 }
