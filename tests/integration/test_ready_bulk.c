@@ -285,6 +285,7 @@ static void scan_queue(const char *q, int round, size_t n, seen_t *seen) {
 typedef struct tally {
     size_t created, refused_missing, refused_type, not_sent, unknown;
     size_t renamed_in_run; /* of refused_missing: jr_ready_prepare had answered, the XADD nil */
+    size_t unknown_written; /* of unknown: found in Redis */
 } tally_t;
 
 /* The property, for every job i of jobs[0..n) (queues among qs[0..nq)):
@@ -328,6 +329,7 @@ static void check_outcomes(int round, const jr_enqueue_t *jobs, size_t n, const 
             break;
         case JR_ENQ_UNKNOWN:
             t->unknown++;
+            t->unknown_written += (size_t)seen[i].n;
             break;
         default:
             cr_assert_fail("round %d, job %zu: status %d", round, i, out[i].status);
@@ -452,3 +454,109 @@ Test(ready_bulk, each_outcome_is_what_redis_holds_while_the_stream_is_renamed_un
                  "nothing of nil replies");
     cr_assert_gt(t.refused_type, 0, "no job met a string in place of the stream");
 }
+
+/* The producer's own Redis client id: the one client of CLIENT LIST that
+ * is not C (the producer's connection must be the only other one). */
+static long long producer_client_id(void) {
+    long long self = jrt_int(C, "CLIENT ID"), found = -1;
+    int others = 0;
+    redisReply *l = cmd("CLIENT", "LIST", NULL);
+    for (const char *p = l->str; p && *p;) {
+        long long id;
+        if (sscanf(p, "id=%lld", &id) == 1 && id != self) found = id, others++;
+        p = strchr(p, '\n');
+        if (p) p++;
+    }
+    freeReplyObject(l);
+    cr_assert_eq(others, 1, "want one client besides the test's, found %d", others);
+    return found;
+}
+
+/* A thread that waits until `key` holds `after` entries (XLEN on its own
+ * connection), then cuts the producer off: CLIENT KILL ID of its connection,
+ * or SIGKILL of Redis (pid). Gives up when stop is set. */
+typedef struct cutter {
+    const char *sock, *key;
+    long long after, client; /* client: the id to kill, or -1 to SIGKILL pid */
+    pid_t pid;
+    atomic_int stop, cut;
+} cutter_t;
+
+static void *cut_when_written(void *arg) {
+    cutter_t *ct = arg;
+    redisContext *c = redisConnectUnix(ct->sock);
+    if (!c || c->err) return c ? (redisFree(c), NULL) : NULL;
+    while (!atomic_load(&ct->stop)) {
+        redisReply *rep = redisCommand(c, "XLEN %s", ct->key);
+        long long len = rep && rep->type == REDIS_REPLY_INTEGER ? rep->integer : -1;
+        if (rep) freeReplyObject(rep);
+        if (!rep) break;
+        if (len < ct->after) {
+            usleep(100);
+            continue;
+        }
+        if (ct->client >= 0) {
+            rep = redisCommand(c, "CLIENT KILL ID %lld", ct->client);
+            atomic_store(&ct->cut, rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1);
+            if (rep) freeReplyObject(rep);
+        } else {
+            atomic_store(&ct->cut, kill(ct->pid, SIGKILL) == 0);
+        }
+        break;
+    }
+    redisFree(c);
+    return NULL;
+}
+
+/* A plain bulk of N jobs of one queue cut off once 4,000 of them are in
+ * the stream, by CLIENT KILL of the producer's connection (server = 0) or
+ * by SIGKILL of a Redis on AOF with appendfsync always, restarted after
+ * (server = 1). The call fails with a transport error, and for every job
+ * the outcome is what Redis holds (after the restart: what survived it):
+ * CREATED once, NOT_SENT nowhere, UNKNOWN at most once; the jobs the cut
+ * left unanswered are UNKNOWN or NOT_SENT, each with a reason. */
+static void cut_mid_bulk(int server) {
+    enum { N = 100000 };
+    static const char *const aof[] = {"--appendonly", "yes", "--appendfsync", "always", NULL};
+    static const char *const qs[] = {"cut"};
+    static jr_enqueue_t jobs[N];
+    static char pay[N][24], ids[N][JR_ID_MAX];
+    static jr_enq_outcome_t out[N];
+    signal(SIGPIPE, SIG_IGN); /* the write to a closed connection fails with EPIPE instead */
+    if (server) {
+        redisFree(C);
+        jrt_redis_restart(&R, aof);
+        C = jrt_connect(&R);
+    }
+    jr_redis_t *r = jrt_jr_connect(&R);
+    make_round(0, 5, jobs, pay, N, qs, 1);
+    cutter_t ct = {.sock = R.sock, .key = "jr:{cut}:ready", .after = 4000, .pid = R.pid,
+                   .client = server ? -1 : producer_client_id()};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, cut_when_written, &ct), 0);
+    jr_strlist_t reasons = {0};
+    int rc = jr_redis_enqueue_each(r, jobs, N, ids, out, &reasons);
+    atomic_store(&ct.stop, 1);
+    pthread_join(th, NULL);
+    cr_assert(atomic_load(&ct.cut), "the cut never came (rc %d)", rc);
+    cr_assert(rc == JR_EIO || rc == JR_ETIMEOUT, "rc %d, want a transport error: %s", rc, jr_redis_errstr(r));
+    cr_assert(!jr_redis_ok(r));
+    if (server) {
+        redisFree(C);
+        jrt_redis_restart(&R, aof); /* reaps the killed one, loads the AOF */
+        C = jrt_connect(&R);
+    }
+    tally_t t = {0};
+    check_outcomes(0, jobs, N, qs, 1, ids, out, &reasons, &t);
+    cr_log_info("cut by %s: %zu created, %zu unknown (%zu of them written), %zu not sent, %zu refused",
+                server ? "SIGKILL" : "CLIENT KILL", t.created, t.unknown, t.unknown_written, t.not_sent,
+                t.refused_missing + t.refused_type);
+    cr_assert_eq(t.refused_missing + t.refused_type, 0);
+    cr_assert_gt(t.unknown + t.not_sent, 0);
+    jr_strlist_free(&reasons);
+    jr_redis_free(r);
+}
+
+Test(ready_bulk, a_connection_killed_mid_bulk_leaves_each_outcome_true) { cut_mid_bulk(0); }
+
+Test(ready_bulk, redis_killed_mid_bulk_on_aof_always_keeps_every_created_job) { cut_mid_bulk(1); }
