@@ -465,6 +465,10 @@ Test(ready_bulk, each_outcome_is_what_redis_holds_while_the_stream_is_renamed_un
         int refused = t.refused_missing + t.refused_type > before.refused_missing + before.refused_type;
         cr_assert_eq(rc, refused ? JR_EREDIS : 0, "round %d: rc %d (%s)", round, rc, jr_redis_errstr(r));
         cr_assert(jr_redis_ok(r), "round %d: a refusal broke the connection", round);
+        cr_log_info("round %d (chunk %zu): %zu created, %zu refused as missing (%zu after jr_ready_prepare), %zu as "
+                    "another type", round, chunks[round], t.created - before.created,
+                    t.refused_missing - before.refused_missing, t.renamed_in_run - before.renamed_in_run,
+                    t.refused_type - before.refused_type);
         jr_strlist_free(&reasons);
         renames += it.renames, strings += it.strings;
     }
