@@ -498,13 +498,23 @@ static long long newest_client_id(void) {
     return found;
 }
 
+/* How a bulk in flight is cut off. */
+typedef enum cut_how {
+    CUT_CONNECTION, /* CLIENT KILL ID of the producer's connection */
+    CUT_SERVER,     /* SIGKILL of Redis (on AOF, appendfsync always), restarted after */
+    CUT_PAUSE       /* CLIENT PAUSE WRITE: Redis holds the producer's commands past its timeout */
+} cut_how_t;
+
+static const char *const cut_name[] = {"CLIENT KILL", "SIGKILL", "CLIENT PAUSE"};
+
 /* A thread that waits until `key` holds `after` entries (XLEN on its own
- * connection), then cuts the producer off: CLIENT KILL ID of its connection,
- * or SIGKILL of Redis (pid). Gives up when stop is set. */
+ * connection), then cuts the producer off as `how` says. Gives up when stop
+ * is set. */
 typedef struct cutter {
     const char *sock, *key;
-    long long after, client; /* client: the id to kill, or -1 to SIGKILL pid */
-    pid_t pid;
+    long long after, client; /* client: the producer's Redis client id */
+    pid_t pid;               /* Redis */
+    cut_how_t how;
     atomic_int stop, cut;
 } cutter_t;
 
@@ -521,12 +531,14 @@ static void *cut_when_written(void *arg) {
             usleep(100);
             continue;
         }
-        if (ct->client >= 0) {
-            rep = redisCommand(c, "CLIENT KILL ID %lld", ct->client);
-            atomic_store(&ct->cut, rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1);
-            if (rep) freeReplyObject(rep);
-        } else {
+        if (ct->how == CUT_SERVER) {
             atomic_store(&ct->cut, kill(ct->pid, SIGKILL) == 0);
+        } else {
+            rep = ct->how == CUT_CONNECTION ? redisCommand(c, "CLIENT KILL ID %lld", ct->client)
+                                            : redisCommand(c, "CLIENT PAUSE 600000 WRITE");
+            atomic_store(&ct->cut, rep && rep->type != REDIS_REPLY_ERROR && (rep->type != REDIS_REPLY_INTEGER ||
+                                                                                rep->integer == 1));
+            if (rep) freeReplyObject(rep);
         }
         break;
     }
@@ -535,22 +547,24 @@ static void *cut_when_written(void *arg) {
 }
 
 /* A plain bulk of N jobs of one queue cut off once 4,000 of them are in
- * the stream, by CLIENT KILL of the producer's connection (server = 0) or
- * by SIGKILL of a Redis on AOF with appendfsync always, restarted after
- * (server = 1). The call fails with a transport error, and for every job
- * the outcome is what Redis holds (after the restart: what survived it):
- * CREATED once, NOT_SENT nowhere, UNKNOWN at most once; the jobs the cut
- * left unanswered are UNKNOWN or NOT_SENT, each with a reason. Should a
- * bulk end before the cut (a starved thread), it must be whole, and the
- * next one (another queue) is cut: up to 3 bulks. */
-static void cut_mid_bulk(int server) {
+ * the stream (see cut_how_t). The call fails with a transport error (a
+ * timeout for CUT_PAUSE), and for every job the outcome is what Redis holds
+ * (after a restart: what survived it): CREATED once, NOT_SENT nowhere,
+ * UNKNOWN at most once; the jobs the cut left unanswered are UNKNOWN or
+ * NOT_SENT, each with a reason. CUT_PAUSE is checked twice: while Redis
+ * still holds the producer's commands, and after CLIENT UNPAUSE, once Redis
+ * ran what it had been sent — some UNKNOWN jobs are then written, which is
+ * why they were not NOT_SENT. Should a bulk end before the cut (a starved
+ * thread), it must be whole, and the next one (another queue) is cut: up
+ * to 3 bulks. */
+static void cut_mid_bulk(cut_how_t how) {
     enum { N = 100000, TRIES = 3 };
     static const char *const aof[] = {"--appendonly", "yes", "--appendfsync", "always", NULL};
     static jr_enqueue_t jobs[N];
     static char pay[N][24], ids[N][JR_ID_MAX];
     static jr_enq_outcome_t out[N];
     signal(SIGPIPE, SIG_IGN); /* the write to a closed connection fails with EPIPE instead */
-    if (server) {
+    if (how == CUT_SERVER) {
         redisFree(C);
         jrt_redis_restart(&R, aof);
         C = jrt_connect(&R);
@@ -563,32 +577,40 @@ static void cut_mid_bulk(int server) {
         const char *qs[] = {q};
         jr_redis_t *r = jrt_jr_connect(&R);
         make_round(round, 5u + (unsigned)round, jobs, pay, N, qs, 1);
-        cutter_t ct = {.sock = R.sock, .key = key, .after = 4000, .pid = R.pid,
-                       .client = server ? -1 : newest_client_id()};
+        cutter_t ct = {.sock = R.sock, .key = key, .after = 4000, .pid = R.pid, .how = how,
+                       .client = newest_client_id()};
         pthread_t th;
         cr_assert_eq(pthread_create(&th, NULL, cut_when_written, &ct), 0);
         jr_strlist_t reasons = {0};
         int rc = jr_redis_enqueue_each(r, jobs, N, ids, out, &reasons);
         atomic_store(&ct.stop, 1);
         pthread_join(th, NULL);
-        if (server && atomic_load(&ct.cut)) {
+        int cut = atomic_load(&ct.cut);
+        if (how == CUT_SERVER && cut) {
             redisFree(C);
             jrt_redis_restart(&R, aof); /* reaps the killed one, loads the AOF */
             C = jrt_connect(&R);
         }
         tally_t t = {0};
         check_outcomes(round, jobs, N, qs, 1, ids, out, &reasons, &t);
-        cr_log_info("bulk %d cut by %s: rc %d, %zu created, %zu unknown (%zu of them written), %zu not sent",
-                    round, !atomic_load(&ct.cut) ? "nothing" : server ? "SIGKILL" : "CLIENT KILL", rc, t.created,
-                    t.unknown, t.unknown_written, t.not_sent);
+        cr_log_info("bulk %d cut by %s: rc %d, %zu created, %zu unknown (%zu of them written), %zu not sent", round,
+                    cut ? cut_name[how] : "nothing", rc, t.created, t.unknown, t.unknown_written, t.not_sent);
         cr_assert_eq(t.refused_missing + t.refused_type, 0);
+        if (how == CUT_PAUSE && cut) {
+            freeReplyObject(cmd("CLIENT", "UNPAUSE", NULL)); /* answered once Redis ran the producer's commands */
+            tally_t after = {0};
+            check_outcomes(round, jobs, N, qs, 1, ids, out, &reasons, &after);
+            cr_log_info("bulk %d after CLIENT UNPAUSE: %zu unknown (%zu of them written)", round, after.unknown,
+                        after.unknown_written);
+            if (rc) cr_assert_gt(after.unknown_written, 0, "the producer's commands held by the pause never ran");
+        }
         if (rc == 0) {
             cr_assert_eq(t.created, N, "bulk %d: rc 0 but not every job CREATED", round);
         } else {
             cut_in_flight = 1;
-            cr_assert(atomic_load(&ct.cut), "bulk %d failed without a cut: rc %d: %s", round, rc, jr_redis_errstr(r));
-            cr_assert(rc == JR_EIO || rc == JR_ETIMEOUT, "bulk %d: rc %d, want a transport error: %s", round, rc,
-                      jr_redis_errstr(r));
+            cr_assert(cut, "bulk %d failed without a cut: rc %d: %s", round, rc, jr_redis_errstr(r));
+            cr_assert(how == CUT_PAUSE ? rc == JR_ETIMEOUT : rc == JR_EIO, "bulk %d: rc %d, want %s: %s", round, rc,
+                      how == CUT_PAUSE ? "a timeout" : "a transport error", jr_redis_errstr(r));
             cr_assert(!jr_redis_ok(r));
             cr_assert_gt(t.unknown + t.not_sent, 0);
         }
@@ -597,6 +619,9 @@ static void cut_mid_bulk(int server) {
     }
     cr_assert(cut_in_flight, "in %d bulks of %d jobs the cut never came while one was in flight", TRIES, N);
 }
-Test(ready_bulk, a_connection_killed_mid_bulk_leaves_each_outcome_true) { cut_mid_bulk(0); }
 
-Test(ready_bulk, redis_killed_mid_bulk_on_aof_always_keeps_every_created_job) { cut_mid_bulk(1); }
+Test(ready_bulk, a_connection_killed_mid_bulk_leaves_each_outcome_true) { cut_mid_bulk(CUT_CONNECTION); }
+
+Test(ready_bulk, redis_killed_mid_bulk_on_aof_always_keeps_every_created_job) { cut_mid_bulk(CUT_SERVER); }
+
+Test(ready_bulk, redis_paused_past_the_timeout_mid_bulk_leaves_each_outcome_true) { cut_mid_bulk(CUT_PAUSE); }
