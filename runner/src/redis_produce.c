@@ -302,8 +302,9 @@ static int recv_call(jr_redis_t *r, const jr_enqueue_t *sorted, const size_t *or
  * jr_register (if c->reg), jr_ready_prepare, then one per XADD. Each job's
  * outcome is its own XADD's: an entry id is CREATED, an error reply (OOM,
  * WRONGTYPE, a stream out of ids) REFUSED with that error, nil (the stream
- * was missing: jr_ready_prepare refused, or it was deleted in between)
- * REFUSED. Outcomes are set as replies arrive, so a transport error part
+ * was missing: jr_ready_prepare refused, or another client deleted or
+ * renamed it in between — Redis serves other clients between the 16 KB
+ * reads of a pipeline) REFUSED; a nil writes nothing (NOMKSTREAM). Outcomes are set as replies arrive, so a transport error part
  * way leaves the jobs already read with theirs (the caller makes only the
  * NOT_SENT ones UNKNOWN). */
 static int recv_plain(jr_redis_t *r, const jr_enqueue_t *sorted, const size_t *order, const enq_call_t *c,
@@ -342,7 +343,7 @@ static int recv_plain(jr_redis_t *r, const jr_enqueue_t *sorted, const size_t *o
             snprintf(why, sizeof why, "queue %s: Redis refused the job: %s", q, prep_err[0] ? prep_err : rep->str);
         else if (rep->type == REDIS_REPLY_NIL)
             snprintf(why, sizeof why, "queue %s: not written, the stream jr:{%s}:ready was missing: %s", q, q,
-                     prep_err[0] ? prep_err : "deleted after jr_ready_prepare made it");
+                     prep_err[0] ? prep_err : "deleted or renamed after jr_ready_prepare");
         else {
             freeReplyObject(rep);
             return jri_fail(r, JR_EPROTO, "XADD: unexpected reply");
