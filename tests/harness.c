@@ -138,6 +138,24 @@ long long jrt_int(redisContext *c, const char *fmt, ...) {
     return v;
 }
 
+redisReply *jrt_cmd(redisContext *c, const char *first, ...) {
+    va_list ap, cp;
+    va_start(ap, first);
+    va_copy(cp, ap);
+    int n = 0;
+    for (const char *s = first; s; s = va_arg(cp, const char *)) n++;
+    va_end(cp);
+    const char **argv = malloc((size_t)(n ? n : 1) * sizeof *argv);
+    cr_assert(argv, "out of memory");
+    n = 0;
+    for (const char *s = first; s; s = va_arg(ap, const char *)) argv[n++] = s;
+    va_end(ap);
+    redisReply *rep = redisCommandArgv(c, n, argv, NULL);
+    free(argv);
+    cr_assert(rep, "connection: %s", c->errstr);
+    return rep;
+}
+
 void jrt_start_recorded(jrt_redis_t *r, char *record, size_t len) {
     jrt_redis_start(r, NULL);
     snprintf(record, len, "%s/record.txt", r->dir);

@@ -32,6 +32,10 @@ void jrt_redis_stop(jrt_redis_t *r);
 redisContext *jrt_connect(const jrt_redis_t *r);
 /* Run a command, expect an integer reply, return it. */
 long long jrt_int(redisContext *c, const char *fmt, ...);
+/* Run a command of NUL-terminated words (a NULL ends the list; any number
+ * of them) on c; fails the test if the connection breaks. The caller frees
+ * the reply. */
+redisReply *jrt_cmd(redisContext *c, const char *first, ...);
 /* jrt_redis_start(r, NULL), then point the record plugin at <dir>/record.txt
  * (its path into record; JRT_RECORD set to it). */
 void jrt_start_recorded(jrt_redis_t *r, char *record, size_t len);

@@ -36,17 +36,8 @@ static void teardown(void) {
 
 TestSuite(client, .init = setup, .fini = teardown, .timeout = 300);
 
-static redisReply *cmd(const char *first, ...) {
-    const char *argv[16];
-    int n = 0;
-    va_list ap;
-    va_start(ap, first);
-    for (const char *s = first; s && n < 16; s = va_arg(ap, const char *)) argv[n++] = s;
-    va_end(ap);
-    redisReply *rep = redisCommandArgv(C, n, argv, NULL);
-    cr_assert(rep, "connection: %s", C->errstr);
-    return rep;
-}
+/* A command of NUL-terminated words, NULL-terminated, on C. */
+#define cmd(...) jrt_cmd(C, __VA_ARGS__)
 
 /* Every key of the jobrunner data (not the library's lock). */
 static long long data_keys(void) {

@@ -106,16 +106,8 @@ static redisReply *cmdv(int argc, const char **argv, const size_t *lens) {
     cr_assert(rep, "connection: %s", C->errstr);
     return rep;
 }
-/* A command of NUL-terminated words, NULL-terminated. */
-static redisReply *cmd(const char *first, ...) {
-    const char *argv[64];
-    int n = 0;
-    va_list ap;
-    va_start(ap, first);
-    for (const char *s = first; s && n < 64; s = va_arg(ap, const char *)) argv[n++] = s;
-    va_end(ap);
-    return cmdv(n, argv, NULL);
-}
+/* A command of NUL-terminated words, NULL-terminated, on C. */
+#define cmd(...) jrt_cmd(C, __VA_ARGS__)
 static long long xlen(const char *key) { return jrt_int(C, "XLEN %s", key); }
 static long long zcard(const char *key) { return jrt_int(C, "ZCARD %s", key); }
 static long long npending(const char *key) {

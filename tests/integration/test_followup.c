@@ -353,17 +353,8 @@ static void cteardown(void) {
 
 TestSuite(ack_follow, .init = csetup, .fini = cteardown, .timeout = 60);
 
-static redisReply *cmd(const char *first, ...) {
-    const char *argv[80];
-    int n = 0;
-    va_list ap;
-    va_start(ap, first);
-    for (const char *s = first; s && n < 80; s = va_arg(ap, const char *)) argv[n++] = s;
-    va_end(ap);
-    redisReply *rep = redisCommandArgv(C, n, argv, NULL);
-    cr_assert(rep, "connection: %s", C->errstr);
-    return rep;
-}
+/* A command of NUL-terminated words, NULL-terminated, on C. */
+#define cmd(...) jrt_cmd(C, __VA_ARGS__)
 
 /* Every jr:* key with its DUMP, sorted: equal snapshots = nothing changed. */
 static char *snapshot(size_t *len) {

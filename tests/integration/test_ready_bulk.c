@@ -37,17 +37,8 @@ static void teardown(void) {
 
 TestSuite(ready_bulk, .init = setup, .fini = teardown, .timeout = 120);
 
-static redisReply *cmd(const char *first, ...) {
-    const char *argv[16];
-    int n = 0;
-    va_list ap;
-    va_start(ap, first);
-    for (const char *s = first; s && n < 16; s = va_arg(ap, const char *)) argv[n++] = s;
-    va_end(ap);
-    redisReply *rep = redisCommandArgv(C, n, argv, NULL);
-    cr_assert(rep, "connection: %s", C->errstr);
-    return rep;
-}
+/* A command of NUL-terminated words, NULL-terminated, on C. */
+#define cmd(...) jrt_cmd(C, __VA_ARGS__)
 
 static jr_enqueue_t job(const char *queue, const char *payload, size_t len) {
     return (jr_enqueue_t){.queue = queue,
