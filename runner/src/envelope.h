@@ -20,6 +20,9 @@
 #define JR_F_ERROR "err"   /* last error (retried jobs) */
 
 #define JR_ENVELOPE_MAX_FIELDS 10
+/* Room for the numbers jr_envelope_encode formats: 4 int64 values, each up
+ * to 20 characters and a NUL. */
+#define JR_ENVELOPE_NUMBUF (4 * 21)
 
 /* A decoded envelope. Strings point into the decoded buffers (not copied,
  * not NUL-terminated: use the lengths). */
@@ -53,7 +56,8 @@ int jr_envelope_decode(jr_envelope_t *env, const char *entry_id, size_t n,
 /* Encode the fields a producer sends: handler, payload, and attempt, max,
  * timeout, backoff only when they differ from their defaults (id, e and d are added by
  * the enqueue function). Writes up to JR_ENVELOPE_MAX_FIELDS name/value pairs
- * into names/values/lens, numbers formatted into `numbuf` (>= 64 bytes), and
+ * into names/values/lens, numbers formatted into `numbuf` (JR_ENVELOPE_NUMBUF
+ * bytes hold any values), and
  * returns the number of pairs. */
 size_t jr_envelope_encode(const jr_envelope_t *env, const char **names, const char **values,
                           size_t *value_lens, char *numbuf, size_t numbuf_len);

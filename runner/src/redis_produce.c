@@ -30,7 +30,7 @@ static int append_register(jr_redis_t *r, const char *queue) {
 /* Per-job strings of an enqueue call, formatted before the argv points at
  * them. */
 typedef struct enq_scratch {
-    char when[48], npairs[8], uniq[JR_KEY_MAX + JR_ID_MAX], nums[64];
+    char when[48], npairs[8], uniq[JR_KEY_MAX + JR_ID_MAX], nums[JR_ENVELOPE_NUMBUF];
 } enq_scratch_t;
 
 /* Append FCALL jr_enqueue_many for jobs[0..n) (all of one queue). */
@@ -127,7 +127,7 @@ static int append_ready_xadds(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n)
     for (size_t i = 0; i < n; i++) {
         const char *names[JR_ENVELOPE_MAX_FIELDS], *vals[JR_ENVELOPE_MAX_FIELDS];
         size_t vlens[JR_ENVELOPE_MAX_FIELDS];
-        char nums[64];
+        char nums[JR_ENVELOPE_NUMBUF];
         size_t nf = jr_envelope_encode(&jobs[i].env, names, vals, vlens, nums, sizeof nums);
         p += sprintf(p, "*%zu\r\n", 4 + 2 * nf);
         p = resp_bulk(p, "XADD", 4);
@@ -253,6 +253,23 @@ typedef struct enq_call {
     int plain; /* jr_ready_prepare + one XADD per job, not jr_enqueue_many */
 } enq_call_t;
 
+/* Read the reply of a jr_register sent before a call for queue q. A
+ * refusal forgets the registration and makes the call fail (*first_err if
+ * none yet), though its jobs are still written. Returns a transport error
+ * only. */
+static int recv_register(jr_redis_t *r, const char *q, int *first_err) {
+    redisReply *rep;
+    int rc = jri_recv_reply(r, &rep, r->timeout_us);
+    if (rc) return rc;
+    if (rep->type == REDIS_REPLY_ERROR) {
+        forget_registered(r, q);
+        if (!*first_err)
+            *first_err = jri_fail(r, JR_EREDIS, "queue %s: registering the queue failed: %s", q, rep->str);
+    }
+    freeReplyObject(rep);
+    return 0;
+}
+
 /* Read the replies of call c (its jr_register's first if c->reg) and set
  * its jobs' outcomes. A refusal by Redis refuses c's jobs only (the first
  * such error goes to *first_err) and returns 0: later calls are still read.
@@ -262,39 +279,32 @@ static int recv_call(jr_redis_t *r, const jr_enqueue_t *sorted, const size_t *or
                      char (*ids)[JR_ID_MAX], jr_enq_outcome_t *out, jr_strlist_t *reasons, int *first_err) {
     size_t from = c->from, cnt = c->to - c->from;
     const char *q = sorted[from].queue;
-    for (int kk = c->reg; kk >= 0; kk--) { /* register reply, then the enqueue's */
-        redisReply *rep;
-        int rc = jri_recv_reply(r, &rep, r->timeout_us);
-        if (rc) return rc;
-        if (kk == 1) { /* jr_register: the jobs are still written; the call fails */
-            if (rep->type == REDIS_REPLY_ERROR) {
-                forget_registered(r, q);
-                if (!*first_err)
-                    *first_err = jri_fail(r, JR_EREDIS, "queue %s: registering the queue failed: %s", q, rep->str);
-            }
-        } else if (rep->type == REDIS_REPLY_ERROR) {
-            char why[JR_ERRLEN];
-            snprintf(why, sizeof why, "queue %s: Redis refused %zu job%s: %s", q, cnt, cnt == 1 ? "" : "s",
-                     rep->str);
-            set_outcome(out, order, from, from + cnt, JR_ENQ_REFUSED, add_reason(reasons, why));
-            if (!*first_err) *first_err = jri_fail(r, JR_EREDIS, "%s", why);
-        } else {
-            int ok = rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 * cnt;
-            for (size_t x = 0; ok && x < cnt; x++)
-                ok = rep->element[2 * x]->type == REDIS_REPLY_STRING &&
-                     rep->element[2 * x + 1]->type == REDIS_REPLY_INTEGER;
-            if (!ok) {
-                freeReplyObject(rep);
-                return jri_fail(r, JR_EPROTO, "jr_enqueue_many: unexpected reply");
-            }
-            for (size_t x = 0; x < cnt; x++) {
-                size_t i = order[from + x];
-                if (ids) snprintf(ids[i], JR_ID_MAX, "%s", rep->element[2 * x]->str);
-                out[i].status = rep->element[2 * x + 1]->integer ? JR_ENQ_CREATED : JR_ENQ_EXISTED;
-            }
+    int rc = c->reg ? recv_register(r, q, first_err) : 0;
+    if (rc) return rc;
+    redisReply *rep;
+    if ((rc = jri_recv_reply(r, &rep, r->timeout_us))) return rc;
+    if (rep->type == REDIS_REPLY_ERROR) {
+        char why[JR_ERRLEN];
+        snprintf(why, sizeof why, "queue %s: Redis refused %zu job%s: %s", q, cnt, cnt == 1 ? "" : "s",
+                 rep->str);
+        set_outcome(out, order, from, from + cnt, JR_ENQ_REFUSED, add_reason(reasons, why));
+        if (!*first_err) *first_err = jri_fail(r, JR_EREDIS, "%s", why);
+    } else {
+        int ok = rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 * cnt;
+        for (size_t x = 0; ok && x < cnt; x++)
+            ok = rep->element[2 * x]->type == REDIS_REPLY_STRING &&
+                 rep->element[2 * x + 1]->type == REDIS_REPLY_INTEGER;
+        if (!ok) {
+            freeReplyObject(rep);
+            return jri_fail(r, JR_EPROTO, "jr_enqueue_many: unexpected reply");
         }
-        freeReplyObject(rep);
+        for (size_t x = 0; x < cnt; x++) {
+            size_t i = order[from + x];
+            if (ids) snprintf(ids[i], JR_ID_MAX, "%s", rep->element[2 * x]->str);
+            out[i].status = rep->element[2 * x + 1]->integer ? JR_ENQ_CREATED : JR_ENQ_EXISTED;
+        }
     }
+    freeReplyObject(rep);
     return 0;
 }
 
@@ -304,8 +314,9 @@ static int recv_call(jr_redis_t *r, const jr_enqueue_t *sorted, const size_t *or
  * WRONGTYPE, a stream out of ids) REFUSED with that error, nil (the stream
  * was missing: jr_ready_prepare refused, or another client deleted or
  * renamed it in between — Redis serves other clients between the 16 KB
- * reads of a pipeline) REFUSED; a nil writes nothing (NOMKSTREAM). Outcomes are set as replies arrive, so a transport error part
- * way leaves the jobs already read with theirs (the caller makes only the
+ * reads of a pipeline) REFUSED; a nil writes nothing (NOMKSTREAM).
+ * Outcomes are set as replies arrive, so a transport error part way
+ * leaves the jobs already read with theirs (the caller makes only the
  * NOT_SENT ones UNKNOWN). */
 static int recv_plain(jr_redis_t *r, const jr_enqueue_t *sorted, const size_t *order, const enq_call_t *c,
                       char (*ids)[JR_ID_MAX], jr_enq_outcome_t *out, jr_strlist_t *reasons, int *first_err) {
@@ -313,16 +324,8 @@ static int recv_plain(jr_redis_t *r, const jr_enqueue_t *sorted, const size_t *o
     char prep_err[JR_ERRLEN] = "", why[JR_ERRLEN + 2 * JR_KEY_MAX + 96], last[sizeof why] = "";
     uint32_t last_why = UINT32_MAX;
     redisReply *rep;
-    int rc;
-    if (c->reg) {
-        if ((rc = jri_recv_reply(r, &rep, r->timeout_us))) return rc;
-        if (rep->type == REDIS_REPLY_ERROR) { /* the jobs are still written; the call fails */
-            forget_registered(r, q);
-            if (!*first_err)
-                *first_err = jri_fail(r, JR_EREDIS, "queue %s: registering the queue failed: %s", q, rep->str);
-        }
-        freeReplyObject(rep);
-    }
+    int rc = c->reg ? recv_register(r, q, first_err) : 0;
+    if (rc) return rc;
     if ((rc = jri_recv_reply(r, &rep, r->timeout_us))) return rc;
     if (rep->type == REDIS_REPLY_ERROR) snprintf(prep_err, sizeof prep_err, "%s", rep->str);
     else if (rep->type != REDIS_REPLY_INTEGER) {
