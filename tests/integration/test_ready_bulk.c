@@ -197,6 +197,31 @@ Test(ready_bulk, a_mix_of_plain_and_lua_jobs_keeps_the_order_of_one_queue) {
 
 /* Out of memory: the bulk's jobs are each refused with Redis's OOM error,
  * nothing is written. */
+/* A refused queue registration (jr:{queues} holds a string) fails the call
+ * with a message naming it, while the bulk's jobs are still written, each
+ * CREATED with its entry id. */
+Test(ready_bulk, a_refused_registration_fails_the_call_but_every_job_is_written) {
+    jr_redis_t *r = jrt_jr_connect(&R);
+    freeReplyObject(cmd("SET", "jr:{queues}", "not a set", NULL));
+    enum { N = 5 };
+    jr_enqueue_t jobs[N];
+    jr_enq_outcome_t out[N];
+    char ids[N][JR_ID_MAX];
+    for (int i = 0; i < N; i++) jobs[i] = job("regbulk", "x", 1);
+    int rc = jr_redis_enqueue_each(r, jobs, N, ids, out, NULL);
+    cr_assert_eq(rc, JR_EREDIS, "rc %d: %s", rc, jr_redis_errstr(r));
+    cr_assert(strstr(jr_redis_errstr(r), "registering") && strstr(jr_redis_errstr(r), "regbulk"), "%s",
+              jr_redis_errstr(r));
+    cr_assert_eq(jrt_int(C, "XLEN jr:{regbulk}:ready"), N);
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(out[i].status, JR_ENQ_CREATED, "job %d: status %d", i, out[i].status);
+        redisReply *whole;
+        entry_fields("jr:{regbulk}:ready", ids[i], &whole); /* its id is its entry */
+        freeReplyObject(whole);
+    }
+    jr_redis_free(r);
+}
+
 Test(ready_bulk, out_of_memory_refuses_every_job_with_the_reason) {
     jr_redis_t *r = jrt_jr_connect(&R);
     freeReplyObject(cmd("CONFIG", "SET", "maxmemory", "1", NULL));
