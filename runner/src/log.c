@@ -1,4 +1,6 @@
-/* Logging: see log.h. Single-threaded use per process. */
+/* Logging: see log.h. A line is written under the stream's lock
+ * (flockfile), so the metrics server's thread may log beside the loop;
+ * setup is single-threaded (before any other thread starts). */
 #include "log.h"
 
 #include <errno.h>
@@ -187,6 +189,7 @@ void jr_log_kvv(jr_log_level_t level, const char *msg, size_t n, const char *con
     jr_time_format(jr_wall_ms(), ts);
     const char *lv = level_names[level <= JR_LOG_ERROR ? level : JR_LOG_ERROR];
     FILE *f = out();
+    flockfile(f); /* one whole line at a time, and json_line's buffer is ours */
     if (log_format == JR_LOG_JSON) {
         json_line(f, ts, lv, msg, n, keys, vals);
     } else {
@@ -199,6 +202,7 @@ void jr_log_kvv(jr_log_level_t level, const char *msg, size_t n, const char *con
         fputc('\n', f);
     }
     if (level >= JR_LOG_WARN) fflush(f);
+    funlockfile(f);
 }
 
 void jr_log_kv(jr_log_level_t level, const char *msg, ...) {

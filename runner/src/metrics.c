@@ -6,12 +6,15 @@
 #include <limits.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -273,7 +276,15 @@ static const double lateness_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05
                                          0.25,  0.5,    1,     2.5,  5,     10,   60};
 #define NB(a) (sizeof a / sizeof a[0])
 
-enum { W_JOBS, W_DURATION, W_RUNNING, W_FETCH, W_RECONNECTS };
+/* Both roles: connections the HTTP server refused or cut (see "the HTTP
+ * server" below). */
+#define HTTP_DROPPED_FAMILY                                                                               \
+    {"jobrunner_http_connections_dropped_total",                                                          \
+     "HTTP connections refused at accept (full: every slot taken; per_client: too many from one address) " \
+     "or closed for not completing a request in time (slow).",                                            \
+     JR_MT_COUNTER, 1, {"reason"}, NULL, 0}
+
+enum { W_JOBS, W_DURATION, W_RUNNING, W_FETCH, W_RECONNECTS, W_HTTP };
 static const jr_mfamily_t worker_fams[] = {
     {"jobrunner_jobs_total", "Jobs finished by this worker, by queue, handler and outcome (ok, retry, dead, interrupted).",
      JR_MT_COUNTER, 3, {"queue", "handler", "outcome"}, NULL, 0},
@@ -284,9 +295,10 @@ static const jr_mfamily_t worker_fams[] = {
      batch_bounds, NB(batch_bounds)},
     {"jobrunner_redis_reconnects_total", "Redis connections lost or refused and made again.", JR_MT_COUNTER, 0,
      {0}, NULL, 0},
+    HTTP_DROPPED_FAMILY,
 };
 
-enum { S_PROMOTED, S_LATENESS, S_DELAYED, S_READY, S_RECONNECTS };
+enum { S_PROMOTED, S_LATENESS, S_DELAYED, S_READY, S_RECONNECTS, S_HTTP };
 static const jr_mfamily_t sched_fams[] = {
     {"jobrunner_jobs_promoted_total", "Delayed jobs moved into their queue's ready stream.", JR_MT_COUNTER, 1,
      {"queue"}, NULL, 0},
@@ -300,7 +312,47 @@ static const jr_mfamily_t sched_fams[] = {
      JR_MT_GAUGE, 1, {"queue"}, NULL, 0},
     {"jobrunner_redis_reconnects_total", "Redis connections lost or refused and made again.", JR_MT_COUNTER, 0,
      {0}, NULL, 0},
+    HTTP_DROPPED_FAMILY,
 };
+
+/* ---- the HTTP server: what a bystander can reach ----------------------------
+ *
+ * metrics.listen may face a network (the container's 0.0.0.0:9464), so a
+ * client must not be able to keep /healthz or /metrics from answering:
+ * - one thread runs libmicrohttpd on epoll (no thread per connection: a
+ *   thousand idle clients cost no threads); every answer carries
+ *   "Connection: close", so a connection serves one request;
+ * - a connection that has not received its whole request and sent its whole
+ *   answer HTTP_DEADLINE_MS after it was accepted is closed (shutdown(2) by
+ *   the same thread, so the descriptor is still MHD's): a client that
+ *   dribbles header bytes (slowloris) or never reads holds a slot for that
+ *   long at most, however it times its bytes (MHD's own timeout is an idle
+ *   timeout, which each byte resets);
+ * - at most HTTP_PER_CLIENT connections from one address, and at most
+ *   HTTP_CONN_MAX from all others than 127.0.0.1 and ::1; those two have
+ *   HTTP_LOCAL_RESERVE slots more, kept for them: the container's
+ *   healthcheck (config/healthcheck) connects from 127.0.0.1, and answers
+ *   while the network holds every other slot.
+ * Refused and cut connections are counted in
+ * jobrunner_http_connections_dropped_total{reason} and logged at most once
+ * a minute (a flood must not flood the log too). */
+#define HTTP_DEADLINE_MS 5000
+#define HTTP_PER_CLIENT 8
+#define HTTP_CONN_MAX 64
+#define HTTP_LOCAL_RESERVE 8
+#define HTTP_SLOTS (HTTP_CONN_MAX + HTTP_LOCAL_RESERVE)
+#define HTTP_NOTE_US (60 * 1000000LL) /* between two log lines about dropped connections */
+
+enum { DROP_FULL, DROP_PER_CLIENT, DROP_SLOW, DROP_N };
+static const char *const drop_names[DROP_N] = {"full", "per_client", "slow"};
+
+/* One open connection (all touched by the HTTP thread only). */
+typedef struct conn {
+    int used, cut;
+    int fd;
+    int64_t deadline_us; /* monotonic */
+    struct sockaddr_storage addr;
+} conn_t;
 
 static struct {
     pthread_mutex_t mu; /* guards reg */
@@ -309,7 +361,14 @@ static struct {
     struct MHD_Daemon *d;
     int fd, port;
     int64_t stale_us;
-} M = {.mu = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
+    /* the HTTP thread */
+    pthread_t thread;
+    int thread_on, wake; /* wake: an eventfd written by jr_metrics_stop */
+    conn_t conns[HTTP_SLOTS];
+    size_t nconns;
+    uint64_t dropped[DROP_N]; /* since the last log line */
+    int64_t next_note_us;
+} M = {.mu = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .wake = -1};
 static atomic_int on;
 static _Atomic int64_t last_turn_us, last_redis_us;
 
@@ -390,6 +449,7 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, char *bo
         return MHD_NO;
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close"); /* one request per connection */
     enum MHD_Result ok = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return ok;
@@ -418,6 +478,134 @@ static enum MHD_Result serve(void *cls, struct MHD_Connection *c, const char *ur
     }
     char *nf = strdup("not found: try /metrics or /healthz\n");
     return reply(c, MHD_HTTP_NOT_FOUND, nf, nf ? strlen(nf) : 0, plain);
+}
+
+/* 1 for 127.0.0.1, ::1 and ::ffff:127.0.0.1: the addresses the reserve is for. */
+static int is_local(const struct sockaddr *a) {
+    if (a->sa_family == AF_INET)
+        return ((const struct sockaddr_in *)a)->sin_addr.s_addr == htonl(INADDR_LOOPBACK);
+    if (a->sa_family != AF_INET6) return 0;
+    const struct in6_addr *v6 = &((const struct sockaddr_in6 *)a)->sin6_addr;
+    static const unsigned char mapped[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
+    return IN6_IS_ADDR_LOOPBACK(v6) || !memcmp(v6->s6_addr, mapped, 16);
+}
+
+/* 1 if a and b are the same host address (the port aside). */
+static int same_host(const struct sockaddr *a, const struct sockaddr *b) {
+    if (a->sa_family != b->sa_family) return 0;
+    if (a->sa_family == AF_INET)
+        return ((const struct sockaddr_in *)a)->sin_addr.s_addr == ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+    if (a->sa_family == AF_INET6)
+        return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr, &((const struct sockaddr_in6 *)b)->sin6_addr,
+                       sizeof(struct in6_addr));
+    return 0;
+}
+
+/* Count a dropped connection (metric), and log what was dropped at most once
+ * per HTTP_NOTE_US: the first drop at once, later ones with the next drop
+ * after that time. HTTP thread. */
+static void drop(int why) {
+    const char *label = drop_names[why];
+    update(M.role == JR_METRICS_WORKER ? W_HTTP : S_HTTP, &label, 1);
+    M.dropped[why]++;
+    int64_t now = jr_mono_us();
+    if (now < M.next_note_us) return;
+    M.next_note_us = now + HTTP_NOTE_US;
+    char n[DROP_N][24];
+    for (int i = 0; i < DROP_N; i++) snprintf(n[i], sizeof n[i], "%llu", (unsigned long long)M.dropped[i]);
+    char lim[96];
+    snprintf(lim, sizeof lim, "%d per client address, %d in all (+%d for 127.0.0.1 and ::1), %d ms per request",
+             HTTP_PER_CLIENT, HTTP_CONN_MAX, HTTP_LOCAL_RESERVE, HTTP_DEADLINE_MS);
+    jr_log_kv(JR_LOG_WARN, "metrics server: connections refused or cut (counted in "
+              "jobrunner_http_connections_dropped_total; logged at most once a minute)",
+              "full", n[DROP_FULL], "per_client", n[DROP_PER_CLIENT], "slow", n[DROP_SLOW], "limits", lim, NULL);
+    memset(M.dropped, 0, sizeof M.dropped);
+}
+
+/* MHD's accept policy (HTTP thread): the per-address cap and the reserve. */
+static enum MHD_Result admit(void *cls, const struct sockaddr *addr, socklen_t addrlen) {
+    (void)cls, (void)addrlen;
+    int local = is_local(addr), same = 0;
+    for (size_t i = 0; i < HTTP_SLOTS; i++)
+        same += M.conns[i].used && same_host((const struct sockaddr *)&M.conns[i].addr, addr);
+    if (same >= HTTP_PER_CLIENT) {
+        drop(DROP_PER_CLIENT);
+        return MHD_NO;
+    }
+    if (M.nconns >= (local ? HTTP_SLOTS : HTTP_CONN_MAX)) {
+        drop(DROP_FULL);
+        return MHD_NO;
+    }
+    return MHD_YES;
+}
+
+/* MHD's connection notifier (HTTP thread): a connection takes a slot, with
+ * its deadline, from its start to its close. */
+static void track(void *cls, struct MHD_Connection *c, void **ctx, enum MHD_ConnectionNotificationCode code) {
+    (void)cls;
+    if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        conn_t *k = *ctx;
+        if (k && k->used) k->used = 0, M.nconns--;
+        *ctx = NULL;
+        return;
+    }
+    const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *ad = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    conn_t *k = NULL;
+    for (size_t i = 0; i < HTTP_SLOTS && !k; i++)
+        if (!M.conns[i].used) k = &M.conns[i];
+    if (!k || !fd) { /* cannot happen: MHD's own limit is HTTP_SLOTS; never keep one untracked */
+        if (fd) shutdown(fd->connect_fd, SHUT_RDWR);
+        *ctx = NULL;
+        return;
+    }
+    memset(k, 0, sizeof *k);
+    k->used = 1, k->fd = fd->connect_fd;
+    k->deadline_us = jr_mono_us() + HTTP_DEADLINE_MS * 1000LL;
+    if (ad && ad->client_addr) {
+        socklen_t len = ad->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+        memcpy(&k->addr, ad->client_addr, len);
+    }
+    M.nconns++;
+    *ctx = k;
+}
+
+/* Cut the connections past their deadline (HTTP thread): shutdown(2) makes
+ * MHD see the end of the connection at its next run and close it. Returns
+ * the earliest deadline still ahead (INT64_MAX if none). */
+static int64_t cut_slow(int64_t now) {
+    int64_t next = INT64_MAX;
+    for (size_t i = 0; i < HTTP_SLOTS; i++) {
+        conn_t *k = &M.conns[i];
+        if (!k->used || k->cut) continue;
+        if (k->deadline_us <= now) {
+            shutdown(k->fd, SHUT_RDWR);
+            k->cut = 1;
+            drop(DROP_SLOW);
+        } else if (k->deadline_us < next) {
+            next = k->deadline_us;
+        }
+    }
+    return next;
+}
+
+/* The HTTP thread: wait on MHD's epoll descriptor (and the stop eventfd) no
+ * longer than MHD's own timeout and the next deadline, run MHD, cut. */
+static void *http_loop(void *arg) {
+    (void)arg;
+    const union MHD_DaemonInfo *ep = MHD_get_daemon_info(M.d, MHD_DAEMON_INFO_EPOLL_FD);
+    for (;;) {
+        int64_t now = jr_mono_us(), next = cut_slow(now);
+        int64_t wait_ms = next == INT64_MAX ? 1000 : (next - now + 999) / 1000;
+        MHD_UNSIGNED_LONG_LONG t;
+        if (MHD_get_timeout(M.d, &t) == MHD_YES && (int64_t)t < wait_ms) wait_ms = (int64_t)t;
+        if (wait_ms > 1000) wait_ms = 1000;
+        struct pollfd p[2] = {{.fd = ep->epoll_fd, .events = POLLIN}, {.fd = M.wake, .events = POLLIN}};
+        if (poll(p, 2, (int)wait_ms) < 0 && errno != EINTR) poll(NULL, 0, 10); /* never spin */
+        if (p[1].revents) break;
+        MHD_run(M.d);
+    }
+    return NULL;
 }
 
 /* Bind and listen on addr ourselves (so a failure says why), returning the
@@ -471,15 +659,39 @@ int jr_metrics_start(const char *addr, jr_metrics_role_t role, int64_t stale_ms,
         jr_metrics_stop();
         return JR_EIO;
     }
-    M.d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | (v6 ? MHD_USE_IPv6 : 0), 0, NULL, NULL, serve,
-                           NULL, MHD_OPTION_LISTEN_SOCKET, M.fd, MHD_OPTION_CONNECTION_TIMEOUT,
-                           (unsigned)10, MHD_OPTION_CONNECTION_LIMIT, (unsigned)64, MHD_OPTION_END);
+    memset(M.conns, 0, sizeof M.conns);
+    memset(M.dropped, 0, sizeof M.dropped);
+    M.nconns = 0, M.next_note_us = 0;
+    /* epoll, run by our own thread (http_loop); MHD's idle timeout as a
+     * second guard, rounded up to whole seconds */
+    M.d = MHD_start_daemon(MHD_USE_EPOLL | (v6 ? MHD_USE_IPv6 : 0), 0, admit, NULL, serve, NULL,
+                           MHD_OPTION_LISTEN_SOCKET, M.fd, MHD_OPTION_CONNECTION_TIMEOUT,
+                           (unsigned)((HTTP_DEADLINE_MS + 999) / 1000), MHD_OPTION_CONNECTION_LIMIT,
+                           (unsigned)HTTP_SLOTS, MHD_OPTION_NOTIFY_CONNECTION, track, NULL, MHD_OPTION_END);
     if (!M.d) {
         snprintf(err, errlen, "cannot serve metrics on %s: libmicrohttpd failed to start", addr);
         jr_metrics_stop();
         return JR_EIO;
     }
     M.fd = -1; /* the daemon owns and closes it */
+    const union MHD_DaemonInfo *ep = MHD_get_daemon_info(M.d, MHD_DAEMON_INFO_EPOLL_FD);
+    if (!ep || (M.wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
+        snprintf(err, errlen, "cannot serve metrics on %s: %s", addr, ep ? strerror(errno) : "no epoll from libmicrohttpd");
+        jr_metrics_stop();
+        return JR_EIO;
+    }
+    /* The thread takes no signal: they are the loops' business. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int prc = pthread_create(&M.thread, NULL, http_loop, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (prc) {
+        snprintf(err, errlen, "cannot serve metrics on %s: cannot start its thread: %s", addr, strerror(prc));
+        jr_metrics_stop();
+        return JR_EIO;
+    }
+    M.thread_on = 1;
     atomic_store(&last_turn_us, jr_mono_us());
     atomic_store(&last_redis_us, 0);
     atomic_store(&on, 1);
@@ -491,6 +703,14 @@ int jr_metrics_start(const char *addr, jr_metrics_role_t role, int64_t stale_ms,
 
 void jr_metrics_stop(void) {
     atomic_store(&on, 0);
+    if (M.thread_on) {
+        uint64_t one = 1;
+        while (write(M.wake, &one, sizeof one) < 0 && errno == EINTR) {}
+        pthread_join(M.thread, NULL);
+        M.thread_on = 0;
+    }
+    if (M.wake >= 0) close(M.wake);
+    M.wake = -1;
     if (M.d) MHD_stop_daemon(M.d);
     M.d = NULL;
     if (M.fd >= 0) close(M.fd);

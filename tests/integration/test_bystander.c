@@ -1,0 +1,281 @@
+/* What a bystander can reach (issue 18, class 7 and the CLI's ends of
+ * class 9), against real worker processes and a real redis-server:
+ * - the metrics server under slow and many clients (slowloris): /healthz and
+ *   /metrics keep answering; a dribbling client is cut at the deadline;
+ * - text log lines a handler's message cannot forge keys into;
+ * - CLI output with control bytes written into Redis by someone else;
+ * - stats --watch losing Redis or its reader: a non-zero status and a message. */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static jrt_redis_t R;
+static char wlog[192];
+
+static void setup(void) {
+    signal(SIGPIPE, SIG_IGN); /* the test's own writes to cut connections */
+    jrt_redis_start(&R, NULL);
+    snprintf(wlog, sizeof wlog, "%s/proc.log", R.dir);
+}
+static void teardown(void) { jrt_redis_stop(&R); }
+
+TestSuite(bystander, .init = setup, .fini = teardown, .timeout = 120);
+
+/* ---- HTTP ----------------------------------------------------------------- */
+
+static int free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof a;
+    cr_assert(fd >= 0 && !bind(fd, (struct sockaddr *)&a, sizeof a) && !getsockname(fd, (struct sockaddr *)&a, &l));
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* A TCP connection to 127.0.0.1:port from the loopback address `from`
+ * (e.g. "127.0.0.2": a client that is not 127.0.0.1, as one from the
+ * network would be), non-blocking once connected. -1 if refused. */
+static int connect_from(const char *from, int port) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in src = {.sin_family = AF_INET}, dst = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, from, &src.sin_addr);
+    dst.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&src, sizeof src) ||
+        connect(fd, (struct sockaddr *)&dst, sizeof dst)) {
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    fcntl(fd, F_SETFL, O_NONBLOCK);
+    return fd;
+}
+
+/* GET path from address `from` with a deadline of timeout_ms for the whole
+ * exchange (what a healthcheck with a timeout does). Returns the status, or
+ * -1 with no complete answer in time; the body (malloc'd) in *body. */
+static int get_from(const char *from, int port, const char *path, int timeout_ms, char **body) {
+    *body = NULL;
+    int64_t end = jrt_wall_us() + timeout_ms * 1000LL;
+    int fd = connect_from(from, port);
+    if (fd < 0) return -1;
+    char req[256];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", path);
+    if (send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
+        close(fd);
+        return -1;
+    }
+    size_t len = 0, cap = 1 << 16;
+    char *buf = malloc(cap);
+    for (;;) {
+        int left = (int)((end - jrt_wall_us()) / 1000);
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (left <= 0 || poll(&p, 1, left) <= 0) break;
+        ssize_t k = read(fd, buf + len, cap - len - 1);
+        if (k <= 0) break;
+        len += (size_t)k;
+        if (len + 1 == cap) buf = realloc(buf, cap *= 2);
+    }
+    close(fd);
+    buf[len] = '\0';
+    int status = -1;
+    char *sep = strstr(buf, "\r\n\r\n");
+    if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1 || !sep) status = -1;
+    else *body = strdup(sep + 4);
+    free(buf);
+    return status;
+}
+
+/* The value of the sample `series` in an exposition (-1 if absent). */
+static double sample(const char *text, const char *series) {
+    size_t n = strlen(series);
+    for (const char *p = text; (p = strstr(p, series)); p += n)
+        if ((p == text || p[-1] == '\n') && p[n] == ' ') return strtod(p + n + 1, NULL);
+    return -1;
+}
+
+/* Slow clients: `n` connections, connection i from from[i % nfrom], each
+ * sending a request's first line and then one header byte per 200 ms,
+ * never finishing; one that the server closes or refuses is opened again
+ * at once (an attacker keeps trying). Runs in its own thread until stop. */
+typedef struct slow {
+    int port, n, nfrom;
+    const char *const *from;
+    atomic_int stop;
+    atomic_long opened, closed;
+    pthread_t t;
+} slow_t;
+
+static void *slow_run(void *arg) {
+    slow_t *s = arg;
+    int *fd = calloc((size_t)s->n, sizeof *fd);
+    for (int i = 0; i < s->n; i++) fd[i] = -1;
+    while (!atomic_load(&s->stop)) {
+        for (int i = 0; i < s->n && !atomic_load(&s->stop); i++) {
+            if (fd[i] >= 0) {
+                char c;
+                ssize_t k = recv(fd[i], &c, 1, MSG_DONTWAIT);
+                if (k == 0 || (k < 0 && errno != EAGAIN) || send(fd[i], "a", 1, MSG_NOSIGNAL) != 1) {
+                    close(fd[i]);
+                    fd[i] = -1;
+                    atomic_fetch_add(&s->closed, 1);
+                }
+            }
+            if (fd[i] < 0 && (fd[i] = connect_from(s->from[i % s->nfrom], s->port)) >= 0) {
+                atomic_fetch_add(&s->opened, 1);
+                static const char start[] = "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+                send(fd[i], start, sizeof start - 1, MSG_NOSIGNAL);
+            }
+        }
+        jrt_sleep_ms(200);
+    }
+    for (int i = 0; i < s->n; i++)
+        if (fd[i] >= 0) close(fd[i]);
+    free(fd);
+    return NULL;
+}
+
+static void slow_start(slow_t *s, int port, int n, const char *const *from, int nfrom) {
+    memset(s, 0, sizeof *s);
+    s->port = port, s->n = n, s->from = from, s->nfrom = nfrom;
+    cr_assert_eq(pthread_create(&s->t, NULL, slow_run, s), 0);
+}
+
+static void slow_stop(slow_t *s) {
+    atomic_store(&s->stop, 1);
+    pthread_join(s->t, NULL);
+}
+
+/* A worker serving metrics on 127.0.0.1:port, healthy (200) before it returns. */
+static pid_t start_worker(int port) {
+    char addr[64], cfg[256];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+    jrt_write(&R, "w.yaml", "worker:\n  block: 1s\n", cfg, sizeof cfg);
+    const char *args[] = {"worker", "--redis", R.url, "--metrics", addr, "--plugin", JRT_RECORD_PLUGIN, "-c", cfg, NULL};
+    pid_t pid = jrt_spawn(wlog, args);
+    int st = -1;
+    for (int t = 0; t < 15000 && st != 200; t += 100) {
+        char *b;
+        st = get_from("127.0.0.1", port, "/healthz", 3000, &b);
+        free(b);
+        if (st != 200) jrt_sleep_ms(100);
+    }
+    cr_assert_eq(st, 200, "the worker never became healthy");
+    return pid;
+}
+
+/* For `ms`, every 300 ms: GET /healthz and /metrics from each address of
+ * `askers`; every answer must be 200 within 3 s (the compose healthcheck's
+ * timeout). Returns how many were asked. */
+static int keep_asking(int port, const char *const *askers, int ms) {
+    int asked = 0;
+    for (int64_t end = jrt_wall_us() + ms * 1000LL; jrt_wall_us() < end; jrt_sleep_ms(300)) {
+        for (const char *const *a = askers; *a; a++) {
+            static const char *const paths[] = {"/healthz", "/metrics"};
+            for (int p = 0; p < 2; p++) {
+                char *b;
+                int64_t t0 = jrt_wall_us();
+                int st = get_from(*a, port, paths[p], 3000, &b);
+                cr_assert_eq(st, 200, "%s from %s: status %d after %lld ms with slow clients connected", paths[p], *a,
+                             st, (long long)((jrt_wall_us() - t0) / 1000));
+                free(b);
+                asked++;
+            }
+        }
+    }
+    return asked;
+}
+
+/* 70 slowloris connections from one address (the issue's attack, beyond the
+ * 64 connections the server used to take at all): health and metrics keep
+ * answering, to 127.0.0.1 (the container healthcheck) and to another
+ * address (a Prometheus on the network), also after the deadline has cut
+ * the first slow connections and they came back. */
+Test(bystander, slow_clients_from_one_address_leave_health_and_metrics_answering) {
+    int port = free_port();
+    pid_t w = start_worker(port);
+    static const char *const attacker[] = {"127.0.0.2"};
+    slow_t s;
+    slow_start(&s, port, 70, attacker, 1);
+    jrt_sleep_ms(1000); /* every slow connection made */
+    static const char *const askers[] = {"127.0.0.1", "127.0.0.3", NULL};
+    keep_asking(port, askers, 7000);
+    slow_stop(&s);
+    cr_expect_geq(atomic_load(&s.opened), 70, "the slow clients got in or were refused and came back");
+    char *body;
+    cr_assert_eq(get_from("127.0.0.1", port, "/metrics", 3000, &body), 200);
+    cr_expect_gt(sample(body, "jobrunner_http_connections_dropped_total{reason=\"per_client\"}"), 0,
+                 "the refusals are counted:\n%s", body);
+    cr_expect_gt(sample(body, "jobrunner_http_connections_dropped_total{reason=\"slow\"}"), 0,
+                 "the cut slow connections are counted:\n%s", body);
+    free(body);
+    cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
+    char *log = jrt_slurp(wlog);
+    const char *note = strstr(log, "metrics server: connections refused or cut");
+    cr_expect(note, "the drops are logged:\n%s", log);
+    cr_expect_leq(jrt_count(wlog, "metrics server: connections refused or cut"), 2,
+                  "logged at most once a minute, not once per connection");
+    free(log);
+}
+
+/* 100 slow clients from 100 addresses (no per-address cap applies) fill
+ * every slot open to the network: 127.0.0.1 still has its reserve. */
+Test(bystander, slow_clients_from_many_addresses_leave_the_local_healthcheck_answering) {
+    int port = free_port();
+    pid_t w = start_worker(port);
+    static char names[100][20];
+    static const char *from[100];
+    for (int i = 0; i < 100; i++) {
+        snprintf(names[i], sizeof names[i], "127.0.1.%d", i + 1);
+        from[i] = names[i];
+    }
+    slow_t s;
+    slow_start(&s, port, 100, from, 100);
+    jrt_sleep_ms(1000);
+    static const char *const askers[] = {"127.0.0.1", NULL};
+    keep_asking(port, askers, 4000);
+    slow_stop(&s);
+    char *body;
+    cr_assert_eq(get_from("127.0.0.1", port, "/metrics", 3000, &body), 200);
+    cr_expect_gt(sample(body, "jobrunner_http_connections_dropped_total{reason=\"full\"}"), 0,
+                 "the slow clients beyond the network's slots were refused:\n%s", body);
+    free(body);
+    cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
+}
+
+/* A client that dribbles a header byte every 200 ms (each one resets an
+ * idle timeout) is cut at the request deadline, 5 s after it connected. */
+Test(bystander, a_dribbling_client_is_cut_at_the_deadline) {
+    int port = free_port();
+    pid_t w = start_worker(port);
+    int fd = connect_from("127.0.0.2", port);
+    cr_assert_geq(fd, 0);
+    int64_t t0 = jrt_wall_us();
+    send(fd, "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: ", 41, MSG_NOSIGNAL);
+    int closed = 0;
+    while (!closed && jrt_wall_us() - t0 < 15000000) {
+        jrt_sleep_ms(200);
+        char c;
+        ssize_t k = recv(fd, &c, 1, MSG_DONTWAIT);
+        closed = k == 0 || (k < 0 && errno != EAGAIN) || send(fd, "a", 1, MSG_NOSIGNAL) != 1;
+    }
+    double s = (double)(jrt_wall_us() - t0) / 1e6;
+    close(fd);
+    cr_assert(closed, "a client dribbling header bytes was still connected after %.1f s", s);
+    cr_expect(s >= 4.5 && s < 12, "cut after %.1f s (deadline 5 s)", s);
+    cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
+}
