@@ -8,6 +8,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,39 +60,90 @@ int jr_log_enabled(jr_log_level_t level) { return (int)level >= log_min; }
 
 void jr_log_flush(void) { fflush(out()); }
 
-/* Escape control characters (and with quotes = 1 also '"' and '\\') so a
- * text-mode line stays one line. */
-static void escape(FILE *f, const char *s, int quotes) {
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (quotes && (c == '"' || c == '\\')) {
-            fputc('\\', f);
-            fputc(c, f);
-        } else if (c == '\n') {
-            fputs("\\n", f);
-        } else if (c == '\t') {
-            fputs("\\t", f);
-        } else if (c < 0x20) {
-            fprintf(f, "\\u%04x", c);
-        } else {
-            fputc(c, f);
-        }
+/* The length (1-4) of the valid UTF-8 sequence at s (NUL-terminated) and
+ * its code point in *cp; 0 if s does not start one (a stray continuation
+ * byte, an overlong form, a surrogate, past U+10FFFF, cut short). */
+static size_t utf8_seq(const unsigned char *s, uint32_t *cp) {
+    size_t n = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3 : (s[0] & 0xf8) == 0xf0 ? 4 : 0;
+    if (!n) return 0;
+    uint32_t c = n == 1 ? s[0] : s[0] & (0x7f >> n);
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80) return 0; /* also a NUL: cut short */
+        c = c << 6 | (s[i] & 0x3f);
     }
+    static const uint32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (c < least[n] || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) return 0;
+    *cp = c;
+    return n;
 }
 
-/* Text values with spaces, quotes or control characters are quoted so a line
- * stays one line and splits unambiguously into key=value pairs. */
-static void text_value(FILE *f, const char *s) {
-    int plain = *s != '\0';
-    for (const char *p = s; *p; p++)
-        if ((unsigned char)*p <= ' ' || *p == '"' || *p == '=') plain = 0;
-    if (plain) {
-        fputs(s, f);
-        return;
+/* 1 for a code point written as is in a text line: not a control
+ * character (C0, DEL, C1), nor one that moves lines or reorders text on a
+ * terminal (U+2028/2029, the bidirectional marks and overrides). */
+static int printable(uint32_t c) {
+    return c >= 0x20 && c != 0x7f && !(c >= 0x80 && c < 0xa0) && c != 0x061c && !(c >= 0x200e && c <= 0x200f) &&
+           !(c >= 0x2028 && c <= 0x202e) && !(c >= 0x2066 && c <= 0x2069);
+}
+
+enum { PLAIN_KEY, PLAIN_VALUE, PLAIN_MSG };
+
+/* 1 if s may go into a text line as is, as a `kind`: a key is
+ * [A-Za-z0-9_.-]+; a value is a non-empty run of printable characters
+ * without space, '=' or '"'; a message likewise, with spaces inside (not
+ * first or last) and '"' (not first). A value or message that is not is
+ * quoted; a key that is not is written key_hex.HEX (jobrunner's own keys
+ * all are). So a line reads back unambiguously: the message is quoted, or
+ * ends at the last space before the line's first '='; then each key=value,
+ * a space before each. */
+static int plain(const char *s, int kind) {
+    const unsigned char *u = (const unsigned char *)s;
+    size_t n = strlen(s);
+    if (!n) return 0;
+    if (kind == PLAIN_MSG && (u[0] == ' ' || u[n - 1] == ' ' || u[0] == '"')) return 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t c;
+        size_t k = utf8_seq(u + i, &c);
+        if (!k || !printable(c) || c == '=') return 0;
+        if (kind == PLAIN_KEY && !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                                   c == '_' || c == '.' || c == '-'))
+            return 0;
+        if (kind == PLAIN_VALUE && (c == ' ' || c == '"')) return 0;
+        i += k;
+    }
+    return 1;
+}
+
+/* s in double quotes: '"' and '\' after a backslash, \n \r \t, other
+ * characters that are not printable as \uXXXX, a byte that is not part of
+ * valid UTF-8 as \xHH. The result is printable valid UTF-8 on one line, and
+ * decodes back to exactly the bytes of s. */
+static void quoted(FILE *f, const char *s) {
+    const unsigned char *u = (const unsigned char *)s;
+    fputc('"', f);
+    for (size_t i = 0; u[i];) {
+        uint32_t c;
+        size_t k = utf8_seq(u + i, &c);
+        if (!k) fprintf(f, "\\x%02x", u[i]), k = 1;
+        else if (c == '"' || c == '\\') fputc('\\', f), fputc((int)c, f);
+        else if (c == '\n') fputs("\\n", f);
+        else if (c == '\r') fputs("\\r", f);
+        else if (c == '\t') fputs("\\t", f);
+        else if (!printable(c)) fprintf(f, "\\u%04x", (unsigned)c);
+        else fwrite(u + i, 1, k, f);
+        i += k;
     }
     fputc('"', f);
-    escape(f, s, 1);
-    fputc('"', f);
+}
+
+static void text_item(FILE *f, const char *s, int kind) {
+    if (plain(s, kind)) {
+        fputs(s, f);
+    } else if (kind == PLAIN_KEY) {
+        fputs("key_hex.", f);
+        for (const unsigned char *u = (const unsigned char *)s; *u; u++) fprintf(f, "%02x", *u);
+    } else {
+        quoted(f, s);
+    }
 }
 
 /* In JSON lines these keys (and any ending in _ms, _us or _seconds) carry
@@ -194,10 +246,12 @@ void jr_log_kvv(jr_log_level_t level, const char *msg, size_t n, const char *con
         json_line(f, ts, lv, msg, n, keys, vals);
     } else {
         fprintf(f, "%s %-5s %s[%d] ", ts, lv, log_component, (int)(log_pid ? log_pid : getpid()));
-        escape(f, msg, 0); /* a message never spans lines */
+        text_item(f, msg, PLAIN_MSG);
         for (size_t i = 0; i < n; i++) {
-            fprintf(f, " %s=", keys[i]);
-            text_value(f, vals[i] ? vals[i] : "");
+            fputc(' ', f);
+            text_item(f, keys[i], PLAIN_KEY);
+            fputc('=', f);
+            text_item(f, vals[i] ? vals[i] : "", PLAIN_VALUE);
         }
         fputc('\n', f);
     }

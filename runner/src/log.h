@@ -1,4 +1,9 @@
 /* Logging: one line per event, "TIME LEVEL COMPONENT[PID] MESSAGE k=v ...",
+ * where the message, each key and each value is written as is when it is
+ * printable and cannot be mistaken for more keys, and otherwise in double
+ * quotes with escapes (\" \\ \n \r \t \uXXXX, \xHH for a byte that is not
+ * UTF-8), so a line reads back as exactly the message and the keys given,
+ * whatever bytes they hold (docs/operations.md, "Log lines");
  * or the same keys as one JSON object per line (encoded by jansson; values
  * that are not UTF-8 as {"base64": ...}, count and *_ms keys as numbers: see
  * README.md, "JSON output"). TIME is UTC RFC 3339 with

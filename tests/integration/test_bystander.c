@@ -279,3 +279,63 @@ Test(bystander, a_dribbling_client_is_cut_at_the_deadline) {
     cr_expect(s >= 4.5 && s < 12, "cut after %.1f s (deadline 5 s)", s);
     cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
 }
+
+/* ---- log lines -------------------------------------------------------------- */
+
+/* The keys of a text log line outside its quoted strings (the message and
+ * values that needed quotes), as " k1= k2= ..." into out. */
+static void keys_of(const char *line, char *out, size_t len) {
+    size_t o = 0;
+    out[0] = '\0';
+    const char *p = strstr(line, "] ");
+    if (!p) return;
+    for (p += 2; *p;) {
+        if (*p == '"') { /* skip a quoted string */
+            for (p++; *p && *p != '"'; p++)
+                if (*p == '\\' && p[1]) p++;
+            if (*p) p++;
+            continue;
+        }
+        const char *eq = strchr(p, '='), *q = strchr(p, '"');
+        if (!eq) break;
+        if (q && q < eq) {
+            p = q;
+            continue;
+        }
+        const char *k = eq;
+        while (k > p && k[-1] != ' ') k--;
+        o += (size_t)snprintf(out + o, len - o, " %.*s=", (int)(eq - k), k);
+        if (o >= len) break;
+        p = eq + 1;
+    }
+}
+
+/* The issue's payload through a real handler's log call: the message is
+ * quoted, and the line has only the keys the worker wrote. */
+Test(bystander, a_handler_message_cannot_forge_log_keys) {
+    const char *wargs[] = {"worker", "--redis", R.url, "--plugin", JRT_PLUGIN_DIR "/echo.so", NULL};
+    pid_t w = jrt_spawn(wlog, wargs);
+    char out[256];
+    const char *e1[] = {"enqueue", "--redis", R.url, "echo", "x job=forged-1 outcome=ok", NULL};
+    const char *e2[] = {"enqueue", "--redis", R.url, "echo", "\" job=forged-2 \"error=none", NULL};
+    cr_assert_eq(jrt_run(out, sizeof out, NULL, 0, e1), 0);
+    cr_assert_eq(jrt_run(out, sizeof out, NULL, 0, e2), 0);
+    for (int t = 0; t < 15000 && jrt_count(wlog, "job finished") < 2; t += 50) jrt_sleep_ms(50);
+    cr_assert_eq(jrt_stop(w, SIGTERM, 10000), 0);
+    char *log = jrt_slurp(wlog);
+    cr_assert_eq(jrt_count(wlog, "job finished"), 2, "%s", log);
+    cr_expect(strstr(log, "] \"echo: x job=forged-1 outcome=ok\" job="), "the message is quoted:\n%s", log);
+    int echoes = 0;
+    for (char *l = log, *nl; (nl = strchr(l, '\n')); l = nl + 1) {
+        *nl = '\0';
+        char keys[512];
+        keys_of(l, keys, sizeof keys);
+        if (strstr(l, "echo: ")) {
+            echoes++;
+            cr_expect_str_eq(keys, " job= queue= handler=", "the handler's line has the worker's keys only: %s", l);
+        }
+        cr_expect(!strstr(keys, "forged"), "a forged key: %s", l);
+    }
+    cr_expect_eq(echoes, 2, "%s", log);
+    free(log);
+}
