@@ -4,6 +4,8 @@
 #include "redis_sched.h"
 #include "redis_admin.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,11 +16,82 @@
 #include "jr.h"
 #include "proc.h"
 
+/* ---- text from Redis on a terminal ------------------------------------------
+ * Anything read from Redis can have been written there by anyone who can
+ * reach it: a consumer name, a presence entry, a schedule, a job's fields.
+ * The text outputs show it through these, so no byte of it can move the
+ * cursor, clear the screen, retitle the window, end a table row or hide
+ * what follows: printable ASCII as is, every other byte and '\' as \xNN
+ * (the JSON outputs escape with jansson instead). */
+
+/* Print n bytes of s so escaped. */
+static void print_bytes(FILE *out, const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c < 0x7f && c != '\\') fputc(c, out);
+        else fprintf(out, "\\x%02x", c);
+    }
+}
+
+/* One table cell: s (NULL: "") escaped, then spaces up to `width` columns
+ * (none past it: a long value shifts the row, never loses bytes). */
+static void print_cell(FILE *out, const char *s, int width) {
+    size_t n = s ? strlen(s) : 0, cols = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        cols += c >= 0x20 && c < 0x7f && c != '\\' ? 1 : 4;
+    }
+    print_bytes(out, s ? s : "", n);
+    for (; (int)cols < width; cols++) fputc(' ', out);
+}
+
+#define ESC_BUFS 4
+#define ESC_LEN (4 * JR_ERRLEN + 8)
+/* s escaped as print_bytes for a printf argument (a message on stderr):
+ * one of ESC_BUFS static buffers in turn, so up to that many can appear in
+ * one call; cut with "..." past ESC_LEN. */
+static const char *esc(const char *s) {
+    static char bufs[ESC_BUFS][ESC_LEN];
+    static unsigned next;
+    char *b = bufs[next++ % ESC_BUFS];
+    size_t o = 0;
+    for (const unsigned char *u = (const unsigned char *)(s ? s : ""); *u; u++) {
+        if (o + 8 >= ESC_LEN) {
+            memcpy(b + o, "...", 4);
+            return b;
+        }
+        if (*u >= 0x20 && *u < 0x7f && *u != '\\') b[o++] = (char)*u;
+        else o += (size_t)snprintf(b + o, ESC_LEN - o, "\\x%02x", *u);
+    }
+    b[o] = '\0';
+    return b;
+}
+
+/* ---- how a command ends --------------------------------------------------------
+ * A command's output may go to a pipe whose reader is gone (`jobrunner jobs
+ * | head -1`, `stats --watch` into a pager that quit), and its connection to
+ * a Redis that went away: either ends the command with a message and exit
+ * status 1, never with a silent death by SIGPIPE (the signal's default
+ * action). So a command ignores SIGPIPE from its first connection on (the
+ * CLI is one thread and starts no program), and checks at its end that
+ * its output was written. */
+static void cli_signals(void) { signal(SIGPIPE, SIG_IGN); }
+
+/* status, or 1 (status if non-zero) with a message when out could not be
+ * written. */
+static int out_done(FILE *out, int status) {
+    errno = 0;
+    if (fflush(out) == 0 && !ferror(out)) return status;
+    fprintf(stderr, "jobrunner: cannot write the output: %s\n", errno ? strerror(errno) : "an earlier write failed");
+    return status ? status : 1;
+}
+
 /* Connect and load the function library. A command that only reads or
  * deletes (stats, dead list/show/purge: `required` = 0) goes on when the
  * load fails, e.g. on an out-of-memory Redis, with the library already in
  * Redis; then a later failure shows Redis's own error. */
 static jr_redis_t *admin_connect(const jr_config_t *cfg, int required) {
+    cli_signals();
     char err[JR_ERRLEN];
     /* redis.wait (--wait): retry a Redis that cannot be reached yet (not
      * started, its name not resolvable yet) until that much time has passed,
@@ -28,7 +101,7 @@ static jr_redis_t *admin_connect(const jr_config_t *cfg, int required) {
     while (!(r = jr_redis_connect(jr_config_redis_url(cfg), cfg->connect_timeout_ms, err, sizeof err))) {
         int64_t left_ms = (until - jr_mono_us()) / 1000;
         if (left_ms <= 0) {
-            fprintf(stderr, "jobrunner: %s%s\n", err, cfg->redis_wait_ms ? " (gave up after redis.wait)" : "");
+            fprintf(stderr, "jobrunner: %s%s\n", esc(err), cfg->redis_wait_ms ? " (gave up after redis.wait)" : "");
             return NULL;
         }
         if (jr_sleep_interruptible(pause_ms < left_ms ? pause_ms : left_ms)) return NULL;
@@ -36,7 +109,7 @@ static jr_redis_t *admin_connect(const jr_config_t *cfg, int required) {
     }
     if (jr_redis_load_library(r) != 0) {
         fprintf(stderr, "jobrunner: %sloading the function library: %s\n", required ? "" : "note: ",
-                jr_redis_errstr(r));
+                esc(jr_redis_errstr(r)));
         if (required || !jr_redis_ok(r)) {
             jr_redis_free(r);
             return NULL;
@@ -73,14 +146,14 @@ int jr_cmd_enqueue(const jr_config_t *cfg, const jr_enqueue_t *job, FILE *out) {
     jr_client_result_t res;
     int rc = jr_client_enqueue(c, &j, &res);
     if (rc) {
-        fprintf(stderr, "jobrunner: enqueue failed: %s\n", res.error ? res.error : jr_client_errstr(c));
+        fprintf(stderr, "jobrunner: enqueue failed: %s\n", esc(res.error ? res.error : jr_client_errstr(c)));
     } else {
-        fprintf(out, "%s\n", res.id);
+        fprintf(out, "%s\n", esc(res.id));
         if (res.status == JR_CLIENT_JOB_EXISTED)
-            fprintf(stderr, "jobrunner: job %s was already enqueued; not enqueued again\n", res.id);
+            fprintf(stderr, "jobrunner: job %s was already enqueued; not enqueued again\n", esc(res.id));
     }
     jr_client_free(c);
-    return rc ? 1 : 0;
+    return out_done(out, rc ? 1 : 0);
 }
 
 /* Out of memory while building a JSON document: drop it, and say so. */
@@ -123,7 +196,7 @@ static int stats_once(jr_client_t *c, const jr_strlist_t *queues, int json, FILE
             fprintf(stderr, "jobrunner: stats: %s\n", jr_client_strerror(JR_CLIENT_ECONNECT));
             return 1;
         }
-        if ((rc = jr_redis_queues(r, &all, wake))) fprintf(stderr, "jobrunner: stats: %s\n", jr_redis_errstr(r));
+        if ((rc = jr_redis_queues(r, &all, wake))) fprintf(stderr, "jobrunner: stats: %s\n", esc(jr_redis_errstr(r)));
         queues = &all;
     }
     json_t *doc = NULL, *arr = NULL;
@@ -138,7 +211,7 @@ static int stats_once(jr_client_t *c, const jr_strlist_t *queues, int json, FILE
     for (size_t i = 0; !rc && !failed && i < queues->n; i++) {
         jr_client_stats_t s;
         if ((rc = jr_client_stats(c, queues->v[i], &s))) {
-            fprintf(stderr, "jobrunner: stats: %s\n", jr_client_errstr(c));
+            fprintf(stderr, "jobrunner: stats: %s: %s\n", esc(queues->v[i]), esc(jr_client_errstr(c)));
             break;
         }
         long long since = s.paused ? s.paused_since_ms : -1;
@@ -157,7 +230,8 @@ static int stats_once(jr_client_t *c, const jr_strlist_t *queues, int json, FILE
             if (!q || json_array_append_new(arr, q)) failed = json_oom(&doc);
         } else {
             char t[JR_TIME_LEN], age[32];
-            fprintf(out, "%-20s %9lld %9lld %9lld %9lld %11lld %9lld %8.1f %8s  %s%s\n", queues->v[i],
+            print_cell(out, queues->v[i], 20);
+            fprintf(out, " %9lld %9lld %9lld %9lld %11lld %9lld %8.1f %8s  %s%s\n",
                     (long long)s.ready, (long long)s.pending, (long long)s.delayed, (long long)s.dead,
                     (long long)s.processed, (long long)s.failed, s.jobs_per_second,
                     age_text(s.oldest_ready_ms, age, sizeof age), since >= 0 ? "since " : "-",
@@ -180,11 +254,11 @@ int jr_cmd_stats(const jr_config_t *cfg, const jr_strlist_t *queues, int json, i
         if (!watch || status) break;
         char t[JR_TIME_LEN];
         fprintf(out, "\n%s  (every 1 s; Ctrl-C stops)\n", jr_time_format(jr_wall_ms(), t));
-        fflush(out);
+        if (fflush(out) || ferror(out)) break; /* its reader is gone: out_done says so */
         if (jr_sleep_interruptible(1000)) break;
     }
     jr_client_free(c);
-    return status;
+    return out_done(out, status);
 }
 
 /* The value of field `name` in a stream entry, or NULL (length in *len). */
@@ -195,15 +269,6 @@ static const char *field(const jr_entry_t *e, const char *name, size_t *len) {
             return e->values[i];
         }
     return NULL;
-}
-
-/* Print bytes as text: printable ASCII as is, the rest as \xNN. */
-static void print_bytes(FILE *out, const char *s, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c < 0x7f) fputc(c, out);
-        else fprintf(out, "\\x%02x", c);
-    }
 }
 
 static void print_field(FILE *out, const jr_entry_t *e, const char *name, const char *dflt) {
@@ -279,7 +344,7 @@ int jr_cmd_dead(const jr_config_t *cfg, const char *queue, const char *sub, char
     jr_batch_t b = {0};
     int status = 0;
     if (jr_redis_xrange(r, k.dead, 0, &b) != 0) {
-        fprintf(stderr, "jobrunner dead: %s\n", jr_redis_errstr(r));
+        fprintf(stderr, "jobrunner dead: %s\n", esc(jr_redis_errstr(r)));
         status = 1;
         goto out;
     }
@@ -339,7 +404,7 @@ int jr_cmd_dead(const jr_config_t *cfg, const char *queue, const char *sub, char
                 print_field(out, e, "err", "");
                 fputs("\n", out);
             } else {
-                fprintf(out, "%sdead_at: %s\nentry: %s\n", shown++ ? "\n" : "", t, e->id);
+                fprintf(out, "%sdead_at: %s\nentry: %s\n", shown++ ? "\n" : "", t, esc(e->id));
                 for (size_t f = 0; f < e->nfields; f++) {
                     print_bytes(out, e->names[f], e->name_lens[f]);
                     fputs(": ", out);
@@ -354,7 +419,7 @@ int jr_cmd_dead(const jr_config_t *cfg, const char *queue, const char *sub, char
         int rc = retry ? jr_redis_dead_retry(r, queue, sel, nsel, &n)
                        : jr_redis_dead_purge(r, queue, all ? NULL : sel, all ? 0 : nsel, &n);
         if (rc) {
-            fprintf(stderr, "jobrunner dead %s: %s\n", sub, jr_redis_errstr(r));
+            fprintf(stderr, "jobrunner dead %s: %s\n", sub, esc(jr_redis_errstr(r)));
             status = 1;
         } else {
             fprintf(out, "%s %lld dead job%s\n", retry ? "re-enqueued" : "purged", n, n == 1 ? "" : "s");
@@ -369,7 +434,7 @@ int jr_cmd_dead(const jr_config_t *cfg, const char *queue, const char *sub, char
 out:
     jr_batch_free(&b);
     jr_redis_free(r);
-    return status;
+    return out_done(out, status);
 }
 
 /* The live processes as one JSON document: {"workers":[{...},...]}
@@ -407,7 +472,7 @@ int jr_cmd_workers(const jr_config_t *cfg, int json, FILE *out) {
     size_t n = 0;
     int rc = jr_redis_proc_list(r, &v, &n);
     if (rc) {
-        fprintf(stderr, "jobrunner workers: %s\n", jr_redis_errstr(r)[0] ? jr_redis_errstr(r) : jr_strerror(rc));
+        fprintf(stderr, "jobrunner workers: %s\n", jr_redis_errstr(r)[0] ? esc(jr_redis_errstr(r)) : jr_strerror(rc));
     } else if (json) {
         if (jr_json_print(out, workers_json(v, n)) != 0) rc = JR_ENOMEM;
     } else {
@@ -417,13 +482,18 @@ int jr_cmd_workers(const jr_config_t *cfg, int json, FILE *out) {
             char t[JR_TIME_LEN], seen[32];
             jr_time_format(v[i].started_ms, t);
             snprintf(seen, sizeof seen, "%.1fs ago", (double)v[i].seen_ago_ms / 1000.0);
-            fprintf(out, "%-32s %-9s %-20s %8lld %-20s %-8s %-24s %7lld %9s\n", v[i].name, v[i].role, v[i].host,
-                    v[i].pid, v[i].queues[0] ? v[i].queues : "*", v[i].version, t, v[i].running, seen);
+            print_cell(out, v[i].name, 32), fputc(' ', out);
+            print_cell(out, v[i].role, 9), fputc(' ', out);
+            print_cell(out, v[i].host, 20);
+            fprintf(out, " %8lld ", v[i].pid);
+            print_cell(out, v[i].queues[0] ? v[i].queues : "*", 20), fputc(' ', out);
+            print_cell(out, v[i].version, 8);
+            fprintf(out, " %-24s %7lld %9s\n", t, v[i].running, seen);
         }
     }
     jr_procs_free(v, n);
     jr_redis_free(r);
-    return rc ? 1 : 0;
+    return out_done(out, rc ? 1 : 0);
 }
 
 /* ---- functions: the Redis function library for producers --------------- */
@@ -433,6 +503,7 @@ extern const size_t jr_lua_library_len;
 
 int jr_cmd_functions(const jr_config_t *cfg, const char *sub, FILE *out) {
     if (!strcmp(sub, "dump")) {
+        cli_signals();
         /* Only the library: a pipe into `redis-cli -x FUNCTION LOAD` gets exactly it. */
         if (fwrite(jr_lua_library, 1, jr_lua_library_len, out) != jr_lua_library_len || fflush(out)) {
             fprintf(stderr, "jobrunner functions: cannot write the library\n");
@@ -447,7 +518,7 @@ int jr_cmd_functions(const jr_config_t *cfg, const char *sub, FILE *out) {
     fprintf(out, "function library \"jobrunner\" is loaded in Redis at %s\n",
             jr_config_redis_url_shown(cfg, shown, sizeof shown));
     jr_redis_free(r);
-    return 0;
+    return out_done(out, 0);
 }
 
 /* ---- one job: job show / run-now / delete, cancel, jobs --state ---------- */
@@ -533,7 +604,7 @@ int jr_cmd_job_show(const jr_config_t *cfg, const char *queue, const char *id, i
     jr_client_job_info_t *in = NULL;
     int status = 0;
     if (jr_client_job_show(c, queue, id, &in)) {
-        fprintf(stderr, "jobrunner job show: %s\n", jr_client_errstr(c));
+        fprintf(stderr, "jobrunner job show: %s\n", esc(jr_client_errstr(c)));
         jr_client_free(c);
         return 1;
     }
@@ -572,15 +643,15 @@ int jr_cmd_job_show(const jr_config_t *cfg, const char *queue, const char *id, i
     } else {
         fprintf(out, "job: ");
         print_bytes(out, id, strlen(id));
-        fprintf(out, "\nqueue: %s\nstate: %s%s\n", queue, in->state_name,
+        fprintf(out, "\nqueue: %s\nstate: %s%s\n", esc(queue), esc(in->state_name),
                 found ? "" : " (finished jobs are not kept; a job that ran is gone)");
         if (in->state == JR_CLIENT_STATE_DELAYED || in->state == JR_CLIENT_STATE_RETRYING)
             fprintf(out, "due: %s (%s)\n", due, score);
         if (found) fprintf(out, "attempt: %lld\n", (long long)in->attempt);
-        if (in->entry[0]) fprintf(out, "entry: %s\n", in->entry);
+        if (in->entry[0]) fprintf(out, "entry: %s\n", esc(in->entry));
         if (running)
             fprintf(out, "consumer: %s\nidle: %.1fs (since its start or last heartbeat)\ndeliveries: %lld\n",
-                    in->consumer, (double)in->idle_ms / 1000.0, (long long)in->deliveries);
+                    esc(in->consumer), (double)in->idle_ms / 1000.0, (long long)in->deliveries);
         if (at[0]) fprintf(out, "dead_at: %s\n", at);
         for (size_t f = 0; f < in->nfields; f++) {
             fputs("  ", out);
@@ -593,7 +664,7 @@ int jr_cmd_job_show(const jr_config_t *cfg, const char *queue, const char *id, i
     if (!found) status = 1;
     jr_client_job_info_free(in);
     jr_client_free(c);
-    return status;
+    return out_done(out, status);
 }
 
 int jr_cmd_job_change(const jr_config_t *cfg, const char *queue, const char *sub, const char *id, FILE *out) {
@@ -604,25 +675,25 @@ int jr_cmd_job_change(const jr_config_t *cfg, const char *queue, const char *sub
     int status = 0;
     if (jr_redis_job_change(r, run_now ? "jr_run_now" : "jr_delete", queue, id, state, sizeof state, detail,
                             sizeof detail)) {
-        fprintf(stderr, "jobrunner job %s: %s\n", sub, jr_redis_errstr(r));
+        fprintf(stderr, "jobrunner job %s: %s\n", sub, esc(jr_redis_errstr(r)));
         status = 1;
     } else if (!strcmp(state, "not found")) {
         fprintf(stderr, "jobrunner job %s: no job \"%s\" waiting or running in queue %s (finished jobs are not kept)\n",
-                sub, id, queue);
+                sub, esc(id), esc(queue));
         status = 1;
     } else if (run_now) {
         if (!strcmp(state, "delayed") || !strcmp(state, "retrying"))
-            fprintf(out, "%s ready now (was %s; entry %s)\n", id, state, detail);
+            fprintf(out, "%s ready now (was %s; entry %s)\n", esc(id), esc(state), esc(detail));
         else
-            fprintf(out, "%s is already %s (entry %s)\n", id, state, detail);
+            fprintf(out, "%s is already %s (entry %s)\n", esc(id), esc(state), esc(detail));
     } else if (!strcmp(state, "running")) {
-        fprintf(stderr, "jobrunner job delete: %s is running; use cancel\n", id);
+        fprintf(stderr, "jobrunner job delete: %s is running; use cancel\n", esc(id));
         status = 1;
     } else {
-        fprintf(out, "%s deleted (was %s)\n", id, state);
+        fprintf(out, "%s deleted (was %s)\n", esc(id), esc(state));
     }
     jr_redis_free(r);
-    return status;
+    return out_done(out, status);
 }
 
 int jr_cmd_cancel(const jr_config_t *cfg, const char *queue, char **ids, size_t n, FILE *out) {
@@ -633,18 +704,18 @@ int jr_cmd_cancel(const jr_config_t *cfg, const char *queue, char **ids, size_t 
         jr_client_cancel_t o;
         int rc = jr_client_cancel(c, queue, ids[i], &o);
         if (rc) {
-            fprintf(stderr, "jobrunner cancel: %s: %s\n", ids[i], jr_client_errstr(c));
+            fprintf(stderr, "jobrunner cancel: %s: %s\n", esc(ids[i]), esc(jr_client_errstr(c)));
             status = 1;
             if (rc == JR_CLIENT_ECONNECT || rc == JR_CLIENT_ETIMEOUT || rc == JR_CLIENT_ENOMEM) break;
             continue;
         }
-        fprintf(out, "%s %s\n", ids[i],
+        fprintf(out, "%s %s\n", esc(ids[i]),
                 o == JR_CLIENT_CANCELLED ? "cancelled" : o == JR_CLIENT_CANCEL_RUNNING ? "running" : "not found");
         if (o == JR_CLIENT_CANCEL_NOT_FOUND) status = 1;
     }
     fflush(out);
     jr_client_free(c);
-    return status;
+    return out_done(out, status);
 }
 
 /* -1, 0, 1 as stream id a is before, equal to, after b ("<ms>-<seq>"). */
@@ -713,12 +784,12 @@ static int print_page(FILE *out, const char *state, const char *queue, const lis
         fputs(" ", out);
         print_field(out, l->e ? l->e : &none, "a", "1");
         fputs(" ", out);
-        if (l->p) fprintf(out, "%s (idle %.1fs, delivered %lld)", l->p->consumer, (double)l->p->idle_ms / 1000.0,
+        if (l->p) fprintf(out, "%s (idle %.1fs, delivered %lld)", esc(l->p->consumer), (double)l->p->idle_ms / 1000.0,
                           l->p->deliveries);
         if (!strcmp(state, "dead")) print_field(out, l->e ? l->e : &none, "why", "?");
         fputs("\n", out);
     }
-    if (next) fprintf(out, "next page: --after %s\n", next);
+    if (next) fprintf(out, "next page: --after %s\n", esc(next));
     else fprintf(out, "(end)\n");
     return 0;
 }
@@ -784,7 +855,7 @@ int jr_cmd_jobs(const jr_config_t *cfg, const char *queue, const char *state, in
         rc = jr_redis_xrange_between(r, k.dead, start, "+", limit, &b);
     }
     if (rc) {
-        fprintf(stderr, "jobrunner jobs: %s\n", rc == JR_ENOMEM ? "out of memory" : jr_redis_errstr(r));
+        fprintf(stderr, "jobrunner jobs: %s\n", rc == JR_ENOMEM ? "out of memory" : esc(jr_redis_errstr(r)));
         status = 1;
         goto out;
     }
@@ -860,7 +931,7 @@ out:
     free(each), free(pend);
     jr_batch_free(&b);
     jr_redis_free(r);
-    return status;
+    return out_done(out, status);
 }
 
 int jr_cmd_pause(const jr_config_t *cfg, const char *queue, int on, FILE *out) {
@@ -868,7 +939,7 @@ int jr_cmd_pause(const jr_config_t *cfg, const char *queue, int on, FILE *out) {
     if (!c) return 1;
     int changed = 0, woken = 0;
     if (jr_client_set_paused(c, queue, on, &changed, &woken)) {
-        fprintf(stderr, "jobrunner: %s %s: %s\n", on ? "pause" : "resume", queue, jr_client_errstr(c));
+        fprintf(stderr, "jobrunner: %s %s: %s\n", on ? "pause" : "resume", esc(queue), esc(jr_client_errstr(c)));
         jr_client_free(c);
         return 1;
     }
@@ -876,7 +947,7 @@ int jr_cmd_pause(const jr_config_t *cfg, const char *queue, int on, FILE *out) {
      * the paused set with its next fetch anyway. */
     if (woken < 0)
         fprintf(stderr, "jobrunner: note: could not wake the workers (%s); they see the change within a "
-                        "block period (worker.block)\n", jr_client_errstr(c));
+                        "block period (worker.block)\n", esc(jr_client_errstr(c)));
     jr_client_stats_t s;
     if (changed) {
         fprintf(out, "%s %s\n", queue, on ? "paused" : "resumed");
@@ -887,7 +958,7 @@ int jr_cmd_pause(const jr_config_t *cfg, const char *queue, int on, FILE *out) {
         fprintf(out, "%s was %s\n", queue, on ? "already paused" : "not paused");
     }
     jr_client_free(c);
-    return 0;
+    return out_done(out, 0);
 }
 
 /* ---- periodic schedules ---------------------------------------------------- */
@@ -919,7 +990,7 @@ int jr_cmd_cron_add(const jr_config_t *cfg, jr_cron_def_t *d, FILE *out) {
     if (!rc) rc = jr_redis_cron_set(r, d->name, def, &changed);
     if (!rc) rc = jr_redis_time_ms(r, &now);
     if (rc) {
-        fprintf(stderr, "jobrunner cron add: %s\n", jr_redis_errstr(r)[0] ? jr_redis_errstr(r) : jr_strerror(rc));
+        fprintf(stderr, "jobrunner cron add: %s\n", jr_redis_errstr(r)[0] ? esc(jr_redis_errstr(r)) : jr_strerror(rc));
     } else {
         int64_t next = jr_cron_def_next(d, (int64_t)now);
         char t[JR_TIME_LEN];
@@ -928,7 +999,7 @@ int jr_cmd_cron_add(const jr_config_t *cfg, jr_cron_def_t *d, FILE *out) {
     }
     free(def);
     jr_redis_free(r);
-    return rc ? 1 : 0;
+    return out_done(out, rc ? 1 : 0);
 }
 
 int jr_cmd_cron_remove(const jr_config_t *cfg, char **names, size_t n, FILE *out) {
@@ -941,44 +1012,48 @@ int jr_cmd_cron_remove(const jr_config_t *cfg, char **names, size_t n, FILE *out
         if (!rc) fprintf(out, "%s %s\n", names[i], removed ? "removed" : "not found");
         missing += !rc && !removed;
     }
-    if (rc) fprintf(stderr, "jobrunner cron remove: %s\n", jr_redis_errstr(r)[0] ? jr_redis_errstr(r) : jr_strerror(rc));
+    if (rc) fprintf(stderr, "jobrunner cron remove: %s\n", jr_redis_errstr(r)[0] ? esc(jr_redis_errstr(r)) : jr_strerror(rc));
     jr_redis_free(r);
-    return rc || missing ? 1 : 0;
+    return out_done(out, rc || missing ? 1 : 0);
 }
 
 static int cmp_entry(const void *a, const void *b) {
     return strcmp(((const jr_cron_entry_t *)a)->name, ((const jr_cron_entry_t *)b)->name);
 }
 
-/* One schedule as JSON (d decoded, or NULL with why). */
+/* A string as JSON (jr_json_bytes: not UTF-8 as {"base64": ...}), null for NULL. */
+static json_t *str_json(const char *s) { return s ? jr_json_bytes(s, strlen(s)) : json_null(); }
+
+/* One schedule as JSON (d decoded, or NULL with why). Every string read
+ * from Redis goes through str_json, so none is dropped for not being UTF-8. */
 static json_t *cron_json(const jr_cron_entry_t *e, const jr_cron_def_t *d, const char *why, int64_t now) {
     json_t *o = json_object();
     if (!o) return NULL;
-    json_object_set_new(o, "name", json_string(e->name));
+    json_object_set_new(o, "name", str_json(e->name));
     if (!d) {
-        json_object_set_new(o, "error", json_string(why));
+        json_object_set_new(o, "error", str_json(why));
         json_object_set_new(o, "definition", jr_json_bytes(e->def, strlen(e->def)));
         return o;
     }
     char t[JR_TIME_LEN], loc[JR_CRON_LOCAL_LEN], dur[JR_DURATION_LEN];
-    json_object_set_new(o, "cron", d->cron ? json_string(d->cron) : json_null());
+    json_object_set_new(o, "cron", str_json(d->cron));
     json_object_set_new(o, "every", d->cron ? json_null() : json_string(jr_duration_format(d->every_ms, dur, sizeof dur)));
     json_object_set_new(o, "every_ms", d->cron ? json_null() : json_integer(d->every_ms));
-    json_object_set_new(o, "timezone", json_string(d->tz));
-    json_object_set_new(o, "queue", json_string(d->queue));
-    json_object_set_new(o, "handler", json_string(d->handler));
-    json_object_set_new(o, "payload", d->payload ? json_string(d->payload) : json_null());
+    json_object_set_new(o, "timezone", str_json(d->tz));
+    json_object_set_new(o, "queue", str_json(d->queue));
+    json_object_set_new(o, "handler", str_json(d->handler));
+    json_object_set_new(o, "payload", str_json(d->payload));
     json_object_set_new(o, "missed", json_string(d->missed == JR_MISSED_ONCE ? "once" : "skip"));
     json_object_set_new(o, "enabled", json_boolean(d->enabled));
     int64_t next = d->enabled ? jr_cron_def_next(d, now) : -1;
     json_object_set_new(o, "next_ms", next < 0 ? json_null() : json_integer(next));
     json_object_set_new(o, "next_utc", next < 0 ? json_null() : json_string(jr_time_format(next, t)));
-    json_object_set_new(o, "next_local", next < 0 ? json_null() : json_string(jr_cron_local_format(next, d->tz, loc)));
+    json_object_set_new(o, "next_local", next < 0 ? json_null() : str_json(jr_cron_local_format(next, d->tz, loc)));
     const char *job;
     int64_t last = jr_cron_last_parse(e->last, &job);
     json_object_set_new(o, "last_fired_ms", last < 0 ? json_null() : json_integer(last));
     json_object_set_new(o, "last_fired_utc", last < 0 ? json_null() : json_string(jr_time_format(last, t)));
-    json_object_set_new(o, "last_job_id", last < 0 ? json_null() : json_string(job));
+    json_object_set_new(o, "last_job_id", last < 0 ? json_null() : str_json(job));
     return o;
 }
 
@@ -992,7 +1067,7 @@ int jr_cmd_cron_list(const jr_config_t *cfg, int json, FILE *out) {
     int rc = jr_redis_cron_list(r, &v, &n, wake);
     if (!rc) rc = jr_redis_time_ms(r, &nowf);
     if (rc) {
-        fprintf(stderr, "jobrunner cron list: %s\n", jr_redis_errstr(r)[0] ? jr_redis_errstr(r) : jr_strerror(rc));
+        fprintf(stderr, "jobrunner cron list: %s\n", jr_redis_errstr(r)[0] ? esc(jr_redis_errstr(r)) : jr_strerror(rc));
         jr_cron_entries_free(v, n);
         jr_redis_free(r);
         return 1;
@@ -1010,7 +1085,8 @@ int jr_cmd_cron_list(const jr_config_t *cfg, int json, FILE *out) {
         if (json) {
             json_array_append_new(arr, cron_json(&v[i], bad ? NULL : &d, why, now));
         } else if (bad) {
-            fprintf(out, "%-20s (unreadable definition: %s)\n", v[i].name, why);
+            print_cell(out, v[i].name, 20);
+            fprintf(out, " (unreadable definition: %s)\n", esc(why));
         } else {
             char sched[128], t[JR_TIME_LEN], loc[JR_CRON_LOCAL_LEN], lt[JR_TIME_LEN], dur[JR_DURATION_LEN];
             if (d.cron) snprintf(sched, sizeof sched, "%s", d.cron);
@@ -1018,10 +1094,12 @@ int jr_cmd_cron_list(const jr_config_t *cfg, int json, FILE *out) {
             int64_t next = d.enabled ? jr_cron_def_next(&d, now) : -1;
             const char *job;
             int64_t last = jr_cron_last_parse(v[i].last, &job);
-            fprintf(out, "%-20s %-20s %-16s %-10s %-16s %-24s %-25s %-24s %-30s %s\n", d.name, sched, d.tz, d.queue,
-                    d.handler, next < 0 ? "-" : jr_time_format(next, t),
-                    next < 0 ? "-" : jr_cron_local_format(next, d.tz, loc), last < 0 ? "-" : jr_time_format(last, lt),
-                    last < 0 ? "-" : job, d.enabled ? "yes" : "no");
+            const char *cells[] = {d.name, sched, d.tz, d.queue, d.handler, next < 0 ? "-" : jr_time_format(next, t),
+                                   next < 0 ? "-" : jr_cron_local_format(next, d.tz, loc),
+                                   last < 0 ? "-" : jr_time_format(last, lt), last < 0 ? "-" : job};
+            static const int widths[] = {20, 20, 16, 10, 16, 24, 25, 24, 30};
+            for (size_t k = 0; k < sizeof cells / sizeof *cells; k++) print_cell(out, cells[k], widths[k]), fputc(' ', out);
+            fprintf(out, "%s\n", d.enabled ? "yes" : "no");
         }
         jr_cron_def_free(&d);
     }
@@ -1033,5 +1111,5 @@ int jr_cmd_cron_list(const jr_config_t *cfg, int json, FILE *out) {
     }
     jr_cron_entries_free(v, n);
     jr_redis_free(r);
-    return rc ? 1 : 0;
+    return out_done(out, rc ? 1 : 0);
 }

@@ -2,6 +2,7 @@
 #include "json.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 char *jr_base64(const char *s, size_t n) {
     static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -36,8 +37,23 @@ json_t *jr_json_bytes(const char *s, size_t n) {
 
 int jr_json_print(FILE *out, json_t *doc) {
     if (!doc) return -1;
-    int rc = json_dumpf(doc, out, JSON_COMPACT);
+    char *text = json_dumps(doc, JSON_COMPACT);
     json_decref(doc);
+    int rc = text ? jr_json_write(out, text, strlen(text)) : -1;
+    free(text);
     if (rc != 0 || fputc('\n', out) == EOF) return -1;
     return 0;
+}
+
+int jr_json_write(FILE *out, const char *s, size_t n) {
+    const unsigned char *u = (const unsigned char *)s;
+    size_t from = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned c = u[i] == 0x7f ? 0x7f : u[i] == 0xc2 && i + 1 < n && u[i + 1] >= 0x80 && u[i + 1] < 0xa0 ? u[i + 1] : 0;
+        if (!c) continue;
+        if (fwrite(s + from, 1, i - from, out) != i - from || fprintf(out, "\\u%04x", c) < 0) return -1;
+        i += c != 0x7f;
+        from = i + 1;
+    }
+    return fwrite(s + from, 1, n - from, out) == n - from ? 0 : -1;
 }

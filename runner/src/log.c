@@ -224,8 +224,8 @@ static void json_line(FILE *f, const char *ts, const char *lv, const char *msg, 
     static char buf[4096]; /* most lines fit; a longer one is dumped to the heap */
     size_t len = bad ? 0 : json_dumpb(o, buf, sizeof buf, LINE_FLAGS);
     char *heap = len > sizeof buf ? json_dumps(o, LINE_FLAGS) : NULL;
-    if (len && len <= sizeof buf) fwrite(buf, 1, len, f);
-    else if (heap) fputs(heap, f);
+    if (len && len <= sizeof buf) jr_json_write(f, buf, len);
+    else if (heap) jr_json_write(f, heap, strlen(heap));
     else
         fprintf(f, "{\"time\":\"%s\",\"level\":\"error\",\"pid\":%d,\"msg\":\"out of memory writing a log line\"}",
                 ts, (int)(log_pid ? log_pid : getpid()));

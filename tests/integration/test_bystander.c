@@ -339,3 +339,213 @@ Test(bystander, a_handler_message_cannot_forge_log_keys) {
     cr_expect_eq(echoes, 2, "%s", log);
     free(log);
 }
+
+/* ---- CLI output of what others wrote into Redis ------------------------------ */
+
+/* Valid UTF-8 that a terminal would act on: clear the screen, retitle the
+ * window, ring, return and start a forged row, DEL, a C1 CSI (U+009B). */
+#define HOSTILE "\x1b[2J\x1b]0;owned\x07\r\nFAKE ROW \x7f\xc2\x9b" "31m"
+
+/* Nothing in out that a terminal acts on: no control byte but the newlines
+ * ending lines, no DEL, no C1 (raw or as UTF-8); text tables (json = 0)
+ * have only ASCII; no line is the forged row. */
+static void check_inert(const char *what, const char *out, int json) {
+    const unsigned char *u = (const unsigned char *)out;
+    for (size_t i = 0; u[i]; i++) {
+        cr_expect(u[i] >= 0x20 || u[i] == '\n', "%s: control byte 0x%02x at %zu:\n%s", what, u[i], i, out);
+        cr_expect(u[i] != 0x7f, "%s: DEL at %zu:\n%s", what, i, out);
+        if (!json) cr_expect(u[i] < 0x80, "%s: byte 0x%02x at %zu in a text table:\n%s", what, u[i], i, out);
+        else cr_expect(!(u[i] == 0xc2 && u[i + 1] >= 0x80 && u[i + 1] < 0xa0), "%s: a C1 control at %zu:\n%s", what, i, out);
+    }
+    cr_expect(strncmp(out, "FAKE", 4) && !strstr(out, "\nFAKE"), "%s: a forged line:\n%s", what, out);
+}
+
+static void run_inert(const char *const *args, int json, int want_status, int shows) {
+    static char out[1 << 16], err[1 << 14];
+    int st = jrt_run(out, sizeof out, err, sizeof err, args);
+    char what[128];
+    snprintf(what, sizeof what, "jobrunner %s %s %s", args[0], args[1] ? args[1] : "", args[1] && args[2] ? args[2] : "");
+    cr_expect_eq(st, want_status, "%s: exit %d\n%s\n%s", what, st, out, err);
+    check_inert(what, out, json);
+    check_inert(what, err, 0);
+    cr_expect(!shows || strstr(out, "\\x1b[2J") || strcasestr(out, "\\u001b[2J") || strstr(out, "base64") || strstr(err, "\\x1b[2J"),
+              "%s shows the hostile text, escaped:\n%s\n%s", what, out, err);
+}
+
+/* Everything listed from Redis -- a live process, schedules, a running
+ * job's consumer, dead entries, registered queue names -- printed by every
+ * command that shows it, text and JSON: no byte a terminal acts on. */
+Test(bystander, cli_output_escapes_control_bytes_from_redis) {
+    char out[4096], err[4096];
+    const char *load[] = {"functions", "load", "--redis", R.url, NULL};
+    cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, load), 0, "%s", err);
+    redisContext *c = jrt_connect(&R);
+    char now[32];
+    snprintf(now, sizeof now, "%lld", (long long)(jrt_wall_us() / 1000));
+    /* a live process */
+    freeReplyObject(jrt_cmd(c, "HSET", "jr:{procs}:evil" HOSTILE, "role", "worker" HOSTILE, "host", HOSTILE, "pid", "1",
+                            "queues", "default," HOSTILE, "version", HOSTILE, "started", now, "running", "0", "lease",
+                            "60000", NULL));
+    freeReplyObject(jrt_cmd(c, "PEXPIRE", "jr:{procs}:evil" HOSTILE, "60000", NULL));
+    freeReplyObject(jrt_cmd(c, "ZADD", "jr:{procs}", now, "evil" HOSTILE, NULL));
+    /* schedules: a good definition under a hostile name, with a hostile last
+     * job; definitions with hostile fields */
+    const char *add[] = {"cron", "add", "--redis", R.url, "good", "--every", "1h", "echo", "x", NULL};
+    cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, add), 0, "%s", err);
+    redisReply *def = jrt_cmd(c, "HGET", "jr:{cron}", "good", NULL);
+    cr_assert_eq(def->type, REDIS_REPLY_STRING);
+    freeReplyObject(jrt_cmd(c, "HSET", "jr:{cron}", "n" HOSTILE, def->str, NULL));
+    freeReplyObject(jrt_cmd(c, "HSET", "jr:{cron}:last", "n" HOSTILE, "1796000000000 job" HOSTILE, NULL));
+    freeReplyObject(jrt_cmd(c, "HSET", "jr:{cron}:last", "good", "1796000000000 job" HOSTILE, NULL));
+    char bad[1024];
+    const char *h = strstr(def->str, "\"echo\"");
+    cr_assert(h, "%s", def->str);
+    snprintf(bad, sizeof bad, "%.*s\"echo\\u001b[2J\\u0007\\r\\nFAKE ROW \\u009b\"%s", (int)(h - def->str), def->str, h + 6);
+    freeReplyObject(jrt_cmd(c, "HSET", "jr:{cron}", "bad-handler", bad, NULL));
+    freeReplyObject(jrt_cmd(c, "HSET", "jr:{cron}", "garbage", HOSTILE, NULL));
+    freeReplyObject(def);
+    /* a running job whose consumer has a hostile name */
+    const char *enq[] = {"enqueue", "--redis", R.url, "--id", "run1", "echo", HOSTILE, NULL};
+    cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, enq), 0, "%s", err);
+    freeReplyObject(jrt_cmd(c, "XREADGROUP", "GROUP", "jr", "c" HOSTILE, "COUNT", "1", "STREAMS", "jr:{default}:ready",
+                            ">", NULL));
+    /* dead entries: hostile fields, one not UTF-8 */
+    freeReplyObject(jrt_cmd(c, "XADD", "jr:{default}:dead", "*", "id", "dead1", "h", "h" HOSTILE, "a", "1", "why",
+                            HOSTILE, "err", HOSTILE, "x" HOSTILE, "\x9b\xff" HOSTILE, NULL));
+    freeReplyObject(jrt_cmd(c, "XADD", "jr:{default}:dead", "*", "id", "d" HOSTILE, "h", "echo", "why", "invalid", NULL));
+    /* a registered queue with a hostile name */
+    freeReplyObject(jrt_cmd(c, "SADD", "jr:{queues}", "q" HOSTILE, NULL));
+    redisFree(c);
+
+#define CMD(...) ((const char *const[]){__VA_ARGS__, "--redis", R.url, NULL})
+    run_inert(CMD("workers"), 0, 0, 1);
+    run_inert(CMD("workers", "--json"), 1, 0, 1);
+    run_inert(CMD("cron", "list"), 0, 0, 1);
+    run_inert(CMD("cron", "list", "--json"), 1, 0, 1);
+    run_inert(CMD("jobs", "--state", "running"), 0, 0, 1);
+    run_inert(CMD("jobs", "--state", "running", "--json"), 1, 0, 1);
+    run_inert(CMD("job", "show", "run1"), 0, 0, 1);
+    run_inert(CMD("job", "show", "--json", "run1"), 1, 0, 1);
+    run_inert(CMD("dead", "list"), 0, 0, 1);
+    run_inert(CMD("dead", "list", "--json"), 1, 0, 1);
+    run_inert(CMD("dead", "show", "dead1"), 0, 0, 1);
+    run_inert(CMD("jobs", "--state", "dead"), 0, 0, 1);
+    run_inert(CMD("jobs", "--state", "dead", "--json"), 1, 0, 1);
+    run_inert(CMD("job", "show", "dead1"), 0, 0, 1);
+    run_inert(CMD("stats"), 0, 0, 0);
+#undef CMD
+    /* the table keeps one row per process and per schedule */
+    const char *wk[] = {"workers", "--redis", R.url, NULL};
+    cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, wk), 0);
+    size_t lines = 0;
+    for (const char *p = out; *p; p++) lines += *p == '\n';
+    cr_expect_eq(lines, 2, "a header and one row:\n%s", out);
+}
+
+/* ---- how a command ends: Redis gone, reader gone ------------------------------ */
+
+/* Start jobrunner with args, stdout on out_fd and stderr on err_fd, with
+ * SIGPIPE at its default action (as from a shell; this test process
+ * ignores it). */
+static pid_t spawn_plain(const char *const *args, int out_fd, int err_fd) {
+    const char *argv[32] = {JRT_JOBRUNNER};
+    size_t n = 1;
+    while (args[n - 1] && n < 31) argv[n] = args[n - 1], n++;
+    argv[n] = NULL;
+    pid_t parent = getpid(), pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(127);
+        signal(SIGPIPE, SIG_DFL);
+        dup2(out_fd, 1), dup2(err_fd, 2);
+        execv(JRT_JOBRUNNER, (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Wait up to timeout_ms for pid; its wait status, or -1 (then killed). */
+static int wait_end(pid_t pid, int timeout_ms) {
+    int st;
+    for (int t = 0; t < timeout_ms; t += 20) {
+        if (waitpid(pid, &st, WNOHANG) == pid) return st;
+        jrt_sleep_ms(20);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    return -1;
+}
+
+static const char *how(int st, char *buf, size_t len) {
+    if (st == -1) snprintf(buf, len, "still running");
+    else if (WIFSIGNALED(st)) snprintf(buf, len, "killed by signal %d", WTERMSIG(st));
+    else snprintf(buf, len, "exit %d", WEXITSTATUS(st));
+    return buf;
+}
+
+/* Redis dies while stats --watch redraws: exit status 1 and a message
+ * naming the Redis problem, not a silent death by SIGPIPE. */
+Test(bystander, stats_watch_ends_with_a_message_when_redis_goes_away) {
+    char out[256], outp[256], errp[256], b[64];
+    const char *enq[] = {"enqueue", "--redis", R.url, "echo", "x", NULL};
+    cr_assert_eq(jrt_run(out, sizeof out, NULL, 0, enq), 0);
+    snprintf(outp, sizeof outp, "%s/watch.out", R.dir);
+    snprintf(errp, sizeof errp, "%s/watch.err", R.dir);
+    int o = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0600), e = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const char *args[] = {"stats", "--watch", "--redis", R.url, NULL};
+    pid_t pid = spawn_plain(args, o, e);
+    close(o), close(e);
+    for (int t = 0; t < 10000 && jrt_count(outp, "every 1 s") < 2; t += 50) jrt_sleep_ms(50);
+    cr_assert_geq(jrt_count(outp, "every 1 s"), 2, "stats --watch drew twice");
+    kill(R.pid, SIGKILL);
+    int st = wait_end(pid, 20000);
+    char *err = jrt_slurp(errp);
+    cr_expect(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 1, "stats --watch with Redis gone: %s (want exit 1); stderr: %s",
+              how(st, b, sizeof b), err);
+    cr_expect(strstr(err, "jobrunner: stats") && strstr(err, "Redis"), "a message naming Redis: %s", err);
+    free(err);
+}
+
+/* Output to a pipe whose reader is gone: stats --watch and one-shot
+ * commands say so and exit 1, not die by SIGPIPE. */
+Test(bystander, output_to_a_closed_pipe_ends_with_a_message_and_status_1) {
+    char out[256], errp[256], b[64];
+    const char *enq[] = {"enqueue", "--redis", R.url, "echo", "x", NULL};
+    cr_assert_eq(jrt_run(out, sizeof out, NULL, 0, enq), 0);
+    snprintf(errp, sizeof errp, "%s/pipe.err", R.dir);
+    /* the watch: read a frame, then go away */
+    int p[2];
+    cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+    int e = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const char *watch[] = {"stats", "--watch", "--redis", R.url, NULL};
+    pid_t pid = spawn_plain(watch, p[1], e);
+    close(p[1]), close(e);
+    char frame[512];
+    cr_assert_gt(read(p[0], frame, sizeof frame), 0, "a first frame");
+    close(p[0]);
+    int st = wait_end(pid, 10000);
+    char *err = jrt_slurp(errp);
+    cr_expect(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 1, "stats --watch into a closed pipe: %s (want exit 1)",
+              how(st, b, sizeof b));
+    cr_expect(strstr(err, "cannot write the output"), "a message: %s", err);
+    free(err);
+    /* one-shot commands whose reader never read */
+    const char *const *cmds[] = {(const char *const[]){"stats", "--redis", R.url, NULL},
+                                 (const char *const[]){"workers", "--redis", R.url, NULL},
+                                 (const char *const[]){"jobs", "--state", "ready", "--redis", R.url, NULL},
+                                 (const char *const[]){"functions", "dump", NULL}};
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
+        cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+        close(p[0]);
+        e = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        pid = spawn_plain(cmds[i], p[1], e);
+        close(p[1]), close(e);
+        st = wait_end(pid, 10000);
+        err = jrt_slurp(errp);
+        cr_expect(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 1, "jobrunner %s into a closed pipe: %s (want exit 1)",
+                  cmds[i][0], how(st, b, sizeof b));
+        cr_expect(strstr(err, "cannot write"), "jobrunner %s: a message: %s", cmds[i][0], err);
+        free(err);
+    }
+}
