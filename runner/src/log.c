@@ -151,7 +151,8 @@ static void text_item(FILE *f, const char *s, int kind) {
  * any other value (e.g. "100ms") stays a string. */
 static int numeric_key(const char *k) {
     static const char *const names[] = {"attempt", "jobs", "count", "members", "deleted", "poison",
-                                        "handlers", "concurrency", "orders", "paid", "closed_unpaid"};
+                                        "handlers", "concurrency", "orders", "paid", "closed_unpaid",
+                                        "full", "per_client", "slow"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (!strcmp(k, names[i])) return 1;
     size_t n = strlen(k);

@@ -8,8 +8,12 @@
  *   thread serving GET /metrics and GET /healthz, and the hooks the worker
  *   and scheduler loops call. Every hook is a no-op while no server runs.
  *   The HTTP thread only reads memory (under a mutex, or atomics for the
- *   health stamps); it never talks to Redis, and the loops never wait for it
- *   except for that mutex, held while a scrape is encoded. */
+ *   health stamps) and counts (and at most once a minute logs) the
+ *   connections it refuses or cuts; it never talks to Redis, and the loops
+ *   never wait for it except for that mutex, held while a scrape is encoded.
+ *   Slow or many clients cannot keep it from answering: a deadline per
+ *   connection, a cap per client address, slots kept for 127.0.0.1 and ::1
+ *   (see "the HTTP server" in metrics.c). */
 #ifndef JR_METRICS_H
 #define JR_METRICS_H
 

@@ -197,10 +197,12 @@ static void check_documented(const char *text, const char *const *names) {
 
 static const char *const worker_metrics[] = {"jobrunner_jobs_total", "jobrunner_job_duration_seconds",
                                              "jobrunner_jobs_running", "jobrunner_fetch_batch_jobs",
-                                             "jobrunner_redis_reconnects_total", NULL};
+                                             "jobrunner_redis_reconnects_total",
+                                             "jobrunner_http_connections_dropped_total", NULL};
 static const char *const sched_metrics[] = {"jobrunner_jobs_promoted_total", "jobrunner_promotion_lateness_seconds",
                                             "jobrunner_queue_delayed_jobs", "jobrunner_queue_ready_jobs",
-                                            "jobrunner_redis_reconnects_total", NULL};
+                                            "jobrunner_redis_reconnects_total",
+                                            "jobrunner_http_connections_dropped_total", NULL};
 
 /* Start a worker or scheduler serving metrics on port: given with
  * --metrics, or by the config file (metrics.listen) when flag is 0. */
