@@ -507,6 +507,28 @@ Test(bystander, stats_watch_ends_with_a_message_when_redis_goes_away) {
     free(err);
 }
 
+/* Redis frozen (SIGSTOP) under stats --watch: it gives up after its
+ * command timeout with exit status 1 and Redis's silence named. (This
+ * passed before too: it is a read that times out, no SIGPIPE.) */
+Test(bystander, stats_watch_ends_with_a_message_when_redis_freezes) {
+    char outp[256], errp[256], b[64];
+    snprintf(outp, sizeof outp, "%s/watch.out", R.dir);
+    snprintf(errp, sizeof errp, "%s/watch.err", R.dir);
+    int o = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0600), e = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const char *args[] = {"stats", "--watch", "--redis", R.url, NULL};
+    pid_t pid = spawn_plain(args, o, e);
+    close(o), close(e);
+    for (int t = 0; t < 10000 && jrt_count(outp, "every 1 s") < 1; t += 50) jrt_sleep_ms(50);
+    kill(R.pid, SIGSTOP);
+    int st = wait_end(pid, 20000);
+    kill(R.pid, SIGCONT);
+    char *err = jrt_slurp(errp);
+    cr_expect(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 1, "stats --watch with Redis frozen: %s; stderr: %s",
+              how(st, b, sizeof b), err);
+    cr_expect(strstr(err, "Redis"), "a message naming Redis: %s", err);
+    free(err);
+}
+
 /* Output to a pipe whose reader is gone: stats --watch and one-shot
  * commands say so and exit 1, not die by SIGPIPE. */
 Test(bystander, output_to_a_closed_pipe_ends_with_a_message_and_status_1) {
