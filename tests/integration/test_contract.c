@@ -2008,3 +2008,45 @@ Test(contract, lua_rule_maxima_equal_the_c_constants) {
     cr_expect(strstr(src, "local CRON_NAME_RULE = '" JR_SCHEDULE_RULE "'"), "CRON_NAME_RULE differs from contract.h");
     free(src);
 }
+
+/* Entries whose id or handler name breaks its rule (written by hand, or by
+ * a revision before 15: a NUL in the id, a handler name no handler can
+ * have) are not run: each is dead-lettered as invalid with the rule's words,
+ * and a good entry beside them runs. */
+Test(contract, worker_dead_letters_values_outside_the_rules_with_the_rule, .timeout = 60) {
+    char cfg[192], text[512], log[192];
+    snprintf(text, sizeof text, "redis:\n  url: %s\nworker:\n  handler_wait: 0s\n", R.url);
+    jrt_write(&R, "c.yaml", text, cfg, sizeof cfg);
+    snprintf(log, sizeof log, "%s/worker.log", R.dir);
+    freeReplyObject(fetch("jr:{default}:ready", 0));
+    struct {
+        const char *id, *h, *says;
+        size_t id_len, h_len;
+    } bad[] = {{"a\0b", "record", "job id \"a?b\" contains a NUL byte", 3, 6},
+               {"bad-h", "send mail", "handler name \"send mail\" is not valid (1-64 characters", 5, 9},
+               {"bad-h2", "h\0x", "handler name \"h?x\" is not valid", 6, 3}};
+    for (size_t i = 0; i < 3; i++) {
+        const char *argv[] = {"XADD", "jr:{default}:ready", "*", "id", bad[i].id, "h", bad[i].h};
+        size_t lens[] = {4, 18, 1, 2, bad[i].id_len, 1, bad[i].h_len};
+        freeReplyObject(cmdv(7, argv, lens));
+    }
+    freeReplyObject(cmd("XADD", "jr:{default}:ready", "*", "id", "good", "h", "record", NULL));
+    char rec[256];
+    snprintf(rec, sizeof rec, "%s/record", R.dir);
+    setenv("JRT_RECORD", rec, 1);
+    const char *args[] = {"worker", "-c", cfg, "--plugin", JRT_RECORD_PLUGIN, NULL};
+    pid_t w = jrt_spawn(log, args);
+    for (int t = 0; t < 200 && (xlen("jr:{default}:dead") < 3 || jrt_count(rec, "good ") < 1); t++) jrt_sleep_ms(50);
+    jrt_stop(w, SIGTERM, 10000);
+    unsetenv("JRT_RECORD");
+    cr_expect_eq(jrt_count(rec, "good "), 1, "the good entry did not run once");
+    redisReply *ds = cmd("XRANGE", "jr:{default}:dead", "-", "+", NULL);
+    cr_expect_eq(ds->elements, 3, "dead entries: %zu", ds->elements);
+    for (size_t i = 0; i < ds->elements && i < 3; i++) {
+        redisReply *why = field(ds->element[i]->element[1], "why"), *err = field(ds->element[i]->element[1], "err");
+        cr_expect(why && !strcmp(why->str, "invalid"), "entry %zu: why %s", i, why ? why->str : "(none)");
+        cr_expect(err && strstr(err->str, bad[i].says), "entry %zu: err \"%s\" does not say \"%s\"", i,
+                  err ? err->str : "(none)", bad[i].says);
+    }
+    freeReplyObject(ds);
+}
