@@ -131,7 +131,8 @@ int jr_duration_parse_range(const char *s, int64_t min_ms, int64_t max_ms, int64
     int rc = duration_parse(s, &v);
     if (rc < 0) {
         if (err && errlen)
-            snprintf(err, errlen, "must be a duration like 500ms, 5s, 1m or 1h30m (whole numbers, units h m s ms in that order)");
+            snprintf(err, errlen, "must be a duration like 500ms, 5s, 1m or 1h30m "
+                                  "(whole numbers, units h m s ms in that order)");
         return JR_EINVAL;
     }
     if (rc > 0 || v < min_ms || v > max_ms) {

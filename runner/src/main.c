@@ -654,7 +654,8 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < f.queues.n; i++)
         if (!jr_queue_name_valid(f.queues.v[i])) {
-            status = die2(cmd, "queue name", f.queues.v[i], jr_contract_queue_name(f.queues.v[i], strlen(f.queues.v[i])));
+            status = die2(cmd, "queue name", f.queues.v[i],
+                          jr_contract_queue_name(f.queues.v[i], strlen(f.queues.v[i])));
             goto out;
         }
     int pausing = !strcmp(cmd, "pause") || !strcmp(cmd, "resume");

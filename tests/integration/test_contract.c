@@ -1971,7 +1971,10 @@ Test(contract, c_and_lua_rules_agree_on_random_values, .timeout = 120) {
         int lua = lua_verdict(kind, v, n, msg, sizeof msg);
         char shown[80];
         size_t k = 0;
-        for (size_t j = 0; j < n && k < 60; j++) k += (size_t)sprintf(shown + k, (unsigned char)v[j] >= 0x20 && (unsigned char)v[j] < 0x7f ? "%c" : "\\x%02x", (unsigned char)v[j]);
+        for (size_t j = 0; j < n && k < 60; j++) {
+            unsigned char b = (unsigned char)v[j];
+            k += (size_t)sprintf(shown + k, b >= 0x20 && b < 0x7f ? "%c" : "\\x%02x", b);
+        }
         shown[k] = '\0';
         cr_assert_eq(lua, rule == NULL, "kind %d \"%s\" (%zu bytes): C %s, Lua %s", (int)kind, shown, n,
                      rule ? rule : "accepts", lua ? "accepts" : msg);
