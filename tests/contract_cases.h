@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-typedef enum { RC_QUEUE, RC_HANDLER, RC_ID, RC_DURATION } rc_kind_t;
+typedef enum { RC_QUEUE, RC_HANDLER, RC_ID, RC_DURATION, RC_ATTEMPTS } rc_kind_t;
 
 typedef struct rc_case {
     rc_kind_t kind;
@@ -85,6 +85,20 @@ static const rc_case_t RC_CASES[] = {
     {RC_DURATION, "5", 0, "must be a duration like", 0},
     {RC_DURATION, "5d", 0, "must be a duration like", 0},
     {RC_DURATION, "-1s", 0, "must be a duration like", 0},
+    /* max attempts (--max-attempts, jobs.max_attempts, the envelope's m):
+     * ASCII digits, 1..1000; each layer words it its own way ("" = any) */
+    {RC_ATTEMPTS, "1", 0, NULL, 0},
+    {RC_ATTEMPTS, "1000", 0, NULL, 0},
+    {RC_ATTEMPTS, "05", 0, NULL, 0},
+    {RC_ATTEMPTS, "0", 0, "", 0},
+    {RC_ATTEMPTS, "1001", 0, "", 0},
+    {RC_ATTEMPTS, "-1", 0, "", 0},
+    {RC_ATTEMPTS, "+5", 0, "", 0},
+    {RC_ATTEMPTS, " 5", 0, "", 0},
+    {RC_ATTEMPTS, "5 ", 0, "", 0},
+    {RC_ATTEMPTS, "1e3", 0, "", 0},
+    {RC_ATTEMPTS, "0x10", 0, "", 0},
+    {RC_ATTEMPTS, "99999999999999999999", 0, "", 0},
 };
 #define RC_NCASES (sizeof RC_CASES / sizeof RC_CASES[0])
 

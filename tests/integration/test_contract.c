@@ -1853,6 +1853,7 @@ static int lua_verdict(rc_kind_t kind, const char *v, size_t n, char *msg, size_
     ARG("0", 1), ARG("h", 1);
     if (kind == RC_HANDLER) ARG(v, n);
     else ARG("echo", 4);
+    if (kind == RC_ATTEMPTS) ARG("m", 1), ARG(v, n);
 #undef ARG
     redisReply *rep = cmdv(a, argv, lens);
     int ok = rep->type == REDIS_REPLY_ARRAY;
@@ -1878,6 +1879,7 @@ static int cli_verdict(const rc_case_t *c, char *msg, size_t msglen) {
     if (c->kind == RC_QUEUE) args[n++] = "-q", args[n++] = c->v;
     if (c->kind == RC_ID) args[n++] = "--id", args[n++] = c->v;
     if (c->kind == RC_DURATION) args[n++] = "--in", args[n++] = c->v;
+    if (c->kind == RC_ATTEMPTS) args[n++] = "--max-attempts", args[n++] = c->v;
     args[n++] = c->kind == RC_HANDLER ? c->v : "echo";
     args[n] = NULL;
     int st = jrt_run(out, sizeof out, msg, msglen, args);
@@ -1920,11 +1922,12 @@ Test(contract, every_layer_gives_each_value_the_same_verdict, .timeout = 120) {
     for (size_t i = 0; i < RC_NCASES; i++) {
         const rc_case_t *c = &RC_CASES[i];
         char msg[JR_ERRLEN] = "";
-        if (c->kind != RC_DURATION) same_verdict(c, "Lua", lua_verdict(c->kind, c->v, rc_len(c), msg, sizeof msg), msg);
+        if (c->kind != RC_DURATION)
+            same_verdict(c, "Lua", lua_verdict(c->kind, c->v, rc_len(c), msg, sizeof msg), msg);
         if (rc_has_nul(c)) continue; /* argv and the C API take C strings */
         msg[0] = '\0';
         same_verdict(c, "CLI", cli_verdict(c, msg, sizeof msg), msg);
-        if (c->kind == RC_DURATION) continue;
+        if (c->kind == RC_DURATION || c->kind == RC_ATTEMPTS) continue; /* numbers in the C API */
         same_verdict(c, "client", client_verdict(cl, c, msg, sizeof msg), msg);
     }
     jr_client_free(cl);

@@ -48,6 +48,7 @@ static void expect_verdict(const rc_case_t *c, const char *layer, int accepted, 
 Test(contract, the_rule_functions_give_the_table_verdicts) {
     for (size_t i = 0; i < RC_NCASES; i++) {
         const rc_case_t *c = &RC_CASES[i];
+        if (c->kind == RC_ATTEMPTS) continue; /* a number: the bounds of jr_limits.h */
         expect_verdict(c, "contract.c", rule_of(c, 0) == NULL, rule_of(c, 0));
         if (c->kind == RC_ID) {
             /* a job that exists may have a generated id */
@@ -63,7 +64,7 @@ Test(contract, the_rule_functions_give_the_table_verdicts) {
 Test(contract, followups_give_the_table_verdicts) {
     for (size_t i = 0; i < RC_NCASES; i++) {
         const rc_case_t *c = &RC_CASES[i];
-        if (rc_has_nul(c) || c->kind == RC_DURATION) continue;
+        if (rc_has_nul(c) || c->kind == RC_DURATION || c->kind == RC_ATTEMPTS) continue;
         jr_followup_t f = {.handler = "echo"};
         if (c->kind == RC_QUEUE) f.queue = c->v;
         if (c->kind == RC_HANDLER) f.handler = c->v;
@@ -87,15 +88,16 @@ Test(contract, followups_give_the_table_verdicts) {
 Test(contract, the_envelope_decoder_gives_the_table_verdicts) {
     for (size_t i = 0; i < RC_NCASES; i++) {
         const rc_case_t *c = &RC_CASES[i];
-        if (c->kind != RC_HANDLER && c->kind != RC_ID) continue;
-        const char *names[] = {"id", "h"};
-        const char *values[] = {"job-1", "echo"};
-        size_t nl[] = {2, 1}, vl[] = {5, 4};
+        if (c->kind != RC_HANDLER && c->kind != RC_ID && c->kind != RC_ATTEMPTS) continue;
+        const char *names[] = {"id", "h", "m"};
+        const char *values[] = {"job-1", "echo", c->v};
+        size_t nl[] = {2, 1, 1}, vl[] = {5, 4, rc_len(c)};
         int k = c->kind == RC_ID ? 0 : 1;
-        values[k] = c->v, vl[k] = rc_len(c);
+        if (c->kind != RC_ATTEMPTS) values[k] = c->v, vl[k] = rc_len(c);
         jr_envelope_t env;
         char err[JR_ERRLEN] = "";
-        int ok = jr_envelope_decode(&env, "1-0", 2, names, nl, values, vl, err, sizeof err) == 0;
+        int ok = jr_envelope_decode(&env, "1-0", c->kind == RC_ATTEMPTS ? 3 : 2, names, nl, values, vl, err,
+                                    sizeof err) == 0;
         if (c->kind == RC_ID && c->generated) {
             cr_expect(ok, "decoder: generated id \"%s\" refused: %s", c->v, err);
             continue;
@@ -132,6 +134,9 @@ Test(contract, the_config_loader_gives_the_table_verdicts) {
             ok = jr_queue_weight_parse(arg, name, sizeof name, &w, err, sizeof err) == 0;
             expect_verdict(c, "worker -q", ok, NULL);
             cr_expect_eq(jr_queue_name_valid(c->v), c->says == NULL, "jr_queue_name_valid \"%s\"", c->v);
+        } else if (c->kind == RC_ATTEMPTS) {
+            int ok = jr_config_set(&cfg, "jobs.max_attempts", c->v, err, sizeof err) == 0;
+            expect_verdict(c, "config jobs.max_attempts", ok, err);
         } else {
             int ok = jr_config_set(&cfg, "jobs.backoff", c->v, err, sizeof err) == 0;
             expect_verdict(c, "config jobs.backoff", ok, err);
