@@ -1,5 +1,5 @@
 #!lua name=jobrunner
--- jobrunner: contract 1, revision 14.
+-- jobrunner: contract 1, revision 15.
 -- (Raise the revision with every change to this file; tests/lua_revision.sh checks.
 -- A jobrunner process never replaces a newer revision loaded in Redis.)
 --[[
@@ -44,12 +44,56 @@ local BACKOFF_MAX_MS = 2592000000 -- JR_BACKOFF_MAX_MS: envelope field b, 30 day
 local ATTEMPTS_MAX = 1000         -- JR_ATTEMPTS_MAX: envelope fields a and m
 local UNIQ_MAX_MS = 315360000000  -- JR_UNIQ_MAX_MS: idempotency window, 10 years
 local QUEUE_MAX = 128             -- JR_QUEUE_MAX: longest queue name
-local ID_MAX = 158                -- longest explicit job id, bytes
+local ID_MAX = 158                -- JR_JOB_ID_MAX: longest job id, bytes
+local HANDLER_MAX = 64            -- JR_HANDLER_NAME_MAX: longest handler name
+local CRON_NAME_MAX = 100         -- JR_CRON_NAME_MAX: longest schedule name
 local PROMOTE_MAX = 100000        -- largest LIMIT of one jr_promote call
 -- An entry or delayed member with more field/value pairs than this cannot be
 -- copied field by field (Lua's unpack stops near 8000 values, cmsgpack.pack
 -- at 4000): it is buried whole, nothing lost. A real envelope has at most 10.
 local FIELDS_MAX = 1000
+
+--[[
+The rules of the values: one function per value, the same rules and words
+as runner/src/contract.c (the CLI, the config loader, the client library,
+the plugin API and the worker's decoder use that one). A test
+(tests/integration/test_contract.c) drives a table of inputs and random ones
+through both and expects the same verdict. Each *_why returns nil for a
+valid value, else what is wrong, to follow the value's name and the quoted
+value in a refusal.
+]]
+local QUEUE_RULE = '1-128 characters of A-Z a-z 0-9 _ . : -'
+local HANDLER_RULE = '1-64 characters of A-Z a-z 0-9 _ . : -'
+local CRON_NAME_RULE = '1-100 characters of A-Z a-z 0-9 _ . : -'
+local function name_why(s, max, rule)
+  if type(s) ~= 'string' or s == '' then return 'is empty (' .. rule .. ')' end
+  if #s > max or not string.find(s, '^[A-Za-z0-9_%.:%-]+$') then return 'is not valid (' .. rule .. ')' end
+  return nil
+end
+local function queue_ok(q) return name_why(q, QUEUE_MAX, QUEUE_RULE) == nil end
+local function handler_why(h) return name_why(h, HANDLER_MAX, HANDLER_RULE) end
+local function cron_name_ok(n) return name_why(n, CRON_NAME_MAX, CRON_NAME_RULE) == nil end
+-- Ids of the forms "d<due ms>-<n>", "<digits>-<digits>" (and the older
+-- "d<n>") are made by jobrunner.
+local function reserved_id(id)
+  return string.find(id, '^d%d+$') ~= nil or string.find(id, '^d%d+%-%d+$') ~= nil or
+         string.find(id, '^%d+%-%d+$') ~= nil
+end
+-- The id of a job that exists (generated forms allowed): 1..ID_MAX bytes,
+-- no NUL (an id is a C string to handlers, logs and the CLI).
+local function stored_id_why(id)
+  if type(id) ~= 'string' or id == '' then return 'is empty (1-158 bytes)' end
+  if #id > ID_MAX then return 'is longer than ' .. ID_MAX .. ' bytes' end
+  if string.find(id, '\0', 1, true) then return 'contains a NUL byte' end
+  return nil
+end
+-- An explicit id a producer gives: a stored id not of a generated form.
+local function job_id_why(id)
+  local why = stored_id_why(id)
+  if why then return why end
+  if reserved_id(id) then return 'has a reserved form (d<n>-<n>, d<n> or <n>-<n>)' end
+  return nil
+end
 
 -- Every refusal is an error reply "ERR jobrunner: <function>: <what>".
 local function refuse(fn, msg)
@@ -114,12 +158,6 @@ local function check_room(fn, key)
   end
   return nil
 end
-
--- A queue name jobrunner serves (jr_queue_name_valid in redis.c).
-local function queue_ok(q)
-  return type(q) == 'string' and #q >= 1 and #q <= QUEUE_MAX and string.find(q, '^[A-Za-z0-9_%.:%-]+$') ~= nil
-end
-local QUEUE_RULE = '1-128 characters of A-Z a-z 0-9 _ . : -'
 
 -- Check that keys[1..#suffixes] are jr:{Q}:<suffix> of one valid queue Q,
 -- and that there are no more keys unless `more`. Returns Q, or nil and an
@@ -203,13 +241,6 @@ local function xadd_dead(dead, dead_max, fields)
   end
 end
 
--- Ids of the forms "d<due ms>-<n>", "<digits>-<digits>" (and the older
--- "d<n>") are made by jobrunner.
-local function reserved_id(id)
-  return string.find(id, '^d%d+$') ~= nil or string.find(id, '^d%d+%-%d+$') ~= nil or
-         string.find(id, '^%d+%-%d+$') ~= nil
-end
-
 --[[
 The job index jr:{Q}:ids: job id -> location, kept ONLY for jobs whose
 location their id does not give: a job enqueued now without an id is the
@@ -280,11 +311,12 @@ jr_enqueue
     when    "" or "0" = now; "+<ms>" = after a delay; "@<ms>" = at Unix ms
             (digits, optional fraction: "+1500", "@1764581400250.5"); due
             at most DELAY_MAX_MS after Redis's now
-    id      "" = generate one; otherwise the job id (1..158 bytes), and the
+    id      "" = generate one; otherwise the job id (job_id_why: 1..158
+            bytes, no NUL, not of a generated form), and the
             enqueue is idempotent: a second enqueue with the same id within
             the window (uniq_ms after the due time) does nothing
     uniq_ms digits, 0..UNIQ_MAX_MS
-    fields  h <handler> first, then any of p, a, m, t, b once each (a, m:
+    fields  h <handler> (handler_why) first, then any of p, a, m, t, b once each (a, m:
             1..ATTEMPTS_MAX; t: 1..TIMEOUT_MAX_MS; b: 1..BACKOFF_MAX_MS)
   Returns {job id, 1 if enqueued or 0 if a duplicate}.
 ]]
@@ -303,7 +335,7 @@ local PRODUCER_FIELDS = {h = true, p = true, a = ATTEMPTS_MAX, m = ATTEMPTS_MAX,
 -- last WHEN parsed is kept with the now it was computed at (cj_*): the jobs
 -- of a bulk call mostly share WHEN, and the parse (a format and a strtod)
 -- was a tenth of a delayed job's cost.
-local cj_when, cj_now, cj_due
+local cj_when, cj_now, cj_due, cj_handler
 local function check_job(fn, when, id, args, first, last, now)
   local due = now
   if when == cj_when and now == cj_now then
@@ -342,14 +374,11 @@ local function check_job(fn, when, id, args, first, last, now)
       end
     end
   end
-  if id ~= '' then
-    if #id > ID_MAX then
-      return nil, refuse(fn, 'job id ' .. shown(id) .. ' is longer than ' .. ID_MAX .. ' bytes')
-    end
-    if reserved_id(id) then
-      return nil, refuse(fn, 'job id ' .. shown(id) .. ' has a reserved form (d<n>-<n>, d<n> or <n>-<n>)')
-    end
-  end
+  local why = args[first + 1] ~= cj_handler and handler_why(args[first + 1])
+  if why == nil then cj_handler = args[first + 1] end -- valid: the next job of a bulk call likely has it too
+  if why then return nil, refuse(fn, 'handler name ' .. shown(args[first + 1]) .. ' ' .. why) end
+  why = id ~= '' and job_id_why(id)
+  if why then return nil, refuse(fn, 'job id ' .. shown(id) .. ' ' .. why) end
   return due
 end
 
@@ -1894,11 +1923,6 @@ local function cron_keys(fn, keys, want)
   return check_types(fn, {{CRON_KEYS[1], 'hash'}, {CRON_KEYS[2], 'hash'}, {CRON_KEYS[3], 'stream'}})
 end
 
-local function cron_name_ok(n)
-  return type(n) == 'string' and #n >= 1 and #n <= 100 and string.find(n, '^[A-Za-z0-9_%.:%-]+$') ~= nil
-end
-local CRON_NAME_RULE = '1-100 characters of A-Z a-z 0-9 _ . : -'
-
 local function cron_set(keys, args)
   local fn = 'jr_cron_set'
   local err = cron_keys(fn, keys, {1, 3})
@@ -1911,6 +1935,8 @@ local function cron_set(keys, args)
   local ok, d = pcall(cjson.decode, def)
   if not ok or type(d) ~= 'table' then return refuse(fn, 'the definition is not a JSON object') end
   if type(d.handler) ~= 'string' or d.handler == '' then return refuse(fn, 'definition: handler must be a non-empty string') end
+  local hwhy = handler_why(d.handler)
+  if hwhy then return refuse(fn, 'definition: handler name ' .. shown(d.handler) .. ' ' .. hwhy) end
   if not queue_ok(d.queue) then return refuse(fn, 'definition: queue ' .. shown(d.queue) .. ' is not valid (' .. QUEUE_RULE .. ')') end
   if type(d.timezone) ~= 'string' then return refuse(fn, 'definition: timezone must be a string') end
   if (type(d.cron) == 'string') == (type(d.every_ms) == 'number') then

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "client_internal.h"
+#include "contract.h"
 #include "jr.h"
 #include "jr_limits.h"
 #include "redis.h"
@@ -320,12 +321,11 @@ JR_CLIENT_EXPORT int jr_client_enqueue(jr_client_t *c, const jr_client_job_t *jo
 
 /* Check a queue name and job id argument. */
 static int check_queue_id(jr_client_t *c, const char *queue, const char *id, int need_id) {
-    if (!jr_queue_name_valid(queue))
-        return cfail(c, JR_CLIENT_EINVAL, "queue name \"%.64s\" is not valid (1-128 characters of A-Z a-z 0-9 _ . : -)",
-                     queue);
+    const char *rule = jr_contract_queue_name(queue, strlen(queue));
+    if (rule) return cfail(c, JR_CLIENT_EINVAL, "queue name \"%.64s\" %s", queue, rule);
     if (need_id && (!id || !id[0])) return cfail(c, JR_CLIENT_EINVAL, "no job id (NULL or empty)");
-    if (need_id && strlen(id) > JR_ID_MAX - 2)
-        return cfail(c, JR_CLIENT_EINVAL, "job id \"%.40s...\" is longer than %d bytes", id, JR_ID_MAX - 2);
+    if (need_id && (rule = jr_contract_stored_id(id, strlen(id))))
+        return cfail(c, JR_CLIENT_EINVAL, "job id \"%.40s%s\" %s", id, strlen(id) > 40 ? "..." : "", rule);
     return 0;
 }
 

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "contract.h"
 #include "jobrunner/plugin.h"
 #include "jr.h"
 #include "jr_limits.h"
@@ -330,17 +331,13 @@ static const char *ev_kind(const loader_t *ld) {
     }
 }
 
-/* Queue names: 1..128 chars of [A-Za-z0-9_.:-]. */
-static int queue_name_ok(const char *s) {
-    size_t n = strlen(s);
-    if (n < 1 || n > 128) return 0;
-    return strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-") == n;
-}
+/* Queue names: the rule of contract.h. */
+static int queue_name_ok(const char *s) { return jr_contract_queue_name(s, strlen(s)) == NULL; }
 
 /* Size of a dotted key path ("worker.batch") in messages. */
 #define PATH_LEN 160
 
-#define QUEUE_RULE "1 to 128 characters of A-Z a-z 0-9 _ . : -"
+#define QUEUE_RULE JR_QUEUE_RULE
 
 /* Strict decimal integer (optional '-'), no spaces; 0 or -1. */
 static int parse_int64(const char *s, int64_t *out) {
@@ -552,12 +549,8 @@ static int check_key_event(loader_t *ld, const char *where) {
     return fail(ld, where, "expected a key name, got %s", ev_kind(ld));
 }
 
-/* Handler names as in plugins: 1..64 of [A-Za-z0-9_.:-]. */
-static int handler_name_ok(const char *s) {
-    size_t n = strlen(s);
-    return n >= 1 && n <= 64 &&
-           strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-") == n;
-}
+/* Handler names as in plugins: the rule of contract.h. */
+static int handler_name_ok(const char *s) { return jr_contract_handler_name(s, strlen(s)) == NULL; }
 
 /* The current event opens the "handlers" section: a mapping of handler
  * name -> mapping of the four policy keys of "jobs". Values go into an
@@ -575,7 +568,7 @@ static int load_handlers(loader_t *ld) {
         const char *name = ev_text(ld);
         snprintf(path, sizeof path, "handlers.%s", name);
         if (!handler_name_ok(name))
-            return fail(ld, path, "bad handler name (1 to 64 of A-Z a-z 0-9 _ . : -)");
+            return fail(ld, path, "bad handler name (" JR_HANDLER_RULE ")");
         jr_config_t *c = ld->cfg;
         slot_t *old = strset_get(&ld->handler_names, name);
         if (old && old->val >= ld->handlers_start)

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "contract.h"
 #include "jr.h"
 #include "util.h"
 
@@ -378,21 +379,9 @@ char *jr_cron_local_format(int64_t unix_ms, const char *tz, char *buf) {
 
 /* ---- definitions ---------------------------------------------------------- */
 
-int jr_cron_name_valid(const char *s) {
-    size_t n = strlen(s);
-    if (n < 1 || n > JR_CRON_NAME_MAX) return 0;
-    for (; *s; s++)
-        if (!isalnum((unsigned char)*s) && !strchr("_.:-", *s)) return 0;
-    return 1;
-}
+int jr_cron_name_valid(const char *s) { return jr_contract_schedule_name(s, strlen(s)) == NULL; }
 
-static int queue_ok(const char *q) {
-    size_t n = strlen(q);
-    if (n < 1 || n > 128) return 0;
-    for (; *q; q++)
-        if (!isalnum((unsigned char)*q) && !strchr("_.:-", *q)) return 0;
-    return 1;
-}
+static int queue_ok(const char *q) { return jr_contract_queue_name(q, strlen(q)) == NULL; }
 
 static int utf8_ok(const char *s) {
     json_t *j = json_string(s);
@@ -407,12 +396,12 @@ int jr_cron_def_check(jr_cron_def_t *d, char *err, size_t errlen) {
                  JR_CRON_NAME_MAX);
         return JR_EINVAL;
     }
-    if (!d->handler || !d->handler[0] || strlen(d->handler) > 255 || !utf8_ok(d->handler)) {
-        snprintf(err, errlen, "handler: must be 1-255 bytes of UTF-8 text");
+    if (!d->handler || jr_contract_handler_name(d->handler, strlen(d->handler))) {
+        snprintf(err, errlen, "handler: \"%.100s\" must be " JR_HANDLER_RULE, d->handler ? d->handler : "");
         return JR_EINVAL;
     }
     if (!d->queue || !queue_ok(d->queue)) {
-        snprintf(err, errlen, "queue: \"%.100s\" must be 1-128 of A-Z a-z 0-9 _ . : -", d->queue ? d->queue : "");
+        snprintf(err, errlen, "queue: \"%.100s\" must be " JR_QUEUE_RULE, d->queue ? d->queue : "");
         return JR_EINVAL;
     }
     if (d->payload && !utf8_ok(d->payload)) {

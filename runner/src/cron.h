@@ -81,7 +81,7 @@ typedef struct jr_cron_def {
     jr_cron_t parsed; /* filled by jr_cron_def_check for cron schedules */
 } jr_cron_def_t;
 
-/* 1 if s is a valid schedule name: 1..JR_CRON_NAME_MAX of [A-Za-z0-9_.:-]. */
+/* 1 if s is a valid schedule name (jr_contract_schedule_name). */
 int jr_cron_name_valid(const char *s);
 
 /* Check every field of d (name, handler, queue, exactly one of cron and

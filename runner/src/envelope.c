@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "contract.h"
 #include "jr.h"
 #include "jr_limits.h"
 
@@ -32,6 +33,16 @@ static void bad_field(char *err, size_t errlen, const char *what, const char *na
         shown[i] = (name[i] >= 0x20 && name[i] < 0x7f) ? name[i] : '?';
     shown[n] = '\0';
     snprintf(err, errlen, "%s field \"%s\"", what, shown);
+}
+
+/* "<what> "<at most 40 bytes of v, '?' for the unprintable>" <rule>". */
+static void bad_value(char *err, size_t errlen, const char *what, const char *v, size_t len,
+                      const char *rule) {
+    char shown[41];
+    size_t n = len < 40 ? len : 40;
+    for (size_t i = 0; i < n; i++) shown[i] = (v[i] >= 0x20 && v[i] < 0x7f && v[i] != '"') ? v[i] : '?';
+    shown[n] = '\0';
+    snprintf(err, errlen, "%s \"%s%s\" %s", what, shown, len > 40 ? "..." : "", rule);
 }
 
 int jr_envelope_decode(jr_envelope_t *env, const char *entry_id, size_t n,
@@ -112,6 +123,17 @@ int jr_envelope_decode(jr_envelope_t *env, const char *entry_id, size_t n,
     }
     if (!env->handler || env->handler_len == 0) {
         snprintf(err, errlen, "missing field \"h\" (handler)");
+        return JR_EINVAL;
+    }
+    /* The rules of contract.h: a value outside them never got in through
+     * the contract (revision 15 on), and no handler could take it. */
+    const char *rule;
+    if ((rule = jr_contract_handler_name(env->handler, env->handler_len))) {
+        bad_value(err, errlen, "handler name", env->handler, env->handler_len, rule);
+        return JR_EINVAL;
+    }
+    if ((rule = jr_contract_stored_id(env->id, env->id_len))) {
+        bad_value(err, errlen, "job id", env->id, env->id_len, rule);
         return JR_EINVAL;
     }
     if (!have_due) env->due_ms = env->enqueued_ms;

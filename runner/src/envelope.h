@@ -47,7 +47,9 @@ typedef struct jr_envelope {
  * field names and values (binary-safe). Missing optional fields take their
  * defaults. Returns 0, or JR_EINVAL with a message in err saying what was
  * wrong (missing handler, odd field count, duplicate or unknown field,
- * non-numeric or out-of-range number, malformed entry id). */
+ * non-numeric or out-of-range number, malformed entry id, a handler name or
+ * job id outside the rules of contract.h: jr_contract_handler_name,
+ * jr_contract_stored_id). */
 int jr_envelope_decode(jr_envelope_t *env, const char *entry_id, size_t n,
                        const char *const *names, const size_t *name_lens,
                        const char *const *values, const size_t *value_lens,

@@ -9,44 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "contract.h"
 #include "jr_limits.h"
 #include "redis.h"
-
-#define HANDLER_NAME_MAX 64
-#define FU_ID_MAX (JR_ID_MAX - 2) /* 158 bytes, as jr_enqueue */
 
 typedef struct fu_hdr {
     uint32_t queue_len, handler_len, id_len, pad;
     uint64_t payload_len;
     int64_t delay_ms, at_ms;
 } fu_hdr_t;
-
-/* 1 if s is 1..max characters of [A-Za-z0-9_.:-]. */
-static int name_ok(const char *s, size_t max) {
-    size_t n = 0;
-    for (; s[n]; n++) {
-        char c = s[n];
-        if (n >= max || !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                          c == '_' || c == '.' || c == ':' || c == '-'))
-            return 0;
-    }
-    return n > 0;
-}
-
-/* 1 if id has a form jobrunner generates: "d<digits>" or "<digits>-<digits>". */
-static int reserved_id(const char *id) {
-    const char *p = id;
-    if (*p == 'd') {
-        while (*++p >= '0' && *p <= '9') {
-        }
-        return p > id + 1 && !*p;
-    }
-    while (*p >= '0' && *p <= '9') p++;
-    if (p == id || *p != '-') return 0;
-    const char *q = ++p;
-    while (*p >= '0' && *p <= '9') p++;
-    return p > q && !*p;
-}
 
 /* A printable copy of s for a message: at most 64 bytes, '?' for others. */
 static const char *shown(const char *s, char out[72]) {
@@ -59,18 +30,16 @@ static const char *shown(const char *s, char out[72]) {
 int jr_fu_check(const jr_followup_t *f, const char *own_queue, int64_t max_payload, int64_t now_ms,
                 char *why, size_t whylen) {
     char a[72];
-    const char *q = f && f->queue && f->queue[0] ? f->queue : own_queue;
+    const char *q = f && f->queue && f->queue[0] ? f->queue : own_queue, *rule;
     if (!f)
         snprintf(why, whylen, "follow-up refused: no jr_followup_t given (NULL)");
-    else if (!q || !jr_queue_name_valid(q))
-        snprintf(why, whylen, "follow-up refused: queue name \"%s\" is not valid (1-128 characters of A-Z a-z 0-9 _ . : -)",
-                 shown(q ? q : "", a));
+    else if ((rule = jr_contract_queue_name(q, q ? strlen(q) : 0)))
+        snprintf(why, whylen, "follow-up refused: queue name \"%s\" %s", shown(q ? q : "", a), rule);
     else if (!f->handler || !f->handler[0])
         snprintf(why, whylen, "follow-up refused: no handler name (jr_followup_t.handler is %s)",
                  f->handler ? "empty" : "NULL");
-    else if (!name_ok(f->handler, HANDLER_NAME_MAX))
-        snprintf(why, whylen, "follow-up refused: handler name \"%s\" is not valid (1-64 characters of A-Z a-z 0-9 _ . : -)",
-                 shown(f->handler, a));
+    else if ((rule = jr_contract_handler_name(f->handler, strlen(f->handler))))
+        snprintf(why, whylen, "follow-up refused: handler name \"%s\" %s", shown(f->handler, a), rule);
     else if (!f->payload && f->payload_len > 0)
         snprintf(why, whylen, "follow-up refused: payload is NULL with a length of %zu", f->payload_len);
     else if (f->payload_len > (size_t)max_payload)
@@ -82,11 +51,8 @@ int jr_fu_check(const jr_followup_t *f, const char *own_queue, int64_t max_paylo
     else if (f->at_ms < 0 || (f->at_ms > 0 && f->at_ms > now_ms + JR_DELAY_MAX_MS))
         snprintf(why, whylen, "follow-up refused: at_ms %lld is negative or more than %lld ms (10 years) after now",
                  (long long)f->at_ms, (long long)JR_DELAY_MAX_MS);
-    else if (f->id && strlen(f->id) > FU_ID_MAX)
-        snprintf(why, whylen, "follow-up refused: job id \"%s\" is longer than %d bytes", shown(f->id, a), FU_ID_MAX);
-    else if (f->id && f->id[0] && reserved_id(f->id))
-        snprintf(why, whylen, "follow-up refused: job id \"%s\" has a reserved form (d<n> or <n>-<n>)",
-                 shown(f->id, a));
+    else if (f->id && f->id[0] && (rule = jr_contract_job_id(f->id, strlen(f->id))))
+        snprintf(why, whylen, "follow-up refused: job id \"%s\" %s", shown(f->id, a), rule);
     else
         return 0;
     return -1;
@@ -162,18 +128,6 @@ long jr_fu_count(const char *buf, size_t len) {
     return r < 0 ? -1 : n;
 }
 
-/* 1 if the n bytes at s are 1..max characters of [A-Za-z0-9_.:-]. */
-static int name_n_ok(const char *s, size_t n, size_t max) {
-    if (n == 0 || n > max) return 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-              c == '.' || c == ':' || c == '-'))
-            return 0;
-    }
-    return 1;
-}
-
 int jr_fu_validate(const char *buf, size_t len, int64_t max_payload, char *why, size_t whylen) {
     size_t off = 0;
     long n = 0;
@@ -181,11 +135,8 @@ int jr_fu_validate(const char *buf, size_t len, int64_t max_payload, char *why, 
     int r;
     while ((r = jr_fu_next(buf, len, &off, &it)) == 1) {
         n++;
-        char id[FU_ID_MAX + 1];
-        int id_ok = it.id_len <= FU_ID_MAX && !memchr(it.id, '\0', it.id_len);
-        if (id_ok) memcpy(id, it.id, it.id_len), id[it.id_len] = '\0';
-        if (!name_n_ok(it.queue, it.queue_len, JR_QUEUE_MAX) || !name_n_ok(it.handler, it.handler_len, HANDLER_NAME_MAX) ||
-            !id_ok || (it.id_len && reserved_id(id)) || it.payload_len > (uint64_t)max_payload ||
+        if (jr_contract_queue_name(it.queue, it.queue_len) || jr_contract_handler_name(it.handler, it.handler_len) ||
+            (it.id_len && jr_contract_job_id(it.id, it.id_len)) || it.payload_len > (uint64_t)max_payload ||
             it.delay_ms < 0 || it.delay_ms > JR_DELAY_MAX_MS || it.at_ms < 0 || n > JR_FOLLOWUP_MAX) {
             snprintf(why, whylen, "follow-up %ld is not one api->enqueue accepts", n);
             return -1;

@@ -46,7 +46,8 @@ typedef struct jr_fu_item {
  * that no handler could have (1..64 of [A-Za-z0-9_.:-]), a NULL payload
  * with a length, a payload over max_payload bytes, a negative delay or
  * time, a due time more than 10 years ahead (now_ms = Unix ms), an id
- * longer than 158 bytes or of a reserved form (d<n>, <n>-<n>). */
+ * that jr_contract_job_id refuses (longer than 158 bytes or of a reserved
+ * form: d<n>-<n>, d<n>, <n>-<n>). */
 int jr_fu_check(const jr_followup_t *f, const char *own_queue, int64_t max_payload, int64_t now_ms,
                 char *why, size_t whylen);
 

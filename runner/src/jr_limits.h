@@ -20,5 +20,9 @@
 #define JR_ATTEMPTS_MAX 1000
 /* Idempotency window of an explicit id after its due time: up to 10 years. */
 #define JR_UNIQ_MAX_MS JR_DELAY_MAX_MS
+/* Longest explicit job id, bytes (the rules of a value: contract.h). */
+#define JR_JOB_ID_MAX 158
+/* Longest handler name, bytes. (The longest queue name is JR_QUEUE_MAX.) */
+#define JR_HANDLER_NAME_MAX 64
 
 #endif

@@ -10,6 +10,7 @@
 
 #include "admin.h"
 #include "config.h"
+#include "contract.h"
 #include "dev.h"
 #include "jr.h"
 #include "jr_limits.h"
@@ -446,10 +447,12 @@ static int run_enqueue(const char *cmd, const flags_t *f, const jr_config_t *cfg
     if (f->in && f->at) return die(cmd, "%s", "--in and --at exclude each other");
     jr_enqueue_t job = {.queue = f->queues.n ? f->queues.v[0] : cfg->default_queue, .id = f->id};
     if (f->queues.n > 1) return die(cmd, "%s", "enqueue takes one -q");
-    if (!jr_queue_name_valid(job.queue))
-        return die(cmd, "invalid queue name \"%s\" (1-128 of A-Z a-z 0-9 _ . : -)", job.queue);
-    if (f->id && (!f->id[0] || strlen(f->id) >= JR_ID_MAX - 1))
-        return die(cmd, "invalid --id \"%s\" (1-158 bytes)", f->id);
+    const char *rule;
+    if ((rule = jr_contract_queue_name(job.queue, strlen(job.queue))))
+        return die2(cmd, "queue name", job.queue, rule);
+    if (f->id && (rule = jr_contract_job_id(f->id, strlen(f->id)))) return die2(cmd, "--id", f->id, rule);
+    if ((rule = jr_contract_handler_name(argv[0], strlen(argv[0]))))
+        return die2(cmd, "handler name", argv[0], rule);
     char why[JR_ERRLEN];
     if (f->in && jr_duration_parse_range(f->in, 0, JR_DELAY_MAX_MS, &job.delay_ms, why, sizeof why))
         return die2(cmd, "--in", f->in, why);
@@ -513,7 +516,8 @@ static int run_job_command(const char *cmd, const flags_t *f, const jr_config_t 
     }
     if (argc != 2) return die(cmd, "%s", "expected show|run-now|delete ID");
     const char *sub = argv[0], *id = argv[1];
-    if (!id[0] || strlen(id) > JR_ID_MAX - 2) return die(cmd, "invalid job id \"%s\" (1-158 bytes)", id);
+    const char *rule = jr_contract_stored_id(id, strlen(id));
+    if (rule) return die2(cmd, "job id", id, rule);
     if (!strcmp(sub, "show")) return jr_cmd_job_show(cfg, queue, id, f->json, stdout);
     if (f->json) return die(cmd, "%s", "--json applies to job show");
     if (!strcmp(sub, "run-now") || !strcmp(sub, "delete")) return jr_cmd_job_change(cfg, queue, sub, id, stdout);
@@ -650,7 +654,8 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < f.queues.n; i++)
         if (!jr_queue_name_valid(f.queues.v[i])) {
-            status = die(cmd, "invalid queue name \"%s\" (1-128 of A-Z a-z 0-9 _ . : -)", f.queues.v[i]);
+            status = die2(cmd, "queue name", f.queues.v[i],
+                          jr_contract_queue_name(f.queues.v[i], strlen(f.queues.v[i])));
             goto out;
         }
     int pausing = !strcmp(cmd, "pause") || !strcmp(cmd, "resume");
@@ -659,7 +664,7 @@ int main(int argc, char **argv) {
         goto out;
     }
     if (pausing && optind < argc && !jr_queue_name_valid(argv[optind])) {
-        status = die(cmd, "invalid queue name \"%s\" (1-128 of A-Z a-z 0-9 _ . : -)", argv[optind]);
+        status = die2(cmd, "queue name", argv[optind], jr_contract_queue_name(argv[optind], strlen(argv[optind])));
         goto out;
     }
     if (f.order && strcmp(f.order, "weighted") && strcmp(f.order, "strict")) {

@@ -18,11 +18,13 @@
 #include <sys/stat.h>
 
 #include "config.h"
+#include "contract.h"
 #include "jr.h"
+#include "jr_limits.h"
 #include "log.h"
 #include "util.h"
 
-#define HANDLER_NAME_MAX 64
+#define HANDLER_NAME_MAX JR_HANDLER_NAME_MAX
 
 /* Smallest descriptor a plugin built for ABI <major>.<minor> may have: up to
  * the end of the last member that minor defines. A new minor appends its
@@ -119,17 +121,8 @@ static void handlers_remove_owner(jr_registry_t *r, const char *owner) {
     r->nhandlers = j;
 }
 
-static int valid_name(const char *name) {
-    if (!name) return 0;
-    size_t n = 0;
-    for (const char *s = name; *s; s++, n++) {
-        char c = *s;
-        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                 c == '_' || c == '.' || c == ':' || c == '-';
-        if (!ok || n >= HANDLER_NAME_MAX) return 0;
-    }
-    return n > 0;
-}
+/* The handler-name rule of contract.h. */
+static int valid_name(const char *name) { return name && !jr_contract_handler_name(name, strlen(name)); }
 
 /* A printable copy of a (possibly invalid) name for messages: at most 64
  * bytes, non-printable bytes as '?', "..." if cut. */

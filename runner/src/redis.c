@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "contract.h"
 #include "jr.h"
 #include "jr_limits.h"
 #include "util.h"
@@ -423,15 +424,7 @@ int jr_redis_maxmemory_policy(jr_redis_t *r, char *buf, size_t len) {
     return 0;
 }
 
-int jr_queue_name_valid(const char *q) {
-    size_t n = strlen(q);
-    if (n == 0 || n > JR_QUEUE_MAX) return 0;
-    for (const char *p = q; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-              *p == '_' || *p == '.' || *p == ':' || *p == '-'))
-            return 0;
-    return 1;
-}
+int jr_queue_name_valid(const char *q) { return jr_contract_queue_name(q, strlen(q)) == NULL; }
 
 void jr_qkeys(jr_qkeys_t *k, const char *q) {
     snprintf(k->ready, sizeof k->ready, "jr:{%s}:ready", q);

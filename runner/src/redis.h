@@ -67,7 +67,7 @@ int jr_redis_unblock(jr_redis_t *r, long long client_id);
 /* CONFIG GET maxmemory-policy into buf ("" if not readable). */
 int jr_redis_maxmemory_policy(jr_redis_t *r, char *buf, size_t len);
 
-/* 1 if q is a valid queue name: 1..JR_QUEUE_MAX of [A-Za-z0-9_.:-]. */
+/* 1 if q is a valid queue name (jr_contract_queue_name). */
 int jr_queue_name_valid(const char *q);
 
 /* The keys of a queue (see runner/lua/jobrunner.lua). */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "contract.h"
 #include "jr.h"
 #include "jr_limits.h"
 #include "util.h"
@@ -145,23 +146,6 @@ static int append_ready_xadds(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n)
     return 0;
 }
 
-/* 1 if id has a form jobrunner generates: "d<digits>-<digits>",
- * "<digits>-<digits>", or the older "d<digits>". */
-static int reserved_id(const char *id) {
-    const char *p = id;
-    if (*p == 'd') {
-        while (*++p >= '0' && *p <= '9') {}
-        if (p > id + 1 && !*p) return 1;
-        if (p == id + 1) return 0;
-        id = p = id + 1; /* "d<digits>-<digits>": check the rest as below */
-    }
-    while (*p >= '0' && *p <= '9') p++;
-    if (p == id || *p != '-') return 0;
-    const char *q = ++p;
-    while (*p >= '0' && *p <= '9') p++;
-    return p > q && !*p;
-}
-
 /* Check job i against the contract (the bounds of jr_limits.h), the way the
  * Lua side will, so that a call is refused whole before anything is sent.
  * "@" times are checked against our clock here and Redis's there. Returns 0,
@@ -169,16 +153,15 @@ static int reserved_id(const char *id) {
 static int check_job(jr_redis_t *r, size_t i, const jr_enqueue_t *j, int64_t now_ms) {
     char why[JR_ERRLEN - 64];
     const jr_envelope_t *e = &j->env;
+    const char *rule;
     why[0] = '\0';
-    if (!j->queue || !jr_queue_name_valid(j->queue))
-        snprintf(why, sizeof why, "queue name \"%.*s\" is not valid (1-128 characters of A-Z a-z 0-9 _ . : -)",
-                 64, j->queue ? j->queue : "");
-    else if (j->id && j->id[0] && strlen(j->id) > JR_ID_MAX - 2)
-        snprintf(why, sizeof why, "job id \"%.40s...\" is longer than %d bytes", j->id, JR_ID_MAX - 2);
-    else if (j->id && j->id[0] && reserved_id(j->id))
-        snprintf(why, sizeof why, "job id \"%s\" has a reserved form (d<n>-<n>, d<n> or <n>-<n>)", j->id);
-    else if (!e->handler || e->handler_len == 0)
-        snprintf(why, sizeof why, "empty handler name");
+    if ((rule = jr_contract_queue_name(j->queue, j->queue ? strlen(j->queue) : 0)))
+        snprintf(why, sizeof why, "queue name \"%.*s\" %s", 64, j->queue ? j->queue : "", rule);
+    else if (j->id && j->id[0] && (rule = jr_contract_job_id(j->id, strlen(j->id))))
+        snprintf(why, sizeof why, "job id \"%.64s%s\" %s", j->id, strlen(j->id) > 64 ? "..." : "", rule);
+    else if ((rule = jr_contract_handler_name(e->handler, e->handler ? e->handler_len : 0)))
+        snprintf(why, sizeof why, "handler name \"%.*s\" %s", (int)(e->handler_len < 64 ? e->handler_len : 64),
+                 e->handler ? e->handler : "", rule);
     else if (!e->payload && e->payload_len > 0)
         snprintf(why, sizeof why, "payload is NULL with a length");
     else if (j->delay_ms < 0 || j->delay_ms > JR_DELAY_MAX_MS)

@@ -5,22 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Parse a duration: one or more <number><unit> groups, unit one of
- * ms, s, m, h (e.g. "250ms", "30s", "1.5s", "5m", "2h", "1h30m"); "0" alone
- * is allowed. Only ASCII digits; no sign, space, exponent or other unit.
- * Stores milliseconds in *ms exactly (fractions of a ms are rounded down in
- * each group). Returns 0, or JR_EINVAL for empty, negative, unit-less,
- * unknown-unit input or a value over INT64_MAX ms (never wrapped), leaving
- * *ms unchanged. */
-int jr_duration_parse(const char *s, int64_t *ms);
-
-/* jr_duration_parse, and the value must lie in min_ms..max_ms. On error
- * returns JR_EINVAL with a message in err for the caller to prefix with the
- * option or key: "must be a duration like 500ms, ..." or "must be a
- * duration from 1ms to 168h (7 days)" (also for values too long for int64),
- * leaving *ms unchanged. */
-int jr_duration_parse_range(const char *s, int64_t min_ms, int64_t max_ms, int64_t *ms,
-                            char *err, size_t errlen);
+/* jr_duration_parse and jr_duration_parse_range: contract.h. */
 
 /* Format a duration for messages in the largest unit that divides it:
  * "0", "250ms", "60s", "5m", "48h", "168h (7 days)". Returns buf; a buffer

@@ -643,8 +643,6 @@ static int dispatch(worker_t *w, const jr_batch_t *b, int reclaimed) {
         } else if (jr_envelope_decode(&env, e->id, e->nfields, e->names, e->name_lens, e->values,
                                       e->value_lens, err, sizeof err) != 0) {
             rc = reject(w, e->queue, e->id, err);
-        } else if (env.id_len >= JR_ID_MAX || memchr(env.id, 0, env.id_len)) {
-            rc = reject(w, e->queue, e->id, "job id too long or not text");
         } else if (env.payload_len > (size_t)w->cfg->max_payload) {
             snprintf(err, sizeof err, "payload of %zu bytes is over the limit of %lld (jobs.max_payload)",
                      env.payload_len, (long long)w->cfg->max_payload);

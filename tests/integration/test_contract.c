@@ -12,6 +12,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <jobrunner/client.h>
+
+#include "contract.h"
+#include "contract_cases.h"
+#include "cron.h"
 #include "harness.h"
 #include "jr.h"
 #include "jr_limits.h"
@@ -1815,4 +1820,239 @@ Test(contract, ack_compares_ids_of_different_lengths_as_numbers) {
     cr_assert(has_entry("jr:{t}:ready", "10-3") && has_entry("jr:{t}:ready", "11-0"));
     cr_assert_eq(calls_of("xtrim"), 1);
     cr_assert_eq(calls_of("xdel"), 0);
+}
+
+/* ---- one rule per value: every layer gives the same verdict ---- */
+
+/* FCALL jr_enqueue with the value in its place (queue: the keys; handler:
+ * h; id: ID and the uniq key). Returns 1 if accepted, else 0 with the error
+ * in msg. */
+static int lua_verdict(rc_kind_t kind, const char *v, size_t n, char *msg, size_t msglen) {
+    const char *q = kind == RC_QUEUE ? v : "q";
+    size_t qn = kind == RC_QUEUE ? n : 1;
+    char keys[5][512];
+    size_t kl[5];
+    const char *suffix[] = {"ready", "delayed", "wake", "seq", "uniq:"};
+    for (int i = 0; i < 5; i++) {
+        int w = snprintf(keys[i], sizeof keys[i], "jr:{");
+        memcpy(keys[i] + w, q, qn);
+        kl[i] = (size_t)w + qn;
+        kl[i] += (size_t)sprintf(keys[i] + kl[i], "}:%s", suffix[i]);
+    }
+    int uniq = kind == RC_ID;
+    if (uniq) memcpy(keys[4] + kl[4], v, n), kl[4] += n;
+    const char *argv[16];
+    size_t lens[16];
+    int a = 0;
+#define ARG(p, l) (argv[a] = (p), lens[a++] = (l))
+    ARG("FCALL", 5), ARG("jr_enqueue", 10), ARG(uniq ? "5" : "4", 1);
+    for (int i = 0; i < 4 + uniq; i++) ARG(keys[i], kl[i]);
+    ARG("", 0);
+    if (uniq) ARG(v, n);
+    else ARG("", 0);
+    ARG("0", 1), ARG("h", 1);
+    if (kind == RC_HANDLER) ARG(v, n);
+    else ARG("echo", 4);
+    if (kind == RC_ATTEMPTS) ARG("m", 1), ARG(v, n);
+#undef ARG
+    redisReply *rep = cmdv(a, argv, lens);
+    int ok = rep->type == REDIS_REPLY_ARRAY;
+    snprintf(msg, msglen, "%s", rep->type == REDIS_REPLY_ERROR ? rep->str : "");
+    freeReplyObject(rep);
+    return ok;
+}
+
+/* What a refusal of this kind must say: the C phrase (a queue refused by
+ * its key says the rule). */
+static const char *words(rc_kind_t kind, const char *phrase) {
+    return kind == RC_QUEUE ? JR_QUEUE_RULE : phrase;
+}
+
+/* The CLI: jobrunner enqueue with the value. Returns 1 if it exited 0, 0
+ * if 2 (a usage error, with the reason in msg). */
+static int cli_verdict(const rc_case_t *c, char *msg, size_t msglen) {
+    char cfg[192], text[256], out[512];
+    snprintf(text, sizeof text, "redis:\n  url: %s\n", R.url);
+    jrt_write(&R, "c.yaml", text, cfg, sizeof cfg);
+    const char *args[12] = {"enqueue", "-c", cfg};
+    int n = 3;
+    if (c->kind == RC_QUEUE) args[n++] = "-q", args[n++] = c->v;
+    if (c->kind == RC_ID) args[n++] = "--id", args[n++] = c->v;
+    if (c->kind == RC_DURATION) args[n++] = "--in", args[n++] = c->v;
+    if (c->kind == RC_ATTEMPTS) args[n++] = "--max-attempts", args[n++] = c->v;
+    args[n++] = c->kind == RC_HANDLER ? c->v : "echo";
+    args[n] = NULL;
+    int st = jrt_run(out, sizeof out, msg, msglen, args);
+    cr_expect(st == 0 || st == 2, "jobrunner enqueue \"%s\": exit %d: %s", c->v, st, msg);
+    return st == 0;
+}
+
+/* The client library. Returns 1 if created or existed, else 0 with the
+ * job's error in msg. */
+static int client_verdict(jr_client_t *cl, const rc_case_t *c, char *msg, size_t msglen) {
+    jr_client_job_t j = {.handler = "echo"};
+    if (c->kind == RC_QUEUE) j.queue = c->v;
+    if (c->kind == RC_HANDLER) j.handler = c->v;
+    if (c->kind == RC_ID) j.id = c->v;
+    jr_client_result_t r;
+    int rc = jr_client_enqueue(cl, &j, &r);
+    snprintf(msg, msglen, "%s", r.error ? r.error : jr_client_errstr(cl));
+    cr_expect(rc == 0 || r.status == JR_CLIENT_JOB_REFUSED, "client \"%s\": rc %d, status %d: %s", c->v, rc,
+              (int)r.status, msg);
+    return r.status == JR_CLIENT_JOB_CREATED || r.status == JR_CLIENT_JOB_EXISTED;
+}
+
+static void same_verdict(const rc_case_t *c, const char *layer, int ok, const char *msg) {
+    int want = c->says == NULL;
+    cr_expect_eq(ok, want, "%s: \"%.40s\" (%zu bytes) %s, expected %s: %s", layer, c->v, rc_len(c),
+                 ok ? "accepted" : "refused", want ? "accepted" : "refused", msg);
+    if (!ok && !want)
+        cr_expect(strstr(msg, words(c->kind, c->says)), "%s: \"%.40s\": \"%s\" does not say \"%s\"", layer, c->v,
+                  msg, words(c->kind, c->says));
+}
+
+/* The table of tests/contract_cases.h through every layer a producer can
+ * use: the Redis functions (any bytes, so NUL too), the CLI and the client
+ * library (C strings), each with the verdict and the words of contract.c.
+ * (The pure C layers — api->enqueue, the decoder, the config loader —
+ * have the same table in tests/unit/test_contract.c.) */
+Test(contract, every_layer_gives_each_value_the_same_verdict, .timeout = 120) {
+    jr_client_t *cl = jr_client_connect(R.url, 5000, 5000);
+    cr_assert(cl && !jr_client_err(cl), "%s", cl ? jr_client_errstr(cl) : "out of memory");
+    for (size_t i = 0; i < RC_NCASES; i++) {
+        const rc_case_t *c = &RC_CASES[i];
+        char msg[JR_ERRLEN] = "";
+        if (c->kind != RC_DURATION)
+            same_verdict(c, "Lua", lua_verdict(c->kind, c->v, rc_len(c), msg, sizeof msg), msg);
+        if (rc_has_nul(c)) continue; /* argv and the C API take C strings */
+        msg[0] = '\0';
+        same_verdict(c, "CLI", cli_verdict(c, msg, sizeof msg), msg);
+        if (c->kind == RC_DURATION || c->kind == RC_ATTEMPTS) continue; /* numbers in the C API */
+        same_verdict(c, "client", client_verdict(cl, c, msg, sizeof msg), msg);
+    }
+    jr_client_free(cl);
+}
+
+static uint64_t rnd64(uint64_t *x) {
+    *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
+    return *x;
+}
+
+/* Random values, mostly near the rules' edges (the generated id forms,
+ * lengths around each maximum, a NUL, a byte outside the name set): the C
+ * rule function and the Lua library give the same verdict and, for a
+ * refusal, the same words. */
+Test(contract, c_and_lua_rules_agree_on_random_values, .timeout = 120) {
+    static const char *const atoms[] = {"d", "0", "7", "12", "-", "x", "A", "_", ".", ":", " ", "{", "}",
+                                        "/", "\xff", "\xc3\xa9", "\0", "\n", "@"};
+    static const size_t atom_len[] = {1, 1, 1, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 1, 1};
+    static const size_t edges[] = {63, 64, 65, 127, 128, 129, 157, 158, 159};
+    uint64_t x = 0x2545F4914F6CDD1DULL;
+    int seen[3][2] = {{0}};
+    for (int i = 0; i < 6000; i++) {
+        rc_kind_t kind = (rc_kind_t)(i % 3);
+        char v[256];
+        size_t n = 0;
+        if (rnd64(&x) % 4 == 0) { /* a long run of a valid byte, near a maximum */
+            size_t len = edges[rnd64(&x) % 9];
+            memset(v, rnd64(&x) % 2 ? 'd' : '5', len);
+            n = len;
+            if (rnd64(&x) % 2) v[rnd64(&x) % len] = (char)(rnd64(&x) % 2 ? '-' : '\0');
+        } else {
+            for (int k = (int)(rnd64(&x) % 8); k >= 0; k--) {
+                size_t a = rnd64(&x) % 19;
+                if (rnd64(&x) % 3) a = rnd64(&x) % 6; /* mostly d, digits and '-' */
+                memcpy(v + n, atoms[a], atom_len[a]);
+                n += atom_len[a];
+            }
+        }
+        if (kind == RC_ID && n == 0) continue; /* "" = a generated id, not a value */
+        const char *rule = kind == RC_QUEUE ? jr_contract_queue_name(v, n)
+                           : kind == RC_HANDLER ? jr_contract_handler_name(v, n)
+                                                : jr_contract_job_id(v, n);
+        char msg[JR_ERRLEN];
+        int lua = lua_verdict(kind, v, n, msg, sizeof msg);
+        char shown[80];
+        size_t k = 0;
+        for (size_t j = 0; j < n && k < 60; j++) {
+            unsigned char b = (unsigned char)v[j];
+            k += (size_t)sprintf(shown + k, b >= 0x20 && b < 0x7f ? "%c" : "\\x%02x", b);
+        }
+        shown[k] = '\0';
+        cr_assert_eq(lua, rule == NULL, "kind %d \"%s\" (%zu bytes): C %s, Lua %s", (int)kind, shown, n,
+                     rule ? rule : "accepts", lua ? "accepts" : msg);
+        if (rule && !(kind == RC_HANDLER && n == 0))
+            cr_assert(strstr(msg, words(kind, rule)), "kind %d \"%s\": Lua says \"%s\", C \"%s\"", (int)kind, shown,
+                      msg, rule);
+        seen[kind][lua]++;
+    }
+    for (int k = 0; k < 3; k++) {
+        cr_log_info("kind %d: accepted %d, refused %d", k, seen[k][1], seen[k][0]);
+        cr_expect_gt(seen[k][1], 200, "kind %d: only %d accepted", k, seen[k][1]);
+        cr_expect_gt(seen[k][0], 200, "kind %d: only %d refused", k, seen[k][0]);
+    }
+}
+
+/* The literal maxima of the Lua rules block are those of jr_limits.h and
+ * cron.h (the test above checks the behaviour; this one the source). */
+Test(contract, lua_rule_maxima_equal_the_c_constants) {
+    char *src = jrt_slurp(JRT_SOURCE_DIR "/runner/lua/jobrunner.lua");
+    struct {
+        const char *name;
+        long long c;
+    } t[] = {{"ID_MAX", JR_JOB_ID_MAX}, {"HANDLER_MAX", JR_HANDLER_NAME_MAX}, {"CRON_NAME_MAX", JR_CRON_NAME_MAX},
+             {"QUEUE_MAX", JR_QUEUE_MAX}};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        char pat[64];
+        snprintf(pat, sizeof pat, "\nlocal %s = ", t[i].name);
+        char *p = strstr(src, pat);
+        cr_expect(p, "no literal %s in jobrunner.lua", t[i].name);
+        if (p) cr_expect_eq(strtoll(p + strlen(pat), NULL, 10), t[i].c, "%s", t[i].name);
+    }
+    cr_expect(strstr(src, "local QUEUE_RULE = '" JR_QUEUE_RULE "'"), "QUEUE_RULE differs from contract.h");
+    cr_expect(strstr(src, "local HANDLER_RULE = '" JR_HANDLER_RULE "'"), "HANDLER_RULE differs from contract.h");
+    cr_expect(strstr(src, "local CRON_NAME_RULE = '" JR_SCHEDULE_RULE "'"), "CRON_NAME_RULE differs from contract.h");
+    free(src);
+}
+
+/* Entries whose id or handler name breaks its rule (written by hand, or by
+ * a revision before 15: a NUL in the id, a handler name no handler can
+ * have) are not run: each is dead-lettered as invalid with the rule's words,
+ * and a good entry beside them runs. */
+Test(contract, worker_dead_letters_values_outside_the_rules_with_the_rule, .timeout = 60) {
+    char cfg[192], text[512], log[192];
+    snprintf(text, sizeof text, "redis:\n  url: %s\nworker:\n  handler_wait: 0s\n", R.url);
+    jrt_write(&R, "c.yaml", text, cfg, sizeof cfg);
+    snprintf(log, sizeof log, "%s/worker.log", R.dir);
+    freeReplyObject(fetch("jr:{default}:ready", 0));
+    struct {
+        const char *id, *h, *says;
+        size_t id_len, h_len;
+    } bad[] = {{"a\0b", "record", "job id \"a?b\" contains a NUL byte", 3, 6},
+               {"bad-h", "send mail", "handler name \"send mail\" is not valid (1-64 characters", 5, 9},
+               {"bad-h2", "h\0x", "handler name \"h?x\" is not valid", 6, 3}};
+    for (size_t i = 0; i < 3; i++) {
+        const char *argv[] = {"XADD", "jr:{default}:ready", "*", "id", bad[i].id, "h", bad[i].h};
+        size_t lens[] = {4, 18, 1, 2, bad[i].id_len, 1, bad[i].h_len};
+        freeReplyObject(cmdv(7, argv, lens));
+    }
+    freeReplyObject(cmd("XADD", "jr:{default}:ready", "*", "id", "good", "h", "record", NULL));
+    char rec[256];
+    snprintf(rec, sizeof rec, "%s/record", R.dir);
+    setenv("JRT_RECORD", rec, 1);
+    const char *args[] = {"worker", "-c", cfg, "--plugin", JRT_RECORD_PLUGIN, NULL};
+    pid_t w = jrt_spawn(log, args);
+    for (int t = 0; t < 200 && (xlen("jr:{default}:dead") < 3 || jrt_count(rec, "good ") < 1); t++) jrt_sleep_ms(50);
+    jrt_stop(w, SIGTERM, 10000);
+    unsetenv("JRT_RECORD");
+    cr_expect_eq(jrt_count(rec, "good "), 1, "the good entry did not run once");
+    redisReply *ds = cmd("XRANGE", "jr:{default}:dead", "-", "+", NULL);
+    cr_expect_eq(ds->elements, 3, "dead entries: %zu", ds->elements);
+    for (size_t i = 0; i < ds->elements && i < 3; i++) {
+        redisReply *why = field(ds->element[i]->element[1], "why"), *err = field(ds->element[i]->element[1], "err");
+        cr_expect(why && !strcmp(why->str, "invalid"), "entry %zu: why %s", i, why ? why->str : "(none)");
+        cr_expect(err && strstr(err->str, bad[i].says), "entry %zu: err \"%s\" does not say \"%s\"", i,
+                  err ? err->str : "(none)", bad[i].says);
+    }
+    freeReplyObject(ds);
 }

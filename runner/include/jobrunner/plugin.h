@@ -87,7 +87,7 @@ typedef struct jr_followup {
     int64_t at_ms;       /* > 0: due at this Unix time in ms (wins over
                             delay_ms; a time in the past means at once) */
     const char *id;      /* NULL or "" = generated; else the job id (1..158
-                            bytes, not d<n> or <n>-<n>): idempotent like
+                            bytes, not d<n>-<n>, d<n> or <n>-<n>): idempotent like
                             `jobrunner enqueue --id`, for a day after its
                             due time */
 } jr_followup_t;
