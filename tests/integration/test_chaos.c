@@ -1,10 +1,10 @@
 /* The chaos test (issues 7 and 18): everything that can go wrong at once,
  * then an exact ledger.
  *
- * For JR_CHAOS_SECONDS (default 25) four workers and two schedulers serve
+ * For JR_CHAOS_SECONDS (default 25) five workers and two schedulers serve
  * four queues of a real redis-server (AOF, appendfsync always). Workers 0-2
- * run handlers in processes and serve qa, qb and qv; worker 3 serves qc
- * alone with `isolation: inline` (its own config file: the plugin's
+ * run handlers in processes and serve qa, qb and qv; workers 3 and 4 serve
+ * qc alone with `isolation: inline` (their own config file: the plugin's
  * crashing, hanging and forking handlers would take an inline worker down,
  * and no config selects a subset of a plugin's handlers, so qc only carries
  * quick, slow, long, flaky and failing jobs). This process enqueues jobs of
@@ -63,8 +63,8 @@
  * No check depends on how long anything took; the waits are generous bounds
  * (chaos, then at most 45 s of drain and 15 s of stopping).
  * JR_CHAOS_WITHOUT=kill,restart,oom,garbage,fork,crash,inline,cancel,stall,skew
- * leaves faults out (for debugging; without inline, worker 3 runs qc with
- * process isolation). On failure the logs, the record and the configs are
+ * leaves faults out (for debugging; without inline, workers 3 and 4 run qc
+ * with process isolation). On failure the logs, the record and the configs are
  * copied to /tmp/jr-chaos-<seed>. */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -80,8 +80,8 @@
 
 #define NQ 4
 enum { QA, QB, QC, QV };   /* qc: the inline worker's; qv: the victim of wrong-type keys */
-#define NW 4               /* workers */
-#define WC 3               /* the worker of qc (inline) */
+#define NW 5               /* workers */
+#define WC 3               /* the first of the two workers of qc (inline): slots WC and WC + 1 */
 #define NS 2               /* schedulers */
 #define SKEWED 1           /* the slot of the worker and of the scheduler with a skewed clock */
 #define LEASE_MS 3000      /* worker.lease of both configs */
@@ -223,7 +223,7 @@ static void check_skew(int skew) {
 static pid_t start_worker(int slot) {
     char name[32];
     snprintf(name, sizeof name, "w%d.log", slot);
-    const char *args[] = {"worker", "-c", slot == WC ? cfgpath_c : cfgpath, "--plugin", JRT_CHAOS_PLUGIN, NULL};
+    const char *args[] = {"worker", "-c", slot >= WC ? cfgpath_c : cfgpath, "--plugin", JRT_CHAOS_PLUGIN, NULL};
     int skew = slot == SKEWED ? skew_w : 0;
     pid_t pid = spawn_skewed(logpath(name), args, skew);
     if (nworker_pids == worker_pids_cap) {
@@ -413,14 +413,19 @@ typedef struct spec {
     int refused, transport;
 } spec_t;
 
-/* Recently enqueued jobs that may be cancelled ("<queue>/<id>"). */
-#define CAND_MAX 64
+/* The jobs enqueued last that may be cancelled ("<queue>/<id>"), a ring. */
+#define CAND_MAX 32
 static char cands[CAND_MAX][ID_MAX + 8];
-static int ncands;
+static unsigned long long cand_head;
 
-static void cand_add(const char *key) {
-    if (ncands < CAND_MAX) snprintf(cands[ncands++], sizeof cands[0], "%s", key);
-    else snprintf(cands[rnd() % CAND_MAX], sizeof cands[0], "%s", key);
+static void cand_add(const char *key) { snprintf(cands[cand_head++ % CAND_MAX], sizeof cands[0], "%s", key); }
+
+/* One of the last `within` candidates (NULL if none). */
+static char *cand_recent(int within) {
+    unsigned long long n = cand_head < CAND_MAX ? cand_head : CAND_MAX;
+    if (!n) return NULL;
+    if ((unsigned long long)within < n) n = (unsigned long long)within;
+    return cands[(cand_head - 1 - rnd() % n) % CAND_MAX];
 }
 
 static spec_t *retry_list;
@@ -486,7 +491,7 @@ static int enqueue_specs(redisContext *c, spec_t *v, size_t n) {
             j->refused_before = v[i].refused, j->transport_before = v[i].transport;
             /* Redis takes "+ms" from its clock when it runs the call, after t_sent. */
             if (!v[i].transport) j->due_us = t_sent + v[i].delay_ms * 1000;
-            if (j->created && KINDS[v[i].kind].safe && rnd() % 3 == 0) cand_add(key);
+            if (j->created && KINDS[v[i].kind].safe && (v[i].kind == K_LONG || rnd() % 3 == 0)) cand_add(key);
             if (v[i].id[0]) enqueued_explicit++;
             else enqueued_generated++;
             if (!j->created && v[i].kind != K_UNIQ && !v[i].transport) {
@@ -657,14 +662,16 @@ static void cancel_some(redisContext *c) {
         q = rnd() % 2 ? QA : QC;
         tick_ids(c, q == QA ? "tick-a" : "tick-c", ids, &n);
     } else {
-        if (!ncands) return;
-        const char *first = cands[rnd() % (uint64_t)ncands];
+        /* mostly the newest (delayed or ready), sometimes older ones (running long jobs) */
+        int within = rnd() % 3 ? 6 : CAND_MAX;
+        const char *first = cand_recent(within);
+        if (!first || !first[0]) return;
         q = !strncmp(first, "qa/", 3) ? QA : !strncmp(first, "qb/", 3) ? QB : QC;
         for (int k = 0; k < 6 && n < 3; k++) {
-            int x = (int)(rnd() % (uint64_t)ncands);
-            if (strncmp(cands[x], QUEUES[q], 2) || cands[x][2] != '/') continue;
-            snprintf(ids[n++], ID_MAX, "%s", cands[x] + 3);
-            cands[x][0] = '\0', cands[x][1] = '\0'; /* used: matches no queue any more */
+            char *x = cand_recent(within);
+            if (strncmp(x, QUEUES[q], 2) || x[2] != '/') continue;
+            snprintf(ids[n++], ID_MAX, "%s", x + 3);
+            x[0] = '\0', x[1] = '\0'; /* used: matches no queue any more */
         }
     }
     int m = 0; /* drop ids cancelled before */
@@ -1559,7 +1566,8 @@ Test(chaos, kills_restarts_oom_garbage_and_hostile_handlers_lose_and_repeat_noth
     snprintf(without, sizeof without, "%s", s ? s : "");
     if (!enabled("fork")) KINDS[K_FORK].weight = KINDS[K_FORKWAIT].weight = 0;
     if (!enabled("crash")) KINDS[K_CRASH].weight = KINDS[K_ABORT].weight = KINDS[K_HANG].weight = 0;
-    if (enabled("cancel")) KINDS[K_LONG].weight = 3;
+    /* Long jobs: running when cancelled; four of them outlast an inline worker's lease. */
+    if (enabled("cancel") || enabled("inline")) KINDS[K_LONG].weight = 3;
     if (enabled("skew")) {
         skew_w = rnd() % 2 ? 30 : -30, skew_s = rnd() % 2 ? 30 : -30;
         check_skew(skew_w), check_skew(skew_s);
@@ -1567,7 +1575,7 @@ Test(chaos, kills_restarts_oom_garbage_and_hostile_handlers_lose_and_repeat_noth
     fprintf(stderr, "chaos: seed=%llu seconds=%d without=[%s] (rerun: JR_CHAOS_SEED=%llu JR_CHAOS_SECONDS=%d)\n",
             seed, seconds, without, seed, seconds);
 
-    /* Worker 3's config differs only in its queue and isolation. */
+    /* The config of workers 3 and 4 differs only in its queue and isolation. */
     for (int k = 0; k < 2; k++) {
         char text[1024];
         snprintf(text, sizeof text,
@@ -1879,6 +1887,21 @@ Test(chaos, kills_restarts_oom_garbage_and_hostile_handlers_lose_and_repeat_noth
         if (!logged) g_place_unlogged++, note(&g_vanished, "  %s %s: left in place without an error logged\n", g->marker, g->what);
     }
 
+    /* Every cancel flag went with its entry (but the garbage members). */
+    tally_t flags_left = {0};
+    c = jrt_connect(&R);
+    for (int q = 0; q < NQ; q++) {
+        redisReply *rep = redisCommand(c, "HKEYS jr:{%s}:cancelled", QUEUES[q]);
+        for (size_t i = 0; rep && rep->type == REDIS_REPLY_ARRAY && i < rep->elements; i++) {
+            const char *f = rep->element[i]->str;
+            if (q == QA && (!strcmp(f, "not-an-entry") || !strcmp(f, "0-1") || !strcmp(f, "99999999999999-0")))
+                continue;
+            note(&flags_left, "  jr:{%s}:cancelled %s: a cancel flag outlived its entry\n", QUEUES[q], f);
+        }
+        if (rep) freeReplyObject(rep);
+    }
+    redisFree(c);
+
     /* Garbage is reported, not in a loop. */
     for (int p2 = 0; p2 < NW + NS; p2++) {
         char name[16];
@@ -1919,7 +1942,7 @@ Test(chaos, kills_restarts_oom_garbage_and_hostile_handlers_lose_and_repeat_noth
             "             uniq-key garbage: %lld enqueues answered duplicate (and must never run)\n"
             "periodic:    %lld ticks seen, %lld ran OK, %lld fired for ticks after the schedules were removed\n"
             "cancels:     %zu ids: cancelled %lld, running %lld, not found %lld, no answer %lld (cancel errors %d);"
-            " ended cancelled %lld, answer lost and gone %lld; WRONG %lld\n"
+            " ended cancelled %lld, answer lost and gone %lld; WRONG %lld; flags left %lld\n"
             "done:        %lld\n"
             "dead:        %lld  crash %lld, abort %lld, hang %lld, fail %lld, poison %lld\n"
             "lost:        %lld\n"
@@ -1945,7 +1968,7 @@ Test(chaos, kills_restarts_oom_garbage_and_hostile_handlers_lose_and_repeat_noth
             enqueued_generated, refused_calls, refused_generated, uncertain_generated, uniq_refused, ticks_known,
             ticks_run, ticks_late_left, ncancels, cancel_calls[C_CANCELLED], cancel_calls[C_RUNNING],
             cancel_calls[C_NOT_FOUND], cancel_calls[C_UNKNOWN], cancel_errors, n_cancelled, n_cancel_unknown,
-            cancel_bad.n, done, dead, dead_by[K_CRASH], dead_by[K_ABORT], dead_by[K_HANG], dead_by[K_FAIL], poison,
+            cancel_bad.n, flags_left.n, done, dead, dead_by[K_CRASH], dead_by[K_ABORT], dead_by[K_HANG], dead_by[K_FAIL], poison,
             lost.n, stuck.n, wrong.n, done_and_dead.n, dead_twice.n, early.n, dup_total, dup_kill, dup_stall,
             dup_restart, dup_oom, dup_death, unexplained.n, stray.n, unknown.n, (long long)stale_uniq, ngarbage,
             g_dead, g_why.n, g_place, g_place_unlogged, g_vanished.n - g_place_unlogged, g_repeated.n, g_ran.n,
@@ -1962,6 +1985,7 @@ Test(chaos, kills_restarts_oom_garbage_and_hostile_handlers_lose_and_repeat_noth
                  {"done and dead", &done_and_dead},
                  {"ran before due", &early},
                  {"cancel not kept", &cancel_bad},
+                 {"cancel flags left", &flags_left},
                  {"unexplained duplicates", &unexplained},
                  {"stray runs", &stray},
                  {"unknown ids", &unknown},
@@ -1998,7 +2022,7 @@ Test(chaos, kills_restarts_oom_garbage_and_hostile_handlers_lose_and_repeat_noth
     long long failures = lost.n + stuck.n + wrong.n + dead_twice.n + done_and_dead.n + unexplained.n + stray.n +
                          unknown.n + uniq_ran.n + g_vanished.n + g_repeated.n + g_ran.n + g_why.n + g_dead_gone.n +
                          stale_uniq + (long long)deaths.n + sched_deaths + stop_failures + (stats_rc != 0) +
-                         (dead_rc != 0) + (ooms.n && !oom_confirmed) + early.n + cancel_bad.n + g_spin.n +
+                         (dead_rc != 0) + (ooms.n && !oom_confirmed) + early.n + cancel_bad.n + flags_left.n + g_spin.n +
                          ghost_failures;
     if (failures) copy_dir_on_failure();
     cr_expect_eq(lost.n, 0, "%lld jobs lost", lost.n);
@@ -2009,6 +2033,7 @@ Test(chaos, kills_restarts_oom_garbage_and_hostile_handlers_lose_and_repeat_noth
     cr_expect_eq(early.n, 0, "%lld runs before their job was due", early.n);
     cr_expect_eq(cancel_bad.n, 0, "%lld cancelled jobs ran after the cancel or ended dead", cancel_bad.n);
     cr_expect_eq(g_spin.n, 0, "garbage reported in a loop");
+    cr_expect_eq(flags_left.n, 0, "%lld cancel flags outlived their entries", flags_left.n);
     cr_expect_eq(ghost_failures, 0, "a cancel around garbage in the job index did not answer not found");
     cr_expect_eq(stray.n, 0, "%lld runs outside a worker's runner process", stray.n);
     cr_expect_eq(unknown.n + uniq_ran.n, 0, "%lld runs of jobs never enqueued", unknown.n + uniq_ran.n);
