@@ -45,8 +45,9 @@
  *   - no job runs before it was due (its enqueue time plus delay, a tick at
  *     its tick), whatever the skewed clocks say;
  *   - a job that ran OK twice is allowed only when the earlier run's worker
- *     was SIGKILLed, or SIGSTOPped for more than two thirds of its lease
- *     (its last heartbeat may be a third of a lease older than the stop),
+ *     was SIGKILLed, or either run's worker was SIGSTOPped for more than two
+ *     thirds of its lease (its last heartbeat may be a third of a lease
+ *     older than the stop) around the first run (see explain()),
  *     or Redis restarted or was out of memory (up to a worker's 5 s
  *     reconnect backoff after), between the two runs; every duplicate is
  *     classified and any other one fails the test; a periodic tick is a job
@@ -1385,11 +1386,17 @@ static void read_record(void) {
 static const char *explain(const rec_t *a, const rec_t *b) {
     for (size_t i = 0; i < kills.n; i++)
         if (kills.v[i].pid == a->wpid && kills.v[i].t1 > a->t && kills.v[i].t0 < b->t) return "worker SIGKILLed";
-    /* Stopped past its lease: its last heartbeat may be up to lease/3 older than the stop. */
-    for (size_t i = 0; i < stalls.n; i++)
-        if (stalls.v[i].pid == a->wpid && stalls.v[i].t1 - stalls.v[i].t0 > LEASE_MS * 1000LL * 2 / 3 &&
-            stalls.v[i].t1 > a->t && stalls.v[i].t0 < b->t)
-            return "worker SIGSTOPped";
+    /* Stopped past its lease (its last heartbeat may be up to lease/3 older
+     * than the stop): the worker of `a` stopped after `a` before its
+     * acknowledgement, or the worker of `b` had fetched the job, stopped,
+     * lost it to the worker of `a` and, woken, ran it (stopped until at most
+     * a lease before `a`). */
+    for (size_t i = 0; i < stalls.n; i++) {
+        const event_t *s = &stalls.v[i];
+        if (s->t1 - s->t0 <= LEASE_MS * 1000LL * 2 / 3) continue;
+        if (s->pid == a->wpid && s->t1 > a->t && s->t0 < b->t) return "worker SIGSTOPped";
+        if (s->pid == b->wpid && s->t0 < a->t && s->t1 > a->t - LEASE_MS * 1000LL) return "worker SIGSTOPped";
+    }
     for (size_t i = 0; i < restarts.n; i++)
         if (restarts.v[i].t1 + RECONNECT_SLACK_US > a->t && restarts.v[i].t0 < b->t) return "Redis restarted";
     for (size_t i = 0; i < ooms.n; i++)
