@@ -635,18 +635,14 @@ static void cancel_ids(int q, char ids[][ID_MAX], int n) {
     }
 }
 
-/* The last two ticks of schedule `name` (every 1 s), from Redis's clock. */
-static void tick_ids(redisContext *c, const char *name, char ids[][ID_MAX], int *n) {
+/* Redis's clock, Unix ms (-1 if it cannot be read). */
+static long long redis_ms(redisContext *c) {
     redisReply *rep = redisCommand(c, "TIME");
-    if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 2) {
-        if (rep) freeReplyObject(rep);
-        return;
-    }
-    long long ms = atoll(rep->element[0]->str) * 1000 + atoll(rep->element[1]->str) / 1000;
-    freeReplyObject(rep);
-    long long tick = ms / 1000 * 1000;
-    snprintf(ids[(*n)++], ID_MAX, "%s@%lld", name, tick);
-    snprintf(ids[(*n)++], ID_MAX, "%s@%lld", name, tick - 1000);
+    long long ms = -1;
+    if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2)
+        ms = atoll(rep->element[0]->str) * 1000 + atoll(rep->element[1]->str) / 1000;
+    if (rep) freeReplyObject(rep);
+    return ms;
 }
 
 static int cancelled_before(const char *key) {
@@ -656,13 +652,21 @@ static int cancelled_before(const char *key) {
 }
 
 /* Cancel a few of the jobs enqueued lately (delayed, ready or running: the
- * answer says which) or the latest ticks of a schedule; each id once. */
+ * answer says which) or, once in a new second of Redis's clock, the tick
+ * just due (fired, ready behind the slow jobs of qc, or running); each id
+ * once. */
 static void cancel_some(redisContext *c) {
+    static long long last_second;
     char ids[4][ID_MAX];
     int n = 0, q;
-    if (rnd() % 4 == 0) {
-        q = rnd() % 2 ? QA : QC;
-        tick_ids(c, q == QA ? "tick-a" : "tick-c", ids, &n);
+    long long ms = redis_ms(c);
+    if (ms >= 0 && ms / 1000 != last_second) {
+        last_second = ms / 1000;
+        if (rnd() % 3 == 0) return; /* and some ticks are left alone */
+        q = rnd() % 4 ? QC : QA;
+        snprintf(ids[n++], ID_MAX, "%s@%lld", q == QA ? "tick-a" : "tick-c", ms / 1000 * 1000);
+    } else if (rnd() % 3) {
+        return;
     } else {
         /* mostly the newest (delayed or ready), sometimes older ones (running long jobs) */
         int within = rnd() % 3 ? 6 : CAND_MAX;
@@ -1659,7 +1663,7 @@ Test(chaos, kills_restarts_oom_garbage_and_hostile_handlers_lose_and_repeat_noth
             }
             next_stall = now + rnd_in(2500, 5000) * 1000;
         }
-        if (enabled("cancel") && rnd() % 3 == 0) cancel_some(c);
+        if (enabled("cancel")) cancel_some(c);
         if (!restarted && e >= T * 35 / 100) {
             int64_t t0 = jrt_wall_us();
             jrt_redis_restart(&R, AOF);
@@ -1937,8 +1941,11 @@ Test(chaos, kills_restarts_oom_garbage_and_hostile_handlers_lose_and_repeat_noth
         ticks_known += tick;
         enqueued += !tick && (L.v[i].created || L.v[i].transport_before);
     }
-    long long cancel_calls[5] = {0};
-    for (size_t i = 0; i < ncancels; i++) cancel_calls[cancels[i].reply]++;
+    long long cancel_calls[5] = {0}, tick_cancels[5] = {0};
+    for (size_t i = 0; i < ncancels; i++) {
+        cancel_calls[cancels[i].reply]++;
+        tick_cancels[cancels[i].reply] += strstr(cancels[i].key, "/tick-") != NULL;
+    }
     fprintf(stderr,
             "==== chaos ledger: seed=%llu seconds=%d without=[%s] ====\n"
             "time:        chaos %.1f s, drain %.1f s, stop %.1f s\n"
@@ -1949,7 +1956,8 @@ Test(chaos, kills_restarts_oom_garbage_and_hostile_handlers_lose_and_repeat_noth
             "enqueued:    %lld jobs (explicit ids %lld, generated %lld); calls refused under OOM %lld"
             " (their generated-id jobs not retried: %lld); outcome unknown %lld\n"
             "             uniq-key garbage: %lld enqueues answered duplicate (and must never run)\n"
-            "periodic:    %lld ticks seen, %lld ran OK, %lld fired for ticks after the schedules were removed\n"
+            "periodic:    %lld ticks seen, %lld ran OK, %lld fired for ticks after the schedules were removed;"
+            " cancels answered cancelled %lld, running %lld\n"
             "cancels:     %zu ids: cancelled %lld, running %lld, not found %lld, no answer %lld (cancel errors %d);"
             " ended cancelled %lld, answer lost and gone %lld; WRONG %lld; flags left %lld\n"
             "done:        %lld\n"
@@ -1975,7 +1983,7 @@ Test(chaos, kills_restarts_oom_garbage_and_hostile_handlers_lose_and_repeat_noth
             ooms.n ? (oom_confirmed ? "yes" : "NO") : "-", oom_refills, ngarbage, sched_stalls, worker_stalls, SKEWED,
             skew_w, SKEWED, skew_s, enabled("inline") ? "inline" : "process", enqueued, enqueued_explicit,
             enqueued_generated, refused_calls, refused_generated, uncertain_generated, uniq_refused, ticks_known,
-            ticks_run, ticks_late_left, ncancels, cancel_calls[C_CANCELLED], cancel_calls[C_RUNNING],
+            ticks_run, ticks_late_left, tick_cancels[C_CANCELLED], tick_cancels[C_RUNNING], ncancels, cancel_calls[C_CANCELLED], cancel_calls[C_RUNNING],
             cancel_calls[C_NOT_FOUND], cancel_calls[C_UNKNOWN], cancel_errors, n_cancelled, n_cancel_unknown,
             cancel_bad.n, flags_left.n, done, dead, dead_by[K_CRASH], dead_by[K_ABORT], dead_by[K_HANG], dead_by[K_FAIL], poison,
             lost.n, stuck.n, wrong.n, done_and_dead.n, dead_twice.n, early.n, dup_total, dup_kill, dup_stall,
