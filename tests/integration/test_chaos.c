@@ -25,7 +25,9 @@
  * flags, wheel index and wheel counter of the victim queue qv for a while,
  * then removed; a string over jr:{cron} and jr:{cron}:wake for the rest of
  * the run), cancels jobs at random moments with `jobrunner cancel`
- * (delayed, ready and running ones, and periodic ticks), SIGSTOPs a
+ * (delayed, ready and running ones, and periodic ticks: the one just due,
+ * and every few seconds one held ready by pausing qc across its tick, then
+ * resuming), SIGSTOPs a
  * scheduler for 0.5-3 s every few seconds (and once a worker for 2-5 s,
  * past its 3 s lease), and runs worker 1 with its clock 30 s ahead and
  * scheduler 1 with its clock 30 s ahead or behind (libfaketime, on
@@ -649,6 +651,33 @@ static int cancelled_before(const char *key) {
     for (size_t i = 0; i < ncancels; i++)
         if (!strcmp(cancels[i].key, key)) return 1;
     return 0;
+}
+
+/* Every few seconds, pause qc just before a tick, cancel that tick once it
+ * has fired (it waits, ready, in the paused queue: "cancelled"), and resume
+ * qc: a scheduler stalled across the tick then fires it again late, and
+ * must not re-create it. Call once per loop. */
+static void cancel_paused_tick(redisContext *c) {
+    static int state; /* 0: idle, 1: qc paused before tick `target` */
+    static long long target, next_ms;
+    long long ms = redis_ms(c);
+    if (ms < 0) return;
+    char out[256], err[512];
+    if (state == 0 && ms >= next_ms && ms % 1000 >= 500 && ms % 1000 < 850) {
+        const char *a[] = {"pause", "-c", cfgpath, "qc", NULL};
+        if (jrt_run(out, sizeof out, err, sizeof err, a) != 0) { /* a wrong-type paused set: no pause */
+            next_ms = ms + 4000;
+            return;
+        }
+        target = ms / 1000 * 1000 + 1000, state = 1;
+    } else if (state == 1 && ms >= target + 400) {
+        char ids[1][ID_MAX];
+        snprintf(ids[0], ID_MAX, "tick-c@%lld", target);
+        cancel_ids(QC, ids, 1);
+        const char *a[] = {"resume", "-c", cfgpath, "qc", NULL};
+        jrt_run(out, sizeof out, err, sizeof err, a);
+        state = 0, next_ms = ms + (long long)rnd_in(2500, 5000);
+    }
 }
 
 /* Cancel a few of the jobs enqueued lately (delayed, ready or running: the
@@ -1663,7 +1692,7 @@ Test(chaos, kills_restarts_oom_garbage_and_hostile_handlers_lose_and_repeat_noth
             }
             next_stall = now + rnd_in(2500, 5000) * 1000;
         }
-        if (enabled("cancel")) cancel_some(c);
+        if (enabled("cancel")) cancel_some(c), cancel_paused_tick(c);
         if (!restarted && e >= T * 35 / 100) {
             int64_t t0 = jrt_wall_us();
             jrt_redis_restart(&R, AOF);
@@ -1695,6 +1724,11 @@ Test(chaos, kills_restarts_oom_garbage_and_hostile_handlers_lose_and_repeat_noth
     }
     if (oom_state == 1) oom_end();
     stall_end();
+    if (enabled("cancel")) { /* qc may be paused for a tick cancel */
+        char out[256], err[512];
+        const char *a[] = {"resume", "-c", cfgpath, "qc", NULL};
+        jrt_run(out, sizeof out, err, sizeof err, a);
+    }
     if (class1 == 1) { /* a run too short to have reached the removal */
         redisContext *g = jrt_connect(&R);
         garbage_victim_off(g);
