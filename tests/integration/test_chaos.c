@@ -27,12 +27,12 @@
  * the run), cancels jobs at random moments with `jobrunner cancel`
  * (delayed, ready and running ones, and periodic ticks: the one just due,
  * and every few seconds one held ready by pausing qc across its tick, then
- * resuming), SIGSTOPs a
- * scheduler for 0.5-3 s every few seconds (and once a worker for 2-5 s,
- * past its 3 s lease), and runs worker 1 with its clock 30 s ahead and
- * scheduler 1 with its clock 30 s ahead or behind (libfaketime, on
- * CLOCK_REALTIME only; the run records are corrected by the skew). The fault schedule comes
- * from JR_CHAOS_SEED (printed; random when unset).
+ * resuming), SIGSTOPs a scheduler for 0.5-3 s every few seconds (and once a
+ * worker for 2-5 s, past its 3 s lease), and runs worker 1 with its clock
+ * 30 s ahead and scheduler 1 with its clock 30 s ahead or behind
+ * (libfaketime, on CLOCK_REALTIME only; the run records are corrected by
+ * the skew). The fault schedule comes from JR_CHAOS_SEED (printed; random
+ * when unset).
  *
  * Then it stops the faults, lets everything drain, stops every process with
  * SIGTERM and checks, from what it enqueued and from the plugin's run record:
@@ -43,8 +43,8 @@
  *   - a job whose cancel answered `cancelled` never runs after the answer;
  *     one that answered `running` runs at most once more after it (the run
  *     its worker had fetched; README: not retried, not run again if its
- *     worker dies); a cancel of an id that garbage in the job index names
- *     answers `not found`;
+ *     worker dies); no cancel flag outlives its entry; a cancel of an id
+ *     that garbage in the job index names answers `not found`;
  *   - no job runs before it was due (its enqueue time plus delay, a tick at
  *     its tick), whatever the skewed clocks say;
  *   - a job that ran OK twice is allowed only when the earlier run's worker
