@@ -43,7 +43,8 @@
  *   - a job whose cancel answered `cancelled` never runs after the answer;
  *     one that answered `running` runs at most once more after it (the run
  *     its worker had fetched; README: not retried, not run again if its
- *     worker dies); no cancel flag outlives its entry; a cancel of an id
+ *     worker dies; twice when a worker was SIGSTOPped past its lease around
+ *     the cancel, see stalled_near()); no cancel flag outlives its entry; a cancel of an id
  *     that garbage in the job index names answers `not found`;
  *   - no job runs before it was due (its enqueue time plus delay, a tick at
  *     its tick), whatever the skewed clocks say, and no tick is fired well
