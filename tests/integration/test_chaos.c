@@ -1,38 +1,77 @@
-/* The chaos test (issue 7): everything that can go wrong at once, then an
- * exact ledger.
+/* The chaos test (issues 7 and 18): everything that can go wrong at once,
+ * then an exact ledger.
  *
- * For JR_CHAOS_SECONDS (default 25) three workers and two schedulers serve two
- * queues of a real redis-server (AOF, appendfsync always) while this process
- * enqueues jobs of every kind of the hostile plugin chaos_job.c (quick, slow,
- * flaky, failing, crashing, aborting, hanging, forking), some now and some
- * delayed, some with explicit ids and some with generated ones, and meanwhile:
+ * For JR_CHAOS_SECONDS (default 25) five workers and two schedulers serve
+ * four queues of a real redis-server (AOF, appendfsync always). Workers 0-2
+ * run handlers in processes and serve qa, qb and qv; workers 3 and 4 serve
+ * qc alone with `isolation: inline` (their own config file: the plugin's
+ * crashing, hanging and forking handlers would take an inline worker down,
+ * and no config selects a subset of a plugin's handlers, so qc only carries
+ * quick, slow, long, flaky and failing jobs). This process enqueues jobs of
+ * every kind of the hostile plugin chaos_job.c (quick, slow, long, flaky,
+ * failing, crashing, aborting, hanging, forking), some now and some delayed
+ * (some far enough for the time wheel), some with explicit ids and some
+ * with generated ones; two periodic schedules (`every: 1s`, tick-a on qa,
+ * tick-c on qc with a slow handler) fire all along; and meanwhile:
  * SIGKILLs a worker every 2-4 s (starting a replacement), SIGKILLs a
  * scheduler once, SIGKILLs and restarts Redis once, holds Redis out of memory
- * (maxmemory just above used memory, noeviction) for a few seconds, and
- * injects garbage into every key type of the queues (ready and dead streams,
- * delayed sets, wake streams, uniq keys, the registry). The fault schedule
- * comes from JR_CHAOS_SEED (printed; random when unset).
+ * (maxmemory just above used memory, noeviction) for a few seconds, injects
+ * garbage into every key type of the queues (ready and dead streams,
+ * delayed sets, wake streams, uniq keys, the registry) and into the keys of
+ * issue 18 class 1 (bad members left in the periodic schedules, their last
+ * ticks, the wheel index and a wheel bucket, the job index, the cancel
+ * flags, the stats hash and the live-process list; a wrong-type paused set,
+ * resumed key and process hash left in place; wrong-type stats, cancel
+ * flags, wheel index and wheel counter of the victim queue qv for a while,
+ * then removed; a string over jr:{cron} and jr:{cron}:wake for the rest of
+ * the run), cancels jobs at random moments with `jobrunner cancel`
+ * (delayed, ready and running ones, and periodic ticks: the one just due,
+ * and every few seconds one held ready by pausing qc across its tick, then
+ * resuming), SIGSTOPs a scheduler for 0.5-3 s every few seconds (and once a
+ * worker for 2-5 s, past its 3 s lease), and runs worker 1 with its clock
+ * 30 s ahead and scheduler 1 with its clock 30 s ahead or behind
+ * (libfaketime, on CLOCK_REALTIME only; the run records are corrected by
+ * the skew). The fault schedule comes from JR_CHAOS_SEED (printed; random
+ * when unset).
  *
  * Then it stops the faults, lets everything drain, stops every process with
  * SIGTERM and checks, from what it enqueued and from the plugin's run record:
  *   - every job is in exactly one final state: done (ran OK, gone from
- *     Redis) or dead with the expected why/err; none lost, none stuck;
+ *     Redis), dead with the expected why/err, or cancelled (a cancel
+ *     answered `cancelled` or `running`: gone, not dead); none lost, none
+ *     stuck;
+ *   - a job whose cancel answered `cancelled` never runs after the answer;
+ *     one that answered `running` runs at most once more after it (the run
+ *     its worker had fetched; README: not retried, not run again if its
+ *     worker dies; twice when a worker was SIGSTOPped past its lease around
+ *     the cancel, see stalled_near()); no cancel flag outlives its entry; a cancel of an id
+ *     that garbage in the job index names answers `not found`;
+ *   - no job runs before it was due (its enqueue time plus delay, a tick at
+ *     its tick), whatever the skewed clocks say, and no tick is fired well
+ *     ahead of its time (found waiting after its schedule was removed);
  *   - a job that ran OK twice is allowed only when the earlier run's worker
- *     was SIGKILLed, or Redis restarted or was out of memory (up to a
- *     worker's 5 s reconnect backoff after), between the two runs; every
- *     duplicate is classified and any other one fails the test;
+ *     was SIGKILLed, or either run's worker was SIGSTOPped for more than two
+ *     thirds of its lease (its last heartbeat may be a third of a lease
+ *     older than the stop) around the first run (see explain()),
+ *     or Redis restarted or was out of memory (up to a worker's 5 s
+ *     reconnect backoff after), between the two runs; every duplicate is
+ *     classified and any other one fails the test; a periodic tick is a job
+ *     like the others (its runs, duplicates, cancels and final state);
  *   - refused enqueues (OOM) wrote nothing: their ids enqueue as new later;
  *   - every garbage item that can carry a marker ends in the dead stream
  *     (found by its marker or entry id) or stays where it was with an error
- *     logged; none vanishes, none runs;
+ *     logged; none vanishes, none runs; a wheel-bucket item never runs;
+ *     garbage of one key is reported but not in a loop (at most
+ *     GARBAGE_LOG_MAX lines of any one process's log name it);
  *   - no run happened in a handler's forked child or in a process with no
  *     worker above it, no worker or scheduler died on its own, each stops
  *     on SIGTERM, and `stats` / `dead list` still work on these queues.
  * No check depends on how long anything took; the waits are generous bounds
  * (chaos, then at most 45 s of drain and 15 s of stopping).
- * JR_CHAOS_WITHOUT=kill,restart,oom,garbage,fork,crash leaves faults out
- * (for debugging). On failure the logs, the record and the config are copied
- * to /tmp/jr-chaos-<seed>. */
+ * JR_CHAOS_WITHOUT=kill,restart,oom,garbage,fork,crash,inline,cancel,stall,skew
+ * leaves faults out (for debugging; without inline, workers 3 and 4 run qc
+ * with process isolation). On failure the logs, the record and the configs are
+ * copied to /tmp/jr-chaos-<seed>. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <signal.h>
@@ -45,16 +84,21 @@
 
 #include "harness.h"
 
-#define NQ 2
-#define NW 3 /* workers */
-#define NS 2 /* schedulers */
+#define NQ 4
+enum { QA, QB, QC, QV };   /* qc: the inline worker's; qv: the victim of wrong-type keys */
+#define NW 5               /* workers */
+#define WC 3               /* the first of the two workers of qc (inline): slots WC and WC + 1 */
+#define NS 2               /* schedulers */
+#define SKEWED 1           /* the slot of the worker and of the scheduler with a skewed clock */
+#define LEASE_MS 3000      /* worker.lease of both configs */
 #define ID_MAX 160
+#define GARBAGE_LOG_MAX 200 /* lines of one log that may name one garbage key */
 
-static const char *const QUEUES[NQ] = {"qa", "qb"};
+static const char *const QUEUES[NQ] = {"qa", "qb", "qc", "qv"};
 static const char *const AOF[] = {"--appendonly", "yes", "--appendfsync", "always", NULL};
 
 static jrt_redis_t R;
-static char cfgpath[192], recpath[192];
+static char cfgpath[192], cfgpath_c[192], recpath[192];
 static uint64_t rng_state;
 static unsigned long long seed;
 static char without[256];
@@ -68,11 +112,13 @@ static int enabled(const char *fault) { return strstr(without, fault) == NULL; }
 
 /* ---- job kinds ------------------------------------------------------------ */
 
-enum { K_OK, K_SLOW, K_FLAKY, K_FORK, K_FORKWAIT, K_CRASH, K_ABORT, K_HANG, K_FAIL, K_UNIQ, NKINDS };
+enum { K_OK, K_SLOW, K_FLAKY, K_FORK, K_FORKWAIT, K_CRASH, K_ABORT, K_HANG, K_FAIL, K_LONG, K_UNIQ, K_TICK_A, K_TICK_C,
+       NKINDS };
 
 typedef struct kind {
     const char *name, *handler;
     int weight;               /* share of enqueued jobs */
+    int safe;                 /* 1: may run inline (qc) and be cancelled */
     int dead;                 /* 1: must end dead with why=failed and err containing `err` */
     const char *err;
     const char *max_attempts; /* envelope m, NULL = config's 3 */
@@ -80,16 +126,19 @@ typedef struct kind {
 } kind_t;
 
 static kind_t KINDS[NKINDS] = {
-    [K_OK] = {"ok", "ok", 70, 0, NULL, NULL, NULL},
-    [K_SLOW] = {"slow", "slow", 6, 0, NULL, NULL, NULL},
-    [K_FLAKY] = {"flaky", "flaky", 5, 0, NULL, NULL, NULL},
-    [K_FORK] = {"fork", "fork", 3, 0, NULL, NULL, NULL},
-    [K_FORKWAIT] = {"forkwait", "forkwait", 2, 0, NULL, NULL, NULL},
-    [K_CRASH] = {"crash", "crash", 3, 1, "SIGSEGV", "2", NULL},
-    [K_ABORT] = {"abort", "abort", 2, 1, "SIGABRT", "2", NULL},
-    [K_HANG] = {"hang", "hang", 2, 1, "time", "2", "400"},
-    [K_FAIL] = {"fail", "fail", 3, 1, "refused by chaos test", NULL, NULL},
-    [K_UNIQ] = {"uniq-garbage", "ok", 0, 0, NULL, NULL, NULL},
+    [K_OK] = {"ok", "ok", 70, 1, 0, NULL, NULL, NULL},
+    [K_SLOW] = {"slow", "slow", 6, 1, 0, NULL, NULL, NULL},
+    [K_FLAKY] = {"flaky", "flaky", 5, 1, 0, NULL, NULL, NULL},
+    [K_FORK] = {"fork", "fork", 3, 0, 0, NULL, NULL, NULL},
+    [K_FORKWAIT] = {"forkwait", "forkwait", 2, 0, 0, NULL, NULL, NULL},
+    [K_CRASH] = {"crash", "crash", 3, 0, 1, "SIGSEGV", "2", NULL},
+    [K_ABORT] = {"abort", "abort", 2, 0, 1, "SIGABRT", "2", NULL},
+    [K_HANG] = {"hang", "hang", 2, 0, 1, "time", "2", "400"},
+    [K_FAIL] = {"fail", "fail", 3, 1, 1, "refused by chaos test", NULL, NULL},
+    [K_LONG] = {"long", "slow", 0, 1, 0, NULL, NULL, NULL}, /* 600-1500 ms: running when cancelled */
+    [K_UNIQ] = {"uniq-garbage", "ok", 0, 0, 0, NULL, NULL, NULL},
+    [K_TICK_A] = {"tick-a", "ok", 0, 0, 0, NULL, NULL, NULL},   /* periodic, qa */
+    [K_TICK_C] = {"tick-c", "slow", 0, 0, 0, NULL, NULL, NULL}, /* periodic, qc, payload 300 */
 };
 
 /* ---- processes and fault events ------------------------------------------ */
@@ -107,8 +156,10 @@ typedef struct events {
 
 static pid_t workers[NW], scheds[NS];
 static pid_t *worker_pids; /* every worker ever started */
+static int *worker_skews;  /* its clock's skew, seconds */
 static size_t nworker_pids, worker_pids_cap;
-static events_t kills, deaths, restarts, ooms;
+static events_t kills, deaths, restarts, ooms, stalls;
+static int skew_w, skew_s; /* the skews of worker and scheduler SKEWED (0: none) */
 static int sched_kills, sched_deaths, stop_failures;
 static char stop_notes[2048];
 
@@ -129,16 +180,65 @@ static const char *logpath(const char *name) {
     return path[k];
 }
 
+/* libfaketime, preloaded straight into the spawned jobrunner (the
+ * faketime(1) wrapper forks, and the test must signal and recognise the
+ * jobrunner process itself). ld.so expands $LIB. */
+#define FAKETIME_LIB "/usr/$LIB/faketime/libfaketime.so.1"
+
+/* Set (or, with skew 0, restore) the environment that makes a child's
+ * CLOCK_REALTIME run `skew` seconds off; CLOCK_MONOTONIC stays true. */
+static void skew_env(int skew) {
+    static char *saved_asan;
+    if (!skew) {
+        unsetenv("LD_PRELOAD"), unsetenv("FAKETIME"), unsetenv("FAKETIME_DONT_FAKE_MONOTONIC");
+        if (saved_asan) setenv("ASAN_OPTIONS", saved_asan, 1), free(saved_asan), saved_asan = NULL;
+        return;
+    }
+    char off[16], asan[1200];
+    snprintf(off, sizeof off, "%+ds", skew);
+    const char *old = getenv("ASAN_OPTIONS");
+    saved_asan = strdup(old ? old : "");
+    snprintf(asan, sizeof asan, "%s%sverify_asan_link_order=0", old ? old : "", old && *old ? ":" : "");
+    setenv("ASAN_OPTIONS", asan, 1);
+    setenv("LD_PRELOAD", FAKETIME_LIB, 1), setenv("FAKETIME", off, 1), setenv("FAKETIME_DONT_FAKE_MONOTONIC", "1", 1);
+}
+
+static pid_t spawn_skewed(const char *log, const char *const *args, int skew) {
+    if (skew) skew_env(skew);
+    pid_t pid = jrt_spawn(log, args);
+    if (skew) skew_env(0);
+    return pid;
+}
+
+/* Fails the test unless a child's clock really runs `skew` s off (so that a
+ * missing libfaketime is not a silently unskewed run). */
+static void check_skew(int skew) {
+    skew_env(skew);
+    FILE *p = popen("date +%s", "r");
+    skew_env(0);
+    cr_assert(p, "popen date: %s", strerror(errno));
+    long long t = 0;
+    int got = fscanf(p, "%lld", &t);
+    pclose(p);
+    long long d = t - jrt_wall_us() / 1000000;
+    cr_assert(got == 1 && d > skew - 5 && d < skew + 5,
+              "faketime does not skew a child's clock by %d s (it is off by %lld s): install faketime (.ci/deps.sh)",
+              skew, d);
+}
+
 static pid_t start_worker(int slot) {
     char name[32];
     snprintf(name, sizeof name, "w%d.log", slot);
-    const char *args[] = {"worker", "-c", cfgpath, "--plugin", JRT_CHAOS_PLUGIN, NULL};
-    pid_t pid = jrt_spawn(logpath(name), args);
+    const char *args[] = {"worker", "-c", slot >= WC ? cfgpath_c : cfgpath, "--plugin", JRT_CHAOS_PLUGIN, NULL};
+    int skew = slot == SKEWED ? skew_w : 0;
+    pid_t pid = spawn_skewed(logpath(name), args, skew);
     if (nworker_pids == worker_pids_cap) {
         worker_pids_cap = worker_pids_cap ? worker_pids_cap * 2 : 64;
         worker_pids = realloc(worker_pids, worker_pids_cap * sizeof *worker_pids);
-        cr_assert(worker_pids, "out of memory");
+        worker_skews = realloc(worker_skews, worker_pids_cap * sizeof *worker_skews);
+        cr_assert(worker_pids && worker_skews, "out of memory");
     }
+    worker_skews[nworker_pids] = skew;
     worker_pids[nworker_pids++] = pid;
     return workers[slot] = pid;
 }
@@ -147,7 +247,14 @@ static pid_t start_sched(int slot) {
     char name[32];
     snprintf(name, sizeof name, "s%d.log", slot);
     const char *args[] = {"scheduler", "-c", cfgpath, NULL};
-    return scheds[slot] = jrt_spawn(logpath(name), args);
+    return scheds[slot] = spawn_skewed(logpath(name), args, slot == SKEWED ? skew_s : 0);
+}
+
+/* The clock skew of a worker, seconds (0 if not one). */
+static int skew_of(int pid) {
+    for (size_t i = 0; i < nworker_pids; i++)
+        if (worker_pids[i] == pid) return worker_skews[i];
+    return 0;
 }
 
 static int is_worker(int pid) {
@@ -183,6 +290,35 @@ static void kill_worker(int slot) {
     waitpid(workers[slot], &st, 0);
     add_event(&kills, workers[slot], t0, jrt_wall_us(), st);
     start_worker(slot);
+}
+
+/* ---- stalls: SIGSTOP, then SIGCONT ------------------------------------------ */
+
+static struct {
+    pid_t pid;   /* 0: none under way */
+    int worker;  /* 1: a worker (slot), 0: a scheduler */
+    int slot;
+    int64_t t0, until;
+} stall;
+static int worker_stalls, sched_stalls;
+
+static void stall_begin(int worker, int slot, int ms) {
+    stall.pid = worker ? workers[slot] : scheds[slot];
+    stall.worker = worker, stall.slot = slot;
+    stall.t0 = jrt_wall_us(), stall.until = stall.t0 + (int64_t)ms * 1000;
+    kill(stall.pid, SIGSTOP);
+    worker_stalls += worker, sched_stalls += !worker;
+    fprintf(stderr, "chaos: %s %d SIGSTOPped for %d ms\n", worker ? "worker" : "scheduler", (int)stall.pid, ms);
+}
+
+/* SIGCONT the stalled process (if it is still the one in its slot: a
+ * SIGKILLed one was reaped and its pid may be anyone's now). */
+static void stall_end(void) {
+    if (!stall.pid) return;
+    pid_t cur = stall.worker ? workers[stall.slot] : scheds[stall.slot];
+    if (cur == stall.pid) kill(stall.pid, SIGCONT);
+    if (stall.worker) add_event(&stalls, stall.pid, stall.t0, jrt_wall_us(), 0);
+    stall.pid = 0;
 }
 
 /* ---- Redis helpers --------------------------------------------------------- */
@@ -233,7 +369,14 @@ typedef struct job {
     int ndead;
     char why[32], err[256];
     int ok_runs, runs, stray_runs;
+    int64_t due_us;        /* it may not run before (wall us; 0 = unknown) */
+    int cancel;            /* C_* : what `jobrunner cancel` answered (0: never cancelled) */
+    int64_t cancel_t1;     /* when that answer had come (wall us) */
+    int runs_after_cancel;
 } job_t;
+
+enum { C_NONE, C_CANCELLED, C_RUNNING, C_NOT_FOUND, C_UNKNOWN };
+static const char *const CANCEL_REPLY[] = {"-", "cancelled", "running", "not found", "unknown"};
 
 typedef struct ledger {
     job_t *v;
@@ -275,6 +418,21 @@ typedef struct spec {
     char payload[16];
     int refused, transport;
 } spec_t;
+
+/* The jobs enqueued last that may be cancelled ("<queue>/<id>"), a ring. */
+#define CAND_MAX 32
+static char cands[CAND_MAX][ID_MAX + 8];
+static unsigned long long cand_head;
+
+static void cand_add(const char *key) { snprintf(cands[cand_head++ % CAND_MAX], sizeof cands[0], "%s", key); }
+
+/* One of the last `within` candidates (NULL if none). */
+static char *cand_recent(int within) {
+    unsigned long long n = cand_head < CAND_MAX ? cand_head : CAND_MAX;
+    if (!n) return NULL;
+    if ((unsigned long long)within < n) n = (unsigned long long)within;
+    return cands[(cand_head - 1 - rnd() % n) % CAND_MAX];
+}
 
 static spec_t *retry_list;
 static size_t nretry, retry_cap;
@@ -326,6 +484,7 @@ static int enqueue_specs(redisContext *c, spec_t *v, size_t n) {
     }
     for (size_t i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
     char err[512];
+    int64_t t_sent = jrt_wall_us();
     redisReply *rep = cmd_argv(c, (int)argc, argv, lens, err, sizeof err);
     int broken = c->err != 0;
     if (rep) {
@@ -336,6 +495,9 @@ static int enqueue_specs(redisContext *c, spec_t *v, size_t n) {
             job_t *j = ledger_add(key, v[i].kind, q);
             j->created = rep->element[2 * i + 1]->integer != 0;
             j->refused_before = v[i].refused, j->transport_before = v[i].transport;
+            /* Redis takes "+ms" from its clock when it runs the call, after t_sent. */
+            if (!v[i].transport) j->due_us = t_sent + v[i].delay_ms * 1000;
+            if (j->created && KINDS[v[i].kind].safe && (v[i].kind == K_LONG || rnd() % 3 == 0)) cand_add(key);
             if (v[i].id[0]) enqueued_explicit++;
             else enqueued_generated++;
             if (!j->created && v[i].kind != K_UNIQ && !v[i].transport) {
@@ -364,30 +526,43 @@ static int enqueue_specs(redisContext *c, spec_t *v, size_t n) {
     return broken ? -1 : 0;
 }
 
-static int pick_kind(void) {
+/* A kind by weight; `safe_only`: only the kinds an inline worker survives. */
+static int pick_kind(int safe_only) {
     int total = 0;
-    for (int k = 0; k < NKINDS; k++) total += KINDS[k].weight;
+    for (int k = 0; k < NKINDS; k++) total += !safe_only || KINDS[k].safe ? KINDS[k].weight : 0;
     int x = (int)rnd_in(0, total - 1);
     for (int k = 0; k < NKINDS; k++) {
+        if (safe_only && !KINDS[k].safe) continue;
         if (x < KINDS[k].weight) return k;
         x -= KINDS[k].weight;
     }
     return K_OK;
 }
 
-/* One tick's worth of new jobs (3 to 10), each queue in its own call. */
+/* One tick's worth of new jobs (3 to 10) on qa, qb and qc, and one in four
+ * ticks a job on qv (quick, explicit id, never in the time wheel: its
+ * wheel keys get overwritten), each queue in its own call. */
 static int enqueue_tick(redisContext *c) {
-    spec_t v[NQ][10];
+    spec_t v[NQ][11];
     size_t n[NQ] = {0};
     int count = (int)rnd_in(3, 10);
     for (int i = 0; i < count; i++) {
-        int q = (int)rnd_in(0, NQ - 1);
+        int q = (int)rnd_in(QA, QC);
         spec_t *s = &v[q][n[q]++];
         memset(s, 0, sizeof *s);
-        s->kind = pick_kind(), s->queue = q;
+        s->kind = pick_kind(q == QC), s->queue = q;
         if (rnd() % 2) snprintf(s->id, sizeof s->id, "j%llx-%llu-%s", seed, ++id_counter, KINDS[s->kind].name);
-        s->delay_ms = rnd() % 10 < 4 ? rnd_in(50, 2500) : 0;
+        int d = (int)(rnd() % 20);
+        s->delay_ms = d < 6 ? rnd_in(50, 2500) : d < 8 ? rnd_in(2500, 5000) : 0;
         if (s->kind == K_SLOW) snprintf(s->payload, sizeof s->payload, "%d", (int)rnd_in(20, 300));
+        if (s->kind == K_LONG) snprintf(s->payload, sizeof s->payload, "%d", (int)rnd_in(600, 1500));
+    }
+    if (rnd() % 4 == 0) {
+        spec_t *s = &v[QV][n[QV]++];
+        memset(s, 0, sizeof *s);
+        s->kind = K_OK, s->queue = QV;
+        snprintf(s->id, sizeof s->id, "v%llx-%llu", seed, ++id_counter);
+        s->delay_ms = rnd() % 3 ? 0 : rnd_in(50, 1500);
     }
     int rc = 0;
     for (int q = 0; q < NQ && !rc; q++) rc = enqueue_specs(c, v[q], n[q]);
@@ -409,9 +584,147 @@ static int enqueue_retries(redisContext *c) {
     return rc;
 }
 
+/* ---- cancels ----------------------------------------------------------------- */
+
+typedef struct cancel_rec {
+    char key[ID_MAX + 8]; /* "<queue>/<id>" */
+    int reply;            /* C_* */
+    int64_t t0, t1;       /* wall us: before `jobrunner cancel` started, after it ended */
+} cancel_rec_t;
+
+static cancel_rec_t *cancels;
+static size_t ncancels, cancels_cap;
+static int cancel_errors;
+static char cancel_notes[1024];
+
+/* `jobrunner cancel -q QUEUE ID...` now; one cancel_rec per id. Each line
+ * of its output is "ID cancelled", "ID running" or "ID not found"; an id
+ * with no such line (Redis gone, a refusal) is recorded as unknown. */
+static void cancel_ids(int q, char ids[][ID_MAX], int n) {
+    const char *args[16] = {"cancel", "-c", q == QC ? cfgpath_c : cfgpath, "-q", QUEUES[q]};
+    int argc = 5;
+    for (int i = 0; i < n && argc < 15; i++) args[argc++] = ids[i];
+    args[argc] = NULL;
+    char out[4096], err[1024];
+    int64_t t0 = jrt_wall_us();
+    int rc = jrt_run(out, sizeof out, err, sizeof err, args);
+    int64_t t1 = jrt_wall_us();
+    for (int i = 0; i < n; i++) {
+        if (ncancels == cancels_cap) {
+            cancels_cap = cancels_cap ? cancels_cap * 2 : 128;
+            cancels = realloc(cancels, cancels_cap * sizeof *cancels);
+            cr_assert(cancels, "out of memory");
+        }
+        cancel_rec_t *r = &cancels[ncancels++];
+        snprintf(r->key, sizeof r->key, "%s/%.159s", QUEUES[q], ids[i]);
+        r->reply = C_UNKNOWN, r->t0 = t0, r->t1 = t1;
+        size_t len = strlen(ids[i]);
+        for (char *line = out; *line;) {
+            char *nl = strchr(line, '\n');
+            size_t ll = nl ? (size_t)(nl - line) : strlen(line);
+            if (ll > len && !strncmp(line, ids[i], len) && line[len] == ' ') {
+                const char *a = line + len + 1;
+                size_t al = ll - len - 1;
+                if (al == 9 && !strncmp(a, "cancelled", 9)) r->reply = C_CANCELLED;
+                else if (al == 7 && !strncmp(a, "running", 7)) r->reply = C_RUNNING;
+                else if (al == 9 && !strncmp(a, "not found", 9)) r->reply = C_NOT_FOUND;
+            }
+            line = nl ? nl + 1 : line + ll;
+        }
+    }
+    if (rc != 0 && rc != 1) {
+        cancel_errors++;
+        size_t l = strlen(cancel_notes);
+        snprintf(cancel_notes + l, sizeof cancel_notes - l, "  cancel -q %s: exit %d: %.120s\n", QUEUES[q], rc, err);
+    }
+}
+
+/* Redis's clock, Unix ms (-1 if it cannot be read). */
+static long long redis_ms(redisContext *c) {
+    redisReply *rep = redisCommand(c, "TIME");
+    long long ms = -1;
+    if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2)
+        ms = atoll(rep->element[0]->str) * 1000 + atoll(rep->element[1]->str) / 1000;
+    if (rep) freeReplyObject(rep);
+    return ms;
+}
+
+static int cancelled_before(const char *key) {
+    for (size_t i = 0; i < ncancels; i++)
+        if (!strcmp(cancels[i].key, key)) return 1;
+    return 0;
+}
+
+/* Every few seconds, pause qc just before a tick, cancel that tick once it
+ * has fired (it waits, ready, in the paused queue: "cancelled"), and resume
+ * qc: a scheduler stalled across the tick then fires it again late, and
+ * must not re-create it. Call once per loop. */
+static void cancel_paused_tick(redisContext *c) {
+    static int state; /* 0: idle, 1: qc paused before tick `target` */
+    static long long target, next_ms;
+    long long ms = redis_ms(c);
+    if (ms < 0) return;
+    char out[256], err[512];
+    if (state == 0 && ms >= next_ms && ms % 1000 >= 500 && ms % 1000 < 850) {
+        const char *a[] = {"pause", "-c", cfgpath, "qc", NULL};
+        if (jrt_run(out, sizeof out, err, sizeof err, a) != 0) { /* a wrong-type paused set: no pause */
+            next_ms = ms + 4000;
+            return;
+        }
+        target = ms / 1000 * 1000 + 1000, state = 1;
+    } else if (state == 1 && ms >= target + 400) {
+        char ids[1][ID_MAX];
+        snprintf(ids[0], ID_MAX, "tick-c@%lld", target);
+        cancel_ids(QC, ids, 1);
+        const char *a[] = {"resume", "-c", cfgpath, "qc", NULL};
+        jrt_run(out, sizeof out, err, sizeof err, a);
+        state = 0, next_ms = ms + (long long)rnd_in(2500, 5000);
+    }
+}
+
+/* Cancel a few of the jobs enqueued lately (delayed, ready or running: the
+ * answer says which) or, once in a new second of Redis's clock, the tick
+ * just due (fired, ready behind the slow jobs of qc, or running); each id
+ * once. */
+static void cancel_some(redisContext *c) {
+    static long long last_second;
+    char ids[4][ID_MAX];
+    int n = 0, q;
+    long long ms = redis_ms(c);
+    if (ms >= 0 && ms / 1000 != last_second) {
+        last_second = ms / 1000;
+        if (rnd() % 3 == 0) return; /* and some ticks are left alone */
+        q = rnd() % 4 ? QC : QA;
+        snprintf(ids[n++], ID_MAX, "%s@%lld", q == QA ? "tick-a" : "tick-c", ms / 1000 * 1000);
+    } else if (rnd() % 3) {
+        return;
+    } else {
+        /* mostly the newest (delayed or ready), sometimes older ones (running long jobs) */
+        int within = rnd() % 3 ? 6 : CAND_MAX;
+        const char *first = cand_recent(within);
+        if (!first || !first[0]) return;
+        q = !strncmp(first, "qa/", 3) ? QA : !strncmp(first, "qb/", 3) ? QB : QC;
+        for (int k = 0; k < 6 && n < 3; k++) {
+            char *x = cand_recent(within);
+            if (strncmp(x, QUEUES[q], 2) || x[2] != '/') continue;
+            snprintf(ids[n++], ID_MAX, "%s", x + 3);
+            x[0] = '\0', x[1] = '\0'; /* used: matches no queue any more */
+        }
+    }
+    int m = 0; /* drop ids cancelled before */
+    for (int i = 0; i < n; i++) {
+        char key[ID_MAX + 8];
+        snprintf(key, sizeof key, "%s/%.159s", QUEUES[q], ids[i]);
+        int dup = cancelled_before(key);
+        for (int k = 0; k < m && !dup; k++) dup = !strcmp(ids[k], ids[i]);
+        if (!dup) memmove(ids[m++], ids[i], ID_MAX);
+    }
+    if (m) cancel_ids(q, ids, m);
+}
+
 /* ---- garbage ---------------------------------------------------------------- */
 
-enum { G_READY, G_DELAYED, G_DEAD };
+enum { G_READY, G_DELAYED, G_DEAD, G_WHEEL };
 
 typedef struct garbage {
     int where, queue;
@@ -432,7 +745,7 @@ static garbage_t *garbage_new(int where, int queue, int round, const char *what)
     garbage_t *g = &G[ngarbage++];
     memset(g, 0, sizeof *g);
     g->where = where, g->queue = queue;
-    snprintf(g->marker, sizeof g->marker, "@G%d%c%02zu@", round, "rdx"[where], ngarbage);
+    snprintf(g->marker, sizeof g->marker, "@G%d%c%02zu@", round, "rdxw"[where], ngarbage);
     snprintf(g->what, sizeof g->what, "%s", what);
     return g;
 }
@@ -676,6 +989,131 @@ static void inject_garbage(int q, int round) {
             ngarbage);
 }
 
+/* ---- garbage in the keys of issue 18 class 1 ----------------------------------- */
+
+/* Names that only the class-1 garbage uses, and Redis's wrong-type error
+ * (only garbage causes it): no log may name one of them more than
+ * GARBAGE_LOG_MAX times (reported, not in a loop). */
+static const char *const GARBAGE_NAMES[] = {"chaos-bad-json", "chaos-bad-def", "chaos-ghost", "jr:{queues}:paused",
+                                            "jr:{queues}:resumed", "jr:{qv}:stats", "jr:{qv}:cancelled",
+                                            "jr:{qv}:wheel", "jr:{cron}", "WRONGTYPE"};
+static char victim_keys[4][64]; /* wrong-type keys of qv written (to remove later) */
+static int nvictim_keys;
+static int ghost_failures;
+static char ghost_notes[1024];
+
+/* A command whose refusal is no failure of the test (logged). */
+static void try_cmd(redisContext *c, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *rep = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    if (!rep || rep->type == REDIS_REPLY_ERROR) fprintf(stderr, "chaos: %s: %s\n", fmt, rep ? rep->str : c->errstr);
+    if (rep) freeReplyObject(rep);
+}
+
+/* Bad members left in keys of healthy queues and schedules for the rest of
+ * the run: each costs at most its own entry. Then the ids the job index
+ * names wrongly must cancel as "not found". */
+static void garbage_members(redisContext *c, int round) {
+    int64_t now = redis_now_ms(c);
+    /* periodic schedules and their last ticks */
+    must(c, "HSET jr:{cron} chaos-bad-json %s", "{\"handler\": \"ok\", ");
+    must(c, "HSET jr:{cron} chaos-bad-def %s", "{\"handler\":\"ok\",\"queue\":\"qa\",\"timezone\":\"UTC\"}");
+    must(c, "HSET jr:{cron} chaos-bad-def2 %s",
+         "{\"handler\":\"ok\",\"queue\":\"no such queue!\",\"every_ms\":-5,\"timezone\":7,\"missed\":\"x\"}");
+    must(c, "HSET jr:{cron} %b %b", "chaos-bad-json\xff", (size_t)15, "\xc1\x00", (size_t)2);
+    must(c, "HSET jr:{cron}:last chaos-bad-json %s chaos-no-such %s", "not a tick", "99999999999999999999 x");
+    must(c, "XADD jr:{cron}:wake * %b %b", "\xff", (size_t)1, "\x00", (size_t)1);
+    /* the wheel index of qa: a member that is no bucket start, one whose
+     * bucket does not exist, one past any time; and items no compact
+     * wheel item looks like in a bucket a few seconds ahead */
+    must(c, "ZADD jr:{qa}:wheel %lld chaos-not-a-bucket", (long long)now + 2500);
+    must(c, "ZADD jr:{qa}:wheel %lld %lld", (long long)now - 5000, (long long)(now / 1000 - 9) * 1000 + 7);
+    must(c, "ZADD jr:{qa}:wheel %lld 99999999999999999999999", (long long)now + 3000);
+    long long start = (now / 1000 + 4) * 1000;
+    for (int i = 0; i < 4; i++) {
+        garbage_t *g = garbage_new(G_WHEEL, QA, round, "");
+        const char *what[] = {"wheel: plain text item", "wheel: msgpack-like item", "wheel: empty item",
+                              "wheel: huge item"};
+        snprintf(g->what, sizeof g->what, "%s", what[i]);
+        char item[4096];
+        size_t len = 0;
+        if (i == 0) len = (size_t)snprintf(item, sizeof item, "%s not an item", g->marker);
+        if (i == 1) item[0] = (char)(0xa0 | strlen(g->marker)), memcpy(item + 1, g->marker, strlen(g->marker)),
+                    len = 1 + strlen(g->marker), item[len++] = (char)0xc3;
+        if (i == 3) memset(item, 'w', sizeof item), memcpy(item, g->marker, strlen(g->marker)), len = sizeof item;
+        must(c, "RPUSH jr:{qa}:wheel:%lld %b", start, item, len);
+    }
+    must(c, "ZADD jr:{qa}:wheel %lld %lld", start, start);
+    /* the job index, the cancel flags and the stats of qa */
+    must(c, "HSET jr:{qa}:ids chaos-ghost-1 @abc chaos-ghost-2 ~x@y chaos-ghost-3 1-1 chaos-ghost-4 %b", "\xff\x00",
+         (size_t)2);
+    must(c, "HSET jr:{qa}:cancelled not-an-entry x 0-1 abc 99999999999999-0 1");
+    must(c, "HSET jr:{qa}:stats zz-garbage %b", "\xff", (size_t)1);
+    /* the live-process list: a name whose hash is of the wrong type, one
+     * whose hash holds nonsense, a binary name */
+    must(c, "ZADD jr:{procs} %lld chaos-ghost-wt %lld chaos-ghost-bad", (long long)now, (long long)now);
+    must(c, "SET jr:{procs}:chaos-ghost-wt x");
+    must(c, "HSET jr:{procs}:chaos-ghost-bad role worker pid abc client 999999999 lease -5 queues %b", "\xff,,",
+         (size_t)3);
+    must(c, "PEXPIRE jr:{procs}:chaos-ghost-bad 600000");
+    must(c, "ZADD jr:{procs} %lld %b", (long long)now, "\xff\x00ghost", (size_t)7);
+    /* global keys of the wrong type, left in place: they cost pausing, not the queues */
+    try_cmd(c, "SET jr:{queues}:resumed x");
+    redisReply *rep = redisCommand(c, "EXISTS jr:{queues}:paused");
+    int paused_exists = rep && rep->type == REDIS_REPLY_INTEGER && rep->integer;
+    if (rep) freeReplyObject(rep);
+    if (!paused_exists) try_cmd(c, "SET jr:{queues}:paused x");
+    /* a cancel of the ids the index names wrongly finds nothing */
+    const char *args[] = {"cancel", "-c", cfgpath, "-q", "qa", "chaos-ghost-1", "chaos-ghost-2", "chaos-ghost-3", NULL};
+    char out[1024], err[1024];
+    int rc = jrt_run(out, sizeof out, err, sizeof err, args);
+    int nf = 0;
+    for (const char *p = out; (p = strstr(p, " not found")); p++) nf++;
+    if (rc != 1 || nf != 3) {
+        ghost_failures++;
+        snprintf(ghost_notes, sizeof ghost_notes, "  cancel of ids with garbage index entries: exit %d, %d of 3 not found: %.200s %.200s\n",
+                 rc, nf, out, err);
+    }
+}
+
+/* Wrong-type keys of the victim queue qv (stats, cancel flags, wheel index
+ * and counter), written only where nothing of value is lost: removed again
+ * by garbage_victim_off, after which qv drains like any queue. */
+static void garbage_victim_on(redisContext *c) {
+    static const char *const keys[][2] = {{"jr:{qv}:stats", "string"},
+                                          {"jr:{qv}:cancelled", "list"},
+                                          {"jr:{qv}:wheel", "string"},
+                                          {"jr:{qv}:wheel:n", "hash"}};
+    for (int i = 0; i < 4; i++) {
+        int keep = i >= 2; /* the wheel keys: only if absent (qv has no wheel jobs, but be sure) */
+        redisReply *rep = redisCommand(c, "EXISTS %s", keys[i][0]);
+        int exists = rep && rep->type == REDIS_REPLY_INTEGER && rep->integer;
+        if (rep) freeReplyObject(rep);
+        if (keep && exists) continue;
+        try_cmd(c, "DEL %s", keys[i][0]);
+        if (!strcmp(keys[i][1], "string")) try_cmd(c, "SET %s garbage", keys[i][0]);
+        else if (!strcmp(keys[i][1], "list")) try_cmd(c, "RPUSH %s garbage", keys[i][0]);
+        else try_cmd(c, "HSET %s garbage 1", keys[i][0]);
+        snprintf(victim_keys[nvictim_keys++], sizeof victim_keys[0], "%s", keys[i][0]);
+    }
+    fprintf(stderr, "chaos: %d wrong-type keys of qv written\n", nvictim_keys);
+}
+
+static void garbage_victim_off(redisContext *c) {
+    for (int i = 0; i < nvictim_keys; i++) try_cmd(c, "DEL %s", victim_keys[i]);
+    fprintf(stderr, "chaos: wrong-type keys of qv removed\n");
+}
+
+/* A string over the schedules and their wake stream, left to the end: it
+ * costs the schedules, not the promotion of any queue's delayed jobs. */
+static void garbage_cron_string(redisContext *c) {
+    try_cmd(c, "SET jr:{cron} garbage");
+    try_cmd(c, "SET jr:{cron}:wake garbage");
+    fprintf(stderr, "chaos: strings written over jr:{cron} and jr:{cron}:wake\n");
+}
+
 /* ---- out of memory ---------------------------------------------------------- */
 
 static int64_t oom_t0;
@@ -781,8 +1219,47 @@ static const char *mp_first_str(const char *b, size_t n, size_t *len) {
     return b + off;
 }
 
+/* The items of queue q's time-wheel buckets: [kind, value, ...], kind "w"
+ * with the job id for an item that decodes as one, "r" with the raw item
+ * for any other (garbage: jrt_delayed_all would refuse the whole wheel). */
+static const char WHEEL_ITEMS_LUA[] =
+    "local q, out = ARGV[1], {}\n"
+    "local ok, bs = pcall(redis.call, 'ZRANGE', 'jr:{' .. q .. '}:wheel', 0, -1)\n"
+    "if not ok then return out end\n"
+    "for _, b in ipairs(bs) do\n"
+    "  local okl, items = pcall(redis.call, 'LRANGE', 'jr:{' .. q .. '}:wheel:' .. b, 0, -1)\n"
+    "  if okl then for _, it in ipairs(items) do\n"
+    "    local oku, t = pcall(function() return {cmsgpack.unpack(it)} end)\n"
+    "    local bn = tonumber(b)\n"
+    "    if oku and #t > 2 and bn and type(t[1]) == 'number' and type(t[2]) == 'number' and type(t[3]) == 'string' then\n"
+    "      local id = t[3]\n"
+    "      if id == '' then id = 'd' .. string.format('%d', math.floor((bn * 1000 + t[2]) / 1000)) .. '-' .. string.format('%d', t[1]) end\n"
+    "      out[#out + 1] = 'w'; out[#out + 1] = id\n"
+    "    elseif not (oku and #t == 1 and type(t[1]) == 'number') then\n" /* a lone n: a cancelled item */
+    "      out[#out + 1] = 'r'; out[#out + 1] = it\n"
+    "    end\n"
+    "  end end\n"
+    "end\n"
+    "return out\n";
+
+static redisReply *wheel_items(redisContext *c, int q) {
+    redisReply *rep = redisCommand(c, "EVAL %s 0 %s", WHEEL_ITEMS_LUA, QUEUES[q]);
+    cr_assert(rep && rep->type == REDIS_REPLY_ARRAY, "wheel items of %s: %s", QUEUES[q],
+              rep ? rep->str : c->errstr);
+    return rep;
+}
+
+/* A periodic tick's id ("tick-a@<ms>", "tick-c@<ms>") whose tick has come
+ * (a tick fired ahead of its time waits for it, and the drain need not). */
+static int is_tick(const char *id, size_t len) {
+    if (len <= 7 || len > 40 || (memcmp(id, "tick-a@", 7) && memcmp(id, "tick-c@", 7))) return 0;
+    char t[48];
+    snprintf(t, sizeof t, "%.*s", (int)len - 7, id + 7);
+    return atoll(t) * 1000 <= jrt_wall_us();
+}
+
 /* Mark what is still in the ready streams and delayed sets. Returns how
- * many ledger jobs are there. */
+ * many ledger jobs are there, and periodic ticks not in the ledger. */
 static size_t scan_present(redisContext *c) {
     for (size_t i = 0; i < L.n; i++) L.v[i].present = 0;
     for (size_t i = 0; i < ngarbage; i++) G[i].present = 0;
@@ -795,6 +1272,7 @@ static size_t scan_present(redisContext *c) {
             const redisReply *id = field(e->element[1], "id");
             job_t *j = id ? ledger_find(q, id->str, id->len) : ledger_find(q, e->element[0]->str, e->element[0]->len);
             if (j) n += !j->present, j->present = 1;
+            else n += id && is_tick(id->str, id->len);
             for (size_t g = 0; g < ngarbage; g++)
                 if (G[g].where == G_READY && G[g].queue == q && !strcmp(G[g].entry, e->element[0]->str))
                     G[g].present = 1;
@@ -808,17 +1286,25 @@ static size_t scan_present(redisContext *c) {
             const char *id = mp_first_str(m->str, m->len, &len);
             job_t *j = id ? ledger_find(q, id, len) : NULL;
             if (j) n += !j->present, j->present = 1;
+            else n += id && is_tick(id, len);
             for (size_t g = 0; g < ngarbage; g++)
                 if (G[g].where == G_DELAYED && G[g].queue == q && G[g].member_len == m->len &&
                     !memcmp(G[g].member, m->str, m->len))
                     G[g].present = 1;
         }
         freeReplyObject(rep);
-        rep = jrt_delayed_all(c, QUEUES[q]); /* and the time wheel's buckets */
-        for (size_t i = 0; i + 2 < rep->elements; i += 3) {
-            if (strcmp(rep->element[i + 2]->str, "w")) continue;
-            job_t *j = ledger_find(q, rep->element[i]->str, rep->element[i]->len);
+        rep = wheel_items(c, q); /* and the time wheel's buckets */
+        for (size_t i = 0; i + 1 < rep->elements; i += 2) {
+            const redisReply *v = rep->element[i + 1];
+            if (!strcmp(rep->element[i]->str, "r")) {
+                for (size_t g = 0; g < ngarbage; g++)
+                    if (G[g].where == G_WHEEL && G[g].queue == q && contains(v->str, v->len, G[g].marker))
+                        G[g].present = 1;
+                continue;
+            }
+            job_t *j = ledger_find(q, v->str, v->len);
             if (j) n += !j->present, j->present = 1;
+            else n += is_tick(v->str, v->len);
         }
         freeReplyObject(rep);
     }
@@ -919,6 +1405,7 @@ static void read_record(void) {
             if (is_worker(r->chain[k])) r->wpid = r->chain[k];
         }
         r->stray |= !r->wpid;
+        r->t -= (int64_t)skew_of(r->wpid) * 1000000; /* the skewed worker's runners wrote its clock */
     }
     free(text);
     qsort(recs, nrecs, sizeof *recs, rec_cmp);
@@ -936,6 +1423,17 @@ static void read_record(void) {
 static const char *explain(const rec_t *a, const rec_t *b) {
     for (size_t i = 0; i < kills.n; i++)
         if (kills.v[i].pid == a->wpid && kills.v[i].t1 > a->t && kills.v[i].t0 < b->t) return "worker SIGKILLed";
+    /* Stopped past its lease (its last heartbeat may be up to lease/3 older
+     * than the stop): the worker of `a` stopped after `a` before its
+     * acknowledgement, or the worker of `b` had fetched the job, stopped,
+     * lost it to the worker of `a` and, woken, ran it (stopped until at most
+     * a lease before `a`). */
+    for (size_t i = 0; i < stalls.n; i++) {
+        const event_t *s = &stalls.v[i];
+        if (s->t1 - s->t0 <= LEASE_MS * 1000LL * 2 / 3) continue;
+        if (s->pid == a->wpid && s->t1 > a->t && s->t0 < b->t) return "worker SIGSTOPped";
+        if (s->pid == b->wpid && s->t0 < a->t && s->t1 > a->t - LEASE_MS * 1000LL) return "worker SIGSTOPped";
+    }
     for (size_t i = 0; i < restarts.n; i++)
         if (restarts.v[i].t1 + RECONNECT_SLACK_US > a->t && restarts.v[i].t0 < b->t) return "Redis restarted";
     for (size_t i = 0; i < ooms.n; i++)
@@ -944,6 +1442,85 @@ static const char *explain(const rec_t *a, const rec_t *b) {
         if (deaths.v[i].pid == a->wpid && deaths.v[i].t1 > a->t && deaths.v[i].t0 < b->t)
             return "worker died on its own";
     return NULL;
+}
+
+/* ---- ticks and cancels into the ledger ---------------------------------------- */
+
+static int queue_of(const char *key) {
+    for (int q = 0; q < NQ; q++)
+        if (!strncmp(key, QUEUES[q], 2) && key[2] == '/') return q;
+    return -1;
+}
+
+/* Put periodic tick `id` of queue q into the ledger (once). */
+static void add_tick(int q, const char *id, size_t len) {
+    if (len <= 7 || len >= ID_MAX || (memcmp(id, "tick-a@", 7) && memcmp(id, "tick-c@", 7))) return;
+    if (ledger_find(q, id, len)) return;
+    char key[ID_MAX + 8], t[ID_MAX];
+    snprintf(key, sizeof key, "%s/%.*s", QUEUES[q], (int)len, id);
+    snprintf(t, sizeof t, "%.*s", (int)len - 7, id + 7);
+    job_t *j = ledger_add(key, id[5] == 'a' ? K_TICK_A : K_TICK_C, q);
+    j->due_us = atoll(t) * 1000; /* due at its tick */
+}
+
+/* Every tick that ran, is still in Redis, died, or was cancelled. */
+static void collect_ticks(redisContext *c) {
+    for (size_t i = 0; i < nrecs; i++) {
+        int q = queue_of(recs[i].key);
+        if (q >= 0) add_tick(q, recs[i].key + 3, strlen(recs[i].key + 3));
+    }
+    for (size_t i = 0; i < ncancels; i++) {
+        int q = queue_of(cancels[i].key);
+        if (q >= 0 && (cancels[i].reply == C_CANCELLED || cancels[i].reply == C_RUNNING))
+            add_tick(q, cancels[i].key + 3, strlen(cancels[i].key + 3));
+    }
+    const int qs[] = {QA, QC};
+    for (int k = 0; k < 2; k++) {
+        int q = qs[k];
+        const char *streams[] = {"ready", "dead"};
+        for (int s2 = 0; s2 < 2; s2++) {
+            redisReply *rep = redisCommand(c, "XRANGE jr:{%s}:%s - +", QUEUES[q], streams[s2]);
+            cr_assert(rep && rep->type == REDIS_REPLY_ARRAY, "XRANGE: %s", rep ? rep->str : c->errstr);
+            for (size_t i = 0; i < rep->elements; i++) {
+                const redisReply *id = field(rep->element[i]->element[1], "id");
+                if (id) add_tick(q, id->str, id->len);
+            }
+            freeReplyObject(rep);
+        }
+        redisReply *rep = redisCommand(c, "ZRANGE jr:{%s}:delayed 0 -1", QUEUES[q]);
+        cr_assert(rep && rep->type == REDIS_REPLY_ARRAY, "ZRANGE: %s", rep ? rep->str : c->errstr);
+        for (size_t i = 0; i < rep->elements; i++) {
+            size_t len;
+            const char *id = mp_first_str(rep->element[i]->str, rep->element[i]->len, &len);
+            if (id) add_tick(q, id, len);
+        }
+        freeReplyObject(rep);
+        rep = wheel_items(c, q);
+        for (size_t i = 0; i + 1 < rep->elements; i += 2)
+            if (!strcmp(rep->element[i]->str, "w")) add_tick(q, rep->element[i + 1]->str, rep->element[i + 1]->len);
+        freeReplyObject(rep);
+    }
+}
+
+/* Each cancel's answer onto its job (an id is cancelled once). */
+static void apply_cancels(void) {
+    for (size_t i = 0; i < ncancels; i++) {
+        int q = queue_of(cancels[i].key);
+        job_t *j = q >= 0 ? ledger_find(q, cancels[i].key + 3, strlen(cancels[i].key + 3)) : NULL;
+        if (!j || j->cancel) continue;
+        j->cancel = cancels[i].reply, j->cancel_t1 = cancels[i].t1;
+    }
+}
+
+/* 1 if a worker was SIGSTOPped past its lease around time t: a job it had
+ * fetched may have been taken over and run by another worker, and run by it
+ * too once woken, both after a cancel at t answered "running". */
+static int stalled_near(int64_t t) {
+    for (size_t i = 0; i < stalls.n; i++)
+        if (stalls.v[i].t1 - stalls.v[i].t0 > LEASE_MS * 1000LL * 2 / 3 && stalls.v[i].t1 > t - 2 * LEASE_MS * 1000LL &&
+            stalls.v[i].t0 < t + 2 * LEASE_MS * 1000LL)
+            return 1;
+    return 0;
 }
 
 /* ---- the report ------------------------------------------------------------------ */
@@ -1044,19 +1621,29 @@ Test(chaos, kills_restarts_oom_garbage_and_hostile_handlers_lose_and_repeat_noth
     snprintf(without, sizeof without, "%s", s ? s : "");
     if (!enabled("fork")) KINDS[K_FORK].weight = KINDS[K_FORKWAIT].weight = 0;
     if (!enabled("crash")) KINDS[K_CRASH].weight = KINDS[K_ABORT].weight = KINDS[K_HANG].weight = 0;
+    /* Long jobs: running when cancelled; four of them outlast an inline worker's lease. */
+    if (enabled("cancel") || enabled("inline")) KINDS[K_LONG].weight = 3;
+    if (enabled("skew")) {
+        skew_w = 30, skew_s = rnd() % 2 ? 30 : -30; /* a worker ahead (issue 18 class 4); the scheduler either way */
+        check_skew(skew_w), check_skew(skew_s);
+    }
     fprintf(stderr, "chaos: seed=%llu seconds=%d without=[%s] (rerun: JR_CHAOS_SEED=%llu JR_CHAOS_SECONDS=%d)\n",
             seed, seconds, without, seed, seconds);
 
-    char text[1024];
-    snprintf(text, sizeof text,
-             "redis:\n  url: %s\n"
-             "worker:\n  queues: [qa, qb]\n  concurrency: 2\n  batch: 4\n  lease: 3s\n  grace: 5s\n  block: 1s\n  handler_wait: 0s\n"
-             "scheduler:\n  block: 1s\n"
-             "jobs:\n  max_attempts: 3\n  backoff: 50ms\n  backoff_max: 300ms\n  max_deliveries: 10\n"
-             "  max_payload: 65536\n  timeout: 30s\n"
-             "dead:\n  max: 100000\n",
-             R.url);
-    jrt_write(&R, "chaos.yaml", text, cfgpath, sizeof cfgpath);
+    /* The config of workers 3 and 4 differs only in its queue and isolation. */
+    for (int k = 0; k < 2; k++) {
+        char text[1024];
+        snprintf(text, sizeof text,
+                 "redis:\n  url: %s\n"
+                 "worker:\n  queues: [%s]\n  isolation: %s\n  concurrency: 2\n  batch: 4\n  lease: %dms\n  grace: 5s\n"
+                 "  block: 1s\n  handler_wait: 0s\n"
+                 "scheduler:\n  block: 1s\n"
+                 "jobs:\n  max_attempts: 3\n  backoff: 50ms\n  backoff_max: 300ms\n  max_deliveries: 10\n"
+                 "  max_payload: 65536\n  timeout: 30s\n"
+                 "dead:\n  max: 100000\n",
+                 R.url, k ? "qc" : "qa, qb, qv", k && enabled("inline") ? "inline" : "process", LEASE_MS);
+        jrt_write(&R, k ? "chaos-qc.yaml" : "chaos.yaml", text, k ? cfgpath_c : cfgpath, sizeof cfgpath);
+    }
 
     redisContext *c = jrt_connect(&R);
     char *lua = jrt_slurp(JRT_SOURCE_DIR "/runner/lua/jobrunner.lua");
@@ -1066,6 +1653,13 @@ Test(chaos, kills_restarts_oom_garbage_and_hostile_handlers_lose_and_repeat_noth
     redisFree(c);
     for (int i = 0; i < NS; i++) start_sched(i);
     for (int i = 0; i < NW; i++) start_worker(i);
+    {   /* the periodic schedules (in Redis only: a restarted scheduler must not re-create them) */
+        char out[1024], err[1024];
+        const char *a[] = {"cron", "add", "tick-a", "-c", cfgpath, "--every", "1s", "-q", "qa", "ok", NULL};
+        cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, a), 0, "cron add tick-a: %s", err);
+        const char *b[] = {"cron", "add", "tick-c", "-c", cfgpath, "--every", "1s", "-q", "qc", "slow", "300", NULL};
+        cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, b), 0, "cron add tick-c: %s", err);
+    }
 
     /* ---- chaos ---- */
     int64_t t_start = jrt_wall_us(), T = (int64_t)seconds * 1000000;
@@ -1073,12 +1667,45 @@ Test(chaos, kills_restarts_oom_garbage_and_hostile_handlers_lose_and_repeat_noth
     int64_t oom_len = T / 8 > 3000000 ? T / 8 : 3000000;
     int garbage1 = !enabled("garbage"), garbage2 = garbage1, restarted = !enabled("restart"),
         sched_killed = !enabled("kill"), oom_state = enabled("oom") ? 0 : 2;
+    int class1 = garbage1 ? 3 : 0, worker_stalled = !enabled("stall");
+    int64_t next_stall = enabled("stall") ? t_start + rnd_in(1500, 3000) * 1000 : INT64_MAX;
     c = jrt_connect(&R);
     long long ticks = 0;
     for (int64_t now = t_start; now - t_start < T; now = jrt_wall_us(), ticks++) {
         int64_t e = now - t_start;
         reap();
         if (!garbage1 && e >= T / 5) garbage1 = 1, inject_garbage(0, 1);
+        if (class1 == 0 && e >= T / 4) {
+            redisContext *g = jrt_connect(&R);
+            garbage_members(g, 3);
+            garbage_victim_on(g);
+            redisFree(g);
+            class1 = 1;
+            fprintf(stderr, "chaos: class-1 garbage injected (%zu items so far)\n", ngarbage);
+        }
+        if (class1 == 1 && e >= T * 55 / 100) {
+            redisContext *g = jrt_connect(&R);
+            garbage_victim_off(g);
+            redisFree(g);
+            class1 = 2;
+        }
+        if (class1 == 2 && e >= T * 8 / 10 && oom_state != 1) { /* after the OOM window: a refused SET would be no garbage */
+            redisContext *g = jrt_connect(&R);
+            garbage_cron_string(g);
+            redisFree(g);
+            class1 = 3;
+        }
+        if (stall.pid && now >= stall.until) stall_end();
+        if (!stall.pid && now >= next_stall) {
+            if (!worker_stalled && e >= T * 4 / 10) {
+                worker_stalled = 1;
+                stall_begin(1, (int)rnd_in(0, NW - 1), (int)rnd_in(2000, 5000));
+            } else {
+                stall_begin(0, (int)rnd_in(0, NS - 1), (int)rnd_in(500, 3000));
+            }
+            next_stall = now + rnd_in(2500, 5000) * 1000;
+        }
+        if (enabled("cancel")) cancel_some(c), cancel_paused_tick(c);
         if (!restarted && e >= T * 35 / 100) {
             int64_t t0 = jrt_wall_us();
             jrt_redis_restart(&R, AOF);
@@ -1109,7 +1736,25 @@ Test(chaos, kills_restarts_oom_garbage_and_hostile_handlers_lose_and_repeat_noth
         jrt_sleep_ms(100);
     }
     if (oom_state == 1) oom_end();
+    stall_end();
+    if (enabled("cancel")) { /* qc may be paused for a tick cancel */
+        char out[256], err[512];
+        const char *a[] = {"resume", "-c", cfgpath, "qc", NULL};
+        jrt_run(out, sizeof out, err, sizeof err, a);
+    }
+    if (class1 == 1) { /* a run too short to have reached the removal */
+        redisContext *g = jrt_connect(&R);
+        garbage_victim_off(g);
+        redisFree(g);
+    }
     int64_t t_chaos_end = jrt_wall_us();
+    int cron_removed = 0;
+    { /* no tick after this one is expected to run (a string over jr:{cron} may make this fail: fine) */
+        char out[1024], err[1024];
+        const char *a[] = {"cron", "remove", "-c", cfgpath, "tick-a", "tick-c", NULL};
+        cron_removed = jrt_run(out, sizeof out, err, sizeof err, a) == 0;
+    }
+    int64_t t_cron_end = jrt_wall_us();
 
     /* ---- drain ---- */
     for (int i = 0; i < 100 && nretry; i++) {
@@ -1142,24 +1787,27 @@ Test(chaos, kills_restarts_oom_garbage_and_hostile_handlers_lose_and_repeat_noth
     int64_t t_stopped = jrt_wall_us();
 
     /* ---- the ledger ---- */
+    read_record();
+    stop_children();
     c = jrt_connect(&R);
+    collect_ticks(c);
+    apply_cancels();
     scan_present(c);
     scan_dead(c);
     redisFree(c);
-    read_record();
-    stop_children();
 
     tally_t lost = {0}, stuck = {0}, wrong = {0}, dead_twice = {0}, done_and_dead = {0}, stray = {0},
             unknown = {0}, unexplained = {0}, uniq_ran = {0}, g_vanished = {0}, g_repeated = {0}, g_ran = {0},
-            g_dead_gone = {0}, g_why = {0};
+            g_dead_gone = {0}, g_why = {0}, early = {0}, cancel_bad = {0}, g_spin = {0}, ticks_ahead = {0};
     long long done = 0, dead = 0, dead_by[NKINDS] = {0}, poison = 0, dup_total = 0, dup_kill = 0, dup_restart = 0,
-              dup_oom = 0, dup_death = 0, uniq_refused = 0;
+              dup_oom = 0, dup_death = 0, dup_stall = 0, uniq_refused = 0, n_cancelled = 0, n_cancel_unknown = 0,
+              ticks_run = 0, ticks_late_left = 0, by_reply[5] = {0};
     for (size_t i = 0; i < nrecs;) { /* runs per job */
         size_t k = i;
         while (k < nrecs && !strcmp(recs[k].key, recs[i].key)) k++;
         const char *slash = strchr(recs[i].key, '/');
-        int q = slash && !strncmp(recs[i].key, "qb/", 3);
-        job_t *j = slash ? ledger_find(q, slash + 1, strlen(slash + 1)) : NULL;
+        int q = queue_of(recs[i].key);
+        job_t *j = slash && q >= 0 ? ledger_find(q, slash + 1, strlen(slash + 1)) : NULL;
         garbage_t *g = NULL;
         for (size_t x = 0; x < ngarbage && !j; x++)
             if (strstr(recs[i].key, G[x].marker)) g = &G[x];
@@ -1173,6 +1821,11 @@ Test(chaos, kills_restarts_oom_garbage_and_hostile_handlers_lose_and_repeat_noth
             if (g) g->ran++;
             if (!j) continue;
             j->runs++, j->stray_runs += !legit;
+            if (j->due_us && recs[r].t < j->due_us - 2000)
+                note(&early, "  %s (%s) attempt %d ran at %lld, %.3f s before it was due (worker %d, clock %+d s)\n",
+                     j->key, KINDS[j->kind].name, recs[r].attempt, (long long)recs[r].t,
+                     (j->due_us - recs[r].t) / 1e6, recs[r].wpid, skew_of(recs[r].wpid));
+            if ((j->cancel == C_CANCELLED || j->cancel == C_RUNNING) && recs[r].t > j->cancel_t1) j->runs_after_cancel++;
             if (strcmp(recs[r].outcome, "ok")) continue;
             j->ok_runs++;
             if (prev_ok) {
@@ -1184,6 +1837,7 @@ Test(chaos, kills_restarts_oom_garbage_and_hostile_handlers_lose_and_repeat_noth
                 } else {
                     dup_kill += !strcmp(why, "worker SIGKILLed"), dup_restart += !strcmp(why, "Redis restarted");
                     dup_oom += !strcmp(why, "Redis out of memory"), dup_death += !strcmp(why, "worker died on its own");
+                    dup_stall += !strcmp(why, "worker SIGSTOPped");
                 }
             }
             prev_ok = &recs[r];
@@ -1203,8 +1857,30 @@ Test(chaos, kills_restarts_oom_garbage_and_hostile_handlers_lose_and_repeat_noth
             continue;
         }
         if (!j->created && !j->transport_before) continue; /* counted in stale_uniq */
-        if (j->present) {
-            note(&stuck, "  %s (%s) still in Redis after the drain\n", j->key, kd->name);
+        by_reply[j->cancel]++;
+        ticks_run += (j->kind == K_TICK_A || j->kind == K_TICK_C) && j->ok_runs;
+        if (j->present && (j->kind == K_TICK_A || j->kind == K_TICK_C) && j->due_us > t_cron_end) {
+            ticks_late_left++; /* fired for a tick after the schedules were removed */
+            /* A scheduler that loaded the schedules just before the removal may fire one more
+             * tick; one due well after it was fired ahead of its time. */
+            if (cron_removed && j->due_us > t_cron_end + 1500000)
+                note(&ticks_ahead, "  %s: fired for a tick %.1f s after its schedule was removed\n", j->key,
+                     (j->due_us - t_cron_end) / 1e6);
+        } else if (j->present) {
+            note(&stuck, "  %s (%s) still in Redis after the drain%s%s\n", j->key, kd->name,
+                 j->cancel ? ", cancel said " : "", j->cancel ? CANCEL_REPLY[j->cancel] : "");
+        } else if (j->cancel == C_CANCELLED || j->cancel == C_RUNNING) {
+            if (j->ndead)
+                note(&cancel_bad, "  %s (%s): cancel said %s, yet it is dead (why=%s err=%s)\n", j->key, kd->name,
+                     CANCEL_REPLY[j->cancel], j->why, j->err);
+            else if (j->runs_after_cancel > (j->cancel == C_RUNNING ? 1 + stalled_near(j->cancel_t1) : 0))
+                note(&cancel_bad, "  %s (%s): cancel said %s at %lld, yet it ran %d times after (%d runs, %d OK)\n",
+                     j->key, kd->name, CANCEL_REPLY[j->cancel], (long long)j->cancel_t1, j->runs_after_cancel, j->runs,
+                     j->ok_runs);
+            else
+                n_cancelled++;
+        } else if (j->cancel == C_UNKNOWN && !j->ndead && !j->ok_runs) {
+            n_cancel_unknown++; /* the cancel's answer was lost: cancelled or not, it is gone */
         } else if (j->ndead > 1) {
             note(&dead_twice, "  %s (%s) is dead %d times\n", j->key, kd->name, j->ndead);
         } else if (j->ndead == 1 && j->ok_runs) {
@@ -1225,9 +1901,14 @@ Test(chaos, kills_restarts_oom_garbage_and_hostile_handlers_lose_and_repeat_noth
             note(&lost, "  %s (%s): not in Redis, never ran OK, not dead (%d runs)\n", j->key, kd->name, j->runs);
         }
     }
-    long long g_dead = 0, g_place = 0, g_kept = 0;
+    long long g_dead = 0, g_place = 0, g_kept = 0, g_wheel = 0;
     for (size_t i = 0; i < ngarbage; i++) {
         garbage_t *g = &G[i];
+        if (g->where == G_WHEEL) { /* dead, dropped or in place: it must only never run, nor die twice */
+            g_wheel++;
+            if (g->ndead > 1) note(&g_repeated, "  %s %s: dead %d times\n", g->marker, g->what, g->ndead);
+            continue;
+        }
         if (g->where == G_DEAD) {
             if (g->present) g_kept++;
             else note(&g_dead_gone, "  %s %s: deleted from the dead stream\n", g->marker, g->what);
@@ -1249,7 +1930,7 @@ Test(chaos, kills_restarts_oom_garbage_and_hostile_handlers_lose_and_repeat_noth
     long long g_place_unlogged = 0;
     for (size_t i = 0; i < ngarbage; i++) {
         garbage_t *g = &G[i];
-        if (g->where == G_DEAD || g->ndead || !g->present) continue;
+        if (g->where == G_DEAD || g->where == G_WHEEL || g->ndead || !g->present) continue;
         int logged = 0;
         for (int w = 0; w < NW && !logged; w++) {
             char name[16];
@@ -1272,51 +1953,98 @@ Test(chaos, kills_restarts_oom_garbage_and_hostile_handlers_lose_and_repeat_noth
         if (!logged) g_place_unlogged++, note(&g_vanished, "  %s %s: left in place without an error logged\n", g->marker, g->what);
     }
 
+    /* Every cancel flag went with its entry (but the garbage members). */
+    tally_t flags_left = {0};
+    c = jrt_connect(&R);
+    for (int q = 0; q < NQ; q++) {
+        redisReply *rep = redisCommand(c, "HKEYS jr:{%s}:cancelled", QUEUES[q]);
+        for (size_t i = 0; rep && rep->type == REDIS_REPLY_ARRAY && i < rep->elements; i++) {
+            const char *f = rep->element[i]->str;
+            if (q == QA && (!strcmp(f, "not-an-entry") || !strcmp(f, "0-1") || !strcmp(f, "99999999999999-0")))
+                continue;
+            note(&flags_left, "  jr:{%s}:cancelled %s: a cancel flag outlived its entry\n", QUEUES[q], f);
+        }
+        if (rep) freeReplyObject(rep);
+    }
+    redisFree(c);
+
+    /* Garbage is reported, not in a loop. */
+    for (int p2 = 0; p2 < NW + NS; p2++) {
+        char name[16];
+        snprintf(name, sizeof name, p2 < NW ? "w%d.log" : "s%d.log", p2 < NW ? p2 : p2 - NW);
+        for (size_t k = 0; k < sizeof GARBAGE_NAMES / sizeof *GARBAGE_NAMES; k++) {
+            int n = jrt_count(logpath(name), GARBAGE_NAMES[k]);
+            if (n > GARBAGE_LOG_MAX) note(&g_spin, "  %s names %s %d times\n", name, GARBAGE_NAMES[k], n);
+        }
+    }
+
     /* The admin tools still work on the queues with garbage in every key. */
-    char out[4096], err[4096];
-    const char *stats_args[] = {"stats", "-c", cfgpath, "-q", "qa", "-q", "qb", NULL};
-    int stats_rc = jrt_run(out, sizeof out, err, sizeof err, stats_args);
+    char out[4096], err[4096], stats_err[4096];
+    const char *stats_args[] = {"stats", "-c", cfgpath, "-q", "qa", "-q", "qb", "-q", "qc", "-q", "qv", NULL};
+    int stats_rc = jrt_run(out, sizeof out, stats_err, sizeof stats_err, stats_args);
     const char *dead_args[] = {"dead", "list", "-c", cfgpath, "-q", "qa", NULL};
     char *dead_out = malloc(1 << 22);
     cr_assert(dead_out);
     int dead_rc = jrt_run(dead_out, 1 << 22, err, sizeof err, dead_args);
     free(dead_out);
 
-    long long enqueued = 0;
-    for (size_t i = 0; i < L.n; i++) enqueued += L.v[i].created || L.v[i].transport_before;
+    long long enqueued = 0, ticks_known = 0;
+    for (size_t i = 0; i < L.n; i++) {
+        int tick = L.v[i].kind == K_TICK_A || L.v[i].kind == K_TICK_C;
+        ticks_known += tick;
+        enqueued += !tick && (L.v[i].created || L.v[i].transport_before);
+    }
+    long long cancel_calls[5] = {0}, tick_cancels[5] = {0};
+    for (size_t i = 0; i < ncancels; i++) {
+        cancel_calls[cancels[i].reply]++;
+        tick_cancels[cancels[i].reply] += strstr(cancels[i].key, "/tick-") != NULL;
+    }
     fprintf(stderr,
             "==== chaos ledger: seed=%llu seconds=%d without=[%s] ====\n"
             "time:        chaos %.1f s, drain %.1f s, stop %.1f s\n"
             "faults:      worker SIGKILLs %zu, scheduler SIGKILLs %d, Redis restarts %zu, OOM windows %zu"
             " (writes refused: %s, refilled %d times), garbage items %zu\n"
+            "             SIGSTOPs: schedulers %d, workers %d; clocks: worker %d %+d s, scheduler %d %+d s;"
+            " qc isolation %s\n"
             "enqueued:    %lld jobs (explicit ids %lld, generated %lld); calls refused under OOM %lld"
             " (their generated-id jobs not retried: %lld); outcome unknown %lld\n"
             "             uniq-key garbage: %lld enqueues answered duplicate (and must never run)\n"
+            "periodic:    %lld ticks seen, %lld ran OK, %lld fired for ticks after the schedules were removed;"
+            " cancels answered cancelled %lld, running %lld\n"
+            "cancels:     %zu ids: cancelled %lld, running %lld, not found %lld, no answer %lld (cancel errors %d);"
+            " ended cancelled %lld, answer lost and gone %lld; WRONG %lld; flags left %lld\n"
             "done:        %lld\n"
             "dead:        %lld  crash %lld, abort %lld, hang %lld, fail %lld, poison %lld\n"
             "lost:        %lld\n"
             "stuck:       %lld (still in ready/delayed after the drain)\n"
             "wrong state: %lld (dead with the wrong why/err, or OK but expected dead)\n"
             "both:        %lld done and dead, %lld dead twice\n"
-            "duplicates:  %lld runs OK more than once: worker SIGKILL %lld, Redis restart %lld, Redis OOM %lld,"
-            " worker died on its own %lld; UNEXPLAINED %lld\n"
+            "early:       %lld runs before the job was due; %lld ticks fired well ahead of time\n"
+            "duplicates:  %lld runs OK more than once: worker SIGKILL %lld, worker SIGSTOP %lld, Redis restart %lld,"
+            " Redis OOM %lld, worker died on its own %lld; UNEXPLAINED %lld\n"
             "stray runs:  %lld (in a handler's forked child, or in a process no worker is above)\n"
             "unknown:     %lld ids ran that were never enqueued\n"
             "stale uniq:  %lld refused enqueues left their id behind\n"
             "garbage:     %zu items: dead-lettered %lld (why other than invalid: %lld), left in place %lld"
-            " (unlogged %lld), VANISHED %lld, repeated %lld, ran %lld, dead-stream items kept %lld lost %lld\n"
+            " (unlogged %lld), VANISHED %lld, repeated %lld, ran %lld, dead-stream items kept %lld lost %lld,"
+            " wheel items %lld; logged in a loop %lld; garbage index ids not cancelled as not found %d\n"
             "processes:   workers died on their own %zu, schedulers %d, not stopped by SIGTERM %d;"
             " stats exit %d, dead list exit %d\n"
             "==== end of chaos ledger ====\n",
             seed, seconds, without, (t_chaos_end - t_start) / 1e6, (t_drained - t_chaos_end) / 1e6,
             (t_stopped - t_drained) / 1e6, kills.n, sched_kills, restarts.n, ooms.n,
-            ooms.n ? (oom_confirmed ? "yes" : "NO") : "-", oom_refills, ngarbage, enqueued, enqueued_explicit,
-            enqueued_generated, refused_calls, refused_generated, uncertain_generated, uniq_refused, done, dead,
-            dead_by[K_CRASH], dead_by[K_ABORT], dead_by[K_HANG], dead_by[K_FAIL], poison, lost.n, stuck.n, wrong.n,
-            done_and_dead.n, dead_twice.n, dup_total, dup_kill, dup_restart, dup_oom, dup_death, unexplained.n,
-            stray.n, unknown.n, (long long)stale_uniq, ngarbage, g_dead, g_why.n, g_place, g_place_unlogged,
-            g_vanished.n - g_place_unlogged, g_repeated.n, g_ran.n, g_kept, g_dead_gone.n, deaths.n, sched_deaths,
-            stop_failures, stats_rc, dead_rc);
+            ooms.n ? (oom_confirmed ? "yes" : "NO") : "-", oom_refills, ngarbage, sched_stalls, worker_stalls, SKEWED,
+            skew_w, SKEWED, skew_s, enabled("inline") ? "inline" : "process", enqueued, enqueued_explicit,
+            enqueued_generated, refused_calls, refused_generated, uncertain_generated, uniq_refused, ticks_known,
+            ticks_run, ticks_late_left, tick_cancels[C_CANCELLED], tick_cancels[C_RUNNING], ncancels, cancel_calls[C_CANCELLED], cancel_calls[C_RUNNING],
+            cancel_calls[C_NOT_FOUND], cancel_calls[C_UNKNOWN], cancel_errors, n_cancelled, n_cancel_unknown,
+            cancel_bad.n, flags_left.n, done, dead, dead_by[K_CRASH], dead_by[K_ABORT], dead_by[K_HANG], dead_by[K_FAIL], poison,
+            lost.n, stuck.n, wrong.n, done_and_dead.n, dead_twice.n, early.n, ticks_ahead.n, dup_total, dup_kill, dup_stall,
+            dup_restart, dup_oom, dup_death, unexplained.n, stray.n, unknown.n, (long long)stale_uniq, ngarbage,
+            g_dead, g_why.n, g_place, g_place_unlogged, g_vanished.n - g_place_unlogged, g_repeated.n, g_ran.n,
+            g_kept, g_dead_gone.n, g_wheel, g_spin.n, ghost_failures, deaths.n, sched_deaths, stop_failures, stats_rc,
+            dead_rc);
+    (void)by_reply;
     const struct {
         const char *name;
         tally_t *t;
@@ -1325,6 +2053,10 @@ Test(chaos, kills_restarts_oom_garbage_and_hostile_handlers_lose_and_repeat_noth
                  {"wrong final state", &wrong},
                  {"dead twice", &dead_twice},
                  {"done and dead", &done_and_dead},
+                 {"ran before due", &early},
+                 {"cancel not kept", &cancel_bad},
+                 {"ticks fired ahead", &ticks_ahead},
+                 {"cancel flags left", &flags_left},
                  {"unexplained duplicates", &unexplained},
                  {"stray runs", &stray},
                  {"unknown ids", &unknown},
@@ -1333,11 +2065,14 @@ Test(chaos, kills_restarts_oom_garbage_and_hostile_handlers_lose_and_repeat_noth
                  {"garbage repeated", &g_repeated},
                  {"garbage ran", &g_ran},
                  {"garbage dead why", &g_why},
+                 {"garbage logged in a loop", &g_spin},
                  {"dead-stream garbage deleted", &g_dead_gone}};
     for (size_t i = 0; i < sizeof lists / sizeof *lists; i++)
         if (lists[i].t->n)
             fprintf(stderr, "%s (%lld, first %d):\n%s", lists[i].name, lists[i].t->n,
                     lists[i].t->shown < NOTE_MAX ? lists[i].t->shown : NOTE_MAX, lists[i].t->notes);
+    if (ghost_failures) fprintf(stderr, "lookups around garbage:\n%s", ghost_notes);
+    if (cancel_errors) fprintf(stderr, "cancel calls that failed (answers unknown, not a failure):\n%s", cancel_notes);
     if (g_vanished.n + g_repeated.n + g_ran.n + g_why.n + g_dead_gone.n) {
         fprintf(stderr, "garbage, item by item:\n");
         for (size_t i = 0; i < ngarbage; i++) {
@@ -1353,30 +2088,38 @@ Test(chaos, kills_restarts_oom_garbage_and_hostile_handlers_lose_and_repeat_noth
     }
     if (stale_uniq) fprintf(stderr, "stale uniq keys:\n%s", stale_notes);
     if (stop_failures) fprintf(stderr, "not stopped by SIGTERM:\n%s", stop_notes);
-    if (stats_rc || dead_rc) fprintf(stderr, "admin commands failed: stats %d, dead list %d: %s\n", stats_rc, dead_rc, err);
+    if (stats_rc || dead_rc)
+        fprintf(stderr, "admin commands failed: stats %d: %s; dead list %d: %s\n", stats_rc, stats_err, dead_rc, err);
 
     long long failures = lost.n + stuck.n + wrong.n + dead_twice.n + done_and_dead.n + unexplained.n + stray.n +
                          unknown.n + uniq_ran.n + g_vanished.n + g_repeated.n + g_ran.n + g_why.n + g_dead_gone.n +
                          stale_uniq + (long long)deaths.n + sched_deaths + stop_failures + (stats_rc != 0) +
-                         (dead_rc != 0) + (ooms.n && !oom_confirmed);
+                         (dead_rc != 0) + (ooms.n && !oom_confirmed) + early.n + ticks_ahead.n + cancel_bad.n + flags_left.n + g_spin.n +
+                         ghost_failures;
     if (failures) copy_dir_on_failure();
     cr_expect_eq(lost.n, 0, "%lld jobs lost", lost.n);
     cr_expect_eq(stuck.n, 0, "%lld jobs stuck in Redis", stuck.n);
     cr_expect_eq(wrong.n + dead_twice.n + done_and_dead.n, 0, "%lld jobs in a wrong final state",
                  wrong.n + dead_twice.n + done_and_dead.n);
     cr_expect_eq(unexplained.n, 0, "%lld unexplained duplicate runs", unexplained.n);
+    cr_expect_eq(early.n, 0, "%lld runs before their job was due", early.n);
+    cr_expect_eq(ticks_ahead.n, 0, "%lld periodic jobs fired ahead of their tick", ticks_ahead.n);
+    cr_expect_eq(cancel_bad.n, 0, "%lld cancelled jobs ran after the cancel or ended dead", cancel_bad.n);
+    cr_expect_eq(g_spin.n, 0, "garbage reported in a loop");
+    cr_expect_eq(flags_left.n, 0, "%lld cancel flags outlived their entries", flags_left.n);
+    cr_expect_eq(ghost_failures, 0, "a cancel around garbage in the job index did not answer not found");
     cr_expect_eq(stray.n, 0, "%lld runs outside a worker's runner process", stray.n);
     cr_expect_eq(unknown.n + uniq_ran.n, 0, "%lld runs of jobs never enqueued", unknown.n + uniq_ran.n);
     cr_expect_eq(g_vanished.n + g_repeated.n + g_ran.n + g_why.n + g_dead_gone.n, 0, "garbage mishandled");
     cr_expect_eq(stale_uniq, 0, "refused enqueues left ids behind");
     cr_expect_eq(deaths.n + sched_deaths, 0, "processes died on their own");
     cr_expect_eq(stop_failures, 0, "processes did not stop on SIGTERM");
-    cr_expect_eq(stats_rc, 0, "jobrunner stats failed: %s", err);
+    cr_expect_eq(stats_rc, 0, "jobrunner stats failed: %s", stats_err);
     cr_expect_eq(dead_rc, 0, "jobrunner dead list failed");
     cr_expect(!ooms.n || oom_confirmed, "the OOM window did not make Redis refuse writes");
     cr_expect_gt(done, 0, "no job ran");
-    free(recs), free(children), free(worker_pids);
-    free(kills.v), free(deaths.v), free(restarts.v), free(ooms.v);
+    free(recs), free(children), free(worker_pids), free(worker_skews), free(cancels);
+    free(kills.v), free(deaths.v), free(restarts.v), free(ooms.v), free(stalls.v);
     free(L.v);
     free(retry_list);
     for (size_t i = 0; i < ngarbage; i++) free(G[i].member);
