@@ -53,7 +53,7 @@ static const char usage_main[] =
 
 static const char usage_common[] =
     "  -c, --config FILE   YAML configuration (see config/jobrunner.yaml)\n"
-    "      --redis URL     redis://[user:password@]host:port[/db] or unix:///path\n"
+    "      --redis URL     redis://[[user:]password@]host:port[/db] or unix:///path\n"
     "                      (overrides the file and JOBRUNNER_REDIS_URL)\n"
     "      --wait DURATION wait up to DURATION for Redis to answer (e.g. right after\n"
     "                      it starts) instead of failing at once (redis.wait, default 0;\n"
