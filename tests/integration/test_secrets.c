@@ -1,6 +1,7 @@
 /* The Redis password stays secret: not in the argv (ps, /proc/PID/cmdline)
  * of a worker, its runner processes or a scheduler started with --redis
- * redis://user:SECRET@..., not in their logs, not in the `workers` listing,
+ * redis://user:SECRET@..., not in their logs, metrics or health answers,
+ * not in the `workers` listing,
  * and not in the messages about a bad or unreachable URL holding it. */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -28,6 +30,28 @@ static int free_port(void) {
               getsockname(fd, (struct sockaddr *)&a, &len) == 0);
     close(fd);
     return ntohs(a.sin_port);
+}
+
+/* GET path from 127.0.0.1:port: the whole response (malloc'd), or NULL. */
+static char *http_get(int port, const char *path) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct timeval tv = {.tv_sec = 10};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char req[128];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) || write(fd, req, (size_t)n) != n) {
+        close(fd);
+        return NULL;
+    }
+    size_t len = 0, cap = 1 << 20;
+    char *buf = malloc(cap);
+    cr_assert(buf);
+    for (ssize_t k; len + 1 < cap && (k = read(fd, buf + len, cap - len - 1)) > 0;) len += (size_t)k;
+    close(fd);
+    buf[len] = '\0';
+    return buf;
 }
 
 static void setup(void) {
@@ -94,8 +118,13 @@ Test(secrets, the_password_is_in_no_argv_log_or_listing) {
     char wlog[256], slog[256], buf[8192];
     snprintf(wlog, sizeof wlog, "%s/worker.log", R.dir);
     snprintf(slog, sizeof slog, "%s/sched.log", R.dir);
-    const char *wargs[] = {"worker", "--redis", url, "--plugin", JRT_PLUGIN_DIR, "--concurrency", "3", NULL};
-    const char *sargs[] = {"scheduler", "--redis", url, NULL};
+    char wm[32], sm[32];
+    int wport = free_port(), sport = free_port();
+    snprintf(wm, sizeof wm, "127.0.0.1:%d", wport);
+    snprintf(sm, sizeof sm, "127.0.0.1:%d", sport);
+    const char *wargs[] = {"worker", "--redis", url, "--plugin", JRT_PLUGIN_DIR, "--concurrency", "3",
+                           "--metrics", wm, NULL};
+    const char *sargs[] = {"scheduler", "--redis", url, "--metrics", sm, NULL};
     pid_t w = jrt_spawn(wlog, wargs), s = jrt_spawn(slog, sargs);
     for (int i = 0; i < 200 && (!jrt_count(wlog, "worker starting") || !jrt_count(slog, "scheduler starting")); i++)
         jrt_sleep_ms(50);
@@ -121,6 +150,18 @@ Test(secrets, the_password_is_in_no_argv_log_or_listing) {
     n = cmdline(s, buf, sizeof buf);
     cr_expect(n > 0 && strstr(buf, "scheduler"), "scheduler argv: %s", buf);
     cr_expect(!holds_piece(buf, n), "the scheduler's argv shows the password: %s", buf);
+
+    int ports[2] = {wport, sport};
+    for (int i = 0; i < 2; i++) {
+        const char *paths[] = {"/metrics", "/healthz"};
+        for (int k = 0; k < 2; k++) {
+            char *body = http_get(ports[i], paths[k]);
+            cr_expect(body && strstr(body, "HTTP/1."), "no answer from %s on port %d", paths[k], ports[i]);
+            if (k == 0) cr_expect(body && strstr(body, "jobrunner_"), "no metrics on port %d", ports[i]);
+            cr_expect(!body || !holds_piece(body, strlen(body)), "%s shows the password: %s", paths[k], body);
+            free(body);
+        }
+    }
 
     const char *largs[] = {"workers", "--redis", url, NULL};
     cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, largs), 0, "%s", err);
