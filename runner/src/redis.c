@@ -440,8 +440,13 @@ int jr_redis_load_library(jr_redis_t *r) {
         int got = rep->type == REDIS_REPLY_STATUS;
         freeReplyObject(rep);
         if (got) break;
-        if (jr_mono_us() > give_up)
-            return jri_fail(r, JR_ETIMEOUT, "another process kept the lock " LIB_LOCK " while loading the library");
+        /* Held. A key without a TTL is no lock of ours (garbage, of any
+         * type), and a lock held past its time is a stalled holder: load
+         * without it then; the fence keeps that safe. */
+        if ((rc = jri_exec(r, &rep, "PTTL", LIB_LOCK, NULL))) return rc;
+        int no_ttl = rep->type == REDIS_REPLY_INTEGER && rep->integer == -1;
+        freeReplyObject(rep);
+        if (no_ttl || jr_mono_us() > give_up) break;
         struct timespec ts = {0, 20 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }

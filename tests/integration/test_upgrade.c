@@ -147,6 +147,29 @@ Test(upgrade, a_held_load_lock_delays_the_load_but_never_skips_it) {
     redisFree(c);
 }
 
+/* Garbage in the lock key (any type, no TTL: no lock a loader wrote)
+ * neither blocks the load nor makes it fail; it is left as it is. */
+Test(upgrade, garbage_in_the_load_lock_does_not_block_the_load) {
+    const char *kinds[][4] = {{"SET", "jr:{lib}:loading", "junk", NULL},
+                              {"HSET", "jr:{lib}:loading", "f", "v"},
+                              {"RPUSH", "jr:{lib}:loading", "x", NULL}};
+    for (int i = 0; i < 3; i++) {
+        char *code = variant(NULL);
+        load(code);
+        free(code);
+        redisContext *c = jrt_connect(&R);
+        freeReplyObject(jrt_cmd(c, "DEL", "jr:{lib}:loading", NULL));
+        freeReplyObject(jrt_cmd(c, kinds[i][0], kinds[i][1], kinds[i][2], kinds[i][3], NULL));
+        int64_t t0 = jrt_wall_us();
+        cr_assert_eq(run_cli(), 0, "%s: %s", kinds[i][0], err);
+        int64_t took_ms = (jrt_wall_us() - t0) / 1000;
+        cr_expect(!marker_loaded(), "%s: the library was not loaded", kinds[i][0]);
+        cr_expect_lt(took_ms, 5000, "%s: the load waited %lld ms for a garbage lock", kinds[i][0], (long long)took_ms);
+        cr_expect_eq(jrt_int(c, "EXISTS jr:{lib}:loading"), 1, "the garbage was removed");
+        redisFree(c);
+    }
+}
+
 /* State letter of pid from /proc/PID/stat ('T' = stopped), or 0 if gone. */
 static char proc_state(pid_t pid) {
     char path[64], stat[512];
