@@ -331,7 +331,9 @@ void jr_redis_url_redact(const char *s, char *out, size_t outlen) {
             return;
         }
     } else { /* "redis://user:password" with the host left out: no such port */
-        const char *colon = strchr(rest, ':');
+        const char *h = rest, *rb = *rest == '[' ? strchr(rest, ']') : NULL;
+        if (rb) h = rb + 1; /* an IPv6 host's colons are no port */
+        const char *colon = strchr(h, ':');
         size_t digits = colon ? strspn(colon + 1, "0123456789") : 0;
         if (colon && colon[1 + digits] != '\0' && colon[1 + digits] != '/') {
             put(out, outlen, &w, s, (size_t)(colon + 1 - s));
@@ -418,7 +420,7 @@ static int host_char_ok(char c) {
            c == '.' || c == '_';
 }
 
-/* Decode "[user]:password" in [p, at) into u->user and u->password. With
+/* Decode "[user:]password" in [p, at) into u->user and u->password. With
  * no ':' the whole userinfo is the password (as redis-cli reads
  * "redis://SECRET@host"). */
 static int parse_userinfo(const char *p, const char *at, jr_redis_url_t *u, const char *shown,
@@ -432,7 +434,8 @@ static int parse_userinfo(const char *p, const char *at, jr_redis_url_t *u, cons
     return rc;
 }
 
-/* Parse what follows "redis://". `shown` is the redacted URL for messages. */
+/* Parse what follows "redis://"; its userinfo ends at `at` (userinfo_end,
+ * or NULL). `shown` is the redacted URL for messages. */
 static int parse_tcp(const char *p, const char *at, jr_redis_url_t *u, const char *shown, char *err,
                      size_t errlen) {
     if (at) {
@@ -589,7 +592,7 @@ static int parse_params(const char *q, jr_redis_url_t *u, const char *shown, cha
     }
 }
 
-/* Parse what follows "unix://": optional "[user]:password@" (up to `at`,
+/* Parse what follows "unix://": optional "[user:]password@" (up to `at`,
  * the last "@/"), an absolute path, and optional parameters after a '?'. */
 static int parse_unix(const char *p, const char *at, jr_redis_url_t *u, const char *shown,
                       char *err, size_t errlen) {

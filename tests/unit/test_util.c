@@ -747,6 +747,11 @@ Test(redis_url, unix_password_redacted) {
         {"unix://:hun?ter2@/tmp/r.sock?db=1", "unix://:***@/tmp/r.sock?db=1"},
         {"redis://u:hunter2@host/1", "redis://u:***@host/1"},
         {"redis://host:6379", "redis://host:6379"},
+        {"redis://[::1]:6379/2", "redis://[::1]:6379/2"},
+        {"redis://[2001:db8::7]", "redis://[2001:db8::7]"},
+        {"redis://:pw@[::1]:6379", "redis://:***@[::1]:6379"},
+        {"redis://u:hunter2", "redis://u:***"},
+        {"unix://hunter2", "unix://***"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char out[256];
