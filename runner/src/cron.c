@@ -6,8 +6,9 @@
  * with the zone's UTC offsets around it. No instant: the time falls in a DST
  * gap, and fires at the first instant after the gap. Two instants: the
  * first one. An instant not after T (the second pass through a repeated
- * hour) means that time already fired: search on from the next second. */
-#define _DEFAULT_SOURCE /* tm_gmtoff, setenv */
+ * hour) means that time already fired: search on from the next second.
+ * The zone's offsets come from its TZif file, read here (see zone_t): the
+ * process's TZ is never changed. */
 #include "cron.h"
 
 #include <ctype.h>
@@ -281,43 +282,258 @@ int jr_tz_valid(const char *tz) {
     return got == 4 && memcmp(magic, "TZif", 4) == 0;
 }
 
-/* Switch TZ to zone, remembering the old value in *saved (malloc'd or NULL). */
-static int tz_enter(const char *tz, char **saved, int *had) {
-    const char *old = getenv("TZ");
-    *had = old != NULL;
-    *saved = old ? strdup(old) : NULL;
-    if (old && !*saved) return JR_ENOMEM;
-    if (setenv("TZ", tz, 1)) {
-        free(*saved);
-        return JR_ENOMEM;
-    }
-    tzset();
+/* A zone, read from its TZif file (RFC 8536) by our own parser: glibc has
+ * no thread-safe way to convert in a zone other than TZ's, and changing TZ
+ * (setenv, tzset) in a threaded process is not safe. A zone is the UTC
+ * offset in effect from each transition on, and for instants after the
+ * last one the rule of the file's footer (a POSIX TZ string such as
+ * "EST5EDT,M3.2.0,M11.1.0"). Leap seconds ("right/" zones) are ignored. */
+typedef struct rule_date {
+    char kind;          /* 'J' (Jn, no Feb 29), 'D' (n, 0-based), 'M' (Mm.w.d) */
+    int n, m, w, d;
+    int32_t time;       /* local seconds after midnight (may be < 0 or > 24 h) */
+} rule_date_t;
+
+typedef struct zone {
+    size_t n;             /* transitions */
+    int64_t *at;          /* their instants, ascending */
+    int32_t *off;         /* the UTC offset from at[i] on */
+    int32_t off0;         /* before the first one (time type 0) */
+    int has_rule, has_dst; /* a footer rule; with a DST part */
+    int32_t std_off, dst_off;
+    rule_date_t start, end; /* DST begins (in standard time), ends (in DST) */
+} zone_t;
+
+static void zone_free(zone_t *z) {
+    free(z->at);
+    free(z->off);
+}
+
+static int64_t be(const unsigned char *p, int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++) v = v << 8 | p[i];
+    if (n == 4) return (int32_t)(uint32_t)v;
+    return (int64_t)v;
+}
+
+/* "[+-]hh[:mm[:ss]]" at *p into *out (seconds, the sign as written: a
+ * POSIX zone offset is west-positive, a rule's /time is plain), hours up to
+ * 167 (RFC 8536). Advances *p; 0 or -1. */
+static int tz_hms(const char **p, int32_t *out) {
+    const char *s = *p;
+    int sign = 1;
+    if (*s == '+' || *s == '-') sign = *s++ == '-' ? -1 : 1;
+    if (!isdigit((unsigned char)*s)) return -1;
+    long h = strtol(s, (char **)&s, 10), m = 0, sec = 0;
+    if (*s == ':') m = strtol(s + 1, (char **)&s, 10);
+    if (*s == ':') sec = strtol(s + 1, (char **)&s, 10);
+    if (h > 167 || m > 59 || sec > 59) return -1;
+    *out = (int32_t)(sign * (h * 3600 + m * 60 + sec));
+    *p = s;
     return 0;
 }
 
-static void tz_leave(char *saved, int had) {
-    if (had) setenv("TZ", saved, 1);
-    else unsetenv("TZ");
-    tzset();
-    free(saved);
+/* Skip a zone abbreviation: "<...>" or 3+ letters. 0 or -1. */
+static int tz_name(const char **p) {
+    const char *s = *p;
+    if (*s == '<') {
+        const char *e = strchr(s, '>');
+        if (!e) return -1;
+        *p = e + 1;
+        return 0;
+    }
+    while (isalpha((unsigned char)*s)) s++;
+    if (s - *p < 3) return -1;
+    *p = s;
+    return 0;
 }
 
-/* UTC offset (seconds) of the current zone at instant u. */
-static long gmtoff_at(int64_t u) {
-    time_t t = (time_t)u;
-    struct tm tm;
-    if (!localtime_r(&t, &tm)) return 0;
-    return tm.tm_gmtoff;
+/* A rule date "Jn", "n" or "Mm.w.d", with an optional "/time" (default
+ * 02:00). Advances *p; 0 or -1. */
+static int tz_date(const char **p, rule_date_t *r) {
+    const char *s = *p;
+    memset(r, 0, sizeof *r);
+    r->time = 7200;
+    if (*s == 'M') {
+        r->kind = 'M';
+        r->m = (int)strtol(s + 1, (char **)&s, 10);
+        if (*s++ != '.') return -1;
+        r->w = (int)strtol(s, (char **)&s, 10);
+        if (*s++ != '.') return -1;
+        r->d = (int)strtol(s, (char **)&s, 10);
+        if (r->m < 1 || r->m > 12 || r->w < 1 || r->w > 5 || r->d < 0 || r->d > 6) return -1;
+    } else {
+        r->kind = *s == 'J' ? 'J' : 'D';
+        if (*s == 'J') s++;
+        if (!isdigit((unsigned char)*s)) return -1;
+        r->n = (int)strtol(s, (char **)&s, 10);
+        if (r->n > 365 || (r->kind == 'J' && r->n < 1)) return -1;
+    }
+    if (*s == '/' && (s++, tz_hms(&s, &r->time))) return -1;
+    *p = s;
+    return 0;
+}
+
+/* Parse a footer "STD off[DST[off][,start[/t],end[/t]]]" into z. */
+static int tz_rule(const char *s, zone_t *z) {
+    int32_t off;
+    if (tz_name(&s) || tz_hms(&s, &off)) return -1;
+    z->std_off = -off;
+    z->has_rule = 1;
+    if (!*s) return 0;
+    if (tz_name(&s)) return -1;
+    z->dst_off = z->std_off + 3600;
+    if (*s && *s != ',') {
+        if (tz_hms(&s, &off)) return -1;
+        z->dst_off = -off;
+    }
+    if (*s != ',') return -1; /* no rule given: not in any file of tzdata */
+    s++;
+    if (tz_date(&s, &z->start) || *s++ != ',' || tz_date(&s, &z->end) || *s) return -1;
+    z->has_dst = 1;
+    return 0;
+}
+
+/* Read zone tz (jr_tz_valid accepts it) into *z. Returns 0, JR_ENOMEM, or
+ * JR_EINVAL when the file cannot be read or is not a TZif file. */
+static int zone_load(const char *tz, zone_t *z) {
+    memset(z, 0, sizeof *z);
+    if (strcmp(tz, "UTC") == 0) return 0;
+    const char *dir = getenv("TZDIR");
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir && *dir ? dir : "/usr/share/zoneinfo", tz);
+    FILE *f = fopen(path, "rb");
+    struct stat st;
+    if (!f) return JR_EINVAL;
+    if (fstat(fileno(f), &st) != 0 || st.st_size < 44 || st.st_size > (1 << 20)) { /* tzdata's are < 4 KiB */
+        fclose(f);
+        return JR_EINVAL;
+    }
+    unsigned char *buf = malloc((size_t)st.st_size);
+    size_t len = buf ? fread(buf, 1, (size_t)st.st_size, f) : 0;
+    fclose(f);
+    if (!buf) return JR_ENOMEM;
+    int rc = JR_EINVAL;
+    const unsigned char *p = buf, *end = buf + len;
+    for (int pass = 0; pass < 2; pass++) {
+        if (end - p < 44 || memcmp(p, "TZif", 4) != 0) goto out;
+        int v2 = p[4] >= '2';
+        int64_t cnt[6];
+        for (int i = 0; i < 6; i++) cnt[i] = be(p + 20 + 4 * i, 4);
+        int64_t isut = cnt[0], isstd = cnt[1], leap = cnt[2], timecnt = cnt[3], typecnt = cnt[4],
+                chars = cnt[5];
+        int tsz = pass == 0 ? 4 : 8;
+        if (typecnt < 1 || timecnt < 0 || isut < 0 || isstd < 0 || leap < 0 || chars < 0) goto out;
+        int64_t body = timecnt * (tsz + 1) + typecnt * 6 + chars + leap * (tsz + 4) + isstd + isut;
+        if (body > end - p - 44) goto out;
+        p += 44;
+        if (pass == 0 && v2) { /* skip the 32-bit data: the 64-bit block follows */
+            p += body;
+            continue;
+        }
+        const unsigned char *times = p, *idx = p + timecnt * tsz, *types = idx + timecnt;
+        z->n = (size_t)timecnt;
+        z->at = malloc((z->n ? z->n : 1) * sizeof *z->at);
+        z->off = malloc((z->n ? z->n : 1) * sizeof *z->off);
+        if (!z->at || !z->off) {
+            rc = JR_ENOMEM;
+            goto out;
+        }
+        z->off0 = (int32_t)be(types, 4);
+        for (size_t i = 0; i < z->n; i++) {
+            if (idx[i] >= typecnt) goto out;
+            z->at[i] = be(times + i * (size_t)tsz, tsz);
+            z->off[i] = (int32_t)be(types + idx[i] * 6, 4);
+        }
+        p += body;
+        if (v2 && pass == 1 && p < end && *p == '\n') { /* the footer */
+            const unsigned char *nl = memchr(p + 1, '\n', (size_t)(end - p - 1));
+            if (nl && nl > p + 1) {
+                char foot[128];
+                size_t n = (size_t)(nl - p - 1);
+                if (n >= sizeof foot) goto out;
+                memcpy(foot, p + 1, n);
+                foot[n] = '\0';
+                if (tz_rule(foot, z)) goto out;
+            }
+        }
+        rc = 0;
+        break;
+    }
+out:
+    free(buf);
+    if (rc) zone_free(z), memset(z, 0, sizeof *z);
+    return rc;
+}
+
+/* The instant (UTC seconds) a rule date of year y happens, its time being
+ * local with UTC offset off. */
+static int64_t rule_instant(const rule_date_t *r, int64_t y, int32_t off) {
+    int64_t day; /* days since the epoch */
+    if (r->kind == 'J') {
+        day = jr_days_from_civil(y, 1, 1) + r->n - 1 + (is_leap(y) && r->n >= 60);
+    } else if (r->kind == 'D') {
+        day = jr_days_from_civil(y, 1, 1) + r->n;
+    } else {
+        int64_t first = jr_days_from_civil(y, r->m, 1);
+        int wd = weekday(y, r->m, 1);
+        day = first + (r->d - wd + 7) % 7 + (int64_t)(r->w - 1) * 7;
+        int64_t last = first + days_in_month(y, r->m) - 1;
+        while (day > last) day -= 7; /* week 5: the last such day */
+    }
+    return day * 86400 + r->time - off;
+}
+
+static int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
+
+/* The civil date of day number z (days since 1970-01-01). */
+static void civil_from_day(int64_t z, civil_t *c) {
+    z += 719468;
+    int64_t era = floor_div(z, 146097), doe = z - era * 146097;
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100), mp = (5 * doy + 2) / 153;
+    c->d = (int)(doy - (153 * mp + 2) / 5 + 1);
+    c->mo = (int)(mp < 10 ? mp + 3 : mp - 9);
+    c->y = yoe + era * 400 + (c->mo <= 2);
+}
+
+/* UTC offset (seconds) of zone z at instant u. */
+static long gmtoff_at(const zone_t *z, int64_t u) {
+    if (z->n && u < z->at[0]) return z->off0;
+    if (z->n && (u < z->at[z->n - 1] || !z->has_rule)) {
+        size_t lo = 0, hi = z->n; /* the last transition <= u */
+        while (hi - lo > 1) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (z->at[mid] <= u) lo = mid;
+            else hi = mid;
+        }
+        return z->off[lo];
+    }
+    if (!z->has_rule) return z->off0;
+    if (!z->has_dst) return z->std_off;
+    civil_t c;
+    civil_from_day(floor_div(u + z->std_off, 86400), &c);
+    int64_t start = rule_instant(&z->start, c.y, z->std_off), end = rule_instant(&z->end, c.y, z->dst_off);
+    int dst = start < end ? (u >= start && u < end) : !(u >= end && u < start);
+    return dst ? z->dst_off : z->std_off;
+}
+
+/* Local civil time of instant u in zone z, and its UTC offset. */
+static void local_of(const zone_t *z, int64_t u, civil_t *c, long *off) {
+    *off = gmtoff_at(z, u);
+    int64_t l = u + *off, day = floor_div(l, 86400), sec = l - day * 86400;
+    civil_from_day(day, c);
+    c->h = (int)(sec / 3600), c->mi = (int)(sec / 60 % 60), c->s = (int)(sec % 60);
 }
 
 /* The instant a local civil time L (seconds, as if UTC) maps to: the first
  * of its occurrences, or for a time a DST gap skips, the first instant after
  * the gap (the transition). */
-static int64_t resolve_local(int64_t L) {
-    long ob = gmtoff_at(L - 86400), oa = gmtoff_at(L + 86400);
+static int64_t resolve_local(const zone_t *z, int64_t L) {
+    long ob = gmtoff_at(z, L - 86400), oa = gmtoff_at(z, L + 86400);
     int64_t ub = L - ob, ua = L - oa, best = INT64_MAX;
-    if (ub + gmtoff_at(ub) == L) best = ub;
-    if (ua + gmtoff_at(ua) == L && ua < best) best = ua;
+    if (ub + gmtoff_at(z, ub) == L) best = ub;
+    if (ua + gmtoff_at(z, ua) == L && ua < best) best = ua;
     if (best != INT64_MAX) return best;
     if (oa <= ob) return ua; /* not a plain gap (two changes within a day): best effort */
     /* A gap: local(ua) < L < local(ub). The first u with local(u) > L is the
@@ -325,29 +541,25 @@ static int64_t resolve_local(int64_t L) {
     int64_t lo = ua, hi = ub;
     while (hi - lo > 1) {
         int64_t mid = lo + (hi - lo) / 2;
-        if (mid + gmtoff_at(mid) > L) hi = mid;
+        if (mid + gmtoff_at(z, mid) > L) hi = mid;
         else lo = mid;
     }
     return hi;
 }
 
-static int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
-
 int jr_cron_next(const jr_cron_t *c, const char *tz, int64_t after_ms, int64_t *next_ms) {
     if (!jr_tz_valid(tz)) return JR_EINVAL;
-    char *saved;
-    int had, rc = tz_enter(tz, &saved, &had);
+    zone_t z;
+    int rc = zone_load(tz, &z);
     if (rc) return rc;
     int64_t s0 = floor_div(after_ms, 1000) + 1;
-    time_t t0 = (time_t)s0;
-    struct tm tm;
-    localtime_r(&t0, &tm);
-    civil_t cv = {tm.tm_year + 1900LL, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec};
-    if (cv.s > 59) cv.s = 59; /* a leap second in a "right/" zone */
+    civil_t cv;
+    long off;
+    local_of(&z, s0, &cv, &off);
     int64_t limit = cv.y + 400;
     *next_ms = -1;
     while (civil_search(c, &cv, limit)) {
-        int64_t u = resolve_local(civil_secs(&cv));
+        int64_t u = resolve_local(&z, civil_secs(&cv));
         if (u >= s0) {
             *next_ms = u * 1000;
             break;
@@ -355,25 +567,22 @@ int jr_cron_next(const jr_cron_t *c, const char *tz, int64_t after_ms, int64_t *
         cv.s++; /* fired already, at its first occurrence */
         civil_carry(&cv);
     }
-    tz_leave(saved, had);
+    zone_free(&z);
     return 0;
 }
 
 char *jr_cron_local_format(int64_t unix_ms, const char *tz, char *buf) {
-    char *saved;
-    int had;
     buf[0] = '\0';
-    if (!jr_tz_valid(tz) || tz_enter(tz, &saved, &had)) return buf;
-    time_t t = (time_t)floor_div(unix_ms, 1000);
-    struct tm tm;
-    if (localtime_r(&t, &tm)) {
-        long off = tm.tm_gmtoff, a = off < 0 ? -off : off;
-        snprintf(buf, JR_CRON_LOCAL_LEN, "%04d-%02d-%02dT%02d:%02d:%02d%c%02d:%02d",
-                 (tm.tm_year + 1900) % 100000, (tm.tm_mon + 1) % 100, tm.tm_mday % 100, tm.tm_hour % 100,
-                 tm.tm_min % 100, tm.tm_sec % 100, off < 0 ? '-' : '+',
-                 (int)(a / 3600 % 100), (int)(a / 60 % 60));
-    }
-    tz_leave(saved, had);
+    zone_t z;
+    if (!jr_tz_valid(tz) || zone_load(tz, &z)) return buf;
+    civil_t c;
+    long off, a;
+    local_of(&z, floor_div(unix_ms, 1000), &c, &off);
+    a = off < 0 ? -off : off;
+    snprintf(buf, JR_CRON_LOCAL_LEN, "%04d-%02d-%02dT%02d:%02d:%02d%c%02d:%02d", (int)(c.y % 100000),
+             c.mo % 100, c.d % 100, c.h % 100, c.mi % 100, c.s % 100, off < 0 ? '-' : '+', (int)(a / 3600 % 100),
+             (int)(a / 60 % 60));
+    zone_free(&z);
     return buf;
 }
 

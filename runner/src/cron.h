@@ -1,6 +1,6 @@
 /* Periodic schedules: the cron expression parser, "next firing after T" and
  * the schedule definition stored in Redis. Pure: no I/O except reading the
- * system tz database (see jr_cron_next for how).
+ * system tz database (see jr_cron_next for how), no process-global state.
  *
  * Cron syntax: 5 fields (minute hour day-of-month month day-of-week) or 6
  * with a leading seconds field. Each field is a comma list of `*`, `N`,
@@ -48,14 +48,16 @@ int jr_tz_valid(const char *tz);
  * first occurrence. Returns 0, or JR_EINVAL for a zone jr_tz_valid
  * refuses.
  *
- * How the zone is read: TZ is set to the zone and tzset() called around
- * localtime_r(), then TZ is restored as it was. So this function must not
- * run while another thread converts local times (jobrunner converts only in
- * the scheduler's one thread). */
+ * How the zone is read: its TZif file ($TZDIR or /usr/share/zoneinfo) is
+ * parsed here, transitions and the footer rule for later instants (leap
+ * seconds of "right/" zones ignored); TZ and the C library's zone state are
+ * never touched, so any thread may call this. JR_ENOMEM, or JR_EINVAL for
+ * a file that is not a valid TZif file, are possible too. */
 int jr_cron_next(const jr_cron_t *c, const char *tz, int64_t after_ms, int64_t *next_ms);
 
 /* Local time of unix_ms in zone tz as "2026-12-01T09:30:00+01:00"
- * (JR_CRON_LOCAL_LEN bytes). Same TZ handling as jr_cron_next. Returns buf. */
+ * (JR_CRON_LOCAL_LEN bytes), the zone read as by jr_cron_next; "" for a
+ * zone it cannot read. Returns buf. */
 #define JR_CRON_LOCAL_LEN 48
 char *jr_cron_local_format(int64_t unix_ms, const char *tz, char *buf);
 

@@ -98,7 +98,9 @@ int jr_dev_run(const jr_config_t *cfg_in, const char *self, const char *plugins,
         }
     }
     if (!r) {
-        fprintf(stderr, "jobrunner dev: Redis at %s did not come up\n", cfg.redis_url);
+        char shown[512];
+        jr_redis_url_redact(cfg.redis_url, shown, sizeof shown);
+        fprintf(stderr, "jobrunner dev: Redis at %s did not come up\n", shown);
         goto out;
     }
 

@@ -54,7 +54,7 @@ static const char usage_main[] =
 
 static const char usage_common[] =
     "  -c, --config FILE   YAML configuration (see config/jobrunner.yaml)\n"
-    "      --redis URL     redis://[user:password@]host:port[/db] or unix:///path\n"
+    "      --redis URL     redis://[[user:]password@]host:port[/db] or unix:///path\n"
     "                      (overrides the file and JOBRUNNER_REDIS_URL)\n"
     "      --wait DURATION wait up to DURATION for Redis to answer (e.g. right after\n"
     "                      it starts) instead of failing at once (redis.wait, default 0;\n"
@@ -257,13 +257,29 @@ static const struct option long_opts[] = {
 
 /* What the flags said, before the configuration is assembled. */
 typedef struct flags {
-    const char *config, *redis, *in, *at, *id, *max, *timeout, *orders, *backoff, *metrics, *order;
+    char *redis; /* a copy: the argument itself is scrubbed (see scrub_url_arg) */
+    const char *config, *in, *at, *id, *max, *timeout, *orders, *backoff, *metrics, *order;
     const char *state, *limit, *after; /* jobs */
     const char *cron, *every, *tz, *missed; /* cron add */
     jr_strlist_t queues, plugins;
     int json, all, disabled, watch;
     const char *key_value[4]; /* the value of each flag of key_flags, or NULL */
 } flags_t;
+
+/* Overwrite a --redis argument in place with the URL as logs show it
+ * (jr_redis_url_redact: no password), cut to the argument's length and
+ * padded with NULs. /proc/PID/cmdline, and so ps, reads these bytes: after
+ * this the password is not in the argv of this process nor of the runner
+ * processes it forks (a copy of this memory), though it was for the
+ * moments before. */
+static void scrub_url_arg(char *arg) {
+    char shown[JR_ERRLEN];
+    size_t n = strlen(arg);
+    jr_redis_url_redact(arg, shown, sizeof shown);
+    size_t m = strlen(shown) < n ? strlen(shown) : n;
+    memcpy(arg, shown, m);
+    memset(arg + m, 0, n - m);
+}
 
 /* Flags that set a configuration key, applied after the environment; each
  * value is checked as the same value in the file would be. */
@@ -332,6 +348,14 @@ static const char *usage_of(const char *cmd) {
     if (!strcmp(cmd, "resume")) return usage_resume;
     if (!strcmp(cmd, "cron")) return usage_cron;
     return NULL;
+}
+
+/* An argument as messages may show it: what could be a Redis URL (it holds
+ * "://" or '@', e.g. a URL given without --redis) redacted into buf. */
+static const char *shown_arg(const char *arg, char *buf, size_t len) {
+    if (!strstr(arg, "://") && !strchr(arg, '@')) return arg;
+    jr_redis_url_redact(arg, buf, len);
+    return buf;
 }
 
 static int die(const char *cmd, const char *fmt, const char *arg) {
@@ -609,7 +633,7 @@ int main(int argc, char **argv) {
     while ((opt = getopt_long(argc, argv, optstring, long_opts, NULL)) != -1) {
         if (opt == '?' || !flag_allowed(cmd, opt)) {
             char name[64];
-            snprintf(name, sizeof name, "%s", argv[optind - 1]);
+            snprintf(name, sizeof name, "%.*s", (int)strcspn(argv[optind - 1], "="), argv[optind - 1]);
             for (const struct option *o = long_opts; o->name; o++)
                 if (opt != '?' && o->val == opt) snprintf(name, sizeof name, "--%s", o->name);
             status = die(cmd, "unknown or misplaced option \"%s\"", name);
@@ -618,7 +642,15 @@ int main(int argc, char **argv) {
         switch (opt) {
         case 'h': printf("%s\noptions common to every command:\n%s", usage, usage_common); status = 0; goto out;
         case 'c': f.config = optarg; break;
-        case OPT_REDIS: f.redis = optarg; break;
+        case OPT_REDIS:
+            free(f.redis);
+            if (!(f.redis = strdup(optarg))) {
+                fprintf(stderr, "jobrunner %s: %s\n", cmd, jr_strerror(JR_ENOMEM));
+                status = 1;
+                goto out;
+            }
+            scrub_url_arg(optarg);
+            break;
         case 'q':
         case OPT_PLUGIN:
             if (jr_strlist_push(opt == 'q' ? &f.queues : &f.plugins, optarg)) {
@@ -673,7 +705,8 @@ int main(int argc, char **argv) {
     }
     if (!pausing && strcmp(cmd, "enqueue") != 0 && strcmp(cmd, "dead") != 0 && strcmp(cmd, "functions") != 0 &&
         strcmp(cmd, "job") != 0 && strcmp(cmd, "cancel") != 0 && strcmp(cmd, "cron") != 0 && optind < argc) {
-        status = die(cmd, "unexpected argument \"%s\"", argv[optind]);
+        char shown[JR_ERRLEN];
+        status = die(cmd, "unexpected argument \"%s\"", shown_arg(argv[optind], shown, sizeof shown));
         goto out;
     }
 
@@ -754,7 +787,8 @@ int main(int argc, char **argv) {
     } else if (!strcmp(cmd, "stats")) {
         status = jr_cmd_stats(&cfg, &f.queues, f.json, f.watch, stdout);
     } else if (!strcmp(cmd, "workers")) {
-        status = optind < argc ? die(cmd, "unexpected argument \"%s\"", argv[optind])
+        char shown[JR_ERRLEN];
+        status = optind < argc ? die(cmd, "unexpected argument \"%s\"", shown_arg(argv[optind], shown, sizeof shown))
                                : jr_cmd_workers(&cfg, f.json, stdout);
     } else if (!strcmp(cmd, "functions")) {
         if (argc - optind != 1 || (strcmp(argv[optind], "load") && strcmp(argv[optind], "dump")))
@@ -797,6 +831,7 @@ out_of_memory:
 out_cfg:
     jr_config_free(&cfg);
 out:
+    free(f.redis);
     jr_strlist_free(&f.queues);
     jr_strlist_free(&f.plugins);
     return status;

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -328,6 +329,19 @@ static int library_state(jr_redis_t *r, long *c, long *rv) {
 #define LIB_LOCK "jr:{lib}:loading"
 #define LIB_LOCK_MS 10000
 #define LIB_LOCK_PX "10000"
+/* The fence: every load writes it (SET, which no garbage in it can make
+ * fail) in the transaction that loads, and a load is sent only in a
+ * MULTI/EXEC WATCHing it from before the library was read. */
+#define LIB_FENCE "jr:{lib}:fence"
+#define LIB_FENCE_TRIES 100
+
+/* A test hook: with JOBRUNNER_TEST_LIBLOAD_STOP set to a step's name
+ * ("locked", "watched", "decided", "queued"), the process stops itself
+ * (SIGSTOP) there, so a test can load a newer library meanwhile. */
+static void test_stop_at(const char *step) {
+    const char *at = getenv("JOBRUNNER_TEST_LIBLOAD_STOP");
+    if (at && strcmp(at, step) == 0) raise(SIGSTOP);
+}
 
 /* Decide from what Redis holds: 0 nothing to do, 1 load ours (REPLACE),
  * or an error (a newer contract than ours). Records a kept newer revision. */
@@ -346,15 +360,77 @@ static int library_decide(jr_redis_t *r, long c, long rv) {
     return 1; /* missing, older, or the same revision with other code (a local build): ours */
 }
 
+/* One command whose reply is only checked for an error (freed). */
+static int exec_quiet(jr_redis_t *r, int argc, const char **argv, const size_t *lens) {
+    redisReply *rep;
+    int rc = jri_exec_argv(r, &rep, argc, argv, lens);
+    if (rc == 0) freeReplyObject(rep);
+    return rc;
+}
+
+/* Read what Redis holds, decide, and load ours if it should be: the read
+ * and the load in WATCH LIB_FENCE ... MULTI FUNCTION LOAD REPLACE, SET
+ * LIB_FENCE token, EXEC, so a load that another process made after our read
+ * (a newer revision, while we stalled with our lock expired) makes our EXEC
+ * fail; then we read and decide again. No interleaving of processes that
+ * load this way lets an older revision replace a newer one (the lock only
+ * spares Redis concurrent loads). Returns 0 or an error. */
+static int load_fenced(jr_redis_t *r, const char *token) {
+    const char *load[] = {"FUNCTION", "LOAD", "REPLACE", jr_lua_library};
+    size_t load_lens[] = {8, 4, 7, jr_lua_library_len};
+    const char *watch[] = {"WATCH", LIB_FENCE}, *unwatch[] = {"UNWATCH"}, *multi[] = {"MULTI"},
+               *fence[] = {"SET", LIB_FENCE, token}, *exec[] = {"EXEC"};
+    for (int tries = 0; tries < LIB_FENCE_TRIES; tries++) {
+        int rc;
+        if ((rc = exec_quiet(r, 2, watch, NULL))) return rc;
+        test_stop_at("watched");
+        long c = 0, rv = 0;
+        rc = library_state(r, &c, &rv);
+        int want = rc == 0 ? 1 : rc == 1 ? 0 : rc == 2 ? library_decide(r, c, rv) : rc;
+        if (want != 1) { /* there already, a newer one kept, or an error */
+            char err[JR_ERRLEN];
+            memcpy(err, r->err, sizeof err);
+            if (jr_redis_ok(r)) exec_quiet(r, 1, unwatch, NULL);
+            memcpy(r->err, err, sizeof err);
+            return want < 0 ? want : 0;
+        }
+        test_stop_at("decided");
+        if ((rc = exec_quiet(r, 1, multi, NULL))) return rc;
+        if ((rc = exec_quiet(r, 4, load, load_lens)) || (rc = exec_quiet(r, 3, fence, NULL))) {
+            /* Refused while queued (e.g. OOM): leave the MULTI behind. */
+            const char *discard[] = {"DISCARD"};
+            char err[JR_ERRLEN];
+            memcpy(err, r->err, sizeof err);
+            if (jr_redis_ok(r)) exec_quiet(r, 1, discard, NULL);
+            memcpy(r->err, err, sizeof err);
+            return rc;
+        }
+        test_stop_at("queued");
+        redisReply *rep;
+        if ((rc = jri_exec_argv(r, &rep, 1, exec, NULL))) return rc;
+        int aborted = rep->type == REDIS_REPLY_NIL;
+        if (!aborted && rep->type == REDIS_REPLY_ARRAY && rep->elements >= 1 &&
+            rep->element[0]->type == REDIS_REPLY_ERROR) {
+            rc = jri_fail(r, JR_EREDIS, "FUNCTION LOAD: %s", rep->element[0]->str);
+        }
+        freeReplyObject(rep);
+        if (!aborted) return rc;
+    }
+    return jri_fail(r, JR_ETIMEOUT,
+                    "other processes loaded the function library %d times while this one tried to",
+                    LIB_FENCE_TRIES);
+}
+
 int jr_redis_load_library(jr_redis_t *r) {
     long c = 0, rv = 0;
     int rc = library_state(r, &c, &rv);
     if (rc < 0) return rc;
     if (rc == 1) return 0; /* already there: no write (works in an out-of-memory Redis) */
     if (rc == 2 && (rc = library_decide(r, c, rv)) <= 0) return rc;
-    /* Load under a lock, deciding again inside it, so that of two processes
-     * of different revisions starting together the older cannot overwrite
-     * what the newer just loaded. The lock expires if its holder dies. */
+    /* Load under a lock, deciding again inside it (load_fenced: the fence
+     * is what keeps an older revision from replacing a newer one, even
+     * after our lock expired while we stalled; the lock only spares Redis
+     * concurrent loads). The lock expires if its holder dies. */
     char token[64];
     snprintf(token, sizeof token, "%ld-%lld", (long)getpid(), (long long)jr_mono_us());
     int64_t give_up = jr_mono_us() + (int64_t)(LIB_LOCK_MS + 2000) * 1000;
@@ -365,21 +441,18 @@ int jr_redis_load_library(jr_redis_t *r) {
         int got = rep->type == REDIS_REPLY_STATUS;
         freeReplyObject(rep);
         if (got) break;
-        if (jr_mono_us() > give_up)
-            return jri_fail(r, JR_ETIMEOUT, "another process kept the lock " LIB_LOCK " while loading the library");
+        /* Held. A key without a TTL is no lock of ours (garbage, of any
+         * type), and a lock held past its time is a stalled holder: load
+         * without it then; the fence keeps that safe. */
+        if ((rc = jri_exec(r, &rep, "PTTL", LIB_LOCK, NULL))) return rc;
+        int no_ttl = rep->type == REDIS_REPLY_INTEGER && rep->integer == -1;
+        freeReplyObject(rep);
+        if (no_ttl || jr_mono_us() > give_up) break;
         struct timespec ts = {0, 20 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    c = rv = 0;
-    rc = library_state(r, &c, &rv);
-    if (rc == 0 || (rc == 2 && (rc = library_decide(r, c, rv)) == 1)) {
-        const char *argv[] = {"FUNCTION", "LOAD", "REPLACE", jr_lua_library};
-        size_t lens[] = {8, 4, 7, jr_lua_library_len};
-        redisReply *rep;
-        if ((rc = jri_exec_argv(r, &rep, 4, argv, lens)) == 0) freeReplyObject(rep);
-    } else if (rc == 1) {
-        rc = 0;
-    }
+    test_stop_at("locked");
+    rc = load_fenced(r, token);
     /* Release only our own lock (it may have expired and been taken). */
     static const char release[] =
         "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";

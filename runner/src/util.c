@@ -196,29 +196,58 @@ static void put(char *out, size_t outlen, size_t *w, const char *p, size_t n) {
     out[*w] = '\0';
 }
 
+/* The length of the scheme of s: its leading letters when "://" follows
+ * them, else 0 (so a "://" inside a password is never taken for one). */
+static size_t scheme_len(const char *s) {
+    size_t n = 0;
+    while ((s[n] >= 'a' && s[n] <= 'z') || (s[n] >= 'A' && s[n] <= 'Z')) n++;
+    return n && strncmp(s + n, "://", 3) == 0 ? n : 0;
+}
+
+/* The '@' that ends the userinfo of URL s, or NULL when it has none. The
+ * parser and the redactor both split here, so that no part of a password
+ * is ever parsed (and quoted) as a host, port, path or parameter:
+ * - unix:// with a path right after "//": none; otherwise the last "@/"
+ *   (a password may hold '/', '?' and '@'), none without one;
+ * - any other URL, or one without a scheme: the last '@' (nothing after
+ *   the host may hold one). */
+static const char *userinfo_end(const char *s) {
+    size_t n = scheme_len(s);
+    const char *rest = n ? s + n + 3 : s, *at = NULL;
+    if (n == 4 && strncasecmp(s, "unix", 4) == 0) {
+        if (*rest == '/') return NULL;
+        for (const char *q = strstr(rest, "@/"); q; q = strstr(q + 1, "@/")) at = q;
+        return at;
+    }
+    return strrchr(rest, '@');
+}
+
 void jr_redis_url_redact(const char *s, char *out, size_t outlen) {
     if (outlen == 0) return;
     out[0] = '\0';
-    size_t w = 0;
-    const char *sep = strstr(s, "://");
-    const char *rest = sep ? sep + 3 : s, *at = NULL;
-    /* Where the userinfo ends: unix:// has it only before "@/" (the path
-     * may hold '@'); elsewhere it is the last '@' (nothing after the host
-     * holds one, and a password may hold an unescaped '?' or '/'). */
-    if (sep && sep - s == 4 && strncasecmp(s, "unix", 4) == 0) {
-        if (*rest != '/') {
-            at = strstr(rest, "@/");
-            if (!at) at = strrchr(rest, '@');
-        }
-    } else if (sep) {
-        at = strrchr(rest, '@');
-    }
-    const char *colon = at ? memchr(rest, ':', (size_t)(at - rest)) : NULL;
-    const char *p = s;
-    if (colon) {
-        put(out, outlen, &w, s, (size_t)(colon + 1 - s));
+    size_t w = 0, n = scheme_len(s);
+    const char *rest = n ? s + n + 3 : s, *at = userinfo_end(s), *p = s;
+    if (at) { /* keep the user (before the first ':'), mask the rest */
+        const char *colon = memchr(rest, ':', (size_t)(at - rest));
+        put(out, outlen, &w, s, (size_t)((colon ? colon + 1 : rest) - s));
         put(out, outlen, &w, "***", 3);
         p = at;
+    } else if (n == 4 && strncasecmp(s, "unix", 4) == 0) {
+        if (*rest != '/') { /* "unix://user:password" with the path left out */
+            put(out, outlen, &w, s, (size_t)(rest - s));
+            put(out, outlen, &w, "***", 3);
+            return;
+        }
+    } else { /* "redis://user:password" with the host left out: no such port */
+        const char *h = rest, *rb = *rest == '[' ? strchr(rest, ']') : NULL;
+        if (rb) h = rb + 1; /* an IPv6 host's colons are no port */
+        const char *colon = strchr(h, ':');
+        size_t digits = colon ? strspn(colon + 1, "0123456789") : 0;
+        if (colon && colon[1 + digits] != '\0' && colon[1 + digits] != '/') {
+            put(out, outlen, &w, s, (size_t)(colon + 1 - s));
+            put(out, outlen, &w, "***", 3);
+            return;
+        }
     }
     const char *qm = strchr(p, '?');
     if (!qm) {
@@ -226,15 +255,18 @@ void jr_redis_url_redact(const char *s, char *out, size_t outlen) {
         return;
     }
     put(out, outlen, &w, p, (size_t)(qm + 1 - p));
-    for (p = qm + 1;; p++) { /* each parameter; a password's value is masked */
-        size_t n = strcspn(p, "&");
-        if (strncmp(p, "password=", 9) == 0) {
-            put(out, outlen, &w, p, 9);
+    /* Each parameter: db shown, any other value masked (a mistyped
+     * "pasword=" too) and nothing after it shown (an unescaped '&' in it
+     * would make its tail look like more parameters). */
+    for (p = qm + 1;; p++) {
+        size_t len = strcspn(p, "&"), klen = strcspn(p, "=&");
+        if (p[klen] == '=' && !(klen == 2 && strncmp(p, "db", 2) == 0)) {
+            put(out, outlen, &w, p, klen + 1);
             put(out, outlen, &w, "***", 3);
-        } else {
-            put(out, outlen, &w, p, n);
+            return;
         }
-        p += n;
+        put(out, outlen, &w, p, len);
+        p += len;
         if (!*p) break;
         put(out, outlen, &w, "&", 1);
     }
@@ -296,35 +328,37 @@ static int host_char_ok(char c) {
            c == '.' || c == '_';
 }
 
-/* Decode "[user]:password" in [p, at) into u->user and u->password; `form`
- * shows the right syntax in the message. */
-static int parse_userinfo(const char *p, const char *at, jr_redis_url_t *u, const char *form,
-                          const char *shown, char *err, size_t errlen) {
+/* Decode "[user:]password" in [p, at) into u->user and u->password. With
+ * no ':' the whole userinfo is the password (as redis-cli reads
+ * "redis://SECRET@host"). */
+static int parse_userinfo(const char *p, const char *at, jr_redis_url_t *u, const char *shown,
+                          char *err, size_t errlen) {
     const char *colon = memchr(p, ':', (size_t)(at - p));
-    if (!colon) {
-        set_err(err, errlen, "missing \":\" before the password in redis URL \"%s\" (use %s)",
-                shown, form);
-        return JR_EINVAL;
-    }
-    int rc = percent_decode(p, (size_t)(colon - p), &u->user);
-    if (rc == 0) rc = percent_decode(colon + 1, (size_t)(at - colon - 1), &u->password);
+    int rc = colon ? percent_decode(p, (size_t)(colon - p), &u->user) : 0;
+    const char *pw = colon ? colon + 1 : p;
+    if (rc == 0) rc = percent_decode(pw, (size_t)(at - pw), &u->password);
     if (rc == JR_EINVAL)
         set_err(err, errlen, "bad percent-escape in user or password of redis URL \"%s\"", shown);
     return rc;
 }
 
-/* Parse what follows "redis://". `shown` is the redacted URL for messages. */
-static int parse_tcp(const char *p, jr_redis_url_t *u, const char *shown, char *err,
+/* Parse what follows "redis://"; its userinfo ends at `at` (userinfo_end,
+ * or NULL). `shown` is the redacted URL for messages. */
+static int parse_tcp(const char *p, const char *at, jr_redis_url_t *u, const char *shown, char *err,
                      size_t errlen) {
-    const char *end = p + strcspn(p, "/");
-    const char *at = NULL;
-    for (const char *q = p; q < end; q++)
-        if (*q == '@') at = q;
     if (at) {
-        int rc = parse_userinfo(p, at, u, "redis://[user]:password@host", shown, err, errlen);
+        int rc = parse_userinfo(p, at, u, shown, err, errlen);
         if (rc) return rc;
         p = at + 1;
     }
+    if (strchr(p, '?')) {
+        set_err(err, errlen,
+                "unexpected parameters after \"?\" in redis URL \"%s\" (redis:// takes none: "
+                "write redis://[user]:password@host[:port][/db])",
+                shown);
+        return JR_EINVAL;
+    }
+    const char *end = p + strcspn(p, "/");
 
     const char *host = p, *host_end, *port = NULL;
     if (*p == '[') {
@@ -354,9 +388,9 @@ static int parse_tcp(const char *p, jr_redis_url_t *u, const char *shown, char *
         else port = host_end + 1;
         if (port && memchr(port, ':', (size_t)(end - port))) {
             set_err(err, errlen,
-                    "bad host \"%.*s\" in redis URL \"%s\" (put IPv6 addresses in brackets, "
-                    "e.g. [::1])",
-                    (int)(end - p), p, shown);
+                    "bad host in redis URL \"%s\" (more than one ':' after it; put IPv6 addresses "
+                    "in brackets, e.g. [::1])",
+                    shown);
             return JR_EINVAL;
         }
         for (const char *q = host; q < host_end; q++) {
@@ -378,8 +412,17 @@ static int parse_tcp(const char *p, jr_redis_url_t *u, const char *shown, char *
     if (port) {
         long v;
         if (parse_uint(port, (size_t)(end - port), 65535, &v) || v == 0) {
-            set_err(err, errlen, "bad port \"%.*s\" in redis URL \"%s\"", (int)(end - port),
-                    port, shown);
+            /* Only digits are quoted: without an '@', "redis://user:SECRET"
+             * reads SECRET as the port. */
+            size_t digits = strspn(port, "0123456789");
+            if (port + digits == end)
+                set_err(err, errlen, "bad port \"%.*s\" in redis URL \"%s\" (1 to 65535)",
+                        (int)(end - port), port, shown);
+            else
+                set_err(err, errlen,
+                        "bad port (not a number) in redis URL \"%s\" (a password goes before an "
+                        "'@': redis://[user:]password@host:port)",
+                        shown);
             return JR_EINVAL;
         }
         u->port = (int)v;
@@ -400,7 +443,8 @@ static int parse_tcp(const char *p, jr_redis_url_t *u, const char *shown, char *
  * '&', keys db, user and password, each at most once. */
 static int parse_params(const char *q, jr_redis_url_t *u, const char *shown, char *err,
                         size_t errlen) {
-    int seen_db = 0;
+    int seen_db = 0, seen_pw = 0; /* after a password, nothing is quoted: an unescaped '&' in
+                                    * it makes its tail look like more parameters */
     for (;; q++) {
         size_t n = strcspn(q, "&");
         const char *eq = memchr(q, '=', n);
@@ -415,14 +459,15 @@ static int parse_params(const char *q, jr_redis_url_t *u, const char *shown, cha
                 return JR_EINVAL;
             }
             if (parse_uint(v, vlen, INT_MAX, &db)) {
-                set_err(err, errlen, "bad database \"%.*s\" in redis URL \"%s\"", (int)vlen, v,
-                        shown);
+                set_err(err, errlen, "bad database \"%.*s\" in redis URL \"%s\"",
+                        seen_pw ? 3 : (int)vlen, seen_pw ? "***" : v, shown);
                 return JR_EINVAL;
             }
             u->db = (int)db;
         } else if ((klen == 4 && !strncmp(q, "user", 4)) ||
                    (klen == 8 && !strncmp(q, "password", 8))) {
             str = klen == 4 ? &u->user : &u->password;
+            seen_pw |= klen == 8;
             if (*str) {
                 set_err(err, errlen, "%s given twice in redis URL \"%s\"",
                         klen == 4 ? "user" : "password", shown);
@@ -438,6 +483,12 @@ static int parse_params(const char *q, jr_redis_url_t *u, const char *shown, cha
                 set_err(err, errlen, "bad percent-escape in %s of redis URL \"%s\"",
                         klen == 4 ? "user" : "password", shown);
             if (rc) return rc;
+        } else if (seen_pw) {
+            set_err(err, errlen,
+                    "unknown parameter after the password in redis URL \"%s\" (use db, user or "
+                    "password; write a '&' in a password as %%26)",
+                    shown);
+            return JR_EINVAL;
         } else {
             set_err(err, errlen,
                     "unknown parameter \"%.*s\" in redis URL \"%s\" (use db, user or password)",
@@ -449,32 +500,23 @@ static int parse_params(const char *q, jr_redis_url_t *u, const char *shown, cha
     }
 }
 
-/* Parse what follows "unix://": optional "[user]:password@", an absolute
- * path, and optional parameters after a '?'. */
-static int parse_unix(const char *p, jr_redis_url_t *u, const char *shown, char *err,
-                      size_t errlen) {
+/* Parse what follows "unix://": optional "[user:]password@" (up to `at`,
+ * the last "@/"), an absolute path, and optional parameters after a '?'. */
+static int parse_unix(const char *p, const char *at, jr_redis_url_t *u, const char *shown,
+                      char *err, size_t errlen) {
     /* The limit of sockaddr_un.sun_path, including its NUL. */
     const size_t max_path = 107;
     int rc;
     if (*p != '/') { /* a userinfo ends with the '@' just before the path */
-        const char *slash = strchr(p, '/');
-        if (slash && slash[-1] != '@' && strstr(slash, "@/")) {
-            set_err(err, errlen,
-                    "a '/' in the user or password must be written %%2F in redis URL \"%s\"",
-                    shown);
-            return JR_EINVAL;
-        }
-        if (!slash || slash[-1] != '@') {
+        if (!at || at[1] != '/') {
             set_err(err, errlen,
                     "missing absolute socket path in redis URL \"%s\" (use unix:///path/to/sock "
                     "or unix://[user]:password@/path/to/sock)",
                     shown);
             return JR_EINVAL;
         }
-        rc = parse_userinfo(p, slash - 1, u, "unix://[user]:password@/path/to/sock", shown, err,
-                            errlen);
-        if (rc) return rc;
-        p = slash;
+        if ((rc = parse_userinfo(p, at, u, shown, err, errlen))) return rc;
+        p = at + 1;
     }
     size_t n = strcspn(p, "?");
     if (n <= 1) {
@@ -502,16 +544,17 @@ int jr_redis_url_parse(const char *s, jr_redis_url_t *u, char *err, size_t errle
     }
     char shown[256];
     jr_redis_url_redact(s, shown, sizeof shown);
-    const char *sep = strstr(s, "://");
+    size_t n = scheme_len(s);
+    const char *sep = n ? s + n : NULL;
     int rc;
     if (!sep) {
         set_err(err, errlen, "missing scheme in redis URL \"%s\" (use redis:// or unix://)",
                 shown);
         rc = JR_EINVAL;
     } else if (sep - s == 5 && strncasecmp(s, "redis", 5) == 0) {
-        rc = parse_tcp(sep + 3, u, shown, err, errlen);
+        rc = parse_tcp(sep + 3, userinfo_end(s), u, shown, err, errlen);
     } else if (sep - s == 4 && strncasecmp(s, "unix", 4) == 0) {
-        rc = parse_unix(sep + 3, u, shown, err, errlen);
+        rc = parse_unix(sep + 3, userinfo_end(s), u, shown, err, errlen);
     } else {
         set_err(err, errlen,
                 "unsupported scheme \"%.*s\" in redis URL \"%s\" (use redis:// or unix://)",
@@ -519,8 +562,7 @@ int jr_redis_url_parse(const char *s, jr_redis_url_t *u, char *err, size_t errle
         rc = JR_EINVAL;
     }
     if (rc == 0 && u->user && !u->password) {
-        set_err(err, errlen, "user \"%s\" without a password in redis URL \"%s\"", u->user,
-                shown);
+        set_err(err, errlen, "user without a password in redis URL \"%s\"", shown);
         rc = JR_EINVAL;
     }
     if (rc == JR_ENOMEM) set_err(err, errlen, "%s", jr_strerror(rc));

@@ -45,21 +45,30 @@ typedef struct jr_redis_url {
     int db;          /* database number, default 0 */
 } jr_redis_url_t;
 
-/* Parse "redis://[[user]:password@]host[:port][/db]" or
- * "unix://[[user]:password@]/path/to/sock[?param&...]" with the parameters
+/* Parse "redis://[[user:]password@]host[:port][/db]" or
+ * "unix://[[user:]password@]/path/to/sock[?param&...]" with the parameters
  * db=N, user=NAME and password=SECRET (each at most once; a user or
  * password given both before the path and as a parameter is refused).
- * IPv6 hosts go in brackets ("[::1]"). Percent-escapes in user and password
- * are decoded (a '/' in a password before the path must be written %2F, a
- * '&' in a parameter %26); an empty user or password before the '@' is NULL;
- * a user without a password is refused. On error returns JR_EINVAL (or
- * JR_ENOMEM) with a message in err naming what was wrong (quoting the URL
- * with the password shown as "***"), and leaves *u zeroed. */
+ * IPv6 hosts go in brackets ("[::1]"). A userinfo without ':' is the
+ * password ("redis://SECRET@host", as redis-cli reads it). The userinfo
+ * ends at the last '@' (unix://: the last "@/"), so a password may hold
+ * '/', '?', '#' and '@' unescaped; a unix path holding "@/" after a
+ * userinfo needs the password as a parameter. Percent-escapes in user and
+ * password are decoded (a '&' in a parameter is written %26); an empty user
+ * or password before the '@' is NULL; a user without a password is refused.
+ * On error returns JR_EINVAL (or JR_ENOMEM) with a message in err naming
+ * what was wrong, and leaves *u zeroed. The message never holds the
+ * password or a part of it: it quotes the URL as jr_redis_url_redact shows
+ * it, and quotes no fragment of the userinfo or of anything after a
+ * password parameter. */
 int jr_redis_url_parse(const char *s, jr_redis_url_t *u, char *err, size_t errlen);
 
-/* Copy a Redis URL with any password (before the '@' or in a password=
- * parameter) replaced by "***", for logs and messages (the URL need not be
- * valid; output longer than outlen is cut, never the mask). */
+/* Copy a Redis URL for logs and messages (the URL need not be valid),
+ * cut to outlen: the userinfo's password (everything after the user's ':',
+ * or the whole userinfo without one) shown as "***", the first parameter
+ * value that is not db's shown as "***" and nothing after it; without an
+ * '@', what may be a password with the rest of the URL left out
+ * ("redis://user:SECRET", "unix://SECRET") shown as "***". */
 void jr_redis_url_redact(const char *url, char *out, size_t outlen);
 
 /* Release the strings of a parsed URL; safe on a zeroed or freed struct. */

@@ -1327,6 +1327,7 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
         return 1;
     }
 
+    int status = 0; /* 1 after an abnormal end */
     for (;;) {
         int sigs = jr_signals_count();
         if (sigs != w.signals_seen) {
@@ -1357,7 +1358,9 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
         if (!w.rd && jr_mono_us() >= w.next_connect) rc = try_connect(&w);
         if (rc == 0 || w.rd == NULL) rc = turn(&w, sigfd);
         if (rc == JR_ENOMEM) {
-            jr_log_kv(JR_LOG_ERROR, "out of memory", NULL);
+            jr_log_kv(JR_LOG_ERROR, "out of memory: stopping; unfinished jobs stay pending (exit status 1)",
+                      NULL);
+            status = 1;
             break;
         }
         if (rc && w.rd) drop_conns(&w, rc);
@@ -1379,5 +1382,5 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
     jr_batch_free(&w.batch);
     free(w.slots), free(w.freeslots), free(w.waitq), free(w.tasks), free(w.outcomes);
     free_fetch(&w);
-    return 0;
+    return status;
 }

@@ -6,7 +6,9 @@
 #include "plugin.h"
 
 /* Run until SIGTERM/SIGINT, consuming cfg->worker_queues (or "default")
- * with the handlers in `reg`. Returns the process exit status. */
+ * with the handlers in `reg`. Returns the process exit status: 0 after a
+ * stop by signal, 1 (with a message logged) when it could not start or ran
+ * out of memory. */
 int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg);
 
 #endif

@@ -147,6 +147,85 @@ Test(upgrade, a_held_load_lock_delays_the_load_but_never_skips_it) {
     redisFree(c);
 }
 
+/* Garbage in the lock key (any type, no TTL: no lock a loader wrote)
+ * neither blocks the load nor makes it fail; it is left as it is. */
+Test(upgrade, garbage_in_the_load_lock_does_not_block_the_load) {
+    const char *kinds[][4] = {{"SET", "jr:{lib}:loading", "junk", NULL},
+                              {"HSET", "jr:{lib}:loading", "f", "v"},
+                              {"RPUSH", "jr:{lib}:loading", "x", NULL}};
+    for (int i = 0; i < 3; i++) {
+        char *code = variant(NULL);
+        load(code);
+        free(code);
+        redisContext *c = jrt_connect(&R);
+        freeReplyObject(jrt_cmd(c, "DEL", "jr:{lib}:loading", NULL));
+        freeReplyObject(jrt_cmd(c, kinds[i][0], kinds[i][1], kinds[i][2], kinds[i][3], NULL));
+        int64_t t0 = jrt_wall_us();
+        cr_assert_eq(run_cli(), 0, "%s: %s", kinds[i][0], err);
+        int64_t took_ms = (jrt_wall_us() - t0) / 1000;
+        cr_expect(!marker_loaded(), "%s: the library was not loaded", kinds[i][0]);
+        cr_expect_lt(took_ms, 5000, "%s: the load waited %lld ms for a garbage lock", kinds[i][0], (long long)took_ms);
+        cr_expect_eq(jrt_int(c, "EXISTS jr:{lib}:loading"), 1, "the garbage was removed");
+        redisFree(c);
+    }
+}
+
+/* State letter of pid from /proc/PID/stat ('T' = stopped), or 0 if gone. */
+static char proc_state(pid_t pid) {
+    char path[64], stat[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(stat, 1, sizeof stat - 1, f);
+    fclose(f);
+    stat[n] = '\0';
+    const char *rp = strrchr(stat, ')');
+    return rp && rp[1] == ' ' ? rp[2] : 0;
+}
+
+/* A process of our (older) revision stalls at each step of its load (it
+ * stops itself there: JOBRUNNER_TEST_LIBLOAD_STOP); meanwhile its lock
+ * expires and a newer process loads a newer revision as every jobrunner
+ * does (MULTI FUNCTION LOAD REPLACE, SET jr:{lib}:fence, EXEC). When the
+ * stalled one goes on, the newer revision stays. */
+Test(upgrade, a_stalled_older_loader_never_replaces_a_newer_revision) {
+    long c, rv;
+    our_revision(&c, &rv);
+    char line[128];
+    snprintf(line, sizeof line, "-- jobrunner: contract %ld, revision %ld.", c, rv + 1);
+    char *newer = variant(line), *older = variant(NULL);
+    const char *steps[] = {"locked", "watched", "decided", "queued"};
+    for (int i = 0; i < 4; i++) {
+        load(older); /* so that ours is to be loaded */
+        char log[256];
+        snprintf(log, sizeof log, "%s/load-%s.log", R.dir, steps[i]);
+        setenv("JOBRUNNER_TEST_LIBLOAD_STOP", steps[i], 1);
+        const char *args[] = {"functions", "load", "-c", cfg, NULL};
+        pid_t p = jrt_spawn(log, args);
+        unsetenv("JOBRUNNER_TEST_LIBLOAD_STOP");
+        for (int k = 0; k < 500 && proc_state(p) != 'T'; k++) jrt_sleep_ms(20);
+        cr_assert_eq(proc_state(p), 'T', "step %s: the loader did not stop there:\n%s", steps[i], jrt_slurp(log));
+
+        redisContext *r = jrt_connect(&R);
+        freeReplyObject(jrt_cmd(r, "DEL", "jr:{lib}:loading", NULL)); /* its lock expired */
+        freeReplyObject(jrt_cmd(r, "MULTI", NULL));
+        freeReplyObject(jrt_cmd(r, "FUNCTION", "LOAD", "REPLACE", newer, NULL));
+        freeReplyObject(jrt_cmd(r, "SET", "jr:{lib}:fence", "newer-1", NULL));
+        redisReply *rep = jrt_cmd(r, "EXEC", NULL);
+        cr_assert(rep->type == REDIS_REPLY_ARRAY && rep->element[0]->type == REDIS_REPLY_STRING,
+                  "the newer load failed");
+        freeReplyObject(rep);
+        redisFree(r);
+        cr_assert(marker_loaded());
+
+        kill(p, SIGCONT);
+        int st = jrt_stop(p, 0, 10000);
+        cr_expect_eq(st, 0, "step %s: the loader failed (%d):\n%s", steps[i], st, jrt_slurp(log));
+        cr_expect(marker_loaded(), "step %s: the stalled older process replaced the newer revision", steps[i]);
+    }
+    free(newer), free(older);
+}
+
 /* Rolling upgrades, worker side: a job whose handler a worker lacks (a new
  * handler, only on the new workers) is deferred, not buried, until a worker
  * that has it takes it; only after worker.handler_wait is it dead. */

@@ -185,18 +185,73 @@ Test(cron_tz, zones) {
                      "2026-01-01T05:00:00-05:00");
 }
 
-/* TZ is restored as it was, set or not. */
-Test(cron_tz, restores_TZ) {
+extern char **environ;
+
+/* The zone is read without touching the process's TZ (other threads, such
+ * as the metrics server, may convert times meanwhile): the TZ entry of the
+ * environment is the very same string before and after, set or not. */
+Test(cron_tz, never_touches_TZ) {
     jr_cron_t c;
-    char err[64];
+    char err[64], buf[JR_CRON_LOCAL_LEN];
     int64_t n;
     cr_assert_eq(jr_cron_parse("* * * * *", &c, err, sizeof err), 0);
-    setenv("TZ", "Asia/Tokyo", 1);
-    jr_cron_next(&c, "Europe/Berlin", 0, &n);
-    cr_expect_str_eq(getenv("TZ"), "Asia/Tokyo");
+    static char tzvar[] = "TZ=Asia/Tokyo";
+    cr_assert_eq(putenv(tzvar), 0);
+    const char *before = getenv("TZ");
+    cr_assert_eq(jr_cron_next(&c, "Europe/Berlin", 0, &n), 0);
+    jr_cron_local_format(0, "America/New_York", buf);
+    cr_expect(getenv("TZ") == before && !strcmp(before, "Asia/Tokyo"), "TZ was changed (now %s)", getenv("TZ"));
     unsetenv("TZ");
-    jr_cron_next(&c, "Europe/Berlin", 0, &n);
+    char **env = environ, *first = environ[0];
+    cr_assert_eq(jr_cron_next(&c, "Europe/Berlin", 0, &n), 0);
+    jr_cron_local_format(0, "America/New_York", buf);
     cr_expect_null(getenv("TZ"));
+    cr_expect(environ == env && environ[0] == first, "the environment was changed");
+}
+
+/* Our TZif reader agrees with glibc's localtime_r (the test sets TZ, being
+ * single-threaded) on the local time and UTC offset of random instants
+ * from 1950 to 2150 (past the transitions a file lists: its footer rule)
+ * in zones with DST north and south, negative DST, half-hour and 45-minute
+ * offsets, no DST, and changed rules. */
+Test(cron_tz, local_time_agrees_with_glibc, .timeout = 120) {
+    static const char *const ZONES[] = {"America/New_York", "Asia/Kolkata", "Europe/Berlin", "Europe/Dublin",
+                                        "Australia/Sydney", "Australia/Lord_Howe", "America/Sao_Paulo",
+                                        "Pacific/Chatham", "Asia/Tehran", "America/St_Johns", "Africa/Casablanca",
+                                        "Pacific/Apia", "Etc/GMT+5", "UTC", "Asia/Kathmandu", "America/Santiago"};
+    uint64_t x = 0x2545F4914F6CDD1Dull;
+    for (size_t zi = 0; zi < sizeof ZONES / sizeof ZONES[0]; zi++) {
+        if (!jr_tz_valid(ZONES[zi])) continue;
+        setenv("TZ", ZONES[zi], 1);
+        tzset();
+        for (int i = 0; i < 4000; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            int64_t lo = -631152000, hi = 5680281600; /* 1950 .. 2150 */
+            time_t t = (time_t)(lo + (int64_t)(x % (uint64_t)(hi - lo)));
+            struct tm tm;
+            cr_assert(localtime_r(&t, &tm));
+            long off = tm.tm_gmtoff, a = off < 0 ? -off : off;
+            char want[64], got[JR_CRON_LOCAL_LEN];
+            snprintf(want, sizeof want, "%04d-%02d-%02dT%02d:%02d:%02d%c%02d:%02d", tm.tm_year + 1900, tm.tm_mon + 1,
+                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, off < 0 ? '-' : '+', (int)(a / 3600),
+                     (int)(a / 60 % 60));
+            jr_cron_local_format((int64_t)t * 1000, ZONES[zi], got);
+            cr_assert_str_eq(got, want, "%s at %lld", ZONES[zi], (long long)t);
+        }
+    }
+    unsetenv("TZ");
+    tzset();
+}
+
+/* Kolkata: +05:30 all year, no DST. */
+Test(cron_next, asia_kolkata) {
+    expect_next("30 2 * * *", "Asia/Kolkata", "2026-03-07T12:00:00Z", "2026-03-07T21:00:00Z");
+    expect_next("0 9 * * 1", "Asia/Kolkata", "2026-11-01T00:00:00Z", "2026-11-02T03:30:00Z");
+    expect_next("0 0 1 1 *", "Asia/Kolkata", "2026-06-01T00:00:00Z", "2026-12-31T18:30:00Z");
+    /* Past the transitions the file lists (2037): its rule, gap included. */
+    expect_next("30 2 * * *", "America/New_York", "2040-03-10T12:00:00Z", "2040-03-11T07:00:00Z");
+    expect_next("30 2 * * *", "America/New_York", "2040-03-11T12:00:00Z", "2040-03-12T06:30:00Z");
+    expect_next("30 1 * * *", "America/New_York", "2040-11-04T05:30:00Z", "2040-11-05T06:30:00Z");
 }
 
 Test(cron_def, every_aligned_to_the_epoch) {
