@@ -118,6 +118,8 @@ typedef struct worker {
     refusal_t ops_refused, hb_refused, rc_refused;
     int64_t rtt_us, job_us; /* moving averages: a fetch's round trip, a job's run */
     int64_t read_sent_us;   /* when the read in flight was sent */
+    int64_t ran_us;         /* time spent in jr_exec_collect (inline mode: running handlers) */
+    int64_t read_sent_ran_us; /* ran_us when the read in flight was sent */
     int64_t last_outcome_us; /* when a job last finished */
     size_t read_count;      /* its COUNT */
     int last_read_full;     /* the last read brought all it asked for */
@@ -731,7 +733,9 @@ static int hand_back_waiting(worker_t *w) {
 static int collect(worker_t *w) {
     size_t n, max = w->noutcomes;
     do {
+        int64_t t0 = jr_mono_us();
         n = jr_exec_collect(w->exec, w->outcomes, max);
+        w->ran_us += jr_mono_us() - t0;
         for (size_t i = 0; i < n; i++) {
             if (w->outcomes[i].kind != JR_OUT_UNSTARTED) {
                 w->job_us = ewma(w->job_us, w->outcomes[i].duration_us > 0 ? w->outcomes[i].duration_us : 1);
@@ -775,11 +779,31 @@ static int shed(worker_t *w) {
 
 /* ---- leases -------------------------------------------------------------- */
 
+/* The WAITING jobs flagged cancelled are not started: each is finished
+ * as cancelled at once (acknowledged, outcome "cancelled"). */
+static int drop_cancelled_waiting(worker_t *w) {
+    size_t keep = w->wq_head;
+    int rc = 0;
+    for (size_t i = w->wq_head; i < w->wq_n; i++) {
+        slot_t *s = &w->slots[w->waitq[i]];
+        if (!s->cancelled || rc) {
+            w->waitq[keep++] = w->waitq[i];
+            continue;
+        }
+        jr_outcome_t o = {.tag = w->waitq[i], .kind = JR_OUT_UNSTARTED, .retry_after_ms = -1};
+        rc = finish(w, &o);
+    }
+    w->wq_n = keep;
+    return rc;
+}
+
 /* Flag the jobs of queue q whose entries ids[i] have cancelled[i] set, and
  * tell the executor (again each time: a task moved to another runner loses
- * the flag). */
-static void mark_cancelled(worker_t *w, uint32_t q, const char *const *ids, size_t n,
-                           const unsigned char *cancelled) {
+ * the flag; a task not started yet is then not started, see exec.h). Jobs
+ * still waiting here are finished as cancelled, unstarted. */
+static int mark_cancelled(worker_t *w, uint32_t q, const char *const *ids, size_t n,
+                          const unsigned char *cancelled) {
+    int waiting = 0;
     for (size_t i = 0; i < n; i++) {
         if (!cancelled[i]) continue;
         for (size_t k = 0; k < w->nslots; k++) {
@@ -789,8 +813,10 @@ static void mark_cancelled(worker_t *w, uint32_t q, const char *const *ids, size
                 jr_log_kv(JR_LOG_INFO, "job cancelled while it runs", "job", s->id, "queue", w->queues[q], NULL);
             s->cancelled = 1;
             if (s->state == SLOT_SUBMITTED) jr_exec_cancel(w->exec, (uint32_t)k);
+            waiting |= s->state == SLOT_WAITING;
         }
     }
+    return waiting ? drop_cancelled_waiting(w) : 0;
 }
 
 /* Ask which held jobs were cancelled (see CANCEL_CHECK_US). An error
@@ -806,7 +832,7 @@ static int cancel_check(worker_t *w) {
             if (w->slots[i].state != SLOT_FREE && w->slots[i].queue == q) ids[n++] = w->slots[i].entry;
         if (!n) continue;
         int got = jr_redis_cancelled_entries(w->ctl, w->queues[q], ids, n, cancelled);
-        if (got > 0) mark_cancelled(w, q, ids, n, cancelled);
+        if (got > 0) rc = mark_cancelled(w, q, ids, n, cancelled);
         else if (got < 0 && got != JR_EREDIS) rc = got;
     }
     free(ids), free(cancelled);
@@ -841,7 +867,7 @@ static int heartbeat(worker_t *w) {
             if (lost[i])
                 jr_log_kv(JR_LOG_WARN, "lease lost: another worker took this job over", "entry", ids[i],
                           "queue", w->queues[q], NULL);
-        if (nlost >= 0) mark_cancelled(w, q, ids, n, cancelled);
+        if (nlost >= 0 && (rc = mark_cancelled(w, q, ids, n, cancelled))) break;
     }
     if (!rc && !refusals) accepted(&w->hb_refused, "Redis accepts heartbeats again");
     free(ids), free(lost), free(cancelled);
@@ -1067,7 +1093,7 @@ static int send_read(worker_t *w, size_t want, int64_t block) {
     int rc = jr_redis_send_read_paused(w->rd, w->consumer, w->queues, w->nq, w->on, count, block, w->read_with_paused);
     if (rc) return rc;
     w->reading = 1, w->read_on_any = active > 0, w->read_block_ms = block;
-    w->read_sent_us = jr_mono_us(), w->read_count = (size_t)count;
+    w->read_sent_us = jr_mono_us(), w->read_count = (size_t)count, w->read_sent_ran_us = w->ran_us;
     return 0;
 }
 
@@ -1238,9 +1264,12 @@ static int turn(worker_t *w, int sigfd) {
         w->went_idle = w->batch.n == 0;
         if ((rc = dispatch(w, &w->batch, 0))) return rc;
         /* A full batch was there already (the read did not block): its
-         * time, until the jobs were handed over, is a fetch round trip. */
+         * time, until the jobs were handed over, is a fetch round trip;
+         * not counting the handlers run meanwhile (inline mode), or the
+         * round trip would grow with the jobs held, and so would prefetch(). */
         w->last_read_full = w->batch.n >= w->read_count;
-        if (w->last_read_full) w->rtt_us = ewma(w->rtt_us, jr_mono_us() - w->read_sent_us);
+        if (w->last_read_full)
+            w->rtt_us = ewma(w->rtt_us, jr_mono_us() - w->read_sent_us - (w->ran_us - w->read_sent_ran_us));
     }
     if (w->reconnect_after_read && !w->reading) return JR_EREDIS; /* see flush_ops_on */
     if ((rc = collect(w))) return rc;
