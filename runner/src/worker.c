@@ -776,7 +776,8 @@ static int collect(worker_t *w) {
  * in the executor and here — go back to the queue, where an idle worker
  * takes them: a worker that prefetched short jobs must not sit on long ones.
  * Its prefetch is then 0 (no job finished lately), so it does not take
- * them again. */
+ * them again. (Not in inline mode: nothing else can run while its one job
+ * runs, and it holds what it fetched until it has run it.) */
 static int64_t shed_after_us(const worker_t *w) {
     int64_t rtt = w->rtt_us > 0 ? w->rtt_us : 1000;
     return 4 * rtt > 10000 ? 4 * rtt : 10000;
