@@ -728,7 +728,7 @@ size_t jr_exec_busy(const jr_exec_t *x) {
     return n;
 }
 
-/* Inline mode: the outcome of a task that did not start. */
+/* Inline mode: a fresh outcome of kind `kind` for task `tag`, at out[*k]. */
 static jr_outcome_t *emit_inline(jr_outcome_t *out, size_t *k, uint32_t tag, jr_out_t kind) {
     jr_outcome_t *o = &out[(*k)++];
     memset(o, 0, sizeof *o);

@@ -758,7 +758,6 @@ static int collect(worker_t *w) {
             refused(&w->hb_refused, "Redis refused a heartbeat; trying again at the next one", w->keep_err);
             w->keep_err[0] = '\0';
         }
-        if (w->keeper_broken) return JR_EIO; /* reconnect, the keeper's connection too */
         for (size_t i = 0; i < n; i++) {
             if (w->outcomes[i].kind != JR_OUT_UNSTARTED) {
                 w->job_us = ewma(w->job_us, w->outcomes[i].duration_us > 0 ? w->outcomes[i].duration_us : 1);
@@ -768,6 +767,7 @@ static int collect(worker_t *w) {
             if (rc) return rc;
         }
     } while (n == max);
+    if (w->keeper_broken) return JR_EIO; /* reconnect, the keeper's connection too */
     return start(w);
 }
 
