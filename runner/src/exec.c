@@ -34,6 +34,10 @@
 #define FRAME_BYTE 'F'  /* runner -> worker: a frame of follow-ups follows */
 #define FRAME_HDR (1 + 4 + 8)
 #define READ_CHUNK 65536
+/* Inline mode: jr_exec_collect starts no task once it has run tasks for
+ * this long, so the worker's loop (heartbeats, pause, cancel, signals)
+ * turns at least this often between jobs (and after each longer job). */
+#define INLINE_SLICE_US 2000
 
 /* One result, written by the runner. */
 typedef struct slot {
@@ -98,9 +102,14 @@ struct jr_exec {
     struct epoll_event *evs; /* 2 per runner */
     int *keep;               /* fds open at start, ascending: runners keep these */
     size_t nkeep;
-    /* inline mode: outcomes waiting for collect */
-    jr_outcome_t *pending;
-    size_t npending;
+    /* inline mode: the submission held, run by collect a slice at a time:
+     * tasks [iq_head, iq_n) of iq are not started; their strings live in
+     * iq_buf; icancel[i]: jr_exec_cancel flagged task i */
+    jr_task_t *iq;
+    unsigned char *icancel;
+    size_t iq_head, iq_n;
+    char *iq_buf;
+    size_t iq_cap;
     volatile int inline_stop; /* int is sig_atomic_t here: on_stop_signal sets it */
     jr_cancel_probe_fn probe; /* inline mode: api->cancelled asks this */
     void *probe_ctx;
@@ -631,7 +640,7 @@ jr_exec_t *jr_exec_new(const jr_registry_t *reg, int inline_mode, int concurrenc
         goto fail;
     }
     if (inline_mode) {
-        if (!(x->pending = calloc(max_batch, sizeof *x->pending))) goto oom;
+        if (!(x->iq = calloc(max_batch, sizeof *x->iq)) || !(x->icancel = calloc(max_batch, 1))) goto oom;
         chain_stop_signals(x);
         jr_registry_runner_init(reg);
         return x;
@@ -702,67 +711,115 @@ void jr_exec_free(jr_exec_t *x) {
     free(x->runners);
     free(x->evs);
     free(x->keep);
-    for (size_t i = 0; i < x->npending; i++) free(x->pending[i].followups);
-    free(x->pending);
+    free(x->iq), free(x->icancel), free(x->iq_buf);
     free(x);
 }
 
 size_t jr_exec_idle(const jr_exec_t *x) {
-    if (x->inline_mode) return x->stopping ? 0 : 1;
+    if (x->inline_mode) return x->stopping || x->iq_head < x->iq_n ? 0 : 1;
     return x->stopping ? 0 : count_idle(x);
 }
 
 size_t jr_exec_busy(const jr_exec_t *x) {
-    if (x->inline_mode) return x->npending;
+    if (x->inline_mode) return x->iq_n - x->iq_head;
     size_t n = 0;
     for (size_t i = 0; i < x->nrunners; i++)
         if (x->runners[i].busy) n += x->runners[i].end - x->runners[i].collected;
     return n;
 }
 
-/* Run tasks in this process (inline mode). */
-static void run_inline(jr_exec_t *x, const jr_task_t *t, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        if (x->inline_stop) { /* a stop signal came during this batch */
-            jr_outcome_t *o = &x->pending[x->npending++];
-            memset(o, 0, sizeof *o);
-            o->tag = t[i].tag;
-            o->kind = JR_OUT_UNSTARTED;
-            o->retry_after_ms = -1;
+/* Inline mode: a fresh outcome of kind `kind` for task `tag`, at out[*k]. */
+static jr_outcome_t *emit_inline(jr_outcome_t *out, size_t *k, uint32_t tag, jr_out_t kind) {
+    jr_outcome_t *o = &out[(*k)++];
+    memset(o, 0, sizeof *o);
+    o->tag = tag;
+    o->kind = kind;
+    o->retry_after_ms = -1;
+    return o;
+}
+
+/* Run task t in this process (inline mode), its outcome into o. */
+static void run_inline(jr_exec_t *x, const jr_task_t *t, jr_outcome_t *o) {
+    jr_fu_list_t fu = {.max_payload = x->max_payload};
+    jr_job_t job = {.id = t->id, .queue = t->queue, .handler = t->handler,
+                    .payload = t->payload, .payload_len = t->payload_len,
+                    .attempt = t->attempt, .deadline_ms = jr_wall_ms() + t->timeout_ms,
+                    .stop_flag = &x->inline_stop, .probe = x->probe, .probe_ctx = x->probe_ctx,
+                    .tag = t->tag, .fu = &fu};
+    const jr_handler_t *h = jr_registry_find(x->reg, t->handler);
+    int64_t t0 = jr_mono_us();
+    if (!h) {
+        o->kind = JR_OUT_FAIL;
+        snprintf(o->error, sizeof o->error, "no handler named \"%s\" is loaded", t->handler);
+    } else if (jr_handler_ready(x->reg, h, o->error, sizeof o->error) != 0) {
+        exit_if_forked_copy();
+        o->kind = JR_OUT_RETRY;
+    } else {
+        jr_result_t res = jr_handler_run(h, &job);
+        exit_if_forked_copy(); /* a copy of the worker must not go on */
+        o->kind = res == JR_RESULT_RETRY && x->inline_stop ? JR_OUT_INTERRUPTED : kind_of((int32_t)res);
+        o->retry_after_ms = job.retry_after_ms;
+        snprintf(o->error, sizeof o->error, "%s", job.error);
+        if (o->kind == JR_OUT_OK && fu.n > 0) { /* the outcome takes the buffer */
+            o->followups = fu.buf, o->followups_len = fu.len;
+            fu.buf = NULL;
+        }
+        jr_fu_reset(&fu);
+    }
+    o->duration_us = jr_mono_us() - t0;
+}
+
+/* Inline mode's jr_exec_collect: the tasks held run in order until
+ * INLINE_SLICE_US is used (at least one runs); a task flagged by
+ * jr_exec_cancel is not started, and after a stop (jr_exec_stop, or a
+ * SIGTERM/SIGINT while a handler ran) none is: those come back
+ * JR_OUT_UNSTARTED. */
+static size_t collect_inline(jr_exec_t *x, jr_outcome_t *out, size_t max) {
+    size_t k = 0;
+    int64_t t0 = jr_mono_us();
+    while (x->iq_head < x->iq_n && k < max) {
+        size_t i = x->iq_head++;
+        if (x->inline_stop || x->stopping || x->icancel[i]) {
+            emit_inline(out, &k, x->iq[i].tag, JR_OUT_UNSTARTED);
             continue;
         }
-        jr_fu_list_t fu = {.max_payload = x->max_payload};
-        jr_job_t job = {.id = t[i].id, .queue = t[i].queue, .handler = t[i].handler,
-                        .payload = t[i].payload, .payload_len = t[i].payload_len,
-                        .attempt = t[i].attempt, .deadline_ms = jr_wall_ms() + t[i].timeout_ms,
-                        .stop_flag = &x->inline_stop, .probe = x->probe, .probe_ctx = x->probe_ctx,
-                        .tag = t[i].tag, .fu = &fu};
-        jr_outcome_t *o = &x->pending[x->npending++];
-        memset(o, 0, sizeof *o);
-        o->tag = t[i].tag;
-        o->retry_after_ms = -1;
-        const jr_handler_t *h = jr_registry_find(x->reg, t[i].handler);
-        int64_t t0 = jr_mono_us();
-        if (!h) {
-            o->kind = JR_OUT_FAIL;
-            snprintf(o->error, sizeof o->error, "no handler named \"%s\" is loaded", t[i].handler);
-        } else if (jr_handler_ready(x->reg, h, o->error, sizeof o->error) != 0) {
-            exit_if_forked_copy();
-            o->kind = JR_OUT_RETRY;
-        } else {
-            jr_result_t res = jr_handler_run(h, &job);
-            exit_if_forked_copy(); /* a copy of the worker must not go on */
-            o->kind = res == JR_RESULT_RETRY && x->inline_stop ? JR_OUT_INTERRUPTED : kind_of((int32_t)res);
-            o->retry_after_ms = job.retry_after_ms;
-            snprintf(o->error, sizeof o->error, "%s", job.error);
-            if (o->kind == JR_OUT_OK && fu.n > 0) { /* the outcome takes the buffer */
-                o->followups = fu.buf, o->followups_len = fu.len;
-                fu.buf = NULL;
-            }
-            jr_fu_reset(&fu);
+        if (k > 0 && jr_mono_us() - t0 >= INLINE_SLICE_US) { /* the worker's turn */
+            x->iq_head--;
+            break;
         }
-        o->duration_us = jr_mono_us() - t0;
+        run_inline(x, &x->iq[i], emit_inline(out, &k, x->iq[i].tag, JR_OUT_OK));
     }
+    if (x->iq_head == x->iq_n) x->iq_head = x->iq_n = 0;
+    return k;
+}
+
+/* Inline mode's jr_exec_submit: copy the tasks (collect runs them). */
+static int submit_inline(jr_exec_t *x, const jr_task_t *t, size_t n) {
+    size_t need = 0;
+    for (size_t i = 0; i < n; i++)
+        need += strlen(t[i].id) + strlen(t[i].queue) + strlen(t[i].handler) + t[i].payload_len + 4;
+    if (need > x->iq_cap) {
+        char *b = realloc(x->iq_buf, need);
+        if (!b) return JR_ENOMEM;
+        x->iq_buf = b, x->iq_cap = need;
+    }
+    char *p = x->iq_buf;
+    for (size_t i = 0; i < n; i++) {
+        jr_task_t *c = &x->iq[i];
+        *c = t[i];
+        const char *src[4] = {t[i].id, t[i].queue, t[i].handler, t[i].payload ? t[i].payload : ""};
+        size_t len[4] = {strlen(t[i].id), strlen(t[i].queue), strlen(t[i].handler), t[i].payload_len};
+        const char **dst[4] = {&c->id, &c->queue, &c->handler, &c->payload};
+        for (int f = 0; f < 4; f++) {
+            memcpy(p, src[f], len[f]);
+            p[len[f]] = '\0';
+            *dst[f] = p;
+            p += len[f] + 1;
+        }
+    }
+    memset(x->icancel, 0, n);
+    x->iq_head = 0, x->iq_n = n;
+    return 0;
 }
 
 void jr_exec_set_cancel_probe(jr_exec_t *x, jr_cancel_probe_fn fn, void *ctx) {
@@ -771,7 +828,11 @@ void jr_exec_set_cancel_probe(jr_exec_t *x, jr_cancel_probe_fn fn, void *ctx) {
 }
 
 void jr_exec_cancel(jr_exec_t *x, uint32_t tag) {
-    if (x->inline_mode) return; /* the probe asks */
+    if (x->inline_mode) { /* not started yet: it will not be; running: the probe asks */
+        for (size_t i = x->iq_head; i < x->iq_n; i++)
+            if (x->iq[i].tag == tag) x->icancel[i] = 1;
+        return;
+    }
     for (size_t i = 0; i < x->nrunners; i++) {
         runner_t *r = &x->runners[i];
         if (!r->busy || !r->shm) continue;
@@ -783,11 +844,7 @@ void jr_exec_cancel(jr_exec_t *x, uint32_t tag) {
 int jr_exec_submit(jr_exec_t *x, const jr_task_t *t, size_t n) {
     if (n == 0) return 0;
     if (n > x->max_batch) return JR_EINVAL;
-    if (x->inline_mode) {
-        if (x->npending + n > x->max_batch) return JR_EINVAL;
-        run_inline(x, t, n);
-        return 0;
-    }
+    if (x->inline_mode) return x->stopping || x->iq_head < x->iq_n ? JR_EINVAL : submit_inline(x, t, n);
     runner_t *r = NULL;
     for (size_t i = 0; i < x->nrunners && !r; i++)
         if (!x->runners[i].busy && x->runners[i].pid > 0 && !x->runners[i].exited) r = &x->runners[i];
@@ -847,6 +904,7 @@ static int64_t move_at(const runner_t *r, int64_t now) {
 
 int64_t jr_exec_deadline(const jr_exec_t *x) {
     int64_t best = -1, now = jr_mono_us();
+    if (x->inline_mode) return x->iq_head < x->iq_n ? now : -1; /* tasks to run: collect now */
     int moves = !x->inline_mode && !x->stopping && count_idle(x) > 0;
     for (size_t i = 0; !x->inline_mode && i < x->nrunners; i++) {
         const runner_t *r = &x->runners[i];
@@ -1125,13 +1183,7 @@ static void balance(jr_exec_t *x, int64_t now) {
 
 size_t jr_exec_collect(jr_exec_t *x, jr_outcome_t *out, size_t max) {
     size_t k = 0;
-    if (x->inline_mode) {
-        k = x->npending < max ? x->npending : max;
-        memcpy(out, x->pending, k * sizeof *out);
-        memmove(x->pending, x->pending + k, (x->npending - k) * sizeof *out);
-        x->npending -= k;
-        return k;
-    }
+    if (x->inline_mode) return collect_inline(x, out, max);
     int ne = epoll_wait(x->epfd, x->evs, (int)(2 * x->nrunners), 0);
     for (int i = 0; i < ne; i++) {
         runner_t *r = &x->runners[x->evs[i].data.u64 >> 1];
@@ -1163,6 +1215,9 @@ int jr_exec_stalled(const jr_exec_t *x, int64_t min_run_us) {
 
 size_t jr_exec_shed(jr_exec_t *x, jr_outcome_t *out, size_t max) {
     size_t k = 0;
+    for (; x->inline_mode && x->iq_head < x->iq_n && k < max; x->iq_head++)
+        emit_inline(out, &k, x->iq[x->iq_head].tag, JR_OUT_UNSTARTED);
+    if (x->inline_mode && x->iq_head == x->iq_n) x->iq_head = x->iq_n = 0;
     for (size_t i = 0; !x->inline_mode && i < x->nrunners; i++) {
         runner_t *r = &x->runners[i];
         if (!r->busy || r->exited || r->abandon) continue;

@@ -31,10 +31,14 @@
  *
  * Inline mode runs handlers in the worker process: no fork, no isolation — a
  * crashing handler takes the worker down (its jobs are then reclaimed by
- * other workers) and timeouts are only advisory (should_stop). SIGTERM and
- * SIGINT set should_stop at once (a handler chained in front of the
- * worker's). A process a handler forks that returns from it still exits at
- * once. */
+ * other workers) and timeouts are only advisory (should_stop). A submission
+ * is held, not run: jr_exec_collect runs its tasks in order, a slice of
+ * about 2 ms at a time (at least one task), so the worker's loop turns
+ * between jobs — heartbeats, pause, cancel and signals are seen as with
+ * runner processes, and jr_exec_shed, jr_exec_stop and jr_exec_cancel take
+ * back the tasks not started. SIGTERM and SIGINT set should_stop at once (a
+ * handler chained in front of the worker's). A process a handler forks that
+ * returns from it still exits at once. */
 #ifndef JR_EXEC_H
 #define JR_EXEC_H
 
@@ -104,21 +108,25 @@ size_t jr_exec_idle(const jr_exec_t *x);
 size_t jr_exec_busy(const jr_exec_t *x);
 
 /* Hand n (<= max_batch) tasks to one idle runner (they may move to other
- * runners that become idle first). Inline mode runs them before returning.
- * Returns 0 (each task then gets exactly one outcome from collect), or
- * JR_EINVAL if no runner is idle, JR_ENOMEM. */
+ * runners that become idle first). Inline mode holds them for
+ * jr_exec_collect to run (the one runner is busy until the last is
+ * collected). Returns 0 (each task then gets exactly one outcome from
+ * collect), or JR_EINVAL if no runner is idle, JR_ENOMEM. */
 int jr_exec_submit(jr_exec_t *x, const jr_task_t *tasks, size_t n);
 
 /* The fds to poll (up to max into fds; returns how many: 1 in process mode,
  * 0 inline) and the monotonic time (us) by which jr_exec_collect must run to
- * enforce a timeout or move waiting tasks to an idle runner (-1 = none). */
+ * enforce a timeout or move waiting tasks to an idle runner (-1 = none;
+ * inline mode: now while tasks are held). */
 size_t jr_exec_pollfds(const jr_exec_t *x, struct pollfd *fds, size_t max);
 int64_t jr_exec_deadline(const jr_exec_t *x);
 
 /* Gather outcomes (after poll, or any time): results written so far, runners
  * that died (restarting them), runners past a deadline (killing them); then
- * move tasks not started yet to idle runners. Fills up to max outcomes;
- * returns how many. Call again while it returns max. */
+ * move tasks not started yet to idle runners. Inline mode: run held tasks
+ * for one slice (see above); a task cancelled before it started, or held
+ * after a stop, is not started and comes back JR_OUT_UNSTARTED. Fills up
+ * to max outcomes; returns how many. Call again while it returns max. */
 size_t jr_exec_collect(jr_exec_t *x, jr_outcome_t *out, size_t max);
 
 /* 1 if every runner has been running its current task for at least
@@ -126,9 +134,9 @@ size_t jr_exec_collect(jr_exec_t *x, jr_outcome_t *out, size_t max);
  * otherwise and in inline mode. */
 int jr_exec_stalled(const jr_exec_t *x, int64_t min_run_us);
 
-/* Take back every task waiting behind a running one (see jr_exec_stalled):
- * they come back as JR_OUT_UNSTARTED in out, at most max; call again while
- * it returns max. */
+/* Take back every task waiting behind a running one (see jr_exec_stalled;
+ * inline mode: every task held): they come back as JR_OUT_UNSTARTED in
+ * out, at most max; call again while it returns max. */
 size_t jr_exec_shed(jr_exec_t *x, jr_outcome_t *out, size_t max);
 
 /* Ask runners to stop after their current task (should_stop becomes true):
@@ -139,8 +147,9 @@ void jr_exec_stop(jr_exec_t *x);
 /* Cancellation of running jobs (api->cancelled). jr_exec_cancel sets the
  * flag a handler of task `tag` reads, in the runner's shared memory (process
  * mode; a task moved to another runner loses it: call again, e.g. at each
- * heartbeat). In inline mode the worker cannot run while a handler does, so
- * api->cancelled asks `fn` (ctx, tag) instead, at most every 500 ms; fn
+ * heartbeat). In inline mode a held task so flagged is not started (it
+ * comes back JR_OUT_UNSTARTED); the worker cannot run while a handler does,
+ * so api->cancelled asks `fn` (ctx, tag) instead, at most every 500 ms; fn
  * returns 1 when the job was cancelled. */
 typedef int (*jr_cancel_probe_fn)(void *ctx, uint32_t tag);
 void jr_exec_set_cancel_probe(jr_exec_t *x, jr_cancel_probe_fn fn, void *ctx);

@@ -3,7 +3,9 @@
  * Connections: `rd` carries only XREADGROUP ... BLOCK (so a blocked read
  * never delays anything else); `ctl` carries everything else, pipelined:
  * acknowledgements, retries, dead letters, hand-backs, heartbeats, reclaims,
- * and CLIENT UNBLOCK of `rd` at shutdown.
+ * and CLIENT UNBLOCK of `rd` at shutdown. In inline mode a third,
+ * `keep_conn`, carries the heartbeats the lease keeper thread sends while a
+ * handler runs (see "leases").
  *
  * The loop fetches while the worker holds fewer jobs than its runners plus
  * its prefetch bound (see prefetch()), keeps fetched jobs waiting in memory
@@ -18,6 +20,8 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,6 +122,8 @@ typedef struct worker {
     refusal_t ops_refused, hb_refused, rc_refused;
     int64_t rtt_us, job_us; /* moving averages: a fetch's round trip, a job's run */
     int64_t read_sent_us;   /* when the read in flight was sent */
+    int64_t ran_us;         /* time spent in jr_exec_collect (inline mode: running handlers) */
+    int64_t read_sent_ran_us; /* ran_us when the read in flight was sent */
     int64_t last_outcome_us; /* when a job last finished */
     size_t read_count;      /* its COUNT */
     int last_read_full;     /* the last read brought all it asked for */
@@ -152,6 +158,13 @@ typedef struct worker {
     size_t nfu_registered;
     int reconnect_after_read; /* the library is missing: reconnect once the read in flight is in */
     int read_with_ops;        /* the read in flight went with results (flush_ops_on) */
+    /* Inline mode: the lease keeper (see "leases") */
+    int keeper_on, keeper_quit, keeper_broken;
+    pthread_t keeper;
+    pthread_mutex_t keep_mu;  /* held by the worker except inside jr_exec_collect */
+    pthread_cond_t keep_cv;
+    jr_redis_t *keep_conn;    /* the keeper's own connection */
+    char keep_err[JR_ERRLEN]; /* the keeper's last refusal or error, for the worker to log; "" = none */
 } worker_t;
 
 static uint64_t next_rand(worker_t *w) { /* xorshift64* */
@@ -516,10 +529,15 @@ static int push_ack(worker_t *w, const slot_t *s) {
  * handler does. 1 if cancelled. */
 static int cancel_probe(void *ctx, uint32_t tag) {
     worker_t *w = ctx;
-    if (tag >= w->nslots || w->slots[tag].state == SLOT_FREE || !w->ctl) return 0;
-    slot_t *s = &w->slots[tag];
-    if (!s->cancelled && jr_redis_entry_cancelled(w->ctl, w->queues[s->queue], s->entry) == 1) s->cancelled = 1;
-    return s->cancelled;
+    pthread_mutex_lock(&w->keep_mu); /* called by a handler: the lease keeper may be at work */
+    int c = 0;
+    if (tag < w->nslots && w->slots[tag].state != SLOT_FREE && w->ctl) {
+        slot_t *s = &w->slots[tag];
+        if (!s->cancelled && jr_redis_entry_cancelled(w->ctl, w->queues[s->queue], s->entry) == 1) s->cancelled = 1;
+        c = s->cancelled;
+    }
+    pthread_mutex_unlock(&w->keep_mu);
+    return c;
 }
 
 /* Turn an outcome into an operation and a log line. A job cancelled while
@@ -729,7 +747,15 @@ static int hand_back_waiting(worker_t *w) {
 static int collect(worker_t *w) {
     size_t n, max = w->noutcomes;
     do {
+        int64_t t0 = jr_mono_us();
+        if (w->keeper_on) pthread_mutex_unlock(&w->keep_mu); /* handlers run: the keeper may heartbeat */
         n = jr_exec_collect(w->exec, w->outcomes, max);
+        if (w->keeper_on) pthread_mutex_lock(&w->keep_mu);
+        w->ran_us += jr_mono_us() - t0;
+        if (w->keep_err[0]) { /* what the keeper met meanwhile */
+            refused(&w->hb_refused, "Redis refused a heartbeat; trying again at the next one", w->keep_err);
+            w->keep_err[0] = '\0';
+        }
         for (size_t i = 0; i < n; i++) {
             if (w->outcomes[i].kind != JR_OUT_UNSTARTED) {
                 w->job_us = ewma(w->job_us, w->outcomes[i].duration_us > 0 ? w->outcomes[i].duration_us : 1);
@@ -739,6 +765,7 @@ static int collect(worker_t *w) {
             if (rc) return rc;
         }
     } while (n == max);
+    if (w->keeper_broken) return JR_EIO; /* reconnect, the keeper's connection too */
     return start(w);
 }
 
@@ -747,7 +774,8 @@ static int collect(worker_t *w) {
  * in the executor and here — go back to the queue, where an idle worker
  * takes them: a worker that prefetched short jobs must not sit on long ones.
  * Its prefetch is then 0 (no job finished lately), so it does not take
- * them again. */
+ * them again. (Not in inline mode: nothing else can run while its one job
+ * runs, and it holds what it fetched until it has run it.) */
 static int64_t shed_after_us(const worker_t *w) {
     int64_t rtt = w->rtt_us > 0 ? w->rtt_us : 1000;
     return 4 * rtt > 10000 ? 4 * rtt : 10000;
@@ -773,11 +801,31 @@ static int shed(worker_t *w) {
 
 /* ---- leases -------------------------------------------------------------- */
 
+/* The WAITING jobs flagged cancelled are not started: each is finished
+ * as cancelled at once (acknowledged, outcome "cancelled"). */
+static int drop_cancelled_waiting(worker_t *w) {
+    size_t keep = w->wq_head;
+    int rc = 0;
+    for (size_t i = w->wq_head; i < w->wq_n; i++) {
+        slot_t *s = &w->slots[w->waitq[i]];
+        if (!s->cancelled || rc) {
+            w->waitq[keep++] = w->waitq[i];
+            continue;
+        }
+        jr_outcome_t o = {.tag = w->waitq[i], .kind = JR_OUT_UNSTARTED, .retry_after_ms = -1};
+        rc = finish(w, &o);
+    }
+    w->wq_n = keep;
+    return rc;
+}
+
 /* Flag the jobs of queue q whose entries ids[i] have cancelled[i] set, and
  * tell the executor (again each time: a task moved to another runner loses
- * the flag). */
-static void mark_cancelled(worker_t *w, uint32_t q, const char *const *ids, size_t n,
-                           const unsigned char *cancelled) {
+ * the flag; a task not started yet is then not started, see exec.h). Jobs
+ * still waiting here are finished as cancelled, unstarted. */
+static int mark_cancelled(worker_t *w, uint32_t q, const char *const *ids, size_t n,
+                          const unsigned char *cancelled) {
+    int waiting = 0;
     for (size_t i = 0; i < n; i++) {
         if (!cancelled[i]) continue;
         for (size_t k = 0; k < w->nslots; k++) {
@@ -787,8 +835,10 @@ static void mark_cancelled(worker_t *w, uint32_t q, const char *const *ids, size
                 jr_log_kv(JR_LOG_INFO, "job cancelled while it runs", "job", s->id, "queue", w->queues[q], NULL);
             s->cancelled = 1;
             if (s->state == SLOT_SUBMITTED) jr_exec_cancel(w->exec, (uint32_t)k);
+            waiting |= s->state == SLOT_WAITING;
         }
     }
+    return waiting ? drop_cancelled_waiting(w) : 0;
 }
 
 /* Ask which held jobs were cancelled (see CANCEL_CHECK_US). An error
@@ -804,28 +854,35 @@ static int cancel_check(worker_t *w) {
             if (w->slots[i].state != SLOT_FREE && w->slots[i].queue == q) ids[n++] = w->slots[i].entry;
         if (!n) continue;
         int got = jr_redis_cancelled_entries(w->ctl, w->queues[q], ids, n, cancelled);
-        if (got > 0) mark_cancelled(w, q, ids, n, cancelled);
+        if (got > 0) rc = mark_cancelled(w, q, ids, n, cancelled);
         else if (got < 0 && got != JR_EREDIS) rc = got;
     }
     free(ids), free(cancelled);
     return rc;
 }
 
-/* Extend the lease of every entry we hold, per queue: running, waiting,
- * and finished with its result not yet accepted (so nobody takes those over
- * while Redis refuses the result). A refused heartbeat is logged once and
- * tried again at the next one; it does not break the connection. */
+/* The entries of queue q whose leases we keep, into ids (room for nslots +
+ * nops): running, waiting, and finished with their result not yet accepted
+ * (so nobody takes those over while Redis refuses the result). */
+static size_t leased(const worker_t *w, uint32_t q, const char **ids) {
+    size_t n = 0;
+    for (size_t i = 0; i < w->nslots; i++)
+        if (w->slots[i].state != SLOT_FREE && w->slots[i].queue == q) ids[n++] = w->slots[i].entry;
+    for (size_t i = 0; i < w->nops; i++)
+        if (w->ops[i].queue == q) ids[n++] = w->ops[i].entry;
+    return n;
+}
+
+/* Extend the lease of every entry we hold (leased()), per queue. A refused
+ * heartbeat is logged once and tried again at the next one; it does not
+ * break the connection. */
 static int heartbeat(worker_t *w) {
     size_t max = w->nslots + w->nops;
     const char **ids = malloc((max ? max : 1) * sizeof *ids);
     unsigned char *lost = malloc(max ? max : 1), *cancelled = malloc(max ? max : 1);
     int rc = ids && lost && cancelled ? 0 : JR_ENOMEM, refusals = 0;
     for (uint32_t q = 0; q < w->nq && !rc; q++) {
-        size_t n = 0;
-        for (size_t i = 0; i < w->nslots; i++)
-            if (w->slots[i].state != SLOT_FREE && w->slots[i].queue == q) ids[n++] = w->slots[i].entry;
-        for (size_t i = 0; i < w->nops; i++)
-            if (w->ops[i].queue == q) ids[n++] = w->ops[i].entry;
+        size_t n = leased(w, q, ids);
         if (!n) continue;
         int nlost = jr_redis_heartbeat(w->ctl, w->queues[q], w->consumer, ids, n, lost, cancelled);
         if (nlost == JR_EREDIS) {
@@ -839,11 +896,95 @@ static int heartbeat(worker_t *w) {
             if (lost[i])
                 jr_log_kv(JR_LOG_WARN, "lease lost: another worker took this job over", "entry", ids[i],
                           "queue", w->queues[q], NULL);
-        if (nlost >= 0) mark_cancelled(w, q, ids, n, cancelled);
+        if (nlost >= 0 && (rc = mark_cancelled(w, q, ids, n, cancelled))) break;
     }
     if (!rc && !refusals) accepted(&w->hb_refused, "Redis accepts heartbeats again");
     free(ids), free(lost), free(cancelled);
     return rc;
+}
+
+/* Inline mode: the lease keeper. A handler runs on the worker's own
+ * thread there, so the loop's heartbeat cannot run while one does; a
+ * handler running past a third of the lease would let the lease of every
+ * job held lapse (another worker would then run them again). This thread
+ * sends that heartbeat instead, on a connection of its own (keep_conn,
+ * opened and closed by the worker). The worker holds keep_mu except inside
+ * jr_exec_collect, where handlers run, so the keeper reads the worker's
+ * state only while it cannot change. It logs nothing (the log is
+ * single-threaded): a refusal or error is left in keep_err for the worker,
+ * and a broken connection (keeper_broken) makes the worker reconnect. Lost
+ * leases and cancel flags are left to the worker's next heartbeat. */
+static void keeper_heartbeat(worker_t *w) {
+    size_t max = w->nslots + w->nops;
+    const char **ids = malloc((max ? max : 1) * sizeof *ids);
+    unsigned char *lost = malloc(max ? max : 1);
+    for (uint32_t q = 0; q < w->nq && ids && lost; q++) {
+        size_t n = leased(w, q, ids);
+        int rc = n ? jr_redis_heartbeat(w->keep_conn, w->queues[q], w->consumer, ids, n, lost, NULL) : 0;
+        if (rc >= 0) continue;
+        snprintf(w->keep_err, sizeof w->keep_err, "%s", jr_redis_errstr(w->keep_conn));
+        if (rc != JR_EREDIS || !jr_redis_ok(w->keep_conn)) {
+            w->keeper_broken = 1;
+            break;
+        }
+    }
+    if (!ids || !lost) snprintf(w->keep_err, sizeof w->keep_err, "out of memory");
+    free(ids), free(lost);
+}
+
+static void *keeper_main(void *arg) {
+    worker_t *w = arg;
+    pthread_mutex_lock(&w->keep_mu);
+    while (!w->keeper_quit) {
+        int64_t now = jr_mono_us();
+        if (now >= w->next_heartbeat && w->keep_conn && !w->keeper_broken && (w->used || w->nops)) {
+            w->next_heartbeat = now + lease_us(w) / 3;
+            keeper_heartbeat(w);
+        }
+        int64_t at = w->next_heartbeat > now ? w->next_heartbeat : now + lease_us(w) / 3;
+        struct timespec ts = {.tv_sec = (time_t)(at / 1000000), .tv_nsec = (long)(at % 1000000) * 1000};
+        pthread_cond_timedwait(&w->keep_cv, &w->keep_mu, &ts);
+    }
+    pthread_mutex_unlock(&w->keep_mu);
+    return NULL;
+}
+
+/* Start the keeper (the worker then holds keep_mu). Returns 0, or -1 with
+ * the reason in err. */
+static int keeper_start(worker_t *w, char *err, size_t errlen) {
+    pthread_condattr_t ca;
+    int e = pthread_condattr_init(&ca);
+    if (!e) e = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* jr_mono_us */
+    if (!e) e = pthread_cond_init(&w->keep_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (e) {
+        snprintf(err, errlen, "cannot start the lease keeper: %s", strerror(e));
+        return -1;
+    }
+    pthread_mutex_lock(&w->keep_mu);
+    sigset_t all, old; /* signals are the worker's thread's */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    e = pthread_create(&w->keeper, NULL, keeper_main, w);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (e) {
+        pthread_mutex_unlock(&w->keep_mu);
+        pthread_cond_destroy(&w->keep_cv);
+        snprintf(err, errlen, "cannot start the lease keeper thread: %s", strerror(e));
+        return -1;
+    }
+    w->keeper_on = 1;
+    return 0;
+}
+
+static void keeper_stop(worker_t *w) {
+    if (!w->keeper_on) return;
+    w->keeper_quit = 1;
+    pthread_cond_signal(&w->keep_cv);
+    pthread_mutex_unlock(&w->keep_mu);
+    pthread_join(w->keeper, NULL);
+    pthread_cond_destroy(&w->keep_cv);
+    w->keeper_on = 0;
 }
 
 /* One XAUTOCLAIM step on one queue, taking over at most `want` entries;
@@ -894,7 +1035,9 @@ static void drop_conns(worker_t *w, int rc) {
     forget_registered(w);
     jr_redis_free(w->rd);
     jr_redis_free(w->ctl);
-    w->rd = w->ctl = NULL;
+    jr_redis_free(w->keep_conn);
+    w->rd = w->ctl = w->keep_conn = NULL;
+    w->keeper_broken = 0;
     w->reading = 0, w->reconnect_after_read = 0, w->read_with_ops = 0;
     w->next_connect = jr_mono_us() + w->backoff_ms * 1000;
 }
@@ -902,9 +1045,11 @@ static void drop_conns(worker_t *w, int rc) {
 static int try_connect(worker_t *w) {
     char err[JR_ERRLEN];
     if (!(w->ctl = jr_connect_once(w->cfg, err, sizeof err)) ||
-        !(w->rd = jr_connect_once(w->cfg, err, sizeof err))) {
+        !(w->rd = jr_connect_once(w->cfg, err, sizeof err)) ||
+        (w->keeper_on && !(w->keep_conn = jr_connect_once(w->cfg, err, sizeof err)))) {
         jr_redis_free(w->ctl);
-        w->ctl = NULL;
+        jr_redis_free(w->rd);
+        w->ctl = w->rd = NULL;
         char retry[32];
         snprintf(retry, sizeof retry, "%lldms", (long long)w->backoff_ms);
         jr_log_kv(JR_LOG_ERROR, "Redis unavailable, retrying", "error", err, "retry_in", retry, NULL);
@@ -1065,7 +1210,7 @@ static int send_read(worker_t *w, size_t want, int64_t block) {
     int rc = jr_redis_send_read_paused(w->rd, w->consumer, w->queues, w->nq, w->on, count, block, w->read_with_paused);
     if (rc) return rc;
     w->reading = 1, w->read_on_any = active > 0, w->read_block_ms = block;
-    w->read_sent_us = jr_mono_us(), w->read_count = (size_t)count;
+    w->read_sent_us = jr_mono_us(), w->read_count = (size_t)count, w->read_sent_ran_us = w->ran_us;
     return 0;
 }
 
@@ -1236,9 +1381,12 @@ static int turn(worker_t *w, int sigfd) {
         w->went_idle = w->batch.n == 0;
         if ((rc = dispatch(w, &w->batch, 0))) return rc;
         /* A full batch was there already (the read did not block): its
-         * time, until the jobs were handed over, is a fetch round trip. */
+         * time, until the jobs were handed over, is a fetch round trip;
+         * not counting the handlers run meanwhile (inline mode), or the
+         * round trip would grow with the jobs held, and so would prefetch(). */
         w->last_read_full = w->batch.n >= w->read_count;
-        if (w->last_read_full) w->rtt_us = ewma(w->rtt_us, jr_mono_us() - w->read_sent_us);
+        if (w->last_read_full)
+            w->rtt_us = ewma(w->rtt_us, jr_mono_us() - w->read_sent_us - (w->ran_us - w->read_sent_ran_us));
     }
     if (w->reconnect_after_read && !w->reading) return JR_EREDIS; /* see flush_ops_on */
     if ((rc = collect(w))) return rc;
@@ -1272,7 +1420,7 @@ static void free_fetch(worker_t *w) {
 
 int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
     static const char *dflt[] = {JR_DEFAULT_QUEUE};
-    worker_t w = {.cfg = cfg, .reg = reg, .backoff_ms = 100};
+    worker_t w = {.cfg = cfg, .reg = reg, .backoff_ms = 100, .keep_mu = PTHREAD_MUTEX_INITIALIZER};
     w.queues = cfg->worker_queues.n ? (const char **)cfg->worker_queues.v : dflt;
     w.nq = cfg->worker_queues.n ? cfg->worker_queues.n : 1;
     w.weights = cfg->worker_queues.n ? cfg->worker_weights : NULL;
@@ -1326,6 +1474,15 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
         jr_presence_free(&w.presence);
         return 1;
     }
+    if (inline_mode && keeper_start(&w, err, sizeof err) != 0) {
+        jr_log_kv(JR_LOG_ERROR, "cannot start the worker", "error", err, NULL);
+        jr_metrics_stop();
+        jr_exec_free(w.exec);
+        free(w.tasks), free(w.outcomes);
+        free_fetch(&w);
+        jr_presence_free(&w.presence);
+        return 1;
+    }
 
     int status = 0; /* 1 after an abnormal end */
     for (;;) {
@@ -1367,6 +1524,7 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
     }
     w.next_flush = 0;
     if (w.ctl) flush_ops(&w); /* best effort: what is not sent stays pending in Redis */
+    keeper_stop(&w);
     jr_presence_leave(&w.presence, w.ctl);
     jr_presence_free(&w.presence);
     jr_log_kv(JR_LOG_INFO, "worker stopped", "consumer", w.consumer, NULL);
@@ -1375,6 +1533,7 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
     jr_exec_free(w.exec);
     jr_redis_free(w.rd);
     jr_redis_free(w.ctl);
+    jr_redis_free(w.keep_conn);
     for (size_t i = 0; i < w.nslots; i++) free(w.slots[i].id), free(w.slots[i].handler), free(w.slots[i].payload);
     clear_ops(&w);
     forget_registered(&w);

@@ -7,7 +7,9 @@
  *   nap     sleeps <payload> ms, returns OK
  *   crash   dies of SIGSEGV
  *   hang    sleeps forever, ignoring should_stop
- *   fail    returns FAIL (permanent) with error "refused by test" */
+ *   fail    returns FAIL (permanent) with error "refused by test"
+ * except noop, which records nothing and returns OK at once (a job shorter
+ * than any fetch round trip). */
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -71,12 +73,18 @@ static jr_result_t fail(jr_job_t *job, const jr_host_api_t *api, void *udata) {
     return JR_RESULT_FAIL;
 }
 
+static jr_result_t noop(jr_job_t *job, const jr_host_api_t *api, void *udata) {
+    (void)job, (void)api, (void)udata;
+    return JR_RESULT_OK;
+}
+
 static int init(void *ctx, const jr_host_api_t *api) {
     return api->register_handler(ctx, "record", record, NULL) ||
            api->register_handler(ctx, "nap", nap, NULL) ||
            api->register_handler(ctx, "crash", crash, NULL) ||
            api->register_handler(ctx, "hang", hang, NULL) ||
-           api->register_handler(ctx, "fail", fail, NULL);
+           api->register_handler(ctx, "fail", fail, NULL) ||
+           api->register_handler(ctx, "noop", noop, NULL);
 }
 
 static const jr_plugin_t desc = {JR_PLUGIN_HEADER, .name = "record", .version = "1", .init = init};

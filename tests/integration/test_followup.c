@@ -211,18 +211,20 @@ static void kill_after_ack(const char *isolation) {
 Test(follow, sigkill_right_after_ack_keeps_them_once_process) { kill_after_ack("process"); }
 Test(follow, sigkill_right_after_ack_keeps_them_once_inline) { kill_after_ack("inline"); }
 
-/* Two workers both run the job to success: the first (inline, so blocked
- * in the handler it cannot heartbeat) loses its lease, the second takes
- * the job over; both then acknowledge it with the same follow-ups. Only
- * the acknowledgement that lands first writes them. */
+/* Two workers both run the job to success: the first (inline, stopped by
+ * SIGSTOP while in the handler, so it cannot heartbeat) loses its lease,
+ * the second takes the job over; both then acknowledge it with the same
+ * follow-ups. Only the acknowledgement that lands first writes them. */
 Test(follow, two_successful_runs_after_a_lost_lease_write_them_once) {
     config("inline", NULL);
     jrt_write(&R, "block", "", blockf, sizeof blockf);
     enqueue("l1", "n=2,block=1");
     pid_t w1 = start_worker();
     wait_line("l1 1 enqueued 0", 20000);
+    kill(w1, SIGSTOP);
     pid_t w2 = start_worker(); /* takes it over once the 1 s lease is gone */
     for (int i = 0; i < 2000 && lines("l1 1 enqueued 0") < 2; i++) jrt_sleep_ms(10);
+    kill(w1, SIGCONT);
     cr_assert_eq(lines("l1 1 enqueued 0"), 2, "the second worker did not take the job over");
     unlink(blockf); /* both runs succeed now */
     wait_settled();
