@@ -369,6 +369,8 @@ int jr_redis_cancelled_entries(jr_redis_t *r, const char *queue, const char *con
     return got;
 }
 
+const char *jr_redis_paused_refused(const jr_redis_t *r) { return r->paused_err; }
+
 int jr_redis_paused(jr_redis_t *r, const char *const *queues, size_t n, unsigned char *paused) {
     int rc = jri_append_paused(r, queues, n);
     if (rc || (rc = jr_redis_flush(r))) return rc;

@@ -102,4 +102,9 @@ int jr_redis_send_read_paused(jr_redis_t *r, const char *consumer, const char *c
 int jr_redis_recv_read_paused(jr_redis_t *r, jr_batch_t *b, const char *const *queues, size_t n, int any_on,
                               unsigned char *paused);
 
+/* Every read of the paused set above takes a refusal (JR_PAUSED_KEY holds
+ * another type) as no queue paused, so garbage there costs pausing only.
+ * This is Redis's text of the last read's refusal, "" when it was read. */
+const char *jr_redis_paused_refused(const jr_redis_t *r);
+
 #endif

@@ -37,6 +37,7 @@
 #include "redis.h"
 #include "redis_produce.h"
 #include "redis_worker.h"
+#include "report.h"
 #include "redis_admin.h"
 #include "util.h"
 
@@ -444,6 +445,17 @@ static int flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t bloc
 static int flush_ops(worker_t *w) {
     if (!w->nops || jr_mono_us() < w->next_flush) return 0;
     return flush_ops_on(w, w->ctl, 0, 0);
+}
+
+/* After a read of the paused set on r: garbage there (a refusal, taken as
+ * no queue paused) is reported once, and its end once. */
+static void paused_note(jr_redis_t *r) {
+    const char *e = jr_redis_paused_refused(r);
+    if (e[0])
+        jr_report_once(JR_LOG_ERROR, "Redis refused to read the paused queues; taking none as paused", "key",
+                       JR_PAUSED_KEY, e);
+    else
+        jr_report_clear("the paused queues can be read again", "key", JR_PAUSED_KEY);
 }
 
 /* ---- jobs ---------------------------------------------------------------- */
@@ -918,6 +930,7 @@ static int try_connect(worker_t *w) {
     if (!rc) rc = jr_redis_client_id(w->rd, &w->rd_id);
     if (!rc) { /* start with the paused set as it is (a refusal: the first read tells) */
         int prc = jr_redis_paused(w->ctl, w->queues, w->nq, w->order_scratch);
+        if (!prc) paused_note(w->ctl);
         if (!prc) memcpy(w->paused, w->order_scratch, w->nq);
         else if (!jr_redis_ok(w->ctl)) rc = prc;
     }
@@ -1017,6 +1030,7 @@ static int read_rounds(worker_t *w, size_t want, size_t *taken) {
         memcpy(w->got, w->counts, w->nq * sizeof *w->got); /* asked */
         int64_t sent = jr_mono_us();
         if ((rc = jr_redis_read_each(w->rd, w->consumer, w->queues, w->nq, w->got, &w->batch, now))) break;
+        paused_note(w->rd);
         if ((rc = see_paused(w, now))) break;
         size_t n = w->batch.n;
         for (size_t q = 0; q < w->nq; q++) { /* w->got = asked; a queue that came back short is out */
@@ -1086,7 +1100,7 @@ static int check_paused(worker_t *w) {
     unsigned char *now = w->order_scratch;
     int rc = jr_redis_paused(w->ctl, w->queues, w->nq, now);
     if (rc == JR_EREDIS && jr_redis_ok(w->ctl)) rc = 0; /* refused: the next read tells */
-    else if (!rc) rc = see_paused(w, now);
+    else if (!rc) paused_note(w->ctl), rc = see_paused(w, now);
     return rc;
 }
 
@@ -1213,6 +1227,7 @@ static int turn(worker_t *w, int sigfd) {
         w->reading = 0;
         unsigned char *paused_now = w->read_with_paused ? w->order_scratch : NULL;
         rc = jr_redis_recv_read_paused(w->rd, &w->batch, w->queues, w->nq, w->read_on_any, paused_now);
+        if (!rc && paused_now) paused_note(w->rd);
         int64_t waited_ms = (jr_mono_us() - w->read_sent_us) / 1000;
         /* A read that went with results Redis refused was refused too (a
          * write refused: NOREPLICAS, READONLY...): nothing was read; the
@@ -1224,6 +1239,7 @@ static int turn(worker_t *w, int sigfd) {
         if (!rc && !refused_too && !paused_now && w->batch.n > 0) { /* a read sent alone brought entries */
             paused_now = w->order_scratch;
             int prc = jr_redis_paused(w->ctl, w->queues, w->nq, paused_now);
+            if (!prc) paused_note(w->ctl);
             if (prc == JR_EREDIS && jr_redis_ok(w->ctl)) paused_now = NULL; /* refused: the next read tells */
             else if (prc) rc = prc;
         }
