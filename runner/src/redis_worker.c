@@ -183,13 +183,15 @@ int jr_redis_heartbeat(jr_redis_t *r, const char *queue, const char *consumer,
     if (rc || (rc = jr_redis_flush(r)) || (rc = jri_recv_reply(r, &rep, r->timeout_us))) return rc;
     if ((rc = jri_reply_error(r, rep))) return rc;
     int nlost;
+    r->err[0] = '\0';
     if (cancelled) {
-        if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2) {
+        if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 2 || rep->elements > 3) {
             freeReplyObject(rep);
             return jri_fail(r, JR_EPROTO, "jr_heartbeat: unexpected reply");
         }
         nlost = mark_named(rep->element[0], ids, n, lost);
         mark_named(rep->element[1], ids, n, cancelled);
+        if (rep->elements == 3) jri_copy_str(r->err, sizeof r->err, rep->element[2]); /* revision 15 */
     } else {
         nlost = mark_named(rep, ids, n, lost);
     }

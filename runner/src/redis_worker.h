@@ -52,7 +52,9 @@ int jr_redis_append_handback(jr_redis_t *r, const char *queue, const char *consu
 /* Extend the lease of running entries. lost[i] = 1 for each entry no longer
  * held by this consumer; unless cancelled is NULL, cancelled[i] = 1 for each
  * one held that was cancelled (jr_cancel). Returns how many were lost, or an
- * error. */
+ * error. With cancelled, jr_redis_errstr then names the queue's job index,
+ * cancel flags or stats key if one holds garbage (which jr_ack, jr_fail
+ * and the others leave alone, revision 15), and is empty otherwise. */
 int jr_redis_heartbeat(jr_redis_t *r, const char *queue, const char *consumer,
                        const char *const *ids, size_t n, unsigned char *lost, unsigned char *cancelled);
 

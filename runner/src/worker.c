@@ -849,6 +849,11 @@ static int heartbeat(worker_t *w) {
             continue;
         }
         if (nlost < 0) rc = nlost;
+        if (nlost >= 0 && cancelled && jr_redis_errstr(w->ctl)[0])
+            jr_report_once(JR_LOG_ERROR, "keys of this queue hold garbage; its jobs run, without what those keys keep",
+                           "queue", w->queues[q], jr_redis_errstr(w->ctl));
+        else if (nlost >= 0 && cancelled)
+            jr_report_clear("the keys of this queue hold no garbage any more", "queue", w->queues[q]);
         for (size_t i = 0; i < n && nlost > 0; i++)
             if (lost[i])
                 jr_log_kv(JR_LOG_WARN, "lease lost: another worker took this job over", "entry", ids[i],
