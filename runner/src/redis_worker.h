@@ -9,8 +9,11 @@
 
 /* Create the consumer group of each queue if missing (stream too). Looks
  * first (XINFO GROUPS, pipelined) and writes only for what is missing, so it
- * works in an out-of-memory Redis when every group exists. */
-int jr_redis_ensure_groups(jr_redis_t *r, const char *const *queues, size_t n);
+ * works in an out-of-memory Redis when every group exists. With bad (n
+ * flags), a queue whose look is refused (its stream key holds another type)
+ * gets bad[i] = 1 and is skipped, the others are set up, and the first
+ * refusal's text is left in jr_redis_errstr (empty if none). */
+int jr_redis_ensure_groups(jr_redis_t *r, const char *const *queues, size_t n, unsigned char *bad);
 
 /* Send XREADGROUP GROUP jr <consumer> COUNT count BLOCK block_ms STREAMS
  * <ready keys> > ... for the queues (any number), without waiting. COUNT is

@@ -90,6 +90,7 @@ typedef struct cron_state {
     int64_t next;        /* next tick to fire (Unix ms, Redis time), -1 = none */
     int64_t after;       /* the tick after next, -1 = none */
     int64_t retry_at_us; /* after a refused enqueue: monotonic time to try again, 0 = none */
+    int refused;         /* its last job was refused (reported) */
 } cron_state_t;
 
 static void sched_drop_conns(sched_t *s) {
@@ -532,15 +533,18 @@ static int cron_fire(sched_t *s) {
         for (size_t j = 0; j < k; j++) {
             cron_state_t *c = &s->crons[due[j].c];
             if (out[j].status == JR_ENQ_CREATED || out[j].status == JR_ENQ_EXISTED) continue;
+            /* Redis's own text: the reason's count of refused jobs grows with the backlog */
+            const char *why = out[j].why < reasons.n ? reasons.v[out[j].why] : jr_redis_errstr(s->cmd);
             jr_report_once(JR_LOG_ERROR, "Redis refused the job of a periodic schedule; trying again every second",
-                           "schedule", c->def.name,
-                           out[j].why < reasons.n ? reasons.v[out[j].why] : jr_redis_errstr(s->cmd));
+                           "schedule", c->def.name, strstr(why, "ERR ") ? strstr(why, "ERR ") : why);
             c->retry_at_us = jr_mono_us() + 1000000;
+            c->refused = 1;
         }
         for (size_t j = 0; !rc && j < k; j++) {
             cron_state_t *c = &s->crons[due[j].c];
             if (c->retry_at_us) continue; /* a tick of it was refused: none recorded past it */
-            jr_report_clear("Redis accepts the jobs of this schedule again", "schedule", c->def.name);
+            if (c->refused) jr_report_clear("Redis accepts the jobs of this schedule again", "schedule", c->def.name);
+            c->refused = 0;
             rc = cron_fired(s, &c->def, due[j].tick, ids[j], out[j].status == JR_ENQ_CREATED, 0);
             if (c->next <= due[j].tick) cron_set_next(c, due[j].after);
         }
@@ -597,7 +601,8 @@ static int cron_load(sched_t *s) {
         while (j < s->ncrons && (strcmp(s->crons[j].def.name, c->def.name) || strcmp(s->crons[j].stored, c->stored)))
             j++;
         if (j < s->ncrons) /* unchanged */
-            c->next = s->crons[j].next, c->after = s->crons[j].after, c->retry_at_us = s->crons[j].retry_at_us;
+            c->next = s->crons[j].next, c->after = s->crons[j].after, c->retry_at_us = s->crons[j].retry_at_us,
+            c->refused = s->crons[j].refused;
         else
             cron_set_next(c, c->def.enabled ? jr_cron_def_next(&c->def, start - 1) : -1);
         const char *job;

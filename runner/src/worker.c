@@ -133,7 +133,8 @@ typedef struct worker {
     /* Priorities and pause (see "fetching"): per queue */
     const int64_t *weights;  /* worker.queues weights, NULL = all 1 */
     int64_t *swrr;           /* jr_prio_split's credit per queue */
-    unsigned char *paused;   /* as Redis said last */
+    unsigned char *paused;   /* as Redis said last, or broken */
+    unsigned char *broken;   /* its stream key holds another type (found at connect): not read, like a paused one */
     unsigned char *on;       /* scratch: the queues a read covers */
     int64_t *counts;         /* scratch: COUNT per queue */
     int64_t *got;            /* scratch: entries per queue in a read */
@@ -362,7 +363,7 @@ static int flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t bloc
     if (!rc && !(bad = calloc(calls ? calls : 1, 1))) rc = JR_ENOMEM;
     if (!rc) rc = want ? send_read(w, want, block) : jr_redis_flush(conn);
     if (!rc && want) w->read_with_ops = 1;
-    char err[JR_ERRLEN] = "";
+    char err[JR_ERRLEN] = "", drop_err[JR_ERRLEN] = "";
     char **follow_err = NULL; /* per follow-up call: jr_ack_follow's refusal */
     if (!rc && first_fail > first_follow &&
         !(follow_err = calloc(first_fail - first_follow, sizeof *follow_err)))
@@ -384,6 +385,16 @@ static int flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t bloc
                  * would wedge this worker; the job fails with the reason. */
                 bad[c] = bad[c] ? bad[c] : 2;
                 follow_err[c - first_follow] = strdup(e);
+                continue;
+            }
+            if (!strncmp(e, "ERR jobrunner: ", 15) && strstr(e, " holds a ")) {
+                /* A key of the queue holds another type: trying again
+                 * would be refused again, and while a result is kept
+                 * nothing is fetched from any queue. The result is let go:
+                 * the entry stays pending in its queue, which a reclaim
+                 * takes over (or buries as poison) like a lost worker's. */
+                bad[c] = 3;
+                if (!drop_err[0]) snprintf(drop_err, sizeof drop_err, "%s", e);
                 continue;
             }
             bad[c] = 1; /* a refused call must not wedge the others */
@@ -408,6 +419,10 @@ static int flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t bloc
                 o->error = strdup(why); /* NULL: sent with an empty error */
                 w->ops[kept++] = *o;
                 failed++;
+            } else if (bad[call[i]] == 3) {
+                jr_report_once(JR_LOG_ERROR, "Redis refuses the results of this queue's jobs (a key holds garbage); letting them go, the entries stay pending",
+                               "queue", w->queues[o->queue], drop_err);
+                free(o->error), free(o->fu);
             } else if (bad[call[i]]) {
                 w->ops[kept++] = *o;
             } else {
@@ -931,13 +946,25 @@ static int try_connect(worker_t *w) {
         w->backoff_ms = w->backoff_ms * 2 > 5000 ? 5000 : w->backoff_ms * 2;
         return JR_EIO;
     }
-    int rc = jr_redis_ensure_groups(w->ctl, w->queues, w->nq);
+    /* A queue whose stream key holds garbage costs that queue: it is not
+     * read (as if paused) until a reconnect finds it fixed. */
+    int rc = jr_redis_ensure_groups(w->ctl, w->queues, w->nq, w->broken);
+    for (size_t q = 0; !rc && q < w->nq; q++) {
+        char key[JR_KEY_MAX];
+        snprintf(key, sizeof key, "jr:{%s}:ready", w->queues[q]);
+        if (w->broken[q])
+            jr_report_once(JR_LOG_ERROR, "a queue's stream key holds garbage; not reading this queue until a reconnect finds it fixed",
+                           "key", key, jr_redis_errstr(w->ctl));
+        else
+            jr_report_clear("the queue's stream key is a stream again; reading the queue", "key", key);
+    }
     if (!rc) rc = jr_redis_client_id(w->rd, &w->rd_id);
     if (!rc) { /* start with the paused set as it is (a refusal: the first read tells) */
         int prc = jr_redis_paused(w->ctl, w->queues, w->nq, w->order_scratch);
         if (!prc) paused_note(w->ctl);
         if (!prc) memcpy(w->paused, w->order_scratch, w->nq);
         else if (!jr_redis_ok(w->ctl)) rc = prc;
+        for (size_t q = 0; q < w->nq; q++) w->paused[q] |= w->broken[q];
     }
     w->presence.self.client_id = w->rd_id; /* pause and resume wake the blocking read */
     w->quiet = 0;
@@ -983,10 +1010,11 @@ static int interleave(worker_t *w, jr_batch_t *b) {
 static int see_paused(worker_t *w, const unsigned char *now) {
     int newly = 0, rc = 0;
     for (size_t q = 0; q < w->nq; q++) {
-        if (now[q] == w->paused[q]) continue;
-        w->paused[q] = now[q];
-        newly |= now[q];
-        jr_log_kv(JR_LOG_INFO, now[q] ? "queue paused: taking no new jobs from it" : "queue resumed", "queue",
+        if ((now[q] || w->broken[q]) == w->paused[q]) continue;
+        w->paused[q] = now[q] || w->broken[q];
+        newly |= w->paused[q];
+        if (!w->broken[q])
+            jr_log_kv(JR_LOG_INFO, now[q] ? "queue paused: taking no new jobs from it" : "queue resumed", "queue",
                   w->queues[q], NULL);
     }
     if (!newly) return 0;
@@ -1289,7 +1317,7 @@ static int turn(worker_t *w, int sigfd) {
 }
 
 static void free_fetch(worker_t *w) {
-    free(w->swrr), free(w->counts), free(w->got), free(w->cur), free(w->paused), free(w->on), free(w->order_scratch);
+    free(w->swrr), free(w->counts), free(w->got), free(w->cur), free(w->paused), free(w->broken), free(w->on), free(w->order_scratch);
     free(w->order), free(w->order_q), free(w->order_perm);
 }
 
@@ -1304,6 +1332,7 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
     w.got = calloc(w.nq, sizeof *w.got);
     w.cur = calloc(3 * w.nq, sizeof *w.cur);
     w.paused = calloc(w.nq, 1);
+    w.broken = calloc(w.nq, 1);
     w.on = calloc(w.nq, 1);
     w.order_scratch = calloc(w.nq, 1);
     jr_consumer_name(w.consumer, sizeof w.consumer);
@@ -1319,7 +1348,7 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
     int sigfd = jr_signals_install();
     char err[JR_ERRLEN];
     int nomem = jr_presence_init(&w.presence, "worker", w.consumer, w.queues, w.nq, cfg->worker_lease_ms) ||
-                !w.tasks || !w.outcomes || !w.swrr || !w.counts || !w.got || !w.cur || !w.paused || !w.on ||
+                !w.tasks || !w.outcomes || !w.swrr || !w.counts || !w.got || !w.cur || !w.paused || !w.broken || !w.on ||
                 !w.order_scratch;
     if (nomem ||
         !(w.exec = jr_exec_new(reg, inline_mode, (int)runners, (size_t)cfg->worker_batch, cfg->max_payload, err,
