@@ -2166,7 +2166,7 @@ end
 -- k.dead the dead stream is not looked at.
 local function locate(k, id)
   local r
-  local where = redis.call('HGET', k.ids, id)
+  local where = k.ids and redis.call('HGET', k.ids, id)
   if where then
     local s = string.match(where, '^@(.+)$')
     local wn, ws = string.match(where, '^~(%d+)@(.+)$')
@@ -2211,6 +2211,14 @@ local function job_call(fn, keys, args, names, uniq)
   for i, n in ipairs(names) do
     k[n] = keys[i]
     spec[#spec + 1] = {keys[i], JOB_KEY_TYPES[n]}
+  end
+  -- a job index holding garbage is not used (revision 15): the job is
+  -- found by its id's form alone, as a job written before the index
+  if k.ids and not aux(k.ids, 'hash') then
+    k.ids = nil
+    for i = #spec, 1, -1 do
+      if spec[i][2] == 'hash' and spec[i][1] == index_key(q) then table.remove(spec, i) end
+    end
   end
   if uniq then
     local want = 'jr:{' .. q .. '}:uniq:' .. id

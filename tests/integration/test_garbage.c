@@ -311,3 +311,33 @@ Test(garbage, a_wrong_type_live_process_entry_and_paused_set_stop_no_worker_and_
     jr_redis_free(r);
     redisFree(c);
 }
+
+/* Garbage in a queue's job index costs the lookups of jobs that only the
+ * index can find (explicit ids): a job found by its id's form is located,
+ * cancelled and promoted, and the queue's jobs run. */
+Test(garbage, lookups_cancel_and_promotion_work_around_a_job_index_holding_garbage) {
+    jrt_config(&R, "worker:\n  queues: [g1]\n  block: 1s\nscheduler:\n  block: 1s\n", cfgpath, sizeof cfgpath);
+    redisContext *c = jrt_connect(&R);
+    freeReplyObject(jrt_cmd(c, "SET", "jr:{g1}:ids", "garbage", NULL));
+    jr_redis_t *r = jrt_jr_connect(&R);
+    char later[JR_ID_MAX], soon[JR_ID_MAX], now[JR_ID_MAX];
+    enqueue(r, "g1", 60000, later);
+    enqueue(r, "g1", 500, soon);
+    enqueue(r, "g1", 0, now);
+    char out[2048], err[512];
+    const char *show[] = {"job", "show", "-q", "g1", "-c", cfgpath, later, NULL};
+    cr_expect_eq(jrt_run(out, sizeof out, err, sizeof err, show), 0, "job show: %s%s", out, err);
+    cr_expect(strstr(out, "delayed") != NULL, "job show:\n%s", out);
+    const char *cancel[] = {"cancel", "-q", "g1", "-c", cfgpath, later, NULL};
+    cr_expect_eq(jrt_run(out, sizeof out, err, sizeof err, cancel), 0, "cancel: %s%s", out, err);
+    cr_expect(strstr(out, "cancelled") != NULL, "cancel:\n%s", out);
+    pid_t w = start_worker(), s = start_scheduler();
+    cr_expect(jrt_wait_lines(record, 2, 10000) >= 2, "the jobs did not run\n%s\n%s", jrt_slurp(wlog), jrt_slurp(slog));
+    char *rec = jrt_slurp(record);
+    cr_expect(runs_of(rec, soon) == 1 && runs_of(rec, now) == 1 && runs_of(rec, later) == 0, "%s", rec);
+    free(rec);
+    cr_expect_eq(jrt_stop(s, SIGTERM, 5000), 0);
+    cr_expect_eq(jrt_stop(w, SIGTERM, 5000), 0);
+    jr_redis_free(r);
+    redisFree(c);
+}
