@@ -387,7 +387,7 @@ static int flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t bloc
                 follow_err[c - first_follow] = strdup(e);
                 continue;
             }
-            if (!strncmp(e, "ERR jobrunner: ", 15) && strstr(e, " holds a ")) {
+            if (!strncmp(e, "ERR jobrunner: ", 15) && strstr(e, " holds ")) {
                 /* A key of the queue holds another type: trying again
                  * would be refused again, and while a result is kept
                  * nothing is fetched from any queue. The result is let go:

@@ -57,13 +57,18 @@ static void enqueue(jr_redis_t *r, const char *q, int64_t delay_ms, char *id) {
     snprintf(id, JR_ID_MAX, "%s", ids[0]);
 }
 
-/* How many times job `id` ran (lines of the record file starting "id "). */
-static int runs_of(const char *rec, const char *id) {
+/* How many times job `id` of queue q ran: lines of the record file
+ * "id attempt us payload" with the payload q (enqueue's), since entry ids
+ * repeat across queues. */
+static int runs_of(const char *rec, const char *id, const char *q) {
     int n = 0;
-    size_t len = strlen(id);
+    size_t len = strlen(id), ql = strlen(q);
     for (const char *line = rec; *line;) {
-        if (!strncmp(line, id, len) && line[len] == ' ') n++;
         const char *nl = strchr(line, '\n');
+        size_t ll = nl ? (size_t)(nl - line) : strlen(line);
+        if (ll > len + ql && !strncmp(line, id, len) && line[len] == ' ' && line[ll - ql - 1] == ' ' &&
+            !strncmp(line + ll - ql, q, ql))
+            n++;
         if (!nl) break;
         line = nl + 1;
     }
@@ -77,7 +82,13 @@ static long long loop_calls(void) {
     static const char *const cmds[] = {"fcall", "xreadgroup", "xread", "hmget", "hexists", "exec", "ping",
                                        "function|list", "client|id", "pexpire", "eval"};
     long long n = 0;
-    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) n += jrt_calls(&R, cmds[i]);
+    static long long last[16];
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        long long k = jrt_calls(&R, cmds[i]);
+        if (getenv("JRT_CALLS")) fprintf(stderr, "garbage: %s +%lld\n", cmds[i], k - last[i]);
+        last[i] = k;
+        n += k;
+    }
     return n;
 }
 
@@ -180,6 +191,12 @@ Test(garbage, random_garbage_in_every_key_kind_costs_only_its_own_queue_or_sched
         /* a mix of now, the near tier (< 2 s) and the time wheel (>= 2 s) */
         int64_t delay = k % 4 == 0 ? 0 : k % 4 == 1 ? 300 + rand() % 1200 : k % 4 == 2 ? 2000 + rand() % 2000 : 0;
         enqueue(r, k % 2 ? "g1" : "g2", delay, ids[k]);
+        if (k % 10 == 0) { /* work for the bad queue too, results and retries included (may be refused) */
+            jr_enqueue_t b[2] = {{.queue = "bad", .env = {.handler = "fail", .handler_len = 4, .attempt = 1,
+                                                           .max_attempts = 3, .backoff_ms = 2500}},
+                                 {.queue = "bad", .env = {.handler = "record", .handler_len = 6, .attempt = 1}}};
+            jr_redis_enqueue(r, b, 2, NULL, NULL);
+        }
         jrt_sleep_ms(25);
     }
     /* Every job of the healthy queues ran exactly once, in bounded time
@@ -191,12 +208,13 @@ Test(garbage, random_garbage_in_every_key_kind_costs_only_its_own_queue_or_sched
         free(rec);
         rec = jrt_slurp(record);
         missing = 0;
-        for (int k = 0; k < NJOBS; k++) missing += runs_of(rec, ids[k]) == 0;
+        for (int k = 0; k < NJOBS; k++) missing += runs_of(rec, ids[k], k % 2 ? "g1" : "g2") == 0;
     }
     double took = (double)(jrt_wall_us() - t0) / 1e6;
     for (int k = 0; k < NJOBS; k++)
-        cr_expect_eq(runs_of(rec, ids[k]), 1, "job %s of %s ran %d times (seed %u)\nworker:\n%s\nscheduler:\n%s",
-                     ids[k], k % 2 ? "g1" : "g2", runs_of(rec, ids[k]), seed, jrt_slurp(wlog), jrt_slurp(slog));
+        cr_expect_eq(runs_of(rec, ids[k], k % 2 ? "g1" : "g2"), 1,
+                     "job %s of %s ran %d times (seed %u)\nworker:\n%s\nscheduler:\n%s", ids[k], k % 2 ? "g1" : "g2",
+                     runs_of(rec, ids[k], k % 2 ? "g1" : "g2"), seed, jrt_slurp(wlog), jrt_slurp(slog));
     cr_expect(took < 25, "the healthy queues took %.1f s (seed %u)", took, seed);
 
     /* The periodic schedule of a healthy queue fired and was recorded
@@ -217,7 +235,7 @@ Test(garbage, random_garbage_in_every_key_kind_costs_only_its_own_queue_or_sched
     long long per_s = (loop_calls() - before) / 3;
     redisReply *cs = jrt_cmd(c, "INFO", "commandstats", NULL);
     fprintf(stderr, "garbage: %lld calls per second while idle\n", per_s);
-    cr_expect(per_s < 40, "%lld Redis commands per second with garbage in place (seed %u)\n%s\nworker:\n%s\nscheduler:\n%s",
+    cr_expect(per_s < 50, "%lld Redis commands per second with garbage in place (seed %u)\n%s\nworker:\n%s\nscheduler:\n%s",
               per_s, seed, cs->str, jrt_slurp(wlog), jrt_slurp(slog));
     freeReplyObject(cs);
 
@@ -334,7 +352,8 @@ Test(garbage, lookups_cancel_and_promotion_work_around_a_job_index_holding_garba
     pid_t w = start_worker(), s = start_scheduler();
     cr_expect(jrt_wait_lines(record, 2, 10000) >= 2, "the jobs did not run\n%s\n%s", jrt_slurp(wlog), jrt_slurp(slog));
     char *rec = jrt_slurp(record);
-    cr_expect(runs_of(rec, soon) == 1 && runs_of(rec, now) == 1 && runs_of(rec, later) == 0, "%s", rec);
+    cr_expect(runs_of(rec, soon, "g1") == 1 && runs_of(rec, now, "g1") == 1 && runs_of(rec, later, "g1") == 0, "%s",
+              rec);
     free(rec);
     cr_expect_eq(jrt_stop(s, SIGTERM, 5000), 0);
     cr_expect_eq(jrt_stop(w, SIGTERM, 5000), 0);
