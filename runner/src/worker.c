@@ -889,9 +889,13 @@ static int reclaim(worker_t *w, size_t want) {
                               w->cfg->worker_lease_ms, w->cursor, (int64_t)want, w->cfg->max_deliveries,
                               w->cfg->dead_max, &w->batch, &deleted, &poisoned);
     if (rc == JR_EREDIS) {
+        /* That queue's keys hold garbage: the next queue's turn (a refusal
+         * must not keep the others' jobs of stopped workers waiting). */
         refused(&w->rc_refused, "Redis refused to hand over the jobs of stopped workers; trying again later",
                 jr_redis_errstr(w->ctl));
-        w->next_reclaim = jr_mono_us() + lease_us(w) / 2;
+        snprintf(w->cursor, sizeof w->cursor, "0-0");
+        w->reclaim_q = (w->reclaim_q + 1) % w->nq;
+        if (w->reclaim_q == 0) w->next_reclaim = jr_mono_us() + lease_us(w) / 2;
         return 0;
     }
     if (rc) return rc;

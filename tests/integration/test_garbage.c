@@ -360,3 +360,27 @@ Test(garbage, lookups_cancel_and_promotion_work_around_a_job_index_holding_garba
     jr_redis_free(r);
     redisFree(c);
 }
+
+/* A queue whose reclaim Redis refuses (its dead stream holds another type)
+ * does not keep the jobs of a stopped worker in the other queues waiting. */
+Test(garbage, a_refused_reclaim_of_one_queue_does_not_hold_the_others_jobs) {
+    jrt_config(&R, "worker:\n  queues: [bad, g1]\n  lease: 1s\n  block: 1s\n", cfgpath, sizeof cfgpath);
+    jr_redis_t *r = jrt_jr_connect(&R);
+    char id[JR_ID_MAX], other[JR_ID_MAX];
+    enqueue(r, "bad", 0, other);
+    enqueue(r, "g1", 0, id);
+    redisContext *c = jrt_connect(&R);
+    /* a worker that took both jobs and died */
+    freeReplyObject(jrt_cmd(c, "XREADGROUP", "GROUP", "jr", "ghost-1", "COUNT", "10", "STREAMS", "jr:{bad}:ready",
+                            "jr:{g1}:ready", ">", ">", NULL));
+    freeReplyObject(jrt_cmd(c, "SET", "jr:{bad}:dead", "garbage", NULL));
+    pid_t w = start_worker();
+    cr_expect(jrt_wait_lines(record, 1, 15000) >= 1, "the stopped worker's job of g1 was not taken over\n%s",
+              jrt_slurp(wlog));
+    char *rec = jrt_slurp(record);
+    cr_expect_eq(runs_of(rec, id, "g1"), 1, "%s", rec);
+    free(rec);
+    cr_expect_eq(jrt_stop(w, SIGTERM, 5000), 0);
+    jr_redis_free(r);
+    redisFree(c);
+}
