@@ -92,6 +92,8 @@ typedef struct refusal {
     char err[JR_ERRLEN];
 } refusal_t;
 
+#define BROKEN_CHECK_US 10000000 /* see check_broken */
+
 typedef struct worker {
     const jr_config_t *cfg;
     const jr_registry_t *reg;
@@ -124,6 +126,7 @@ typedef struct worker {
     int last_read_full;     /* the last read brought all it asked for */
     jr_batch_t batch;
     int64_t next_heartbeat, next_reclaim, next_cancel_check;
+    int64_t next_broken_check; /* while a queue is broken: when to look at its stream key again (check_broken) */
     size_t reclaim_q;
     char cursor[JR_ID_MAX];
     int stopping, signals_seen, said_waiting;
@@ -134,7 +137,7 @@ typedef struct worker {
     const int64_t *weights;  /* worker.queues weights, NULL = all 1 */
     int64_t *swrr;           /* jr_prio_split's credit per queue */
     unsigned char *paused;   /* as Redis said last, or broken */
-    unsigned char *broken;   /* its stream key holds another type (found at connect): not read, like a paused one */
+    unsigned char *broken;   /* its stream key holds another type (found at connect): not read, like a paused one, until check_broken finds it fixed */
     unsigned char *on;       /* scratch: the queues a read covers */
     int64_t *counts;         /* scratch: COUNT per queue */
     int64_t *got;            /* scratch: entries per queue in a read */
@@ -951,17 +954,18 @@ static int try_connect(worker_t *w) {
         return JR_EIO;
     }
     /* A queue whose stream key holds garbage costs that queue: it is not
-     * read (as if paused) until a reconnect finds it fixed. */
+     * read (as if paused) until it is fixed (check_broken). */
     int rc = jr_redis_ensure_groups(w->ctl, w->queues, w->nq, w->broken);
     for (size_t q = 0; !rc && q < w->nq; q++) {
         char key[JR_KEY_MAX];
         snprintf(key, sizeof key, "jr:{%s}:ready", w->queues[q]);
         if (w->broken[q])
-            jr_report_once(JR_LOG_ERROR, "a queue's stream key holds garbage; not reading this queue until a reconnect finds it fixed",
+            jr_report_once(JR_LOG_ERROR, "a queue's stream key holds garbage; not reading this queue until it is fixed (looked at every 10 s)",
                            "key", key, jr_redis_errstr(w->ctl));
         else
             jr_report_clear("the queue's stream key is a stream again; reading the queue", "key", key);
     }
+    w->next_broken_check = jr_mono_us() + BROKEN_CHECK_US;
     if (!rc) rc = jr_redis_client_id(w->rd, &w->rd_id);
     if (!rc) { /* start with the paused set as it is (a refusal: the first read tells) */
         int prc = jr_redis_paused(w->ctl, w->queues, w->nq, w->order_scratch);
@@ -1141,6 +1145,31 @@ static int check_paused(worker_t *w) {
     return rc;
 }
 
+/* Every 10 s while a queue is left out for garbage in its stream key, look
+ * again (jr_redis_ensure_groups of those queues): a fixed one is read
+ * again. Returns 0 or a transport error. */
+static int check_broken(worker_t *w) {
+    int64_t now = jr_mono_us();
+    if (now < w->next_broken_check) return 0;
+    w->next_broken_check = now + BROKEN_CHECK_US;
+    const char **sel = malloc(w->nq * sizeof *sel);
+    unsigned char *bad = calloc(w->nq, 1);
+    size_t *at = malloc(w->nq * sizeof *at), n = 0;
+    int rc = sel && bad && at ? 0 : JR_ENOMEM;
+    for (size_t q = 0; !rc && q < w->nq; q++)
+        if (w->broken[q]) at[n] = q, sel[n++] = w->queues[q];
+    if (!rc && n) rc = jr_redis_ensure_groups(w->ctl, sel, n, bad);
+    for (size_t j = 0; !rc && j < n; j++) {
+        if (bad[j]) continue;
+        char key[JR_KEY_MAX];
+        snprintf(key, sizeof key, "jr:{%s}:ready", sel[j]);
+        jr_report_clear("the queue's stream key is a stream again; reading the queue", "key", key);
+        w->broken[at[j]] = 0, w->paused[at[j]] = 0; /* the next read of the paused set tells */
+    }
+    free(sel), free(bad), free(at);
+    return rc == JR_EREDIS && jr_redis_ok(w->ctl) ? 0 : rc;
+}
+
 /* ---- the loop ------------------------------------------------------------- */
 
 static void begin_stop(worker_t *w) {
@@ -1231,6 +1260,7 @@ static int turn(worker_t *w, int sigfd) {
         again = !w->reading && w->used + w->nops != before;
     }
     if (connected && (rc = check_paused(w))) return rc;
+    if (connected && (rc = check_broken(w))) return rc;
     /* Wait for: the read, a runner, a signal, or the next timer. */
     struct pollfd fds[2 + 256];
     size_t nf = 0;
