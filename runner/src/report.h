@@ -9,13 +9,14 @@
 #include "log.h"
 
 /* Log `what` with <field>=<name> (e.g. "key", "jr:{q}:stats"; "schedule",
- * "nightly") and error=<msg> at level, unless the same field and name were
- * last reported with the same msg (say which Redis key is wrong in msg or
- * name). Returns 1 if it logged. Out of memory: logs every time (never
- * silent). */
+ * "nightly") and error=<msg> at level, unless the same problem (`what`) of
+ * the same field and name was last reported with the same msg (say which
+ * Redis key is wrong in msg or name). Returns 1 if it logged. Out of
+ * memory: logs every time (never silent). */
 int jr_report_once(jr_log_level_t level, const char *what, const char *field, const char *name, const char *msg);
-/* It is fine again: if a problem was reported for <field>=<name>, log
- * `what` with it once (at INFO) and forget it. */
-void jr_report_clear(const char *what, const char *field, const char *name);
+/* It is fine again: if problem `reported` (the `what` given to
+ * jr_report_once) was reported for <field>=<name>, log `what` with it once
+ * (at INFO) and forget it. */
+void jr_report_clear(const char *reported, const char *what, const char *field, const char *name);
 
 #endif

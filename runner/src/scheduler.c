@@ -50,6 +50,12 @@
 #include "report.h"
 #include "util.h"
 
+/* What jr_report_once says of each problem (jr_report_clear names it too). */
+static const char SAY_REGISTRY_REFUSED[] = "Redis refused to list the registered queues; serving the ones known";
+static const char SAY_PROMOTE_REFUSED[] = "Redis refused to promote this queue; trying it again after a backoff (1 s doubling to 60 s)";
+static const char SAY_TICK_REFUSED[] = "Redis refused the job of a periodic schedule; trying again every second";
+static const char SAY_CRON_REFUSED[] = "Redis refused to list the periodic schedules; keeping the ones loaded, reading them again every 5 s";
+
 typedef struct sched {
     const jr_config_t *cfg;
     int follow;           /* serving every registered queue */
@@ -159,12 +165,12 @@ static int sched_refresh(sched_t *s) {
     int rc = jr_redis_queues(s->cmd, &q, reg_id);
     if (rc == JR_EREDIS && jr_redis_ok(s->cmd)) {
         jr_strlist_free(&q);
-        jr_report_once(JR_LOG_ERROR, "Redis refused to list the registered queues; serving the ones known",
+        jr_report_once(JR_LOG_ERROR, SAY_REGISTRY_REFUSED,
                        "key", JR_REGISTRY_KEY, jr_redis_errstr(s->cmd));
         return 0;
     }
     if (rc) return rc;
-    jr_report_clear("the registered queues can be listed again", "key", JR_REGISTRY_KEY);
+    jr_report_clear(SAY_REGISTRY_REFUSED, "the registered queues can be listed again", "key", JR_REGISTRY_KEY);
     if (s->follow) s->wake_off[s->nwake - 2] = 0;
     if (q.n != s->queues.n) {
         char n[24];
@@ -189,7 +195,7 @@ static void sched_back_off(sched_t *s, size_t i) {
     s->backoff_ms[i] = b;
     s->retry_at_us[i] = jr_mono_us() + b * 1000;
     sched_fold_deadline(s, s->retry_at_us[i]);
-    jr_report_once(JR_LOG_ERROR, "Redis refused to promote this queue; trying it again after a backoff (1 s doubling to 60 s)",
+    jr_report_once(JR_LOG_ERROR, SAY_PROMOTE_REFUSED,
                    "queue", s->queues.v[i], jr_redis_errstr(s->cmd));
 }
 
@@ -242,7 +248,7 @@ static int sched_promote(sched_t *s, size_t i) {
                       jr_redis_errstr(s->cmd)[0] ? jr_redis_errstr(s->cmd) : jr_strerror(rc), NULL);
             return rc;
         }
-        if (s->backoff_ms[i]) jr_report_clear("Redis promotes this queue again", "queue", q);
+        if (s->backoff_ms[i]) jr_report_clear(SAY_PROMOTE_REFUSED, "Redis promotes this queue again", "queue", q);
         s->retry_at_us[i] = s->backoff_ms[i] = 0;
         s->wake_off[i] = 0; /* jr_promote checked its type */
         jr_metrics_redis_ok();
@@ -535,7 +541,7 @@ static int cron_fire(sched_t *s) {
             if (out[j].status == JR_ENQ_CREATED || out[j].status == JR_ENQ_EXISTED) continue;
             /* Redis's own text: the reason's count of refused jobs grows with the backlog */
             const char *why = out[j].why < reasons.n ? reasons.v[out[j].why] : jr_redis_errstr(s->cmd);
-            jr_report_once(JR_LOG_ERROR, "Redis refused the job of a periodic schedule; trying again every second",
+            jr_report_once(JR_LOG_ERROR, SAY_TICK_REFUSED,
                            "schedule", c->def.name, strstr(why, "ERR ") ? strstr(why, "ERR ") : why);
             c->retry_at_us = jr_mono_us() + 1000000;
             c->refused = 1;
@@ -543,7 +549,7 @@ static int cron_fire(sched_t *s) {
         for (size_t j = 0; !rc && j < k; j++) {
             cron_state_t *c = &s->crons[due[j].c];
             if (c->retry_at_us) continue; /* a tick of it was refused: none recorded past it */
-            if (c->refused) jr_report_clear("Redis accepts the jobs of this schedule again", "schedule", c->def.name);
+            if (c->refused) jr_report_clear(SAY_TICK_REFUSED, "Redis accepts the jobs of this schedule again", "schedule", c->def.name);
             c->refused = 0;
             rc = cron_fired(s, &c->def, due[j].tick, ids[j], out[j].status == JR_ENQ_CREATED, 0);
             if (c->next <= due[j].tick) cron_set_next(c, due[j].after);
@@ -571,13 +577,13 @@ static int cron_load(sched_t *s) {
     if (rc == JR_EREDIS && jr_redis_ok(s->cmd)) {
         /* A schedule key holding garbage costs the schedules only: the ones
          * loaded keep their timers, the delayed jobs of every queue go on. */
-        jr_report_once(JR_LOG_ERROR, "Redis refused to list the periodic schedules; keeping the ones loaded, reading them again every 5 s",
+        jr_report_once(JR_LOG_ERROR, SAY_CRON_REFUSED,
                        "key", JR_CRON_KEY, jr_redis_errstr(s->cmd));
         s->cron_reload_us = jr_mono_us() + 5000000;
         return 0;
     }
     if (!rc) s->cron_reload_us = 0, s->wake_off[s->nwake - 1] = 0;
-    if (!rc) jr_report_clear("the periodic schedules can be listed again", "key", JR_CRON_KEY);
+    if (!rc) jr_report_clear(SAY_CRON_REFUSED, "the periodic schedules can be listed again", "key", JR_CRON_KEY);
     if (!rc) rc = cron_clock(s, &now, &mono, 0);
     cron_state_t *nv = !rc ? calloc(n ? n : 1, sizeof *nv) : NULL;
     if (!rc && !nv) rc = JR_ENOMEM;

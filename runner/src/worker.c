@@ -41,6 +41,12 @@
 #include "redis_admin.h"
 #include "util.h"
 
+/* What jr_report_once says of each problem (jr_report_clear names it too). */
+static const char SAY_RECLAIM_REFUSED[] = "Redis refused to hand over the jobs of stopped workers; trying again later";
+static const char SAY_PAUSED_REFUSED[] = "Redis refused to read the paused queues; taking none as paused";
+static const char SAY_AUX_GARBAGE[] = "keys of this queue hold garbage; its jobs run, without what those keys keep";
+static const char SAY_STREAM_GARBAGE[] = "a queue's stream key holds garbage; not reading this queue until it is fixed (looked at every 10 s)";
+
 #define ENTRY_MAX 48 /* "<20 digits>-<20 digits>" */
 #define RETRY_MAX_MS 5000 /* longest wait between tries of a refused operation */
 /* While jobs run, the worker asks this often which were cancelled
@@ -118,7 +124,7 @@ typedef struct worker {
     op_t *ops;
     size_t nops, opcap;
     int64_t next_flush, flush_backoff_ms;
-    refusal_t ops_refused, hb_refused, rc_refused;
+    refusal_t ops_refused, hb_refused;
     int64_t rtt_us, job_us; /* moving averages: a fetch's round trip, a job's run */
     int64_t read_sent_us;   /* when the read in flight was sent */
     int64_t last_outcome_us; /* when a job last finished */
@@ -470,10 +476,10 @@ static int flush_ops(worker_t *w) {
 static void paused_note(jr_redis_t *r) {
     const char *e = jr_redis_paused_refused(r);
     if (e[0])
-        jr_report_once(JR_LOG_ERROR, "Redis refused to read the paused queues; taking none as paused", "key",
+        jr_report_once(JR_LOG_ERROR, SAY_PAUSED_REFUSED, "key",
                        JR_PAUSED_KEY, e);
     else
-        jr_report_clear("the paused queues can be read again", "key", JR_PAUSED_KEY);
+        jr_report_clear(SAY_PAUSED_REFUSED, "the paused queues can be read again", "key", JR_PAUSED_KEY);
 }
 
 /* ---- jobs ---------------------------------------------------------------- */
@@ -868,10 +874,10 @@ static int heartbeat(worker_t *w) {
         }
         if (nlost < 0) rc = nlost;
         if (nlost >= 0 && cancelled && jr_redis_errstr(w->ctl)[0])
-            jr_report_once(JR_LOG_ERROR, "keys of this queue hold garbage; its jobs run, without what those keys keep",
+            jr_report_once(JR_LOG_ERROR, SAY_AUX_GARBAGE,
                            "queue", w->queues[q], jr_redis_errstr(w->ctl));
         else if (nlost >= 0 && cancelled)
-            jr_report_clear("the keys of this queue hold no garbage any more", "queue", w->queues[q]);
+            jr_report_clear(SAY_AUX_GARBAGE, "the keys of this queue hold no garbage any more", "queue", w->queues[q]);
         for (size_t i = 0; i < n && nlost > 0; i++)
             if (lost[i])
                 jr_log_kv(JR_LOG_WARN, "lease lost: another worker took this job over", "entry", ids[i],
@@ -888,21 +894,26 @@ static int heartbeat(worker_t *w) {
  * logged once and tried again half a lease later. */
 static int reclaim(worker_t *w, size_t want) {
     long long deleted = 0, poisoned = 0;
+    if (w->broken[w->reclaim_q]) { /* its stream key is garbage: nothing to take over */
+        w->reclaim_q = (w->reclaim_q + 1) % w->nq;
+        if (w->reclaim_q == 0) w->next_reclaim = jr_mono_us() + lease_us(w) / 2;
+        return 0;
+    }
     int rc = jr_redis_reclaim(w->ctl, w->queues[w->reclaim_q], (uint32_t)w->reclaim_q, w->consumer,
                               w->cfg->worker_lease_ms, w->cursor, (int64_t)want, w->cfg->max_deliveries,
                               w->cfg->dead_max, &w->batch, &deleted, &poisoned);
     if (rc == JR_EREDIS) {
         /* That queue's keys hold garbage: the next queue's turn (a refusal
          * must not keep the others' jobs of stopped workers waiting). */
-        refused(&w->rc_refused, "Redis refused to hand over the jobs of stopped workers; trying again later",
-                jr_redis_errstr(w->ctl));
+        jr_report_once(JR_LOG_ERROR, SAY_RECLAIM_REFUSED, "queue", w->queues[w->reclaim_q], jr_redis_errstr(w->ctl));
         snprintf(w->cursor, sizeof w->cursor, "0-0");
         w->reclaim_q = (w->reclaim_q + 1) % w->nq;
         if (w->reclaim_q == 0) w->next_reclaim = jr_mono_us() + lease_us(w) / 2;
         return 0;
     }
     if (rc) return rc;
-    accepted(&w->rc_refused, "Redis hands over the jobs of stopped workers again");
+    jr_report_clear(SAY_RECLAIM_REFUSED, "Redis hands over the jobs of stopped workers of this queue again", "queue",
+                    w->queues[w->reclaim_q]);
     size_t others = 0; /* entries not already this worker's (see dispatch) */
     for (size_t i = 0; i < w->batch.n; i++)
         others += strlen(w->batch.v[i].id) >= ENTRY_MAX || !held(w, w->batch.v[i].queue, w->batch.v[i].id);
@@ -960,10 +971,10 @@ static int try_connect(worker_t *w) {
         char key[JR_KEY_MAX];
         snprintf(key, sizeof key, "jr:{%s}:ready", w->queues[q]);
         if (w->broken[q])
-            jr_report_once(JR_LOG_ERROR, "a queue's stream key holds garbage; not reading this queue until it is fixed (looked at every 10 s)",
+            jr_report_once(JR_LOG_ERROR, SAY_STREAM_GARBAGE,
                            "key", key, jr_redis_errstr(w->ctl));
         else
-            jr_report_clear("the queue's stream key is a stream again; reading the queue", "key", key);
+            jr_report_clear(SAY_STREAM_GARBAGE, "the queue's stream key is a stream again; reading the queue", "key", key);
     }
     w->next_broken_check = jr_mono_us() + BROKEN_CHECK_US;
     if (!rc) rc = jr_redis_client_id(w->rd, &w->rd_id);
@@ -1163,7 +1174,7 @@ static int check_broken(worker_t *w) {
         if (bad[j]) continue;
         char key[JR_KEY_MAX];
         snprintf(key, sizeof key, "jr:{%s}:ready", sel[j]);
-        jr_report_clear("the queue's stream key is a stream again; reading the queue", "key", key);
+        jr_report_clear(SAY_STREAM_GARBAGE, "the queue's stream key is a stream again; reading the queue", "key", key);
         w->broken[at[j]] = 0, w->paused[at[j]] = 0; /* the next read of the paused set tells */
     }
     free(sel), free(bad), free(at);
