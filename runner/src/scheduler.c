@@ -13,8 +13,14 @@
  * streams are read (not popped), so every scheduler learns of an earlier job.
  *
  * A queue whose promotion Redis refuses (an error reply: a key holding
- * garbage, out of memory) is logged by name and retried after a backoff
- * (1 s doubling to 60 s); the other queues go on as before.
+ * garbage, out of memory) is reported by name (report.h: once per reason)
+ * and retried after a backoff (1 s doubling to 60 s); the other queues go
+ * on as before. Garbage elsewhere costs what it belongs to likewise (issue
+ * 18): a wake stream of another type is left out of the XREAD (which Redis
+ * would refuse whole) and what it wakes is looked at every block period;
+ * unreadable schedule keys keep the schedules loaded; a refused periodic
+ * job holds back its own schedule; an unreadable registry keeps the queues
+ * known. Only a broken connection makes the scheduler reconnect.
  *
  * Periodic schedules (cron.h): every scheduler reads them all from jr:{cron}
  * (after upserting the configured ones) and keeps each one's next tick T in
@@ -158,7 +164,8 @@ static int sched_set_queues(sched_t *s, jr_strlist_t *queues, const char *regist
 
 /* Read the registry and serve what it lists. A registry Redis refuses to
  * read (a key of another type) is reported once and the queues known
- * stay served; it is read again every block period (sched_backstop). */
+ * stay served; it is read again when its wake stream fires (every block
+ * period while that stream is left out, sched_backstop). */
 static int sched_refresh(sched_t *s) {
     jr_strlist_t q = {0};
     char reg_id[JR_ID_MAX];
