@@ -272,8 +272,32 @@ local function bump(key, field, n)
     redis.call('HSET', key, field, n)
   end
 end
+-- The keys a worker's call only keeps up to date beside its work -- the job
+-- index, the cancel flags, the stats -- are `key` if missing or of type t,
+-- else nil: such a key holding garbage (written by hand) is neither read
+-- nor written, and costs the lookups, cancels or counts of its queue, never
+-- the acknowledgement, failure, lease or hand-back of a job (revision 15).
+-- jr_heartbeat names them (aux_note).
+local function aux(key, t)
+  local kt = redis.call('TYPE', key)['ok']
+  if kt == 'none' or kt == t then return key end
+  return nil
+end
+local function aux_note(q)
+  local bad = {}
+  for _, k in ipairs({index_key(q), cancelled_key(q), stats_key(q)}) do
+    local kt = redis.call('TYPE', k)['ok']
+    if kt ~= 'none' and kt ~= 'hash' then bad[#bad + 1] = 'key ' .. shown(k) .. ' holds a ' .. kt .. ', not a hash' end
+  end
+  return table.concat(bad, '; ')
+end
+-- Whether entry had a cancel flag (removing it); never with garbage there.
+local function flag_take(cancelled, entry)
+  return cancelled ~= nil and redis.call('HDEL', cancelled, entry) == 1
+end
 local function count(q, field, n)
-  local key = stats_key(q)
+  local key = aux(stats_key(q), 'hash')
+  if not key then return end
   bump(key, field, n)
   if field == 'processed' then
     local sec = redis.call('TIME')[1]
@@ -286,11 +310,12 @@ local function count(q, field, n)
   end
 end
 local function index_set(ids, id, loc)
-  redis.call('HSET', ids, id, loc)
+  if ids then redis.call('HSET', ids, id, loc) end
 end
 -- Remove id's entry; if `loc` is given, only while it still says loc (the
 -- job may have moved on under the same id).
 local function index_forget(ids, id, loc)
+  if not ids then return end
   if loc and redis.call('HGET', ids, id) ~= loc then return end
   redis.call('HDEL', ids, id)
 end
@@ -1000,8 +1025,8 @@ end
 -- others (nil if none; now if more buckets may be waiting past the 64), and
 -- the garbage to clear by wheel_repair (nil if none); or nil and an error
 -- reply. Garbage (written by hand) never stops the queue: an index member
--- that is not a bucket start or whose bucket key is not a list, and a
--- counter that is not a count.
+-- that is not a bucket start or whose bucket key is not a list, one whose
+-- score is not its start (revision 15), and a counter that is not a count.
 local function wheel_due_buckets(fn, q, now)
   local wheel, counter = wheel_key(q), wheel_count_key(q)
   local err = check_types(fn, {{wheel, 'zset'}})
@@ -1009,12 +1034,25 @@ local function wheel_due_buckets(fn, q, now)
   local fix = {members = {}}
   local ct = redis.call('TYPE', counter)['ok']
   if ct ~= 'none' and (ct ~= 'string' or check_seq(fn, counter, 0)) then fix.counter = ct end
-  local cands = redis.call('ZRANGE', wheel, '-inf', '(' .. ms_str(now + NEAR_MS + LEAD_MAX_MS), 'BYSCORE',
-                           'LIMIT', 0, 64)
-  local good = {}
-  for _, b in ipairs(cands) do
+  local scored = redis.call('ZRANGE', wheel, '-inf', '(' .. ms_str(now + NEAR_MS + LEAD_MAX_MS), 'BYSCORE',
+                            'LIMIT', 0, 64, 'WITHSCORES')
+  -- a score past any due time a function writes (revision 15)
+  local far = redis.call('ZRANGE', wheel, '(' .. ms_str(now + DELAY_MAX_MS + 2 * WHEEL_MS), '+inf', 'BYSCORE',
+                         'LIMIT', 0, 1, 'WITHSCORES')
+  local cands, good = {}, {}
+  fix.rescore = {}
+  for i = 1, #scored, 2 do cands[#cands + 1] = scored[i] end
+  for i = 1, #far, 2 do
+    if string.find(far[i], '^%d+$') and #far[i] <= 15 and tonumber(far[i]) ~= tonumber(far[i + 1]) then fix.rescore[#fix.rescore + 1] = {far[i], far[i + 1]} end
+  end
+  for i, b in ipairs(cands) do
     if not string.find(b, '^%d+$') or #b > 15 then
       fix.members[#fix.members + 1] = {b, 'not a bucket start'}
+    elseif tonumber(scored[2 * i]) ~= tonumber(b) then
+      -- a score that is not its start (written by hand) would hold the
+      -- bucket's jobs until then, or have every call find it due and take
+      -- nothing: set to its start, taken at the next call (revision 15)
+      fix.rescore[#fix.rescore + 1] = {b, scored[2 * i]}
     else
       local bt = redis.call('TYPE', bucket_key(q, tonumber(b)))['ok']
       if bt ~= 'list' and bt ~= 'none' then
@@ -1039,7 +1077,8 @@ local function wheel_due_buckets(fn, q, now)
       later = at
     end
   end
-  if #fix.members == 0 and not fix.counter then fix = nil end
+  if #fix.rescore > 0 then later = now end
+  if #fix.members == 0 and not fix.counter and #fix.rescore == 0 then fix = nil end
   return starts, later, fix
 end
 
@@ -1053,6 +1092,11 @@ local function wheel_repair(q, fix, dead, dead_max)
   for _, m in ipairs(fix.members) do
     xadd_dead(dead, dead_max, {'err', 'time wheel index ' .. wheel .. ' member: ' .. m[2], 'why', 'invalid', 'raw', m[1]})
     redis.call('ZREM', wheel, m[1])
+  end
+  for _, m in ipairs(fix.rescore) do
+    xadd_dead(dead, dead_max, {'err', 'time wheel index ' .. wheel .. ' member ' .. m[1] .. ' had the score ' .. m[2] ..
+                               ', not its start: set to its start', 'why', 'invalid', 'raw', m[1]})
+    redis.call('ZADD', wheel, 'XX', m[1], m[1])
   end
   if fix.counter then
     local n = 0
@@ -1154,8 +1198,8 @@ local function promote_impl(fn, keys, args, due_only)
   if not limit or limit < 1 or limit > PROMOTE_MAX or #args > 2 or (args[2] and not dead_max) then
     return refuse(fn, 'arguments: LIMIT (1..' .. PROMOTE_MAX .. ') [DEAD_MAX], got ' .. shown(table.concat(args, ' ')))
   end
-  local ids = index_key(q)
-  err = check_types(fn, {{ready, 'stream'}, {delayed, 'zset'}, {wake, 'stream'}, {dead, 'stream'}, {ids, 'hash'}})
+  local ids = aux(index_key(q), 'hash') -- garbage there costs the lookups only (revision 15)
+  err = check_types(fn, {{ready, 'stream'}, {delayed, 'zset'}, {wake, 'stream'}, {dead, 'stream'}})
   if err then return err end
   local now = now_ms()
   local starts, later, fix = wheel_due_buckets(fn, q, now)
@@ -1190,7 +1234,7 @@ local function promote_impl(fn, keys, args, due_only)
     end
   end
   -- every promoted job has a new entry: into the job index, 1,000 per HSET
-  for i = 1, #idx, 2000 do
+  for i = 1, ids and #idx or 0, 2000 do
     redis.call('HSET', ids, unpack(idx, i, math.min(i + 1999, #idx)))
   end
   for _, b in ipairs(bad) do
@@ -1321,10 +1365,10 @@ local function ack(keys, args)
   local fn = 'jr_ack'
   local q, err = queue_of(fn, keys, {'ready'}, true)
   if not q then return err end
-  local ready, ids, cancelled = keys[1], index_key(q), cancelled_key(q)
+  local ready, ids, cancelled = keys[1], aux(index_key(q), 'hash'), aux(cancelled_key(q), 'hash')
   local entries, jobids = args, nil
   if #keys == 2 then
-    if keys[2] ~= ids then return refuse(fn, 'key 2 must be ' .. shown(ids) .. ' or left out') end
+    if keys[2] ~= index_key(q) then return refuse(fn, 'key 2 must be ' .. shown(index_key(q)) .. ' or left out') end
     if #args % 2 ~= 0 then return refuse(fn, 'with the ids key, arguments come in pairs: ENTRY JOBID ...') end
     entries, jobids = {}, {}
     for i = 1, #args, 2 do
@@ -1337,8 +1381,7 @@ local function ack(keys, args)
   elseif #keys > 2 then
     return refuse(fn, 'takes the keys jr:{Q}:ready [jr:{Q}:ids], got ' .. #keys .. ' keys')
   end
-  err = check_ids(fn, entries, 1) or
-        check_types(fn, {{ready, 'stream'}, {ids, 'hash'}, {cancelled, 'hash'}, {stats_key(q), 'hash'}})
+  err = check_ids(fn, entries, 1) or check_types(fn, {{ready, 'stream'}})
   if err then return err end
   if #entries == 0 or not grouped(ready) then return 0 end
   local n = 0
@@ -1346,7 +1389,7 @@ local function ack(keys, args)
     n = n + redis.call('XACK', ready, GROUP, unpack(entries, i, math.min(i + 999, #entries)))
   end
   -- no cancel flags (the usual case): no HDEL of every entry for nothing
-  local flags = redis.call('EXISTS', cancelled) == 1
+  local flags = cancelled and redis.call('EXISTS', cancelled) == 1
   local minid, rest
   if n == #entries then minid, rest = trim_point(ready, entries) end
   if minid then
@@ -1436,8 +1479,7 @@ local function ack_follow(keys, args)
     return refuse(fn, 'takes 1 + 4 x NQ keys plus one uniq key per follow-up with an id: ' ..
                   (1 + 4 * nq + nuniq) .. ', got ' .. #keys)
   end
-  err = check_types(fn, {{keys[1], 'stream'}, {index_key(q), 'hash'}, {cancelled_key(q), 'hash'},
-                         {stats_key(q), 'hash'}})
+  err = check_types(fn, {{keys[1], 'stream'}})
   for _, tg in ipairs(targets) do
     err = err or queue_types(fn, {tg.ready, tg.delayed, tg.wake, tg.seq}, tg.name) or check_seq(fn, tg.seq, tg.gen) or
           (tg.now and check_room(fn, tg.ready)) or (tg.later and check_room(fn, tg.wake)) or
@@ -1448,11 +1490,11 @@ local function ack_follow(keys, args)
   local e = redis.call('XRANGE', keys[1], entry, entry)
   if redis.call('XACK', keys[1], GROUP, entry) == 0 then return 0 end
   redis.call('XDEL', keys[1], entry)
-  redis.call('HDEL', cancelled_key(q), entry)
+  flag_take(aux(cancelled_key(q), 'hash'), entry)
   local flat = e[1] and e[1][2] or {}
   for f = 1, #flat - 1, 2 do -- its job id (absent: the entry id, never in the index)
     if flat[f] == 'id' then
-      index_forget(index_key(q), flat[f + 1], entry)
+      index_forget(aux(index_key(q), 'hash'), flat[f + 1], entry)
       break
     end
   end
@@ -1637,9 +1679,8 @@ local function fail(keys, args)
   elseif not dead_max then
     return refuse(fn, 'DEAD_MAX must be an integer of at most 18 digits, got ' .. shown(args[7]))
   end
-  local ids, cancelled = index_key(q), cancelled_key(q)
-  err = check_types(fn, {{ready, 'stream'}, {delayed, 'zset'}, {wake, 'stream'}, {dead, 'stream'},
-                         {ids, 'hash'}, {cancelled, 'hash'}, {stats_key(q), 'hash'}}) or
+  local ids, cancelled = aux(index_key(q), 'hash'), aux(cancelled_key(q), 'hash')
+  err = check_types(fn, {{ready, 'stream'}, {delayed, 'zset'}, {wake, 'stream'}, {dead, 'stream'}}) or
         check_room(fn, dead) or (action ~= 'dead' and check_room(fn, (action == 'retry' and delay == 0) and ready or wake))
   -- a retry due NEAR_MS or later waits in the time wheel (the due time
   -- checked here is a lower bound: the buckets it may reach are checked)
@@ -1650,7 +1691,7 @@ local function fail(keys, args)
   if err then return err end
   if not grouped(ready) or owner(ready, entry) ~= consumer then return 0 end
   local e = redis.call('XRANGE', ready, entry, entry)
-  local was_cancelled = redis.call('HDEL', cancelled, entry) == 1
+  local was_cancelled = flag_take(cancelled, entry)
   if e[1] then
     local flat = e[1][2]
     local m, rest = to_map(flat)
@@ -1717,9 +1758,8 @@ local function reclaim(keys, args)
     return refuse(fn, 'arguments: CONSUMER MIN_IDLE_MS CURSOR COUNT (1..' .. PROMOTE_MAX ..
                   ') MAX_DELIVERIES DEAD_MAX, got ' .. shown(table.concat(args, ' ')))
   end
-  local ids, cancelled = index_key(q), cancelled_key(q)
-  err = check_types(fn, {{ready, 'stream'}, {dead, 'stream'}, {ids, 'hash'}, {cancelled, 'hash'}}) or
-        check_room(fn, dead)
+  local ids, cancelled = aux(index_key(q), 'hash'), aux(cancelled_key(q), 'hash')
+  err = check_types(fn, {{ready, 'stream'}, {dead, 'stream'}}) or check_room(fn, dead)
   if err then return err end
   if not grouped(ready) then return {'0-0', 0, 0, {}} end
   local r = redis.call('XAUTOCLAIM', ready, GROUP, consumer, min_idle, cursor, 'COUNT', count)
@@ -1728,7 +1768,7 @@ local function reclaim(keys, args)
     if en and en[2] then
       local p = redis.call('XPENDING', ready, GROUP, en[1], en[1], 1)
       local delivered = p[1] and tonumber(p[1][4]) or 0
-      local was_cancelled = redis.call('HDEL', cancelled, en[1]) == 1
+      local was_cancelled = flag_take(cancelled, en[1])
       if was_cancelled or delivered > max_deliveries then
         local m = to_map(en[2])
         index_forget(ids, m.id or en[1], en[1])
@@ -1755,7 +1795,9 @@ jr_heartbeat: extend the lease of running entries.
   Resets the idle time of each entry this consumer still holds (XCLAIM
   JUSTID: no delivery counted). Returns the entries it no longer holds;
   with the 2nd key jr:{Q}:cancelled, {lost entries, entries of those held
-  that were cancelled}. Runs while Redis is out of memory.
+  that were cancelled}, and a third element when the queue's job index,
+  cancel flags or stats hold another type (see aux): a text naming them.
+  Runs while Redis is out of memory.
 ]]
 local function heartbeat(keys, args)
   local fn = 'jr_heartbeat'
@@ -1766,18 +1808,23 @@ local function heartbeat(keys, args)
     return refuse(fn, 'key 2 must be ' .. shown(cancelled_key(q)) .. ' or left out')
   end
   if not consumer or consumer == '' then return refuse(fn, 'arguments: CONSUMER ENTRY ...') end
-  err = check_ids(fn, args, 2) or check_types(fn, {{ready, 'stream'}, {cancelled_key(q), 'hash'}})
+  err = check_ids(fn, args, 2) or check_types(fn, {{ready, 'stream'}})
   if err then return err end
+  local flags = keys[2] and aux(keys[2], 'hash')
   local lost, cancel, g = {}, {}, grouped(ready)
   for i = 2, #args do
     if g and owner(ready, args[i]) == consumer then
       redis.call('XCLAIM', ready, GROUP, consumer, 0, args[i], 'JUSTID')
-      if keys[2] and redis.call('HEXISTS', keys[2], args[i]) == 1 then cancel[#cancel + 1] = args[i] end
+      if flags and redis.call('HEXISTS', flags, args[i]) == 1 then cancel[#cancel + 1] = args[i] end
     else
       lost[#lost + 1] = args[i]
     end
   end
-  if keys[2] then return {lost, cancel} end
+  if keys[2] then
+    local note = aux_note(q)
+    if note ~= '' then return {lost, cancel, note} end
+    return {lost, cancel}
+  end
   return lost
 end
 
@@ -1799,16 +1846,15 @@ local function handback(keys, args)
   if not q then return err end
   local ready, consumer, n = keys[1], args[1], 0
   if not consumer or consumer == '' then return refuse(fn, 'arguments: CONSUMER ENTRY ...') end
-  local ids, cancelled = index_key(q), cancelled_key(q)
-  err = check_ids(fn, args, 2) or check_types(fn, {{ready, 'stream'}, {ids, 'hash'}, {cancelled, 'hash'}}) or
-        check_room(fn, ready)
+  local ids, cancelled = aux(index_key(q), 'hash'), aux(cancelled_key(q), 'hash')
+  err = check_ids(fn, args, 2) or check_types(fn, {{ready, 'stream'}}) or check_room(fn, ready)
   if err then return err end
   if not grouped(ready) then return 0 end
   for i = 2, #args do
     if owner(ready, args[i]) == consumer then
       local e = redis.call('XRANGE', ready, args[i], args[i])
       if not (e[1] and too_large(e[1][2])) then
-        local was_cancelled = redis.call('HDEL', cancelled, args[i]) == 1
+        local was_cancelled = flag_take(cancelled, args[i])
         if e[1] then
           local m, rest = to_map(e[1][2])
           local id = m.id or args[i]
@@ -2146,7 +2192,7 @@ end
 -- k.dead the dead stream is not looked at.
 local function locate(k, id)
   local r
-  local where = redis.call('HGET', k.ids, id)
+  local where = k.ids and redis.call('HGET', k.ids, id)
   if where then
     local s = string.match(where, '^@(.+)$')
     local wn, ws = string.match(where, '^~(%d+)@(.+)$')
@@ -2191,6 +2237,14 @@ local function job_call(fn, keys, args, names, uniq)
   for i, n in ipairs(names) do
     k[n] = keys[i]
     spec[#spec + 1] = {keys[i], JOB_KEY_TYPES[n]}
+  end
+  -- a job index holding garbage is not used (revision 15): the job is
+  -- found by its id's form alone, as a job written before the index
+  if k.ids and not aux(k.ids, 'hash') then
+    k.ids = nil
+    for i = #spec, 1, -1 do
+      if spec[i][2] == 'hash' and spec[i][1] == index_key(q) then table.remove(spec, i) end
+    end
   end
   if uniq then
     local want = 'jr:{' .. q .. '}:uniq:' .. id

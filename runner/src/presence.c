@@ -8,7 +8,11 @@
 
 #include "jr.h"
 #include "log.h"
+#include "report.h"
 #include "util.h"
+
+/* What jr_report_once says of each problem (jr_report_clear names it too). */
+static const char SAY_PROCS_GARBAGE[] = "an entry of the live-process list holds garbage; left out";
 
 int jr_presence_init(jr_presence_t *p, const char *role, const char *name, const char *const *queues,
                      size_t nq, int64_t lease_ms) {
@@ -74,6 +78,11 @@ int jr_presence_prune(jr_presence_t *p, jr_redis_t *r, const char *const *queues
     jr_proc_t *procs = NULL;
     size_t n = 0;
     int rc = jr_redis_proc_list(r, &procs, &n);
+    if (!rc && jr_redis_errstr(r)[0])
+        jr_report_once(JR_LOG_WARN, SAY_PROCS_GARBAGE, "key", JR_PROCS_KEY,
+                       jr_redis_errstr(r));
+    else if (!rc)
+        jr_report_clear(SAY_PROCS_GARBAGE, "the live-process list holds no garbage any more", "key", JR_PROCS_KEY);
     const char **live = rc ? NULL : malloc((n + 1) * sizeof *live);
     if (!rc && !live) rc = JR_ENOMEM;
     for (size_t i = 0; !rc && i < n; i++) live[i] = procs[i].name;

@@ -721,11 +721,20 @@ int jri_append_paused(jr_redis_t *r, const char *const *queues, size_t n) {
 }
 
 /* Read the HMGET reply of append_paused: paused[i] = 1 where queue i has a
- * value. An error reply is JR_EREDIS (paused unchanged). */
+ * value. An error reply (the paused set holds another type) is no queue
+ * paused: garbage there costs pausing, not the reads of every queue; its
+ * text is kept for jr_redis_paused_refused. */
 int jri_recv_paused(jr_redis_t *r, size_t n, unsigned char *paused) {
     redisReply *rep;
     int rc = jri_recv_reply(r, &rep, r->timeout_us);
-    if (rc || (rc = jri_reply_error(r, rep))) return rc;
+    if (rc) return rc;
+    if (rep->type == REDIS_REPLY_ERROR) {
+        snprintf(r->paused_err, sizeof r->paused_err, "%s", rep->str);
+        freeReplyObject(rep);
+        memset(paused, 0, n);
+        return 0;
+    }
+    r->paused_err[0] = '\0';
     if (rep->type != REDIS_REPLY_ARRAY || rep->elements != n) {
         freeReplyObject(rep);
         return jri_fail(r, JR_EPROTO, "HMGET %s: unexpected reply", JR_PAUSED_KEY);

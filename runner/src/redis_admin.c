@@ -223,13 +223,19 @@ int jr_redis_proc_list(jr_redis_t *r, jr_proc_t **out, size_t *n) {
     }
     for (size_t i = 0; i < m && !rc; i++) {
         char key[JR_PROC_NAME_MAX + 16];
-        const char *name = names->element[i]->str ? names->element[i]->str : "";
+        if (names->element[i]->type != REDIS_REPLY_STRING) {
+            freeReplyObject(names);
+            free(v);
+            return jri_fail(r, JR_EPROTO, "ZRANGE %s: unexpected reply", JR_PROCS_KEY);
+        }
+        const char *name = names->element[i]->str;
         proc_key(key, sizeof key, name);
         const char *hg[] = {"HGETALL", key}, *pt[] = {"PTTL", key};
         if (!(rc = jri_append_argv(r, 2, hg, NULL))) rc = jri_append_argv(r, 2, pt, NULL);
     }
     if (!rc && m) rc = jr_redis_flush(r);
     size_t kept = 0, gone = 0;
+    char garbage[JR_ERRLEN] = "";
     const char **stale = calloc(m + 4, sizeof *stale);
     if (!stale && !rc) rc = jri_fail(r, JR_ENOMEM, "out of memory");
     for (size_t i = 0; i < m && !rc; i++) {
@@ -239,16 +245,19 @@ int jr_redis_proc_list(jr_redis_t *r, jr_proc_t **out, size_t *n) {
             freeReplyObject(h);
             break;
         }
-        if (h->type == REDIS_REPLY_ERROR) rc = jri_fail(r, JR_EREDIS, "%s", h->str);
         jr_proc_t *p = &v[kept];
         memset(p, 0, sizeof *p);
-        if (!rc && proc_from_hash(p, h) && t->type == REDIS_REPLY_INTEGER && t->integer != -2) {
+        if (h->type == REDIS_REPLY_ERROR) { /* garbage under a listed name: not a live process */
+            char key[JR_PROC_NAME_MAX + 16];
+            proc_key(key, sizeof key, names->element[i]->str ? names->element[i]->str : "");
+            if (!garbage[0]) snprintf(garbage, sizeof garbage, "%s: %s (left out)", key, h->str);
+        } else if (proc_from_hash(p, h) && t->type == REDIS_REPLY_INTEGER && t->integer != -2) {
             snprintf(p->name, sizeof p->name, "%s", names->element[i]->str);
             if (!p->queues && !(p->queues = strdup(""))) rc = jri_fail(r, JR_ENOMEM, "out of memory");
             long long ttl = t->integer >= 0 ? t->integer : p->lease_ms;
             p->seen_ago_ms = p->lease_ms > ttl ? p->lease_ms - ttl : 0;
             kept++;
-        } else if (!rc) {
+        } else {
             free(p->queues), p->queues = NULL;
             stale[4 + gone++] = names->element[i]->str;
         }
@@ -261,6 +270,7 @@ int jr_redis_proc_list(jr_redis_t *r, jr_proc_t **out, size_t *n) {
         if (!jr_redis_ok(r)) rc = JR_EIO;
         else r->err[0] = '\0';
     }
+    if (!rc) snprintf(r->err, sizeof r->err, "%s", garbage);
     free(stale);
     freeReplyObject(names);
     if (rc) {

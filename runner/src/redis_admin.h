@@ -56,7 +56,10 @@ int jr_redis_proc_renew(jr_redis_t *r, const char *name, long long lease_ms, int
 int jr_redis_proc_remove(jr_redis_t *r, const char *name);
 /* The live processes, oldest first (*out malloc'ed, free with
  * jr_procs_free). Names whose hash has expired are dropped from the index
- * on the way (jr_procs_forget; best effort: a refusal is ignored). */
+ * on the way (jr_procs_forget; best effort: a refusal is ignored). A name
+ * whose key holds another type (garbage) is left out, and the first such
+ * is described in jr_redis_errstr (empty when there was none), so one bad
+ * entry never hides the others. */
 int jr_redis_proc_list(jr_redis_t *r, jr_proc_t **out, size_t *n);
 void jr_procs_free(jr_proc_t *v, size_t n);
 /* Remove from `queue`'s group the consumers with no pending entry, idle at

@@ -19,6 +19,7 @@ struct jr_redis {
     char *registered[REGISTERED_MAX]; /* queues this connection registered */
     size_t nregistered;
     long library_kept;    /* a newer library revision found loaded and kept, 0 = none */
+    char paused_err[JR_ERRLEN]; /* Redis's refusal of the last read of the paused set, "" = read */
     void *scratch;        /* jri_scratch's buffer, kept between calls */
     size_t scratch_cap;
 };
@@ -54,7 +55,8 @@ void jri_copy_str(char *dst, size_t len, const redisReply *e);
  * being formatted (a bulk enqueue formats ~1 MB per 1,000 jobs; allocating
  * it per call costs page faults). NULL (and the error set) if out of memory. */
 void *jri_scratch(jr_redis_t *r, size_t size);
-/* HMGET of JR_PAUSED_KEY for queues, and its reply into paused[]. */
+/* HMGET of JR_PAUSED_KEY for queues, and its reply into paused[] (a
+ * refusal: none paused, see jr_redis_paused_refused). */
 int jri_append_paused(jr_redis_t *r, const char *const *queues, size_t n);
 int jri_recv_paused(jr_redis_t *r, size_t n, unsigned char *paused);
 

@@ -75,15 +75,22 @@ int jr_redis_queues(jr_redis_t *r, jr_strlist_t *out, char *wake_id) {
 }
 
 int jr_redis_send_wake_read(jr_redis_t *r, const char *const *keys, char (*ids)[JR_ID_MAX],
-                            size_t n, int64_t timeout_ms) {
+                            const unsigned char *skip, size_t n, int64_t timeout_ms) {
     const char **argv = malloc((2 * n + 4) * sizeof *argv);
     if (!argv) return jri_fail(r, JR_ENOMEM, "out of memory");
     char t[24];
     snprintf(t, sizeof t, "%lld", (long long)timeout_ms);
     size_t a = 0;
     argv[a++] = "XREAD", argv[a++] = "BLOCK", argv[a++] = t, argv[a++] = "STREAMS";
-    for (size_t i = 0; i < n; i++) argv[a++] = keys[i];
-    for (size_t i = 0; i < n; i++) argv[a++] = ids[i];
+    for (size_t i = 0; i < n; i++)
+        if (!skip || !skip[i]) argv[a++] = keys[i];
+    size_t m = a - 4;
+    for (size_t i = 0; i < n; i++)
+        if (!skip || !skip[i]) argv[a++] = ids[i];
+    if (m == 0) { /* every key left out */
+        free(argv);
+        return 1;
+    }
     int rc = jri_append_argv(r, (int)a, argv, NULL);
     free(argv);
     return rc ? rc : jr_redis_flush(r);
@@ -99,11 +106,11 @@ int jr_redis_recv_wake_read(jr_redis_t *r, const char *const *keys, char (*ids)[
     else if ((rc = jri_reply_error(r, rep))) return rc;
     for (size_t s = 0; rep->type == REDIS_REPLY_ARRAY && s < rep->elements; s++) {
         redisReply *st = rep->element[s];
-        if (st->type != REDIS_REPLY_ARRAY || st->elements != 2 ||
+        if (st->type != REDIS_REPLY_ARRAY || st->elements != 2 || st->element[0]->type != REDIS_REPLY_STRING ||
             st->element[1]->type != REDIS_REPLY_ARRAY || st->element[1]->elements == 0)
             continue;
         redisReply *last = st->element[1]->element[st->element[1]->elements - 1];
-        if (last->type != REDIS_REPLY_ARRAY || last->elements < 1) continue;
+        if (last->type != REDIS_REPLY_ARRAY || last->elements < 1 || last->element[0]->type != REDIS_REPLY_STRING) continue;
         for (size_t i = 0; i < n; i++)
             if (strcmp(keys[i], st->element[0]->str) == 0) {
                 snprintf(ids[i], JR_ID_MAX, "%s", last->element[0]->str);
@@ -201,4 +208,14 @@ int64_t jr_cron_last_parse(const char *last, const char **job) {
     if (end == last || *end != ' ' || t < 0) return -1;
     *job = end + 1;
     return t;
+}
+
+int jr_redis_key_type(jr_redis_t *r, const char *key, char *type, size_t len) {
+    redisReply *rep;
+    int rc = jri_exec(r, &rep, "TYPE", key, NULL);
+    if (rc) return rc;
+    jri_copy_str(type, len, rep);
+    if (rep->type == REDIS_REPLY_STATUS) snprintf(type, len, "%s", rep->str);
+    freeReplyObject(rep);
+    return 0;
 }

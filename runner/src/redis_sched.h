@@ -27,9 +27,14 @@ int jr_redis_queues(jr_redis_t *r, jr_strlist_t *out, char *wake_id);
 /* Send XREAD BLOCK timeout_ms STREAMS <keys> <ids> without waiting for the
  * reply: blocks until an entry newer than ids[i] arrives in keys[i]. Redis
  * ends the block only on its hz tick: the timeout is a backstop, the
- * caller's timer (jr_redis_wait) is the precise one. */
+ * caller's timer (jr_redis_wait) is the precise one. Keys with skip[i] set
+ * (skip may be NULL) are left out (one key of another type makes Redis
+ * refuse the whole XREAD); with every key left out nothing is sent and 1
+ * is returned. */
 int jr_redis_send_wake_read(jr_redis_t *r, const char *const *keys, char (*ids)[JR_ID_MAX],
-                            size_t n, int64_t timeout_ms);
+                            const unsigned char *skip, size_t n, int64_t timeout_ms);
+/* The type of `key` ("none", "string", "stream", ...; len bytes) from TYPE. */
+int jr_redis_key_type(jr_redis_t *r, const char *key, char *type, size_t len);
 /* Read its reply: for each stream that had entries, ids[i] becomes the
  * newest id and fired[i] = 1 (others 0). Returns how many fired. */
 int jr_redis_recv_wake_read(jr_redis_t *r, const char *const *keys, char (*ids)[JR_ID_MAX],

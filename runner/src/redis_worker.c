@@ -15,10 +15,12 @@
  * pipeline. An error reply containing `ignore` counts as success; the first
  * other one is returned as JR_EREDIS with its queue and Redis's text. With
  * `found` (XINFO GROUPS), found[i] = 1 if queue i has the group JR_GROUP.
+ * With `bad`, a refusal sets bad[i] = 1 instead (its text kept in r->err,
+ * the first one's) and the call returns 0.
  * nhead + 1 + ntail <= 8 (the callers below). */
 static int pipeline_per_queue(jr_redis_t *r, const char *const *queues, size_t n, const char *const *head,
                               int nhead, const char *const *tail, int ntail, const char *ignore,
-                              unsigned char *found) {
+                              unsigned char *found, unsigned char *bad) {
     const char *argv[8];
     jr_qkeys_t k;
     int rc = 0;
@@ -35,8 +37,12 @@ static int pipeline_per_queue(jr_redis_t *r, const char *const *queues, size_t n
     for (size_t i = 0; i < n; i++) {
         redisReply *rep;
         if ((rc = jri_recv_reply(r, &rep, r->timeout_us))) return rc; /* the connection is broken */
-        if (rep->type == REDIS_REPLY_ERROR && !strstr(rep->str, ignore) && !first_err)
+        if (rep->type == REDIS_REPLY_ERROR && !strstr(rep->str, ignore) && bad) {
+            if (!bad[i] && !r->err[0]) jri_fail(r, JR_EREDIS, "%s %s of queue %s: %s", head[0], head[1], queues[i], rep->str);
+            bad[i] = 1;
+        } else if (rep->type == REDIS_REPLY_ERROR && !strstr(rep->str, ignore) && !first_err) {
             first_err = jri_fail(r, JR_EREDIS, "%s %s of queue %s: %s", head[0], head[1], queues[i], rep->str);
+        }
         /* XINFO GROUPS: [[name, <group>, ...], ...] */
         for (size_t g = 0; found && rep->type == REDIS_REPLY_ARRAY && g < rep->elements; g++) {
             const redisReply *e = rep->element[g];
@@ -49,7 +55,7 @@ static int pipeline_per_queue(jr_redis_t *r, const char *const *queues, size_t n
     return first_err;
 }
 
-int jr_redis_ensure_groups(jr_redis_t *r, const char *const *queues, size_t n) {
+int jr_redis_ensure_groups(jr_redis_t *r, const char *const *queues, size_t n, unsigned char *bad) {
     static const char *const info[] = {"XINFO", "GROUPS"};
     static const char *const create[] = {"XGROUP", "CREATE"};
     static const char *const create_tail[] = {JR_GROUP, "0", "MKSTREAM"};
@@ -61,11 +67,13 @@ int jr_redis_ensure_groups(jr_redis_t *r, const char *const *queues, size_t n) {
     }
     /* Look first (a read works in an out-of-memory Redis); create only what
      * is missing (BUSYGROUP: another process just did). */
-    int rc = pipeline_per_queue(r, queues, n, info, 2, NULL, 0, "no such key", found);
+    r->err[0] = '\0';
+    if (bad) memset(bad, 0, n);
+    int rc = pipeline_per_queue(r, queues, n, info, 2, NULL, 0, "no such key", found, bad);
     size_t m = 0;
     for (size_t i = 0; !rc && i < n; i++)
-        if (!found[i]) missing[m++] = queues[i];
-    if (!rc && m) rc = pipeline_per_queue(r, missing, m, create, 2, create_tail, 3, "BUSYGROUP", NULL);
+        if (!found[i] && !(bad && bad[i])) missing[m++] = queues[i];
+    if (!rc && m) rc = pipeline_per_queue(r, missing, m, create, 2, create_tail, 3, "BUSYGROUP", NULL, NULL);
     free(found), free(missing);
     return rc;
 }
@@ -183,13 +191,15 @@ int jr_redis_heartbeat(jr_redis_t *r, const char *queue, const char *consumer,
     if (rc || (rc = jr_redis_flush(r)) || (rc = jri_recv_reply(r, &rep, r->timeout_us))) return rc;
     if ((rc = jri_reply_error(r, rep))) return rc;
     int nlost;
+    r->err[0] = '\0';
     if (cancelled) {
-        if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2) {
+        if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 2 || rep->elements > 3) {
             freeReplyObject(rep);
             return jri_fail(r, JR_EPROTO, "jr_heartbeat: unexpected reply");
         }
         nlost = mark_named(rep->element[0], ids, n, lost);
         mark_named(rep->element[1], ids, n, cancelled);
+        if (rep->elements == 3) jri_copy_str(r->err, sizeof r->err, rep->element[2]); /* revision 15 */
     } else {
         nlost = mark_named(rep, ids, n, lost);
     }
@@ -368,6 +378,8 @@ int jr_redis_cancelled_entries(jr_redis_t *r, const char *queue, const char *con
     freeReplyObject(rep);
     return got;
 }
+
+const char *jr_redis_paused_refused(const jr_redis_t *r) { return r->paused_err; }
 
 int jr_redis_paused(jr_redis_t *r, const char *const *queues, size_t n, unsigned char *paused) {
     int rc = jri_append_paused(r, queues, n);

@@ -9,8 +9,11 @@
 
 /* Create the consumer group of each queue if missing (stream too). Looks
  * first (XINFO GROUPS, pipelined) and writes only for what is missing, so it
- * works in an out-of-memory Redis when every group exists. */
-int jr_redis_ensure_groups(jr_redis_t *r, const char *const *queues, size_t n);
+ * works in an out-of-memory Redis when every group exists. With bad (n
+ * flags), a queue whose look is refused (its stream key holds another type)
+ * gets bad[i] = 1 and is skipped, the others are set up, and the first
+ * refusal's text is left in jr_redis_errstr (empty if none). */
+int jr_redis_ensure_groups(jr_redis_t *r, const char *const *queues, size_t n, unsigned char *bad);
 
 /* Send XREADGROUP GROUP jr <consumer> COUNT count BLOCK block_ms STREAMS
  * <ready keys> > ... for the queues (any number), without waiting. COUNT is
@@ -52,7 +55,9 @@ int jr_redis_append_handback(jr_redis_t *r, const char *queue, const char *consu
 /* Extend the lease of running entries. lost[i] = 1 for each entry no longer
  * held by this consumer; unless cancelled is NULL, cancelled[i] = 1 for each
  * one held that was cancelled (jr_cancel). Returns how many were lost, or an
- * error. */
+ * error. With cancelled, jr_redis_errstr then names the queue's job index,
+ * cancel flags or stats key if one holds garbage (which jr_ack, jr_fail
+ * and the others leave alone, revision 15), and is empty otherwise. */
 int jr_redis_heartbeat(jr_redis_t *r, const char *queue, const char *consumer,
                        const char *const *ids, size_t n, unsigned char *lost, unsigned char *cancelled);
 
@@ -101,5 +106,10 @@ int jr_redis_send_read_paused(jr_redis_t *r, const char *consumer, const char *c
                               const unsigned char *on, int64_t count, int64_t block_ms, int with_paused);
 int jr_redis_recv_read_paused(jr_redis_t *r, jr_batch_t *b, const char *const *queues, size_t n, int any_on,
                               unsigned char *paused);
+
+/* Every read of the paused set above takes a refusal (JR_PAUSED_KEY holds
+ * another type) as no queue paused, so garbage there costs pausing only.
+ * This is Redis's text of the last read's refusal, "" when it was read. */
+const char *jr_redis_paused_refused(const jr_redis_t *r);
 
 #endif

@@ -13,8 +13,14 @@
  * streams are read (not popped), so every scheduler learns of an earlier job.
  *
  * A queue whose promotion Redis refuses (an error reply: a key holding
- * garbage, out of memory) is logged by name and retried after a backoff
- * (1 s doubling to 60 s); the other queues go on as before.
+ * garbage, out of memory) is reported by name (report.h: once per reason)
+ * and retried after a backoff (1 s doubling to 60 s); the other queues go
+ * on as before. Garbage elsewhere costs what it belongs to likewise (issue
+ * 18): a wake stream of another type is left out of the XREAD (which Redis
+ * would refuse whole) and what it wakes is looked at every block period;
+ * unreadable schedule keys keep the schedules loaded; a refused periodic
+ * job holds back its own schedule; an unreadable registry keeps the queues
+ * known. Only a broken connection makes the scheduler reconnect.
  *
  * Periodic schedules (cron.h): every scheduler reads them all from jr:{cron}
  * (after upserting the configured ones) and keeps each one's next tick T in
@@ -47,7 +53,14 @@
 #include "redis_produce.h"
 #include "redis_sched.h"
 #include "redis_admin.h"
+#include "report.h"
 #include "util.h"
+
+/* What jr_report_once says of each problem (jr_report_clear names it too). */
+static const char SAY_REGISTRY_REFUSED[] = "Redis refused to list the registered queues; serving the ones known";
+static const char SAY_PROMOTE_REFUSED[] = "Redis refused to promote this queue; trying it again after a backoff (1 s doubling to 60 s)";
+static const char SAY_TICK_REFUSED[] = "Redis refused the job of a periodic schedule; trying again every second";
+static const char SAY_CRON_REFUSED[] = "Redis refused to list the periodic schedules; keeping the ones loaded, reading them again every 5 s";
 
 typedef struct sched {
     const jr_config_t *cfg;
@@ -57,6 +70,7 @@ typedef struct sched {
     char (*wake_keys)[JR_KEY_MAX];
     const char **keyv;
     unsigned char *fired;
+    unsigned char *wake_off; /* per wake key: it holds another type, left out of the XREAD (see sched_wake_refused) */
     int64_t *retry_at_us; /* per queue: monotonic time of the next try after a refusal, 0 = none */
     int64_t *backoff_ms;  /* per queue: the last backoff, 0 = none */
     size_t nwake;
@@ -70,6 +84,8 @@ typedef struct sched {
     struct cron_state *crons;
     size_t ncrons;
     int cron_started;       /* the first load (which handles missed ticks) is done */
+    int64_t cron_reload_us;  /* Redis refused to list the schedules: monotonic time to try again, 0 = none */
+    int64_t backstop_us;     /* while a wake key is left out: monotonic time of the next look (sched_backstop) */
     int64_t cron_deadline_us; /* monotonic time to wake for the next tick, -1 = none */
     int64_t cron_tick_us;     /* monotonic time of the next tick itself (cron_deadline_us is
                                  CRON_PREWAKE_US before it when that is far enough) */
@@ -86,6 +102,7 @@ typedef struct cron_state {
     int64_t next;        /* next tick to fire (Unix ms, Redis time), -1 = none */
     int64_t after;       /* the tick after next, -1 = none */
     int64_t retry_at_us; /* after a refused enqueue: monotonic time to try again, 0 = none */
+    int refused;         /* its last job was refused (reported) */
 } cron_state_t;
 
 static void sched_drop_conns(sched_t *s) {
@@ -103,11 +120,12 @@ static int sched_set_queues(sched_t *s, jr_strlist_t *queues, const char *regist
     char(*keys)[JR_KEY_MAX] = calloc(n ? n : 1, sizeof *keys);
     const char **keyv = calloc(n ? n : 1, sizeof *keyv);
     unsigned char *fired = calloc(n ? n : 1, 1);
+    unsigned char *off = calloc(n ? n : 1, 1);
     int64_t *retry_at = calloc(n ? n : 1, sizeof *retry_at);
     int64_t *backoff = calloc(n ? n : 1, sizeof *backoff);
     double *due = calloc(n ? n : 1, sizeof *due);
-    if (!ids || !keys || !keyv || !fired || !retry_at || !backoff || !due) {
-        free(ids), free(keys), free(keyv), free(fired), free(retry_at), free(backoff), free(due);
+    if (!ids || !keys || !keyv || !fired || !off || !retry_at || !backoff || !due) {
+        free(ids), free(keys), free(keyv), free(fired), free(off), free(retry_at), free(backoff), free(due);
         return JR_ENOMEM;
     }
     for (size_t i = 0; i < queues->n; i++) {
@@ -120,6 +138,7 @@ static int sched_set_queues(sched_t *s, jr_strlist_t *queues, const char *regist
             if (strcmp(s->wake_keys[j], keys[i]) == 0) {
                 memcpy(ids[i], s->wake_ids[j], JR_ID_MAX);
                 retry_at[i] = s->retry_at_us[j], backoff[i] = s->backoff_ms[j], due[i] = s->due_ms[j];
+                off[i] = s->wake_off[j];
             }
         keyv[i] = keys[i];
     }
@@ -127,26 +146,39 @@ static int sched_set_queues(sched_t *s, jr_strlist_t *queues, const char *regist
         snprintf(keys[n - 2], JR_KEY_MAX, "%s", JR_REGISTRY_WAKE_KEY);
         snprintf(ids[n - 2], JR_ID_MAX, "%s", registry_id);
         keyv[n - 2] = keys[n - 2];
+        if (s->nwake && s->follow) off[n - 2] = s->wake_off[s->nwake - 2];
     }
     snprintf(keys[n - 1], JR_KEY_MAX, "%s", JR_CRON_WAKE_KEY);
     snprintf(ids[n - 1], JR_ID_MAX, "%s", s->cron_wake);
     keyv[n - 1] = keys[n - 1];
-    free(s->wake_ids), free(s->wake_keys), free(s->keyv), free(s->fired);
+    if (s->nwake) off[n - 1] = s->wake_off[s->nwake - 1];
+    free(s->wake_ids), free(s->wake_keys), free(s->keyv), free(s->fired), free(s->wake_off);
     free(s->retry_at_us), free(s->backoff_ms), free(s->due_ms);
     jr_strlist_free(&s->queues);
     s->queues = *queues;
     memset(queues, 0, sizeof *queues);
-    s->wake_ids = ids, s->wake_keys = keys, s->keyv = keyv, s->fired = fired, s->nwake = n;
+    s->wake_ids = ids, s->wake_keys = keys, s->keyv = keyv, s->fired = fired, s->wake_off = off, s->nwake = n;
     s->retry_at_us = retry_at, s->backoff_ms = backoff, s->due_ms = due;
     return 0;
 }
 
-/* Read the registry and serve what it lists. */
+/* Read the registry and serve what it lists. A registry Redis refuses to
+ * read (a key of another type) is reported once and the queues known
+ * stay served; it is read again when its wake stream fires (every block
+ * period while that stream is left out, sched_backstop). */
 static int sched_refresh(sched_t *s) {
     jr_strlist_t q = {0};
     char reg_id[JR_ID_MAX];
     int rc = jr_redis_queues(s->cmd, &q, reg_id);
+    if (rc == JR_EREDIS && jr_redis_ok(s->cmd)) {
+        jr_strlist_free(&q);
+        jr_report_once(JR_LOG_ERROR, SAY_REGISTRY_REFUSED,
+                       "key", JR_REGISTRY_KEY, jr_redis_errstr(s->cmd));
+        return 0;
+    }
     if (rc) return rc;
+    jr_report_clear(SAY_REGISTRY_REFUSED, "the registered queues can be listed again", "key", JR_REGISTRY_KEY);
+    if (s->follow) s->wake_off[s->nwake - 2] = 0;
     if (q.n != s->queues.n) {
         char n[24];
         snprintf(n, sizeof n, "%zu", q.n);
@@ -161,18 +193,17 @@ static void sched_fold_deadline(sched_t *s, int64_t at) {
     if (s->deadline_us < 0 || at < s->deadline_us) s->deadline_us = at;
 }
 
-/* Redis refused to promote queue i (an error reply): log it by name and
- * try that queue again after a backoff, 1 s doubling to 60 s. */
+/* Redis refused to promote queue i (an error reply): report it by name
+ * (once per reason) and try that queue again after a backoff, 1 s doubling
+ * to 60 s. */
 static void sched_back_off(sched_t *s, size_t i) {
     int64_t b = s->backoff_ms[i] ? s->backoff_ms[i] * 2 : 1000;
     if (b > 60000) b = 60000;
     s->backoff_ms[i] = b;
     s->retry_at_us[i] = jr_mono_us() + b * 1000;
     sched_fold_deadline(s, s->retry_at_us[i]);
-    char in[24];
-    snprintf(in, sizeof in, "%lldms", (long long)b);
-    jr_log_kv(JR_LOG_ERROR, "Redis refused to promote this queue; trying it again later", "queue",
-              s->queues.v[i], "error", jr_redis_errstr(s->cmd), "retry_in", in, NULL);
+    jr_report_once(JR_LOG_ERROR, SAY_PROMOTE_REFUSED,
+                   "queue", s->queues.v[i], jr_redis_errstr(s->cmd));
 }
 
 /* The LIMIT of the next jr_promote of a backlog (issue 10): a call that
@@ -224,7 +255,9 @@ static int sched_promote(sched_t *s, size_t i) {
                       jr_redis_errstr(s->cmd)[0] ? jr_redis_errstr(s->cmd) : jr_strerror(rc), NULL);
             return rc;
         }
+        if (s->backoff_ms[i]) jr_report_clear(SAY_PROMOTE_REFUSED, "Redis promotes this queue again", "queue", q);
         s->retry_at_us[i] = s->backoff_ms[i] = 0;
+        s->wake_off[i] = 0; /* jr_promote checked its type */
         jr_metrics_redis_ok();
         /* Lateness: this call's Redis time minus the earliest due time the
          * previous call left, i.e. of the earliest job this call moved (a
@@ -246,6 +279,12 @@ static int sched_promote(sched_t *s, size_t i) {
                  * and lose the timer of every queue. */
                 double ahead_us = (next_due - now) * 1000.0;
                 if (!(ahead_us < JR_DELAY_MAX_MS * 1000.0)) ahead_us = JR_DELAY_MAX_MS * 1000.0;
+                /* A call that moved nothing and says a job is due now
+                 * (bucket items that were all cancelled, or garbage in the
+                 * time wheel's index that a library before revision 15
+                 * misread) is called again after 100 ms at the earliest:
+                 * the loop never spins on it. */
+                if (moved == 0 && ahead_us < 100000) ahead_us = 100000;
                 sched_fold_deadline(s, sent + (int64_t)ahead_us);
             }
             break;
@@ -357,9 +396,9 @@ static void cron_job(const jr_cron_def_t *d, int64_t tick, int64_t after, int ca
 static int cron_fired(sched_t *s, const jr_cron_def_t *d, int64_t tick, const char *id, int created,
                       int catch_up) {
     int rc = jr_redis_cron_fired(s->cmd, d->name, tick, id);
-    if (rc == JR_EREDIS) {
-        jr_log_kv(JR_LOG_ERROR, "Redis refused to record a fired tick", "schedule", d->name, "error",
-                  jr_redis_errstr(s->cmd), NULL);
+    if (rc == JR_EREDIS && jr_redis_ok(s->cmd)) {
+        jr_report_once(JR_LOG_ERROR, "Redis refused to record a fired tick", "schedule", d->name,
+                       jr_redis_errstr(s->cmd));
         rc = 0;
     }
     char t[JR_TIME_LEN];
@@ -378,9 +417,9 @@ static int cron_fire_one(sched_t *s, const jr_cron_def_t *d, int64_t tick, int c
     jr_enqueue_t job;
     cron_job(d, tick, jr_cron_def_next(d, tick), catch_up, id, &job);
     int created = 0, rc = jr_redis_enqueue(s->cmd, &job, 1, NULL, &created);
-    if (rc == JR_EREDIS || rc == JR_EINVAL) {
-        jr_log_kv(JR_LOG_ERROR, "Redis refused a periodic job", "schedule", d->name, "job", id, "error",
-                  jr_redis_errstr(s->cmd), NULL);
+    if ((rc == JR_EREDIS && jr_redis_ok(s->cmd)) || rc == JR_EINVAL) {
+        jr_report_once(JR_LOG_ERROR, "Redis refused the catch-up job of a periodic schedule", "schedule", d->name,
+                       jr_redis_errstr(s->cmd));
         return 0;
     }
     return rc ? rc : cron_fired(s, d, tick, id, created, catch_up);
@@ -395,9 +434,9 @@ static int cron_upsert(sched_t *s) {
         if (!def) return JR_ENOMEM;
         int changed = 0, rc = jr_redis_cron_set(s->cmd, d->name, def, &changed);
         free(def);
-        if (rc == JR_EREDIS) {
-            jr_log_kv(JR_LOG_ERROR, "Redis refused a configured schedule", "schedule", d->name, "error",
-                      jr_redis_errstr(s->cmd), NULL);
+        if (rc == JR_EREDIS && jr_redis_ok(s->cmd)) {
+            jr_report_once(JR_LOG_ERROR, "Redis refused a configured schedule", "schedule", d->name,
+                           jr_redis_errstr(s->cmd));
         } else if (rc) {
             return rc;
         } else if (changed) {
@@ -459,8 +498,11 @@ static int cron_near(sched_t *s) {
 /* Fire every tick that is due by the estimated Redis clock (no call before
  * the enqueue: the timer woke us), in order per schedule: the jobs of up to
  * CRON_BATCH ticks in one pipeline, then their last-fired records; then read
- * Redis's clock again and set the timer. A refused enqueue (logged) is tried
- * again, whole, after 1 s: the jobs that were made are not made twice. */
+ * Redis's clock again and set the timer. A job Redis refuses (its queue's
+ * keys hold garbage; reported once per schedule and reason) costs its own
+ * schedule: its ticks from that one on are tried again after 1 s (the jobs
+ * that were made are not made twice), while the other schedules' jobs of
+ * the same pipeline are recorded as fired. */
 #define CRON_BATCH 256
 static int cron_fire(sched_t *s) {
     double now = cron_now(s);
@@ -472,7 +514,8 @@ static int cron_fire(sched_t *s) {
         size_t c;
         int64_t tick, after;
     } due[CRON_BATCH];
-    int created[CRON_BATCH];
+    jr_enq_outcome_t out[CRON_BATCH];
+    jr_strlist_t reasons = {0};
     for (int more = 1; more;) {
         size_t k = 0;
         more = 0;
@@ -493,22 +536,35 @@ static int cron_fire(sched_t *s) {
             }
         }
         if (!k) break;
-        rc = jr_redis_enqueue(s->cmd, jobs, k, NULL, created);
-        if (rc == JR_EREDIS || rc == JR_EINVAL) {
-            jr_log_kv(JR_LOG_ERROR, "Redis refused periodic jobs; trying again in 1s", "job", ids[0], "error",
-                      jr_redis_errstr(s->cmd), NULL);
-            for (size_t j = 0; j < k; j++) s->crons[due[j].c].retry_at_us = jr_mono_us() + 1000000;
-            rc = 0;
-            continue;
+        /* Each job's own outcome: one refused (its queue's keys hold
+         * garbage) costs its schedule only, which tries again after 1 s;
+         * the others are recorded. */
+        jr_strlist_free(&reasons);
+        rc = jr_redis_enqueue_each(s->cmd, jobs, k, NULL, out, &reasons);
+        if (rc && !jr_redis_ok(s->cmd)) break;
+        rc = 0;
+        for (size_t j = 0; j < k; j++) {
+            cron_state_t *c = &s->crons[due[j].c];
+            if (out[j].status == JR_ENQ_CREATED || out[j].status == JR_ENQ_EXISTED) continue;
+            /* Redis's own text: the reason's count of refused jobs grows with the backlog */
+            const char *why = out[j].why < reasons.n ? reasons.v[out[j].why] : jr_redis_errstr(s->cmd);
+            jr_report_once(JR_LOG_ERROR, SAY_TICK_REFUSED,
+                           "schedule", c->def.name, strstr(why, "ERR ") ? strstr(why, "ERR ") : why);
+            c->retry_at_us = jr_mono_us() + 1000000;
+            c->refused = 1;
         }
         for (size_t j = 0; !rc && j < k; j++) {
             cron_state_t *c = &s->crons[due[j].c];
-            rc = cron_fired(s, &c->def, due[j].tick, ids[j], created[j], 0);
+            if (c->retry_at_us) continue; /* a tick of it was refused: none recorded past it */
+            if (c->refused) jr_report_clear(SAY_TICK_REFUSED, "Redis accepts the jobs of this schedule again", "schedule", c->def.name);
+            c->refused = 0;
+            rc = cron_fired(s, &c->def, due[j].tick, ids[j], out[j].status == JR_ENQ_CREATED, 0);
             if (c->next <= due[j].tick) cron_set_next(c, due[j].after);
         }
         if (rc) break;
     }
     free(ids);
+    jr_strlist_free(&reasons);
     if (!rc) rc = cron_clock(s, &now, &mono, 0);
     if (!rc) cron_set_deadline(s, now, mono);
     return rc;
@@ -525,6 +581,16 @@ static int cron_load(sched_t *s) {
     double now;
     int64_t mono;
     int rc = jr_redis_cron_list(s->cmd, &v, &n, s->cron_wake);
+    if (rc == JR_EREDIS && jr_redis_ok(s->cmd)) {
+        /* A schedule key holding garbage costs the schedules only: the ones
+         * loaded keep their timers, the delayed jobs of every queue go on. */
+        jr_report_once(JR_LOG_ERROR, SAY_CRON_REFUSED,
+                       "key", JR_CRON_KEY, jr_redis_errstr(s->cmd));
+        s->cron_reload_us = jr_mono_us() + 5000000;
+        return 0;
+    }
+    if (!rc) s->cron_reload_us = 0, s->wake_off[s->nwake - 1] = 0;
+    if (!rc) jr_report_clear(SAY_CRON_REFUSED, "the periodic schedules can be listed again", "key", JR_CRON_KEY);
     if (!rc) rc = cron_clock(s, &now, &mono, 0);
     cron_state_t *nv = !rc ? calloc(n ? n : 1, sizeof *nv) : NULL;
     if (!rc && !nv) rc = JR_ENOMEM;
@@ -539,8 +605,7 @@ static int cron_load(sched_t *s) {
         char why[JR_ERRLEN];
         cron_state_t *c = &nv[k];
         if (jr_cron_def_decode(v[i].name, v[i].def, &c->def, why, sizeof why)) {
-            jr_log_kv(JR_LOG_ERROR, "a stored schedule is unreadable; not firing it", "schedule", v[i].name, "error",
-                      why, NULL);
+            jr_report_once(JR_LOG_ERROR, "a stored schedule is unreadable; not firing it", "schedule", v[i].name, why);
             jr_cron_def_free(&c->def);
             continue;
         }
@@ -549,7 +614,8 @@ static int cron_load(sched_t *s) {
         while (j < s->ncrons && (strcmp(s->crons[j].def.name, c->def.name) || strcmp(s->crons[j].stored, c->stored)))
             j++;
         if (j < s->ncrons) /* unchanged */
-            c->next = s->crons[j].next, c->after = s->crons[j].after, c->retry_at_us = s->crons[j].retry_at_us;
+            c->next = s->crons[j].next, c->after = s->crons[j].after, c->retry_at_us = s->crons[j].retry_at_us,
+            c->refused = s->crons[j].refused;
         else
             cron_set_next(c, c->def.enabled ? jr_cron_def_next(&c->def, start - 1) : -1);
         const char *job;
@@ -594,6 +660,62 @@ static int sched_connect(sched_t *s) {
     return rc ? rc : sched_promote_all(s);
 }
 
+/* ---- wake keys holding garbage ---------------------------------------------- */
+
+static int sched_any_off(const sched_t *s) {
+    for (size_t i = 0; i < s->nwake; i++)
+        if (s->wake_off[i]) return 1;
+    return 0;
+}
+
+/* Redis refused the wake XREAD (an error reply): one of its keys holds
+ * another type. Find which (TYPE of each), report each once by name and
+ * leave them out of the next XREADs; the queue, registry or schedules they
+ * wake are then looked at every block period (sched_backstop) instead,
+ * and a key is taken back once the call that checks its type (jr_promote,
+ * jr_queues, jr_cron_list) succeeds. Returns 0 (nothing fired) when one
+ * was found, else the refusal (the connection is made again). */
+static int sched_wake_refused(sched_t *s) {
+    char err[JR_ERRLEN];
+    snprintf(err, sizeof err, "%s", jr_redis_errstr(s->blk));
+    int found = 0;
+    for (size_t i = 0; i < s->nwake; i++) {
+        char type[32];
+        int rc = jr_redis_key_type(s->cmd, s->keyv[i], type, sizeof type);
+        if (rc) return rc == JR_EREDIS && jr_redis_ok(s->cmd) ? JR_EREDIS : rc;
+        if (strcmp(type, "stream") && strcmp(type, "none")) {
+            char why[JR_ERRLEN + 64];
+            snprintf(why, sizeof why, "holds a %s, not a stream (%s)", type, err);
+            jr_report_once(JR_LOG_ERROR, "a wake stream holds garbage; not waiting on it, looking every block period instead",
+                           "key", s->keyv[i], why);
+            s->wake_off[i] = 1;
+            found = 1;
+        }
+    }
+    if (found) s->backstop_us = jr_mono_us() + s->cfg->scheduler_block_ms * 1000;
+    return found ? 0 : JR_EREDIS;
+}
+
+/* Every block period while a wake key is left out (its changes are not
+ * seen), and when the schedules are to be read again after a refusal:
+ * promote every queue, read the registry and the schedules. Returns 0 or
+ * a transport error. */
+static int sched_backstop(sched_t *s) {
+    int rc = 0, off = sched_any_off(s);
+    int64_t now = jr_mono_us();
+    if (off && now >= s->backstop_us) {
+        s->backstop_us = now + s->cfg->scheduler_block_ms * 1000;
+        if (s->follow && s->wake_off[s->nwake - 2]) rc = sched_refresh(s);
+        if (!rc) rc = sched_promote_all(s);
+        if (!rc && s->wake_off[s->nwake - 1]) s->cron_reload_us = now;
+    }
+    if (!rc && s->cron_reload_us && now >= s->cron_reload_us) {
+        rc = cron_load(s);
+        if (!rc) rc = cron_fire(s);
+    }
+    return rc;
+}
+
 int jr_scheduler_run(const jr_config_t *cfg) {
     sched_t s = {.cfg = cfg, .deadline_us = -1, .cron_deadline_us = -1, .cron_wake = "0-0"};
     int sigfd = jr_signals_install();
@@ -632,8 +754,9 @@ int jr_scheduler_run(const jr_config_t *cfg) {
         jr_metrics_turned();
         if (!s.cmd && (rc = sched_connect(&s)) == JR_EINTR) break;
         if (!rc && !s.blocked) {
-            rc = jr_redis_send_wake_read(s.blk, s.keyv, s.wake_ids, s.nwake, cfg->scheduler_block_ms);
+            rc = jr_redis_send_wake_read(s.blk, s.keyv, s.wake_ids, s.wake_off, s.nwake, cfg->scheduler_block_ms);
             s.blocked = rc == 0;
+            if (rc == 1) rc = 0; /* every wake key holds garbage: the backstop timer alone */
         }
         int w = 0;
         if (!rc) {
@@ -641,6 +764,8 @@ int jr_scheduler_run(const jr_config_t *cfg) {
                             : s.deadline_us < jr_presence_deadline(&s.presence) ? s.deadline_us
                                                                                 : jr_presence_deadline(&s.presence);
             if (s.cron_deadline_us >= 0 && s.cron_deadline_us < until) until = s.cron_deadline_us;
+            if (s.cron_reload_us && s.cron_reload_us < until) until = s.cron_reload_us;
+            if (sched_any_off(&s) && s.backstop_us < until) until = s.backstop_us;
             int64_t wait = until - jr_mono_us();
             /* A tick is next and near: only look (CRON_PREWAKE_US). */
             if (wait < 0 || (s.cron_spin && until == s.cron_deadline_us)) wait = 0;
@@ -659,9 +784,11 @@ int jr_scheduler_run(const jr_config_t *cfg) {
                 rc = cron_near(&s); /* a tick is near */
             if (!rc && s.deadline_us >= 0 && jr_mono_us() >= s.deadline_us)
                 rc = sched_promote_all(&s); /* our timer: the next job is due */
+            if (!rc) rc = sched_backstop(&s);
         } else if (!rc && w == JR_WAIT_READY) {
             s.blocked = 0;
             int fired = jr_redis_recv_wake_read(s.blk, s.keyv, s.wake_ids, s.fired, s.nwake);
+            if (fired == JR_EREDIS && jr_redis_ok(s.blk)) fired = sched_wake_refused(&s);
             int cron_changed = fired > 0 && s.fired[s.nwake - 1];
             if (cron_changed) snprintf(s.cron_wake, sizeof s.cron_wake, "%s", s.wake_ids[s.nwake - 1]);
             if (fired >= 0) jr_metrics_redis_ok();
@@ -674,6 +801,7 @@ int jr_scheduler_run(const jr_config_t *cfg) {
             /* A backstop timeout (nothing fired) needs nothing: our timer
              * covers the jobs we know of, the wake streams any earlier one. */
             if (!rc && fired > 0) rc = sched_promote_all(&s);
+            if (!rc && fired == 0) rc = sched_backstop(&s);
         }
         if (!rc && s.cmd) rc = jr_presence_tick(&s.presence, s.cmd, 0); /* if due */
         if (!rc) rc = sched_depth(&s);
@@ -692,7 +820,7 @@ int jr_scheduler_run(const jr_config_t *cfg) {
     jr_log_flush();
     jr_metrics_stop();
     sched_drop_conns(&s);
-    free(s.wake_ids), free(s.wake_keys), free(s.keyv), free(s.fired);
+    free(s.wake_ids), free(s.wake_keys), free(s.keyv), free(s.fired), free(s.wake_off);
     free(s.retry_at_us), free(s.backoff_ms), free(s.due_ms);
     jr_strlist_free(&s.queues);
     cron_free_all(s.crons, s.ncrons);

@@ -41,8 +41,15 @@
 #include "redis.h"
 #include "redis_produce.h"
 #include "redis_worker.h"
+#include "report.h"
 #include "redis_admin.h"
 #include "util.h"
+
+/* What jr_report_once says of each problem (jr_report_clear names it too). */
+static const char SAY_RECLAIM_REFUSED[] = "Redis refused to hand over the jobs of stopped workers; trying again later";
+static const char SAY_PAUSED_REFUSED[] = "Redis refused to read the paused queues; taking none as paused";
+static const char SAY_AUX_GARBAGE[] = "keys of this queue hold garbage; its jobs run, without what those keys keep";
+static const char SAY_STREAM_GARBAGE[] = "a queue's stream key holds garbage; not reading this queue until it is fixed (looked at every 10 s)";
 
 #define ENTRY_MAX 48 /* "<20 digits>-<20 digits>" */
 #define RETRY_MAX_MS 5000 /* longest wait between tries of a refused operation */
@@ -95,6 +102,8 @@ typedef struct refusal {
     char err[JR_ERRLEN];
 } refusal_t;
 
+#define BROKEN_CHECK_US 10000000 /* see check_broken */
+
 typedef struct worker {
     const jr_config_t *cfg;
     const jr_registry_t *reg;
@@ -119,7 +128,7 @@ typedef struct worker {
     op_t *ops;
     size_t nops, opcap;
     int64_t next_flush, flush_backoff_ms;
-    refusal_t ops_refused, hb_refused, rc_refused;
+    refusal_t ops_refused, hb_refused;
     int64_t rtt_us, job_us; /* moving averages: a fetch's round trip, a job's run */
     int64_t read_sent_us;   /* when the read in flight was sent */
     int64_t ran_us;         /* time spent in jr_exec_collect (inline mode: running handlers) */
@@ -129,6 +138,7 @@ typedef struct worker {
     int last_read_full;     /* the last read brought all it asked for */
     jr_batch_t batch;
     int64_t next_heartbeat, next_reclaim, next_cancel_check;
+    int64_t next_broken_check; /* while a queue is broken: when to look at its stream key again (check_broken) */
     size_t reclaim_q;
     char cursor[JR_ID_MAX];
     int stopping, signals_seen, said_waiting;
@@ -138,7 +148,8 @@ typedef struct worker {
     /* Priorities and pause (see "fetching"): per queue */
     const int64_t *weights;  /* worker.queues weights, NULL = all 1 */
     int64_t *swrr;           /* jr_prio_split's credit per queue */
-    unsigned char *paused;   /* as Redis said last */
+    unsigned char *paused;   /* as Redis said last, or broken */
+    unsigned char *broken;   /* its stream key holds another type (found at connect): not read, like a paused one, until check_broken finds it fixed */
     unsigned char *on;       /* scratch: the queues a read covers */
     int64_t *counts;         /* scratch: COUNT per queue */
     int64_t *got;            /* scratch: entries per queue in a read */
@@ -374,7 +385,7 @@ static int flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t bloc
     if (!rc && !(bad = calloc(calls ? calls : 1, 1))) rc = JR_ENOMEM;
     if (!rc) rc = want ? send_read(w, want, block) : jr_redis_flush(conn);
     if (!rc && want) w->read_with_ops = 1;
-    char err[JR_ERRLEN] = "";
+    char err[JR_ERRLEN] = "", drop_err[JR_ERRLEN] = "";
     char **follow_err = NULL; /* per follow-up call: jr_ack_follow's refusal */
     if (!rc && first_fail > first_follow &&
         !(follow_err = calloc(first_fail - first_follow, sizeof *follow_err)))
@@ -396,6 +407,16 @@ static int flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t bloc
                  * would wedge this worker; the job fails with the reason. */
                 bad[c] = bad[c] ? bad[c] : 2;
                 follow_err[c - first_follow] = strdup(e);
+                continue;
+            }
+            if (!strncmp(e, "ERR jobrunner: ", 15) && strstr(e, " holds ")) {
+                /* A key of the queue holds another type: trying again
+                 * would be refused again, and while a result is kept
+                 * nothing is fetched from any queue. The result is let go:
+                 * the entry stays pending in its queue, which a reclaim
+                 * takes over (or buries as poison) like a lost worker's. */
+                bad[c] = 3;
+                if (!drop_err[0]) snprintf(drop_err, sizeof drop_err, "%s", e);
                 continue;
             }
             bad[c] = 1; /* a refused call must not wedge the others */
@@ -420,6 +441,10 @@ static int flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t bloc
                 o->error = strdup(why); /* NULL: sent with an empty error */
                 w->ops[kept++] = *o;
                 failed++;
+            } else if (bad[call[i]] == 3) {
+                jr_report_once(JR_LOG_ERROR, "Redis refuses the results of this queue's jobs (a key holds garbage); letting them go, the entries stay pending",
+                               "queue", w->queues[o->queue], drop_err);
+                free(o->error), free(o->fu);
             } else if (bad[call[i]]) {
                 w->ops[kept++] = *o;
             } else {
@@ -457,6 +482,17 @@ static int flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t bloc
 static int flush_ops(worker_t *w) {
     if (!w->nops || jr_mono_us() < w->next_flush) return 0;
     return flush_ops_on(w, w->ctl, 0, 0);
+}
+
+/* After a read of the paused set on r: garbage there (a refusal, taken as
+ * no queue paused) is reported once, and its end once. */
+static void paused_note(jr_redis_t *r) {
+    const char *e = jr_redis_paused_refused(r);
+    if (e[0])
+        jr_report_once(JR_LOG_ERROR, SAY_PAUSED_REFUSED, "key",
+                       JR_PAUSED_KEY, e);
+    else
+        jr_report_clear(SAY_PAUSED_REFUSED, "the paused queues can be read again", "key", JR_PAUSED_KEY);
 }
 
 /* ---- jobs ---------------------------------------------------------------- */
@@ -892,6 +928,11 @@ static int heartbeat(worker_t *w) {
             continue;
         }
         if (nlost < 0) rc = nlost;
+        if (nlost >= 0 && cancelled && jr_redis_errstr(w->ctl)[0])
+            jr_report_once(JR_LOG_ERROR, SAY_AUX_GARBAGE,
+                           "queue", w->queues[q], jr_redis_errstr(w->ctl));
+        else if (nlost >= 0 && cancelled)
+            jr_report_clear(SAY_AUX_GARBAGE, "the keys of this queue hold no garbage any more", "queue", w->queues[q]);
         for (size_t i = 0; i < n && nlost > 0; i++)
             if (lost[i])
                 jr_log_kv(JR_LOG_WARN, "lease lost: another worker took this job over", "entry", ids[i],
@@ -992,17 +1033,26 @@ static void keeper_stop(worker_t *w) {
  * logged once and tried again half a lease later. */
 static int reclaim(worker_t *w, size_t want) {
     long long deleted = 0, poisoned = 0;
+    if (w->broken[w->reclaim_q]) { /* its stream key is garbage: nothing to take over */
+        w->reclaim_q = (w->reclaim_q + 1) % w->nq;
+        if (w->reclaim_q == 0) w->next_reclaim = jr_mono_us() + lease_us(w) / 2;
+        return 0;
+    }
     int rc = jr_redis_reclaim(w->ctl, w->queues[w->reclaim_q], (uint32_t)w->reclaim_q, w->consumer,
                               w->cfg->worker_lease_ms, w->cursor, (int64_t)want, w->cfg->max_deliveries,
                               w->cfg->dead_max, &w->batch, &deleted, &poisoned);
     if (rc == JR_EREDIS) {
-        refused(&w->rc_refused, "Redis refused to hand over the jobs of stopped workers; trying again later",
-                jr_redis_errstr(w->ctl));
-        w->next_reclaim = jr_mono_us() + lease_us(w) / 2;
+        /* That queue's keys hold garbage: the next queue's turn (a refusal
+         * must not keep the others' jobs of stopped workers waiting). */
+        jr_report_once(JR_LOG_ERROR, SAY_RECLAIM_REFUSED, "queue", w->queues[w->reclaim_q], jr_redis_errstr(w->ctl));
+        snprintf(w->cursor, sizeof w->cursor, "0-0");
+        w->reclaim_q = (w->reclaim_q + 1) % w->nq;
+        if (w->reclaim_q == 0) w->next_reclaim = jr_mono_us() + lease_us(w) / 2;
         return 0;
     }
     if (rc) return rc;
-    accepted(&w->rc_refused, "Redis hands over the jobs of stopped workers again");
+    jr_report_clear(SAY_RECLAIM_REFUSED, "Redis hands over the jobs of stopped workers of this queue again", "queue",
+                    w->queues[w->reclaim_q]);
     size_t others = 0; /* entries not already this worker's (see dispatch) */
     for (size_t i = 0; i < w->batch.n; i++)
         others += strlen(w->batch.v[i].id) >= ENTRY_MAX || !held(w, w->batch.v[i].queue, w->batch.v[i].id);
@@ -1057,12 +1107,26 @@ static int try_connect(worker_t *w) {
         w->backoff_ms = w->backoff_ms * 2 > 5000 ? 5000 : w->backoff_ms * 2;
         return JR_EIO;
     }
-    int rc = jr_redis_ensure_groups(w->ctl, w->queues, w->nq);
+    /* A queue whose stream key holds garbage costs that queue: it is not
+     * read (as if paused) until it is fixed (check_broken). */
+    int rc = jr_redis_ensure_groups(w->ctl, w->queues, w->nq, w->broken);
+    for (size_t q = 0; !rc && q < w->nq; q++) {
+        char key[JR_KEY_MAX];
+        snprintf(key, sizeof key, "jr:{%s}:ready", w->queues[q]);
+        if (w->broken[q])
+            jr_report_once(JR_LOG_ERROR, SAY_STREAM_GARBAGE,
+                           "key", key, jr_redis_errstr(w->ctl));
+        else
+            jr_report_clear(SAY_STREAM_GARBAGE, "the queue's stream key is a stream again; reading the queue", "key", key);
+    }
+    w->next_broken_check = jr_mono_us() + BROKEN_CHECK_US;
     if (!rc) rc = jr_redis_client_id(w->rd, &w->rd_id);
     if (!rc) { /* start with the paused set as it is (a refusal: the first read tells) */
         int prc = jr_redis_paused(w->ctl, w->queues, w->nq, w->order_scratch);
+        if (!prc) paused_note(w->ctl);
         if (!prc) memcpy(w->paused, w->order_scratch, w->nq);
         else if (!jr_redis_ok(w->ctl)) rc = prc;
+        for (size_t q = 0; q < w->nq; q++) w->paused[q] |= w->broken[q];
     }
     w->presence.self.client_id = w->rd_id; /* pause and resume wake the blocking read */
     w->quiet = 0;
@@ -1108,10 +1172,11 @@ static int interleave(worker_t *w, jr_batch_t *b) {
 static int see_paused(worker_t *w, const unsigned char *now) {
     int newly = 0, rc = 0;
     for (size_t q = 0; q < w->nq; q++) {
-        if (now[q] == w->paused[q]) continue;
-        w->paused[q] = now[q];
-        newly |= now[q];
-        jr_log_kv(JR_LOG_INFO, now[q] ? "queue paused: taking no new jobs from it" : "queue resumed", "queue",
+        if ((now[q] || w->broken[q]) == w->paused[q]) continue;
+        w->paused[q] = now[q] || w->broken[q];
+        newly |= w->paused[q];
+        if (!w->broken[q])
+            jr_log_kv(JR_LOG_INFO, now[q] ? "queue paused: taking no new jobs from it" : "queue resumed", "queue",
                   w->queues[q], NULL);
     }
     if (!newly) return 0;
@@ -1160,6 +1225,7 @@ static int read_rounds(worker_t *w, size_t want, size_t *taken) {
         memcpy(w->got, w->counts, w->nq * sizeof *w->got); /* asked */
         int64_t sent = jr_mono_us();
         if ((rc = jr_redis_read_each(w->rd, w->consumer, w->queues, w->nq, w->got, &w->batch, now))) break;
+        paused_note(w->rd);
         if ((rc = see_paused(w, now))) break;
         size_t n = w->batch.n;
         for (size_t q = 0; q < w->nq; q++) { /* w->got = asked; a queue that came back short is out */
@@ -1229,8 +1295,33 @@ static int check_paused(worker_t *w) {
     unsigned char *now = w->order_scratch;
     int rc = jr_redis_paused(w->ctl, w->queues, w->nq, now);
     if (rc == JR_EREDIS && jr_redis_ok(w->ctl)) rc = 0; /* refused: the next read tells */
-    else if (!rc) rc = see_paused(w, now);
+    else if (!rc) paused_note(w->ctl), rc = see_paused(w, now);
     return rc;
+}
+
+/* Every 10 s while a queue is left out for garbage in its stream key, look
+ * again (jr_redis_ensure_groups of those queues): a fixed one is read
+ * again. Returns 0 or a transport error. */
+static int check_broken(worker_t *w) {
+    int64_t now = jr_mono_us();
+    if (now < w->next_broken_check) return 0;
+    w->next_broken_check = now + BROKEN_CHECK_US;
+    const char **sel = malloc(w->nq * sizeof *sel);
+    unsigned char *bad = calloc(w->nq, 1);
+    size_t *at = malloc(w->nq * sizeof *at), n = 0;
+    int rc = sel && bad && at ? 0 : JR_ENOMEM;
+    for (size_t q = 0; !rc && q < w->nq; q++)
+        if (w->broken[q]) at[n] = q, sel[n++] = w->queues[q];
+    if (!rc && n) rc = jr_redis_ensure_groups(w->ctl, sel, n, bad);
+    for (size_t j = 0; !rc && j < n; j++) {
+        if (bad[j]) continue;
+        char key[JR_KEY_MAX];
+        snprintf(key, sizeof key, "jr:{%s}:ready", sel[j]);
+        jr_report_clear(SAY_STREAM_GARBAGE, "the queue's stream key is a stream again; reading the queue", "key", key);
+        w->broken[at[j]] = 0, w->paused[at[j]] = 0; /* the next read of the paused set tells */
+    }
+    free(sel), free(bad), free(at);
+    return rc == JR_EREDIS && jr_redis_ok(w->ctl) ? 0 : rc;
 }
 
 /* ---- the loop ------------------------------------------------------------- */
@@ -1323,6 +1414,7 @@ static int turn(worker_t *w, int sigfd) {
         again = !w->reading && w->used + w->nops != before;
     }
     if (connected && (rc = check_paused(w))) return rc;
+    if (connected && (rc = check_broken(w))) return rc;
     /* Wait for: the read, a runner, a signal, or the next timer. */
     struct pollfd fds[2 + 256];
     size_t nf = 0;
@@ -1356,6 +1448,7 @@ static int turn(worker_t *w, int sigfd) {
         w->reading = 0;
         unsigned char *paused_now = w->read_with_paused ? w->order_scratch : NULL;
         rc = jr_redis_recv_read_paused(w->rd, &w->batch, w->queues, w->nq, w->read_on_any, paused_now);
+        if (!rc && paused_now) paused_note(w->rd);
         int64_t waited_ms = (jr_mono_us() - w->read_sent_us) / 1000;
         /* A read that went with results Redis refused was refused too (a
          * write refused: NOREPLICAS, READONLY...): nothing was read; the
@@ -1367,6 +1460,7 @@ static int turn(worker_t *w, int sigfd) {
         if (!rc && !refused_too && !paused_now && w->batch.n > 0) { /* a read sent alone brought entries */
             paused_now = w->order_scratch;
             int prc = jr_redis_paused(w->ctl, w->queues, w->nq, paused_now);
+            if (!prc) paused_note(w->ctl);
             if (prc == JR_EREDIS && jr_redis_ok(w->ctl)) paused_now = NULL; /* refused: the next read tells */
             else if (prc) rc = prc;
         }
@@ -1414,7 +1508,7 @@ static int turn(worker_t *w, int sigfd) {
 }
 
 static void free_fetch(worker_t *w) {
-    free(w->swrr), free(w->counts), free(w->got), free(w->cur), free(w->paused), free(w->on), free(w->order_scratch);
+    free(w->swrr), free(w->counts), free(w->got), free(w->cur), free(w->paused), free(w->broken), free(w->on), free(w->order_scratch);
     free(w->order), free(w->order_q), free(w->order_perm);
 }
 
@@ -1429,6 +1523,7 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
     w.got = calloc(w.nq, sizeof *w.got);
     w.cur = calloc(3 * w.nq, sizeof *w.cur);
     w.paused = calloc(w.nq, 1);
+    w.broken = calloc(w.nq, 1);
     w.on = calloc(w.nq, 1);
     w.order_scratch = calloc(w.nq, 1);
     jr_consumer_name(w.consumer, sizeof w.consumer);
@@ -1444,7 +1539,7 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
     int sigfd = jr_signals_install();
     char err[JR_ERRLEN];
     int nomem = jr_presence_init(&w.presence, "worker", w.consumer, w.queues, w.nq, cfg->worker_lease_ms) ||
-                !w.tasks || !w.outcomes || !w.swrr || !w.counts || !w.got || !w.cur || !w.paused || !w.on ||
+                !w.tasks || !w.outcomes || !w.swrr || !w.counts || !w.got || !w.cur || !w.paused || !w.broken || !w.on ||
                 !w.order_scratch;
     if (nomem ||
         !(w.exec = jr_exec_new(reg, inline_mode, (int)runners, (size_t)cfg->worker_batch, cfg->max_payload, err,

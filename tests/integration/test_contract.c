@@ -588,7 +588,6 @@ Test(contract, refused_calls_change_nothing) {
         {"locate: 159-byte id", "argument: ID", {"FCALL", "jr_locate", "4", "jr:{q}:ready", "jr:{q}:delayed", "jr:{q}:ids", "jr:{q}:dead", ID159, NULL}},
         {"locate: two ids", "argument: ID", {"FCALL", "jr_locate", "4", "jr:{q}:ready", "jr:{q}:delayed", "jr:{q}:ids", "jr:{q}:dead", "x1", "x1", NULL}},
         {"locate: keys of two queues", "key 3 must be", {"FCALL", "jr_locate", "4", "jr:{q}:ready", "jr:{q}:delayed", "jr:{r}:ids", "jr:{q}:dead", "x1", NULL}},
-        {"locate: ids key holds a string", "holds a string", {"FCALL", "jr_locate", "4", "jr:{u}:ready", "jr:{u}:delayed", "jr:{u}:ids", "jr:{u}:dead", "x1", NULL}},
         {"cancel: without the uniq key", "key 5 must be",
          {"FCALL", "jr_cancel", "4", "jr:{q}:ready", "jr:{q}:delayed", "jr:{q}:ids", "jr:{q}:cancelled", "x1", NULL}},
         {"cancel: uniq key of another id", "key 5 must be",
@@ -597,8 +596,6 @@ Test(contract, refused_calls_change_nothing) {
          {"FCALL", "jr_cancel", "5", "jr:{q}:ready", "jr:{q}:delayed", "jr:{q}:ids", "jr:{q}:cancelled", "jr:{q}:uniq:" ID159, ID159, NULL}},
         {"cancel: cancelled key swapped with ids", "key 3 must be",
          {"FCALL", "jr_cancel", "5", "jr:{q}:ready", "jr:{q}:delayed", "jr:{q}:cancelled", "jr:{q}:ids", "jr:{q}:uniq:x1", "x1", NULL}},
-        {"cancel: ids key holds a string", "holds a string",
-         {"FCALL", "jr_cancel", "5", "jr:{u}:ready", "jr:{u}:delayed", "jr:{u}:ids", "jr:{u}:cancelled", "jr:{u}:uniq:x1", "x1", NULL}},
         {"run now: 4 keys", "takes the keys",
          {"FCALL", "jr_run_now", "4", "jr:{q}:ready", "jr:{q}:delayed", "jr:{q}:ids", "jr:{q}:dead", "x1", NULL}},
         {"run now: no id", "argument: ID", {"FCALL", "jr_run_now", "3", "jr:{q}:ready", "jr:{q}:delayed", "jr:{q}:ids", NULL}},
@@ -610,10 +607,11 @@ Test(contract, refused_calls_change_nothing) {
         {"ack: ids key of another queue", "key 2 must be", {"FCALL", "jr_ack", "2", "jr:{q}:ready", "jr:{r}:ids", e1, "x1", NULL}},
         {"ack: an entry without its job id", "in pairs", {"FCALL", "jr_ack", "2", "jr:{q}:ready", "jr:{q}:ids", e1, NULL}},
         {"ack: a bad entry in a pair", "not a stream entry id", {"FCALL", "jr_ack", "2", "jr:{q}:ready", "jr:{q}:ids", e1, "", "x", "y", NULL}},
-        {"ack: ids key holds a string", "holds a string", {"FCALL", "jr_ack", "2", "jr:{u}:ready", "jr:{u}:ids", "1-1", "", NULL}},
+        /* revision 15: a job index, cancel flags or stats key holding
+         * another type no longer refuses jr_ack or jr_promote (it is left
+         * alone: see test_garbage) */
         {"heartbeat: cancelled key of another queue", "key 2 must be",
          {"FCALL", "jr_heartbeat", "2", "jr:{q}:ready", "jr:{r}:cancelled", "c1", e1, NULL}},
-        {"promote: ids key holds a string", "holds a string", {"FCALL", "jr_promote", "3", "jr:{u}:ready", "jr:{u}:delayed", "jr:{u}:wake", "10", NULL}},
         /* jr_ready_prepare (bulk producers' plain XADD path) */
         {"ready prepare: the delayed key", "key 1 must be", {"FCALL", "jr_ready_prepare", "1", "jr:{q}:delayed", NULL}},
         {"ready prepare: bad queue", "key 1 must be", {"FCALL", "jr_ready_prepare", "1", "jr:{a b}:ready", NULL}},

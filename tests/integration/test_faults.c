@@ -420,16 +420,31 @@ Test(faults, a_second_signal_stops_at_once_and_leaves_the_job_pending) {
 }
 
 /* A queue whose ready key holds another type cannot be set up: the worker
- * says so and tries again with a growing backoff, not 10 times a second. */
-Test(faults, a_worker_backs_off_while_a_queue_key_has_the_wrong_type) {
+ * says so once and leaves that queue out, its other queues run (it used to
+ * back off whole, reconnecting for every queue); once fixed it is read. */
+Test(faults, a_queue_whose_key_has_the_wrong_type_is_left_out_and_the_others_run) {
     config("worker:\n  queues: [wa, default]\n");
     redisContext *c = jrt_connect(&R);
     freeReplyObject(redisCommand(c, "SET jr:{wa}:ready not-a-stream"));
     redisFree(c);
     pid_t w = start("worker", "worker.log");
-    jrt_sleep_ms(3500);
+    enqueue(3, "record", "x", 0, 0, NULL);
+    cr_expect(jrt_wait_lines(record, 3, 10000) >= 3, "the other queue's jobs did not run:\n%s",
+              jrt_slurp(logpath("worker.log")));
+    jrt_sleep_ms(1500);
     int n = jrt_count(logpath("worker.log"), "WRONGTYPE");
-    cr_expect(n >= 1 && n <= 8, "%d reconnect lines in 3.5 s:\n%s", n, jrt_slurp(logpath("worker.log")));
+    cr_expect(n == 1, "%d lines name the refusal:\n%s", n, jrt_slurp(logpath("worker.log")));
+    cr_expect_eq(jrt_count(logpath("worker.log"), "reconnecting"), 0, "%s", jrt_slurp(logpath("worker.log")));
+    /* fixed: the queue is read again (looked at every 10 s) */
+    c = jrt_connect(&R);
+    freeReplyObject(redisCommand(c, "DEL jr:{wa}:ready"));
+    redisFree(c);
+    jr_redis_t *r = conn();
+    jr_enqueue_t job = {.queue = "wa", .env = {.handler = "record", .handler_len = 6, .attempt = 1}};
+    cr_assert_eq(jr_redis_enqueue(r, &job, 1, NULL, NULL), 0, "%s", jr_redis_errstr(r));
+    jr_redis_free(r);
+    cr_expect(jrt_wait_lines(record, 4, 20000) >= 4, "the fixed queue is not read again:\n%s",
+              jrt_slurp(logpath("worker.log")));
     cr_expect_eq(jrt_stop(w, SIGTERM, 5000), 0);
 }
 
