@@ -83,6 +83,11 @@ typedef struct op {
     char jobid[JR_ID_MAX]; /* ACK: the job id, "" when it is the entry id */
     char *fu;        /* FOLLOW: the follow-ups (followup.h encoding), owned */
     size_t fu_len;
+    /* ACK, FOLLOW of a handler that succeeded: its log line waits for the
+     * reply, which says whether the job was cancelled meanwhile (owned). */
+    char *done_id, *done_handler;
+    uint32_t done_attempt;
+    int64_t done_us;
 } op_t;
 
 /* Whether Redis is refusing a kind of call, and its last error text. */
@@ -247,6 +252,7 @@ static int push_op(worker_t *w, op_kind_t kind, uint32_t queue, const char *entr
     o->kind = kind, o->queue = queue, o->delay_ms = delay_ms, o->why = why;
     o->jobid[0] = '\0';
     o->fu = NULL, o->fu_len = 0;
+    o->done_id = o->done_handler = NULL;
     snprintf(o->entry, sizeof o->entry, "%s", entry);
     o->error = error ? strdup(error) : NULL;
     if (error && !o->error) return JR_ENOMEM;
@@ -255,8 +261,24 @@ static int push_op(worker_t *w, op_kind_t kind, uint32_t queue, const char *entr
 }
 
 static void clear_ops(worker_t *w) {
-    for (size_t i = 0; i < w->nops; i++) free(w->ops[i].error), free(w->ops[i].fu);
+    for (size_t i = 0; i < w->nops; i++)
+        free(w->ops[i].error), free(w->ops[i].fu), free(w->ops[i].done_id), free(w->ops[i].done_handler);
     w->nops = 0;
+}
+
+static void log_outcome(const worker_t *w, const slot_t *s, const char *outcome,
+                        int64_t duration_us, const char *error, int64_t retry_in);
+
+/* Log the end of a succeeded job whose op o was settled: "cancelled" when
+ * Redis said at its acknowledgement that it was flagged (its follow-ups
+ * were not written), else "ok" (or `outcome`, with error, when not NULL).
+ * Frees the op's log data. */
+static void log_settled(const worker_t *w, op_t *o, int cancelled, const char *outcome, const char *error) {
+    if (!o->done_id) return;
+    slot_t s = {.queue = o->queue, .id = o->done_id, .handler = o->done_handler, .attempt = o->done_attempt};
+    log_outcome(w, &s, outcome ? outcome : cancelled ? "cancelled" : "ok", o->done_us, error, -1);
+    free(o->done_id), free(o->done_handler);
+    o->done_id = o->done_handler = NULL;
 }
 
 /* Send every queued operation on ctl in one pipeline and read the replies.
@@ -295,13 +317,22 @@ static int flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t bloc
     const char **ids = malloc(w->nops * sizeof *ids);
     size_t *call = malloc(w->nops * sizeof *call); /* call carrying op i */
     unsigned char *bad = NULL;
-    if (!ids || !call) {
+    /* Per call: whether it is a jr_ack (its reply lists cancelled entries),
+     * the list, and the integer reply (jr_ack_follow: 2 = cancelled). At
+     * most 2 calls per queue, then 2 per op. */
+    size_t maxcalls = 2 * w->nq + 2 * w->nops + 1;
+    unsigned char *ackcall = calloc(maxcalls, 1);
+    char ***flagged = calloc(maxcalls, sizeof *flagged);
+    size_t *nflagged = calloc(maxcalls, sizeof *nflagged);
+    long long *val = calloc(maxcalls, sizeof *val);
+    if (!ids || !call || !ackcall || !flagged || !nflagged || !val) {
+        free(ackcall), free(flagged), free(nflagged), free(val);
         free(ids), free(call);
         return JR_ENOMEM;
     }
     const char **jobids = malloc(w->nops * sizeof *jobids);
     if (!jobids) {
-        free(ids), free(call);
+        free(ids), free(call), free(ackcall), free(flagged), free(nflagged), free(val);
         return JR_ENOMEM;
     }
     for (uint32_t q = 0; q < w->nq && !rc; q++) {
@@ -317,9 +348,8 @@ static int flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t bloc
             int named = 0;
             for (size_t i = 0; i < n && !named; i++) named = jobids[i][0] != '\0';
             rc = kind != OP_ACK ? jr_redis_append_handback(conn, w->queues[q], w->consumer, ids, n)
-                 : named        ? jr_redis_append_ack_ids(conn, w->queues[q], ids, jobids, n)
-                                : jr_redis_append_ack(conn, w->queues[q], ids, n);
-            calls++;
+                                : jr_redis_append_ack_report(conn, w->queues[q], ids, named ? jobids : NULL, n);
+            ackcall[calls++] = kind == OP_ACK;
         }
     }
     free(ids), free(jobids);
@@ -372,8 +402,9 @@ static int flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t bloc
         int reg = follow && regs[c - first_follow];
         /* One reply per call; reply 0 is jr_register's before a jr_ack_follow. */
         for (int reply = reg ? 0 : 1; reply <= 1 && !rc; reply++) {
-            long long v;
-            rc = jr_redis_recv_int(conn, &v);
+            long long v = 0;
+            rc = ackcall[c] ? jr_redis_recv_ack(conn, &v, &flagged[c], &nflagged[c]) : jr_redis_recv_int(conn, &v);
+            if (reply == 1) val[c] = v;
             if (rc != JR_EREDIS) continue;
             const char *e = jr_redis_errstr(conn);
             rc = 0;
@@ -401,6 +432,7 @@ static int flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t bloc
                          e ? e : "out of memory");
                 jr_log_kv(JR_LOG_ERROR, "follow-ups refused by Redis; the job goes to the dead-letter stream",
                           "entry", o->entry, "queue", w->queues[o->queue], "error", e, NULL);
+                log_settled(w, o, 0, "dead", why);
                 free(o->fu), free(o->error);
                 o->fu = NULL, o->fu_len = 0;
                 o->kind = OP_DEAD, o->why = "failed";
@@ -411,6 +443,10 @@ static int flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t bloc
                 w->ops[kept++] = *o;
             } else {
                 if (o->kind == OP_FOLLOW && regs[call[i] - first_follow]) targets_registered(w, o, 1);
+                int cancelled = o->kind == OP_FOLLOW && val[call[i]] == 2;
+                for (size_t f = 0; o->kind == OP_ACK && f < nflagged[call[i]] && !cancelled; f++)
+                    cancelled = !strcmp(flagged[call[i]][f], o->entry);
+                log_settled(w, o, cancelled, NULL, NULL);
                 free(o->error), free(o->fu);
             }
         }
@@ -437,6 +473,11 @@ static int flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t bloc
         }
     }
     free(follow_err), free(regs);
+    for (size_t c = 0; c < maxcalls; c++) {
+        for (size_t f = 0; f < nflagged[c]; f++) free(flagged[c][f]);
+        free(flagged[c]);
+    }
+    free(ackcall), free(flagged), free(nflagged), free(val);
     free(call), free(bad);
     return rc;
 }
@@ -522,10 +563,22 @@ static int cancel_probe(void *ctx, uint32_t tag) {
     return s->cancelled;
 }
 
+/* The op just queued for slot s, whose handler succeeded, takes the job's
+ * log data: its line is written when Redis answers (log_settled). */
+static void log_when_settled(worker_t *w, slot_t *s, int64_t duration_us) {
+    op_t *op = &w->ops[w->nops - 1];
+    op->done_id = s->id, op->done_handler = s->handler; /* moved: free_slot frees NULL */
+    s->id = s->handler = NULL;
+    op->done_attempt = s->attempt, op->done_us = duration_us;
+}
+
 /* Turn an outcome into an operation and a log line. A job cancelled while
  * it ran is acknowledged whatever its result (never retried or buried: the
  * flag in Redis is certain once a heartbeat reported it), outcome
- * "cancelled", and its follow-ups are dropped. */
+ * "cancelled", and its follow-ups are dropped. A job that succeeded is
+ * logged when its acknowledgement is answered: Redis checks the flag in
+ * the same step (jr_ack, jr_ack_follow), so a job cancelled after the last
+ * heartbeat is "cancelled" too, without its follow-ups. */
 static int finish(worker_t *w, jr_outcome_t *o) {
     slot_t *s = &w->slots[o->tag];
     int rc = 0;
@@ -535,14 +588,14 @@ static int finish(worker_t *w, jr_outcome_t *o) {
         o->followups = NULL;
         rc = push_ack(w, s);
     } else if (o->kind == JR_OUT_OK && o->followups) { /* the operation takes them */
-        log_outcome(w, s, "ok", o->duration_us, NULL, -1);
         rc = push_op(w, OP_FOLLOW, s->queue, s->entry, 0, NULL, NULL);
         if (!rc) w->ops[w->nops - 1].fu = o->followups, w->ops[w->nops - 1].fu_len = o->followups_len;
         else free(o->followups);
         o->followups = NULL;
+        if (!rc) log_when_settled(w, s, o->duration_us);
     } else if (o->kind == JR_OUT_OK) {
-        log_outcome(w, s, "ok", o->duration_us, NULL, -1);
         rc = push_ack(w, s);
+        if (!rc) log_when_settled(w, s, o->duration_us);
     } else if (o->kind == JR_OUT_UNSTARTED || o->kind == JR_OUT_INTERRUPTED) {
         /* Stopped by our shutdown, not by the job: no attempt used. */
         if (o->kind == JR_OUT_INTERRUPTED)
