@@ -128,6 +128,10 @@ typedef struct worker {
     int last_read_full;     /* the last read brought all it asked for */
     jr_batch_t batch;
     int64_t next_heartbeat, next_reclaim, next_cancel_check;
+    /* Redis's clock (TIME) clock_redis_ms read at monotonic clock_mono_us
+     * (0: not read yet); read again at next_clock_us (see redis_now_ms). */
+    double clock_redis_ms;
+    int64_t clock_mono_us, next_clock_us;
     size_t reclaim_q;
     char cursor[JR_ID_MAX];
     int stopping, signals_seen, said_waiting;
@@ -503,6 +507,31 @@ static void log_outcome(const worker_t *w, const slot_t *s, const char *outcome,
               retry_in >= 0 ? retry : NULL, NULL);
 }
 
+/* Every time this worker compares with a time stored in Redis (a job's
+ * due time) is Redis's clock, never the host's: a host clock that is off
+ * by seconds must not make a job wait too little or too long. TIME is read
+ * at connect and every CLOCK_REFRESH_US, and advanced in between with the
+ * monotonic clock (the error: half a round trip, plus the drift of the two
+ * clocks over 10 s). */
+#define CLOCK_REFRESH_US 10000000
+static int clock_sync(worker_t *w) {
+    int64_t sent = jr_mono_us();
+    double t;
+    int rc = jr_redis_time_ms(w->ctl, &t);
+    if (rc) return rc;
+    int64_t recv = jr_mono_us();
+    w->clock_redis_ms = t, w->clock_mono_us = sent + (recv - sent) / 2;
+    w->next_clock_us = recv + CLOCK_REFRESH_US;
+    return 0;
+}
+
+/* Redis's clock now (Unix ms), from the last clock_sync; read now if there
+ * was none (the host's clock only if Redis cannot answer). */
+static int64_t redis_now_ms(worker_t *w) {
+    if (!w->clock_mono_us && (!w->ctl || clock_sync(w))) return jr_wall_ms();
+    return (int64_t)(w->clock_redis_ms + (double)(jr_mono_us() - w->clock_mono_us) / 1000.0);
+}
+
 /* Bury an entry that cannot run, saying why. */
 static int reject(worker_t *w, uint32_t q, const char *entry, const char *reason) {
     jr_log_kv(JR_LOG_ERROR, "invalid job; moved to the dead-letter stream", "entry", entry, "queue",
@@ -518,7 +547,7 @@ static int reject(worker_t *w, uint32_t q, const char *entry, const char *reason
 static int no_handler(worker_t *w, uint32_t q, const char *entry, const jr_envelope_t *env) {
     char err[256];
     snprintf(err, sizeof err, "no handler named \"%.64s\" is loaded", env->handler);
-    int64_t waited = jr_wall_ms() - env->due_ms;
+    int64_t waited = redis_now_ms(w) - env->due_ms;
     if (waited < 0) waited = 0;
     if (waited >= w->cfg->worker_handler_wait_ms) {
         if (w->cfg->worker_handler_wait_ms > 0)
@@ -976,6 +1005,7 @@ static int try_connect(worker_t *w) {
     }
     w->presence.self.client_id = w->rd_id; /* pause and resume wake the blocking read */
     w->quiet = 0;
+    if (!rc) rc = clock_sync(w);
     if (rc) { /* e.g. a queue's stream key of another type: back off, do not flood the log */
         drop_conns(w, rc);
         w->backoff_ms = w->backoff_ms * 2 > 5000 ? 5000 : w->backoff_ms * 2;
@@ -1307,6 +1337,7 @@ static int turn(worker_t *w, int sigfd) {
         w->next_heartbeat = now + lease_us(w) / 3;
         if ((rc = heartbeat(w))) return rc;
     }
+    if (w->ctl && now >= w->next_clock_us && (rc = clock_sync(w))) return rc;
     if (w->rd && w->used && now >= w->next_cancel_check) {
         w->next_cancel_check = now + CANCEL_CHECK_US;
         if ((rc = cancel_check(w))) return rc;
