@@ -4,7 +4,8 @@
  * worker lacks is deferred, not dead-lettered early, and dead-lettered
  * after worker.handler_wait, not 30 s late; each periodic tick fires once,
  * at its time on Redis's clock; a retry is due when asked, not early;
- * presence is not reported stale and the stats window counts the jobs. */
+ * presence is not reported stale, the stats window counts the jobs, and a
+ * pause records Redis's time. */
 #include <criterion/criterion.h>
 #include <glob.h>
 #include <jansson.h>
@@ -44,24 +45,37 @@ static const char *libfaketime(void) {
     return NULL;
 }
 
-/* Start jobrunner with args, its wall clock skewed by `skew` ("+30s",
- * "-30s"; its monotonic clock true), output appended to log. */
-static pid_t spawn_skewed(const char *skew, const char *log, const char *const *args) {
-    const char *old = getenv("ASAN_OPTIONS");
-    char asan[512];
-    snprintf(asan, sizeof asan, "%s%sverify_asan_link_order=0", old ? old : "", old && *old ? ":" : "");
-    char *saved = old ? strdup(old) : NULL;
-    setenv("LD_PRELOAD", libfaketime(), 1);
-    setenv("FAKETIME", skew, 1);
-    setenv("FAKETIME_DONT_FAKE_MONOTONIC", "1", 1);
-    setenv("FAKETIME_NO_CACHE", "1", 1);
-    setenv("ASAN_OPTIONS", asan, 1);
-    pid_t pid = jrt_spawn(log, args);
+/* The environment of the processes started next: their wall clock skewed
+ * by `skew` ("+30s", "-30s"; the monotonic clock true); skew NULL undoes it. */
+static void skew_env(const char *skew) {
+    static char *saved;
+    static int was_set;
+    if (skew) {
+        const char *old = getenv("ASAN_OPTIONS");
+        char asan[512];
+        snprintf(asan, sizeof asan, "%s%sverify_asan_link_order=0", old ? old : "", old && *old ? ":" : "");
+        was_set = old != NULL, saved = old ? strdup(old) : NULL;
+        setenv("LD_PRELOAD", libfaketime(), 1);
+        setenv("FAKETIME", skew, 1);
+        setenv("FAKETIME_DONT_FAKE_MONOTONIC", "1", 1);
+        setenv("FAKETIME_NO_CACHE", "1", 1);
+        setenv("ASAN_OPTIONS", asan, 1);
+        return;
+    }
     unsetenv("LD_PRELOAD"), unsetenv("FAKETIME"), unsetenv("FAKETIME_DONT_FAKE_MONOTONIC");
     unsetenv("FAKETIME_NO_CACHE");
-    if (saved) setenv("ASAN_OPTIONS", saved, 1);
+    if (was_set && saved) setenv("ASAN_OPTIONS", saved, 1);
     else unsetenv("ASAN_OPTIONS");
     free(saved);
+    saved = NULL;
+}
+
+/* Start jobrunner with args, its wall clock skewed by `skew`, output
+ * appended to log. */
+static pid_t spawn_skewed(const char *skew, const char *log, const char *const *args) {
+    skew_env(skew);
+    pid_t pid = jrt_spawn(log, args);
+    skew_env(NULL);
     return pid;
 }
 
@@ -282,6 +296,20 @@ Test(clock, worker_ahead_retry_presence_and_stats) {
     cr_expect_gt(json_number_value(json_object_get(q, "jobs_per_second")), 0.0,
                  "the last minute's window has none of the 5 jobs: %s", out);
     json_decref(sd);
+    /* `pause` from a host 30 s behind: paused_since is Redis's now */
+    const char *pause[] = {"pause", "main", NULL};
+    skew_env("-30s");
+    int pst = cli(out, sizeof out, pause);
+    skew_env(NULL);
+    cr_assert_eq(pst, 0, "pause: %s", out);
+    long long at = redis_ms();
+    cr_assert_eq(cli(out, sizeof out, st), 0);
+    sd = json_loads(out, 0, &je);
+    cr_assert(sd, "stats --json: %s", out);
+    long long since = (long long)json_integer_value(json_object_get(json_array_get(json_object_get(sd, "queues"), 0),
+                                                                   "paused_since"));
+    json_decref(sd);
+    cr_expect(since > at - 5000 && since <= at, "paused at %lld by a clock 30 s behind, Redis's now %lld", since, at);
     jrt_stop(w[0], SIGTERM, 10000);
     jrt_stop(w[1], SIGTERM, 10000);
 }
