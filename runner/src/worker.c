@@ -83,8 +83,10 @@ typedef struct op {
     char jobid[JR_ID_MAX]; /* ACK: the job id, "" when it is the entry id */
     char *fu;        /* FOLLOW: the follow-ups (followup.h encoding), owned */
     size_t fu_len;
-    /* ACK, FOLLOW of a handler that succeeded: its log line waits for the
-     * reply, which says whether the job was cancelled meanwhile (owned). */
+    /* ACK, FOLLOW, RETRY, DEAD of a job that ran: its log line (outcome
+     * done_outcome) waits for the reply, which says whether the job was
+     * cancelled meanwhile (done_id, done_handler owned). */
+    const char *done_outcome;
     char *done_id, *done_handler;
     uint32_t done_attempt;
     int64_t done_us;
@@ -273,14 +275,19 @@ static void clear_ops(worker_t *w) {
 static void log_outcome(const worker_t *w, const slot_t *s, const char *outcome,
                         int64_t duration_us, const char *error, int64_t retry_in);
 
-/* Log the end of a succeeded job whose op o was settled: "cancelled" when
- * Redis said at its acknowledgement that it was flagged (its follow-ups
- * were not written), else "ok" (or `outcome`, with error, when not NULL).
- * Frees the op's log data. */
+/* Log the end of a job whose op o was settled: "cancelled" when Redis said
+ * in the same step that it was flagged (jr_ack's list, jr_ack_follow or
+ * jr_fail returning 2: not retried, not buried, its follow-ups not
+ * written), else its own outcome (or `outcome` with `error`, when not
+ * NULL). Frees the op's log data; nothing for an op without it. */
 static void log_settled(const worker_t *w, op_t *o, int cancelled, const char *outcome, const char *error) {
     if (!o->done_id) return;
     slot_t s = {.queue = o->queue, .id = o->done_id, .handler = o->done_handler, .attempt = o->done_attempt};
-    log_outcome(w, &s, outcome ? outcome : cancelled ? "cancelled" : "ok", o->done_us, error, -1);
+    if (outcome)
+        log_outcome(w, &s, outcome, o->done_us, error, -1);
+    else
+        log_outcome(w, &s, cancelled ? "cancelled" : o->done_outcome, o->done_us, o->error,
+                    !cancelled && o->kind == OP_RETRY ? o->delay_ms : -1);
     free(o->done_id), free(o->done_handler);
     o->done_id = o->done_handler = NULL;
 }
@@ -447,7 +454,7 @@ static int flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t bloc
                 w->ops[kept++] = *o;
             } else {
                 if (o->kind == OP_FOLLOW && regs[call[i] - first_follow]) targets_registered(w, o, 1);
-                int cancelled = o->kind == OP_FOLLOW && val[call[i]] == 2;
+                int cancelled = o->kind != OP_ACK && val[call[i]] == 2; /* FOLLOW, RETRY, DEAD */
                 for (size_t f = 0; o->kind == OP_ACK && f < nflagged[call[i]] && !cancelled; f++)
                     cancelled = !strcmp(flagged[call[i]][f], o->entry);
                 log_settled(w, o, cancelled, NULL, NULL);
@@ -592,10 +599,11 @@ static int cancel_probe(void *ctx, uint32_t tag) {
     return s->cancelled;
 }
 
-/* The op just queued for slot s, whose handler succeeded, takes the job's
- * log data: its line is written when Redis answers (log_settled). */
-static void log_when_settled(worker_t *w, slot_t *s, int64_t duration_us) {
+/* The op just queued for slot s, whose job ended with `outcome`, takes the
+ * job's log data: its line is written when Redis answers (log_settled). */
+static void log_when_settled(worker_t *w, slot_t *s, int64_t duration_us, const char *outcome) {
     op_t *op = &w->ops[w->nops - 1];
+    op->done_outcome = outcome;
     op->done_id = s->id, op->done_handler = s->handler; /* moved: free_slot frees NULL */
     s->id = s->handler = NULL;
     op->done_attempt = s->attempt, op->done_us = duration_us;
@@ -604,10 +612,10 @@ static void log_when_settled(worker_t *w, slot_t *s, int64_t duration_us) {
 /* Turn an outcome into an operation and a log line. A job cancelled while
  * it ran is acknowledged whatever its result (never retried or buried: the
  * flag in Redis is certain once a heartbeat reported it), outcome
- * "cancelled", and its follow-ups are dropped. A job that succeeded is
- * logged when its acknowledgement is answered: Redis checks the flag in
- * the same step (jr_ack, jr_ack_follow), so a job cancelled after the last
- * heartbeat is "cancelled" too, without its follow-ups. */
+ * "cancelled", and its follow-ups are dropped. Any other job that ran is
+ * logged when its operation is answered: Redis checks the flag in the same
+ * step (jr_ack, jr_ack_follow, jr_fail), so a job cancelled after the last
+ * heartbeat is "cancelled" too: not retried, without its follow-ups. */
 static int finish(worker_t *w, jr_outcome_t *o) {
     slot_t *s = &w->slots[o->tag];
     int rc = 0;
@@ -621,10 +629,10 @@ static int finish(worker_t *w, jr_outcome_t *o) {
         if (!rc) w->ops[w->nops - 1].fu = o->followups, w->ops[w->nops - 1].fu_len = o->followups_len;
         else free(o->followups);
         o->followups = NULL;
-        if (!rc) log_when_settled(w, s, o->duration_us);
+        if (!rc) log_when_settled(w, s, o->duration_us, "ok");
     } else if (o->kind == JR_OUT_OK) {
         rc = push_ack(w, s);
-        if (!rc) log_when_settled(w, s, o->duration_us);
+        if (!rc) log_when_settled(w, s, o->duration_us, "ok");
     } else if (o->kind == JR_OUT_UNSTARTED || o->kind == JR_OUT_INTERRUPTED) {
         /* Stopped by our shutdown, not by the job: no attempt used. */
         if (o->kind == JR_OUT_INTERRUPTED)
@@ -647,15 +655,15 @@ static int finish(worker_t *w, jr_outcome_t *o) {
                 snprintf(why, sizeof why, "%s (attempt %u of %u)", err, s->attempt, s->max_attempts);
             else
                 snprintf(why, sizeof why, "%s (permanent failure)", err);
-            log_outcome(w, s, "dead", o->duration_us, why, -1);
             rc = push_op(w, OP_DEAD, s->queue, s->entry, 0, why, "failed");
+            if (!rc) log_when_settled(w, s, o->duration_us, "dead");
         } else {
             int64_t delay = o->retry_after_ms >= 0
                                 ? o->retry_after_ms
                                 : jr_backoff_ms(s->attempt, s->policy.backoff_ms,
                                                 s->policy.backoff_max_ms, next_rand(w));
-            log_outcome(w, s, "retry", o->duration_us, err, delay);
             rc = push_op(w, OP_RETRY, s->queue, s->entry, delay, err, NULL);
+            if (!rc) log_when_settled(w, s, o->duration_us, "retry");
         }
     }
     free_slot(w, s);

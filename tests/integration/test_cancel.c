@@ -7,8 +7,9 @@
  *   - `job delete` of a waiting or dead job with an id: enqueueing the id
  *     again within its window makes nothing;
  *   - a running job cancelled while its worker is stopped, whose handler
- *     then returns OK with a follow-up: it ends `outcome=cancelled`, and its
- *     follow-up never appears (the flag is checked inside the ack). */
+ *     then returns OK with a follow-up (or asks for a retry): it ends
+ *     `outcome=cancelled`, its follow-up never appears, it is not retried
+ *     (the flag is checked inside the ack and the fail call). */
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdio.h>
@@ -202,13 +203,13 @@ Test(cancel, job_cancelled_before_its_ack_is_acked_as_cancelled_without_followup
     jrt_config(&R, "worker:\n  lease: 30s\n", cfgpath, sizeof cfgpath);
     const char *w[] = {"worker", "-c", cfgpath, "-q", "main", "--plugin", JRT_CANCEL_PLUGIN, NULL};
     pid_t wp = jrt_spawn(wlog, w);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) { /* k = 2: the handler asks for a retry instead */
         char id[32], child[48], needle[64];
         snprintf(id, sizeof id, "gated-%d", k);
         snprintf(child, sizeof child, "%s-child", id);
         unlink(go);
         char out[1024];
-        const char *e[] = {"enqueue", "-q", "main", "--id", id, "gated", NULL};
+        const char *e[] = {"enqueue", "-q", "main", "--id", id, "gated", k == 2 ? "retry" : "x", NULL};
         cr_assert_eq(cli(out, sizeof out, e), 0);
         snprintf(needle, sizeof needle, "%s 1 started", id);
         cr_assert_eq(wait_count(record, needle, 1, 20000), 1, "%s never started", id);
@@ -229,8 +230,12 @@ Test(cancel, job_cancelled_before_its_ack_is_acked_as_cancelled_without_followup
         char line[128];
         snprintf(line, sizeof line, "job=%s queue=main handler=gated attempt=1 outcome=cancelled", id);
         cr_expect_eq(wait_count(wlog, line, 1, 5000), 1, "%s did not end outcome=cancelled", id);
-        snprintf(line, sizeof line, "job=%s queue=main handler=gated attempt=1 outcome=ok", id);
-        cr_expect_eq(jrt_count(wlog, line), 0, "%s ended outcome=ok although it was cancelled", id);
+        snprintf(line, sizeof line, "job=%s queue=main handler=gated attempt=1 outcome=%s", id, k == 2 ? "retry" : "ok");
+        cr_expect_eq(jrt_count(wlog, line), 0, "%s ended %s although it was cancelled", id, strstr(line, "outcome="));
+        snprintf(needle, sizeof needle, "%s 1 started", id);
+        cr_expect_eq(jrt_count(record, needle), 1, "the cancelled %s ran again", id);
+        snprintf(needle, sizeof needle, "%s 2 ", id);
+        cr_expect_eq(jrt_count(record, needle), 0, "the cancelled %s was retried", id);
     }
     /* a job that is not cancelled still writes its follow-up and ends ok */
     char out[1024];
