@@ -17,7 +17,8 @@ Keys of queue Q (all share the hash tag {Q}, so every call touches one slot):
                   earliest delayed one; every scheduler XREADs it (a broadcast,
                   unlike a list pop, so no scheduler keeps a stale timer)
   jr:{Q}:seq      counter for ids of delayed jobs enqueued without an id
-  jr:{Q}:uniq:ID  idempotency window of an explicit job id
+  jr:{Q}:uniq:ID  idempotency window of an explicit job id; after the job
+                  was cancelled or deleted, its tombstone until the window ends
   jr:{Q}:ids      hash: job id -> where the job is ("@<score>" in the delayed
                   set, or "<entry id>" in the stream), only for jobs whose id
                   does not say it (see index_set)
