@@ -284,6 +284,14 @@ Test(clock, worker_ahead_retry_presence_and_stats) {
         seen = 1;
         long long ago = (long long)json_integer_value(json_object_get(p, "last_seen_ms"));
         cr_expect(ago >= 0 && ago < 3000, "a worker 30 s ahead looks stale: last seen %lld ms ago", ago);
+        /* its start (the score in jr:{procs}) is on Redis's clock, not in the future */
+        redisContext *c = jrt_connect(&R);
+        redisReply *z = jrt_cmd(c, "ZSCORE", "jr:{procs}", json_string_value(json_object_get(p, "name")), NULL);
+        long long started = z->type == REDIS_REPLY_STRING ? atoll(z->str) : -1, rnow = redis_ms();
+        freeReplyObject(z);
+        redisFree(c);
+        cr_expect(started > rnow - 25000 && started <= rnow, "a worker 30 s ahead started at %lld, Redis's now %lld",
+                  started, rnow);
     }
     json_decref(wd);
     cr_expect(seen, "the worker is not listed: %s", out);
