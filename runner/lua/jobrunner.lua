@@ -1300,7 +1300,7 @@ local function ack(keys, args)
   if not q then return err end
   local ready, ids, cancelled = keys[1], index_key(q), cancelled_key(q)
   local entries, jobids = args, nil
-  local report = #keys >= 2 and keys[#keys] == cancelled
+  local report = #keys >= 2 and keys[#keys] == cancelled_key(q)
   if report then keys = {unpack(keys, 1, #keys - 1)} end
   if #keys == 2 then
     if keys[2] ~= ids then return refuse(fn, 'key 2 must be ' .. shown(ids) .. ' or left out') end
