@@ -142,7 +142,10 @@ r1() { "$redis_cli" -s "$tmp/r.sock" -n 1 "$@"; }
 [ "$(r1 XLEN 'jr:{default}:ready')" = 1 ] && [ "$(r1 XLEN 'jr:{mail}:ready')" = 2 ] \
   && [ "$(r1 XLEN 'jr:{reports}:ready')" = 1 ] && [ "$(r1 XLEN 'jr:{billing}:ready')" = 1 ] \
   || { cat "$tmp/producer.out"; fail "the producer's jobs did not land"; }
-[ "$(r1 EXISTS 'jr:{shop}:uniq:close-1042')" = 0 ] || fail "the producer's cancelled job is still there"
+inwheel=$(r1 GET 'jr:{shop}:wheel:n')
+[ "$(r1 ZCARD 'jr:{shop}:delayed')" = 0 ] && [ "${inwheel:-0}" = 0 ] || fail "the producer's cancelled job is still there"
+# its idempotency key stays for the window, as a tombstone (issue 18 §2)
+[ "$(r1 GET 'jr:{shop}:uniq:close-1042')" = cancelled ] || fail "the cancelled job left no tombstone"
 grep -q "job 5 (billing): already there invoice-7" "$tmp/producer.out" || { cat "$tmp/producer.out"; fail "no per-job results"; }
 grep -q "close-1042: delayed, due in 1800 s" "$tmp/producer.out" || { cat "$tmp/producer.out"; fail "job show"; }
 grep -q "close-1042: cancelled" "$tmp/producer.out" || { cat "$tmp/producer.out"; fail "cancel"; }

@@ -17,7 +17,8 @@ Keys of queue Q (all share the hash tag {Q}, so every call touches one slot):
                   earliest delayed one; every scheduler XREADs it (a broadcast,
                   unlike a list pop, so no scheduler keeps a stale timer)
   jr:{Q}:seq      counter for ids of delayed jobs enqueued without an id
-  jr:{Q}:uniq:ID  idempotency window of an explicit job id
+  jr:{Q}:uniq:ID  idempotency window of an explicit job id; after the job
+                  was cancelled or deleted, its tombstone until the window ends
   jr:{Q}:ids      hash: job id -> where the job is ("@<score>" in the delayed
                   set, or "<entry id>" in the stream), only for jobs whose id
                   does not say it (see index_set)
@@ -1353,13 +1354,18 @@ end
 jr_ack
   KEYS: ready                ARGV: stream entry ids
   KEYS: ready ids            ARGV: entry jobid [entry jobid ...]
+  KEYS: ready [ids] cancelled  (either form, jr:{Q}:cancelled last)
   Acknowledges the entries and deletes them from the stream, atomically,
   and forgets their cancel flags (jr:{Q}:cancelled). With the ids key, each
   entry comes with its job id ("" when the job id is the entry id): the job
   index entry that points at that entry is removed too. The 1-key form
   leaves index entries behind, which readers treat as stale. The entries
   leave by one XTRIM, but for those past the oldest pending entry (see trim_point).
-  Returns how many were acknowledged. Runs while Redis is out of memory.
+  Returns how many were acknowledged; with the cancelled key last,
+  {how many, {the entries among them that were flagged cancelled}}: the
+  check and the acknowledgement are one step, so a job cancelled before
+  its acknowledgement arrives is reported as cancelled (revision 15).
+  Runs while Redis is out of memory.
 ]]
 local function ack(keys, args)
   local fn = 'jr_ack'
@@ -1367,6 +1373,8 @@ local function ack(keys, args)
   if not q then return err end
   local ready, ids, cancelled = keys[1], aux(index_key(q), 'hash'), aux(cancelled_key(q), 'hash')
   local entries, jobids = args, nil
+  local report = #keys >= 2 and keys[#keys] == cancelled_key(q)
+  if report then keys = {unpack(keys, 1, #keys - 1)} end
   if #keys == 2 then
     if keys[2] ~= index_key(q) then return refuse(fn, 'key 2 must be ' .. shown(index_key(q)) .. ' or left out') end
     if #args % 2 ~= 0 then return refuse(fn, 'with the ids key, arguments come in pairs: ENTRY JOBID ...') end
@@ -1379,11 +1387,11 @@ local function ack(keys, args)
       jobids[#jobids + 1] = args[i + 1]
     end
   elseif #keys > 2 then
-    return refuse(fn, 'takes the keys jr:{Q}:ready [jr:{Q}:ids], got ' .. #keys .. ' keys')
+    return refuse(fn, 'takes the keys jr:{Q}:ready [jr:{Q}:ids] [jr:{Q}:cancelled], got ' .. #keys .. ' keys')
   end
   err = check_ids(fn, entries, 1) or check_types(fn, {{ready, 'stream'}})
   if err then return err end
-  if #entries == 0 or not grouped(ready) then return 0 end
+  if #entries == 0 or not grouped(ready) then return report and {0, {}} or 0 end
   local n = 0
   for i = 1, #entries, 1000 do
     n = n + redis.call('XACK', ready, GROUP, unpack(entries, i, math.min(i + 999, #entries)))
@@ -1399,13 +1407,22 @@ local function ack(keys, args)
   for i = 1, #del, 1000 do
     redis.call('XDEL', ready, unpack(del, i, math.min(i + 999, #del)))
   end
+  local flagged = {}
   for i = 1, flags and #entries or 0, 1000 do
-    redis.call('HDEL', cancelled, unpack(entries, i, math.min(i + 999, #entries)))
+    local part = {unpack(entries, i, math.min(i + 999, #entries))}
+    if report then
+      local v = redis.call('HMGET', cancelled, unpack(part))
+      for j = 1, #part do
+        if v[j] then flagged[#flagged + 1] = part[j] end
+      end
+    end
+    redis.call('HDEL', cancelled, unpack(part))
   end
   for i, id in ipairs(jobids or {}) do
     if id ~= '' then index_forget(ids, id, entries[i]) end
   end
   if n > 0 then count(q, 'processed', n) end
+  if report then return {n, flagged} end
   return n
 end
 
@@ -1423,7 +1440,10 @@ handler enqueued (plugin api->enqueue), atomically.
   pending) is it deleted and every follow-up written (put, as jr_enqueue:
   an id already enqueued within its window is not written again), and 1
   returned; otherwise nothing is written and 0 returned, so a follow-up is
-  never written twice for one job, whichever worker acknowledges it.
+  never written twice for one job, whichever worker acknowledges it. An
+  entry flagged cancelled (jr:{Q}:cancelled) when this runs is
+  acknowledged and deleted without its follow-ups, and 2 returned
+  (revision 15: a cancelled job's follow-ups never appear).
 ]]
 local function ack_follow(keys, args)
   local fn = 'jr_ack_follow'
@@ -1490,7 +1510,7 @@ local function ack_follow(keys, args)
   local e = redis.call('XRANGE', keys[1], entry, entry)
   if redis.call('XACK', keys[1], GROUP, entry) == 0 then return 0 end
   redis.call('XDEL', keys[1], entry)
-  flag_take(aux(cancelled_key(q), 'hash'), entry)
+  local was_cancelled = flag_take(aux(cancelled_key(q), 'hash'), entry)
   local flat = e[1] and e[1][2] or {}
   for f = 1, #flat - 1, 2 do -- its job id (absent: the entry id, never in the index)
     if flat[f] == 'id' then
@@ -1499,6 +1519,7 @@ local function ack_follow(keys, args)
     end
   end
   count(q, 'processed', 1)
+  if was_cancelled then return 2 end
   for _, tg in ipairs(targets) do
     if tg.now then ensure_group(tg.ready) end
   end
@@ -2280,9 +2301,18 @@ local function wheel_forget(k, r)
   end
 end
 
+-- Keep the idempotency key of a removed job as a tombstone for the rest of
+-- its window (revision 15; it was deleted before): the mechanism that made
+-- the job (a stalled scheduler firing the same tick, a producer retrying
+-- its enqueue, a parent's follow-up) cannot make it again within the
+-- window. The value says why; the TTL stays.
+local function tombstone(k, why)
+  redis.call('SET', k.uniq, why, 'XX', 'KEEPTTL')
+end
+
 -- Take a waiting job (delayed, retrying or ready, not running) out of its
--- queue, with its index entry and idempotency key.
-local function remove_waiting(k, id, r)
+-- queue, with its index entry; its idempotency key stays (tombstone).
+local function remove_waiting(k, id, r, why)
   if r.member then
     redis.call('ZREM', k.delayed, r.member)
   elseif r.bucket then
@@ -2291,7 +2321,7 @@ local function remove_waiting(k, id, r)
     redis.call('XDEL', k.ready, r.entry)
   end
   index_forget(k.ids, id)
-  redis.call('DEL', k.uniq)
+  tombstone(k, why)
 end
 
 --[[
@@ -2318,9 +2348,11 @@ jr_cancel: cancel one job.
   KEYS: ready delayed ids cancelled uniq   (uniq = jr:{Q}:uniq:ID)
   ARGV: id
   A delayed, retrying or ready (not yet fetched) job is removed, with its
-  index entry and idempotency key (the id can be enqueued again): returns
+  index entry; its idempotency key stays until its window ends, as a
+  tombstone "cancelled" (the id cannot be enqueued again within it): returns
   "cancelled". A running job is flagged (jr:{Q}:cancelled, entry -> Unix
-  ms): its worker learns it at its next heartbeat, it is not retried and
+  ms): its worker learns it at its next heartbeat or at its
+  acknowledgement (jr_ack, jr_ack_follow), it is not retried and
   jr_reclaim drops it; returns "running". Otherwise "not found" (a dead job
   is not looked for). Locating and changing are one atomic step, so a
   promotion or fetch can never make a job both cancelled and run.
@@ -2334,7 +2366,7 @@ local function job_cancel(keys, args)
     redis.call('HSET', k.cancelled, r.entry, string.format('%d', math.floor(now_ms())))
     return 'running'
   end
-  remove_waiting(k, id, r)
+  remove_waiting(k, id, r, 'cancelled')
   return 'cancelled'
 end
 
@@ -2366,8 +2398,9 @@ end
 jr_delete: delete one job that is not running.
   KEYS: ready delayed ids dead uniq   (uniq = jr:{Q}:uniq:ID)
   ARGV: id
-  Removes a delayed, retrying or ready job (with its index entry and
-  idempotency key) or its newest dead entry. A running job is left alone
+  Removes a delayed, retrying or ready job (with its index entry) or its
+  newest dead entry; its idempotency key stays until its window ends, as a
+  tombstone "deleted" (see tombstone). A running job is left alone
   (use jr_cancel). Returns {state, 1 if deleted else 0}.
 ]]
 local function job_delete(keys, args)
@@ -2378,9 +2411,9 @@ local function job_delete(keys, args)
   if r.state == 'running' then return {'running', 0} end
   if r.state == 'dead' then
     redis.call('XDEL', k.dead, r.entry)
-    redis.call('DEL', k.uniq)
+    tombstone(k, 'deleted')
   else
-    remove_waiting(k, id, r)
+    remove_waiting(k, id, r, 'deleted')
   end
   return {r.state, 1}
 end

@@ -475,7 +475,9 @@ static int do_set_paused(jr_client_t *c, const char *queue, int on, int *changed
     int rc = check_queue_id(c, queue, NULL, 0);
     if (rc || (rc = begin(c))) return rc;
     int ch = 0;
-    if ((rc = jr_redis_pause(c->r, queue, on, jr_wall_ms(), &ch))) return redis_fail(c, rc, on ? "pause" : "resume");
+    double now = 0; /* paused_since is on Redis's clock, like every time in Redis */
+    if ((on && (rc = jr_redis_time_ms(c->r, &now))) || (rc = jr_redis_pause(c->r, queue, on, (int64_t)now, &ch)))
+        return redis_fail(c, rc, on ? "pause" : "resume");
     if (changed) *changed = ch;
     /* Wake the blocked workers: each reads the paused set again on waking.
      * One that was not blocked reads it with its next fetch anyway. */

@@ -24,7 +24,8 @@ int jr_presence_init(jr_presence_t *p, const char *role, const char *name, const
     s->host[sizeof s->host - 1] = '\0';
     s->pid = (long long)getpid();
     snprintf(s->version, sizeof s->version, "%s", JR_VERSION);
-    s->started_ms = jr_wall_ms();
+    s->started_ms = jr_wall_ms(); /* until Redis's clock is read: see jr_presence_tick */
+    p->init_us = jr_mono_us();
     s->lease_ms = lease_ms;
     size_t len = 1;
     for (size_t i = 0; i < nq; i++) len += strlen(queues[i]) + 1;
@@ -57,6 +58,13 @@ int jr_presence_tick(jr_presence_t *p, jr_redis_t *r, long long running) {
         !jr_redis_ok(r))
         return rc;
     if (!renewed) {
+        double t;
+        /* The start time on Redis's clock, like every time in Redis (a host
+         * clock off by seconds would list a start in the future). */
+        if (!p->started_redis && !(rc = jr_redis_time_ms(r, &t)))
+            p->self.started_ms = (int64_t)t - (now - p->init_us) / 1000, p->started_redis = 1;
+        else if (rc && !jr_redis_ok(r))
+            return rc;
         p->self.running = running;
         rc = jr_redis_proc_announce(r, &p->self);
         if (rc && !jr_redis_ok(r)) return rc;

@@ -19,6 +19,8 @@ typedef struct jr_presence {
     int64_t next_prune_us;    /* monotonic; 0 = now */
     int refused;              /* the last announce was refused (logged once) */
     int announced;            /* the last announce went through: refresh with PEXPIRE while running is the same */
+    int64_t init_us;          /* monotonic, at jr_presence_init */
+    int started_redis;        /* self.started_ms is on Redis's clock (read at the first announce) */
 } jr_presence_t;
 
 /* Prune passes are this many leases apart: a stopped worker's consumer is

@@ -333,18 +333,57 @@ out:
     return rc;
 }
 
-int jr_redis_append_ack_ids(jr_redis_t *r, const char *queue, const char *const *entries,
-                            const char *const *jobids, size_t n) {
+int jr_redis_append_ack_report(jr_redis_t *r, const char *queue, const char *const *entries,
+                               const char *const *jobids, size_t n) {
     jr_qkeys_t k;
     jr_qkeys(&k, queue);
-    char ids[JR_KEY_MAX];
+    char ids[JR_KEY_MAX], cancelled[JR_KEY_MAX];
     snprintf(ids, sizeof ids, "jr:{%s}:ids", queue);
-    const char **argv = malloc((2 * n + 5) * sizeof *argv);
+    snprintf(cancelled, sizeof cancelled, "jr:{%s}:cancelled", queue);
+    const char **argv = malloc((2 * n + 6) * sizeof *argv);
     if (!argv) return jri_fail(r, JR_ENOMEM, "out of memory");
-    argv[0] = "FCALL", argv[1] = "jr_ack", argv[2] = "2", argv[3] = k.ready, argv[4] = ids;
-    for (size_t i = 0; i < n; i++) argv[5 + 2 * i] = entries[i], argv[6 + 2 * i] = jobids[i] ? jobids[i] : "";
-    int rc = jri_append_argv(r, (int)(2 * n + 5), argv, NULL);
+    size_t a = 0;
+    argv[a++] = "FCALL", argv[a++] = "jr_ack", argv[a++] = jobids ? "3" : "2", argv[a++] = k.ready;
+    if (jobids) argv[a++] = ids;
+    argv[a++] = cancelled;
+    for (size_t i = 0; i < n; i++) {
+        argv[a++] = entries[i];
+        if (jobids) argv[a++] = jobids[i] ? jobids[i] : "";
+    }
+    int rc = jri_append_argv(r, (int)a, argv, NULL);
     free(argv);
+    return rc;
+}
+
+int jr_redis_recv_ack(jr_redis_t *r, long long *n, char ***flagged, size_t *nflagged) {
+    *flagged = NULL, *nflagged = 0;
+    redisReply *rep;
+    int rc = jri_recv_reply(r, &rep, r->timeout_us);
+    if (rc) return rc;
+    if ((rc = jri_reply_error(r, rep))) return rc;
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 || rep->element[0]->type != REDIS_REPLY_INTEGER ||
+        rep->element[1]->type != REDIS_REPLY_ARRAY) {
+        freeReplyObject(rep);
+        return jri_fail(r, JR_EPROTO, "jr_ack: expected the reply {count, {cancelled entries}}");
+    }
+    *n = rep->element[0]->integer;
+    const redisReply *f = rep->element[1];
+    if (f->elements && !(*flagged = calloc(f->elements, sizeof **flagged))) rc = jri_fail(r, JR_ENOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < f->elements; i++) {
+        if (f->element[i]->type != REDIS_REPLY_STRING) {
+            rc = jri_fail(r, JR_EPROTO, "jr_ack: a cancelled entry that is not a string");
+        } else if (!((*flagged)[i] = strndup(f->element[i]->str, f->element[i]->len))) {
+            rc = jri_fail(r, JR_ENOMEM, "out of memory");
+        } else {
+            ++*nflagged;
+        }
+    }
+    if (rc) {
+        for (size_t i = 0; i < *nflagged; i++) free((*flagged)[i]);
+        free(*flagged);
+        *flagged = NULL, *nflagged = 0;
+    }
+    freeReplyObject(rep);
     return rc;
 }
 

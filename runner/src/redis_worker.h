@@ -24,7 +24,8 @@ int jr_redis_send_read(jr_redis_t *r, const char *consumer, const char *const *q
  * none of the queues in the reply is JR_EPROTO. */
 int jr_redis_recv_read(jr_redis_t *r, jr_batch_t *b, const char *const *queues, size_t n);
 
-/* Append (not send) an acknowledge-and-remove of stream entries of a queue. */
+/* Append (not send) an acknowledge-and-remove of stream entries of a queue
+ * (the 1-key jr_ack; integer reply). Workers use jr_redis_append_ack_report. */
 int jr_redis_append_ack(jr_redis_t *r, const char *queue, const char *const *ids, size_t n);
 
 /* Append a failed attempt's outcome for a stream entry this consumer holds:
@@ -79,10 +80,19 @@ int jr_redis_entry_cancelled(jr_redis_t *r, const char *queue, const char *entry
 int jr_redis_cancelled_entries(jr_redis_t *r, const char *queue, const char *const *ids, size_t n,
                                unsigned char *cancelled);
 
-/* Append jr_ack's form with the job index: each entry with its job id
- * (NULL or "" when the job id is the entry id). Integer reply. */
-int jr_redis_append_ack_ids(jr_redis_t *r, const char *queue, const char *const *entries,
-                            const char *const *jobids, size_t n);
+/* Append jr_ack's reporting form (the worker's): each entry, with its job
+ * id when jobids is not NULL (NULL or "" when the job id is the entry id),
+ * and the key jr:{Q}:cancelled last, so the reply (jr_redis_recv_ack) says
+ * which of the acknowledged entries were flagged cancelled: the check is
+ * part of the acknowledgement, atomic with it. */
+int jr_redis_append_ack_report(jr_redis_t *r, const char *queue, const char *const *entries,
+                               const char *const *jobids, size_t n);
+
+/* Read the reply of jr_redis_append_ack_report: *n acknowledged, and in
+ * *flagged (malloc'd strings in a malloc'd array, the caller frees both;
+ * NULL when none) the entries that were flagged cancelled. An error reply
+ * is JR_EREDIS, a reply of another shape JR_EPROTO (nothing returned). */
+int jr_redis_recv_ack(jr_redis_t *r, long long *n, char ***flagged, size_t *nflagged);
 
 /* One pipeline without blocking: for each queue i with counts[i] > 0,
  * XREADGROUP ... COUNT counts[i] STREAMS <ready i> >; then HMGET of the

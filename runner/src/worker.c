@@ -94,6 +94,13 @@ typedef struct op {
     char jobid[JR_ID_MAX]; /* ACK: the job id, "" when it is the entry id */
     char *fu;        /* FOLLOW: the follow-ups (followup.h encoding), owned */
     size_t fu_len;
+    /* ACK, FOLLOW, RETRY, DEAD of a job that ran: its log line (outcome
+     * done_outcome) waits for the reply, which says whether the job was
+     * cancelled meanwhile (done_id, done_handler owned). */
+    const char *done_outcome;
+    char *done_id, *done_handler;
+    uint32_t done_attempt;
+    int64_t done_us;
 } op_t;
 
 /* Whether Redis is refusing a kind of call, and its last error text. */
@@ -139,6 +146,10 @@ typedef struct worker {
     jr_batch_t batch;
     int64_t next_heartbeat, next_reclaim, next_cancel_check;
     int64_t next_broken_check; /* while a queue is broken: when to look at its stream key again (check_broken) */
+    /* Redis's clock (TIME) clock_redis_ms read at monotonic clock_mono_us
+     * (0: not read yet); read again at next_clock_us (see redis_now_ms). */
+    double clock_redis_ms;
+    int64_t clock_mono_us, next_clock_us;
     size_t reclaim_q;
     char cursor[JR_ID_MAX];
     int stopping, signals_seen, said_waiting;
@@ -271,6 +282,7 @@ static int push_op(worker_t *w, op_kind_t kind, uint32_t queue, const char *entr
     o->kind = kind, o->queue = queue, o->delay_ms = delay_ms, o->why = why;
     o->jobid[0] = '\0';
     o->fu = NULL, o->fu_len = 0;
+    o->done_id = o->done_handler = NULL;
     snprintf(o->entry, sizeof o->entry, "%s", entry);
     o->error = error ? strdup(error) : NULL;
     if (error && !o->error) return JR_ENOMEM;
@@ -279,8 +291,29 @@ static int push_op(worker_t *w, op_kind_t kind, uint32_t queue, const char *entr
 }
 
 static void clear_ops(worker_t *w) {
-    for (size_t i = 0; i < w->nops; i++) free(w->ops[i].error), free(w->ops[i].fu);
+    for (size_t i = 0; i < w->nops; i++)
+        free(w->ops[i].error), free(w->ops[i].fu), free(w->ops[i].done_id), free(w->ops[i].done_handler);
     w->nops = 0;
+}
+
+static void log_outcome(const worker_t *w, const slot_t *s, const char *outcome,
+                        int64_t duration_us, const char *error, int64_t retry_in);
+
+/* Log the end of a job whose op o was settled: "cancelled" when Redis said
+ * in the same step that it was flagged (jr_ack's list, jr_ack_follow or
+ * jr_fail returning 2: not retried, not buried, its follow-ups not
+ * written), else its own outcome (or `outcome` with `error`, when not
+ * NULL). Frees the op's log data; nothing for an op without it. */
+static void log_settled(const worker_t *w, op_t *o, int cancelled, const char *outcome, const char *error) {
+    if (!o->done_id) return;
+    slot_t s = {.queue = o->queue, .id = o->done_id, .handler = o->done_handler, .attempt = o->done_attempt};
+    if (outcome)
+        log_outcome(w, &s, outcome, o->done_us, error, -1);
+    else
+        log_outcome(w, &s, cancelled ? "cancelled" : o->done_outcome, o->done_us, o->error,
+                    !cancelled && o->kind == OP_RETRY ? o->delay_ms : -1);
+    free(o->done_id), free(o->done_handler);
+    o->done_id = o->done_handler = NULL;
 }
 
 /* Send every queued operation on ctl in one pipeline and read the replies.
@@ -319,13 +352,22 @@ static int flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t bloc
     const char **ids = malloc(w->nops * sizeof *ids);
     size_t *call = malloc(w->nops * sizeof *call); /* call carrying op i */
     unsigned char *bad = NULL;
-    if (!ids || !call) {
+    /* Per call: whether it is a jr_ack (its reply lists cancelled entries),
+     * the list, and the integer reply (jr_ack_follow: 2 = cancelled). At
+     * most 2 calls per queue, then 2 per op. */
+    size_t maxcalls = 2 * w->nq + 2 * w->nops + 1;
+    unsigned char *ackcall = calloc(maxcalls, 1);
+    char ***flagged = calloc(maxcalls, sizeof *flagged);
+    size_t *nflagged = calloc(maxcalls, sizeof *nflagged);
+    long long *val = calloc(maxcalls, sizeof *val);
+    if (!ids || !call || !ackcall || !flagged || !nflagged || !val) {
+        free(ackcall), free(flagged), free(nflagged), free(val);
         free(ids), free(call);
         return JR_ENOMEM;
     }
     const char **jobids = malloc(w->nops * sizeof *jobids);
     if (!jobids) {
-        free(ids), free(call);
+        free(ids), free(call), free(ackcall), free(flagged), free(nflagged), free(val);
         return JR_ENOMEM;
     }
     for (uint32_t q = 0; q < w->nq && !rc; q++) {
@@ -341,9 +383,8 @@ static int flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t bloc
             int named = 0;
             for (size_t i = 0; i < n && !named; i++) named = jobids[i][0] != '\0';
             rc = kind != OP_ACK ? jr_redis_append_handback(conn, w->queues[q], w->consumer, ids, n)
-                 : named        ? jr_redis_append_ack_ids(conn, w->queues[q], ids, jobids, n)
-                                : jr_redis_append_ack(conn, w->queues[q], ids, n);
-            calls++;
+                                : jr_redis_append_ack_report(conn, w->queues[q], ids, named ? jobids : NULL, n);
+            ackcall[calls++] = kind == OP_ACK;
         }
     }
     free(ids), free(jobids);
@@ -396,8 +437,9 @@ static int flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t bloc
         int reg = follow && regs[c - first_follow];
         /* One reply per call; reply 0 is jr_register's before a jr_ack_follow. */
         for (int reply = reg ? 0 : 1; reply <= 1 && !rc; reply++) {
-            long long v;
-            rc = jr_redis_recv_int(conn, &v);
+            long long v = 0;
+            rc = ackcall[c] ? jr_redis_recv_ack(conn, &v, &flagged[c], &nflagged[c]) : jr_redis_recv_int(conn, &v);
+            if (reply == 1) val[c] = v;
             if (rc != JR_EREDIS) continue;
             const char *e = jr_redis_errstr(conn);
             rc = 0;
@@ -435,6 +477,7 @@ static int flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t bloc
                          e ? e : "out of memory");
                 jr_log_kv(JR_LOG_ERROR, "follow-ups refused by Redis; the job goes to the dead-letter stream",
                           "entry", o->entry, "queue", w->queues[o->queue], "error", e, NULL);
+                log_settled(w, o, 0, "dead", why);
                 free(o->fu), free(o->error);
                 o->fu = NULL, o->fu_len = 0;
                 o->kind = OP_DEAD, o->why = "failed";
@@ -449,6 +492,10 @@ static int flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t bloc
                 w->ops[kept++] = *o;
             } else {
                 if (o->kind == OP_FOLLOW && regs[call[i] - first_follow]) targets_registered(w, o, 1);
+                int cancelled = o->kind != OP_ACK && val[call[i]] == 2; /* FOLLOW, RETRY, DEAD */
+                for (size_t f = 0; o->kind == OP_ACK && f < nflagged[call[i]] && !cancelled; f++)
+                    cancelled = !strcmp(flagged[call[i]][f], o->entry);
+                log_settled(w, o, cancelled, NULL, NULL);
                 free(o->error), free(o->fu);
             }
         }
@@ -475,6 +522,11 @@ static int flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t bloc
         }
     }
     free(follow_err), free(regs);
+    for (size_t c = 0; c < maxcalls; c++) {
+        for (size_t f = 0; f < nflagged[c]; f++) free(flagged[c][f]);
+        free(flagged[c]);
+    }
+    free(ackcall), free(flagged), free(nflagged), free(val);
     free(call), free(bad);
     return rc;
 }
@@ -511,6 +563,31 @@ static void log_outcome(const worker_t *w, const slot_t *s, const char *outcome,
               retry_in >= 0 ? retry : NULL, NULL);
 }
 
+/* Every time this worker compares with a time stored in Redis (a job's
+ * due time) is Redis's clock, never the host's: a host clock that is off
+ * by seconds must not make a job wait too little or too long. TIME is read
+ * at connect and every CLOCK_REFRESH_US, and advanced in between with the
+ * monotonic clock (the error: half a round trip, plus the drift of the two
+ * clocks over 10 s). */
+#define CLOCK_REFRESH_US 10000000
+static int clock_sync(worker_t *w) {
+    int64_t sent = jr_mono_us();
+    double t;
+    int rc = jr_redis_time_ms(w->ctl, &t);
+    if (rc) return rc;
+    int64_t recv = jr_mono_us();
+    w->clock_redis_ms = t, w->clock_mono_us = sent + (recv - sent) / 2;
+    w->next_clock_us = recv + CLOCK_REFRESH_US;
+    return 0;
+}
+
+/* Redis's clock now (Unix ms), from the last clock_sync; read now if there
+ * was none (the host's clock only if Redis cannot answer). */
+static int64_t redis_now_ms(worker_t *w) {
+    if (!w->clock_mono_us && (!w->ctl || clock_sync(w))) return jr_wall_ms();
+    return (int64_t)(w->clock_redis_ms + (double)(jr_mono_us() - w->clock_mono_us) / 1000.0);
+}
+
 /* Bury an entry that cannot run, saying why. */
 static int reject(worker_t *w, uint32_t q, const char *entry, const char *reason) {
     jr_log_kv(JR_LOG_ERROR, "invalid job; moved to the dead-letter stream", "entry", entry, "queue",
@@ -526,7 +603,7 @@ static int reject(worker_t *w, uint32_t q, const char *entry, const char *reason
 static int no_handler(worker_t *w, uint32_t q, const char *entry, const jr_envelope_t *env) {
     char err[256];
     snprintf(err, sizeof err, "no handler named \"%.64s\" is loaded", env->handler);
-    int64_t waited = jr_wall_ms() - env->due_ms;
+    int64_t waited = redis_now_ms(w) - env->due_ms;
     if (waited < 0) waited = 0;
     if (waited >= w->cfg->worker_handler_wait_ms) {
         if (w->cfg->worker_handler_wait_ms > 0)
@@ -576,10 +653,23 @@ static int cancel_probe(void *ctx, uint32_t tag) {
     return c;
 }
 
+/* The op just queued for slot s, whose job ended with `outcome`, takes the
+ * job's log data: its line is written when Redis answers (log_settled). */
+static void log_when_settled(worker_t *w, slot_t *s, int64_t duration_us, const char *outcome) {
+    op_t *op = &w->ops[w->nops - 1];
+    op->done_outcome = outcome;
+    op->done_id = s->id, op->done_handler = s->handler; /* moved: free_slot frees NULL */
+    s->id = s->handler = NULL;
+    op->done_attempt = s->attempt, op->done_us = duration_us;
+}
+
 /* Turn an outcome into an operation and a log line. A job cancelled while
  * it ran is acknowledged whatever its result (never retried or buried: the
  * flag in Redis is certain once a heartbeat reported it), outcome
- * "cancelled", and its follow-ups are dropped. */
+ * "cancelled", and its follow-ups are dropped. Any other job that ran is
+ * logged when its operation is answered: Redis checks the flag in the same
+ * step (jr_ack, jr_ack_follow, jr_fail), so a job cancelled after the last
+ * heartbeat is "cancelled" too: not retried, without its follow-ups. */
 static int finish(worker_t *w, jr_outcome_t *o) {
     slot_t *s = &w->slots[o->tag];
     int rc = 0;
@@ -589,14 +679,14 @@ static int finish(worker_t *w, jr_outcome_t *o) {
         o->followups = NULL;
         rc = push_ack(w, s);
     } else if (o->kind == JR_OUT_OK && o->followups) { /* the operation takes them */
-        log_outcome(w, s, "ok", o->duration_us, NULL, -1);
         rc = push_op(w, OP_FOLLOW, s->queue, s->entry, 0, NULL, NULL);
         if (!rc) w->ops[w->nops - 1].fu = o->followups, w->ops[w->nops - 1].fu_len = o->followups_len;
         else free(o->followups);
         o->followups = NULL;
+        if (!rc) log_when_settled(w, s, o->duration_us, "ok");
     } else if (o->kind == JR_OUT_OK) {
-        log_outcome(w, s, "ok", o->duration_us, NULL, -1);
         rc = push_ack(w, s);
+        if (!rc) log_when_settled(w, s, o->duration_us, "ok");
     } else if (o->kind == JR_OUT_UNSTARTED || o->kind == JR_OUT_INTERRUPTED) {
         /* Stopped by our shutdown, not by the job: no attempt used. */
         if (o->kind == JR_OUT_INTERRUPTED)
@@ -619,15 +709,15 @@ static int finish(worker_t *w, jr_outcome_t *o) {
                 snprintf(why, sizeof why, "%s (attempt %u of %u)", err, s->attempt, s->max_attempts);
             else
                 snprintf(why, sizeof why, "%s (permanent failure)", err);
-            log_outcome(w, s, "dead", o->duration_us, why, -1);
             rc = push_op(w, OP_DEAD, s->queue, s->entry, 0, why, "failed");
+            if (!rc) log_when_settled(w, s, o->duration_us, "dead");
         } else {
             int64_t delay = o->retry_after_ms >= 0
                                 ? o->retry_after_ms
                                 : jr_backoff_ms(s->attempt, s->policy.backoff_ms,
                                                 s->policy.backoff_max_ms, next_rand(w));
-            log_outcome(w, s, "retry", o->duration_us, err, delay);
             rc = push_op(w, OP_RETRY, s->queue, s->entry, delay, err, NULL);
+            if (!rc) log_when_settled(w, s, o->duration_us, "retry");
         }
     }
     free_slot(w, s);
@@ -1130,6 +1220,7 @@ static int try_connect(worker_t *w) {
     }
     w->presence.self.client_id = w->rd_id; /* pause and resume wake the blocking read */
     w->quiet = 0;
+    if (!rc) rc = clock_sync(w);
     if (rc) { /* e.g. a queue's stream key of another type: back off, do not flood the log */
         drop_conns(w, rc);
         w->backoff_ms = w->backoff_ms * 2 > 5000 ? 5000 : w->backoff_ms * 2;
@@ -1494,6 +1585,7 @@ static int turn(worker_t *w, int sigfd) {
         w->next_heartbeat = now + lease_us(w) / 3;
         if ((rc = heartbeat(w))) return rc;
     }
+    if (w->ctl && now >= w->next_clock_us && (rc = clock_sync(w))) return rc;
     if (w->rd && w->used && now >= w->next_cancel_check) {
         w->next_cancel_check = now + CANCEL_CHECK_US;
         if ((rc = cancel_check(w))) return rc;

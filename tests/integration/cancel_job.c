@@ -7,8 +7,14 @@
  *   waitcancel  "started", then polls api->cancelled every 10 ms for up to 60 s:
  *           "saw-cancel" and returns RETRY when it turns true (a job that
  *           were not cancelled would be retried), "no-cancel" and OK if not
- *   sleepy  "started", sleeps 60 s ignoring everything, returns RETRY */
+ *   sleepy  "started", sleeps 60 s ignoring everything, returns RETRY
+ *   gated   "started", waits (ignoring api->cancelled) until the file
+ *           "$JRT_RECORD.go" exists (at most 30 s), enqueues the follow-up
+ *           "<job id>-child" (handler quick, queue "next"), "done", and
+ *           returns OK: a handler that ends well after it was cancelled;
+ *           with the payload "retry", "done" and RETRY at once instead */
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,11 +84,35 @@ static jr_result_t sleepy(jr_job_t *job, const jr_host_api_t *api, void *u) {
     return JR_RESULT_RETRY;
 }
 
+static jr_result_t gated(jr_job_t *job, const jr_host_api_t *api, void *u) {
+    (void)u;
+    note(job, api, "started");
+    char go[512], child[256];
+    snprintf(go, sizeof go, "%s.go", getenv("JRT_RECORD") ? getenv("JRT_RECORD") : "/nonexistent");
+    for (int i = 0; i < 3000 && access(go, F_OK) != 0; i++) nap_ms(10);
+    size_t plen = 0;
+    const char *p = api->job_payload(job, &plen);
+    if (plen == 5 && !memcmp(p, "retry", 5)) { /* ask to run again at once */
+        note(job, api, "done");
+        api->set_error(job, "gated retry");
+        api->retry_after(job, 0);
+        return JR_RESULT_RETRY;
+    }
+    snprintf(child, sizeof child, "%s-child", api->job_id(job));
+    jr_followup_t f = {.queue = "next", .handler = "quick", .payload = NULL, .payload_len = 0, .id = child};
+    if (api->size < offsetof(jr_host_api_t, enqueue) + sizeof api->enqueue || api->enqueue(job, &f) != 0) {
+        api->set_error(job, "could not enqueue the follow-up");
+        return JR_RESULT_FAIL;
+    }
+    note(job, api, "done");
+    return JR_RESULT_OK;
+}
+
 static int init(void *ctx, const jr_host_api_t *api) {
     return api->register_handler(ctx, "quick", quick, NULL) || api->register_handler(ctx, "again", again, NULL) ||
            api->register_handler(ctx, "bad", bad, NULL) ||
            api->register_handler(ctx, "waitcancel", waitcancel, NULL) ||
-           api->register_handler(ctx, "sleepy", sleepy, NULL);
+           api->register_handler(ctx, "sleepy", sleepy, NULL) || api->register_handler(ctx, "gated", gated, NULL);
 }
 
 static const jr_plugin_t desc = {JR_PLUGIN_HEADER, .name = "cancel", .version = "1", .init = init};

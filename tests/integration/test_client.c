@@ -329,9 +329,12 @@ Test(client, enqueue_show_cancel_stats_pause_resume_round_trip) {
     jr_client_job_info_free(in);
     cr_assert_eq(jr_client_stats(J, "mail", &s), 0);
     cr_assert_eq(s.delayed, 0);
-    /* cancelled: the id can be used again */
+    /* cancelled: the id stays taken for its idempotency window (a
+     * tombstone, issue 18 §2), so the same enqueue makes nothing */
     cr_assert_eq(jr_client_enqueue(J, &j, &r), 0, "%s", jr_client_errstr(J));
-    cr_assert_eq(r.status, JR_CLIENT_JOB_CREATED);
+    cr_assert_eq(r.status, JR_CLIENT_JOB_EXISTED);
+    cr_assert_eq(jr_client_stats(J, "mail", &s), 0);
+    cr_assert_eq(s.delayed + s.ready, 0);
 
     /* a ready job of the default queue, then taken by a "worker" (running) */
     jr_client_job_t k = {.handler = "echo", .payload = "hi", .payload_len = 2};

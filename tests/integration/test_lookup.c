@@ -205,10 +205,11 @@ Test(lookup, show_run_now_delete_and_cancel_in_every_state) {
     jr_qstats_t s = jrt_stats(&R, "main");
     cr_expect_eq(s.dead, 0);
     cr_expect_eq(s.ready + s.pending + s.delayed, 0);
-    /* a cancelled explicit id can be enqueued again */
+    /* a cancelled explicit id is not enqueued again within its window: its
+     * idempotency key stays, as a tombstone (issue 18 §2) */
     char again[128];
     enqueue(again, sizeof again, "still", "--in", "1h", "x-later", "quick");
-    cr_expect_str_eq(state_of("still", "x-later"), "delayed");
+    cr_expect_str_eq(state_of("still", "x-later"), "not found");
     /* nothing left in the index for jobs that are gone */
     redisContext *c = jrt_connect(&R);
     cr_expect_eq(jrt_int(c, "HLEN jr:{main}:ids"), 0);
