@@ -514,6 +514,8 @@ static void runner_init_dies(const char *how, const char *cause) {
     const char *wa[] = {"worker", "-c", cfgpath, "--plugin", DIE_PLUGIN, NULL};
     pid_t w = jrt_spawn(file("worker.log"), wa);
     jrt_sleep_ms(5000);
+    long long ticks = cpu_ticks(w);
+    cr_expect_lt(ticks, 100, "the worker used %lld ticks of CPU in 5 s", ticks);
     size_t spawns = jrt_lines(file("spawns.txt"));
     cr_expect_gt(spawns, 0, "runner_init never ran");
     cr_expect_lt(spawns, 20, "%zu runner processes started in 5 s", spawns);
