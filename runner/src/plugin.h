@@ -65,7 +65,7 @@ void jr_registry_free(jr_registry_t *r);
  * OpenSSH's StrictModes): `real` (absolute, symbolic links resolved, as
  * realpath gives) is a regular file, and it and every directory above it up
  * to "/" are owned by root or by `uid` and not writable by group or others;
- * a directory writable by others passes only with the sticky bit (as /tmp,
+ * a directory writable by group or others passes only with the sticky bit (as /tmp,
  * where others cannot rename or remove what is not theirs). Anyone else
  * who could write one of them could replace the code the worker runs.
  * Returns 0, or -1 with the path that fails and why in `why`. Only reads
@@ -82,7 +82,9 @@ int jr_plugin_check_owner(const char *real, uid_t uid, char *why, size_t whylen)
  * newer than ours, a descriptor smaller than its minor requires, a missing
  * init, init returning non-zero, a handler name that is invalid or already
  * registered (by this or another plugin) even if init ignores that and
- * returns 0 (fini is then called). A refused plugin leaves the registry as it
+ * returns 0 (fini is then called). A plugin calling exit() in init (or in
+ * runner_init run in this process) ends it with status 1 and a message
+ * naming the plugin, whatever status it passed. A refused plugin leaves the registry as it
  * was. Out of memory gives JR_ENOMEM. Load from one thread only. */
 int jr_plugin_load(jr_registry_t *r, const char *path, char *err, size_t errlen);
 
