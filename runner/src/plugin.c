@@ -518,7 +518,9 @@ static const char *dl_reason(const char *real) {
 int jr_plugin_load(jr_registry_t *r, const char *path, char *err, size_t errlen) {
     char real[PATH_MAX];
     if (!realpath(path, real)) return refuse(err, errlen, path, JR_EPLUGIN, "%s", strerror(errno));
-    /* Before dlopen: a shared object's constructors run as it is mapped. */
+    /* Before dlopen: a shared object's constructors run as it is mapped.
+     * With every directory up to / trusted, nobody else can swap the file
+     * between this check and dlopen. */
     char why[JR_ERRLEN];
     if (jr_plugin_check_owner(real, geteuid(), why, sizeof why) != 0)
         return refuse(err, errlen, path, JR_EPLUGIN, "%s; refusing to load", why);
