@@ -30,6 +30,10 @@
  * would break up batches of quick jobs for nothing). */
 #define MOVE_AFTER_US 1000
 #define NO_PIDFD_POLL_US 100000 /* how often a runner without a pidfd is looked at */
+/* A runner that dies before running a job is replaced after a delay that
+ * starts here and doubles with each such death in a row, up to the max. */
+#define RESPAWN_MIN_US 100000
+#define RESPAWN_MAX_US 30000000
 #define WAKE_BYTE 'x'   /* runner -> worker: look at the shared memory */
 #define FRAME_BYTE 'F'  /* runner -> worker: a frame of follow-ups follows */
 #define FRAME_HDR (1 + 4 + 8)
@@ -67,6 +71,8 @@ typedef struct shm {
     uint32_t finished;     /* 1 once the runner left the batch (nothing left, or asked to stop) */
     volatile int stop;     /* set by the worker: stop after the current task */
     int64_t started_at_us; /* monotonic */
+    uint32_t init_plugin;  /* 1 + index of the plugin whose runner_init runs, 0 = none */
+    uint32_t ready;        /* 1 once the runner's runner_init calls returned */
     slot_t slots[];
 } shm_t;
 
@@ -90,6 +96,9 @@ typedef struct runner {
     int sock_ready;     /* seen by collect: the socket has bytes or EOF */
     char *in;           /* bytes read from the socket not yet used: [in_off, in_len) */
     size_t in_off, in_len, in_cap;
+    int ran;            /* this process has started a task */
+    int fails;          /* processes in a row that died before starting one */
+    int64_t respawn_at; /* monotonic us: start the next process then (pid is 0); 0 = not waiting */
 } runner_t;
 
 struct jr_exec {
@@ -113,6 +122,7 @@ struct jr_exec {
     volatile int inline_stop; /* int is sig_atomic_t here: on_stop_signal sets it */
     jr_cancel_probe_fn probe; /* inline mode: api->cancelled asks this */
     void *probe_ctx;
+    char cause[200]; /* why a runner last died before running a job, as logged; "" = none since */
 };
 
 /* ---- the batch message --------------------------------------------------
@@ -376,6 +386,9 @@ static int spawn(jr_exec_t *x, runner_t *r) {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return JR_EIO;
     jr_log_flush(); /* or the child would write our buffered lines again */
+    __atomic_store_n(&r->shm->init_plugin, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&r->shm->ready, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&r->shm->started, NONE, __ATOMIC_RELEASE);
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
@@ -404,7 +417,8 @@ static int spawn(jr_exec_t *x, runner_t *r) {
          * must not forge the results of jobs other runners are running. */
         for (size_t i = 0; i < x->nrunners; i++)
             if (&x->runners[i] != r && x->runners[i].shm) munmap(x->runners[i].shm, x->shm_size);
-        jr_registry_runner_init(x->reg);
+        jr_registry_runner_init_at(x->reg, &r->shm->init_plugin);
+        __atomic_store_n(&r->shm->ready, 1, __ATOMIC_RELEASE);
         runner_main(sv[1], r->shm, x->reg, x->max_payload);
     }
     setpgid(pid, pid); /* as the child does: whichever runs first */
@@ -432,6 +446,7 @@ static int spawn(jr_exec_t *x, runner_t *r) {
     r->pid = pid, r->fd = sv[0], r->pidfd = pfd;
     r->in_off = r->in_len = 0; /* a new runner, a new stream */
     r->exited = r->sock_ready = 0;
+    r->ran = 0, r->respawn_at = 0;
     return 0;
 }
 
@@ -918,6 +933,9 @@ int64_t jr_exec_deadline(const jr_exec_t *x) {
         int64_t at = move_at(&x->runners[i], now);
         if (at >= 0 && (best < 0 || at < best)) best = at;
     }
+    for (size_t i = 0; !x->inline_mode && !x->stopping && i < x->nrunners; i++) /* restarts */
+        if (x->runners[i].pid == 0 && x->runners[i].respawn_at && (best < 0 || x->runners[i].respawn_at < best))
+            best = x->runners[i].respawn_at;
     for (size_t i = 0; !x->inline_mode && i < x->nrunners; i++) /* watched by waitid */
         if (x->runners[i].busy && x->runners[i].pid > 0 && x->runners[i].pidfd < 0 &&
             (best < 0 || now + NO_PIDFD_POLL_US < best))
@@ -1016,10 +1034,13 @@ static int take_frame(jr_exec_t *x, runner_t *r, uint32_t t, char **buf, size_t 
     }
 }
 
+static void runner_ran(jr_exec_t *x, runner_t *r);
+
 /* Outcomes of tasks the runner finished since the last look. */
 static void emit_done(jr_exec_t *x, runner_t *r, jr_outcome_t *out, size_t *k) {
     uint32_t d = __atomic_load_n(&r->shm->done, __ATOMIC_ACQUIRE);
     if (d > r->end) d = r->end;
+    if (d > r->collected && !r->ran) runner_ran(x, r);
     for (; r->collected < d; r->collected++) {
         const slot_t *sl = &r->shm->slots[r->collected];
         jr_outcome_t *o = emit(out, k, r, r->collected, kind_of(sl->result));
@@ -1063,13 +1084,92 @@ static uint32_t take_rest(runner_t *r, uint32_t min_next, uint32_t *from) {
     }
 }
 
+/* Why r's process, reaped with wait status st, ended before starting a
+ * task: its signal or exit status, and the plugin whose runner_init was
+ * running (read from the shared memory, checked against the registry). */
+static void early_cause(const jr_exec_t *x, const runner_t *r, int st, char *buf, size_t len) {
+    char how[96];
+    if (WIFSIGNALED(st))
+        snprintf(how, sizeof how, "SIG%s (%s)", sigabbrev_np(WTERMSIG(st)) ? sigabbrev_np(WTERMSIG(st)) : "?",
+                 strsignal(WTERMSIG(st)));
+    else
+        snprintf(how, sizeof how, "exit status %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    uint32_t at = __atomic_load_n(&r->shm->init_plugin, __ATOMIC_ACQUIRE);
+    const char *name = at ? jr_registry_plugin_name(x->reg, at - 1) : NULL;
+    if (name && !__atomic_load_n(&r->shm->ready, __ATOMIC_ACQUIRE))
+        snprintf(buf, len, "the handler process died in runner_init of plugin %s: %s", name, how);
+    else
+        snprintf(buf, len, "the handler process died before running a job: %s", how);
+}
+
+/* r has no process (it died before starting a task, or could not be
+ * started): start the next one after a delay doubling with each such
+ * failure in a row (RESPAWN_MIN_US up to RESPAWN_MAX_US; collect starts it,
+ * jr_exec_deadline says when). The cause is logged when it differs from
+ * the one logged last, not at each restart. */
+static void respawn_later(jr_exec_t *x, runner_t *r, const char *cause) {
+    int64_t delay = RESPAWN_MIN_US;
+    for (int i = 0; i < r->fails && delay < RESPAWN_MAX_US; i++) delay *= 2;
+    if (delay > RESPAWN_MAX_US) delay = RESPAWN_MAX_US;
+    if (r->fails < 64) r->fails++;
+    r->busy = 0;
+    r->respawn_at = jr_mono_us() + delay;
+    if (strcmp(cause, x->cause) != 0) {
+        snprintf(x->cause, sizeof x->cause, "%s", cause);
+        char ms[24];
+        snprintf(ms, sizeof ms, "%lld", (long long)(delay / 1000));
+        jr_log_kv(JR_LOG_ERROR,
+                  "a handler process died before running a job; its jobs use an attempt, and it is restarted after "
+                  "a delay doubling up to 30s",
+                  "cause", cause, "delay_ms", ms, NULL);
+    }
+}
+
+/* Start the processes of runners whose restart delay is over. */
+static void respawn_due(jr_exec_t *x, int64_t now) {
+    for (size_t i = 0; !x->stopping && i < x->nrunners; i++) {
+        runner_t *r = &x->runners[i];
+        if (r->pid != 0 || !r->respawn_at || now < r->respawn_at) continue;
+        if (spawn(x, r) != 0) {
+            char cause[200];
+            snprintf(cause, sizeof cause, "cannot start a handler process: %s", strerror(errno));
+            respawn_later(x, r, cause);
+        }
+    }
+}
+
+/* r's process started a task: what it died of before is over. */
+static void runner_ran(jr_exec_t *x, runner_t *r) {
+    r->ran = 1, r->fails = 0;
+    if (x->cause[0]) {
+        jr_log_kv(JR_LOG_INFO, "handler processes run jobs again", "after", x->cause, NULL);
+        x->cause[0] = '\0';
+    }
+}
+
 /* The runner's process is gone (or was killed): account for the task it
- * was running, start a new process, and give it the rest of the batch. */
+ * was running, start a new process, and give it the rest of the batch.
+ * A process that died before starting any task (in runner_init, say)
+ * costs every task it was handed an attempt (JR_OUT_CRASH with the cause)
+ * and is replaced after a delay (respawn_later): it would die the same way
+ * again at once, and the tasks never run. */
 static void runner_died(jr_exec_t *x, runner_t *r, jr_outcome_t *out, size_t *k) {
     int64_t since;
     uint32_t t = running(r, &since);
+    int started = __atomic_load_n(&r->shm->started, __ATOMIC_ACQUIRE) != NONE;
     int st = reap(x, r);
     emit_done(x, r, out, k); /* it may have finished some before dying */
+    if (started && !r->ran) runner_ran(x, r);
+    if (!r->ran && !r->abandon && !x->stopping) {
+        char cause[200];
+        early_cause(x, r, st, cause, sizeof cause);
+        for (; r->collected < r->end; r->collected++) {
+            jr_outcome_t *o = emit(out, k, r, r->collected, JR_OUT_CRASH);
+            snprintf(o->error, sizeof o->error, "crashed before it started: %s", cause);
+        }
+        respawn_later(x, r, cause);
+        return;
+    }
     if (t != NONE && t == r->collected) {
         jr_out_t kind = r->abandon ? JR_OUT_UNSTARTED : r->timed_out == t ? JR_OUT_TIMEOUT : JR_OUT_CRASH;
         jr_outcome_t *o = emit(out, k, r, t, kind);
@@ -1090,8 +1190,10 @@ static void runner_died(jr_exec_t *x, runner_t *r, jr_outcome_t *out, size_t *k)
         return;
     }
     if (spawn(x, r) != 0) {
-        jr_log_kv(JR_LOG_ERROR, "cannot restart a handler process", "error", strerror(errno), NULL);
+        char cause[200];
+        snprintf(cause, sizeof cause, "cannot start a handler process: %s", strerror(errno));
         emit_rest_unstarted(r, out, k);
+        respawn_later(x, r, cause);
         return;
     }
     if (r->collected < r->end) {
@@ -1112,10 +1214,17 @@ static void collect_runner(jr_exec_t *x, runner_t *r, jr_outcome_t *out, size_t 
         r->sock_ready = 0;
     }
     if (!r->busy) {
-        if (r->exited) { /* died idle: replace it */
-            reap(x, r);
-            if (!x->stopping && spawn(x, r) != 0)
-                jr_log_kv(JR_LOG_ERROR, "cannot restart a handler process", "error", strerror(errno), NULL);
+        if (r->exited) { /* died idle: replace it (later if it never ran a task) */
+            int st = reap(x, r);
+            char cause[200];
+            if (x->stopping) return;
+            if (!r->ran) {
+                early_cause(x, r, st, cause, sizeof cause);
+                respawn_later(x, r, cause);
+            } else if (spawn(x, r) != 0) {
+                snprintf(cause, sizeof cause, "cannot start a handler process: %s", strerror(errno));
+                respawn_later(x, r, cause);
+            }
         }
         return;
     }
@@ -1192,6 +1301,7 @@ size_t jr_exec_collect(jr_exec_t *x, jr_outcome_t *out, size_t max) {
     }
     for (size_t i = 0; i < x->nrunners; i++)
         if (x->runners[i].pidfd < 0 && !x->runners[i].exited && ended(&x->runners[i])) x->runners[i].exited = 1;
+    respawn_due(x, jr_mono_us());
     for (size_t i = 0; i < x->nrunners; i++) {
         runner_t *r = &x->runners[i];
         if (r->busy && k + (r->end - r->collected) > max) break; /* the caller comes back */

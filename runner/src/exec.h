@@ -14,7 +14,11 @@
  * (SIGSEGV, abort, exit) costs exactly that task an attempt ("crashed:
  * SIGSEGV"), one that runs past a task's timeout is killed ("timeout"), the
  * tasks after it run in a fresh runner, and nothing else is lost or run
- * twice.
+ * twice. A runner that dies before starting any task (a crash or exit() in
+ * a plugin's runner_init, say) would die the same way again: each task it
+ * was handed ends JR_OUT_CRASH with the cause (signal or exit status, and
+ * the plugin whose runner_init ran), and it is restarted after a delay
+ * doubling from 100 ms to 30 s (the cause is logged when it changes).
  *
  * What handlers do with processes cannot confuse this: each runner is its
  * own process group, killed as a whole on a timeout or crash (and when the

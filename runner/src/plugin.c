@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "contract.h"
@@ -195,6 +196,38 @@ static int api_register(void *ctx, const char *name, jr_handler_fn fn, void *uda
     return 0;
 }
 
+/* ---- exit() from a plugin's init ----
+ * A plugin that calls exit() in its init (or in runner_init run in the
+ * worker itself, inline mode) would end the worker with the plugin's status,
+ * 0 included, which a supervisor restarting on failure takes for a clean
+ * stop. An atexit hook, armed only while such a hook runs in the process
+ * that loads the plugins, turns it into exit status 1 with a message. In a
+ * runner process the hook does nothing: the worker sees the runner's own
+ * status and reports it. _exit() and quick_exit() bypass atexit and are not
+ * caught. */
+static const char *guard_what; /* "init" or "runner_init" while one runs, else NULL */
+static const char *guard_plugin;
+static pid_t guard_pid;
+
+static void exit_guard(void) {
+    if (!guard_what || getpid() != guard_pid) return;
+    jr_log_kv(JR_LOG_ERROR, "a plugin called exit() in its hook; the worker exits with status 1", "plugin",
+              guard_plugin, "hook", guard_what, NULL);
+    jr_log_flush();
+    fprintf(stderr, "jobrunner: plugin %s called exit() in its %s; exiting with status 1\n", guard_plugin,
+            guard_what);
+    _exit(1);
+}
+
+/* Arm the guard for hook `what` of plugin `name` (NULL what disarms). */
+static void guard_arm(const char *what, const char *name) {
+    static int registered;
+    if (what && !registered) registered = atexit(exit_guard) == 0;
+    if (what && !guard_pid) guard_pid = getpid();
+    guard_what = what;
+    guard_plugin = name;
+}
+
 /* ---- the host table ---- */
 
 static const char *api_job_id(const jr_job_t *job) { return job->id ? job->id : ""; }
@@ -338,7 +371,9 @@ static jr_plugin_hook_init_fn runner_init_of(const plugin_t *p) {
 static int plugin_runner_init(const jr_registry_t *r, plugin_t *p) {
     jr_plugin_hook_init_fn fn = runner_init_of(p);
     ((jr_registry_t *)r)->hook = p; /* for api->setting; the registry is this process's copy */
+    guard_arm("runner_init", p->desc->name ? p->desc->name : p->path);
     int rc = fn ? fn((void *)r, &host_api) : 0;
+    guard_arm(NULL, NULL);
     ((jr_registry_t *)r)->hook = NULL;
     p->runner_state = rc == 0 ? RUNNER_READY : RUNNER_FAILED;
     if (rc != 0) {
@@ -350,8 +385,19 @@ static int plugin_runner_init(const jr_registry_t *r, plugin_t *p) {
     return rc;
 }
 
-void jr_registry_runner_init(const jr_registry_t *r) {
-    for (size_t i = 0; r && i < r->nplugins; i++) plugin_runner_init(r, &r->plugins[i]);
+void jr_registry_runner_init(const jr_registry_t *r) { jr_registry_runner_init_at(r, NULL); }
+
+void jr_registry_runner_init_at(const jr_registry_t *r, volatile uint32_t *at) {
+    for (size_t i = 0; r && i < r->nplugins; i++) {
+        if (at) __atomic_store_n(at, (uint32_t)i + 1, __ATOMIC_RELEASE);
+        plugin_runner_init(r, &r->plugins[i]);
+    }
+    if (at) __atomic_store_n(at, 0, __ATOMIC_RELEASE);
+}
+
+const char *jr_registry_plugin_name(const jr_registry_t *r, size_t ix) {
+    if (!r || ix >= r->nplugins) return NULL;
+    return r->plugins[ix].desc->name ? r->plugins[ix].desc->name : r->plugins[ix].path;
 }
 
 void jr_registry_runner_exit(const jr_registry_t *r) {
@@ -394,29 +440,44 @@ void jr_registry_free(jr_registry_t *r) {
     free(r);
 }
 
-/* Refuse a file that is not a regular file, or that is writable by group or
- * others, or whose directory is: someone else could then swap the code we
- * run (checking the directory also closes the gap between this check and
- * dlopen). `real` is the resolved path, `path` the one for messages. */
-static int check_file(const char *real, const char *path, char *err, size_t errlen) {
-    struct stat st;
-    if (stat(real, &st) != 0) return refuse(err, errlen, path, JR_EPLUGIN, "%s", strerror(errno));
-    if (!S_ISREG(st.st_mode)) return refuse(err, errlen, path, JR_EPLUGIN, "not a regular file");
-    if (st.st_mode & (S_IWGRP | S_IWOTH))
-        return refuse(err, errlen, path, JR_EPLUGIN,
-                      "writable by group or others (mode %04o); refusing to load",
-                      (unsigned)(st.st_mode & 07777));
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", real);
-    char *slash = strrchr(dir, '/');
-    if (slash) slash[slash == dir] = '\0'; /* keep "/" for a file at the root */
-    if (stat(dir, &st) != 0)
-        return refuse(err, errlen, path, JR_EPLUGIN, "%s: %s", dir, strerror(errno));
-    if (st.st_mode & (S_IWGRP | S_IWOTH))
-        return refuse(err, errlen, path, JR_EPLUGIN,
-                      "directory %s is writable by group or others (mode %04o); refusing to load",
-                      dir, (unsigned)(st.st_mode & 07777));
-    return 0;
+/* See plugin.h. Walks from `real` up to "/" with lstat: realpath left no
+ * symbolic link in it, so one found now was put there since (refused). */
+int jr_plugin_check_owner(const char *real, uid_t uid, char *why, size_t whylen) {
+    char p[PATH_MAX];
+    if (!real || real[0] != '/' || snprintf(p, sizeof p, "%s", real) >= (int)sizeof p) {
+        snprintf(why, whylen, "%s is not an absolute path", real ? real : "(null)");
+        return -1;
+    }
+    for (int file = 1;; file = 0) {
+        struct stat st;
+        const char *what = file ? "" : "directory ";
+        if (lstat(p, &st) != 0) {
+            snprintf(why, whylen, "%s%s: %s", what, p, strerror(errno));
+            return -1;
+        }
+        if (S_ISLNK(st.st_mode)) {
+            snprintf(why, whylen, "%s%s became a symbolic link while it was checked", what, p);
+            return -1;
+        }
+        if (file ? !S_ISREG(st.st_mode) : !S_ISDIR(st.st_mode)) {
+            snprintf(why, whylen, file ? "%s is not a regular file" : "%s is not a directory", p);
+            return -1;
+        }
+        if (st.st_uid != 0 && st.st_uid != uid) {
+            snprintf(why, whylen,
+                     "%s%s is owned by uid %u, not by root or uid %u (this process), who could replace the code",
+                     what, p, (unsigned)st.st_uid, (unsigned)uid);
+            return -1;
+        }
+        if ((st.st_mode & (S_IWGRP | S_IWOTH)) && (file || !(st.st_mode & S_ISVTX))) {
+            snprintf(why, whylen, "%s%s is writable by group or others (mode %04o%s)", what, p,
+                     (unsigned)(st.st_mode & 07777), file ? "" : ", no sticky bit");
+            return -1;
+        }
+        if (!strcmp(p, "/")) return 0;
+        char *slash = strrchr(p, '/');
+        slash[slash == p] = '\0'; /* keep "/" itself */
+    }
 }
 
 /* Check the descriptor header against our ABI. Only reads members the
@@ -457,8 +518,13 @@ static const char *dl_reason(const char *real) {
 int jr_plugin_load(jr_registry_t *r, const char *path, char *err, size_t errlen) {
     char real[PATH_MAX];
     if (!realpath(path, real)) return refuse(err, errlen, path, JR_EPLUGIN, "%s", strerror(errno));
-    int rc = check_file(real, path, err, errlen);
-    if (rc) return rc;
+    /* Before dlopen: a shared object's constructors run as it is mapped.
+     * With every directory up to / trusted, nobody else can swap the file
+     * between this check and dlopen. */
+    char why[JR_ERRLEN];
+    if (jr_plugin_check_owner(real, geteuid(), why, sizeof why) != 0)
+        return refuse(err, errlen, path, JR_EPLUGIN, "%s; refusing to load", why);
+    int rc;
 
     /* Make room first so nothing can fail once init has succeeded. */
     if (r->nplugins == r->capplugins) {
@@ -495,7 +561,9 @@ int jr_plugin_load(jr_registry_t *r, const char *path, char *err, size_t errlen)
     load_t l = {.p = p};
     r->loading = &l;
     r->hook = p;
+    guard_arm("init", p->path);
     int init_rc = p->desc->init(r, &host_api);
+    guard_arm(NULL, NULL);
     r->loading = NULL;
     r->hook = NULL;
     if (l.rc) {

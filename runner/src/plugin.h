@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include "jobrunner/plugin.h"
 #include "followup.h"
 
@@ -60,15 +61,30 @@ void jr_registry_set_settings(jr_registry_t *r, const struct jr_strlist *setting
  * free the registry. NULL is fine. */
 void jr_registry_free(jr_registry_t *r);
 
+/* The ownership rule a plugin file must pass before it is opened (that of
+ * OpenSSH's StrictModes): `real` (absolute, symbolic links resolved, as
+ * realpath gives) is a regular file, and it and every directory above it up
+ * to "/" are owned by root or by `uid` and not writable by group or others;
+ * a directory writable by group or others passes only with the sticky bit (as /tmp,
+ * where others cannot rename or remove what is not theirs). Anyone else
+ * who could write one of them could replace the code the worker runs.
+ * Returns 0, or -1 with the path that fails and why in `why`. Only reads
+ * the file system (lstat). */
+int jr_plugin_check_owner(const char *real, uid_t uid, char *why, size_t whylen);
+
 /* Load one plugin file. Refuses, with JR_EPLUGIN and a message "PATH: reason"
- * in err: a missing file or one that is not a regular file, a file or its
- * directory writable by group/others, a file dlopen cannot load, a file
+ * in err: a missing file, one (after resolving symbolic links) that fails
+ * jr_plugin_check_owner for the effective uid — checked before dlopen,
+ * since a shared object's constructors run inside dlopen, before any check
+ * of its descriptor —, a file dlopen cannot load, a file
  * already loaded (the same object under any name), a missing entry function,
  * a NULL descriptor, a wrong magic, an ABI major other than ours, a minor
  * newer than ours, a descriptor smaller than its minor requires, a missing
  * init, init returning non-zero, a handler name that is invalid or already
  * registered (by this or another plugin) even if init ignores that and
- * returns 0 (fini is then called). A refused plugin leaves the registry as it
+ * returns 0 (fini is then called). A plugin calling exit() in init (or in
+ * runner_init run in this process) ends it with status 1 and a message
+ * naming the plugin, whatever status it passed. A refused plugin leaves the registry as it
  * was. Out of memory gives JR_ENOMEM. Load from one thread only. */
 int jr_plugin_load(jr_registry_t *r, const char *path, char *err, size_t errlen);
 
@@ -90,6 +106,15 @@ size_t jr_registry_plugins(const jr_registry_t *r);
  * process: once in each process that runs handlers, before its first job.
  * A failure is logged and remembered for jr_handler_ready. */
 void jr_registry_runner_init(const jr_registry_t *r);
+/* The same, storing 1 + the index (load order) of the plugin whose
+ * runner_init runs into *at before calling it, and 0 once all returned: a
+ * process that dies in a runner_init leaves the culprit there (the worker
+ * reads it from memory shared with its runner). */
+void jr_registry_runner_init_at(const jr_registry_t *r, volatile uint32_t *at);
+
+/* The name (from its descriptor, else its path) of the plugin loaded
+ * ix-th, or NULL if there is none. */
+const char *jr_registry_plugin_name(const jr_registry_t *r, size_t ix);
 
 /* Call runner_exit, in reverse load order, of every plugin whose runner_init
  * succeeded (or that has none) in this process. */

@@ -489,6 +489,78 @@ Test(hostile, a_stopping_worker_waiting_for_redis_does_not_spin) {
     expect_final(1);
 }
 
+/* ---- plugins that end their process in a hook (fixtures/die.c) ---- */
+
+#define DIE_PLUGIN JRT_FIXTURE_DIR "/die.so"
+
+static void die_in(const char *hook, const char *how) {
+    setenv("JRT_DIE_IN", hook, 1);
+    setenv("JRT_DIE_HOW", how, 1);
+    setenv("JRT_DIE_MARKER", file("spawns.txt"), 1);
+}
+
+/* A worker (and a scheduler, for the retries) with die.so whose
+ * runner_init dies `how`: over 5 s it starts few runner processes (it
+ * waits longer after each death), the job it fetched uses its attempts and
+ * ends dead with an error naming the plugin and `cause`, and the log says
+ * why once (the cause does not change). */
+static void runner_init_dies(const char *how, const char *cause) {
+    die_in("runner_init", how);
+    config("worker:\n  concurrency: 1\njobs:\n  backoff: 10ms\n  backoff_max: 10ms\n");
+    char id[JR_ID_MAX];
+    enqueue("fx_die", "", 3, 0, id);
+    const char *sa[] = {"scheduler", "-c", cfgpath, NULL};
+    pid_t s = jrt_spawn(file("scheduler.log"), sa);
+    const char *wa[] = {"worker", "-c", cfgpath, "--plugin", DIE_PLUGIN, NULL};
+    pid_t w = jrt_spawn(file("worker.log"), wa);
+    jrt_sleep_ms(5000);
+    long long ticks = cpu_ticks(w);
+    cr_expect_lt(ticks, 100, "the worker used %lld ticks of CPU in 5 s", ticks);
+    size_t spawns = jrt_lines(file("spawns.txt"));
+    cr_expect_gt(spawns, 0, "runner_init never ran");
+    cr_expect_lt(spawns, 20, "%zu runner processes started in 5 s", spawns);
+    wait_settled(1, 40000);
+    expect_final(1);
+    char entry[4096];
+    dead_entry(id, entry, sizeof entry);
+    char want[128];
+    snprintf(want, sizeof want, "died in runner_init of plugin die: %s", cause);
+    cr_expect(strstr(entry, want), "want \"%s\" in the dead entry: %s", want, entry);
+    cr_expect(strstr(entry, ";a=3;"), "not dead after its 3 attempts: %s", entry);
+    cr_expect_eq(jrt_count(file("worker.log"), "died before running a job"), 1, "%s", jrt_slurp(file("worker.log")));
+    cr_expect_geq(jrt_count(file("worker.log"), want), 1, "%s", jrt_slurp(file("worker.log")));
+    cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0, "the worker did not stop cleanly on SIGTERM");
+    cr_expect_eq(jrt_stop(s, SIGTERM, 10000), 0);
+}
+
+Test(hostile, a_runner_init_that_segfaults_does_not_spin) { runner_init_dies("segv", "SIGSEGV"); }
+Test(hostile, a_runner_init_that_exits_0_does_not_spin) { runner_init_dies("exit0", "exit status 0"); }
+Test(hostile, a_runner_init_that_exits_3_does_not_spin) { runner_init_dies("exit3", "exit status 3"); }
+
+/* exit() in a plugin's init (or in runner_init run in the worker, inline)
+ * ends the worker with status 1 and a message, whatever status it passed:
+ * exit(0) would look like a clean stop to a supervisor. */
+Test(hostile, exit_in_a_plugin_hook_in_the_worker_ends_it_with_status_1) {
+    static const struct {
+        const char *hook, *how, *config, *says;
+    } cases[] = {
+        {"init", "exit0", "", "die.so called exit() in its init; exiting with status 1"},
+        {"init", "exit5", "", "die.so called exit() in its init; exiting with status 1"},
+        {"runner_init", "exit0", "worker:\n  isolation: inline\n", "plugin die called exit() in its runner_init"},
+        {"runner_init", "exit5", "worker:\n  isolation: inline\n", "plugin die called exit() in its runner_init"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        die_in(cases[i].hook, cases[i].how);
+        config(cases[i].config);
+        const char *wa[] = {"worker", "-c", cfgpath, "--plugin", DIE_PLUGIN, NULL};
+        char out[4096], errb[8192];
+        int rc = jrt_run(out, sizeof out, errb, sizeof errb, wa);
+        cr_expect_eq(rc, 1, "%s %s: exit status %d; stderr: %s", cases[i].hook, cases[i].how, rc, errb);
+        cr_expect(strstr(errb, cases[i].says), "%s %s: want \"%s\" in: %s", cases[i].hook, cases[i].how,
+                  cases[i].says, errb);
+    }
+}
+
 /* ---- the executor alone: all tasks handed to one runner ---- */
 
 #include <poll.h>

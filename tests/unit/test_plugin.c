@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,22 +31,19 @@ static void setup(void) {
     err[0] = '\0';
 }
 
-/* Remove tmpdir and the files in it. */
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st, (void)flag, (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/* Remove tmpdir and everything in it. */
 static void teardown(void) {
     jr_registry_free(reg);
     reg = NULL;
     if (!tmpdir[0]) return;
-    DIR *d = opendir(tmpdir);
-    struct dirent *e;
-    while (d && (e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        char p[PATH_MAX];
-        snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
-        unlink(p);
-    }
-    if (d) closedir(d);
     chmod(tmpdir, 0700);
-    rmdir(tmpdir);
+    nftw(tmpdir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 TestSuite(plugin, .init = setup, .fini = teardown, .timeout = 30);
@@ -318,6 +316,103 @@ Test(plugin, refusals_leave_registry_unchanged) {
 
 /* ---- file permissions ---- */
 
+#define OTHER_UID 12345 /* a user who is neither root nor us */
+
+/* jr_plugin_check_owner, a table of trees under tmpdir: "d" is a directory
+ * in tmpdir, "d/p.so" the file checked. Runs as root in CI (chown needs it);
+ * skipped otherwise. */
+Test(plugin, ownership_rule_of_the_file_and_every_directory_above_it) {
+    if (geteuid() != 0) cr_skip_test("needs root to chown");
+    static const struct {
+        const char *what;
+        mode_t dmode, fmode;
+        uid_t duid, fuid, as; /* owners, and the uid the check is for */
+        const char *fails;    /* "" = passes; else in the reason (with the failing path) */
+    } cases[] = {
+        {"ours, private", 0755, 0644, 0, 0, 0, ""},
+        {"file of the worker's user", 0755, 0644, 0, OTHER_UID, OTHER_UID, ""},
+        {"directory of the worker's user", 0755, 0644, OTHER_UID, 0, OTHER_UID, ""},
+        {"file owned by another user", 0755, 0644, 0, OTHER_UID, 0, "/d/p.so is owned by uid 12345"},
+        {"directory owned by another user", 0755, 0644, OTHER_UID, 0, 0, "directory %s/d is owned by uid 12345"},
+        {"file writable by group", 0755, 0664, 0, 0, 0, "/d/p.so is writable by group or others (mode 0664)"},
+        {"file writable by others", 0755, 0646, 0, 0, 0, "writable by group or others (mode 0646)"},
+        {"directory writable by group", 0775, 0644, 0, 0, 0, "directory %s/d is writable by group or others (mode 0775, no sticky bit)"},
+        {"directory writable by all", 0777, 0644, 0, 0, 0, "directory %s/d is writable by group or others (mode 0777"},
+        {"sticky directory writable by all (as /tmp)", 01777, 0644, 0, 0, 0, ""},
+        {"sticky directory of another user", 01777, 0644, OTHER_UID, 0, 0, "directory %s/d is owned by uid 12345"},
+        {"sticky does not excuse the file", 01777, 0666, 0, 0, 0, "/d/p.so is writable by group or others"},
+    };
+    make_tmpdir();
+    char d[PATH_MAX], f[PATH_MAX], why[JR_ERRLEN], want[PATH_MAX + 128];
+    snprintf(d, sizeof d, "%s/d", tmpdir);
+    snprintf(f, sizeof f, "%s/d/p.so", tmpdir);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mkdir(d, 0700);
+        copy_file(FX("good"), f, cases[i].fmode);
+        cr_assert_eq(chown(f, cases[i].fuid, 0), 0);
+        cr_assert_eq(chown(d, cases[i].duid, 0), 0);
+        cr_assert_eq(chmod(d, cases[i].dmode), 0);
+        why[0] = '\0';
+        int rc = jr_plugin_check_owner(f, cases[i].as, why, sizeof why);
+        snprintf(want, sizeof want, cases[i].fails, tmpdir);
+        if (!*want)
+            cr_expect_eq(rc, 0, "%s: refused: %s", cases[i].what, why);
+        else
+            cr_expect(rc == -1 && strstr(why, want), "%s: rc %d, want \"%s\" in: %s", cases[i].what, rc, want, why);
+        unlink(f);
+        rmdir(d);
+    }
+    /* Not a regular file; a directory in the path that is not one. */
+    cr_expect_eq(jr_plugin_check_owner(tmpdir, 0, why, sizeof why), -1);
+    cr_expect(strstr(why, "is not a regular file"), "%s", why);
+    /* A directory above, not the file's own, that others may write. */
+    char a[PATH_MAX];
+    snprintf(a, sizeof a, "%s/a", tmpdir);
+    snprintf(d, sizeof d, "%s/a/b", tmpdir);
+    snprintf(f, sizeof f, "%s/a/b/p.so", tmpdir);
+    cr_assert_eq(mkdir(a, 0777), 0);
+    cr_assert_eq(chmod(a, 0777), 0);
+    cr_assert_eq(mkdir(d, 0755), 0);
+    copy_file(FX("good"), f, 0644);
+    cr_expect_eq(jr_plugin_check_owner(f, 0, why, sizeof why), -1);
+    snprintf(want, sizeof want, "directory %s is writable by group or others (mode 0777, no sticky bit)", a);
+    cr_expect(strstr(why, want), "want \"%s\" in: %s", want, why);
+    cr_assert_eq(chmod(a, 0755), 0);
+    cr_expect_eq(jr_plugin_check_owner(f, 0, why, sizeof why), 0, "%s", why);
+    /* A relative path is not what realpath gives. */
+    cr_expect_eq(jr_plugin_check_owner("p.so", 0, why, sizeof why), -1);
+}
+
+/* The loader applies the rule to what a symbolic link points to, before
+ * dlopen (a refused file's constructors never run), and names the path. */
+Test(plugin, refuses_files_another_user_could_replace) {
+    if (geteuid() != 0) cr_skip_test("needs root to chown");
+    make_tmpdir();
+    char theirs[PATH_MAX], link[PATH_MAX], sub[PATH_MAX], inside[PATH_MAX + 16];
+    snprintf(theirs, sizeof theirs, "%s", tmp_path("theirs.so"));
+    copy_file(FX("good"), theirs, 0644);
+    cr_assert_eq(chown(theirs, OTHER_UID, OTHER_UID), 0);
+    load_refused(theirs, "theirs.so is owned by uid 12345");
+    cr_expect(strstr(err, "refusing to load"), "%s", err);
+
+    snprintf(link, sizeof link, "%s", tmp_path("link.so"));
+    cr_assert_eq(symlink(theirs, link), 0);
+    load_refused(link, "theirs.so is owned by uid 12345"); /* names the file it resolves to */
+
+    snprintf(sub, sizeof sub, "%s", tmp_path("sub"));
+    cr_assert_eq(mkdir(sub, 0755), 0);
+    snprintf(inside, sizeof inside, "%s/good.so", sub);
+    copy_file(FX("good"), inside, 0644);
+    cr_assert_eq(chown(sub, OTHER_UID, OTHER_UID), 0);
+    load_refused(inside, "/sub is owned by uid 12345");
+    cr_assert_eq(jr_plugin_load_path(reg, sub, err, sizeof err), JR_EPLUGIN); /* a directory of plugins too */
+    cr_expect(strstr(err, "/sub is owned by uid 12345"), "%s", err);
+
+    cr_assert_eq(chown(sub, 0, 0), 0);
+    cr_assert_eq(chmod(sub, 01777), 0); /* sticky, as /tmp: fine */
+    load_ok(inside);
+}
+
 Test(plugin, refuses_file_writable_by_others) {
     make_tmpdir();
     const char *copy = tmp_path("good.so");
@@ -342,7 +437,7 @@ Test(plugin, refuses_file_in_directory_writable_by_others) {
     copy_file(FX("good"), copy, 0644);
     cr_assert_eq(chmod(tmpdir, 0777), 0);
     int rc = jr_plugin_load(reg, copy, err, sizeof err);
-    assert_refused(rc, copy, "is writable by group or others (mode 0777); refusing to load");
+    assert_refused(rc, copy, "is writable by group or others (mode 0777, no sticky bit); refusing to load");
     cr_assert_not_null(strstr(err, tmpdir), "%s", err);
 
     cr_assert_eq(chmod(tmpdir, 0700), 0);

@@ -14,6 +14,22 @@
  *   - api->size tells a plugin how much of the host table exists; check it
  *     before calling a member added after minor 0.
  *
+ * Trust: loading a plugin runs its code. A shared object's constructors
+ * (and those of the libraries it pulls in) run inside dlopen, before the
+ * host can look at the descriptor; no check of the descriptor protects
+ * against them. So the host checks the file before opening it: after
+ * resolving symbolic links, the file and every directory above it up to /
+ * must be owned by root or the worker's user and not writable by group or
+ * others (a directory writable by all only with the sticky bit, as /tmp).
+ *
+ * A plugin that calls exit() in init (or in runner_init run in the worker
+ * itself, isolation: inline) ends the worker with status 1 and a message
+ * naming it, whatever status it passed. A runner process that dies before
+ * running a job (a crash or exit() in runner_init, say) is reported with
+ * its signal or exit status and the plugin whose runner_init was running;
+ * the jobs it was handed each use an attempt (retried or dead as usual),
+ * and it is replaced after a delay that doubles from 100 ms up to 30 s.
+ *
  * Processes (worker.isolation: process, the default): the worker loads the
  * plugins and calls init once, then forks its runner processes; handlers run
  * in those. What init opens (files, sockets, descriptors, memory) is
