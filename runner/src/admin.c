@@ -175,6 +175,16 @@ static int json_out(FILE *out, json_t *doc) {
  * "delayed", "dead", "paused"}, ...]}, counts as numbers, paused a boolean
  * (with "paused_since", Unix ms, when true). */
 /* An age in ms as "850ms", "12.5s", "7m12s", "3h05m", "2d04h"; "-" if < 0. */
+/* A count as text: "?" when it could not be read (-1). buf holds 24 bytes. */
+static const char *count_text(int64_t n, char *buf) {
+    if (n < 0) snprintf(buf, 24, "?");
+    else snprintf(buf, 24, "%lld", (long long)n);
+    return buf;
+}
+
+/* A count as JSON: null when it could not be read (-1). */
+static json_t *json_count(int64_t n) { return n < 0 ? json_null() : json_integer(n); }
+
 static const char *age_text(long long ms, char *buf, size_t len) {
     if (ms < 0) snprintf(buf, len, "-");
     else if (ms < 1000) snprintf(buf, len, "%lldms", ms);
@@ -215,12 +225,17 @@ static int stats_once(jr_client_t *c, const jr_strlist_t *queues, int json, FILE
             break;
         }
         long long since = s.paused ? s.paused_since_ms : -1;
+        /* A count of -1: its key holds garbage (the client's note names it). */
+        if (s.ready < 0 || s.pending < 0 || s.delayed < 0 || s.dead < 0 || s.processed < 0)
+            fprintf(stderr, "jobrunner: stats: %s: %s; its counts shown as ?\n", esc(queues->v[i]),
+                    esc(jr_client_errstr(c)));
         if (json) {
-            json_t *q = json_pack("{s:o,s:I,s:I,s:I,s:I,s:b,s:I,s:I,s:f,s:o}", "queue",
-                                  jr_json_bytes(queues->v[i], strlen(queues->v[i])), "ready", (json_int_t)s.ready,
-                                  "pending", (json_int_t)s.pending, "delayed", (json_int_t)s.delayed, "dead",
-                                  (json_int_t)s.dead, "paused", s.paused, "processed", (json_int_t)s.processed,
-                                  "failed", (json_int_t)s.failed, "jobs_per_second", s.jobs_per_second,
+            json_t *q = json_pack("{s:o,s:o,s:o,s:o,s:o,s:b,s:o,s:o,s:o,s:o}", "queue",
+                                  jr_json_bytes(queues->v[i], strlen(queues->v[i])), "ready", json_count(s.ready),
+                                  "pending", json_count(s.pending), "delayed", json_count(s.delayed), "dead",
+                                  json_count(s.dead), "paused", s.paused, "processed", json_count(s.processed),
+                                  "failed", json_count(s.failed), "jobs_per_second",
+                                  s.jobs_per_second >= 0 ? json_real(s.jobs_per_second) : json_null(),
                                   "oldest_ready_ms",
                                   s.oldest_ready_ms >= 0 ? json_integer(s.oldest_ready_ms) : json_null());
             if (q && since >= 0 && json_object_set_new(q, "paused_since", json_integer(since))) {
@@ -229,11 +244,13 @@ static int stats_once(jr_client_t *c, const jr_strlist_t *queues, int json, FILE
             }
             if (!q || json_array_append_new(arr, q)) failed = json_oom(&doc);
         } else {
-            char t[JR_TIME_LEN], age[32];
+            char t[JR_TIME_LEN], age[32], n[6][24], rate[24];
             print_cell(out, queues->v[i], 20);
-            fprintf(out, " %9lld %9lld %9lld %9lld %11lld %9lld %8.1f %8s  %s%s\n",
-                    (long long)s.ready, (long long)s.pending, (long long)s.delayed, (long long)s.dead,
-                    (long long)s.processed, (long long)s.failed, s.jobs_per_second,
+            if (s.jobs_per_second >= 0) snprintf(rate, sizeof rate, "%.1f", s.jobs_per_second);
+            else snprintf(rate, sizeof rate, "?");
+            fprintf(out, " %9s %9s %9s %9s %11s %9s %8s %8s  %s%s\n", count_text(s.ready, n[0]),
+                    count_text(s.pending, n[1]), count_text(s.delayed, n[2]), count_text(s.dead, n[3]),
+                    count_text(s.processed, n[4]), count_text(s.failed, n[5]), rate,
                     age_text(s.oldest_ready_ms, age, sizeof age), since >= 0 ? "since " : "-",
                     since >= 0 ? jr_time_format(since, t) : "");
         }

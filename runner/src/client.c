@@ -463,6 +463,7 @@ static int do_stats(jr_client_t *c, const char *queue, jr_client_stats_t *stats)
                                  .processed = s.processed, .failed = s.failed, .jobs_per_second = s.rate,
                                  .oldest_ready_ms = s.oldest_ready_ms, .paused = since >= 0,
                                  .paused_since_ms = since};
+    if (s.problem[0]) snprintf(c->errstr, sizeof c->errstr, "%s", s.problem); /* a note; c->err stays 0 */
     return 0;
 }
 

@@ -72,12 +72,20 @@ int jr_redis_stats(jr_redis_t *r, const char *queue, jr_qstats_t *s) {
     if ((rc = jr_redis_flush(r))) return rc;
     long long len = 0, now_s = 0, now_ms = 0, in_window = 0;
     long long t[60] = {0}, c[60] = {0}; /* the ring of jr_ack: second, jobs in it */
-    int first_err = 0;
+    int first_err = 0, bad_ready = 0;
     for (int i = 0; i < 7; i++) {
         redisReply *rep;
         if ((rc = jri_recv_reply(r, &rep, r->timeout_us))) return rc;
-        if (i == 6) {
-            if (rep->type == REDIS_REPLY_STRING) {
+        if (rep->type == REDIS_REPLY_ERROR && !strncmp(rep->str, "WRONGTYPE", 9)) {
+            /* garbage in this key: its counts are unknown, the others stand */
+            if (!s->problem[0])
+                snprintf(s->problem, sizeof s->problem, "key \"%s\" holds another type", cmds[i][1]);
+            if (i == 0 || i == 2) bad_ready = 1;
+            else if (i == 1 || i == 6) s->delayed = -1;
+            else if (i == 3) s->dead = -1;
+            else if (i == 4) s->processed = s->failed = -1, s->rate = -1;
+        } else if (i == 6) {
+            if (s->delayed >= 0 && rep->type == REDIS_REPLY_STRING) {
                 long long n = strtoll(rep->str, NULL, 10);
                 if (n > 0) s->delayed += n;
             }
@@ -112,11 +120,12 @@ int jr_redis_stats(jr_redis_t *r, const char *queue, jr_qstats_t *s) {
     }
     for (int j = 0; j < 60; j++)
         if (t[j] > now_s - 60 && t[j] <= now_s) in_window += c[j];
-    s->rate = (double)in_window / 60.0;
+    if (s->rate >= 0) s->rate = (double)in_window / 60.0;
     /* Acknowledged entries are deleted, so the stream holds exactly the
      * ready and the pending ones. */
     s->ready = len - s->pending;
     if (s->ready < 0) s->ready = 0;
+    if (bad_ready) s->ready = s->pending = -1;
     if (!first_err && s->ready > 0) { /* the oldest ready: the first entry after the group's last delivery */
         char last[JR_ID_MAX], start[JR_ID_MAX + 1];
         jr_batch_t b = {0};

@@ -13,7 +13,10 @@ int jr_redis_dead_retry(jr_redis_t *r, const char *queue, const char *const *ent
 int jr_redis_dead_purge(jr_redis_t *r, const char *queue, const char *const *entries, size_t n,
                         long long *removed);
 
-/* Counts of one queue. */
+/* Counts of one queue. A count whose key holds another type (garbage) is
+ * -1 and `problem` names the first such key ("" when every key was read):
+ * garbage in one key costs only the counts it holds, and the call returns
+ * 0. A refusal of another kind, or a broken connection, is returned. */
 typedef struct jr_qstats {
     long long ready;   /* in the stream, not yet delivered */
     long long pending; /* delivered to a worker, not yet acknowledged */
@@ -22,6 +25,7 @@ typedef struct jr_qstats {
     long long processed, failed; /* totals from jr:{Q}:stats: jobs finished with success; failed attempts */
     double rate;                 /* jobs processed per second over the last minute */
     long long oldest_ready_ms;   /* how long the oldest ready job has waited in the stream; -1 = none */
+    char problem[JR_KEY_MAX + 48]; /* 'key "jr:{Q}:..." holds another type', or "" */
 } jr_qstats_t;
 int jr_redis_stats(jr_redis_t *r, const char *queue, jr_qstats_t *s);
 

@@ -315,7 +315,7 @@ static int sched_depth(sched_t *s) {
         int rc = jr_redis_stats(s->cmd, s->queues.v[i], &st);
         if (rc == JR_EREDIS) continue;
         if (rc) return rc;
-        jr_metrics_depth(s->queues.v[i], st.delayed, st.ready);
+        if (st.delayed >= 0 && st.ready >= 0) jr_metrics_depth(s->queues.v[i], st.delayed, st.ready);
     }
     return 0;
 }

@@ -160,6 +160,37 @@ Test(cli, stats_counts_ready_and_delayed_and_env_gives_the_url) {
     unsetenv("JOBRUNNER_REDIS_URL");
 }
 
+/* Garbage in one queue's keys costs only the counts they hold: `stats`
+ * lists every queue, shows those counts as ? (null in JSON), names the key
+ * on stderr, and the other queues' rows are whole (issue 18, class 1). */
+Test(cli, stats_with_garbage_in_one_queue_shows_the_rest) {
+    setenv("JOBRUNNER_REDIS_URL", R.url, 1);
+    const char *good[] = {"enqueue", "-q", "good", "echo", "a", NULL};
+    const char *bad[] = {"enqueue", "-q", "bad", "echo", "b", NULL};
+    cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, good), 0, "%s", err);
+    cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, bad), 0, "%s", err);
+    redisContext *c = jrt_connect(&R);
+    freeReplyObject(jrt_cmd(c, "SET", "jr:{bad}:stats", "garbage", NULL));
+    freeReplyObject(jrt_cmd(c, "SADD", "jr:{bad}:dead", "garbage", NULL));
+    redisFree(c);
+    const char *table[] = {"stats", NULL};
+    cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, table), 0, "%s\n%s", out, err);
+    cr_expect(strstr(err, "jr:{bad}:stats") || strstr(err, "jr:{bad}:dead"), "no key named: %s", err);
+    char *g = strstr(out, "good"), *b = strstr(out, "bad");
+    cr_assert(g && b, "a queue is missing: %s", out);
+    long long ready = -1;
+    cr_expect(sscanf(g + 4, "%lld", &ready) == 1 && ready == 1, "good's row: %s", out);
+    cr_expect(sscanf(b + 3, "%lld", &ready) == 1 && ready == 1, "bad's ready count: %s", out);
+    char *nl = strchr(b, '\n');
+    cr_expect(nl && memchr(b, '?', (size_t)(nl - b)), "bad's unreadable counts are not shown as ?: %s", out);
+    const char *js[] = {"stats", "--json", NULL};
+    cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, js), 0, "%s", err);
+    cr_expect(strstr(out, "\"queue\":\"bad\",\"ready\":1,\"pending\":0,\"delayed\":0,\"dead\":null,"
+                          "\"paused\":false,\"processed\":null,\"failed\":null"), "%s", out);
+    cr_expect(strstr(out, "\"queue\":\"good\",\"ready\":1,\"pending\":0,\"delayed\":0,\"dead\":0,"), "%s", out);
+    unsetenv("JOBRUNNER_REDIS_URL");
+}
+
 Test(cli, payload_from_stdin_and_json_logs) {
     char cfg[192], wlog[192], rec[192];
     snprintf(cfg, sizeof cfg, "%s/json.yaml", R.dir);

@@ -220,7 +220,10 @@ typedef struct jr_client_stats {
     int64_t paused_since_ms; /* when paused (Unix ms); -1 if not */
 } jr_client_stats_t;
 
-/* The counts of one queue (NULL = "default"); an unknown queue has zeros. */
+/* The counts of one queue (NULL = "default"); an unknown queue has zeros.
+ * A count that cannot be read because its key holds another type (garbage
+ * written by something else) is -1, the call still returns 0, and
+ * jr_client_errstr(c) names the key; the other counts stand. */
 JR_CLIENT_EXPORT int jr_client_stats(jr_client_t *c, const char *queue, jr_client_stats_t *stats);
 
 /* Pause a queue: workers start none of its jobs until it is resumed
