@@ -458,9 +458,12 @@ static int flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t bloc
             }
             if (follow && reply == 0 && jr_redis_registry_garbage(e)) {
                 /* The registry holds garbage: the targets are not
-                 * registered (not tried again on this connection); the
-                 * follow-ups and the acknowledgement go on. */
-                jr_report_once(JR_LOG_ERROR, SAY_REGISTRY_GARBAGE, "key", JR_REGISTRY_KEY, e);
+                 * registered (not remembered: tried again with the next
+                 * follow-ups to them); the follow-ups and the
+                 * acknowledgement go on. */
+                jr_report_once(JR_LOG_ERROR, SAY_REGISTRY_GARBAGE, "key",
+                               strstr(e, JR_REGISTRY_WAKE_KEY) ? JR_REGISTRY_WAKE_KEY : JR_REGISTRY_KEY, e);
+                regs[c - first_follow] = 0;
                 continue;
             }
             if (!strncmp(e, "ERR jobrunner: ", 15) && strstr(e, " holds ")) {

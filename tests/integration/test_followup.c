@@ -352,10 +352,17 @@ Test(follow, a_registry_holding_garbage_costs_the_registration_not_the_follow_up
     wait_settled();
     enqueue("g3", "n=1,q=third"); /* another target, on the same connection */
     wait_settled();
+    /* Once the registry is fixed, the next follow-ups to a queue whose
+     * registration was skipped register it (the same worker). */
+    freeReplyObject(redisCommand(c, "DEL jr:{queues}"));
+    enqueue("g4", "n=1,q=other");
+    wait_settled();
+    cr_expect_eq(jrt_int(c, "SISMEMBER jr:{queues} other"), 1, "the target queue is registered once fixed");
     cr_assert_eq(jrt_stop(w, SIGTERM, 10000), 0);
     cr_expect_eq(entries("next", "g1#"), 2);
     cr_expect_eq(entries("other", "g2#"), 1);
     cr_expect_eq(entries("third", "g3#"), 1);
+    cr_expect_eq(entries("other", "g4#"), 1);
     cr_expect_eq(jrt_stats(&R, "default").dead, 0);
     cr_expect_eq(jrt_count(wlog, "letting them go"), 0, "%s", jrt_slurp(wlog));
     cr_expect_eq(jrt_count(wlog, "key=jr:{queues} "), 1, "reported once:\n%s", jrt_slurp(wlog));
