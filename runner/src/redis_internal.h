@@ -20,6 +20,8 @@ struct jr_redis {
     size_t nregistered;
     long library_kept;    /* a newer library revision found loaded and kept, 0 = none */
     char paused_err[JR_ERRLEN]; /* Redis's refusal of the last read of the paused set, "" = read */
+    char resumed_err[JR_ERRLEN]; /* Redis's refusal of the last wait on JR_RESUMED_KEY, "" = waited */
+    char registry_err[JR_ERRLEN]; /* the last registration skipped for garbage in the registry (logged) */
     void *scratch;        /* jri_scratch's buffer, kept between calls */
     size_t scratch_cap;
 };

@@ -9,6 +9,7 @@
 #include "contract.h"
 #include "jr.h"
 #include "jr_limits.h"
+#include "log.h"
 #include "util.h"
 
 /* Append FCALL jr_register for `queue` unless this connection did already.
@@ -237,20 +238,38 @@ typedef struct enq_call {
 } enq_call_t;
 
 /* Read the reply of a jr_register sent before a call for queue q. A
- * refusal forgets the registration and makes the call fail (*first_err if
- * none yet), though its jobs are still written. Returns a transport error
- * only. */
+ * refusal forgets the registration (the next call registers again), though
+ * the call's jobs are still written. A registry key of another type
+ * (jr_register checks their types before writing and writes nothing) costs
+ * the registration only: logged once per connection (again when the text
+ * changes), and the call goes on. Any other refusal makes the call fail
+ * (*first_err if none yet). Returns a transport error only. */
 static int recv_register(jr_redis_t *r, const char *q, int *first_err) {
     redisReply *rep;
     int rc = jri_recv_reply(r, &rep, r->timeout_us);
     if (rc) return rc;
     if (rep->type == REDIS_REPLY_ERROR) {
         forget_registered(r, q);
-        if (!*first_err)
+        if (jr_redis_registry_garbage(rep->str)) {
+            if (strcmp(r->registry_err, rep->str)) {
+                snprintf(r->registry_err, sizeof r->registry_err, "%s", rep->str);
+                jr_log_kv(JR_LOG_ERROR, "the queue registry holds garbage; enqueueing without registering the queue",
+                          "key", strstr(rep->str, JR_REGISTRY_WAKE_KEY) ? JR_REGISTRY_WAKE_KEY : JR_REGISTRY_KEY,
+                          "queue", q, "error", rep->str, NULL);
+            }
+        } else if (!*first_err) {
             *first_err = jri_fail(r, JR_EREDIS, "queue %s: registering the queue failed: %s", q, rep->str);
+        }
+    } else if (r->registry_err[0]) {
+        r->registry_err[0] = '\0';
+        jr_log_kv(JR_LOG_INFO, "the queue registry takes registrations again", "key", JR_REGISTRY_KEY, NULL);
     }
     freeReplyObject(rep);
     return 0;
+}
+
+int jr_redis_registry_garbage(const char *err) {
+    return !strncmp(err, "ERR jobrunner: jr_register: key ", 32) && strstr(err, " holds a ") != NULL;
 }
 
 /* Read the replies of call c (its jr_register's first if c->reg) and set

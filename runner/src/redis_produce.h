@@ -17,6 +17,11 @@ typedef struct jr_enqueue {
     jr_envelope_t env;  /* handler, payload, max_attempts, timeout_ms */
 } jr_enqueue_t;
 
+/* 1 if err (Redis's text of a refused jr_register) says a registry key
+ * (JR_REGISTRY_KEY, JR_REGISTRY_WAKE_KEY) holds another type: the queue is
+ * then not registered, and its enqueue goes on without it. Pure. */
+int jr_redis_registry_garbage(const char *err);
+
 /* Enqueue n jobs (jr_redis_enqueue_each) and tell less: ids (may be NULL)
  * receives each job id; created (may be NULL) 1 per job written, 0 for any
  * other outcome. Returns 0 when every job was written or already existed,
@@ -66,7 +71,9 @@ size_t jr_redis_set_enqueue_chunk(size_t jobs);
  * gets one text per distinct reason, appended. Returns 0 when every job was
  * CREATED or EXISTED, else the first error (its text in jr_redis_errstr);
  * a refused jr_register of a queue is an error (JR_EREDIS) though its jobs
- * were written. */
+ * were written, except when a registry key holds another type
+ * (jr_redis_registry_garbage): then the queue is not registered, that is
+ * logged once per connection, and the call's outcome is its jobs'. */
 int jr_redis_enqueue_each(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n, char (*ids)[JR_ID_MAX],
                           jr_enq_outcome_t *out, jr_strlist_t *reasons);
 

@@ -420,6 +420,8 @@ int jr_redis_cancelled_entries(jr_redis_t *r, const char *queue, const char *con
 
 const char *jr_redis_paused_refused(const jr_redis_t *r) { return r->paused_err; }
 
+const char *jr_redis_resumed_refused(const jr_redis_t *r) { return r->resumed_err; }
+
 int jr_redis_paused(jr_redis_t *r, const char *const *queues, size_t n, unsigned char *paused) {
     int rc = jri_append_paused(r, queues, n);
     if (rc || (rc = jr_redis_flush(r))) return rc;
@@ -499,11 +501,13 @@ int jr_redis_recv_read_paused(jr_redis_t *r, jr_batch_t *b, const char *const *q
         freeReplyObject(rep);
         return prc;
     }
-    if ((rc = jri_reply_error(r, rep))) return rc;
-    if (!any_on) { /* the wait on JR_RESUMED_KEY: nothing to take */
+    if (!any_on) { /* the wait on JR_RESUMED_KEY: nothing to take; a refusal (the key holds garbage) is kept */
+        if (rep->type == REDIS_REPLY_ERROR) snprintf(r->resumed_err, sizeof r->resumed_err, "%s", rep->str);
+        else r->resumed_err[0] = '\0';
         freeReplyObject(rep);
         return prc;
     }
+    if ((rc = jri_reply_error(r, rep))) return rc;
     if ((rc = jri_parse_streams(r, b, rep, queues, n, 0))) return rc;
     return prc;
 }

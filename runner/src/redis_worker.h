@@ -106,7 +106,9 @@ int jr_redis_read_each(jr_redis_t *r, const char *consumer, const char *const *q
 
 /* Send, without waiting: XREADGROUP ... COUNT count BLOCK block_ms over the
  * queues i with on[i] (or, when none is on, XREAD BLOCK block_ms on
- * JR_RESUMED_KEY, which only the timeout or CLIENT UNBLOCK ends), then, if
+ * JR_RESUMED_KEY, which only the timeout or CLIENT UNBLOCK ends; Redis's
+ * refusal of that wait, as when the key holds garbage, is no error: see
+ * jr_redis_resumed_refused), then, if
  * with_paused, HMGET of the paused state of all n queues (run by Redis
  * after the read returns). Read the replies with jr_redis_recv_read_paused
  * (any_on = some on[i]; paused = NULL when sent without the HMGET). One
@@ -121,5 +123,8 @@ int jr_redis_recv_read_paused(jr_redis_t *r, jr_batch_t *b, const char *const *q
  * another type) as no queue paused, so garbage there costs pausing only.
  * This is Redis's text of the last read's refusal, "" when it was read. */
 const char *jr_redis_paused_refused(const jr_redis_t *r);
+/* Redis's text of its refusal of the last wait on JR_RESUMED_KEY (the key
+ * holds another type: the wait ended at once), "" when it waited. */
+const char *jr_redis_resumed_refused(const jr_redis_t *r);
 
 #endif

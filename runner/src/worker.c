@@ -49,6 +49,10 @@
 static const char SAY_RECLAIM_REFUSED[] = "Redis refused to hand over the jobs of stopped workers; trying again later";
 static const char SAY_PAUSED_REFUSED[] = "Redis refused to read the paused queues; taking none as paused";
 static const char SAY_AUX_GARBAGE[] = "keys of this queue hold garbage; its jobs run, without what those keys keep";
+static const char SAY_RESUMED_REFUSED[] =
+    "Redis refused the wait on the resume key; with every queue paused, the paused set is read again every worker.block";
+static const char SAY_REGISTRY_GARBAGE[] =
+    "the queue registry holds garbage; writing follow-ups without registering their queues";
 static const char SAY_STREAM_GARBAGE[] = "a queue's stream key holds garbage; not reading this queue until it is fixed (looked at every 10 s)";
 
 #define ENTRY_MAX 48 /* "<20 digits>-<20 digits>" */
@@ -178,6 +182,7 @@ typedef struct worker {
     unsigned char *order_scratch; /* scratch: a paused set just read (nq bytes) */
     char *fu_registered[FU_REGISTERED_MAX]; /* see FU_REGISTERED_MAX; cleared on reconnect */
     size_t nfu_registered;
+    int64_t resumed_retry_us; /* no wait on JR_RESUMED_KEY before this (mono us): it held garbage */
     int reconnect_after_read; /* the library is missing: reconnect once the read in flight is in */
     int read_with_ops;        /* the read in flight went with results (flush_ops_on) */
     /* Inline mode: the lease keeper (see "leases") */
@@ -451,6 +456,16 @@ static int flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t bloc
                 follow_err[c - first_follow] = strdup(e);
                 continue;
             }
+            if (follow && reply == 0 && jr_redis_registry_garbage(e)) {
+                /* The registry holds garbage: the targets are not
+                 * registered (not remembered: tried again with the next
+                 * follow-ups to them); the follow-ups and the
+                 * acknowledgement go on. */
+                jr_report_once(JR_LOG_ERROR, SAY_REGISTRY_GARBAGE, "key",
+                               strstr(e, JR_REGISTRY_WAKE_KEY) ? JR_REGISTRY_WAKE_KEY : JR_REGISTRY_KEY, e);
+                regs[c - first_follow] = 0;
+                continue;
+            }
             if (!strncmp(e, "ERR jobrunner: ", 15) && strstr(e, " holds ")) {
                 /* A key of the queue holds another type: trying again
                  * would be refused again, and while a result is kept
@@ -545,6 +560,21 @@ static void paused_note(jr_redis_t *r) {
                        JR_PAUSED_KEY, e);
     else
         jr_report_clear(SAY_PAUSED_REFUSED, "the paused queues can be read again", "key", JR_PAUSED_KEY);
+}
+
+/* After a wait on JR_RESUMED_KEY (every queue paused): a refusal (the key
+ * holds garbage; the wait ended at once) is reported once, and the next
+ * wait is held back for worker.block (read_due), so the paused set is read
+ * again on that period instead of in a loop; its end is reported once. */
+static void resumed_note(worker_t *w) {
+    const char *e = jr_redis_resumed_refused(w->rd);
+    if (e[0]) {
+        jr_report_once(JR_LOG_ERROR, SAY_RESUMED_REFUSED, "key", JR_RESUMED_KEY, e);
+        w->resumed_retry_us = jr_mono_us() + w->cfg->worker_block_ms * 1000;
+    } else {
+        jr_report_clear(SAY_RESUMED_REFUSED, "the resume key can be waited on again", "key", JR_RESUMED_KEY);
+        w->resumed_retry_us = 0;
+    }
 }
 
 /* ---- jobs ---------------------------------------------------------------- */
@@ -1445,6 +1475,11 @@ static int read_due(const worker_t *w, int64_t now, size_t *want, int64_t *block
         if (n > free_runners) n = free_runners;
     }
     if (n == 0) return 0;
+    if (now < w->resumed_retry_us) { /* the resume key holds garbage: see resumed_note */
+        size_t active = 0;
+        for (size_t q = 0; q < w->nq; q++) active += !w->paused[q];
+        if (!active) return 0;
+    }
     int64_t b = w->cfg->worker_block_ms;
     int64_t until = w->next_reclaim > now ? (w->next_reclaim - now) / 1000 + 1 : b;
     *want = n, *block = until < b ? until : b;
@@ -1530,6 +1565,7 @@ static int turn(worker_t *w, int sigfd) {
         (jr_exec_busy(w->exec) > w->runners || w->wq_n > w->wq_head)) /* jobs wait: see shed() */
         deadline = min_deadline(deadline, now + shed_after_us(w));
     if (connected && !w->reading && jobs_wait(w)) deadline = min_deadline(deadline, w->next_pause_check);
+    if (connected && !w->reading && w->resumed_retry_us > now) deadline = min_deadline(deadline, w->resumed_retry_us);
     int timeout = ready_now || again ? 0 : deadline < 0 ? -1 : (int)((deadline - now + 999) / 1000);
     if (timeout < 0 && deadline >= 0) timeout = 0;
     jr_log_flush();
@@ -1540,6 +1576,7 @@ static int turn(worker_t *w, int sigfd) {
         unsigned char *paused_now = w->read_with_paused ? w->order_scratch : NULL;
         rc = jr_redis_recv_read_paused(w->rd, &w->batch, w->queues, w->nq, w->read_on_any, paused_now);
         if (!rc && paused_now) paused_note(w->rd);
+        if (!rc && !w->read_on_any) resumed_note(w);
         int64_t waited_ms = (jr_mono_us() - w->read_sent_us) / 1000;
         /* A read that went with results Redis refused was refused too (a
          * write refused: NOREPLICAS, READONLY...): nothing was read; the

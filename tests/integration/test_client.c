@@ -409,14 +409,14 @@ Test(client, a_lost_redis_is_told_job_by_job_and_reconnected) {
     cr_assert_eq(jrt_int(C, "XLEN jr:{a}:ready"), 2);
 }
 
-Test(client, a_refused_queue_registration_is_an_error_though_the_jobs_were_written) {
+/* Garbage in the registry (issue 18, class 1) costs the registration, not
+ * the enqueue. */
+Test(client, a_registry_holding_garbage_refuses_no_enqueue_and_the_queue_is_registered_once_fixed) {
     freeReplyObject(cmd("SET", "jr:{queues}", "not a set", NULL));
     jr_client_job_t j = {.queue = "reg", .handler = "echo"};
     jr_client_result_t r;
     int rc = jr_client_enqueue(J, &j, &r);
-    cr_assert_eq(rc, JR_CLIENT_EREFUSED, "rc %d: %s", rc, jr_client_errstr(J));
-    cr_assert(strstr(jr_client_errstr(J), "registering") && strstr(jr_client_errstr(J), "reg"), "%s",
-              jr_client_errstr(J));
+    cr_assert_eq(rc, 0, "rc %d: %s", rc, jr_client_errstr(J));
     cr_assert_eq(r.status, JR_CLIENT_JOB_CREATED, "the job was written: its result must say so");
     cr_assert_eq(jrt_int(C, "XLEN jr:{reg}:ready"), 1);
     /* Registration is tried again on the next enqueue, and works once the

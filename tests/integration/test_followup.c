@@ -337,6 +337,38 @@ Test(follow, a_refusal_by_redis_fails_the_job_and_the_worker_goes_on) {
     cr_expect_eq(zcard("jr:{next}:delayed"), 0);
 }
 
+/* Garbage in the queue registry (issue 18, class 1) costs the registration
+ * of the follow-ups' queues only: the follow-ups are written, the jobs end
+ * ok, and the worker says once which key is wrong, not that it let results
+ * go. */
+Test(follow, a_registry_holding_garbage_costs_the_registration_not_the_follow_ups) {
+    config("process", NULL);
+    enqueue("g1", "n=2");
+    enqueue("g2", "n=1,q=other");
+    redisContext *c = jrt_connect(&R);
+    freeReplyObject(redisCommand(c, "DEL jr:{queues}"));
+    freeReplyObject(redisCommand(c, "SET jr:{queues} garbage"));
+    pid_t w = start_worker();
+    wait_settled();
+    enqueue("g3", "n=1,q=third"); /* another target, on the same connection */
+    wait_settled();
+    /* Once the registry is fixed, the next follow-ups to a queue whose
+     * registration was skipped register it (the same worker). */
+    freeReplyObject(redisCommand(c, "DEL jr:{queues}"));
+    enqueue("g4", "n=1,q=other");
+    wait_settled();
+    cr_expect_eq(jrt_int(c, "SISMEMBER jr:{queues} other"), 1, "the target queue is registered once fixed");
+    cr_assert_eq(jrt_stop(w, SIGTERM, 10000), 0);
+    cr_expect_eq(entries("next", "g1#"), 2);
+    cr_expect_eq(entries("other", "g2#"), 1);
+    cr_expect_eq(entries("third", "g3#"), 1);
+    cr_expect_eq(entries("other", "g4#"), 1);
+    cr_expect_eq(jrt_stats(&R, "default").dead, 0);
+    cr_expect_eq(jrt_count(wlog, "letting them go"), 0, "%s", jrt_slurp(wlog));
+    cr_expect_eq(jrt_count(wlog, "key=jr:{queues} "), 1, "reported once:\n%s", jrt_slurp(wlog));
+    redisFree(c);
+}
+
 /* ---- jr_ack_follow's contract (raw FCALLs) ---- */
 
 static redisContext *C;

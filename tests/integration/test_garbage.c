@@ -112,14 +112,16 @@ static void garble(redisContext *c, const char *key, int kind) {
 }
 
 /* The keys that may be garbled: every key of queue `bad` (and one of its
- * time-wheel buckets) and the shared keys of schedules, live processes and
- * pausing. The registry (jr:{queues}) is left out: every producer's enqueue
- * registers its queue there, so garbage there is the producers' refusal. */
+ * time-wheel buckets) and the shared keys of schedules, live processes,
+ * pausing, the queue registry (every enqueue registers its queue there:
+ * garbage costs the registration, not the enqueue) and the library's load
+ * lock and fence. */
 static const char *const BAD_KEYS[] = {
     "jr:{bad}:ready", "jr:{bad}:delayed", "jr:{bad}:wheel",     "jr:{bad}:wheel:n", "jr:{bad}:wake",
     "jr:{bad}:seq",   "jr:{bad}:ids",     "jr:{bad}:cancelled", "jr:{bad}:stats",   "jr:{bad}:dead",
     "jr:{bad}:wheel:<bucket>", "jr:{cron}", "jr:{cron}:last",   "jr:{cron}:wake",   "jr:{queues}:paused",
-    "jr:{procs}:garbage-1"};
+    "jr:{procs}:garbage-1", "jr:{queues}", "jr:{queues}:wake", "jr:{queues}:resumed", "jr:{lib}:loading",
+    "jr:{lib}:fence"};
 #define NBAD (sizeof BAD_KEYS / sizeof BAD_KEYS[0])
 
 /* Wrong members inside the right type, in the healthy queues' own keys:
@@ -159,10 +161,14 @@ Test(garbage, random_garbage_in_every_key_kind_costs_only_its_own_queue_or_sched
     char bad_id[JR_ID_MAX];
     enqueue(r, "bad", 0, bad_id); /* registered, with a job */
     enqueue(r, "bad", 3000, bad_id);
+    enqueue(r, "g1", 0, bad_id), enqueue(r, "g2", 0, bad_id); /* registered: a scheduler keeps what it knew */
     redisContext *c = jrt_connect(&R);
     freeReplyObject(jrt_cmd(c, "ZADD", "jr:{procs}", "1", "garbage-1", NULL));
 
     pid_t w = start_worker(), s = start_scheduler();
+    /* The scheduler has listed the registry (garbage there costs only the
+     * queues registered after it: see docs/operations.md). */
+    for (int t = 0; t < 200 && jrt_count(slog, "serving registered queues") < 1; t++) jrt_sleep_ms(50);
     /* Which keys get garbage, of which type, and when (job k). */
     int when[NBAD], kind[NBAD], garbled[NBAD] = {0};
     for (size_t i = 0; i < NBAD; i++) when[i] = rand() % 3 ? rand() % NJOBS : -1, kind[i] = rand() % 6;
@@ -191,6 +197,11 @@ Test(garbage, random_garbage_in_every_key_kind_costs_only_its_own_queue_or_sched
         /* a mix of now, the near tier (< 2 s) and the time wheel (>= 2 s) */
         int64_t delay = k % 4 == 0 ? 0 : k % 4 == 1 ? 300 + rand() % 1200 : k % 4 == 2 ? 2000 + rand() % 2000 : 0;
         enqueue(r, k % 2 ? "g1" : "g2", delay, ids[k]);
+        if (k % 10 == 5) { /* a new queue: its enqueue registers it (the registry may hold garbage) */
+            char fresh[16], fid[JR_ID_MAX];
+            snprintf(fresh, sizeof fresh, "fresh%d", k);
+            enqueue(r, fresh, 0, fid);
+        }
         if (k % 10 == 0) { /* work for the bad queue too, results and retries included (may be refused) */
             jr_enqueue_t b[2] = {{.queue = "bad", .env = {.handler = "fail", .handler_len = 4, .attempt = 1,
                                                            .max_attempts = 3, .backoff_ms = 2500}},
@@ -382,5 +393,137 @@ Test(garbage, a_refused_reclaim_of_one_queue_does_not_hold_the_others_jobs) {
     free(rec);
     cr_expect_eq(jrt_stop(w, SIGTERM, 5000), 0);
     jr_redis_free(r);
+    redisFree(c);
+}
+
+/* A worker whose queues are all paused waits on jr:{queues}:resumed, a key
+ * nobody writes. Garbage there ends that wait at once with an error: it is
+ * reported once, the worker reads the paused set again every worker.block
+ * (no reconnect, no spin), and a resume is seen. */
+Test(garbage, a_wrong_type_resume_key_costs_no_reconnect_loop_and_a_resume_is_seen) {
+    jrt_config(&R, "worker:\n  queues: [g1]\n  block: 1s\n", cfgpath, sizeof cfgpath);
+    redisContext *c = jrt_connect(&R);
+    freeReplyObject(jrt_cmd(c, "HSET", "jr:{queues}:paused", "g1", "1", NULL));
+    freeReplyObject(jrt_cmd(c, "SET", "jr:{queues}:resumed", "garbage", NULL));
+    pid_t w = start_worker();
+    jrt_sleep_ms(1500);
+    long long before = loop_calls();
+    jrt_sleep_ms(3000);
+    long long per_s = (loop_calls() - before) / 3;
+    cr_expect(per_s < 20, "%lld Redis commands per second while paused\n%s", per_s, jrt_slurp(wlog));
+    cr_expect_eq(jrt_count(wlog, "reconnecting"), 0, "%s", jrt_slurp(wlog));
+    cr_expect_eq(jrt_count(wlog, "Redis unavailable"), 0, "%s", jrt_slurp(wlog));
+    cr_expect_eq(jrt_count(wlog, "key=jr:{queues}:resumed "), 1, "reported once:\n%s", jrt_slurp(wlog));
+    jr_redis_t *r = jrt_jr_connect(&R);
+    char id[JR_ID_MAX];
+    enqueue(r, "g1", 0, id);
+    jrt_sleep_ms(300);
+    cr_expect_eq(jrt_wait_lines(record, 1, 200), 0, "a job of a paused queue ran");
+    freeReplyObject(jrt_cmd(c, "HDEL", "jr:{queues}:paused", "g1", NULL));
+    cr_expect(jrt_wait_lines(record, 1, 10000) >= 1, "the resumed queue's job did not run\n%s", jrt_slurp(wlog));
+    cr_expect_eq(jrt_stop(w, SIGTERM, 5000), 0);
+    jr_redis_free(r);
+    redisFree(c);
+}
+
+/* Garbage in the queue registry (jr:{queues}, jr:{queues}:wake) costs the
+ * registration only: every enqueue still writes its job and succeeds, the
+ * CLI's too, saying once which key is wrong; a worker runs the jobs. */
+Test(garbage, a_wrong_type_registry_refuses_no_enqueue) {
+    jrt_config(&R, "worker:\n  queues: [g1, g2]\n  block: 1s\n", cfgpath, sizeof cfgpath);
+    redisContext *c = jrt_connect(&R);
+    static const char *const keys[] = {"jr:{queues}", "jr:{queues}:wake"};
+    for (int k = 0; k < 2; k++) {
+        for (int kind = 0; kind < 6; kind++) {
+            if ((k == 0 && kind == 2) || (k == 1 && kind == 5)) continue; /* the right type */
+            freeReplyObject(jrt_cmd(c, "DEL", "jr:{queues}", "jr:{queues}:wake", NULL));
+            garble(c, keys[k], kind);
+            jr_redis_t *r = jrt_jr_connect(&R);
+            char id[JR_ID_MAX];
+            enqueue(r, "g1", 0, id);   /* registers g1: refused for the garbage */
+            enqueue(r, "g1", 0, id);   /* and again */
+            enqueue(r, "g2", 500, id); /* a delayed job of another queue */
+            jr_redis_free(r);
+            char out[512], err[1024];
+            const char *cli[] = {"enqueue", "--redis", R.url, "-q", "g2", "record", "cli", NULL};
+            cr_expect_eq(jrt_run(out, sizeof out, err, sizeof err, cli), 0, "%s <- %s: enqueue: %s%s", keys[k],
+                         KINDS[kind], out, err);
+        }
+    }
+    redisReply *n1 = jrt_cmd(c, "XLEN", "jr:{g1}:ready", NULL), *n2 = jrt_cmd(c, "XLEN", "jr:{g2}:ready", NULL),
+               *d2 = jrt_cmd(c, "ZCARD", "jr:{g2}:delayed", NULL);
+    cr_expect_eq(n1->integer, 2 * 10, "jobs written to g1: %lld", n1->integer);
+    cr_expect_eq(n2->integer + d2->integer, 2 * 10, "jobs written to g2: %lld + %lld", n2->integer, d2->integer);
+    freeReplyObject(n1), freeReplyObject(n2), freeReplyObject(d2);
+    redisFree(c);
+}
+
+/* A uniq key of another type (jr:{Q}:uniq:ID, a string by the contract)
+ * costs that id only: its enqueue is taken as a duplicate (EXISTED, nothing
+ * written) while the garbage is there; the other jobs of the same call are
+ * written and run. */
+Test(garbage, a_wrong_type_uniq_key_costs_only_its_own_id) {
+    jrt_config(&R, "worker:\n  queues: [g1]\n  block: 1s\nscheduler:\n  block: 1s\n", cfgpath, sizeof cfgpath);
+    redisContext *c = jrt_connect(&R);
+    for (int kind = 1; kind < 6; kind++) {
+        char key[64], dup[16], fine[16];
+        snprintf(dup, sizeof dup, "dup%d", kind), snprintf(fine, sizeof fine, "fine%d", kind);
+        snprintf(key, sizeof key, "jr:{g1}:uniq:%s", dup);
+        garble(c, key, kind);
+        jr_enqueue_t jobs[3];
+        for (int j = 0; j < 3; j++)
+            jobs[j] = (jr_enqueue_t){.queue = "g1", .id = j == 0 ? dup : j == 1 ? fine : NULL,
+                                     .delay_ms = kind % 2 ? 0 : 300,
+                                     .env = {.handler = "record", .handler_len = 6, .payload = "g1", .payload_len = 2,
+                                             .attempt = 1}};
+        jr_redis_t *r = jrt_jr_connect(&R);
+        jr_enq_outcome_t out[3];
+        char ids[3][JR_ID_MAX];
+        int rc = jr_redis_enqueue_each(r, jobs, 3, ids, out, NULL);
+        cr_expect_eq(rc, 0, "%s <- %s: %s", key, KINDS[kind], jr_redis_errstr(r));
+        cr_expect_eq(out[0].status, JR_ENQ_EXISTED, "%s <- %s: the id with garbage: %d", key, KINDS[kind],
+                     out[0].status);
+        cr_expect_eq(out[1].status, JR_ENQ_CREATED, "%s <- %s: another id: %d", key, KINDS[kind], out[1].status);
+        cr_expect_eq(out[2].status, JR_ENQ_CREATED, "%s <- %s: no id: %d", key, KINDS[kind], out[2].status);
+        jr_redis_free(r);
+    }
+    pid_t w = start_worker(), s = start_scheduler();
+    cr_expect(jrt_wait_lines(record, 10, 10000) >= 10, "the jobs did not run\n%s", jrt_slurp(wlog));
+    jrt_sleep_ms(500);
+    char *rec = jrt_slurp(record);
+    cr_expect(strstr(rec, "dup") == NULL, "a job of an id with garbage ran:\n%s", rec);
+    free(rec);
+    cr_expect_eq(jrt_stop(s, SIGTERM, 5000), 0);
+    cr_expect_eq(jrt_stop(w, SIGTERM, 5000), 0);
+    redisFree(c);
+}
+
+/* Garbage of any type in the library's load lock or fence (jr:{lib}:loading,
+ * jr:{lib}:fence) with no library loaded: a process still starts, loads the
+ * library and works. */
+Test(garbage, a_wrong_type_library_lock_or_fence_blocks_no_load) {
+    jrt_config(&R, "worker:\n  queues: [g1]\n  block: 1s\n", cfgpath, sizeof cfgpath);
+    redisContext *c = jrt_connect(&R);
+    static const char *const keys[] = {"jr:{lib}:loading", "jr:{lib}:fence"};
+    for (int k = 0; k < 2; k++) {
+        for (int kind = 0; kind < 6; kind++) {
+            freeReplyObject(jrt_cmd(c, "FUNCTION", "FLUSH", NULL));
+            freeReplyObject(jrt_cmd(c, "DEL", "jr:{lib}:loading", "jr:{lib}:fence", NULL));
+            garble(c, keys[k], kind);
+            char out[512], err[1024];
+            const char *cli[] = {"enqueue", "--redis", R.url, "-q", "g1", "record", "g1", NULL};
+            int64_t t0 = jrt_wall_us();
+            cr_expect_eq(jrt_run(out, sizeof out, err, sizeof err, cli), 0, "%s <- %s: enqueue: %s%s", keys[k],
+                         KINDS[kind], out, err);
+            cr_expect(jrt_wall_us() - t0 < 8000000, "%s <- %s: the load waited %.1f s", keys[k], KINDS[kind],
+                      (double)(jrt_wall_us() - t0) / 1e6);
+        }
+    }
+    freeReplyObject(jrt_cmd(c, "FUNCTION", "FLUSH", NULL));
+    garble(c, "jr:{lib}:fence", 4);
+    garble(c, "jr:{lib}:loading", 1);
+    pid_t w = start_worker();
+    cr_expect(jrt_wait_lines(record, 12, 15000) >= 12, "the jobs did not run\n%s", jrt_slurp(wlog));
+    cr_expect_eq(jrt_stop(w, SIGTERM, 5000), 0);
     redisFree(c);
 }
