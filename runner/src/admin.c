@@ -224,16 +224,16 @@ static int stats_once(jr_client_t *c, const jr_strlist_t *queues, int json, FILE
             fprintf(stderr, "jobrunner: stats: %s: %s\n", esc(queues->v[i]), esc(jr_client_errstr(c)));
             break;
         }
-        long long since = s.paused ? s.paused_since_ms : -1;
+        long long since = s.paused > 0 ? s.paused_since_ms : -1;
         /* A count of -1: its key holds garbage (the client's note names it). */
-        if (s.ready < 0 || s.pending < 0 || s.delayed < 0 || s.dead < 0 || s.processed < 0)
+        if (s.ready < 0 || s.pending < 0 || s.delayed < 0 || s.dead < 0 || s.processed < 0 || s.paused < 0)
             fprintf(stderr, "jobrunner: stats: %s: %s; its counts shown as ?\n", esc(queues->v[i]),
                     esc(jr_client_errstr(c)));
         if (json) {
-            json_t *q = json_pack("{s:o,s:o,s:o,s:o,s:o,s:b,s:o,s:o,s:o,s:o}", "queue",
+            json_t *q = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "queue",
                                   jr_json_bytes(queues->v[i], strlen(queues->v[i])), "ready", json_count(s.ready),
                                   "pending", json_count(s.pending), "delayed", json_count(s.delayed), "dead",
-                                  json_count(s.dead), "paused", s.paused, "processed", json_count(s.processed),
+                                  json_count(s.dead), "paused", s.paused < 0 ? json_null() : json_boolean(s.paused), "processed", json_count(s.processed),
                                   "failed", json_count(s.failed), "jobs_per_second",
                                   s.jobs_per_second >= 0 ? json_real(s.jobs_per_second) : json_null(),
                                   "oldest_ready_ms",
@@ -251,7 +251,7 @@ static int stats_once(jr_client_t *c, const jr_strlist_t *queues, int json, FILE
             fprintf(out, " %9s %9s %9s %9s %11s %9s %8s %8s  %s%s\n", count_text(s.ready, n[0]),
                     count_text(s.pending, n[1]), count_text(s.delayed, n[2]), count_text(s.dead, n[3]),
                     count_text(s.processed, n[4]), count_text(s.failed, n[5]), rate,
-                    age_text(s.oldest_ready_ms, age, sizeof age), since >= 0 ? "since " : "-",
+                    age_text(s.oldest_ready_ms, age, sizeof age), since >= 0 ? "since " : s.paused < 0 ? "?" : "-",
                     since >= 0 ? jr_time_format(since, t) : "");
         }
     }
@@ -968,7 +968,7 @@ int jr_cmd_pause(const jr_config_t *cfg, const char *queue, int on, FILE *out) {
     jr_client_stats_t s;
     if (changed) {
         fprintf(out, "%s %s\n", queue, on ? "paused" : "resumed");
-    } else if (on && jr_client_stats(c, queue, &s) == 0 && s.paused) {
+    } else if (on && jr_client_stats(c, queue, &s) == 0 && s.paused > 0) {
         char t[JR_TIME_LEN];
         fprintf(out, "%s was already paused (since %s)\n", queue, jr_time_format(s.paused_since_ms, t));
     } else {

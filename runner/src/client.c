@@ -457,12 +457,18 @@ static int do_stats(jr_client_t *c, const char *queue, jr_client_stats_t *stats)
     if (rc || (rc = begin(c))) return rc;
     jr_qstats_t s;
     long long since = -1;
-    if ((rc = jr_redis_stats(c->r, queue, &s)) || (rc = jr_redis_paused_since(c->r, &queue, 1, &since)))
-        return redis_fail(c, rc, "stats");
+    int paused_unknown = 0;
+    if ((rc = jr_redis_stats(c->r, queue, &s))) return redis_fail(c, rc, "stats");
+    if ((rc = jr_redis_paused_since(c->r, &queue, 1, &since))) {
+        /* garbage in the paused hash: whether the queue is paused is unknown */
+        if (rc != JR_EREDIS || strncmp(jr_redis_errstr(c->r), "WRONGTYPE", 9)) return redis_fail(c, rc, "stats");
+        paused_unknown = 1, since = -1;
+        if (!s.problem[0]) snprintf(s.problem, sizeof s.problem, "key \"%s\" holds another type", JR_PAUSED_KEY);
+    }
     *stats = (jr_client_stats_t){.ready = s.ready, .pending = s.pending, .delayed = s.delayed, .dead = s.dead,
                                  .processed = s.processed, .failed = s.failed, .jobs_per_second = s.rate,
-                                 .oldest_ready_ms = s.oldest_ready_ms, .paused = since >= 0,
-                                 .paused_since_ms = since};
+                                 .oldest_ready_ms = s.oldest_ready_ms,
+                                 .paused = paused_unknown ? -1 : since >= 0, .paused_since_ms = since};
     if (s.problem[0]) snprintf(c->errstr, sizeof c->errstr, "%s", s.problem); /* a note; c->err stays 0 */
     return 0;
 }

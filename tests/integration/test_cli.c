@@ -188,6 +188,14 @@ Test(cli, stats_with_garbage_in_one_queue_shows_the_rest) {
     cr_expect(strstr(out, "\"queue\":\"bad\",\"ready\":1,\"pending\":0,\"delayed\":0,\"dead\":null,"
                           "\"paused\":false,\"processed\":null,\"failed\":null"), "%s", out);
     cr_expect(strstr(out, "\"queue\":\"good\",\"ready\":1,\"pending\":0,\"delayed\":0,\"dead\":0,"), "%s", out);
+    /* the paused hash too: whether a queue is paused becomes unknown */
+    c = jrt_connect(&R);
+    freeReplyObject(jrt_cmd(c, "SET", "jr:{queues}:paused", "garbage", NULL));
+    redisFree(c);
+    cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, js), 0, "%s", err);
+    cr_expect(strstr(out, "\"queue\":\"good\",\"ready\":1,\"pending\":0,\"delayed\":0,\"dead\":0,"
+                          "\"paused\":null,\"processed\":0"), "%s", out);
+    cr_expect(strstr(err, "jr:{queues}:paused"), "no key named: %s", err);
     unsetenv("JOBRUNNER_REDIS_URL");
 }
 

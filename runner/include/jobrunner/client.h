@@ -216,7 +216,7 @@ typedef struct jr_client_stats {
     int64_t failed;          /* total failed attempts */
     double jobs_per_second;  /* processed per second over the last minute */
     int64_t oldest_ready_ms; /* how long the oldest ready job has waited; -1 = none */
-    int paused;              /* 1 if paused */
+    int paused;              /* 1 if paused, 0 if not, -1 if unknown (see jr_client_stats) */
     int64_t paused_since_ms; /* when paused (Unix ms); -1 if not */
 } jr_client_stats_t;
 
