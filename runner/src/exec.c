@@ -99,6 +99,8 @@ typedef struct runner {
     int ran;            /* this process has started a task */
     int fails;          /* processes in a row that died before starting one */
     int64_t respawn_at; /* monotonic us: start the next process then (pid is 0); 0 = not waiting */
+    int64_t handed_us;  /* monotonic us: the batch was handed over before runner_init returned; 0 = it had */
+    int init_hung;      /* killed: runner_init had not returned within the first task's timeout */
 } runner_t;
 
 struct jr_exec {
@@ -388,6 +390,7 @@ static int spawn(jr_exec_t *x, runner_t *r) {
     jr_log_flush(); /* or the child would write our buffered lines again */
     __atomic_store_n(&r->shm->init_plugin, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&r->shm->ready, 0, __ATOMIC_RELEASE);
+    r->init_hung = 0, r->handed_us = 0;
     __atomic_store_n(&r->shm->started, NONE, __ATOMIC_RELEASE);
     pid_t parent = getpid();
     pid_t pid = fork();
@@ -500,6 +503,9 @@ static void start_batch(runner_t *r) {
     r->in_off = r->in_len = 0; /* what is left of the last batch's stream is of no task now */
     r->end = r->n, r->collected = 0, r->busy = 1;
     r->timed_out = NONE, r->abandon = 0;
+    /* a task's timeout counts from now while runner_init has not returned
+     * (collect_runner): a hung runner_init must not hold the tasks for ever */
+    r->handed_us = __atomic_load_n(&m->ready, __ATOMIC_ACQUIRE) ? 0 : jr_mono_us();
     m->started = NONE;
     m->finished = 0;
     m->stop = 0;
@@ -917,6 +923,21 @@ static int64_t move_at(const runner_t *r, int64_t now) {
     return running(r, &since) == NONE ? now + MOVE_AFTER_US : since + MOVE_AFTER_US;
 }
 
+/* When r's tasks stop waiting for a runner_init that has not returned
+ * (monotonic us; -1: not waiting): the first task's timeout after the
+ * hand-over. */
+static int64_t init_deadline(const runner_t *r) {
+    if (!r->busy || !r->handed_us || r->exited || r->collected >= r->end ||
+        __atomic_load_n(&r->shm->ready, __ATOMIC_ACQUIRE))
+        return -1;
+    return r->handed_us + r->timeouts_ms[r->collected] * 1000;
+}
+
+static int init_overdue(const runner_t *r, int64_t now) {
+    int64_t at = init_deadline(r);
+    return at >= 0 && now >= at;
+}
+
 int64_t jr_exec_deadline(const jr_exec_t *x) {
     int64_t best = -1, now = jr_mono_us();
     if (x->inline_mode) return x->iq_head < x->iq_n ? now : -1; /* tasks to run: collect now */
@@ -928,6 +949,10 @@ int64_t jr_exec_deadline(const jr_exec_t *x) {
         if (!r->busy || (t = running(r, &since)) == NONE) continue;
         at = since + r->timeouts_ms[t] * 1000;
         if (best < 0 || at < best) best = at;
+    }
+    for (size_t i = 0; !x->inline_mode && i < x->nrunners; i++) { /* runner_init that do not return */
+        int64_t at = init_deadline(&x->runners[i]);
+        if (at >= 0 && (best < 0 || at < best)) best = at;
     }
     for (size_t i = 0; moves && !x->inline_mode && i < x->nrunners; i++) {
         int64_t at = move_at(&x->runners[i], now);
@@ -1096,7 +1121,10 @@ static void early_cause(const jr_exec_t *x, const runner_t *r, int st, char *buf
         snprintf(how, sizeof how, "exit status %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
     uint32_t at = __atomic_load_n(&r->shm->init_plugin, __ATOMIC_ACQUIRE);
     const char *name = at ? jr_registry_plugin_name(x->reg, at - 1) : NULL;
-    if (name && !__atomic_load_n(&r->shm->ready, __ATOMIC_ACQUIRE))
+    if (r->init_hung)
+        snprintf(buf, len, "runner_init of plugin %s did not return within the job's timeout (%lldms); killed",
+                 name ? name : "?", (long long)r->timeouts_ms[r->collected]);
+    else if (name && !__atomic_load_n(&r->shm->ready, __ATOMIC_ACQUIRE))
         snprintf(buf, len, "the handler process died in runner_init of plugin %s: %s", name, how);
     else
         snprintf(buf, len, "the handler process died before running a job: %s", how);
@@ -1244,6 +1272,9 @@ static void collect_runner(jr_exec_t *x, runner_t *r, jr_outcome_t *out, size_t 
         if (t != NONE && jr_mono_us() >= since + r->timeouts_ms[t] * 1000) {
             r->timed_out = t;
             dead = 1; /* runner_died kills the group */
+        } else if (init_overdue(r, jr_mono_us())) {
+            r->init_hung = 1;
+            dead = 1; /* runner_died: its tasks crash with the cause, the next process comes later */
         }
     }
     if (dead) runner_died(x, r, out, k);

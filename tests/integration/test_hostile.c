@@ -538,6 +538,32 @@ Test(hostile, a_runner_init_that_segfaults_does_not_spin) { runner_init_dies("se
 Test(hostile, a_runner_init_that_exits_0_does_not_spin) { runner_init_dies("exit0", "exit status 0"); }
 Test(hostile, a_runner_init_that_exits_3_does_not_spin) { runner_init_dies("exit3", "exit status 3"); }
 
+/* A runner_init that never returns does not hold the jobs handed to its
+ * process: each job's timeout counts from the hand-over, then the process is
+ * killed, the job costs an attempt with the cause, and the next process
+ * starts after the backoff (not at once, not never). */
+Test(hostile, a_runner_init_that_hangs_does_not_hold_its_jobs) {
+    die_in("runner_init", "hang");
+    config("worker:\n  concurrency: 1\njobs:\n  backoff: 10ms\n  backoff_max: 10ms\n");
+    char id[JR_ID_MAX];
+    enqueue("fx_die", "", 3, 300, id);
+    const char *sa[] = {"scheduler", "-c", cfgpath, NULL};
+    pid_t s = jrt_spawn(file("scheduler.log"), sa);
+    const char *wa[] = {"worker", "-c", cfgpath, "--plugin", DIE_PLUGIN, NULL};
+    pid_t w = jrt_spawn(file("worker.log"), wa);
+    wait_settled(1, 30000);
+    expect_final(1);
+    char entry[4096];
+    dead_entry(id, entry, sizeof entry);
+    const char *want = "runner_init of plugin die did not return within the job's timeout (300ms); killed";
+    cr_expect(strstr(entry, want), "want \"%s\" in the dead entry: %s", want, entry);
+    cr_expect(strstr(entry, ";a=3;"), "not dead after its 3 attempts: %s", entry);
+    size_t spawns = jrt_lines(file("spawns.txt"));
+    cr_expect(spawns >= 3 && spawns < 20, "%zu runner processes started", spawns);
+    cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0, "the worker did not stop cleanly on SIGTERM");
+    cr_expect_eq(jrt_stop(s, SIGTERM, 10000), 0);
+}
+
 /* exit() in a plugin's init (or in runner_init run in the worker, inline)
  * ends the worker with status 1 and a message, whatever status it passed:
  * exit(0) would look like a clean stop to a supervisor. */

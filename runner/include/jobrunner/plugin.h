@@ -29,6 +29,8 @@
  * its signal or exit status and the plugin whose runner_init was running;
  * the jobs it was handed each use an attempt (retried or dead as usual),
  * and it is replaced after a delay that doubles from 100 ms up to 30 s.
+ * A runner_init that does not return is killed once the first job handed
+ * to its process has waited that job's timeout, with the same outcome.
  *
  * Processes (worker.isolation: process, the default): the worker loads the
  * plugins and calls init once, then forks its runner processes; handlers run
