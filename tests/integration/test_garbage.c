@@ -93,11 +93,15 @@ static long long loop_calls(void) {
 }
 
 /* Overwrite `key` with a value of type `kind` (0 string, 1 list, 2 set,
- * 3 zset, 4 hash, 5 stream), its members garbage. For a key whose own type
- * is drawn, that is wrong members inside the right type. */
+ * 3 zset, 4 hash, 5 stream), its members garbage. A key that already has
+ * that type gets the garbage members added beside its own (wrong members
+ * inside the right type; replacing them would be deleting the registry or
+ * the schedules, not garbage in them). */
 static const char *const KINDS[] = {"string", "list", "set", "zset", "hash", "stream"};
 static void garble(redisContext *c, const char *key, int kind) {
-    freeReplyObject(jrt_cmd(c, "DEL", key, NULL));
+    redisReply *t = jrt_cmd(c, "TYPE", key, NULL);
+    if (!(t->type == REDIS_REPLY_STATUS && !strcmp(t->str, KINDS[kind]))) freeReplyObject(jrt_cmd(c, "DEL", key, NULL));
+    freeReplyObject(t);
     redisReply *rep = NULL;
     switch (kind) {
     case 0: rep = jrt_cmd(c, "SET", key, "\x01garbage\xff", NULL); break;
