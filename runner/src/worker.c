@@ -413,6 +413,7 @@ static int flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t bloc
             rc = jr_redis_append_fail(conn, w->queues[o->queue], o->entry, w->consumer, "dead", 0, why,
                                       "failed", w->cfg->dead_max);
             regs[calls - first_follow] = 0;
+            w->ops[i].done_outcome = "dead"; /* logged as what it is when jr_fail answers */
         }
         call[i] = calls++;
     }
@@ -456,13 +457,18 @@ static int flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t bloc
                 follow_err[c - first_follow] = strdup(e);
                 continue;
             }
-            if (follow && reply == 0 && jr_redis_registry_garbage(e)) {
-                /* The registry holds garbage: the targets are not
-                 * registered (not remembered: tried again with the next
-                 * follow-ups to them); the follow-ups and the
-                 * acknowledgement go on. */
-                jr_report_once(JR_LOG_ERROR, SAY_REGISTRY_GARBAGE, "key",
-                               strstr(e, JR_REGISTRY_WAKE_KEY) ? JR_REGISTRY_WAKE_KEY : JR_REGISTRY_KEY, e);
+            if (follow && reply == 0) {
+                /* The registration of the targets was refused (the registry
+                 * holds garbage, or another refusal): it is best effort, not
+                 * remembered, and tried again with the next follow-ups to
+                 * them; the follow-ups and the acknowledgement go on (only
+                 * their own reply settles the operation). */
+                if (jr_redis_registry_garbage(e))
+                    jr_report_once(JR_LOG_ERROR, SAY_REGISTRY_GARBAGE, "key",
+                                   strstr(e, JR_REGISTRY_WAKE_KEY) ? JR_REGISTRY_WAKE_KEY : JR_REGISTRY_KEY, e);
+                else
+                    jr_report_once(JR_LOG_ERROR, "Redis refused to register the queues of follow-ups; they are written, "
+                                   "registered with the next ones", "key", JR_REGISTRY_KEY, e);
                 regs[c - first_follow] = 0;
                 continue;
             }
@@ -492,16 +498,17 @@ static int flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t bloc
                          e ? e : "out of memory");
                 jr_log_kv(JR_LOG_ERROR, "follow-ups refused by Redis; the job goes to the dead-letter stream",
                           "entry", o->entry, "queue", w->queues[o->queue], "error", e, NULL);
-                log_settled(w, o, 0, "dead", why);
                 free(o->fu), free(o->error);
                 o->fu = NULL, o->fu_len = 0;
                 o->kind = OP_DEAD, o->why = "failed";
                 o->error = strdup(why); /* NULL: sent with an empty error */
+                o->done_outcome = "dead"; /* logged when jr_fail answers (cancelled, if it was) */
                 w->ops[kept++] = *o;
                 failed++;
             } else if (bad[call[i]] == 3) {
                 jr_report_once(JR_LOG_ERROR, "Redis refuses the results of this queue's jobs (a key holds garbage); letting them go, the entries stay pending",
                                "queue", w->queues[o->queue], drop_err);
+                log_settled(w, o, 0, "unrecorded", drop_err); /* it ran: say so, and free its log fields */
                 free(o->error), free(o->fu);
             } else if (bad[call[i]]) {
                 w->ops[kept++] = *o;
@@ -913,7 +920,11 @@ static int collect(worker_t *w) {
             w->keep_err[0] = '\0';
         }
         for (size_t i = 0; i < n; i++) {
-            if (w->outcomes[i].kind != JR_OUT_UNSTARTED) {
+            /* the run-time average counts jobs that ran: not those handed
+             * back, nor those whose runner died before starting them (a
+             * zero-length "run" would make prefetch take a full batch) */
+            if (w->outcomes[i].kind != JR_OUT_UNSTARTED &&
+                !(w->outcomes[i].kind == JR_OUT_CRASH && w->outcomes[i].duration_us == 0)) {
                 w->job_us = ewma(w->job_us, w->outcomes[i].duration_us > 0 ? w->outcomes[i].duration_us : 1);
                 w->last_outcome_us = jr_mono_us();
             }

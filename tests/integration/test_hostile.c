@@ -481,6 +481,8 @@ Test(hostile, a_stopping_worker_whose_result_redis_refuses_for_garbage_lets_it_g
     for (int t = 0; t < 100 && jrt_count(file("worker.log"), said) == 0; t++) jrt_sleep_ms(50);
     cr_assert_geq(jrt_count(file("worker.log"), said), 1, "%s", jrt_slurp(file("worker.log")));
     cr_expect_eq(jrt_stop(w, SIGTERM, 5000), 0, "the stopping worker did not exit on its own");
+    cr_expect_eq(jrt_count(file("worker.log"), "outcome=unrecorded"), 1, "the run is not logged as unrecorded: %s",
+                 jrt_slurp(file("worker.log")));
     freeReplyObject(redisCommand(c, "DEL jr:{default}:dead"));
     redisFree(c);
     cr_expect_eq(stats().pending, 1, "the refused job's entry did not stay pending");
