@@ -508,7 +508,8 @@ static int flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t bloc
             } else if (bad[call[i]] == 3) {
                 jr_report_once(JR_LOG_ERROR, "Redis refuses the results of this queue's jobs (a key holds garbage); letting them go, the entries stay pending",
                                "queue", w->queues[o->queue], drop_err);
-                log_settled(w, o, 0, "unrecorded", drop_err); /* it ran: say so, and free its log fields */
+                /* it ran: say so (the key is named once, above, not per job) and free its log fields */
+                log_settled(w, o, 0, "unrecorded", "Redis refused its result: a key of the queue holds garbage");
                 free(o->error), free(o->fu);
             } else if (bad[call[i]]) {
                 w->ops[kept++] = *o;
