@@ -99,9 +99,9 @@ typedef struct jr_qkeys {
 } jr_qkeys_t;
 
 /* Fill *k with every key of queue q. Returns 0, or JR_EINVAL when q is
- * longer than JR_QUEUE_MAX (then every key is "", never cut short: Redis
- * refuses a call with them). q is not checked otherwise
- * (jr_contract_queue_name does that). */
+ * longer than JR_QUEUE_MAX: then every key is "", never cut short into the
+ * key of another queue. q is not checked otherwise: callers check it with
+ * jr_contract_queue_name first (which refuses a name that long too). */
 int jr_qkeys(jr_qkeys_t *k, const char *q);
 
 /* Write key `which` of queue q into buf (JR_KEY_MAX bytes). Returns 0, or
