@@ -1,5 +1,5 @@
 #!lua name=jobrunner
--- jobrunner: contract 1, revision 15.
+-- jobrunner: contract 1, revision 16.
 -- (Raise the revision with every change to this file; tests/lua_revision.sh checks.
 -- A jobrunner process never replaces a newer revision loaded in Redis.)
 --[[
@@ -53,6 +53,34 @@ local PROMOTE_MAX = 100000        -- largest LIMIT of one jr_promote call
 -- copied field by field (Lua's unpack stops near 8000 values, cmsgpack.pack
 -- at 4000): it is buried whole, nothing lost. A real envelope has at most 10.
 local FIELDS_MAX = 1000
+
+-- The names of runner/src/contract.h, as literals, one line per entry of its
+-- lists and no other F_/K_ line: a test (tests/integration/test_contract.c)
+-- checks that they equal JR_ENVELOPE_FIELDS (F_<NAME>: the fields of a job's
+-- stream entry) and JR_QUEUE_KEYS (K_<NAME>: key jr:{Q}:<suffix> of queue Q).
+local F_ID = 'id'
+local F_HANDLER = 'h'
+local F_PAYLOAD = 'p'
+local F_ATTEMPT = 'a'
+local F_MAX = 'm'
+local F_TIMEOUT = 't'
+local F_BACKOFF = 'b'
+local F_ENQUEUED = 'e'
+local F_DUE = 'd'
+local F_ERROR = 'err'
+local F_WHY = 'why'
+local F_RAW = 'raw'
+local K_READY = 'ready'
+local K_DELAYED = 'delayed'
+local K_WAKE = 'wake'
+local K_SEQ = 'seq'
+local K_DEAD = 'dead'
+local K_IDS = 'ids'
+local K_CANCELLED = 'cancelled'
+local K_STATS = 'stats'
+local K_WHEEL = 'wheel'
+local K_WHEEL_N = 'wheel:n'
+local DAY_MS = 86400000 -- JR_DAY_MS: one day, the default idempotency window of jobrunner's producers
 
 --[[
 The rules of the values: one function per value, the same rules and words

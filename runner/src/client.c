@@ -419,17 +419,17 @@ static int do_job_show(jr_client_t *c, const char *queue, const char *id, jr_cli
     p->consumer = running ? b->in.consumer : "";
     p->idle_ms = running ? b->in.idle_ms : -1;
     p->deliveries = running ? b->in.deliveries : -1;
-    p->handler = field_of(e, "h", &p->handler_len);
-    p->payload = field_of(e, "p", &p->payload_len);
+    p->handler = field_of(e, JR_F_HANDLER, &p->handler_len);
+    p->payload = field_of(e, JR_F_PAYLOAD, &p->payload_len);
     if (!p->payload) p->payload = "", p->payload_len = 0;
-    p->attempt = num_field(e, "a", 1);
-    p->max_attempts = num_field(e, "m", 0);
-    p->timeout_ms = num_field(e, "t", 0);
-    p->backoff_ms = num_field(e, "b", 0);
-    p->enqueued_ms = num_field(e, "e", 0);
-    p->due_field_ms = num_field(e, "d", 0);
-    p->error = field_of(e, "err", &p->error_len);
-    p->why = p->state == JR_CLIENT_STATE_DEAD ? field_of(e, "why", &p->why_len) : NULL;
+    p->attempt = num_field(e, JR_F_ATTEMPT, 1);
+    p->max_attempts = num_field(e, JR_F_MAX, 0);
+    p->timeout_ms = num_field(e, JR_F_TIMEOUT, 0);
+    p->backoff_ms = num_field(e, JR_F_BACKOFF, 0);
+    p->enqueued_ms = num_field(e, JR_F_ENQUEUED, 0);
+    p->due_field_ms = num_field(e, JR_F_DUE, 0);
+    p->error = field_of(e, JR_F_ERROR, &p->error_len);
+    p->why = p->state == JR_CLIENT_STATE_DEAD ? field_of(e, JR_F_WHY, &p->why_len) : NULL;
     if (e && e->nfields) {
         if (!(b->fields = malloc(e->nfields * sizeof *b->fields))) {
             jr_client_job_info_free(p);

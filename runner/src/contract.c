@@ -1,4 +1,5 @@
-/* The rules of the values a job carries: see contract.h. */
+/* The contract on the C side: the key builders and the rules of the values
+ * a job carries; see contract.h. */
 #include "contract.h"
 
 #include <stdio.h>
@@ -7,10 +8,96 @@
 #include "cron.h"
 #include "jr.h"
 #include "jr_limits.h"
-#include "redis.h"
 #include "util.h"
 
 _Static_assert(JR_ID_MAX == JR_JOB_ID_MAX + 2, "JR_ID_MAX holds an id, a NUL and one byte to spare");
+
+/* ---- keys ---------------------------------------------------------------- */
+
+#define KEY_PREFIX "jr:{"
+#define KEY_TAG_END "}:"
+
+static const struct {
+    const char *s;
+    size_t len;
+} suffixes[JR_QK_COUNT] = {
+#define SUFFIX_(NAME, member, suffix) [JR_QK_##NAME] = {suffix, sizeof suffix - 1},
+    JR_QUEUE_KEYS(SUFFIX_)
+#undef SUFFIX_
+};
+
+/* Every key of a valid queue fits JR_KEY_MAX. */
+#define FITS_(NAME, member, suffix)                                                                      \
+    _Static_assert(sizeof KEY_PREFIX - 1 + JR_QUEUE_MAX + sizeof KEY_TAG_END - 1 + sizeof suffix <= JR_KEY_MAX, \
+                   "jr:{Q}:" suffix " fits JR_KEY_MAX");
+JR_QUEUE_KEYS(FITS_)
+#undef FITS_
+_Static_assert(sizeof KEY_PREFIX - 1 + JR_QUEUE_MAX + sizeof KEY_TAG_END - 1 + sizeof "uniq:" - 1 + JR_JOB_ID_MAX + 1 <=
+                   JR_UNIQ_KEY_MAX,
+               "the uniq key of a valid queue and id fits JR_UNIQ_KEY_MAX");
+
+/* Write "jr:{q}:" into buf (at least JR_KEY_MAX bytes) and return its
+ * length, or 0 when q is longer than JR_QUEUE_MAX. */
+static size_t key_prefix(char *buf, const char *q, size_t qlen) {
+    if (qlen > JR_QUEUE_MAX) return 0;
+    char *p = buf;
+    memcpy(p, KEY_PREFIX, sizeof KEY_PREFIX - 1), p += sizeof KEY_PREFIX - 1;
+    memcpy(p, q, qlen), p += qlen;
+    memcpy(p, KEY_TAG_END, sizeof KEY_TAG_END - 1), p += sizeof KEY_TAG_END - 1;
+    return (size_t)(p - buf);
+}
+
+int jr_queue_key(char *buf, const char *q, enum jr_qkey which) {
+    size_t n = key_prefix(buf, q, strlen(q));
+    if (!n || (unsigned)which >= JR_QK_COUNT) {
+        buf[0] = '\0';
+        return JR_EINVAL;
+    }
+    memcpy(buf + n, suffixes[which].s, suffixes[which].len + 1);
+    return 0;
+}
+
+int jr_qkeys(jr_qkeys_t *k, const char *q) {
+    char prefix[JR_KEY_MAX];
+    size_t n = key_prefix(prefix, q, strlen(q));
+    char *keys[JR_QK_COUNT] = {
+#define MEMBER_(NAME, member, suffix) [JR_QK_##NAME] = k->member,
+        JR_QUEUE_KEYS(MEMBER_)
+#undef MEMBER_
+    };
+    for (int i = 0; i < JR_QK_COUNT; i++) {
+        if (!n) {
+            keys[i][0] = '\0';
+            continue;
+        }
+        memcpy(keys[i], prefix, n);
+        memcpy(keys[i] + n, suffixes[i].s, suffixes[i].len + 1);
+    }
+    return n ? 0 : JR_EINVAL;
+}
+
+int jr_queue_key_is(const char *key, const char *q, enum jr_qkey which) {
+    size_t n = strlen(q);
+    if ((unsigned)which >= JR_QK_COUNT) return 0;
+    return !strncmp(key, KEY_PREFIX, sizeof KEY_PREFIX - 1) && !strncmp(key + sizeof KEY_PREFIX - 1, q, n) &&
+           !strncmp(key + sizeof KEY_PREFIX - 1 + n, KEY_TAG_END, sizeof KEY_TAG_END - 1) &&
+           !strcmp(key + sizeof KEY_PREFIX - 1 + n + sizeof KEY_TAG_END - 1, suffixes[which].s);
+}
+
+int jr_uniq_key(char *buf, size_t len, const char *q, const char *id, size_t id_len) {
+    size_t qlen = strlen(q), tail = sizeof "uniq:" - 1;
+    size_t n = qlen <= len && len - qlen >= sizeof KEY_PREFIX + sizeof KEY_TAG_END + tail - 1 ? key_prefix(buf, q, qlen) : 0;
+    if (!n || id_len > len - n - tail - 1 || memchr(id, '\0', id_len)) {
+        if (len) buf[0] = '\0';
+        return JR_EINVAL;
+    }
+    memcpy(buf + n, "uniq:", tail);
+    memcpy(buf + n + tail, id, id_len);
+    buf[n + tail + id_len] = '\0';
+    return 0;
+}
+
+/* ---- the rules of the values --------------------------------------------- */
 
 /* Locale-independent, and safe for any char value (unlike isdigit). */
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
@@ -31,6 +118,8 @@ const char *jr_contract_queue_name(const char *q, size_t n) {
     if (n > JR_QUEUE_MAX || !name_chars(q, n)) return "is not valid (" JR_QUEUE_RULE ")";
     return NULL;
 }
+
+int jr_queue_name_valid(const char *q) { return q && !jr_contract_queue_name(q, strlen(q)); }
 
 const char *jr_contract_schedule_name(const char *s, size_t n) {
     if (!s || n == 0) return "is empty (" JR_SCHEDULE_RULE ")";
@@ -87,7 +176,7 @@ static int duration_parse(const char *s, int64_t *ms) {
     static const struct {
         const char *name;
         int64_t ms;
-    } units[] = {{"h", 3600 * 1000}, {"m", 60 * 1000}, {"s", 1000}, {"ms", 1}};
+    } units[] = {{"h", JR_HOUR_MS}, {"m", JR_MINUTE_MS}, {"s", JR_SECOND_MS}, {"ms", 1}};
     if (!s || !*s) return -1;
     if (strcmp(s, "0") == 0) {
         *ms = 0;

@@ -74,7 +74,7 @@ int jr_envelope_decode(jr_envelope_t *env, const char *entry_id, size_t n,
         if (name_is(nm, nl, JR_F_ID)) {
             bit = 1u << 0;
             if (vl == 0) {
-                snprintf(err, errlen, "empty field \"id\"");
+                snprintf(err, errlen, "empty field \"" JR_F_ID "\"");
                 return JR_EINVAL;
             }
             env->id = v, env->id_len = vl;
@@ -122,7 +122,7 @@ int jr_envelope_decode(jr_envelope_t *env, const char *entry_id, size_t n,
         seen |= bit;
     }
     if (!env->handler || env->handler_len == 0) {
-        snprintf(err, errlen, "missing field \"h\" (handler)");
+        snprintf(err, errlen, "missing field \"" JR_F_HANDLER "\" (handler)");
         return JR_EINVAL;
     }
     /* The rules of contract.h: a value outside them never got in through

@@ -1,24 +1,15 @@
-/* The job envelope: the fields of a stream entry (see docs/redis-contract.md).
- * Pure encoding and decoding; no I/O. */
+/* The job envelope: the fields of a stream entry (see docs/redis-contract.md;
+ * their names, JR_F_*, are in contract.h's JR_ENVELOPE_FIELDS). Pure
+ * encoding and decoding; no I/O. */
 #ifndef JR_ENVELOPE_H
 #define JR_ENVELOPE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-/* Field names, in the canonical order every producer writes them (Redis
- * stores a stream node's field names once when entries repeat them). */
-#define JR_F_ID "id"       /* job id; absent = the stream entry id */
-#define JR_F_HANDLER "h"   /* handler name (required) */
-#define JR_F_PAYLOAD "p"   /* payload bytes; absent = empty */
-#define JR_F_ATTEMPT "a"   /* attempt number; absent = 1 */
-#define JR_F_MAX "m"       /* max attempts; absent = handler/config default */
-#define JR_F_TIMEOUT "t"   /* timeout in ms; absent = handler/config default */
-#define JR_F_BACKOFF "b"   /* backoff base in ms; absent = handler/config default */
-#define JR_F_ENQUEUED "e"  /* enqueued at, Unix ms; absent = stream entry id time */
-#define JR_F_DUE "d"       /* due at, Unix ms; absent = enqueued at */
-#define JR_F_ERROR "err"   /* last error (retried jobs) */
+#include "contract.h"
 
+/* Most fields an entry a producer writes has: id to err (not why, raw). */
 #define JR_ENVELOPE_MAX_FIELDS 10
 /* Room for the numbers jr_envelope_encode formats: 4 int64 values, each up
  * to 20 characters and a NUL. */

@@ -7,18 +7,26 @@
 #ifndef JR_LIMITS_H
 #define JR_LIMITS_H
 
-#define JR_MS_DAY (24LL * 3600 * 1000)
+/* Units of time in ms. The Lua library has JR_DAY_MS as DAY_MS (checked
+ * by tests/integration/test_contract.c). */
+#define JR_SECOND_MS 1000LL
+#define JR_MINUTE_MS (60 * JR_SECOND_MS)
+#define JR_HOUR_MS (60 * JR_MINUTE_MS)
+#define JR_DAY_MS (24 * JR_HOUR_MS)
 
 /* A delayed job is due at most this long after Redis's now (--in, --at,
  * "+MS"/"@MS" in the contract, a handler's retry delay): 10 years. */
-#define JR_DELAY_MAX_MS (3650 * JR_MS_DAY)
+#define JR_DELAY_MAX_MS (3650 * JR_DAY_MS)
 /* A job's timeout (envelope field t, --timeout, jobs.timeout): 1 ms .. 7 days. */
-#define JR_TIMEOUT_MAX_MS (7 * JR_MS_DAY)
+#define JR_TIMEOUT_MAX_MS (7 * JR_DAY_MS)
 /* Backoff base and cap (envelope field b, --backoff, jobs.backoff*): up to 30 days. */
-#define JR_BACKOFF_MAX_MS (30 * JR_MS_DAY)
+#define JR_BACKOFF_MAX_MS (30 * JR_DAY_MS)
 /* Attempts of one job (envelope fields a and m, jobs.max_attempts): 1 .. 1000. */
 #define JR_ATTEMPTS_MAX 1000
-/* Idempotency window of an explicit id after its due time: up to 10 years. */
+/* Idempotency window of an explicit id after its due time: a day when none
+ * is given (the CLI, the client library, follow-ups, a cron tick at least),
+ * up to 10 years. */
+#define JR_UNIQ_DEFAULT_MS JR_DAY_MS
 #define JR_UNIQ_MAX_MS JR_DELAY_MAX_MS
 /* Longest explicit job id, bytes (the rules of a value: contract.h). */
 #define JR_JOB_ID_MAX 158

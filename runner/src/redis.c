@@ -326,13 +326,12 @@ static int library_state(jr_redis_t *r, long *c, long *rv) {
     return state;
 }
 
-#define LIB_LOCK "jr:{lib}:loading"
+/* The lock JR_LIB_LOADING_KEY (contract.h) is held this long at most. */
 #define LIB_LOCK_MS 10000
 #define LIB_LOCK_PX "10000"
-/* The fence: every load writes it (SET, which no garbage in it can make
+/* The fence JR_LIB_FENCE_KEY: every load writes it (SET, which no garbage in it can make
  * fail) in the transaction that loads, and a load is sent only in a
  * MULTI/EXEC WATCHing it from before the library was read. */
-#define LIB_FENCE "jr:{lib}:fence"
 #define LIB_FENCE_TRIES 100
 
 /* A test hook: with JOBRUNNER_TEST_LIBLOAD_STOP set to a step's name
@@ -369,8 +368,8 @@ static int exec_quiet(jr_redis_t *r, int argc, const char **argv, const size_t *
 }
 
 /* Read what Redis holds, decide, and load ours if it should be: the read
- * and the load in WATCH LIB_FENCE ... MULTI FUNCTION LOAD REPLACE, SET
- * LIB_FENCE token, EXEC, so a load that another process made after our read
+ * and the load in WATCH jr:{lib}:fence ... MULTI FUNCTION LOAD REPLACE, SET
+ * jr:{lib}:fence token, EXEC, so a load that another process made after our read
  * (a newer revision, while we stalled with our lock expired) makes our EXEC
  * fail; then we read and decide again. No interleaving of processes that
  * load this way lets an older revision replace a newer one (the lock only
@@ -378,8 +377,8 @@ static int exec_quiet(jr_redis_t *r, int argc, const char **argv, const size_t *
 static int load_fenced(jr_redis_t *r, const char *token) {
     const char *load[] = {"FUNCTION", "LOAD", "REPLACE", jr_lua_library};
     size_t load_lens[] = {8, 4, 7, jr_lua_library_len};
-    const char *watch[] = {"WATCH", LIB_FENCE}, *unwatch[] = {"UNWATCH"}, *multi[] = {"MULTI"},
-               *fence[] = {"SET", LIB_FENCE, token}, *exec[] = {"EXEC"};
+    const char *watch[] = {"WATCH", JR_LIB_FENCE_KEY}, *unwatch[] = {"UNWATCH"}, *multi[] = {"MULTI"},
+               *fence[] = {"SET", JR_LIB_FENCE_KEY, token}, *exec[] = {"EXEC"};
     for (int tries = 0; tries < LIB_FENCE_TRIES; tries++) {
         int rc;
         if ((rc = exec_quiet(r, 2, watch, NULL))) return rc;
@@ -436,7 +435,7 @@ int jr_redis_load_library(jr_redis_t *r) {
     int64_t give_up = jr_mono_us() + (int64_t)(LIB_LOCK_MS + 2000) * 1000;
     for (;;) {
         redisReply *rep;
-        if ((rc = jri_exec(r, &rep, "SET", LIB_LOCK, token, "NX", "PX", LIB_LOCK_PX, NULL)))
+        if ((rc = jri_exec(r, &rep, "SET", JR_LIB_LOADING_KEY, token, "NX", "PX", LIB_LOCK_PX, NULL)))
             return rc;
         int got = rep->type == REDIS_REPLY_STATUS;
         freeReplyObject(rep);
@@ -444,7 +443,7 @@ int jr_redis_load_library(jr_redis_t *r) {
         /* Held. A key without a TTL is no lock of ours (garbage, of any
          * type), and a lock held past its time is a stalled holder: load
          * without it then; the fence keeps that safe. */
-        if ((rc = jri_exec(r, &rep, "PTTL", LIB_LOCK, NULL))) return rc;
+        if ((rc = jri_exec(r, &rep, "PTTL", JR_LIB_LOADING_KEY, NULL))) return rc;
         int no_ttl = rep->type == REDIS_REPLY_INTEGER && rep->integer == -1;
         freeReplyObject(rep);
         if (no_ttl || jr_mono_us() > give_up) break;
@@ -459,7 +458,7 @@ int jr_redis_load_library(jr_redis_t *r) {
     char err[JR_ERRLEN];
     memcpy(err, r->err, sizeof err);
     redisReply *rep;
-    if (jri_exec(r, &rep, "EVAL", release, "1", LIB_LOCK, token, NULL) == 0) freeReplyObject(rep);
+    if (jri_exec(r, &rep, "EVAL", release, "1", JR_LIB_LOADING_KEY, token, NULL) == 0) freeReplyObject(rep);
     memcpy(r->err, err, sizeof err);
     return rc;
 }
@@ -497,16 +496,6 @@ int jr_redis_maxmemory_policy(jr_redis_t *r, char *buf, size_t len) {
     return 0;
 }
 
-int jr_queue_name_valid(const char *q) { return jr_contract_queue_name(q, strlen(q)) == NULL; }
-
-void jr_qkeys(jr_qkeys_t *k, const char *q) {
-    snprintf(k->ready, sizeof k->ready, "jr:{%s}:ready", q);
-    snprintf(k->delayed, sizeof k->delayed, "jr:{%s}:delayed", q);
-    snprintf(k->wake, sizeof k->wake, "jr:{%s}:wake", q);
-    snprintf(k->seq, sizeof k->seq, "jr:{%s}:seq", q);
-    snprintf(k->dead, sizeof k->dead, "jr:{%s}:dead", q);
-}
-
 void jr_batch_free(jr_batch_t *b) {
     if (b->reply) freeReplyObject(b->reply);
     for (size_t i = 0; i < b->nmore; i++) freeReplyObject(b->more[i]);
@@ -533,12 +522,6 @@ int jri_batch_reserve(jr_batch_t *b, size_t entries, size_t strs) {
         b->lens = l, b->strcap = strs;
     }
     return 0;
-}
-
-/* 1 if key is "jr:{<queue>}:ready" (jr_qkeys' ready key), without formatting it. */
-static int is_ready_key(const char *key, const char *queue) {
-    size_t n = strlen(queue);
-    return !strncmp(key, "jr:{", 4) && !strncmp(key + 4, queue, n) && !strcmp(key + 4 + n, "}:ready");
 }
 
 /* Fill *b from an XREADGROUP-shaped reply [[key, [[id, fields], ...]], ...]
@@ -589,7 +572,7 @@ int jri_fill_streams(jr_redis_t *r, jr_batch_t *b, redisReply *rep, const char *
         uint32_t qi = qi_default;
         if (n) {
             size_t i = 0;
-            while (i < n && !is_ready_key(st->element[0]->str, queues[i])) i++;
+            while (i < n && !jr_queue_key_is(st->element[0]->str, queues[i], JR_QK_READY)) i++;
             if (i == n) return jri_fail(r, JR_EPROTO, "stream read: a stream we did not ask for: %s", st->element[0]->str);
             qi = (uint32_t)i;
         }

@@ -16,13 +16,13 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "contract.h"
 #include "envelope.h"
 
 typedef struct jr_redis jr_redis_t;
 
-#define JR_QUEUE_MAX 128 /* longest queue name */
-#define JR_KEY_MAX (JR_QUEUE_MAX + 32)
-#define JR_ID_MAX 160    /* longest job id */
+/* The key names, the envelope's field names, JR_QUEUE_MAX, JR_KEY_MAX and
+ * JR_ID_MAX are in contract.h (included by envelope.h). */
 #define JR_GROUP "jr"
 
 /* Connect to `url` (see jr_redis_url_parse), authenticate (AUTH [user]
@@ -67,17 +67,8 @@ int jr_redis_unblock(jr_redis_t *r, long long client_id);
 /* CONFIG GET maxmemory-policy into buf ("" if not readable). */
 int jr_redis_maxmemory_policy(jr_redis_t *r, char *buf, size_t len);
 
-/* 1 if q is a valid queue name (jr_contract_queue_name). */
-int jr_queue_name_valid(const char *q);
-
-/* The keys of a queue (see runner/lua/jobrunner.lua). */
-typedef struct jr_qkeys {
-    char ready[JR_KEY_MAX], delayed[JR_KEY_MAX], wake[JR_KEY_MAX],
-        seq[JR_KEY_MAX], dead[JR_KEY_MAX];
-} jr_qkeys_t;
-void jr_qkeys(jr_qkeys_t *k, const char *queue);
-#define JR_REGISTRY_KEY "jr:{queues}"
-#define JR_REGISTRY_WAKE_KEY "jr:{queues}:wake"
+/* The keys of a queue (jr_qkeys_t, jr_qkeys) and the registry's keys:
+ * contract.h. */
 
 /* Wait until a reply can be read, `timeout_us` passes (-1 = forever), or
  * `extra_fd` (-1 = none) becomes readable. Returns JR_WAIT_* or an error. */
@@ -126,11 +117,5 @@ int jr_redis_xrange_between(jr_redis_t *r, const char *key, const char *start, c
 
 /* Redis's clock (TIME) in Unix ms, with the microseconds. */
 int jr_redis_time_ms(jr_redis_t *r, double *ms);
-
-/* ---- priorities and pause (see docs/redis-contract.md) -------------------- */
-
-#define JR_PAUSED_KEY "jr:{queues}:paused"   /* hash: paused queue -> since (Unix ms) */
-#define JR_RESUMED_KEY "jr:{queues}:resumed" /* never written: workers whose queues are all
-                                                paused block on it (XREAD) until woken */
 
 #endif

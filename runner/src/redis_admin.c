@@ -58,13 +58,9 @@ int jr_redis_stats(jr_redis_t *r, const char *queue, jr_qstats_t *s) {
     jr_qkeys(&k, queue);
     memset(s, 0, sizeof *s);
     s->oldest_ready_ms = -1;
-    char stats[JR_KEY_MAX];
-    snprintf(stats, sizeof stats, "jr:{%s}:stats", queue);
     /* delayed = the sorted set (near tier) + the jobs in time-wheel buckets */
-    char wheel_n[JR_KEY_MAX];
-    snprintf(wheel_n, sizeof wheel_n, "jr:{%s}:wheel:n", queue);
     const char *cmds[7][4] = {{"XLEN", k.ready}, {"ZCARD", k.delayed}, {"XPENDING", k.ready, JR_GROUP},
-                              {"XLEN", k.dead},  {"HGETALL", stats},    {"TIME"}, {"GET", wheel_n}};
+                              {"XLEN", k.dead},  {"HGETALL", k.stats},  {"TIME"}, {"GET", k.wheel_n}};
     int argcs[7] = {2, 2, 3, 2, 2, 1, 2};
     int rc;
     for (int i = 0; i < 7; i++)

@@ -31,7 +31,7 @@ int jr_redis_stats(jr_redis_t *r, const char *queue, jr_qstats_t *s);
 
 /* ---- the process registry (see docs/redis-contract.md) -------------------- */
 
-#define JR_PROCS_KEY "jr:{procs}" /* sorted set of process names, scored by start (Unix ms) */
+/* The keys: JR_PROCS_KEY (contract.h) and jr:{procs}:<name>. */
 
 /* A live jobrunner process as announced in Redis. */
 typedef struct jr_proc {

@@ -32,7 +32,7 @@ static int append_register(jr_redis_t *r, const char *queue) {
 /* Per-job strings of an enqueue call, formatted before the argv points at
  * them. */
 typedef struct enq_scratch {
-    char when[48], npairs[8], uniq[JR_KEY_MAX + JR_ID_MAX], nums[JR_ENVELOPE_NUMBUF];
+    char when[48], npairs[8], uniq[JR_UNIQ_KEY_MAX], nums[JR_ENVELOPE_NUMBUF];
 } enq_scratch_t;
 
 /* Append FCALL jr_enqueue_many for jobs[0..n) (all of one queue). */
@@ -53,12 +53,13 @@ static int append_enqueue_many(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n
     argv[a++] = k.seq;
     for (size_t i = 0; i < n; i++)
         if (jobs[i].id && jobs[i].id[0]) {
-            snprintf(sc[i].uniq, sizeof sc[i].uniq, "jr:{%s}:uniq:%s", jobs[i].queue, jobs[i].id);
+            if (jr_uniq_key(sc[i].uniq, sizeof sc[i].uniq, jobs[i].queue, jobs[i].id, strlen(jobs[i].id)))
+                return jri_fail(r, JR_EINVAL, "job id \"%.64s\": queue name or id too long for a key", jobs[i].id);
             argv[a++] = sc[i].uniq;
             nuniq++;
         }
     snprintf(nkeys, sizeof nkeys, "%zu", 4 + nuniq);
-    snprintf(window, sizeof window, "%lld", (long long)(window_ms > 0 ? window_ms : 86400000));
+    snprintf(window, sizeof window, "%lld", (long long)(window_ms > 0 ? window_ms : JR_UNIQ_DEFAULT_MS));
     argv[a++] = window;
     for (size_t i = 0; i < a; i++) lens[i] = strlen(argv[i]);
     for (size_t i = 0; i < n; i++) {
@@ -113,7 +114,7 @@ static char *resp_bulk(char *p, const char *s, size_t len) {
  * formatted into one buffer (RESP) and appended at once. */
 static int append_ready_xadds(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n) {
     char ready[JR_KEY_MAX];
-    snprintf(ready, sizeof ready, "jr:{%s}:ready", jobs[0].queue);
+    jr_queue_key(ready, jobs[0].queue, JR_QK_READY);
     const char *prep[] = {"FCALL", "jr_ready_prepare", "1", ready};
     int rc = jri_append_argv(r, 4, prep, NULL);
     if (rc) return rc;
@@ -346,10 +347,12 @@ static int recv_plain(jr_redis_t *r, const jr_enqueue_t *sorted, const size_t *o
         }
         if (rep->type == REDIS_REPLY_ERROR) /* jr_ready_prepare's refusal says more (which key, which type) */
             snprintf(why, sizeof why, "queue %s: Redis refused the job: %s", q, prep_err[0] ? prep_err : rep->str);
-        else if (rep->type == REDIS_REPLY_NIL)
-            snprintf(why, sizeof why, "queue %s: not written, the stream jr:{%s}:ready was missing: %s", q, q,
+        else if (rep->type == REDIS_REPLY_NIL) {
+            char ready[JR_KEY_MAX];
+            jr_queue_key(ready, q, JR_QK_READY);
+            snprintf(why, sizeof why, "queue %s: not written, the stream %s was missing: %s", q, ready,
                      prep_err[0] ? prep_err : "deleted or renamed after jr_ready_prepare");
-        else {
+        } else {
             freeReplyObject(rep);
             return jri_fail(r, JR_EPROTO, "XADD: unexpected reply");
         }
@@ -472,36 +475,42 @@ int jr_redis_enqueue(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n, char (*i
     return rc;
 }
 
-/* The keys of a job call: jr:{Q}:<name> for each name, then the uniq key of
- * id if `uniq`, into keys[] (storage in buf, JR_KEY_MAX + JR_ID_MAX each). */
-static size_t job_keys(const char *queue, const char *id, const char *const *names, size_t n, int uniq,
-                       char (*buf)[JR_KEY_MAX + JR_ID_MAX], const char **keys) {
+/* The keys of a job call: key which[i] of queue for each i < n, then the
+ * uniq key of id if `uniq`, into keys[] (storage in buf). JR_EINVAL (with
+ * r->err) if a key would not fit. */
+static int job_keys(jr_redis_t *r, const char *queue, const char *id, const enum jr_qkey *which, size_t n, int uniq,
+                    char (*buf)[JR_UNIQ_KEY_MAX], const char **keys, size_t *nkeys) {
     for (size_t i = 0; i < n; i++) {
-        snprintf(buf[i], sizeof buf[i], "jr:{%s}:%s", queue, names[i]);
+        if (jr_queue_key(buf[i], queue, which[i]))
+            return jri_fail(r, JR_EINVAL, "queue name of %zu bytes is longer than %d", strlen(queue), JR_QUEUE_MAX);
         keys[i] = buf[i];
     }
     if (uniq) {
-        snprintf(buf[n], sizeof buf[n], "jr:{%s}:uniq:%s", queue, id);
+        if (jr_uniq_key(buf[n], sizeof buf[n], queue, id, strlen(id)))
+            return jri_fail(r, JR_EINVAL, "job id \"%.64s\": queue name or id too long for a key", id);
         keys[n] = buf[n];
         n++;
     }
-    return n;
+    *nkeys = n;
+    return 0;
 }
 
 /* FCALL fn with the keys of job_keys and the one argument id. */
-static int job_fcall(jr_redis_t *r, const char *fn, const char *queue, const char *id,
-                     const char *const *names, size_t n, int uniq, redisReply **out) {
-    char buf[8][JR_KEY_MAX + JR_ID_MAX], nkeys[8];
+static int job_fcall(jr_redis_t *r, const char *fn, const char *queue, const char *id, const enum jr_qkey *which,
+                     size_t n, int uniq, redisReply **out) {
+    char buf[8][JR_UNIQ_KEY_MAX], nkeys[8];
     const char *argv[16];
     argv[0] = "FCALL", argv[1] = fn, argv[2] = nkeys;
-    size_t nk = job_keys(queue, id, names, n, uniq, buf, argv + 3);
+    size_t nk = 0;
+    int rc = job_keys(r, queue, id, which, n, uniq, buf, argv + 3, &nk);
+    if (rc) return rc;
     snprintf(nkeys, sizeof nkeys, "%zu", nk);
     argv[3 + nk] = id;
     return jri_exec_argv(r, out, (int)(4 + nk), argv, NULL);
 }
 
 int jr_redis_job_locate(jr_redis_t *r, const char *queue, const char *id, jr_jobinfo_t *info) {
-    static const char *const names[] = {"ready", "delayed", "ids", "dead"};
+    static const enum jr_qkey names[] = {JR_QK_READY, JR_QK_DELAYED, JR_QK_IDS, JR_QK_DEAD};
     jri_batch_reset(&info->fields);
     redisReply *rep;
     int rc = job_fcall(r, "jr_locate", queue, id, names, 4, 0, &rep);
@@ -537,9 +546,9 @@ int jr_redis_job_locate(jr_redis_t *r, const char *queue, const char *id, jr_job
 
 int jr_redis_job_change(jr_redis_t *r, const char *fn, const char *queue, const char *id, char *state,
                         size_t statelen, char *detail, size_t detaillen) {
-    static const char *const cancel[] = {"ready", "delayed", "ids", "cancelled"};
-    static const char *const run_now[] = {"ready", "delayed", "ids"};
-    static const char *const del[] = {"ready", "delayed", "ids", "dead"};
+    static const enum jr_qkey cancel[] = {JR_QK_READY, JR_QK_DELAYED, JR_QK_IDS, JR_QK_CANCELLED};
+    static const enum jr_qkey run_now[] = {JR_QK_READY, JR_QK_DELAYED, JR_QK_IDS};
+    static const enum jr_qkey del[] = {JR_QK_READY, JR_QK_DELAYED, JR_QK_IDS, JR_QK_DEAD};
     redisReply *rep;
     int rc;
     if (!strcmp(fn, "jr_cancel")) rc = job_fcall(r, fn, queue, id, cancel, 4, 1, &rep);

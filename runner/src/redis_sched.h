@@ -42,9 +42,7 @@ int jr_redis_recv_wake_read(jr_redis_t *r, const char *const *keys, char (*ids)[
 
 /* ---- periodic schedules (see docs/redis-contract.md, runner/src/cron.h) --- */
 
-#define JR_CRON_KEY "jr:{cron}"           /* hash: name -> definition (JSON) */
-#define JR_CRON_LAST_KEY "jr:{cron}:last" /* hash: name -> "<tick ms> <job id>" */
-#define JR_CRON_WAKE_KEY "jr:{cron}:wake" /* stream poked on every change */
+/* The keys: JR_CRON_KEY, JR_CRON_LAST_KEY, JR_CRON_WAKE_KEY (contract.h). */
 
 /* Add or replace schedule `name` with the encoded definition `def`
  * (jr_cron_def_encode). *changed = 1 if it was new or different (then the

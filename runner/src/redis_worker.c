@@ -95,7 +95,7 @@ static int append_read(jr_redis_t *r, const char *consumer, const char *const *q
     argv[a++] = "COUNT", argv[a++] = cnt, argv[a++] = "BLOCK", argv[a++] = blk;
     argv[a++] = "STREAMS";
     for (size_t i = 0; i < n; i++) {
-        snprintf(keys[i], sizeof keys[i], "jr:{%s}:ready", queues[i]);
+        jr_queue_key(keys[i], queues[i], JR_QK_READY);
         argv[a++] = keys[i];
     }
     for (size_t i = 0; i < n; i++) argv[a++] = ">";
@@ -176,13 +176,11 @@ int jr_redis_heartbeat(jr_redis_t *r, const char *queue, const char *consumer,
     if (cancelled) memset(cancelled, 0, n);
     jr_qkeys_t k;
     jr_qkeys(&k, queue);
-    char ckey[JR_KEY_MAX];
-    snprintf(ckey, sizeof ckey, "jr:{%s}:cancelled", queue);
     const char **argv = malloc((n + 6) * sizeof *argv);
     if (!argv) return jri_fail(r, JR_ENOMEM, "out of memory");
     size_t a = 0;
     argv[a++] = "FCALL", argv[a++] = "jr_heartbeat", argv[a++] = cancelled ? "2" : "1", argv[a++] = k.ready;
-    if (cancelled) argv[a++] = ckey;
+    if (cancelled) argv[a++] = k.cancelled;
     argv[a++] = consumer;
     memcpy(argv + a, ids, n * sizeof *ids);
     int rc = jri_append_argv(r, (int)(a + n), argv, NULL);
@@ -265,7 +263,7 @@ int jr_redis_append_ack_follow(jr_redis_t *r, const char *queue, const char *ent
     uint32_t *qi = calloc((size_t)n, sizeof *qi);
     char (*qnames)[JR_QUEUE_MAX + 1] = calloc((size_t)n, sizeof *qnames);
     jr_qkeys_t *qk = calloc((size_t)n, sizeof *qk);
-    char (*uniq)[JR_KEY_MAX + JR_ID_MAX] = calloc((size_t)n, sizeof *uniq);
+    char (*uniq)[JR_UNIQ_KEY_MAX] = calloc((size_t)n, sizeof *uniq);
     char (*when)[32] = calloc((size_t)n, sizeof *when);
     char (*qix)[12] = calloc((size_t)n, sizeof *qix);
     size_t max = 8 + (size_t)n * (4 + 4 + 1 + 7);
@@ -292,7 +290,10 @@ int jr_redis_append_ack_follow(jr_redis_t *r, const char *queue, const char *ent
             nq++;
         }
         qi[i] = (uint32_t)q;
-        if (it->id_len) snprintf(uniq[nuniq++], sizeof uniq[0], "jr:{%s}:uniq:%.*s", qnames[q], (int)it->id_len, it->id);
+        if (it->id_len && jr_uniq_key(uniq[nuniq++], sizeof uniq[0], qnames[q], it->id, it->id_len)) {
+            rc = jri_fail(r, JR_EINVAL, "follow-up %ld of entry %s: its id does not make a key", i + 1, entry);
+            goto out;
+        }
     }
     /* Register the target queues first (for schedulers serving every
      * queue); harmless if the acknowledgement then finds the job gone. */
@@ -304,15 +305,16 @@ int jr_redis_append_ack_follow(jr_redis_t *r, const char *queue, const char *ent
 
     jr_qkeys_t own;
     jr_qkeys(&own, queue);
-    char nkeys[24], nqs[24];
+    char nkeys[24], nqs[24], uniq_ms[24];
     snprintf(nkeys, sizeof nkeys, "%zu", 1 + 4 * nq + nuniq);
+    snprintf(uniq_ms, sizeof uniq_ms, "%lld", (long long)JR_UNIQ_DEFAULT_MS);
     snprintf(nqs, sizeof nqs, "%zu", nq);
     a = 0;
     argv[a++] = "FCALL", argv[a++] = "jr_ack_follow", argv[a++] = nkeys, argv[a++] = own.ready;
     for (size_t q = 0; q < nq; q++)
         argv[a++] = qk[q].ready, argv[a++] = qk[q].delayed, argv[a++] = qk[q].wake, argv[a++] = qk[q].seq;
     for (size_t u = 0; u < nuniq; u++) argv[a++] = uniq[u];
-    argv[a++] = entry, argv[a++] = nqs, argv[a++] = "86400000";
+    argv[a++] = entry, argv[a++] = nqs, argv[a++] = uniq_ms;
     for (size_t i = 0; i < a; i++) lens[i] = strlen(argv[i]);
     for (long i = 0; i < n; i++) {
         const jr_fu_item_t *it = &items[i];
@@ -337,15 +339,12 @@ int jr_redis_append_ack_report(jr_redis_t *r, const char *queue, const char *con
                                const char *const *jobids, size_t n) {
     jr_qkeys_t k;
     jr_qkeys(&k, queue);
-    char ids[JR_KEY_MAX], cancelled[JR_KEY_MAX];
-    snprintf(ids, sizeof ids, "jr:{%s}:ids", queue);
-    snprintf(cancelled, sizeof cancelled, "jr:{%s}:cancelled", queue);
     const char **argv = malloc((2 * n + 6) * sizeof *argv);
     if (!argv) return jri_fail(r, JR_ENOMEM, "out of memory");
     size_t a = 0;
     argv[a++] = "FCALL", argv[a++] = "jr_ack", argv[a++] = jobids ? "3" : "2", argv[a++] = k.ready;
-    if (jobids) argv[a++] = ids;
-    argv[a++] = cancelled;
+    if (jobids) argv[a++] = k.ids;
+    argv[a++] = k.cancelled;
     for (size_t i = 0; i < n; i++) {
         argv[a++] = entries[i];
         if (jobids) argv[a++] = jobids[i] ? jobids[i] : "";
@@ -389,7 +388,7 @@ int jr_redis_recv_ack(jr_redis_t *r, long long *n, char ***flagged, size_t *nfla
 
 int jr_redis_entry_cancelled(jr_redis_t *r, const char *queue, const char *entry) {
     char key[JR_KEY_MAX];
-    snprintf(key, sizeof key, "jr:{%s}:cancelled", queue);
+    jr_queue_key(key, queue, JR_QK_CANCELLED);
     redisReply *rep;
     int rc = jri_exec(r, &rep, "HEXISTS", key, entry, NULL);
     if (rc) return rc;
@@ -402,7 +401,7 @@ int jr_redis_cancelled_entries(jr_redis_t *r, const char *queue, const char *con
                                unsigned char *cancelled) {
     memset(cancelled, 0, n);
     char key[JR_KEY_MAX];
-    snprintf(key, sizeof key, "jr:{%s}:cancelled", queue);
+    jr_queue_key(key, queue, JR_QK_CANCELLED);
     const char **argv = malloc((n + 2) * sizeof *argv);
     if (!argv) return jri_fail(r, JR_ENOMEM, "out of memory");
     argv[0] = "HMGET", argv[1] = key;

@@ -364,7 +364,7 @@ static double cron_now(const sched_t *s) {
  * if none): at least a day and two intervals, so every scheduler firing the
  * tick makes one job. */
 static int64_t cron_window(int64_t tick, int64_t after) {
-    int64_t w = 86400000;
+    int64_t w = JR_UNIQ_DEFAULT_MS;
     if (after > tick && 2 * (after - tick) > w) w = 2 * (after - tick);
     return w < JR_UNIQ_MAX_MS ? w : JR_UNIQ_MAX_MS;
 }

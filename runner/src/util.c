@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "jr.h"
+#include "jr_limits.h"
 
 const char *jr_strerror(int err) {
     switch (err) {
@@ -160,18 +161,17 @@ int jr_time_parse(const char *s, int64_t *us) {
 }
 
 char *jr_time_format(int64_t unix_ms, char *buf) {
-    const int64_t day_ms = 86400000;
-    int64_t days = unix_ms / day_ms, rem = unix_ms % day_ms;
+    int64_t days = unix_ms / JR_DAY_MS, rem = unix_ms % JR_DAY_MS;
     if (rem < 0) { /* floor division for times before 1970 */
         days--;
-        rem += day_ms;
+        rem += JR_DAY_MS;
     }
     int64_t y;
     int m, d;
     civil_from_days(days, &y, &m, &d);
     snprintf(buf, JR_TIME_LEN, "%04lld-%02d-%02dT%02d:%02d:%02d.%03dZ", (long long)y, m, d,
-             (int)(rem / 3600000), (int)(rem / 60000 % 60), (int)(rem / 1000 % 60),
-             (int)(rem % 1000));
+             (int)(rem / JR_HOUR_MS), (int)(rem / JR_MINUTE_MS % 60), (int)(rem / JR_SECOND_MS % 60),
+             (int)(rem % JR_SECOND_MS));
     return buf;
 }
 

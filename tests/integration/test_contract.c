@@ -26,6 +26,9 @@
 #include "redis_worker.h"
 #include "redis_admin.h"
 
+/* The source of the function library, as Redis is given it. */
+#define JRT_LUA_SOURCE JRT_SOURCE_DIR "/runner/lua/jobrunner.lua"
+
 static jrt_redis_t R;
 static redisContext *C; /* raw hiredis connection */
 static jr_redis_t *J;   /* jobrunner's own connection (C API) */
@@ -656,7 +659,7 @@ Test(contract, refused_enqueue_with_an_id_leaves_no_uniq_key) {
 /* ---- bounds: one schema (jr_limits.h), in Lua and C alike ---- */
 
 Test(contract, lua_limits_equal_limits_h) {
-    char *src = jrt_slurp(JRT_SOURCE_DIR "/runner/lua/jobrunner.lua");
+    char *src = jrt_slurp(JRT_LUA_SOURCE);
     struct {
         const char *name;
         long long c;
@@ -699,6 +702,55 @@ Test(contract, lua_limits_equal_limits_h) {
     refused("at", "more than", a2);
     const char *a3[] = {"FCALL", "jr_enqueue", "4", QK("q"), "", "", over[4], "h", "echo", NULL};
     refused("uniq", "UNIQ_MS", a3);
+}
+
+/* Lines of src that start with `prefix` (at the start of a line). */
+static int lines_starting(const char *src, const char *prefix) {
+    int n = !strncmp(src, prefix, strlen(prefix));
+    char pat[64];
+    snprintf(pat, sizeof pat, "\n%s", prefix);
+    for (const char *p = src; (p = strstr(p, pat)); p++) n++;
+    return n;
+}
+
+/* 1 if src has the line `local <prefix><name> = '<value>'` (then the end of
+ * the line or a comment). */
+static int has_lua_literal(const char *src, const char *prefix, const char *name, const char *value) {
+    char pat[160];
+    int n = snprintf(pat, sizeof pat, "\nlocal %s%s = '%s'", prefix, name, value);
+    for (const char *p = src; (p = strstr(p, pat)); p++)
+        if (p[n] == '\n' || p[n] == ' ') return 1;
+    return 0;
+}
+
+/* The lists of contract.h are the Lua library's F_ and K_ lines, entry for
+ * entry: adding a field or a key on one side only fails here. */
+Test(contract_lists, lua_names_equal_contract_h) {
+    char *src = jrt_slurp(JRT_LUA_SOURCE);
+    cr_assert(src, "cannot read %s", JRT_LUA_SOURCE);
+    int nf = 0, nk = 0;
+#define FIELD_(NAME, field)                                                                                    \
+    nf++;                                                                                                      \
+    cr_expect(has_lua_literal(src, "F_", #NAME, field), "no line local F_" #NAME " = '" field "' in %s",        \
+              JRT_LUA_SOURCE);
+    JR_ENVELOPE_FIELDS(FIELD_)
+#undef FIELD_
+#define KEY_(NAME, member, suffix)                                                                             \
+    nk++;                                                                                                      \
+    cr_expect(has_lua_literal(src, "K_", #NAME, suffix), "no line local K_" #NAME " = '" suffix "' in %s",     \
+              JRT_LUA_SOURCE);
+    JR_QUEUE_KEYS(KEY_)
+#undef KEY_
+    cr_expect_eq(lines_starting(src, "local F_"), nf,
+                 "%s has %d local F_ lines, JR_ENVELOPE_FIELDS %d entries: one is on one side only", JRT_LUA_SOURCE,
+                 lines_starting(src, "local F_"), nf);
+    cr_expect_eq(lines_starting(src, "local K_"), nk,
+                 "%s has %d local K_ lines, JR_QUEUE_KEYS %d entries: one is on one side only", JRT_LUA_SOURCE,
+                 lines_starting(src, "local K_"), nk);
+    const char *day = strstr(src, "\nlocal DAY_MS = ");
+    cr_expect(day, "no literal DAY_MS in %s", JRT_LUA_SOURCE);
+    if (day) cr_expect_eq(strtoll(day + strlen("\nlocal DAY_MS = "), NULL, 10), JR_DAY_MS, "DAY_MS is not JR_DAY_MS");
+    free(src);
 }
 
 static jr_enqueue_t job(const char *queue) {
@@ -1996,7 +2048,7 @@ Test(contract, c_and_lua_rules_agree_on_random_values, .timeout = 120) {
 /* The literal maxima of the Lua rules block are those of jr_limits.h and
  * cron.h (the test above checks the behaviour; this one the source). */
 Test(contract, lua_rule_maxima_equal_the_c_constants) {
-    char *src = jrt_slurp(JRT_SOURCE_DIR "/runner/lua/jobrunner.lua");
+    char *src = jrt_slurp(JRT_LUA_SOURCE);
     struct {
         const char *name;
         long long c;

@@ -292,6 +292,9 @@ static void refusals(const char *isolation) {
     enqueue("b2", "h=");
     enqueue("b3", "size=1001");
     enqueue("b4", "id=d12"); /* a reserved id form */
+    /* The form of a delayed job's generated id: refused by api->enqueue
+     * (-1), not accepted there and refused later by Redis (issue 19). */
+    enqueue("b5", "id=d1764581403250-1");
     pid_t w = start_worker();
     wait_settled();
     cr_assert_eq(jrt_stop(w, SIGTERM, 10000), 0);
@@ -300,7 +303,8 @@ static void refusals(const char *isolation) {
     } t[] = {{"b1", "follow-up refused: queue name \"bad queue!\" is not valid"},
              {"b2", "follow-up refused: no handler name"},
              {"b3", "payload of 1001 bytes is over the limit of 1000 (jobs.max_payload)"},
-             {"b4", "has a reserved form"}};
+             {"b4", "has a reserved form"},
+             {"b5", "follow-up refused: job id \"d1764581403250-1\" has a reserved form"}};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         char dead[2048];
         jrt_dead_entry(&R, "default", t[i].id, dead, sizeof dead);
@@ -310,7 +314,7 @@ static void refusals(const char *isolation) {
         cr_expect_eq(lines(line), 1, "%s: enqueue did not return -1 once (or the job ran again)", t[i].id);
     }
     cr_expect_eq(entries("next", ""), 0, "a refused attempt wrote follow-ups");
-    cr_expect_geq(jrt_count(wlog, "follow-up refused"), 4, "refusals not logged:\n%s", jrt_slurp(wlog));
+    cr_expect_geq(jrt_count(wlog, "follow-up refused"), 5, "refusals not logged:\n%s", jrt_slurp(wlog));
 }
 
 Test(follow, bad_follow_ups_are_refused_and_fail_the_job_process) { refusals("process"); }

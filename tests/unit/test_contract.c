@@ -159,3 +159,89 @@ Test(contract, schedule_definitions_give_the_table_verdicts) {
         expect_verdict(c, "jr_cron_def_check", ok, NULL);
     }
 }
+
+/* ---- the lists and the key builders ---- */
+
+/* Each JR_F_<NAME> and JR_<NAME>_KEY is its list's entry (a name missing
+ * from the macros does not compile), and no two entries are equal. */
+Test(contract, the_named_macros_are_the_list_entries) {
+    const char *fields[] = {
+#define FIELD_(NAME, field) field,
+        JR_ENVELOPE_FIELDS(FIELD_)
+#undef FIELD_
+    };
+    size_t nf = sizeof fields / sizeof fields[0];
+#define FIELD_(NAME, field) cr_expect_str_eq(JR_F_##NAME, field, "JR_F_" #NAME);
+    JR_ENVELOPE_FIELDS(FIELD_)
+#undef FIELD_
+#define KEY_(NAME, key) cr_expect_str_eq(JR_##NAME##_KEY, key, "JR_" #NAME "_KEY");
+    JR_GLOBAL_KEYS(KEY_)
+#undef KEY_
+    const char *suffixes[] = {
+#define KEY_(NAME, member, suffix) suffix,
+        JR_QUEUE_KEYS(KEY_)
+#undef KEY_
+    };
+    size_t nk = sizeof suffixes / sizeof suffixes[0];
+    cr_expect_eq(nk, JR_QK_COUNT);
+    for (size_t i = 0; i < nf; i++)
+        for (size_t j = i + 1; j < nf; j++) cr_expect_str_neq(fields[i], fields[j], "field %zu and %zu", i, j);
+    for (size_t i = 0; i < nk; i++)
+        for (size_t j = i + 1; j < nk; j++) cr_expect_str_neq(suffixes[i], suffixes[j], "key %zu and %zu", i, j);
+    /* a producer's entry is id..err: the dead-only fields come after */
+    cr_expect_eq(JR_ENVELOPE_MAX_FIELDS, nf - 2);
+}
+
+Test(contract, the_key_builders_build_every_key_or_refuse) {
+    jr_qkeys_t k;
+    cr_assert_eq(jr_qkeys(&k, "mail"), 0);
+    cr_expect_str_eq(k.ready, "jr:{mail}:ready");
+    cr_expect_str_eq(k.delayed, "jr:{mail}:delayed");
+    cr_expect_str_eq(k.wake, "jr:{mail}:wake");
+    cr_expect_str_eq(k.seq, "jr:{mail}:seq");
+    cr_expect_str_eq(k.dead, "jr:{mail}:dead");
+    cr_expect_str_eq(k.ids, "jr:{mail}:ids");
+    cr_expect_str_eq(k.cancelled, "jr:{mail}:cancelled");
+    cr_expect_str_eq(k.stats, "jr:{mail}:stats");
+    cr_expect_str_eq(k.wheel, "jr:{mail}:wheel");
+    cr_expect_str_eq(k.wheel_n, "jr:{mail}:wheel:n");
+    char one[JR_KEY_MAX];
+    cr_expect_eq(jr_queue_key(one, "mail", JR_QK_WHEEL_N), 0);
+    cr_expect_str_eq(one, "jr:{mail}:wheel:n");
+    cr_expect(jr_queue_key_is("jr:{mail}:ready", "mail", JR_QK_READY));
+    cr_expect(!jr_queue_key_is("jr:{mail}:ready", "mai", JR_QK_READY));
+    cr_expect(!jr_queue_key_is("jr:{mail}:readyx", "mail", JR_QK_READY));
+    cr_expect(!jr_queue_key_is("jr:{mail}:dead", "mail", JR_QK_READY));
+
+    /* the longest queue name fits every key; one byte more is refused, never cut */
+    char q[JR_QUEUE_MAX + 2];
+    memset(q, 'q', JR_QUEUE_MAX), q[JR_QUEUE_MAX] = '\0';
+    cr_assert_eq(jr_qkeys(&k, q), 0);
+    cr_expect_eq(strlen(k.cancelled), 4 + JR_QUEUE_MAX + 2 + strlen("cancelled"));
+    q[JR_QUEUE_MAX] = 'q', q[JR_QUEUE_MAX + 1] = '\0';
+    cr_expect_eq(jr_qkeys(&k, q), JR_EINVAL);
+    cr_expect_str_eq(k.ready, "");
+    cr_expect_str_eq(k.wheel_n, "");
+    cr_expect_eq(jr_queue_key(one, q, JR_QK_READY), JR_EINVAL);
+    cr_expect_str_eq(one, "");
+
+    char u[JR_UNIQ_KEY_MAX], id[JR_JOB_ID_MAX];
+    cr_assert_eq(jr_uniq_key(u, sizeof u, "mail", "order-7", 7), 0);
+    cr_expect_str_eq(u, "jr:{mail}:uniq:order-7");
+    cr_expect_eq(jr_uniq_key(u, sizeof u, "mail", "order-7", 5), 0, "id_len counts, not the NUL");
+    cr_expect_str_eq(u, "jr:{mail}:uniq:order");
+    q[JR_QUEUE_MAX] = '\0';
+    memset(id, 'i', sizeof id);
+    cr_expect_eq(jr_uniq_key(u, sizeof u, q, id, sizeof id), 0, "the longest queue and id fit JR_UNIQ_KEY_MAX");
+    cr_expect_eq(strlen(u), 4 + JR_QUEUE_MAX + 7 + JR_JOB_ID_MAX);
+    /* too small a buffer, by one byte or by all of it: refused, never cut short */
+    size_t need = strlen("jr:{mail}:uniq:order-7") + 1;
+    cr_expect_eq(jr_uniq_key(u, need - 1, "mail", "order-7", 7), JR_EINVAL);
+    cr_expect_str_eq(u, "");
+    cr_expect_eq(jr_uniq_key(u, need, "mail", "order-7", 7), 0);
+    cr_expect_eq(jr_uniq_key(u, 3, "mail", "order-7", 7), JR_EINVAL);
+    cr_expect_eq(jr_uniq_key(u, 0, "mail", "order-7", 7), JR_EINVAL);
+    cr_expect_eq(jr_uniq_key(u, sizeof u, "mail", "a\0b", 3), JR_EINVAL, "an id with a NUL makes no key");
+    q[JR_QUEUE_MAX] = 'q';
+    cr_expect_eq(jr_uniq_key(u, sizeof u, q, "x", 1), JR_EINVAL, "a queue name past JR_QUEUE_MAX");
+}
