@@ -68,19 +68,23 @@ enum {
 };
 
 typedef struct jr_cli_cmd jr_cli_cmd_t;
+/* Checks of a command's operands made before the configuration is read:
+ * 0, or the exit status after saying what was wrong. */
+typedef int jr_cli_check_t(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, int argc, char **argv);
+/* Run a command: argv holds its argc operands, cfg the assembled
+ * configuration (the command may still apply its own options to it; NULL,
+ * as f, for a JR_CMD_BARE one). Returns the exit status: 0 ok, 1 failure
+ * (said on stderr), 2 usage error. */
+typedef int jr_cli_run_t(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *cfg, int argc, char **argv);
+
 struct jr_cli_cmd {
     const char *name;
-    const char *summary; /* its line under "commands:" in `jobrunner --help` */
-    const char *usage;   /* `jobrunner NAME --help`, followed by the common options */
-    uint64_t options;    /* the options it takes besides JR_OPTS_COMMON (JR_OPT bits) */
-    unsigned mode;       /* JR_CMD_* */
-    /* Checks of its operands made before the configuration is read (NULL:
-     * none): 0, or the exit status after saying what was wrong. */
-    int (*check)(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, int argc, char **argv);
-    /* Run it: argv holds its argc operands, cfg the assembled configuration
-     * (the command may still apply its own options to it). Returns the exit
-     * status: 0 ok, 1 failure (said on stderr), 2 usage error. */
-    int (*run)(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *cfg, int argc, char **argv);
+    const char *summary;   /* its line under "commands:" in `jobrunner --help` */
+    const char *usage;     /* `jobrunner NAME --help`, followed by the common options (NULL: BARE) */
+    uint64_t options;      /* the options it takes besides JR_OPTS_COMMON (JR_OPT bits) */
+    unsigned mode;         /* JR_CMD_* */
+    jr_cli_check_t *check; /* NULL: none */
+    jr_cli_run_t *run;
 };
 
 /* Every command, in the order `jobrunner --help` lists them; the last row
@@ -95,23 +99,13 @@ const jr_cli_cmd_t *jr_cli_find(const char *name);
 /* Print `jobrunner --help` on out. */
 void jr_cli_usage(FILE *out);
 
-/* The run and check functions of the rows. */
-int jr_cli_worker(const jr_cli_cmd_t *, const jr_cli_flags_t *, jr_config_t *, int, char **);
-int jr_cli_worker_check(const jr_cli_cmd_t *, const jr_cli_flags_t *, int, char **);
-int jr_cli_scheduler(const jr_cli_cmd_t *, const jr_cli_flags_t *, jr_config_t *, int, char **);
-int jr_cli_dev(const jr_cli_cmd_t *, const jr_cli_flags_t *, jr_config_t *, int, char **);
-int jr_cli_workers(const jr_cli_cmd_t *, const jr_cli_flags_t *, jr_config_t *, int, char **);
-int jr_cli_functions(const jr_cli_cmd_t *, const jr_cli_flags_t *, jr_config_t *, int, char **);
-int jr_cli_version(const jr_cli_cmd_t *, const jr_cli_flags_t *, jr_config_t *, int, char **);
-int jr_cli_enqueue(const jr_cli_cmd_t *, const jr_cli_flags_t *, jr_config_t *, int, char **);
-int jr_cli_job(const jr_cli_cmd_t *, const jr_cli_flags_t *, jr_config_t *, int, char **);
-int jr_cli_jobs(const jr_cli_cmd_t *, const jr_cli_flags_t *, jr_config_t *, int, char **);
-int jr_cli_cancel(const jr_cli_cmd_t *, const jr_cli_flags_t *, jr_config_t *, int, char **);
-int jr_cli_stats(const jr_cli_cmd_t *, const jr_cli_flags_t *, jr_config_t *, int, char **);
-int jr_cli_dead(const jr_cli_cmd_t *, const jr_cli_flags_t *, jr_config_t *, int, char **);
-int jr_cli_pause(const jr_cli_cmd_t *, const jr_cli_flags_t *, jr_config_t *, int, char **);
-int jr_cli_pause_check(const jr_cli_cmd_t *, const jr_cli_flags_t *, int, char **);
-int jr_cli_cron(const jr_cli_cmd_t *, const jr_cli_flags_t *, jr_config_t *, int, char **);
+/* The run and check functions of the rows, by the file that has them. */
+jr_cli_run_t jr_cli_worker, jr_cli_scheduler, jr_cli_dev, jr_cli_workers, jr_cli_functions, jr_cli_version; /* cli_procs.c */
+jr_cli_check_t jr_cli_worker_check;
+jr_cli_run_t jr_cli_enqueue, jr_cli_job, jr_cli_jobs, jr_cli_cancel; /* cli_jobs.c */
+jr_cli_run_t jr_cli_stats, jr_cli_dead, jr_cli_pause; /* cli_queues.c (jr_cli_pause: pause and resume) */
+jr_cli_check_t jr_cli_pause_check;
+jr_cli_run_t jr_cli_cron; /* cli_cron.c */
 
 /* ---- what the command files share (cli_out.c) ------------------------------- */
 

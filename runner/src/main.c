@@ -1,7 +1,8 @@
 /* jobrunner: the command line. Finds the command's row in the command
  * table (cli.c), parses the options the row takes, assembles the
  * configuration (defaults < YAML file < environment < flags) and runs the
- * row's function. Nothing here names a command. */
+ * row's function. Nothing here names a command but "--version", the
+ * alias of version. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
