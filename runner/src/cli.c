@@ -94,8 +94,8 @@ const jr_cli_cmd_t jr_cli_commands[] = {
          "      --concurrency N   jobs run at once, 1-256 (worker.concurrency)\n"
          "      --log-level LEVEL debug, info, warn or error (log.level)\n"
          "      --log-format FMT  text or json (log.format)\n",
-     .options = JR_OPT(JR_O_QUEUE) | JR_OPT(JR_O_ORDER) | JR_OPT(JR_O_METRICS) | JR_OPT(JR_O_PLUGIN) | JR_OPT(JR_O_CONCURRENCY) |
-                    JR_OPT(JR_O_LOG_LEVEL) | JR_OPT(JR_O_LOG_FORMAT),
+     .options = JR_OPT(JR_O_QUEUE) | JR_OPT(JR_O_ORDER) | JR_OPT(JR_O_METRICS) | JR_OPT(JR_O_PLUGIN) |
+                JR_OPT(JR_O_CONCURRENCY) | JR_OPT(JR_O_LOG_LEVEL) | JR_OPT(JR_O_LOG_FORMAT),
      .mode = JR_CMD_SIGNALS,
      .check = jr_cli_worker_check,
      .run = jr_cli_worker},
@@ -131,8 +131,8 @@ const jr_cli_cmd_t jr_cli_commands[] = {
          "      --timeout DURATION  per-attempt time limit, at most 168h = 7 days (default: the handler's)\n"
          "      --backoff DURATION  first retry delay ceiling, doubling per attempt, at most 720h = 30 days\n"
          "                          (default: the handler's)\n",
-     .options = JR_OPT(JR_O_QUEUE) | JR_OPT(JR_O_IN) | JR_OPT(JR_O_AT) | JR_OPT(JR_O_ID) | JR_OPT(JR_O_MAX) | JR_OPT(JR_O_TIMEOUT) |
-                    JR_OPT(JR_O_BACKOFF),
+     .options = JR_OPT(JR_O_QUEUE) | JR_OPT(JR_O_IN) | JR_OPT(JR_O_AT) | JR_OPT(JR_O_ID) | JR_OPT(JR_O_MAX) |
+                JR_OPT(JR_O_TIMEOUT) | JR_OPT(JR_O_BACKOFF),
      .mode = JR_CMD_OPERANDS,
      .run = jr_cli_enqueue},
     {.name = "stats",
@@ -288,7 +288,7 @@ const jr_cli_cmd_t jr_cli_commands[] = {
          "  --disabled          store it without firing it\n"
          "  --json              list: print {\"schedules\": [...]}\n",
      .options = JR_OPT(JR_O_QUEUE) | JR_OPT(JR_O_CRON) | JR_OPT(JR_O_EVERY) | JR_OPT(JR_O_TZ) | JR_OPT(JR_O_MISSED) |
-                    JR_OPT(JR_O_DISABLED) | JR_OPT(JR_O_JSON),
+                JR_OPT(JR_O_DISABLED) | JR_OPT(JR_O_JSON),
      .mode = JR_CMD_PERMUTE | JR_CMD_OPERANDS,
      .run = jr_cli_cron},
     {.name = "dev",

@@ -100,12 +100,16 @@ const jr_cli_cmd_t *jr_cli_find(const char *name);
 void jr_cli_usage(FILE *out);
 
 /* The run and check functions of the rows, by the file that has them. */
-jr_cli_run_t jr_cli_worker, jr_cli_scheduler, jr_cli_dev, jr_cli_workers, jr_cli_functions, jr_cli_version; /* cli_procs.c */
+/* cli_procs.c */
+jr_cli_run_t jr_cli_worker, jr_cli_scheduler, jr_cli_dev, jr_cli_workers, jr_cli_functions, jr_cli_version;
 jr_cli_check_t jr_cli_worker_check;
-jr_cli_run_t jr_cli_enqueue, jr_cli_job, jr_cli_jobs, jr_cli_cancel; /* cli_jobs.c */
-jr_cli_run_t jr_cli_stats, jr_cli_dead, jr_cli_pause; /* cli_queues.c (jr_cli_pause: pause and resume) */
+/* cli_jobs.c */
+jr_cli_run_t jr_cli_enqueue, jr_cli_job, jr_cli_jobs, jr_cli_cancel;
+/* cli_queues.c (jr_cli_pause runs pause and resume) */
+jr_cli_run_t jr_cli_stats, jr_cli_dead, jr_cli_pause;
 jr_cli_check_t jr_cli_pause_check;
-jr_cli_run_t jr_cli_cron; /* cli_cron.c */
+/* cli_cron.c */
+jr_cli_run_t jr_cli_cron;
 
 /* ---- what the command files share (cli_out.c) ------------------------------- */
 

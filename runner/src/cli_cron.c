@@ -198,7 +198,8 @@ int jr_cli_cron(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *c
                        .queue = f->queues.n ? f->queues.v[0] : cfg->default_queue, .cron = (char *)cron,
                        .tz = (char *)(tz ? tz : "UTC"), .enabled = !disabled};
     char why[JR_ERRLEN];
-    if (every && jr_duration_parse_range(every, JR_CRON_EVERY_MIN_MS, JR_CRON_EVERY_MAX_MS, &d.every_ms, why, sizeof why))
+    if (every &&
+        jr_duration_parse_range(every, JR_CRON_EVERY_MIN_MS, JR_CRON_EVERY_MAX_MS, &d.every_ms, why, sizeof why))
         return jr_cli_die2(name, "--every", every, why);
     if (missed && strcmp(missed, "skip") && strcmp(missed, "once"))
         return jr_cli_die2(name, "--missed", missed, "must be skip or once");

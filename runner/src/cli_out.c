@@ -138,7 +138,8 @@ jr_redis_t *jr_cli_connect(const jr_config_t *cfg, int required) {
     while (!(r = jr_redis_connect(jr_config_redis_url(cfg), cfg->connect_timeout_ms, err, sizeof err))) {
         int64_t left_ms = (until - jr_mono_us()) / 1000;
         if (left_ms <= 0) {
-            fprintf(stderr, "jobrunner: %s%s\n", jr_cli_esc(err), cfg->redis_wait_ms ? " (gave up after redis.wait)" : "");
+            fprintf(stderr, "jobrunner: %s%s\n", jr_cli_esc(err),
+                    cfg->redis_wait_ms ? " (gave up after redis.wait)" : "");
             return NULL;
         }
         if (jr_sleep_interruptible(pause_ms < left_ms ? pause_ms : left_ms)) return NULL;

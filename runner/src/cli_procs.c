@@ -96,7 +96,8 @@ static int worker_queue_flags(const char *cmd, const jr_cli_flags_t *f, jr_confi
         if (jr_queue_weight_parse(f->queues.v[i], names[i], sizeof names[i], &weights[i], why, sizeof why))
             status = jr_cli_die2(cmd, "-q", f->queues.v[i], why);
         for (size_t j = 0; !status && j < i; j++)
-            if (!strcmp(names[i], names[j])) status = jr_cli_die2(cmd, "-q", f->queues.v[i], "the queue is given twice");
+            if (!strcmp(names[i], names[j]))
+                status = jr_cli_die2(cmd, "-q", f->queues.v[i], "the queue is given twice");
         ptrs[i] = names[i];
     }
     if (!status && jr_config_set_worker_queues(cfg, ptrs, weights, f->queues.n)) status = 1;

@@ -320,7 +320,8 @@ int jr_cli_dead(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *c
 
 /* One queue, as -q QUEUE or QUEUE (a -q was checked by main). */
 int jr_cli_pause_check(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, int argc, char **argv) {
-    if (f->queues.n + (size_t)argc != 1) return jr_cli_die(cmd->name, "%s", "expected one QUEUE (as -q QUEUE or QUEUE)");
+    if (f->queues.n + (size_t)argc != 1)
+        return jr_cli_die(cmd->name, "%s", "expected one QUEUE (as -q QUEUE or QUEUE)");
     const char *rule = argc ? jr_contract_queue_name(argv[0], strlen(argv[0])) : NULL;
     return rule ? jr_cli_die2(cmd->name, "queue name", argv[0], rule) : 0;
 }
@@ -334,7 +335,8 @@ static int cmd_pause(const jr_config_t *cfg, const char *queue, int on, FILE *ou
     if (!c) return 1;
     int changed = 0, woken = 0;
     if (jr_client_set_paused(c, queue, on, &changed, &woken)) {
-        fprintf(stderr, "jobrunner: %s %s: %s\n", on ? "pause" : "resume", jr_cli_esc(queue), jr_cli_esc(jr_client_errstr(c)));
+        fprintf(stderr, "jobrunner: %s %s: %s\n", on ? "pause" : "resume", jr_cli_esc(queue),
+                jr_cli_esc(jr_client_errstr(c)));
         jr_client_free(c);
         return 1;
     }

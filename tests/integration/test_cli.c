@@ -166,8 +166,9 @@ Test(cli, the_command_table_is_the_cli) {
             snprintf(flag, sizeof flag, "--%s", o->name);
             const char *args[] = {c->name, flag, o->has_value ? "x" : NULL, NULL};
             char says[160];
-            snprintf(says, sizeof says, "jobrunner %s: unknown or misplaced option \"%s\"\nRun 'jobrunner %s --help' for usage.\n",
-                     c->name, flag, c->name);
+            snprintf(says, sizeof says,
+                     "jobrunner %s: unknown or misplaced option \"%s\"\nRun 'jobrunner %s --help' for usage.\n", c->name,
+                     flag, c->name);
             int st = jrt_run(out2, sizeof out2, err2, sizeof err2, args);
             cr_expect(st == 2 && !strcmp(err2, says), "%s %s: exit %d, stderr:\n%s", c->name, flag, st, err2);
         }
