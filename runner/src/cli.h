@@ -47,9 +47,10 @@ extern const jr_cli_option_t jr_cli_options[JR_O_COUNT];
 
 /* What the options said, before the configuration is assembled. */
 typedef struct jr_cli_flags {
-    char *redis;                 /* a copy: the argument itself is scrubbed (main.c) */
-    const char *v[JR_O_COUNT];   /* the last value of each option; "" for one without a value */
-    jr_strlist_t queues, plugins; /* -q and --plugin, which repeat */
+    char *redis;                  /* --redis, a copy: the argument itself is scrubbed (main.c) */
+    const char *v[JR_O_COUNT];    /* the last value of each option given, "" for one without a
+                                     value; NULL if not given, and for --redis (see redis) */
+    jr_strlist_t queues, plugins; /* every -q and --plugin, in order */
 } jr_cli_flags_t;
 
 /* 1 if option o was given. */
@@ -135,7 +136,8 @@ void jr_cli_print_bytes(FILE *out, const char *s, size_t n);
  * (none past it: a long value shifts the row, never loses bytes). */
 void jr_cli_print_cell(FILE *out, const char *s, int width);
 /* s escaped for a printf argument: one of 4 static buffers in turn, so up
- * to 4 can appear in one call; cut with "..." past about 4 KiB. */
+ * to 4 can appear in one call; cut with "..." past about 2 KiB (4 *
+ * JR_ERRLEN). */
 const char *jr_cli_esc(const char *s);
 
 /* The value of field `name` of a stream entry, or NULL (its length in *len
@@ -153,19 +155,20 @@ void jr_cli_print_field(FILE *out, const jr_entry_t *e, const char *name, const 
  * written. */
 void jr_cli_ignore_sigpipe(void);
 int jr_cli_done(FILE *out, int status);
-/* Print a finished JSON document (released; NULL counts as out of memory):
- * 0, or 1 with a message. */
+/* Print a finished JSON document on out and release it: 0, or 1 with the
+ * message "cannot write the JSON output" (also for NULL, a document that
+ * could not be built). */
 int jr_cli_json_out(FILE *out, json_t *doc);
 /* Out of memory while building the JSON document *doc: drop it, say so,
  * return 1. */
 int jr_cli_json_oom(json_t **doc);
 
 /* Connect for a one-shot command, waiting up to redis.wait for a Redis that
- * cannot be reached yet, and load the function library. A command that
- * only reads or deletes (`required` = 0) goes on when the load fails, e.g.
- * on an out-of-memory Redis, with the library already in Redis (a note
- * says so); then a later failure shows Redis's own error. NULL after
- * printing why on stderr. */
+ * cannot be reached yet, and load the function library. When the load
+ * fails (e.g. on an out-of-memory Redis, which may hold the library
+ * already), a command that only reads or deletes (`required` = 0) goes on
+ * after a note, unless the connection itself broke; a later failure then
+ * shows Redis's own error. NULL after printing why on stderr. */
 jr_redis_t *jr_cli_connect(const jr_config_t *cfg, int required);
 /* jr_cli_connect wrapped in a client of the client library, for the
  * commands the library has a call for (enqueue, cancel, job show, stats,
