@@ -1,7 +1,8 @@
 /* libjobrunner: the public client API (<jobrunner/client.h>) over the
- * internal Redis layer. The CLI calls the same functions (client_internal.h
- * wraps a connection it made itself), so producers and the CLI share one
- * code path to Redis. */
+ * internal Redis layer. The CLI's enqueue, cancel, job show, stats, pause
+ * and resume call these same functions (client_internal.h wraps a
+ * connection it made itself), so for them producers and the CLI share one
+ * code path to Redis; its other commands have no call here. */
 #include <jobrunner/client.h>
 
 #include <errno.h>

@@ -10,7 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "admin.h"
+#include "redis_produce.h"
 #include "jr.h"
 #include "log.h"
 #include "proc.h"

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "harness.h"
 
 static jrt_redis_t R;
@@ -102,6 +103,76 @@ Test(cli, every_command_has_help) {
     const char *top[] = {"--help", NULL};
     cr_expect_eq(jrt_run(out, sizeof out, err, sizeof err, top), 0);
     cr_expect(strstr(out, "worker") && strstr(out, "scheduler") && strstr(out, "enqueue"));
+}
+
+/* 1 if text names option o ("--name", or "-l" for its letter) as a word. */
+static int names_option(const char *text, const jr_cli_option_t *o) {
+    char want[2][40];
+    snprintf(want[0], sizeof want[0], "--%s", o->name);
+    snprintf(want[1], sizeof want[1], "-%c", o->letter ? o->letter : '-');
+    for (int k = 0; k < (o->letter ? 2 : 1); k++)
+        for (const char *p = text; (p = strstr(p, want[k])) != NULL; p++) {
+            char before = p == text ? ' ' : p[-1], after = p[strlen(want[k])];
+            if (before != '-' && !(after >= 'a' && after <= 'z') && after != '-') return 1;
+        }
+    return 0;
+}
+
+/* The command table is what the CLI does: `jobrunner --help` lists its
+ * rows in order; each row's --help prints its usage and the common options;
+ * a row takes exactly the options its usage names; any other option is
+ * refused with a message naming it and the command. */
+Test(cli, the_command_table_is_the_cli) {
+    const char *top[] = {"--help", NULL};
+    cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, top), 0);
+    char *list = strstr(out, "commands:\n");
+    cr_assert(list, "no commands in --help:\n%s", out);
+    list += strlen("commands:\n");
+    size_t rows = 0;
+    for (const jr_cli_cmd_t *c = jr_cli_commands; c->name; c++, rows++) {
+        char line[256];
+        snprintf(line, sizeof line, "  %-10s %s\n", c->name, c->summary);
+        cr_expect(!strncmp(list, line, strlen(line)), "--help does not list %s next:\n%s", c->name, list);
+        char *nl = strchr(list, '\n');
+        cr_assert(nl);
+        list = nl + 1;
+    }
+    cr_expect(list[0] == '\n', "--help lists more than the %zu commands of the table:\n%s", rows, list);
+    cr_expect_gt(rows, 10);
+
+    static char out2[16384], err2[4096];
+    for (const jr_cli_cmd_t *c = jr_cli_commands; c->name; c++) {
+        if (c->mode & JR_CMD_BARE) {
+            const char *args[] = {c->name, "--help", NULL};
+            cr_expect_eq(jrt_run(out2, sizeof out2, err2, sizeof err2, args), 0, "%s --help", c->name);
+            cr_expect(strstr(out2, "jobrunner "), "%s: %s", c->name, out2);
+            continue;
+        }
+        const char *help[] = {c->name, "--help", NULL};
+        cr_expect_eq(jrt_run(out2, sizeof out2, err2, sizeof err2, help), 0, "%s --help failed: %s", c->name, err2);
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "usage: jobrunner %s ", c->name);
+        cr_expect(!strncmp(out2, prefix, strlen(prefix)), "%s --help:\n%s", c->name, out2);
+        cr_expect(!strncmp(out2, c->usage, strlen(c->usage)) && strstr(out2, jr_cli_usage_common),
+                  "%s --help is not its usage and the common options:\n%s", c->name, out2);
+        for (int i = 0; i < JR_O_COUNT; i++) {
+            const jr_cli_option_t *o = &jr_cli_options[i];
+            int takes = ((c->options | JR_OPTS_COMMON) & JR_OPT(i)) != 0;
+            cr_expect_eq(takes, names_option(c->usage, o) || names_option(jr_cli_usage_common, o),
+                         "%s %s --%s, but its usage %s", c->name, takes ? "takes" : "does not take", o->name,
+                         takes ? "does not name it" : "does");
+            if (takes) continue;
+            char flag[40];
+            snprintf(flag, sizeof flag, "--%s", o->name);
+            const char *args[] = {c->name, flag, o->has_value ? "x" : NULL, NULL};
+            char says[160];
+            snprintf(says, sizeof says,
+                     "jobrunner %s: unknown or misplaced option \"%s\"\nRun 'jobrunner %s --help' for usage.\n", c->name,
+                     flag, c->name);
+            int st = jrt_run(out2, sizeof out2, err2, sizeof err2, args);
+            cr_expect(st == 2 && !strcmp(err2, says), "%s %s: exit %d, stderr:\n%s", c->name, flag, st, err2);
+        }
+    }
 }
 
 Test(cli, bad_arguments_are_named) {

@@ -503,7 +503,7 @@ Test(lookup, cancel_racing_promotion_and_fetch_is_never_both) {
 
 /* ---- the delayed-member decoder of `jobs --state delayed` (pure) ---- */
 
-#include "admin.h"
+#include "cli.h"
 
 Test(lookup_msgpack, decodes_strings_and_refuses_anything_else, .init = NULL, .fini = NULL) {
     const char *v[8];

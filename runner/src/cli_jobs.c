@@ -1,0 +1,594 @@
+/* The jobs: enqueue, job show|run-now|delete, cancel, jobs (rows of cli.c;
+ * see cli.h). enqueue, job show and cancel go through the client library;
+ * job run-now and delete, and jobs, through the Redis layer (the library
+ * has no call for them). */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "client_internal.h"
+#include "contract.h"
+#include "envelope.h"
+#include "jr.h"
+#include "proc.h"
+#include "jr_limits.h"
+#include "redis_admin.h"
+#include "redis_produce.h"
+#include "redis_sched.h"
+#include "util.h"
+
+/* ---- enqueue ---------------------------------------------------------------- */
+
+/* Parse --at: a time jr_time_parse accepts, at most JR_DELAY_MAX_MS after
+ * this host's clock, into the Unix ms of jr_client_job_t.at_ms: a fraction
+ * of a millisecond rounds up (never before the time given), and a time at
+ * or before the epoch becomes 1 ms (due now). 0, or -1 with why. */
+static int check_at(const char *s, int64_t *ms, char *why, size_t len) {
+    int64_t us;
+    char max[JR_DURATION_LEN];
+    if (jr_time_parse(s, &us) != 0) {
+        snprintf(why, len,
+                 "must be an RFC 3339 time like 2026-12-01T09:30:00Z or 2026-12-01T10:30:00+01:00 "
+                 "(years 0000 to 9999, offsets up to 23:59), or Unix seconds");
+        return -1;
+    }
+    if (us / 1000 - jr_wall_ms() > JR_DELAY_MAX_MS) {
+        snprintf(why, len, "is more than %s from now (the maximum delay)",
+                 jr_duration_format(JR_DELAY_MAX_MS, max, sizeof max));
+        return -1;
+    }
+    *ms = us > 0 ? (us + 999) / 1000 : 1;
+    return 0;
+}
+
+/* Read all of stdin into a malloc'd buffer (NUL-terminated, *len bytes).
+ * Returns NULL if memory runs out or reading fails: never a cut payload. */
+static char *read_stdin(size_t *len) {
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, stdin);
+        if (ferror(stdin)) break;
+        if (n < cap) { /* end of input */
+            buf[n] = '\0';
+            *len = n;
+            return buf;
+        }
+        char *b = cap <= SIZE_MAX / 2 - 1 ? realloc(buf, cap * 2 + 1) : NULL;
+        if (!b) break;
+        buf = b, cap *= 2;
+    }
+    free(buf);
+    return NULL;
+}
+
+/* `jobrunner enqueue [options] HANDLER [PAYLOAD | -]`: the options become
+ * one jr_client_job_t, each value checked once here, as a usage error
+ * (exit status 2) naming the option: the queue was checked already (a -q
+ * by main, enqueue.queue by the config loader); the id and the handler by
+ * the rules of contract.h; the times and counts against jr_limits.h; the
+ * payload against jobs.max_payload. The client library then writes it and
+ * prints its id (a note on stderr when the id was enqueued before). */
+int jr_cli_enqueue(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *cfg, int argc, char **argv) {
+    const char *name = cmd->name, *in = f->v[JR_O_IN], *at = f->v[JR_O_AT], *id = f->v[JR_O_ID];
+    const char *max = f->v[JR_O_MAX], *timeout = f->v[JR_O_TIMEOUT], *backoff = f->v[JR_O_BACKOFF], *rule;
+    if (argc < 1 || argc > 2) return jr_cli_die(name, "%s", "expected HANDLER [PAYLOAD | -]");
+    if (in && at) return jr_cli_die(name, "%s", "--in and --at exclude each other");
+    if (f->queues.n > 1) return jr_cli_die(name, "%s", "enqueue takes one -q");
+    jr_client_job_t j = {.queue = f->queues.n ? f->queues.v[0] : cfg->default_queue, .id = id, .handler = argv[0]};
+    if (id && (rule = jr_contract_job_id(id, strlen(id)))) return jr_cli_die2(name, "--id", id, rule);
+    if ((rule = jr_contract_handler_name(argv[0], strlen(argv[0]))))
+        return jr_cli_die2(name, "handler name", argv[0], rule);
+    char why[JR_ERRLEN];
+    if (in && jr_duration_parse_range(in, 0, JR_DELAY_MAX_MS, &j.delay_ms, why, sizeof why))
+        return jr_cli_die2(name, "--in", in, why);
+    if (at && check_at(at, &j.at_ms, why, sizeof why)) return jr_cli_die2(name, "--at", at, why);
+    if (max && jr_cli_parse_count(max, 1, JR_ATTEMPTS_MAX, &j.max_attempts)) {
+        snprintf(why, sizeof why, "must be an integer from 1 to %d", JR_ATTEMPTS_MAX);
+        return jr_cli_die2(name, "--max-attempts", max, why);
+    }
+    if (timeout && jr_duration_parse_range(timeout, 1, JR_TIMEOUT_MAX_MS, &j.timeout_ms, why, sizeof why))
+        return jr_cli_die2(name, "--timeout", timeout, why);
+    if (backoff && jr_duration_parse_range(backoff, 1, JR_BACKOFF_MAX_MS, &j.backoff_ms, why, sizeof why))
+        return jr_cli_die2(name, "--backoff", backoff, why);
+    char *buf = NULL;
+    if (argc == 2 && strcmp(argv[1], "-") == 0) {
+        if (!(buf = read_stdin(&j.payload_len))) {
+            fprintf(stderr, "jobrunner enqueue: cannot read the payload from stdin: %s\n",
+                    ferror(stdin) ? "read error" : "out of memory");
+            return 1;
+        }
+        j.payload = buf;
+    } else if (argc == 2) {
+        j.payload = argv[1];
+        j.payload_len = strlen(argv[1]);
+    }
+    if (j.payload_len > (size_t)cfg->max_payload) {
+        fprintf(stderr, "jobrunner enqueue: the payload is %zu bytes, over the limit of %lld (jobs.max_payload)\n",
+                j.payload_len, (long long)cfg->max_payload);
+        free(buf);
+        return 1;
+    }
+    jr_client_t *c = jr_cli_client(cfg, 1);
+    if (!c) {
+        free(buf);
+        return 1;
+    }
+    jr_client_result_t res;
+    int rc = jr_client_enqueue(c, &j, &res);
+    if (rc) {
+        fprintf(stderr, "jobrunner: enqueue failed: %s\n", jr_cli_esc(res.error ? res.error : jr_client_errstr(c)));
+    } else {
+        printf("%s\n", jr_cli_esc(res.id));
+        if (res.status == JR_CLIENT_JOB_EXISTED)
+            fprintf(stderr, "jobrunner: job %s was already enqueued; not enqueued again\n", jr_cli_esc(res.id));
+    }
+    jr_client_free(c);
+    free(buf);
+    return jr_cli_done(stdout, rc ? 1 : 0);
+}
+
+/* ---- one job: job show / run-now / delete, cancel, jobs --state ---------- */
+
+/* A delayed-set member's strings: see cli.h. */
+int jr_msgpack_strings(const char *p, size_t n, const char **v, size_t *lens, size_t max) {
+    const unsigned char *u = (const unsigned char *)p;
+    size_t i = 0, k = 0;
+    while (i < n) {
+        unsigned char t = u[i++];
+        size_t len, hdr;
+        if ((t & 0xe0) == 0xa0) len = t & 0x1f, hdr = 0;
+        else if (t == 0xd9 || t == 0xc4) hdr = 1;
+        else if (t == 0xda || t == 0xc5) hdr = 2;
+        else if (t == 0xdb || t == 0xc6) hdr = 4;
+        else return -1;
+        if (hdr) {
+            if (n - i < hdr) return -1;
+            len = 0;
+            for (size_t b = 0; b < hdr; b++) len = len << 8 | u[i + b];
+            i += hdr;
+        }
+        if (n - i < len || k == max) return -1;
+        v[k] = p + i, lens[k++] = len;
+        i += len;
+    }
+    return (int)k;
+}
+
+/* "<ms with fraction>" -> a printable time ("" stays ""). */
+static void score_time(const char *score, char *buf) {
+    if (!score[0]) buf[0] = '\0';
+    else jr_time_format((int64_t)strtod(score, NULL), buf);
+}
+
+/* The job's fields as JSON: [[name, value], ...], lossless. */
+static json_t *fields_json(const jr_entry_t *e) {
+    json_t *a = json_array();
+    for (size_t f = 0; a && e && f < e->nfields; f++)
+        if (json_array_append_new(a, json_pack("[o,o]", jr_json_bytes(e->names[f], e->name_lens[f]),
+                                               jr_json_bytes(e->values[f], e->value_lens[f])))) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+/* A field as JSON (null when absent). */
+static json_t *field_json(const jr_entry_t *e, const char *name) {
+    size_t len;
+    const char *v = e ? jr_cli_field(e, name, &len) : NULL;
+    return v ? jr_json_bytes(v, len) : json_null();
+}
+
+/* fields_json of a job as the client library shows it. */
+static json_t *info_fields_json(const jr_client_job_info_t *in) {
+    json_t *a = json_array();
+    for (size_t f = 0; a && f < in->nfields; f++)
+        if (json_array_append_new(a, json_pack("[o,o]", jr_json_bytes(in->fields[f].name, in->fields[f].name_len),
+                                               jr_json_bytes(in->fields[f].value, in->fields[f].value_len)))) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+/* 1 if the job has a stored field `name`. */
+static int info_has(const jr_client_job_info_t *in, const char *name) {
+    for (size_t f = 0; f < in->nfields; f++)
+        if (in->fields[f].name_len == strlen(name) && !memcmp(in->fields[f].name, name, in->fields[f].name_len))
+            return 1;
+    return 0;
+}
+
+/* A string of the job info as JSON (null when absent). */
+static json_t *bytes_json(const char *v, size_t len) { return v ? jr_json_bytes(v, len) : json_null(); }
+
+/* `jobrunner job show`: where job `id` of `queue` is (jr_client_job_show:
+ * delayed, retrying, ready, running, dead or not found) with its fields, as
+ * text or one JSON object. Returns 0 when found, 1 when not (or on error). */
+static int cmd_job_show(const jr_config_t *cfg, const char *queue, const char *id, int json, FILE *out) {
+    jr_client_t *c = jr_cli_client(cfg, 1);
+    if (!c) return 1;
+    jr_client_job_info_t *in = NULL;
+    int status = 0;
+    if (jr_client_job_show(c, queue, id, &in)) {
+        fprintf(stderr, "jobrunner job show: %s\n", jr_cli_esc(jr_client_errstr(c)));
+        jr_client_free(c);
+        return 1;
+    }
+    int found = in->state != JR_CLIENT_STATE_NOT_FOUND, dead = in->state == JR_CLIENT_STATE_DEAD;
+    int running = in->state == JR_CLIENT_STATE_RUNNING;
+    char due[JR_TIME_LEN], at[JR_TIME_LEN], score[48];
+    due[0] = at[0] = score[0] = '\0';
+    if (in->due_ms >= 0) {
+        jr_time_format((int64_t)in->due_ms, due);
+        snprintf(score, sizeof score, "%.3f", in->due_ms);
+    }
+    if (dead) jr_time_format(strtoll(in->entry, NULL, 10), at);
+    if (json) {
+        json_t *doc = json_pack("{s:o,s:o,s:s,s:b}", "job", jr_json_bytes(id, strlen(id)), "queue",
+                                jr_json_bytes(queue, strlen(queue)), "state", in->state_name, "found", found);
+        if (doc && found) {
+            json_object_set_new(doc, "entry", in->entry[0] ? json_string(in->entry) : json_null());
+            json_object_set_new(doc, "due", due[0] ? json_string(due) : json_null());
+            json_object_set_new(doc, "due_ms", in->due_ms >= 0 ? json_real(in->due_ms) : json_null());
+            json_object_set_new(doc, "attempt", json_integer(in->attempt));
+            if (running) {
+                json_object_set_new(doc, "consumer", jr_json_bytes(in->consumer, strlen(in->consumer)));
+                json_object_set_new(doc, "idle_ms", json_integer(in->idle_ms));
+                json_object_set_new(doc, "deliveries", json_integer(in->deliveries));
+            }
+            if (at[0]) json_object_set_new(doc, "dead_at", json_string(at));
+            json_object_set_new(doc, "handler", bytes_json(in->handler, in->handler_len));
+            json_object_set_new(doc, "payload", info_has(in, JR_F_PAYLOAD) ? bytes_json(in->payload, in->payload_len) : json_null());
+            json_object_set_new(doc, "error", bytes_json(in->error, in->error_len));
+            if (dead) json_object_set_new(doc, "why", bytes_json(in->why, in->why_len));
+            json_object_set_new(doc, "fields", info_fields_json(in));
+        } else if (doc) {
+            json_object_set_new(doc, "note", json_string("finished jobs are not kept"));
+        }
+        if (jr_cli_json_out(out, doc)) status = 1;
+    } else {
+        fprintf(out, "job: ");
+        jr_cli_print_bytes(out, id, strlen(id));
+        fprintf(out, "\nqueue: %s\nstate: %s%s\n", jr_cli_esc(queue), jr_cli_esc(in->state_name),
+                found ? "" : " (finished jobs are not kept; a job that ran is gone)");
+        if (in->state == JR_CLIENT_STATE_DELAYED || in->state == JR_CLIENT_STATE_RETRYING)
+            fprintf(out, "due: %s (%s)\n", due, score);
+        if (found) fprintf(out, "attempt: %lld\n", (long long)in->attempt);
+        if (in->entry[0]) fprintf(out, "entry: %s\n", jr_cli_esc(in->entry));
+        if (running)
+            fprintf(out, "consumer: %s\nidle: %.1fs (since its start or last heartbeat)\ndeliveries: %lld\n",
+                    jr_cli_esc(in->consumer), (double)in->idle_ms / 1000.0, (long long)in->deliveries);
+        if (at[0]) fprintf(out, "dead_at: %s\n", at);
+        for (size_t f = 0; f < in->nfields; f++) {
+            fputs("  ", out);
+            jr_cli_print_bytes(out, in->fields[f].name, in->fields[f].name_len);
+            fputs(": ", out);
+            jr_cli_print_bytes(out, in->fields[f].value, in->fields[f].value_len);
+            fputs("\n", out);
+        }
+    }
+    if (!found) status = 1;
+    jr_client_job_info_free(in);
+    jr_client_free(c);
+    return jr_cli_done(out, status);
+}
+
+/* `jobrunner job run-now|delete` (sub) for one job. Returns the exit
+ * status: 1 when not found, and for delete of a running job. */
+static int cmd_job_change(const jr_config_t *cfg, const char *queue, const char *sub, const char *id, FILE *out) {
+    int run_now = !strcmp(sub, "run-now");
+    jr_redis_t *r = jr_cli_connect(cfg, 1);
+    if (!r) return 1;
+    char state[32], detail[JR_ID_MAX];
+    int status = 0;
+    if (jr_redis_job_change(r, run_now ? "jr_run_now" : "jr_delete", queue, id, state, sizeof state, detail,
+                            sizeof detail)) {
+        fprintf(stderr, "jobrunner job %s: %s\n", sub, jr_cli_esc(jr_redis_errstr(r)));
+        status = 1;
+    } else if (!strcmp(state, "not found")) {
+        fprintf(stderr, "jobrunner job %s: no job \"%s\" waiting or running in queue %s (finished jobs are not kept)\n",
+                sub, jr_cli_esc(id), jr_cli_esc(queue));
+        status = 1;
+    } else if (run_now) {
+        if (!strcmp(state, "delayed") || !strcmp(state, "retrying"))
+            fprintf(out, "%s ready now (was %s; entry %s)\n", jr_cli_esc(id), jr_cli_esc(state), jr_cli_esc(detail));
+        else
+            fprintf(out, "%s is already %s (entry %s)\n", jr_cli_esc(id), jr_cli_esc(state), jr_cli_esc(detail));
+    } else if (!strcmp(state, "running")) {
+        fprintf(stderr, "jobrunner job delete: %s is running; use cancel\n", jr_cli_esc(id));
+        status = 1;
+    } else {
+        fprintf(out, "%s deleted (was %s)\n", jr_cli_esc(id), jr_cli_esc(state));
+    }
+    jr_redis_free(r);
+    return jr_cli_done(out, status);
+}
+
+/* `jobrunner cancel`: one line "ID cancelled|running|not found" per id (an
+ * id the library refuses is named on stderr, and the others still go; a
+ * lost connection stops). Returns 0 when every id was found, 1 otherwise. */
+static int cmd_cancel(const jr_config_t *cfg, const char *queue, char **ids, size_t n, FILE *out) {
+    jr_client_t *c = jr_cli_client(cfg, 1);
+    if (!c) return 1;
+    int status = 0;
+    for (size_t i = 0; i < n; i++) {
+        jr_client_cancel_t o;
+        int rc = jr_client_cancel(c, queue, ids[i], &o);
+        if (rc) {
+            fprintf(stderr, "jobrunner cancel: %s: %s\n", jr_cli_esc(ids[i]), jr_cli_esc(jr_client_errstr(c)));
+            status = 1;
+            if (rc == JR_CLIENT_ECONNECT || rc == JR_CLIENT_ETIMEOUT || rc == JR_CLIENT_ENOMEM) break;
+            continue;
+        }
+        fprintf(out, "%s %s\n", jr_cli_esc(ids[i]),
+                o == JR_CLIENT_CANCELLED ? "cancelled" : o == JR_CLIENT_CANCEL_RUNNING ? "running" : "not found");
+        if (o == JR_CLIENT_CANCEL_NOT_FOUND) status = 1;
+    }
+    fflush(out);
+    jr_client_free(c);
+    return jr_cli_done(out, status);
+}
+
+/* -1, 0, 1 as stream id a is before, equal to, after b ("<ms>-<seq>"). */
+static int id_cmp(const char *a, const char *b) {
+    unsigned long long am = strtoull(a, NULL, 10), bm = strtoull(b, NULL, 10);
+    const char *ad = strchr(a, '-'), *bd = strchr(b, '-');
+    unsigned long long as = ad ? strtoull(ad + 1, NULL, 10) : 0, bs = bd ? strtoull(bd + 1, NULL, 10) : 0;
+    if (am != bm) return am < bm ? -1 : 1;
+    return as < bs ? -1 : as > bs;
+}
+
+#define MP_ITEMS 41 /* id and 20 field/value pairs: a page shows at most these */
+
+/* One listed job. */
+typedef struct listed {
+    const jr_entry_t *e; /* its stream fields (NULL: none) */
+    const char *id;      /* job id */
+    size_t id_len;
+    const char *where;   /* entry id, or the due score */
+    const jr_pending_t *p;
+} listed_t;
+
+static int print_page(FILE *out, const char *state, const char *queue, const listed_t *v, size_t n,
+                      const char *next, int json) {
+    if (json) {
+        json_t *arr = json_array();
+        for (size_t i = 0; arr && i < n; i++) {
+            const listed_t *l = &v[i];
+            char t[JR_TIME_LEN];
+            if (!strcmp(state, "delayed")) score_time(l->where, t);
+            else jr_time_format(strtoll(l->where, NULL, 10), t);
+            json_t *o = json_pack("{s:o,s:s,s:s,s:o,s:o,s:o}", "job", jr_json_bytes(l->id, l->id_len),
+                                  !strcmp(state, "delayed") ? "due_ms" : "entry", l->where,
+                                  !strcmp(state, "delayed") ? "due" : !strcmp(state, "dead") ? "dead_at" : "enqueued",
+                                  t, "handler", field_json(l->e, JR_F_HANDLER), "attempt", field_json(l->e, JR_F_ATTEMPT),
+                                  "fields", fields_json(l->e));
+            if (o && l->p) {
+                json_object_set_new(o, "consumer", jr_json_bytes(l->p->consumer, strlen(l->p->consumer)));
+                json_object_set_new(o, "idle_ms", json_integer(l->p->idle_ms));
+                json_object_set_new(o, "deliveries", json_integer(l->p->deliveries));
+            }
+            if (o && !strcmp(state, "dead")) {
+                json_object_set_new(o, "why", field_json(l->e, "why"));
+                json_object_set_new(o, "error", field_json(l->e, JR_F_ERROR));
+            }
+            if (!o || json_array_append_new(arr, o)) {
+                json_decref(arr);
+                arr = NULL;
+            }
+        }
+        json_t *doc = arr ? json_pack("{s:s,s:s,s:o,s:s?}", "queue", queue, "state", state, "jobs", arr, "next", next)
+                          : NULL;
+        return jr_cli_json_out(out, doc);
+    }
+    const jr_entry_t none = {0}; /* an entry gone between two reads */
+    fprintf(out, "%-32s %-24s %-16s %-7s %s\n", "JOB", !strcmp(state, "delayed") ? "DUE" : !strcmp(state, "dead") ? "DEAD AT" : "ENQUEUED",
+            "HANDLER", "ATTEMPT", !strcmp(state, "running") ? "CONSUMER" : !strcmp(state, "dead") ? "WHY" : "");
+    for (size_t i = 0; i < n; i++) {
+        const listed_t *l = &v[i];
+        char t[JR_TIME_LEN];
+        if (!strcmp(state, "delayed")) score_time(l->where, t);
+        else jr_time_format(strtoll(l->where, NULL, 10), t);
+        jr_cli_print_bytes(out, l->id, l->id_len);
+        fprintf(out, "%*s %-24s ", l->id_len < 32 ? (int)(32 - l->id_len) : 0, "", t);
+        jr_cli_print_field(out, l->e ? l->e : &none, JR_F_HANDLER, "?");
+        fputs(" ", out);
+        jr_cli_print_field(out, l->e ? l->e : &none, JR_F_ATTEMPT, "1");
+        fputs(" ", out);
+        if (l->p) fprintf(out, "%s (idle %.1fs, delivered %lld)", jr_cli_esc(l->p->consumer), (double)l->p->idle_ms / 1000.0,
+                          l->p->deliveries);
+        if (!strcmp(state, "dead")) jr_cli_print_field(out, l->e ? l->e : &none, "why", "?");
+        fputs("\n", out);
+    }
+    if (next) fprintf(out, "next page: --after %s\n", jr_cli_esc(next));
+    else fprintf(out, "(end)\n");
+    return 0;
+}
+
+/* `jobrunner jobs --state`: a page of up to `limit` jobs in that state,
+ * oldest first, after the cursor `after` (NULL: from the start), with the
+ * cursor of the next page, as a table or one JSON object. Returns the exit
+ * status (2: a bad state or cursor). */
+static int cmd_jobs(const jr_config_t *cfg, const char *queue, const char *state, int64_t limit, const char *after,
+                int json, FILE *out) {
+    int delayed = !strcmp(state, "delayed"), ready = !strcmp(state, "ready"), running = !strcmp(state, "running"),
+        dead = !strcmp(state, "dead");
+    if (!delayed && !ready && !running && !dead) {
+        fprintf(stderr, "jobrunner jobs: --state must be delayed, ready, running or dead, not \"%s\"\n", state);
+        return 2;
+    }
+    char start[JR_ID_MAX + 2] = "-";
+    long long skip = 0;
+    if (after) { /* delayed: a cursor of jr_delayed_page; the others: the last entry id shown */
+        char *end;
+        if (delayed) {
+            /* "<score>/<skip>" (the sorted set) or "w<bucket start>/<position>" (the time wheel) */
+            const char *p = after[0] == 'w' ? after + 1 : after;
+            double sc = strtod(p, &end);
+            if (end == p || *end != '/' || sc < 0 || sscanf(end + 1, "%lld", &skip) != 1 || skip < 0 ||
+                strlen(after) >= 64) {
+                fprintf(stderr, "jobrunner jobs: invalid --after \"%s\" for delayed jobs (a cursor printed by a page)\n", after);
+                return 2;
+            }
+        } else {
+            unsigned long long ms = strtoull(after, &end, 10);
+            (void)ms;
+            if (end == after || *end != '-' || strlen(after) >= JR_ID_MAX) {
+                fprintf(stderr, "jobrunner jobs: invalid --after \"%s\" (a stream entry id printed by a page)\n", after);
+                return 2;
+            }
+            snprintf(start, sizeof start, "(%s", after);
+        }
+    }
+    jr_redis_t *r = jr_cli_connect(cfg, 0);
+    if (!r) return 1;
+    jr_qkeys_t k;
+    jr_qkeys(&k, queue);
+    jr_batch_t b = {0};
+    jr_batch_t *each = NULL;
+    jr_pending_t *pend = NULL;
+    size_t npend = 0, n = 0;
+    listed_t *v = NULL;
+    char next[128], *nextp = NULL;
+    int rc = 0, status = 0;
+    const char **mv = NULL;
+    size_t *ml = NULL;
+    char dnext[128] = "";
+    if (delayed) {
+        rc = jr_redis_delayed_page(r, queue, after, limit, &b, dnext, sizeof dnext);
+    } else if (ready) {
+        char last[JR_ID_MAX];
+        rc = jr_redis_group_last_id(r, queue, last);
+        if (!rc && (!after || id_cmp(after, last) < 0) && strcmp(last, "0-0")) snprintf(start, sizeof start, "(%s", last);
+        if (!rc) rc = jr_redis_xrange_between(r, k.ready, start, "+", limit, &b);
+    } else if (running) {
+        rc = jr_redis_pending_page(r, queue, start, limit, &pend, &npend);
+        if (!rc && npend && !(each = calloc(npend, sizeof *each))) rc = JR_ENOMEM;
+        for (size_t i = 0; !rc && i < npend; i++)
+            rc = jr_redis_xrange_between(r, k.ready, pend[i].entry, pend[i].entry, 1, &each[i]);
+    } else {
+        rc = jr_redis_xrange_between(r, k.dead, start, "+", limit, &b);
+    }
+    if (rc) {
+        fprintf(stderr, "jobrunner jobs: %s\n", rc == JR_ENOMEM ? "out of memory" : jr_cli_esc(jr_redis_errstr(r)));
+        status = 1;
+        goto out;
+    }
+    size_t total = running ? npend : b.n;
+    v = calloc(total ? total : 1, sizeof *v);
+    mv = calloc(total ? total * MP_ITEMS : 1, sizeof *mv);
+    ml = calloc(total ? total * MP_ITEMS : 1, sizeof *ml);
+    if (!v || !mv || !ml) {
+        fprintf(stderr, "jobrunner jobs: out of memory\n");
+        status = 1;
+        goto out;
+    }
+    /* delayed members decode into fake entries backed by mv/ml */
+    jr_entry_t *fake = delayed ? calloc(total ? total : 1, sizeof *fake) : NULL;
+    if (delayed && !fake) {
+        status = 1;
+        goto out;
+    }
+    for (size_t i = 0; i < total; i++) {
+        listed_t *l = &v[n];
+        if (delayed) {
+            const jr_entry_t *e = &b.v[i];
+            const char **iv = mv + MP_ITEMS * i;
+            size_t *il = ml + MP_ITEMS * i;
+            int m = e->nfields ? jr_msgpack_strings(e->values[0], e->value_lens[0], iv, il, MP_ITEMS) : -1;
+            l->where = e->id;
+            if (m < 1 || m % 2 == 0) { /* garbage, or more fields than a page shows: job show has it all */
+                l->id = m < 0 ? "(not an envelope, or over 20 fields)" : "(not an envelope)";
+                l->id_len = strlen(l->id);
+            } else {
+                /* id, name, value, ... -> the names then the values, as in a stream entry */
+                size_t half = (size_t)(m - 1) / 2;
+                const char *tv[MP_ITEMS];
+                size_t tl[MP_ITEMS];
+                memcpy(tv, iv, (size_t)m * sizeof *tv);
+                memcpy(tl, il, (size_t)m * sizeof *tl);
+                for (size_t f = 0; f < half; f++) {
+                    iv[1 + f] = tv[1 + 2 * f], il[1 + f] = tl[1 + 2 * f];
+                    iv[1 + half + f] = tv[2 + 2 * f], il[1 + half + f] = tl[2 + 2 * f];
+                }
+                jr_entry_t *fe = &fake[i];
+                fe->id = e->id, fe->nfields = half;
+                fe->names = iv + 1, fe->name_lens = il + 1, fe->values = iv + 1 + half, fe->value_lens = il + 1 + half;
+                l->id = iv[0], l->id_len = il[0];
+                l->e = fe;
+            }
+        } else if (running) {
+            l->p = &pend[i];
+            l->where = pend[i].entry;
+            l->e = each[i].n ? &each[i].v[0] : NULL;
+        } else {
+            l->e = &b.v[i];
+            l->where = b.v[i].id;
+        }
+        if (!delayed) {
+            size_t len;
+            const char *id = l->e ? jr_cli_field(l->e, JR_F_ID, &len) : NULL;
+            l->id = id ? id : l->where, l->id_len = id ? len : strlen(l->where);
+        }
+        n++;
+    }
+    if (delayed) { /* the cursor jr_delayed_page returned */
+        if (dnext[0]) snprintf(next, sizeof next, "%s", dnext), nextp = next;
+    } else if ((int64_t)n == limit && n > 0) {
+        snprintf(next, sizeof next, "%s", v[n - 1].where);
+        nextp = next;
+    }
+    status = print_page(out, state, queue, v, n, nextp, json) ? 1 : 0;
+    free(fake);
+out:
+    free(v), free(mv), free(ml);
+    for (size_t i = 0; each && i < npend; i++) jr_batch_free(&each[i]);
+    free(each), free(pend);
+    jr_batch_free(&b);
+    jr_redis_free(r);
+    return jr_cli_done(out, status);
+}
+
+/* The queue of a job command: its one -q, else enqueue.queue. NULL after
+ * the usage error of more than one -q. */
+static const char *one_queue(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, const jr_config_t *cfg) {
+    if (f->queues.n > 1) {
+        jr_cli_die(cmd->name, "%s", "takes one -q");
+        return NULL;
+    }
+    return f->queues.n ? f->queues.v[0] : cfg->default_queue;
+}
+
+int jr_cli_job(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *cfg, int argc, char **argv) {
+    const char *queue = one_queue(cmd, f, cfg), *name = cmd->name;
+    if (!queue) return 2;
+    if (argc != 2) return jr_cli_die(name, "%s", "expected show|run-now|delete ID");
+    const char *sub = argv[0], *id = argv[1];
+    const char *rule = jr_contract_stored_id(id, strlen(id));
+    if (rule) return jr_cli_die2(name, "job id", id, rule);
+    if (!strcmp(sub, "show")) return cmd_job_show(cfg, queue, id, jr_flag(f, JR_O_JSON), stdout);
+    if (jr_flag(f, JR_O_JSON)) return jr_cli_die(name, "%s", "--json applies to job show");
+    if (!strcmp(sub, "run-now") || !strcmp(sub, "delete")) return cmd_job_change(cfg, queue, sub, id, stdout);
+    return jr_cli_die(name, "unknown subcommand \"%s\" (show, run-now or delete)", sub);
+}
+
+int jr_cli_jobs(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *cfg, int argc, char **argv) {
+    (void)argc, (void)argv;
+    const char *queue = one_queue(cmd, f, cfg), *limit_s = f->v[JR_O_LIMIT];
+    if (!queue) return 2;
+    int64_t limit = 100;
+    if (!f->v[JR_O_STATE]) return jr_cli_die(cmd->name, "%s", "--state delayed|ready|running|dead is required");
+    if (limit_s && jr_cli_parse_count(limit_s, 1, 10000, &limit))
+        return jr_cli_die2(cmd->name, "--limit", limit_s, "must be an integer from 1 to 10000");
+    return cmd_jobs(cfg, queue, f->v[JR_O_STATE], limit, f->v[JR_O_AFTER], jr_flag(f, JR_O_JSON), stdout);
+}
+
+int jr_cli_cancel(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *cfg, int argc, char **argv) {
+    const char *queue = one_queue(cmd, f, cfg);
+    if (!queue) return 2;
+    if (argc < 1) return jr_cli_die(cmd->name, "%s", "name one or more job ids");
+    return cmd_cancel(cfg, queue, argv, (size_t)argc, stdout);
+}

@@ -1,0 +1,168 @@
+/* What the command files share: usage errors, text from Redis on a
+ * terminal, how a command ends, and its connection. See cli.h. */
+#include "cli.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client_internal.h"
+#include "jr.h"
+#include "proc.h"
+#include "util.h"
+
+/* ---- usage errors -------------------------------------------------------- */
+
+int jr_cli_die(const char *cmd, const char *fmt, const char *arg) {
+    fprintf(stderr, "jobrunner %s: ", cmd);
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nRun 'jobrunner %s --help' for usage.\n", cmd);
+    return 2;
+}
+
+int jr_cli_die2(const char *cmd, const char *what, const char *value, const char *why) {
+    fprintf(stderr, "jobrunner %s: invalid %s \"%.200s%s\": %s\n", cmd, what, value,
+            strlen(value) > 200 ? "..." : "", why);
+    fprintf(stderr, "Run 'jobrunner %s --help' for usage.\n", cmd);
+    return 2;
+}
+
+const char *jr_cli_shown_arg(const char *arg, char *buf, size_t len) {
+    if (!strstr(arg, "://") && !strchr(arg, '@')) return arg;
+    jr_redis_url_redact(arg, buf, len);
+    return buf;
+}
+
+int jr_cli_parse_count(const char *s, int64_t min, int64_t max, int64_t *out) {
+    int64_t v = 0;
+    if (!*s) return -1;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9') return -1;
+        v = v * 10 + (*s - '0');
+        if (v > max) return -1;
+    }
+    if (v < min) return -1;
+    *out = v;
+    return 0;
+}
+
+/* ---- text from Redis on a terminal ------------------------------------------ */
+
+static int plain(unsigned char c) { return c >= 0x20 && c < 0x7f && c != '\\'; }
+
+void jr_cli_print_bytes(FILE *out, const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (plain(c)) fputc(c, out);
+        else fprintf(out, "\\x%02x", c);
+    }
+}
+
+void jr_cli_print_cell(FILE *out, const char *s, int width) {
+    size_t n = s ? strlen(s) : 0, cols = 0;
+    for (size_t i = 0; i < n; i++) cols += plain((unsigned char)s[i]) ? 1 : 4;
+    jr_cli_print_bytes(out, s ? s : "", n);
+    for (; (int)cols < width; cols++) fputc(' ', out);
+}
+
+#define ESC_BUFS 4
+#define ESC_LEN (4 * JR_ERRLEN + 8)
+const char *jr_cli_esc(const char *s) {
+    static char bufs[ESC_BUFS][ESC_LEN];
+    static unsigned next;
+    char *b = bufs[next++ % ESC_BUFS];
+    size_t o = 0;
+    for (const unsigned char *u = (const unsigned char *)(s ? s : ""); *u; u++) {
+        if (o + 8 >= ESC_LEN) {
+            memcpy(b + o, "...", 4);
+            return b;
+        }
+        if (plain(*u)) b[o++] = (char)*u;
+        else o += (size_t)snprintf(b + o, ESC_LEN - o, "\\x%02x", *u);
+    }
+    b[o] = '\0';
+    return b;
+}
+
+const char *jr_cli_field(const jr_entry_t *e, const char *name, size_t *len) {
+    for (size_t i = 0; i < e->nfields; i++)
+        if (e->name_lens[i] == strlen(name) && !memcmp(e->names[i], name, e->name_lens[i])) {
+            if (len) *len = e->value_lens[i];
+            return e->values[i];
+        }
+    return NULL;
+}
+
+void jr_cli_print_field(FILE *out, const jr_entry_t *e, const char *name, const char *dflt) {
+    size_t len = 0;
+    const char *v = jr_cli_field(e, name, &len);
+    if (!v) v = dflt, len = strlen(dflt);
+    jr_cli_print_bytes(out, v, len);
+}
+
+/* ---- how a command ends -------------------------------------------------------- */
+
+void jr_cli_ignore_sigpipe(void) { signal(SIGPIPE, SIG_IGN); }
+
+int jr_cli_done(FILE *out, int status) {
+    errno = 0;
+    if (fflush(out) == 0 && !ferror(out)) return status;
+    fprintf(stderr, "jobrunner: cannot write the output: %s\n", errno ? strerror(errno) : "an earlier write failed");
+    return status ? status : 1;
+}
+
+int jr_cli_json_oom(json_t **doc) {
+    json_decref(*doc);
+    *doc = NULL;
+    fprintf(stderr, "jobrunner: out of memory building the JSON output\n");
+    return 1;
+}
+
+int jr_cli_json_out(FILE *out, json_t *doc) {
+    if (jr_json_print(out, doc) == 0 && fflush(out) == 0) return 0;
+    fprintf(stderr, "jobrunner: cannot write the JSON output\n");
+    return 1;
+}
+
+/* ---- the connection ----------------------------------------------------------- */
+
+jr_redis_t *jr_cli_connect(const jr_config_t *cfg, int required) {
+    jr_cli_ignore_sigpipe();
+    char err[JR_ERRLEN];
+    /* redis.wait (--wait): retry a Redis that cannot be reached yet (not
+     * started, its name not resolvable yet) until that much time has passed,
+     * every 100 ms doubling to 1 s. */
+    int64_t until = jr_mono_us() + cfg->redis_wait_ms * 1000, pause_ms = 100;
+    jr_redis_t *r;
+    while (!(r = jr_redis_connect(jr_config_redis_url(cfg), cfg->connect_timeout_ms, err, sizeof err))) {
+        int64_t left_ms = (until - jr_mono_us()) / 1000;
+        if (left_ms <= 0) {
+            fprintf(stderr, "jobrunner: %s%s\n", jr_cli_esc(err),
+                    cfg->redis_wait_ms ? " (gave up after redis.wait)" : "");
+            return NULL;
+        }
+        if (jr_sleep_interruptible(pause_ms < left_ms ? pause_ms : left_ms)) return NULL;
+        pause_ms = pause_ms * 2 > 1000 ? 1000 : pause_ms * 2;
+    }
+    if (jr_redis_load_library(r) != 0) {
+        fprintf(stderr, "jobrunner: %sloading the function library: %s\n", required ? "" : "note: ",
+                jr_cli_esc(jr_redis_errstr(r)));
+        if (required || !jr_redis_ok(r)) {
+            jr_redis_free(r);
+            return NULL;
+        }
+    }
+    return r;
+}
+
+jr_client_t *jr_cli_client(const jr_config_t *cfg, int required) {
+    jr_redis_t *r = jr_cli_connect(cfg, required);
+    if (!r) return NULL;
+    jr_client_t *c = jr_client_adopt(r);
+    if (!c) {
+        fprintf(stderr, "jobrunner: out of memory\n");
+        jr_redis_free(r);
+    }
+    return c;
+}

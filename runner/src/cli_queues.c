@@ -1,0 +1,364 @@
+/* The queues: stats, dead, pause, resume (rows of cli.c; see cli.h).
+ * stats, pause and resume go through the client library; dead reads and
+ * changes the dead-letter stream through the Redis layer (the library has
+ * no call for it). */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "client_internal.h"
+#include "contract.h"
+#include "envelope.h"
+#include "jr.h"
+#include "proc.h"
+#include "redis_admin.h"
+#include "redis_sched.h"
+#include "util.h"
+
+/* ---- stats ---------------------------------------------------------------- */
+
+/* A count as text: "?" when it could not be read (-1). buf holds 24 bytes. */
+static const char *count_text(int64_t n, char *buf) {
+    if (n < 0) snprintf(buf, 24, "?");
+    else snprintf(buf, 24, "%lld", (long long)n);
+    return buf;
+}
+
+/* A count as JSON: null when it could not be read (-1). */
+static json_t *json_count(int64_t n) { return n < 0 ? json_null() : json_integer(n); }
+
+/* An age in ms as "850ms", "12.5s", "7m12s", "3h05m", "2d04h"; "-" if < 0. */
+static const char *age_text(long long ms, char *buf, size_t len) {
+    if (ms < 0) snprintf(buf, len, "-");
+    else if (ms < 1000) snprintf(buf, len, "%lldms", ms);
+    else if (ms < 60000) snprintf(buf, len, "%.1fs", (double)ms / 1000.0);
+    else if (ms < 3600000) snprintf(buf, len, "%lldm%02llds", ms / 60000, ms / 1000 % 60);
+    else if (ms < 86400000) snprintf(buf, len, "%lldh%02lldm", ms / 3600000, ms / 60000 % 60);
+    else snprintf(buf, len, "%lldd%02lldh", ms / 86400000, ms / 3600000 % 24);
+    return buf;
+}
+
+/* One stats table, or JSON document, of `queues` (every registered queue if
+ * none). The JSON is one object {"queues": [{"queue", "ready", "pending",
+ * "delayed", "dead", "paused", "processed", "failed", "jobs_per_second",
+ * "oldest_ready_ms"}, ...]}, counts as numbers, paused a boolean (with
+ * "paused_since", Unix ms, when true); a count whose key holds another type
+ * and a paused state that cannot be read are null, as are jobs_per_second
+ * when unknown and oldest_ready_ms when no job is ready. 0, or 1 after
+ * saying why. */
+static int stats_once(jr_client_t *c, const jr_strlist_t *queues, int json, FILE *out) {
+    jr_strlist_t all = {0};
+    char wake[JR_ID_MAX];
+    int rc = 0, failed = 0; /* rc: a Redis error; failed: JSON building or writing */
+    if (!queues->n) {
+        jr_redis_t *r = jr_client_redis(c);
+        if (!r) {
+            fprintf(stderr, "jobrunner: stats: %s\n", jr_client_strerror(JR_CLIENT_ECONNECT));
+            return 1;
+        }
+        if ((rc = jr_redis_queues(r, &all, wake))) fprintf(stderr, "jobrunner: stats: %s\n", jr_cli_esc(jr_redis_errstr(r)));
+        queues = &all;
+    }
+    json_t *doc = NULL, *arr = NULL;
+    if (!rc && json) {
+        doc = json_object();
+        arr = json_array();
+        if (!doc || !arr || json_object_set_new(doc, "queues", arr)) failed = jr_cli_json_oom(&doc);
+    } else if (!rc) {
+        fprintf(out, "%-20s %9s %9s %9s %9s %11s %9s %8s %8s  %s\n", "QUEUE", "READY", "PENDING", "DELAYED", "DEAD",
+                "PROCESSED", "FAILED", "JOBS/S", "OLDEST", "PAUSED");
+    }
+    for (size_t i = 0; !rc && !failed && i < queues->n; i++) {
+        jr_client_stats_t s;
+        if ((rc = jr_client_stats(c, queues->v[i], &s))) {
+            fprintf(stderr, "jobrunner: stats: %s: %s\n", jr_cli_esc(queues->v[i]), jr_cli_esc(jr_client_errstr(c)));
+            break;
+        }
+        long long since = s.paused > 0 ? s.paused_since_ms : -1;
+        /* A count of -1: its key holds garbage (the client's note names it). */
+        if (s.ready < 0 || s.pending < 0 || s.delayed < 0 || s.dead < 0 || s.processed < 0 || s.paused < 0)
+            fprintf(stderr, "jobrunner: stats: %s: %s; its counts shown as ?\n", jr_cli_esc(queues->v[i]),
+                    jr_cli_esc(jr_client_errstr(c)));
+        if (json) {
+            json_t *q = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "queue",
+                                  jr_json_bytes(queues->v[i], strlen(queues->v[i])), "ready", json_count(s.ready),
+                                  "pending", json_count(s.pending), "delayed", json_count(s.delayed), "dead",
+                                  json_count(s.dead), "paused", s.paused < 0 ? json_null() : json_boolean(s.paused), "processed", json_count(s.processed),
+                                  "failed", json_count(s.failed), "jobs_per_second",
+                                  s.jobs_per_second >= 0 ? json_real(s.jobs_per_second) : json_null(),
+                                  "oldest_ready_ms",
+                                  s.oldest_ready_ms >= 0 ? json_integer(s.oldest_ready_ms) : json_null());
+            if (q && since >= 0 && json_object_set_new(q, "paused_since", json_integer(since))) {
+                json_decref(q);
+                q = NULL;
+            }
+            if (!q || json_array_append_new(arr, q)) failed = jr_cli_json_oom(&doc);
+        } else {
+            char t[JR_TIME_LEN], age[32], n[6][24], rate[24];
+            jr_cli_print_cell(out, queues->v[i], 20);
+            if (s.jobs_per_second >= 0) snprintf(rate, sizeof rate, "%.1f", s.jobs_per_second);
+            else snprintf(rate, sizeof rate, "?");
+            fprintf(out, " %9s %9s %9s %9s %11s %9s %8s %8s  %s%s\n", count_text(s.ready, n[0]),
+                    count_text(s.pending, n[1]), count_text(s.delayed, n[2]), count_text(s.dead, n[3]),
+                    count_text(s.processed, n[4]), count_text(s.failed, n[5]), rate,
+                    age_text(s.oldest_ready_ms, age, sizeof age), since >= 0 ? "since " : s.paused < 0 ? "?" : "-",
+                    since >= 0 ? jr_time_format(since, t) : "");
+        }
+    }
+    if (rc || failed) json_decref(doc);
+    else if (json) failed = jr_cli_json_out(out, doc);
+    jr_strlist_free(&all);
+    return rc || failed ? 1 : 0;
+}
+
+/* Print, per queue of `queues`: ready, pending, delayed and dead counts,
+ * processed and failed totals, jobs per second over the last minute, the age
+ * of the oldest ready job, paused; as a table or JSON on `out`. With
+ * `watch`, clear the screen and redraw every second until interrupted.
+ * Returns the exit status. */
+static int cmd_stats(const jr_config_t *cfg, const jr_strlist_t *queues, int json, int watch, FILE *out) {
+    jr_client_t *c = jr_cli_client(cfg, 0);
+    if (!c) return 1;
+    int status;
+    for (;;) {
+        if (watch) fputs("\033[H\033[2J", out); /* home, clear: redraw in place */
+        status = stats_once(c, queues, json, out);
+        if (!watch || status) break;
+        char t[JR_TIME_LEN];
+        fprintf(out, "\n%s  (every 1 s; Ctrl-C stops)\n", jr_time_format(jr_wall_ms(), t));
+        if (fflush(out) || ferror(out)) break; /* its reader is gone: out_done says so */
+        if (jr_sleep_interruptible(1000)) break;
+    }
+    jr_client_free(c);
+    return jr_cli_done(out, status);
+}
+
+int jr_cli_stats(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *cfg, int argc, char **argv) {
+    (void)cmd, (void)argc, (void)argv;
+    return cmd_stats(cfg, &f->queues, jr_flag(f, JR_O_JSON), jr_flag(f, JR_O_WATCH), stdout);
+}
+
+/* ---- dead ------------------------------------------------------------------- */
+
+
+/* One dead entry as JSON (NULL when out of memory): {"entry": stream id,
+ * "dead_at": time, then each field under its own name, values as
+ * jr_json_bytes}. A field whose name is not valid UTF-8, repeats an earlier
+ * name or is "entry", "dead_at" or "other_fields" goes, in order, into
+ * "other_fields": [[name, value], ...] (present only then), names and values
+ * as jr_json_bytes: nothing the entry holds is lost. */
+static json_t *dead_json(const jr_entry_t *e, const char *dead_at) {
+    json_t *o = json_pack("{s:s,s:s}", "entry", e->id, "dead_at", dead_at), *other = NULL;
+    for (size_t f = 0; o && f < e->nfields; f++) {
+        json_t *v = jr_json_bytes(e->values[f], e->value_lens[f]);
+        const char *name = e->names[f];
+        size_t len = e->name_lens[f];
+        json_t *probe = v ? json_stringn(name, len) : NULL; /* NULL: not UTF-8 */
+        int flat = probe && !memchr(name, '\0', len) && !json_object_getn(o, name, len) &&
+                   !(len == 12 && !memcmp(name, "other_fields", 12)), rc;
+        json_decref(probe);
+        if (flat) {
+            rc = json_object_setn_new(o, name, len, v);
+        } else {
+            if (!other && (!(other = json_array()) || json_object_set_new(o, "other_fields", other))) {
+                json_decref(v);
+                rc = -1;
+            } else {
+                rc = json_array_append_new(other, json_pack("[o,o]", jr_json_bytes(name, len), v));
+            }
+        }
+        if (rc) {
+            json_decref(o);
+            o = NULL;
+        }
+    }
+    return o;
+}
+
+/* When the entry was buried: its stream id's time. */
+static void dead_time(const jr_entry_t *e, char *buf) {
+    jr_time_format(strtoll(e->id, NULL, 10), buf);
+}
+
+/* `jobrunner dead SUB`: sub is list, show, retry or purge; ids are job ids
+ * or dead entry ids (all = every dead job). With json (list and show only)
+ * it prints one JSON array of dead entries, one object each (dead_json), even
+ * for one id. Returns the exit status: 2 for a bad subcommand or arguments,
+ * 1 when a named job is not dead or Redis fails. */
+static int cmd_dead(const jr_config_t *cfg, const char *queue, const char *sub, char **ids, size_t nids,
+                int all, int json, FILE *out) {
+    int list = !strcmp(sub, "list"), show = !strcmp(sub, "show");
+    int retry = !strcmp(sub, "retry"), purge = !strcmp(sub, "purge");
+    if (!list && !show && !retry && !purge) {
+        fprintf(stderr, "jobrunner dead: unknown subcommand \"%s\" (list, show, retry or purge)\n", sub);
+        return 2;
+    }
+    if ((retry || purge) && !all && !nids) {
+        fprintf(stderr, "jobrunner dead %s: name job ids or give --all\n", sub);
+        return 2;
+    }
+    if (json && !list && !show) {
+        fprintf(stderr, "jobrunner dead %s: --json applies to list and show\n", sub);
+        return 2;
+    }
+    if (show && !nids) {
+        fprintf(stderr, "jobrunner dead show: name one or more job ids\n");
+        return 2;
+    }
+    jr_redis_t *r = jr_cli_connect(cfg, retry);
+    if (!r) return 1;
+    jr_qkeys_t k;
+    jr_qkeys(&k, queue);
+    jr_batch_t b = {0};
+    int status = 0;
+    if (jr_redis_xrange(r, k.dead, 0, &b) != 0) {
+        fprintf(stderr, "jobrunner dead: %s\n", jr_cli_esc(jr_redis_errstr(r)));
+        status = 1;
+        goto out;
+    }
+    /* Which entries the command is about: all, or those of the named jobs
+     * (a job id, or the dead entry's own id: garbage buried without a job
+     * id is named that way). */
+    const char **sel = calloc(b.n + 1, sizeof *sel);
+    size_t nsel = 0;
+    if (!sel) {
+        status = 1;
+        goto out;
+    }
+    for (size_t i = 0; i < b.n; i++) {
+        size_t len;
+        const char *id = jr_cli_field(&b.v[i], JR_F_ID, &len);
+        int want = all || (list && !nids);
+        for (size_t j = 0; j < nids && !want; j++)
+            want = (id && strlen(ids[j]) == len && !memcmp(ids[j], id, len)) || !strcmp(ids[j], b.v[i].id);
+        if (want) sel[nsel++] = b.v[i].id;
+    }
+    for (size_t j = 0; j < nids; j++) { /* a job id that is not dead is an error */
+        int found = 0;
+        for (size_t i = 0; i < b.n && !found; i++) {
+            size_t len;
+            const char *id = jr_cli_field(&b.v[i], JR_F_ID, &len);
+            found = (id && strlen(ids[j]) == len && !memcmp(ids[j], id, len)) || !strcmp(ids[j], b.v[i].id);
+        }
+        if (!found) {
+            fprintf(stderr, "jobrunner dead %s: no dead job \"%s\" in queue %s\n", sub, ids[j], queue);
+            status = 1;
+        }
+    }
+    if (list || show) {
+        json_t *arr = json ? json_array() : NULL;
+        if (json && !arr) status = jr_cli_json_oom(&arr);
+        if (list && !json) fprintf(out, "%-24s %-28s %-16s %-8s %-8s %s\n", "DEAD AT", "JOB", "HANDLER", "ATTEMPT", "WHY", "ERROR");
+        size_t shown = 0;
+        for (size_t i = 0; i < b.n && (arr || !json); i++) {
+            const jr_entry_t *e = &b.v[i];
+            int pick = 0;
+            for (size_t s2 = 0; s2 < nsel && !pick; s2++) pick = sel[s2] == e->id;
+            if (!pick) continue;
+            char t[JR_TIME_LEN];
+            dead_time(e, t);
+            if (json) {
+                if (json_array_append_new(arr, dead_json(e, t))) status = jr_cli_json_oom(&arr);
+            } else if (list) {
+                fprintf(out, "%-24s ", t);
+                jr_cli_print_field(out, e, JR_F_ID, "?");
+                fputs(" ", out);
+                jr_cli_print_field(out, e, JR_F_HANDLER, "?");
+                fputs(" ", out);
+                jr_cli_print_field(out, e, JR_F_ATTEMPT, "1");
+                fputs(" ", out);
+                jr_cli_print_field(out, e, "why", "?");
+                fputs(" ", out);
+                jr_cli_print_field(out, e, JR_F_ERROR, "");
+                fputs("\n", out);
+            } else {
+                fprintf(out, "%sdead_at: %s\nentry: %s\n", shown++ ? "\n" : "", t, jr_cli_esc(e->id));
+                for (size_t f = 0; f < e->nfields; f++) {
+                    jr_cli_print_bytes(out, e->names[f], e->name_lens[f]);
+                    fputs(": ", out);
+                    jr_cli_print_bytes(out, e->values[f], e->value_lens[f]);
+                    fputs("\n", out);
+                }
+            }
+        }
+        if (arr && jr_cli_json_out(out, arr)) status = 1;
+    } else if (nsel) {
+        long long n = 0;
+        int rc = retry ? jr_redis_dead_retry(r, queue, sel, nsel, &n)
+                       : jr_redis_dead_purge(r, queue, all ? NULL : sel, all ? 0 : nsel, &n);
+        if (rc) {
+            fprintf(stderr, "jobrunner dead %s: %s\n", sub, jr_cli_esc(jr_redis_errstr(r)));
+            status = 1;
+        } else {
+            fprintf(out, "%s %lld dead job%s\n", retry ? "re-enqueued" : "purged", n, n == 1 ? "" : "s");
+            if (retry && (size_t)n < nsel)
+                fprintf(stderr, "jobrunner dead retry: %zu left in the dead stream: they cannot run "
+                        "(no handler, or kept whole in a raw field)\n", nsel - (size_t)n);
+        }
+    } else if (!status) {
+        fprintf(out, "no dead jobs in queue %s\n", queue);
+    }
+    free(sel);
+out:
+    jr_batch_free(&b);
+    jr_redis_free(r);
+    return jr_cli_done(out, status);
+}
+
+
+int jr_cli_dead(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *cfg, int argc, char **argv) {
+    if (argc < 1) return jr_cli_die(cmd->name, "%s", "expected list, show, retry or purge");
+    if (f->queues.n > 1) return jr_cli_die(cmd->name, "%s", "dead takes one -q");
+    int all = jr_flag(f, JR_O_ALL);
+    if (all && argc > 1) return jr_cli_die(cmd->name, "%s", "give job ids or --all, not both");
+    return cmd_dead(cfg, f->queues.n ? f->queues.v[0] : cfg->default_queue, argv[0], argv + 1, (size_t)(argc - 1), all,
+                    jr_flag(f, JR_O_JSON), stdout);
+}
+
+/* ---- pause, resume ------------------------------------------------------------ */
+
+/* One queue, as -q QUEUE or QUEUE (a -q was checked by main). */
+int jr_cli_pause_check(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, int argc, char **argv) {
+    if (f->queues.n + (size_t)argc != 1)
+        return jr_cli_die(cmd->name, "%s", "expected one QUEUE (as -q QUEUE or QUEUE)");
+    const char *rule = argc ? jr_contract_queue_name(argv[0], strlen(argv[0])) : NULL;
+    return rule ? jr_cli_die2(cmd->name, "queue name", argv[0], rule) : 0;
+}
+
+/* `jobrunner pause|resume QUEUE` (on = 1: pause): record it in Redis, then
+ * wake every live worker (CLIENT UNBLOCK of its blocking read) so it reads
+ * the paused set at once. Prints "QUEUE paused" / "QUEUE resumed" (or that
+ * it already was). Returns the exit status. */
+static int cmd_pause(const jr_config_t *cfg, const char *queue, int on, FILE *out) {
+    jr_client_t *c = jr_cli_client(cfg, 0);
+    if (!c) return 1;
+    int changed = 0, woken = 0;
+    if (jr_client_set_paused(c, queue, on, &changed, &woken)) {
+        fprintf(stderr, "jobrunner: %s %s: %s\n", on ? "pause" : "resume", jr_cli_esc(queue),
+                jr_cli_esc(jr_client_errstr(c)));
+        jr_client_free(c);
+        return 1;
+    }
+    /* The library woke the blocked workers; one that was not blocked reads
+     * the paused set with its next fetch anyway. */
+    if (woken < 0)
+        fprintf(stderr, "jobrunner: note: could not wake the workers (%s); they see the change within a "
+                        "block period (worker.block)\n", jr_cli_esc(jr_client_errstr(c)));
+    jr_client_stats_t s;
+    if (changed) {
+        fprintf(out, "%s %s\n", queue, on ? "paused" : "resumed");
+    } else if (on && jr_client_stats(c, queue, &s) == 0 && s.paused > 0) {
+        char t[JR_TIME_LEN];
+        fprintf(out, "%s was already paused (since %s)\n", queue, jr_time_format(s.paused_since_ms, t));
+    } else {
+        fprintf(out, "%s was %s\n", queue, on ? "already paused" : "not paused");
+    }
+    jr_client_free(c);
+    return jr_cli_done(out, 0);
+}
+
+int jr_cli_pause(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *cfg, int argc, char **argv) {
+    (void)argc;
+    return cmd_pause(cfg, f->queues.n ? f->queues.v[0] : argv[0], !strcmp(cmd->name, "pause"), stdout);
+}
