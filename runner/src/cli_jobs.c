@@ -372,7 +372,7 @@ static int print_page(FILE *out, const char *state, const char *queue, const lis
                 json_object_set_new(o, "deliveries", json_integer(l->p->deliveries));
             }
             if (o && !strcmp(state, "dead")) {
-                json_object_set_new(o, "why", field_json(l->e, "why"));
+                json_object_set_new(o, "why", field_json(l->e, JR_F_WHY));
                 json_object_set_new(o, "error", field_json(l->e, JR_F_ERROR));
             }
             if (!o || json_array_append_new(arr, o)) {
@@ -400,7 +400,7 @@ static int print_page(FILE *out, const char *state, const char *queue, const lis
         fputs(" ", out);
         if (l->p) fprintf(out, "%s (idle %.1fs, delivered %lld)", jr_cli_esc(l->p->consumer), (double)l->p->idle_ms / 1000.0,
                           l->p->deliveries);
-        if (!strcmp(state, "dead")) jr_cli_print_field(out, l->e ? l->e : &none, "why", "?");
+        if (!strcmp(state, "dead")) jr_cli_print_field(out, l->e ? l->e : &none, JR_F_WHY, "?");
         fputs("\n", out);
     }
     if (next) fprintf(out, "next page: --after %s\n", jr_cli_esc(next));

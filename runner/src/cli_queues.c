@@ -268,7 +268,7 @@ static int cmd_dead(const jr_config_t *cfg, const char *queue, const char *sub, 
                 fputs(" ", out);
                 jr_cli_print_field(out, e, JR_F_ATTEMPT, "1");
                 fputs(" ", out);
-                jr_cli_print_field(out, e, "why", "?");
+                jr_cli_print_field(out, e, JR_F_WHY, "?");
                 fputs(" ", out);
                 jr_cli_print_field(out, e, JR_F_ERROR, "");
                 fputs("\n", out);
