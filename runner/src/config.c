@@ -2,8 +2,8 @@
  *
  * The YAML document is read with libyaml's event API by a small recursive
  * descent: top-level mapping of sections, each a mapping of keys. Every key
- * is one row of `keys` below, which says where its value goes and how it is
- * checked; adding a key is adding a row. */
+ * is one row of `keys` below, which says where its value goes, its default
+ * and how it is checked; adding a key is adding a row. */
 #include "config.h"
 
 #include <errno.h>
@@ -265,7 +265,8 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...) {
 
 static size_t ev_line(const loader_t *ld) { return ld->ev.start_mark.line + 1; }
 
-/* Report "NAME:LINE: KEY: message" at the current event; returns JR_EINVAL. */
+/* Report "NAME:LINE: KEY: message" at the current event ("NAME: KEY:
+ * message" if no_lines, KEY left out if NULL); returns JR_EINVAL. */
 static int fail(loader_t *ld, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int fail(loader_t *ld, const char *key, const char *fmt, ...) {
@@ -429,7 +430,7 @@ static int set_scalar(loader_t *ld, const key_def_t *d, const char *path) {
 static int check_key_event(loader_t *ld, const char *where);
 
 /* The current event opens a mapping item of worker.queues: {name: Q,
- * weight: N}; name is required (checked by the caller), weight is 1..
+ * weight: N}; name is required, weight is 1..
  * JR_WEIGHT_MAX (default 1). Reads through the mapping's end. */
 static int weighted_item(loader_t *ld, const char *item, char *name, size_t namelen, int64_t *weight) {
     int rc;
@@ -463,7 +464,8 @@ static int weighted_item(loader_t *ld, const char *item, char *name, size_t name
 }
 
 /* The current event is the value of a list key: read the whole sequence,
- * check each item, then replace the list in the config. */
+ * check each item, then replace the list in the config (and, for
+ * worker.queues, the weights). On error the config is unchanged. */
 static int set_list(loader_t *ld, const key_def_t *d, const char *path) {
     jr_strlist_t list = {0};
     strset_t seen = {0};
@@ -773,7 +775,6 @@ static int load_periodic(loader_t *ld) {
     return 0;
 }
 
-/* The current event opens a section's value; read its keys. */
 /* Set plugin setting plugin.key to value in cfg->plugin_settings (triples
  * plugin, key, value), replacing one an earlier file set. */
 static int psetting_put(jr_config_t *cfg, const char *plugin, const char *key, const char *value) {
@@ -834,6 +835,8 @@ static int load_plugin_settings(loader_t *ld) {
     return rc;
 }
 
+/* The current event opens a section's value; read its keys (or hand the
+ * sections set whole to their readers). */
 static int load_section(loader_t *ld, const char *section) {
     if (!strcmp(section, "handlers")) return load_handlers(ld);
     if (!strcmp(section, "plugin_settings")) return load_plugin_settings(ld);
@@ -991,8 +994,9 @@ int jr_config_load_file(jr_config_t *cfg, const char *path, char *err, size_t er
 /* The rows that take a list: from a variable, "a,b" or YAML flow "[a, b]". */
 static int row_is_list(const key_def_t *d) { return d->type == T_PATHS || d->type == T_QUEUES || d->type == T_WQUEUES; }
 
-/* A row whose key is "*" is a whole section (handlers): its variable is
- * JOBRUNNER_<SECTION> and takes the section's value in YAML flow syntax. */
+/* A row whose key is "*" is a whole section (handlers, periodic,
+ * plugin_settings): its variable is JOBRUNNER_<SECTION> and takes the
+ * section's value in YAML flow syntax. */
 static int row_is_section(const key_def_t *d) { return !strcmp(d->key, "*"); }
 
 /* JOBRUNNER_<SECTION>_<KEY> of a row, upper-case, '.' and '-' as '_'. */
