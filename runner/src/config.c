@@ -107,6 +107,15 @@ static const key_def_t keys[] = {
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
+/* The rows that take a list: a sequence in the file; from a variable or a
+ * flag, "a,b" or YAML flow "[a, b]". */
+static int row_is_list(const key_def_t *d) { return d->type == T_PATHS || d->type == T_QUEUES || d->type == T_WQUEUES; }
+
+/* A row whose key is "*" is a whole section (handlers, periodic,
+ * plugin_settings): its variable is JOBRUNNER_<SECTION> and takes the
+ * section's value in YAML flow syntax. */
+static int row_is_section(const key_def_t *d) { return !strcmp(d->key, "*"); }
+
 /* ---- lists and defaults ------------------------------------------------- */
 
 /* Make room for item number n+1 in v, an array of n items of `size` bytes
@@ -430,13 +439,13 @@ static int set_scalar(loader_t *ld, const key_def_t *d, const char *path) {
 static int check_key_event(loader_t *ld, const char *where);
 
 /* The current event opens a mapping item of worker.queues: {name: Q,
- * weight: N}; name is required, weight is 1..
- * JR_WEIGHT_MAX (default 1). Reads through the mapping's end. */
-static int weighted_item(loader_t *ld, const char *item, char *name, size_t namelen, int64_t *weight) {
+ * weight: N}; name is required, weight is 1..JR_WEIGHT_MAX (default 1).
+ * Reads through the mapping's end. The name goes into *name (NULL on entry;
+ * malloc'd, the caller frees it, also on error). */
+static int weighted_item(loader_t *ld, const char *item, char **name, int64_t *weight) {
     int rc;
     size_t name_line = 0, weight_line = 0;
     char key[PATH_LEN + 40];
-    name[0] = '\0';
     *weight = 1;
     while ((rc = next(ld)) == 0 && ld->ev.type != YAML_MAPPING_END_EVENT) {
         if ((rc = check_key_event(ld, item))) return rc;
@@ -451,9 +460,9 @@ static int weighted_item(loader_t *ld, const char *item, char *name, size_t name
             return fail(ld, key, "expected a single value, got %s", ev_kind(ld));
         const char *v = ev_text(ld);
         if (is_name) {
-            if (!queue_name_ok(v) || strlen(v) >= namelen)
+            if (!queue_name_ok(v))
                 return fail(ld, key, "bad queue name \"%s\" (must be %s)", v, QUEUE_RULE);
-            snprintf(name, namelen, "%s", v);
+            if (!(*name = strdup(v))) return JR_ENOMEM;
         } else if (parse_int64(v, weight) || *weight < 1 || *weight > JR_WEIGHT_MAX) {
             return fail(ld, key, "must be an integer from 1 to %d, got \"%s\"", JR_WEIGHT_MAX, v);
         }
@@ -473,15 +482,18 @@ static int set_list(loader_t *ld, const key_def_t *d, const char *path) {
     int rc = 0, weighted = 0;
     int queues = d->type == T_QUEUES || d->type == T_WQUEUES;
     char item[PATH_LEN + 24]; /* path plus "[index]" */
-    char name[128 + 1]; /* a queue name (QUEUE_RULE) */
     while ((rc = next(ld)) == 0 && ld->ev.type != YAML_SEQUENCE_END_EVENT) {
         snprintf(item, sizeof item, "%s[%zu]", path, list.n);
         int64_t weight = 1;
         const char *v;
         size_t line = ev_line(ld);
+        char *wname = NULL; /* the name of a {name: Q, weight: N} item */
         if (d->type == T_WQUEUES && ld->ev.type == YAML_MAPPING_START_EVENT) {
-            if ((rc = weighted_item(ld, item, name, sizeof name, &weight))) break;
-            v = name, weighted = 1;
+            if ((rc = weighted_item(ld, item, &wname, &weight))) {
+                free(wname);
+                break;
+            }
+            v = wname, weighted = 1;
         } else if (ld->ev.type != YAML_SCALAR_EVENT || ev_is_null(ld)) {
             rc = fail(ld, item, "expected a %s, got %s",
                       d->type == T_WQUEUES ? "queue name or {name: Q, weight: N}" : "string", ev_kind(ld));
@@ -504,6 +516,7 @@ static int set_list(loader_t *ld, const key_def_t *d, const char *path) {
         }
         if (!rc) rc = jr_strlist_push(&list, v);
         if (!rc && queues) rc = strset_add(&seen, list.v[list.n - 1], line);
+        free(wname);
         if (rc) break;
     }
     strset_free(&seen);
@@ -859,7 +872,7 @@ static int load_section(loader_t *ld, const char *section) {
 
         const key_def_t *d = &keys[row];
         if ((rc = next(ld))) return rc;
-        int is_list = d->type == T_PATHS || d->type == T_QUEUES || d->type == T_WQUEUES;
+        int is_list = row_is_list(d);
         if (is_list && ld->ev.type != YAML_SEQUENCE_START_EVENT)
             return fail(ld, path, "expected a sequence (e.g. [a, b] or []), got %s",
                         ev_kind(ld));
@@ -990,14 +1003,6 @@ int jr_config_load_file(jr_config_t *cfg, const char *path, char *err, size_t er
 }
 
 /* ---- one setting from text: environment variables and flags ------------ */
-
-/* The rows that take a list: from a variable, "a,b" or YAML flow "[a, b]". */
-static int row_is_list(const key_def_t *d) { return d->type == T_PATHS || d->type == T_QUEUES || d->type == T_WQUEUES; }
-
-/* A row whose key is "*" is a whole section (handlers, periodic,
- * plugin_settings): its variable is JOBRUNNER_<SECTION> and takes the
- * section's value in YAML flow syntax. */
-static int row_is_section(const key_def_t *d) { return !strcmp(d->key, "*"); }
 
 /* JOBRUNNER_<SECTION>_<KEY> of a row, upper-case, '.' and '-' as '_'. */
 static void env_name(const key_def_t *d, char *buf, size_t len) {
