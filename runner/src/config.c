@@ -2,8 +2,8 @@
  *
  * The YAML document is read with libyaml's event API by a small recursive
  * descent: top-level mapping of sections, each a mapping of keys. Every key
- * is one row of `keys` below, which says where its value goes and how it is
- * checked; adding a key is adding a row. */
+ * is one row of `keys` below, which says where its value goes, its default
+ * and how it is checked; adding a key is adding a row. */
 #include "config.h"
 
 #include <errno.h>
@@ -40,6 +40,11 @@ typedef struct {
     const char *key;
     key_type_t type;
     size_t off; /* offset of the field in jr_config_t */
+    /* The default, written as in the file and applied by jr_config_init
+     * through the same checks as a value from the file (so it lies in the
+     * row's range); NULL = nothing (an empty list, no string, an empty
+     * section). config/jobrunner.yaml shows it (test_config checks). */
+    const char *def;
     int64_t min, max;
     const char *const *names; /* T_ENUM: NULL-terminated; value = index */
 } key_def_t;
@@ -62,42 +67,54 @@ _Static_assert(JR_ORDER_WEIGHTED == 0 && JR_ORDER_STRICT == 1, "orders order");
 #define MS_H (60 * MS_M)
 #define J(field) (F(jobs) + offsetof(jr_policy_t, field))
 
-/* Rows of one section must be adjacent. */
+/* Every key: where it goes, its default, its range. Rows of one section
+ * must be adjacent. Adding a key is adding a row (and its field in
+ * jr_config_t, its line in config/jobrunner.yaml and the man page). */
 static const key_def_t keys[] = {
-    {"redis", "url", T_URL, F(redis_url), 0, 0, NULL},
-    {"redis", "connect_timeout", T_DURATION, F(connect_timeout_ms), 10, 5 * MS_M, NULL},
-    {"redis", "wait", T_DURATION, F(redis_wait_ms), 0, MS_H, NULL},
-    {"log", "format", T_ENUM, F(log_format), 0, 0, log_formats},
-    {"log", "level", T_ENUM, F(log_level), 0, 0, log_levels},
-    {"plugins", "paths", T_PATHS, F(plugin_paths), 0, 0, NULL},
-    {"worker", "queues", T_WQUEUES, F(worker_queues), 0, 0, NULL},
-    {"worker", "batch", T_INT, F(worker_batch), 1, 10000, NULL},
-    {"worker", "prefetch", T_INT, F(worker_prefetch), 0, 100000, NULL},
-    {"worker", "block", T_DURATION, F(worker_block_ms), 100, 60 * MS_S, NULL},
-    {"worker", "concurrency", T_INT, F(worker_concurrency), 1, 256, NULL},
-    {"worker", "isolation", T_ENUM, F(worker_isolation), 0, 0, isolations},
-    {"worker", "lease", T_DURATION, F(worker_lease_ms), 100, MS_H, NULL},
-    {"worker", "grace", T_DURATION, F(worker_grace_ms), 0, MS_H, NULL},
-    {"worker", "handler_wait", T_DURATION, F(worker_handler_wait_ms), 0, 24 * MS_H, NULL},
-    {"worker", "order", T_ENUM, F(worker_order), 0, 0, orders},
+    /* section, key, type, field, default, min, max, names */
+    {"redis", "url", T_URL, F(redis_url), NULL, 0, 0, NULL}, /* NULL: JR_DEFAULT_REDIS_URL */
+    {"redis", "connect_timeout", T_DURATION, F(connect_timeout_ms), "2s", 10, 5 * MS_M, NULL},
+    {"redis", "wait", T_DURATION, F(redis_wait_ms), "0s", 0, MS_H, NULL},
+    {"log", "format", T_ENUM, F(log_format), "text", 0, 0, log_formats},
+    {"log", "level", T_ENUM, F(log_level), "info", 0, 0, log_levels},
+    {"plugins", "paths", T_PATHS, F(plugin_paths), NULL, 0, 0, NULL}, /* []: JR_JOBS_DIR */
+    {"worker", "queues", T_WQUEUES, F(worker_queues), NULL, 0, 0, NULL}, /* []: [default] */
+    {"worker", "batch", T_INT, F(worker_batch), "512", 1, 10000, NULL},
+    {"worker", "prefetch", T_INT, F(worker_prefetch), "512", 0, 100000, NULL},
+    {"worker", "block", T_DURATION, F(worker_block_ms), "5s", 100, 60 * MS_S, NULL},
+    {"worker", "concurrency", T_INT, F(worker_concurrency), "4", 1, 256, NULL},
+    {"worker", "isolation", T_ENUM, F(worker_isolation), "process", 0, 0, isolations},
+    {"worker", "lease", T_DURATION, F(worker_lease_ms), "30s", 100, MS_H, NULL},
+    {"worker", "grace", T_DURATION, F(worker_grace_ms), "8s", 0, MS_H, NULL},
+    {"worker", "handler_wait", T_DURATION, F(worker_handler_wait_ms), "10m", 0, 24 * MS_H, NULL},
+    {"worker", "order", T_ENUM, F(worker_order), "weighted", 0, 0, orders},
     /* The first four "jobs" rows are also the keys of each handler override. */
-    {"jobs", "timeout", T_DURATION, J(timeout_ms), 1, JR_TIMEOUT_MAX_MS, NULL},
-    {"jobs", "max_attempts", T_INT, J(max_attempts), 1, JR_ATTEMPTS_MAX, NULL},
-    {"jobs", "backoff", T_DURATION, J(backoff_ms), 0, JR_BACKOFF_MAX_MS, NULL},
-    {"jobs", "backoff_max", T_DURATION, J(backoff_max_ms), 0, JR_BACKOFF_MAX_MS, NULL},
-    {"jobs", "max_deliveries", T_INT, F(max_deliveries), 1, 1000, NULL},
-    {"jobs", "max_payload", T_INT, F(max_payload), 1, 512 << 20, NULL},
-    {"dead", "max", T_INT, F(dead_max), 1, 10000000, NULL},
-    {"handlers", "*", T_HANDLERS, 0, 0, 0, NULL},
-    {"scheduler", "queues", T_QUEUES, F(scheduler_queues), 0, 0, NULL},
-    {"scheduler", "batch", T_INT, F(scheduler_batch), 1, 100000, NULL},
-    {"scheduler", "block", T_DURATION, F(scheduler_block_ms), 100, 60 * MS_S, NULL},
-    {"metrics", "listen", T_ADDR, F(metrics_listen), 0, 0, NULL},
-    {"enqueue", "queue", T_QUEUE, F(default_queue), 0, 0, NULL},
-    {"periodic", "*", T_PERIODIC, 0, 0, 0, NULL},
-    {"plugin_settings", "*", T_PSETTINGS, 0, 0, 0, NULL},
+    {"jobs", "timeout", T_DURATION, J(timeout_ms), "5m", 1, JR_TIMEOUT_MAX_MS, NULL},
+    {"jobs", "max_attempts", T_INT, J(max_attempts), "10", 1, JR_ATTEMPTS_MAX, NULL},
+    {"jobs", "backoff", T_DURATION, J(backoff_ms), "1s", 0, JR_BACKOFF_MAX_MS, NULL},
+    {"jobs", "backoff_max", T_DURATION, J(backoff_max_ms), "1h", 0, JR_BACKOFF_MAX_MS, NULL},
+    {"jobs", "max_deliveries", T_INT, F(max_deliveries), "5", 1, 1000, NULL},
+    {"jobs", "max_payload", T_INT, F(max_payload), "1048576", 1, 512 << 20, NULL},
+    {"dead", "max", T_INT, F(dead_max), "10000", 1, 10000000, NULL},
+    {"handlers", "*", T_HANDLERS, 0, NULL, 0, 0, NULL},
+    {"scheduler", "queues", T_QUEUES, F(scheduler_queues), NULL, 0, 0, NULL}, /* []: all */
+    {"scheduler", "batch", T_INT, F(scheduler_batch), "1000", 1, 100000, NULL},
+    {"scheduler", "block", T_DURATION, F(scheduler_block_ms), "5s", 100, 60 * MS_S, NULL},
+    {"metrics", "listen", T_ADDR, F(metrics_listen), NULL, 0, 0, NULL}, /* NULL: off */
+    {"enqueue", "queue", T_QUEUE, F(default_queue), JR_DEFAULT_QUEUE, 0, 0, NULL},
+    {"periodic", "*", T_PERIODIC, 0, NULL, 0, 0, NULL},
+    {"plugin_settings", "*", T_PSETTINGS, 0, NULL, 0, 0, NULL},
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
+
+/* The rows that take a list: a sequence in the file; from a variable or a
+ * flag, "a,b" or YAML flow "[a, b]". */
+static int row_is_list(const key_def_t *d) { return d->type == T_PATHS || d->type == T_QUEUES || d->type == T_WQUEUES; }
+
+/* A row whose key is "*" is a whole section (handlers, periodic,
+ * plugin_settings): its variable is JOBRUNNER_<SECTION> and takes the
+ * section's value in YAML flow syntax. */
+static int row_is_section(const key_def_t *d) { return !strcmp(d->key, "*"); }
 
 /* ---- lists and defaults ------------------------------------------------- */
 
@@ -171,28 +188,21 @@ static void strset_free(strset_t *set) {
     memset(set, 0, sizeof *set);
 }
 
+static int parse_value(const key_def_t *d, const char *v, void *field, char *why, size_t whylen);
+
 int jr_config_init(jr_config_t *cfg) {
     memset(cfg, 0, sizeof *cfg);
-    cfg->connect_timeout_ms = 2000;
-    cfg->log_format = JR_LOG_TEXT;
-    cfg->log_level = JR_LOG_INFO;
-    cfg->worker_batch = 512;
-    cfg->worker_prefetch = 512;
-    cfg->worker_block_ms = 5000;
-    cfg->scheduler_batch = 1000;
-    cfg->scheduler_block_ms = 5000;
-    cfg->worker_concurrency = 4;
-    cfg->worker_isolation = JR_ISOLATION_PROCESS;
-    cfg->worker_lease_ms = 30000;
-    cfg->worker_grace_ms = 8000;
-    cfg->worker_handler_wait_ms = 10 * MS_M;
-    cfg->jobs = (jr_policy_t){.timeout_ms = 5 * MS_M, .max_attempts = 10, .backoff_ms = 1000,
-                              .backoff_max_ms = MS_H};
-    cfg->max_deliveries = 5;
-    cfg->max_payload = 1 << 20;
-    cfg->dead_max = 10000;
-    cfg->default_queue = strdup(JR_DEFAULT_QUEUE);
-    return cfg->default_queue ? 0 : JR_ENOMEM;
+    char why[JR_ERRLEN];
+    for (size_t i = 0; i < NKEYS; i++) {
+        int rc = keys[i].def ? parse_value(&keys[i], keys[i].def, (char *)cfg + keys[i].off, why,
+                                           sizeof why)
+                             : 0;
+        if (rc) {
+            jr_config_free(cfg);
+            return rc;
+        }
+    }
+    return 0;
 }
 
 void jr_config_free(jr_config_t *cfg) {
@@ -264,7 +274,8 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...) {
 
 static size_t ev_line(const loader_t *ld) { return ld->ev.start_mark.line + 1; }
 
-/* Report "NAME:LINE: KEY: message" at the current event; returns JR_EINVAL. */
+/* Report "NAME:LINE: KEY: message" at the current event ("NAME: KEY:
+ * message" if no_lines, KEY left out if NULL); returns JR_EINVAL. */
 static int fail(loader_t *ld, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int fail(loader_t *ld, const char *key, const char *fmt, ...) {
@@ -350,42 +361,46 @@ static int parse_int64(const char *s, int64_t *out) {
     return 0;
 }
 
-/* Apply the scalar value of the current event to row d. */
-static int set_scalar(loader_t *ld, const key_def_t *d, const char *path) {
-    void *field = ld->base + d->off;
-    const char *v = ev_text(ld);
+/* Check the text v as a value of scalar row d and store it in field (a
+ * string replaces the one there). Returns 0, JR_ENOMEM, or JR_EINVAL with
+ * what is wrong in why (e.g. "must be an integer from 1 to 256, got "x""),
+ * the field then unchanged. */
+static int parse_value(const key_def_t *d, const char *v, void *field, char *why, size_t whylen) {
     switch (d->type) {
     case T_URL: {
         jr_redis_url_t u;
-        char why[JR_ERRLEN];
-        int rc = jr_redis_url_parse(v, &u, why, sizeof why);
+        int rc = jr_redis_url_parse(v, &u, why, whylen);
         jr_redis_url_free(&u);
-        if (rc == JR_ENOMEM) return rc;
-        if (rc) return fail(ld, path, "%s", why);
+        if (rc) return rc;
         break;
     }
     case T_ADDR: {
-        char host[256], why[JR_ERRLEN];
+        char host[256];
         int port;
-        if (jr_metrics_parse_addr(v, host, sizeof host, &port, why, sizeof why))
-            return fail(ld, path, "%s", why);
+        if (jr_metrics_parse_addr(v, host, sizeof host, &port, why, whylen)) return JR_EINVAL;
         break;
     }
     case T_QUEUE:
-        if (!queue_name_ok(v))
-            return fail(ld, path, "bad queue name \"%s\" (must be %s)", v, QUEUE_RULE);
+        if (!queue_name_ok(v)) {
+            set_err(why, whylen, "bad queue name \"%s\" (must be %s)", v, QUEUE_RULE);
+            return JR_EINVAL;
+        }
         break;
     case T_DURATION: {
-        char why[JR_ERRLEN];
-        if (jr_duration_parse_range(v, d->min, d->max, (int64_t *)field, why, sizeof why))
-            return fail(ld, path, "%s, got \"%s\"", why, v);
+        char range[JR_ERRLEN];
+        if (jr_duration_parse_range(v, d->min, d->max, (int64_t *)field, range, sizeof range)) {
+            set_err(why, whylen, "%s, got \"%s\"", range, v);
+            return JR_EINVAL;
+        }
         return 0;
     }
     case T_INT: {
         int64_t n;
-        if (parse_int64(v, &n) || n < d->min || n > d->max)
-            return fail(ld, path, "must be an integer from %lld to %lld, got \"%s\"",
-                        (long long)d->min, (long long)d->max, v);
+        if (parse_int64(v, &n) || n < d->min || n > d->max) {
+            set_err(why, whylen, "must be an integer from %lld to %lld, got \"%s\"",
+                    (long long)d->min, (long long)d->max, v);
+            return JR_EINVAL;
+        }
         *(int64_t *)field = n;
         return 0;
     }
@@ -400,9 +415,11 @@ static int set_scalar(loader_t *ld, const key_def_t *d, const char *path) {
         for (int i = 0; d->names[i]; i++)
             snprintf(choices + strlen(choices), sizeof choices - strlen(choices), "%s%s",
                      i ? (d->names[i + 1] ? ", " : " or ") : "", d->names[i]);
-        return fail(ld, path, "must be %s, got \"%s\"", choices, v);
+        set_err(why, whylen, "must be %s, got \"%s\"", choices, v);
+        return JR_EINVAL;
     default:
-        return fail(ld, path, "internal error: not a scalar key");
+        set_err(why, whylen, "internal error: not a scalar key");
+        return JR_EINVAL;
     }
     /* T_URL, T_ADDR and T_QUEUE: replace the string. */
     char *copy = strdup(v);
@@ -412,16 +429,23 @@ static int set_scalar(loader_t *ld, const key_def_t *d, const char *path) {
     return 0;
 }
 
+/* Apply the scalar value of the current event to row d. */
+static int set_scalar(loader_t *ld, const key_def_t *d, const char *path) {
+    char why[JR_ERRLEN];
+    int rc = parse_value(d, ev_text(ld), ld->base + d->off, why, sizeof why);
+    return rc == JR_EINVAL ? fail(ld, path, "%s", why) : rc;
+}
+
 static int check_key_event(loader_t *ld, const char *where);
 
 /* The current event opens a mapping item of worker.queues: {name: Q,
- * weight: N}; name is required (checked by the caller), weight is 1..
- * JR_WEIGHT_MAX (default 1). Reads through the mapping's end. */
-static int weighted_item(loader_t *ld, const char *item, char *name, size_t namelen, int64_t *weight) {
+ * weight: N}; name is required, weight is 1..JR_WEIGHT_MAX (default 1).
+ * Reads through the mapping's end. The name goes into *name (NULL on entry;
+ * malloc'd, the caller frees it, also on error). */
+static int weighted_item(loader_t *ld, const char *item, char **name, int64_t *weight) {
     int rc;
     size_t name_line = 0, weight_line = 0;
     char key[PATH_LEN + 40];
-    name[0] = '\0';
     *weight = 1;
     while ((rc = next(ld)) == 0 && ld->ev.type != YAML_MAPPING_END_EVENT) {
         if ((rc = check_key_event(ld, item))) return rc;
@@ -436,9 +460,9 @@ static int weighted_item(loader_t *ld, const char *item, char *name, size_t name
             return fail(ld, key, "expected a single value, got %s", ev_kind(ld));
         const char *v = ev_text(ld);
         if (is_name) {
-            if (!queue_name_ok(v) || strlen(v) >= namelen)
+            if (!queue_name_ok(v))
                 return fail(ld, key, "bad queue name \"%s\" (must be %s)", v, QUEUE_RULE);
-            snprintf(name, namelen, "%s", v);
+            if (!(*name = strdup(v))) return JR_ENOMEM;
         } else if (parse_int64(v, weight) || *weight < 1 || *weight > JR_WEIGHT_MAX) {
             return fail(ld, key, "must be an integer from 1 to %d, got \"%s\"", JR_WEIGHT_MAX, v);
         }
@@ -449,7 +473,8 @@ static int weighted_item(loader_t *ld, const char *item, char *name, size_t name
 }
 
 /* The current event is the value of a list key: read the whole sequence,
- * check each item, then replace the list in the config. */
+ * check each item, then replace the list in the config (and, for
+ * worker.queues, the weights). On error the config is unchanged. */
 static int set_list(loader_t *ld, const key_def_t *d, const char *path) {
     jr_strlist_t list = {0};
     strset_t seen = {0};
@@ -457,15 +482,18 @@ static int set_list(loader_t *ld, const key_def_t *d, const char *path) {
     int rc = 0, weighted = 0;
     int queues = d->type == T_QUEUES || d->type == T_WQUEUES;
     char item[PATH_LEN + 24]; /* path plus "[index]" */
-    char name[128 + 1]; /* a queue name (QUEUE_RULE) */
     while ((rc = next(ld)) == 0 && ld->ev.type != YAML_SEQUENCE_END_EVENT) {
         snprintf(item, sizeof item, "%s[%zu]", path, list.n);
         int64_t weight = 1;
         const char *v;
         size_t line = ev_line(ld);
+        char *wname = NULL; /* the name of a {name: Q, weight: N} item */
         if (d->type == T_WQUEUES && ld->ev.type == YAML_MAPPING_START_EVENT) {
-            if ((rc = weighted_item(ld, item, name, sizeof name, &weight))) break;
-            v = name, weighted = 1;
+            if ((rc = weighted_item(ld, item, &wname, &weight))) {
+                free(wname);
+                break;
+            }
+            v = wname, weighted = 1;
         } else if (ld->ev.type != YAML_SCALAR_EVENT || ev_is_null(ld)) {
             rc = fail(ld, item, "expected a %s, got %s",
                       d->type == T_WQUEUES ? "queue name or {name: Q, weight: N}" : "string", ev_kind(ld));
@@ -488,6 +516,7 @@ static int set_list(loader_t *ld, const key_def_t *d, const char *path) {
         }
         if (!rc) rc = jr_strlist_push(&list, v);
         if (!rc && queues) rc = strset_add(&seen, list.v[list.n - 1], line);
+        free(wname);
         if (rc) break;
     }
     strset_free(&seen);
@@ -759,7 +788,6 @@ static int load_periodic(loader_t *ld) {
     return 0;
 }
 
-/* The current event opens a section's value; read its keys. */
 /* Set plugin setting plugin.key to value in cfg->plugin_settings (triples
  * plugin, key, value), replacing one an earlier file set. */
 static int psetting_put(jr_config_t *cfg, const char *plugin, const char *key, const char *value) {
@@ -820,6 +848,8 @@ static int load_plugin_settings(loader_t *ld) {
     return rc;
 }
 
+/* The current event opens a section's value; read its keys (or hand the
+ * sections set whole to their readers). */
 static int load_section(loader_t *ld, const char *section) {
     if (!strcmp(section, "handlers")) return load_handlers(ld);
     if (!strcmp(section, "plugin_settings")) return load_plugin_settings(ld);
@@ -842,7 +872,7 @@ static int load_section(loader_t *ld, const char *section) {
 
         const key_def_t *d = &keys[row];
         if ((rc = next(ld))) return rc;
-        int is_list = d->type == T_PATHS || d->type == T_QUEUES || d->type == T_WQUEUES;
+        int is_list = row_is_list(d);
         if (is_list && ld->ev.type != YAML_SEQUENCE_START_EVENT)
             return fail(ld, path, "expected a sequence (e.g. [a, b] or []), got %s",
                         ev_kind(ld));
@@ -973,13 +1003,6 @@ int jr_config_load_file(jr_config_t *cfg, const char *path, char *err, size_t er
 }
 
 /* ---- one setting from text: environment variables and flags ------------ */
-
-/* The rows that take a list: from a variable, "a,b" or YAML flow "[a, b]". */
-static int row_is_list(const key_def_t *d) { return d->type == T_PATHS || d->type == T_QUEUES || d->type == T_WQUEUES; }
-
-/* A row whose key is "*" is a whole section (handlers): its variable is
- * JOBRUNNER_<SECTION> and takes the section's value in YAML flow syntax. */
-static int row_is_section(const key_def_t *d) { return !strcmp(d->key, "*"); }
 
 /* JOBRUNNER_<SECTION>_<KEY> of a row, upper-case, '.' and '-' as '_'. */
 static void env_name(const key_def_t *d, char *buf, size_t len) {
@@ -1136,23 +1159,23 @@ int jr_queue_weight_parse(const char *arg, char *name, size_t namelen, int64_t *
         }
         *weight = w;
     }
-    if (len < 1 || len > 128 || len >= namelen) {
+    if (jr_contract_queue_name(arg, len) || len >= namelen) {
         set_err(why, whylen, "bad queue name (must be %s)", QUEUE_RULE);
         return JR_EINVAL;
     }
     memcpy(name, arg, len);
     name[len] = '\0';
-    if (!queue_name_ok(name)) {
-        set_err(why, whylen, "bad queue name (must be %s)", QUEUE_RULE);
-        return JR_EINVAL;
-    }
     return 0;
 }
 
-const char *jr_config_env_var(size_t i, char *buf, size_t len) {
-    if (i >= NKEYS) return NULL;
-    env_name(&keys[i], buf, len);
-    return buf;
+int jr_config_key(size_t i, jr_config_key_t *k) {
+    if (i >= NKEYS) return -1;
+    const key_def_t *d = &keys[i];
+    if (row_is_section(d)) snprintf(k->name, sizeof k->name, "%s", d->section);
+    else snprintf(k->name, sizeof k->name, "%s.%s", d->section, d->key);
+    env_name(d, k->env, sizeof k->env);
+    k->def = d->def;
+    return 0;
 }
 
 int jr_config_set_worker_queues(jr_config_t *cfg, const char *const *names, const int64_t *weights,

@@ -32,15 +32,18 @@ typedef struct jr_handler_policy {
     jr_policy_t p;
 } jr_handler_policy_t;
 
+/* Each field is set by one key (named in its comment). The key's default
+ * and range are in its row of the table in config.c, and
+ * config/jobrunner.yaml shows them to users. Durations are in ms. */
 typedef struct jr_config {
     /* redis: */
-    char *redis_url;            /* NULL = not configured (see JR_DEFAULT_REDIS_URL) */
-    int64_t connect_timeout_ms; /* redis.connect_timeout: 10ms..5m, default 2000 */
-    int64_t redis_wait_ms;      /* redis.wait: 0..1h, default 0: how long commands retry an unreachable Redis */
+    char *redis_url;            /* redis.url; NULL = not configured (then JR_DEFAULT_REDIS_URL) */
+    int64_t connect_timeout_ms; /* redis.connect_timeout */
+    int64_t redis_wait_ms;      /* redis.wait: how long commands retry an unreachable Redis */
 
     /* log: */
-    jr_log_format_t log_format; /* log.format: text | json, default text */
-    int log_level;              /* log.level: debug|info|warn|error (jr_log_level_t), default info */
+    jr_log_format_t log_format; /* log.format */
+    int log_level;              /* log.level (jr_log_level_t) */
 
     /* plugins: */
     jr_strlist_t plugin_paths;  /* plugins.paths: files or directories; empty = JR_JOBS_DIR */
@@ -48,24 +51,23 @@ typedef struct jr_config {
 
     /* worker: */
     jr_strlist_t worker_queues; /* worker.queues, empty = ["default"] */
-    int64_t worker_batch;       /* worker.batch: entries per XREADGROUP, 1..10000, default 128 */
-    int64_t worker_prefetch;    /* worker.prefetch: most fetched-but-not-started jobs a worker holds, 0..100000, default 512 */
-    int64_t worker_block_ms;    /* worker.block: longest blocking read, 100ms..60s, default 5s */
-    int64_t worker_concurrency; /* worker.concurrency: handler processes per worker, 1..256, default 4 */
-    int worker_isolation;       /* worker.isolation: process | inline (jr_isolation_t), default process */
-    int64_t worker_lease_ms;    /* worker.lease: idle time after which another worker takes a job over, 100ms..1h, default 30s */
-    int64_t worker_grace_ms;    /* worker.grace: how long running jobs may finish after SIGTERM, 0..1h, default 8s */
-    int64_t worker_handler_wait_ms; /* worker.handler_wait: how long a job whose handler is not loaded waits
-                                     * for a worker that has it before it is dead, 0..24h, default 10m */
+    int64_t worker_batch;       /* worker.batch: entries per XREADGROUP */
+    int64_t worker_prefetch;    /* worker.prefetch: most fetched-but-not-started jobs a worker holds */
+    int64_t worker_block_ms;    /* worker.block: longest blocking read */
+    int64_t worker_concurrency; /* worker.concurrency: handler processes per worker */
+    int worker_isolation;       /* worker.isolation (jr_isolation_t) */
+    int64_t worker_lease_ms;    /* worker.lease: idle time after which another worker takes a job over */
+    int64_t worker_grace_ms;    /* worker.grace: how long running jobs may finish after SIGTERM */
+    int64_t worker_handler_wait_ms; /* worker.handler_wait: how long a job whose handler is not loaded
+                                     * waits for a worker that has it before it is dead */
     int64_t *worker_weights;    /* weight of worker_queues.v[i] (1..JR_WEIGHT_MAX), set with it by the
                                    loader; NULL = every weight 1 */
-    int worker_order;           /* worker.order: weighted | strict (jr_order_t), default weighted */
+    int worker_order;           /* worker.order (jr_order_t) */
 
     /* jobs: defaults for every handler */
-    jr_policy_t jobs;           /* jobs.timeout 5m (1ms..JR_TIMEOUT_MAX_MS), jobs.max_attempts 10 (1..JR_ATTEMPTS_MAX),
-                                   jobs.backoff 1s, jobs.backoff_max 1h (0..JR_BACKOFF_MAX_MS) */
-    int64_t max_deliveries;     /* jobs.max_deliveries: deliveries (crashed workers) before a job is poison, 1..1000, default 5 */
-    int64_t max_payload;        /* jobs.max_payload: largest payload in bytes, 1..512 MiB, default 1 MiB */
+    jr_policy_t jobs;           /* jobs.timeout, jobs.max_attempts, jobs.backoff, jobs.backoff_max */
+    int64_t max_deliveries;     /* jobs.max_deliveries: deliveries (crashed workers) before a job is poison */
+    int64_t max_payload;        /* jobs.max_payload: largest payload in bytes */
 
     /* handlers: NAME: {timeout, max_attempts, backoff, backoff_max}; sorted
      * by name, without duplicates (see jr_config_policy) */
@@ -73,18 +75,18 @@ typedef struct jr_config {
     size_t nhandlers;
 
     /* dead: */
-    int64_t dead_max;           /* dead.max: dead jobs kept per queue (oldest trimmed), 1..10000000, default 10000 */
+    int64_t dead_max;           /* dead.max: dead jobs kept per queue (oldest trimmed) */
 
     /* scheduler: */
     jr_strlist_t scheduler_queues; /* scheduler.queues, empty = every registered queue */
-    int64_t scheduler_batch;       /* scheduler.batch: jobs per promotion call, 1..100000, default 1000 */
-    int64_t scheduler_block_ms;    /* scheduler.block: backstop of the blocking wait, 100ms..60s, default 5s */
+    int64_t scheduler_batch;       /* scheduler.batch: jobs per promotion call */
+    int64_t scheduler_block_ms;    /* scheduler.block: backstop of the blocking wait */
 
     /* metrics: */
     char *metrics_listen;          /* metrics.listen: HOST:PORT serving /metrics and /healthz, NULL = off */
 
     /* enqueue: */
-    char *default_queue;        /* enqueue.queue, default "default" */
+    char *default_queue;        /* enqueue.queue */
 
     /* periodic: a list of schedules a scheduler upserts into Redis at start
      * (each checked with jr_cron_def_check; names distinct) */
@@ -92,18 +94,24 @@ typedef struct jr_config {
     size_t nperiodic;
 } jr_config_t;
 
-/* Fill *cfg with the defaults above (all lists empty, strings NULL except
- * default_queue). Returns 0 or JR_ENOMEM. */
+/* Fill *cfg with every key's default (its row in config.c, checked as a
+ * value from the file would be): lists empty, no handler overrides, no
+ * schedules, no plugin settings, redis_url and metrics_listen NULL.
+ * Returns 0 or JR_ENOMEM (JR_EINVAL only for a row whose default its own
+ * checks refuse, which test_config's setup would show); on error *cfg is
+ * freed. */
 int jr_config_init(jr_config_t *cfg);
 
 /* Read a YAML file into *cfg (which jr_config_init filled), overriding the
- * keys it sets; a list given in the file replaces the list in *cfg, a
- * handler override replaces the earlier one of that name. An empty
- * file, or a section with no keys, is fine. Unknown keys, duplicate keys,
- * wrong types, out-of-range values and bad queue names are errors:
- * returns JR_EINVAL (or JR_EIO if the file cannot be read) with a message in
- * err of the form "FILE:LINE: KEY: what is wrong". On error *cfg keeps
- * whatever was applied before the bad key; the caller frees it either way. */
+ * keys it sets; a list given in the file (also periodic) replaces the list
+ * in *cfg, a handler override replaces the earlier one of that name, a
+ * plugin setting the earlier one of that plugin and key. An empty file, or
+ * a section with no keys, is fine. Unknown keys, duplicate keys, wrong
+ * types, out-of-range values and bad names are errors: returns JR_EINVAL
+ * with a message in err of the form "FILE:LINE: KEY: what is wrong", JR_EIO
+ * if the file cannot be read ("FILE: cannot open: why"), or JR_ENOMEM. On
+ * error *cfg keeps whatever was applied before the bad key; the caller
+ * frees it either way. */
 int jr_config_load_file(jr_config_t *cfg, const char *path, char *err, size_t errlen);
 
 /* Same as jr_config_load_file on an in-memory document; `name` stands in for
@@ -118,30 +126,41 @@ jr_policy_t jr_config_policy(const jr_config_t *cfg, const char *handler);
 /* Apply the environment envp (NULL-terminated "NAME=value" strings, e.g.
  * `environ`): every key of the file can be set by the variable
  * JOBRUNNER_<SECTION>_<KEY>, upper-case, with '.' and '-' as '_'
- * (JOBRUNNER_WORKER_CONCURRENCY); a whole section that is a mapping of
- * names (handlers) by JOBRUNNER_<SECTION> in YAML flow syntax. A scalar
- * value is taken literally; a list is "a,b,c" or YAML flow "[a, b, c]"; an
- * empty value counts as unset. Values are checked exactly as in the file.
- * A bad value: returns JR_EINVAL with "VARIABLE="VALUE": KEY: what is wrong"
- * in err (a URL's value is not repeated: it may hold a password), leaving the
- * keys before it applied. JOBRUNNER_* variables that name no key (other than
- * JR_CONFIG_ENV_FILE and the plugin settings JR_PLUGIN_ENV_PREFIX...) are not refused, since an orchestrator may set some
- * (Kubernetes service links: JOBRUNNER_PORT...): each gets a warning line on
- * `warn` (if not NULL). Returns 0, JR_EINVAL or JR_ENOMEM. */
+ * (JOBRUNNER_WORKER_CONCURRENCY); a section set whole (handlers, periodic,
+ * plugin_settings) by JOBRUNNER_<SECTION> in YAML flow syntax. The names
+ * come from the rows of the key table (see jr_config_key). A scalar value
+ * is taken literally; a list is "a,b,c" or YAML flow "[a, b, c]"; an empty
+ * value counts as unset. Values are checked exactly as in the file, in the
+ * order of the table. A bad value: returns JR_EINVAL with
+ * "VARIABLE="VALUE": KEY: what is wrong" in err (a URL's value is not
+ * repeated: it may hold a password), leaving the keys before it applied.
+ * JOBRUNNER_* variables that name no key (other than JR_CONFIG_ENV_FILE and
+ * the plugin settings JR_PLUGIN_ENV_PREFIX..., read elsewhere) are not
+ * refused, since an orchestrator may set some (Kubernetes service links:
+ * JOBRUNNER_PORT...): each gets a warning line on `warn` (if not NULL).
+ * Returns 0, JR_EINVAL or JR_ENOMEM. */
 int jr_config_apply_env(jr_config_t *cfg, char *const *envp, FILE *warn, char *err, size_t errlen);
 
 /* The variable naming the configuration file when -c is not given. */
 #define JR_CONFIG_ENV_FILE "JOBRUNNER_CONFIG"
-
 
 /* Set one key ("worker.concurrency") from text, checked as the same value
  * in the file would be (used for flags). Returns 0, JR_EINVAL with
  * "KEY: what is wrong" in err (the key unchanged), or JR_ENOMEM. */
 int jr_config_set(jr_config_t *cfg, const char *key, const char *value, char *err, size_t errlen);
 
-/* The environment variable of key number i of the table into buf, or NULL
- * past the last key (for tests and documentation). */
-const char *jr_config_env_var(size_t i, char *buf, size_t len);
+/* Key number i of the table in config.c, for tests and documentation: its
+ * name ("worker.batch"; a section set whole, like "handlers", by the
+ * section's name), its variable (JOBRUNNER_WORKER_BATCH) and its default as
+ * the file writes it ("512", "5s"; NULL where the default is nothing: an
+ * empty list or section, no URL, no address). Returns 0, or -1 past the
+ * last key. */
+typedef struct jr_config_key {
+    char name[64];
+    char env[80];
+    const char *def;
+} jr_config_key_t;
+int jr_config_key(size_t i, jr_config_key_t *k);
 
 /* Free everything *cfg owns; safe to call twice. */
 void jr_config_free(jr_config_t *cfg);

@@ -1,6 +1,7 @@
 /* Periodic schedules: the cron expression parser, "next firing after T" and
  * the schedule definition stored in Redis. Pure: no I/O except reading the
- * system tz database (see jr_cron_next for how), no process-global state.
+ * system tz database (jr_tz_valid, jr_cron_next and what calls them; see
+ * jr_cron_next for how), no process-global state (TZDIR is read).
  *
  * Cron syntax: 5 fields (minute hour day-of-month month day-of-week) or 6
  * with a leading seconds field. Each field is a comma list of `*`, `N`,
@@ -86,8 +87,9 @@ typedef struct jr_cron_def {
 /* 1 if s is a valid schedule name (jr_contract_schedule_name). */
 int jr_cron_name_valid(const char *s);
 
-/* Check every field of d (name, handler, queue, exactly one of cron and
- * every in JR_CRON_EVERY_MIN_MS..JR_CRON_EVERY_MAX_MS, zone, missed) and
+/* Check every field of d (name, handler, queue, payload UTF-8, exactly one
+ * of cron and every in JR_CRON_EVERY_MIN_MS..JR_CRON_EVERY_MAX_MS, zone,
+ * missed) and
  * parse its expression into d->parsed. Returns 0 or JR_EINVAL with a
  * message in err naming the key ("cron: field 2 (hour): 24 is out of
  * 0-23", "timezone: unknown zone \"Mars/Base\""). */
@@ -95,7 +97,8 @@ int jr_cron_def_check(jr_cron_def_t *d, char *err, size_t errlen);
 
 /* The first tick of d strictly after after_ms (see jr_cron_next; an `every`
  * schedule ticks at the multiples of its interval since the Unix epoch), or
- * -1 for never. d must have passed jr_cron_def_check. */
+ * -1 for never (and when its zone cannot be read now). d must have passed
+ * jr_cron_def_check. */
 int64_t jr_cron_def_next(const jr_cron_def_t *d, int64_t after_ms);
 
 /* The latest tick of d in (last, before) (Unix ms), or -1 if none: the
@@ -107,12 +110,14 @@ int64_t jr_cron_def_latest(const jr_cron_def_t *d, int64_t last, int64_t before)
 /* The stored form: a JSON object {"handler", "queue", "payload"?, "cron" |
  * "every_ms", "timezone", "missed": "skip"|"once", "enabled"} (the name is
  * the hash field). Returns a malloc'd compact string, NULL when out of
- * memory. */
+ * memory (or when a string of d is not UTF-8, which jr_cron_def_check
+ * refuses). */
 char *jr_cron_def_encode(const jr_cron_def_t *d);
 
-/* Decode and check a stored definition (name given separately). Returns 0
- * or JR_EINVAL with a message in err; *d is zeroed first and must be freed
- * with jr_cron_def_free either way. */
+/* Decode and check a stored definition (name given separately; unknown
+ * keys refused). Returns 0, or JR_EINVAL or JR_ENOMEM with a message in
+ * err; *d is zeroed first and must be freed with jr_cron_def_free either
+ * way. */
 int jr_cron_def_decode(const char *name, const char *json, jr_cron_def_t *d, char *err, size_t errlen);
 
 void jr_cron_def_free(jr_cron_def_t *d);

@@ -19,8 +19,8 @@
 
 #define DEMO_QUEUE "shop"
 
-/* Start argv[0] (searched in PATH) with stdout sent to stderr. Returns the
- * pid, or -1. */
+/* Start argv[0] (searched in PATH) with stdout sent to stderr (to
+ * /dev/null if quiet). Returns the pid, or -1. */
 static pid_t spawn(char *const argv[], int quiet) {
     pid_t pid = fork();
     if (pid != 0) return pid;
@@ -88,7 +88,7 @@ int jr_dev_run(const jr_config_t *cfg_in, const char *self, const char *plugins,
         cfg.redis_url = url;
         say("started a private redis-server for the demo at %s%s", url, "");
     }
-    /* Wait for Redis (up to 5 s). */
+    /* Wait for Redis: 100 tries 50 ms apart (5 s for the private server). */
     for (int i = 0; i < 100 && !r; i++) {
         char err[JR_ERRLEN];
         if ((r = jr_redis_connect(cfg.redis_url, 1000, err, sizeof err)) == NULL) usleep(50000);

@@ -9,7 +9,9 @@
 #include "config.h"
 
 /* `self` is the path of this program; `plugins` the plugin directory;
- * `orders` how many orders to place. Returns the exit status. */
+ * `orders` how many orders to place; `config_path` (or NULL) the file the
+ * scheduler and workers get with -c. Returns the exit status: 0 when every
+ * order ended paid or closed, else 1. */
 int jr_dev_run(const jr_config_t *cfg, const char *self, const char *plugins, int orders,
                const char *config_path);
 

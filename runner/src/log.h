@@ -5,10 +5,12 @@
  * UTF-8), so a line reads back as exactly the message and the keys given,
  * whatever bytes they hold (docs/operations.md, "Log lines");
  * or the same keys as one JSON object per line (encoded by jansson; values
- * that are not UTF-8 as {"base64": ...}, count and *_ms keys as numbers: see
- * README.md, "JSON output"). TIME is UTC RFC 3339 with
- * milliseconds. Lines go to stderr, buffered; jr_log_flush() writes them out
- * (called before any blocking wait, so nothing sits in the buffer while idle).
+ * that are not UTF-8 as {"base64": ...}; the values of the count keys
+ * listed in log.c and of keys ending in _ms, _us or _seconds as numbers
+ * when they are number literals: see README.md, "JSON output"). TIME is UTC
+ * RFC 3339 with milliseconds. Lines go to stderr, buffered; a warn or error
+ * line is flushed at once, the others by jr_log_flush() (called before any
+ * blocking wait, so nothing sits in the buffer while idle).
  * From jr_log_setup on they go to a private duplicate of stderr (close-on-exec,
  * fd >= 100), so a handler closing or reopening fds 0-2 does not divert them. */
 #ifndef JR_LOG_H
@@ -23,10 +25,11 @@ void jr_log_setup(jr_log_format_t format, int min_level, const char *component);
 
 /* Log `msg` followed by key/value string pairs, terminated by NULL:
  *   jr_log_kv(JR_LOG_INFO, "job finished", "job", id, "queue", q, NULL);
- * A pair whose value is NULL is left out. */
+ * A pair whose value is NULL is left out; the line holds at most the first
+ * 32 pairs (use jr_log_kvv for more). */
 void jr_log_kv(jr_log_level_t level, const char *msg, ...);
 
-/* printf-style message with no keys. */
+/* printf-style message with no keys, cut at 1023 bytes. */
 void jr_log(jr_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Like jr_log_kv with the pairs given as arrays (n pairs). */

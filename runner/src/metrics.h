@@ -54,7 +54,8 @@ void jr_mreg_free(jr_mreg_t *m);
  * label of the family; copied), creating it at 0 first: counters add v
  * (v >= 0), gauges are set to v, histograms observe v. Cost: a scan of the
  * family's series (few: queues x handlers x outcomes). Returns 0 or
- * JR_ENOMEM, or JR_EINVAL for a negative counter increment. */
+ * JR_ENOMEM, or JR_EINVAL for a negative (or NaN) counter increment or a
+ * family number out of range. */
 int jr_mreg_update(jr_mreg_t *m, size_t fam, const char *const *labels, double v);
 
 /* The text exposition of every family: HELP and TYPE lines (also for a
@@ -68,9 +69,10 @@ char *jr_mreg_encode(const jr_mreg_t *m, size_t *len);
 typedef enum { JR_METRICS_WORKER, JR_METRICS_SCHEDULER } jr_metrics_role_t;
 
 /* Start serving on addr (jr_metrics_parse_addr) with the families of the
- * role. /healthz answers 503 once the loop has not turned, or Redis has
- * not answered, for longer than stale_ms. Returns 0, or JR_EINVAL/JR_EIO
- * with a message naming the address in err (bad address, port in use). */
+ * role. /healthz answers 503 until Redis first answers, and once the loop
+ * has not turned, or Redis has not answered, for longer than stale_ms.
+ * Returns 0, or JR_EIO with a message naming the address in err (bad
+ * address, port in use, ...), or JR_ENOMEM. */
 int jr_metrics_start(const char *addr, jr_metrics_role_t role, int64_t stale_ms, char *err,
                      size_t errlen);
 /* Stop the server and free everything. Safe if never started. */

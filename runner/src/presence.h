@@ -45,9 +45,11 @@ int64_t jr_presence_deadline(const jr_presence_t *p);
  * only a broken connection is returned as an error. */
 int jr_presence_tick(jr_presence_t *p, jr_redis_t *r, long long running);
 
-/* If due (at the first call, then every JR_PRUNE_LEASES leases): remove from each queue's group the consumers of
- * processes that are not live, hold no pending entry and were idle for a
- * lease (jr_redis_prune_consumers). Errors as for jr_presence_tick. */
+/* If due (at the first call, then every JR_PRUNE_LEASES leases): remove
+ * from each queue's group the consumers of processes that are not live,
+ * hold no pending entry and were idle for a lease (jr_redis_prune_consumers).
+ * A refusal by Redis is logged and tried again at the next pass; returns 0,
+ * the error of a broken connection, or JR_ENOMEM. */
 int jr_presence_prune(jr_presence_t *p, jr_redis_t *r, const char *const *queues, size_t nq);
 
 /* Remove this process's entry (clean exit); best effort. */

@@ -22,8 +22,9 @@ const char *jr_config_redis_url(const jr_config_t *cfg);
 /* The same with any password masked, for logs; returns buf. */
 const char *jr_config_redis_url_shown(const jr_config_t *cfg, char *buf, size_t len);
 
-/* Connect once, load the Function library and warn if the server may evict
- * keys. NULL with a message in err on failure. */
+/* Connect once, load the Function library (logging at INFO when Redis
+ * already holds a newer revision, which is then used) and warn if the
+ * server may evict keys. NULL with a message in err on failure. */
 jr_redis_t *jr_connect_once(const jr_config_t *cfg, char *err, size_t errlen);
 
 /* Connect to Redis, load the Function library and warn if the server may

@@ -20,8 +20,9 @@ int jr_redis_promote(jr_redis_t *r, const char *queue, int64_t limit, int64_t de
                      int64_t *moved, int64_t *buried, double *next_due_ms, double *now_ms,
                      char *wake_id, int64_t *cascaded);
 
-/* Every registered queue (replaces *out's contents), and the registry's last
- * wake entry id into wake_id (JR_ID_MAX bytes). */
+/* Every registered queue (replaces *out's contents; a member that breaks
+ * the queue-name rule is left out), and the registry's last wake entry id
+ * into wake_id (JR_ID_MAX bytes). */
 int jr_redis_queues(jr_redis_t *r, jr_strlist_t *out, char *wake_id);
 
 /* Send XREAD BLOCK timeout_ms STREAMS <keys> <ids> without waiting for the
@@ -36,7 +37,8 @@ int jr_redis_send_wake_read(jr_redis_t *r, const char *const *keys, char (*ids)[
 /* The type of `key` ("none", "string", "stream", ...; len bytes) from TYPE. */
 int jr_redis_key_type(jr_redis_t *r, const char *key, char *type, size_t len);
 /* Read its reply: for each stream that had entries, ids[i] becomes the
- * newest id and fired[i] = 1 (others 0). Returns how many fired. */
+ * newest id and fired[i] = 1 (others 0). Returns how many fired (0 also
+ * when the read was ended by CLIENT UNBLOCK ... ERROR), or a JR_E* code. */
 int jr_redis_recv_wake_read(jr_redis_t *r, const char *const *keys, char (*ids)[JR_ID_MAX],
                             unsigned char *fired, size_t n);
 
@@ -63,8 +65,9 @@ typedef struct jr_cron_entry {
  * wake stream's last id into wake_id (JR_ID_MAX bytes), read atomically. */
 int jr_redis_cron_list(jr_redis_t *r, jr_cron_entry_t **out, size_t *n, char *wake_id);
 void jr_cron_entries_free(jr_cron_entry_t *v, size_t n);
-/* Parse a last-fired record "<tick ms> <job id>": returns the tick (or -1
- * if malformed) and points *job at the id. */
+/* Parse a last-fired record "<tick ms> <job id>": returns the tick and
+ * points *job at the id, or returns -1 (malformed, or NULL or "") with
+ * *job = "". */
 int64_t jr_cron_last_parse(const char *last, const char **job);
 
 #endif

@@ -1,13 +1,16 @@
 /* The scheduler.
  *
- * Two connections: `cmd` runs jr_promote; `blk` keeps one XREAD BLOCK
- * outstanding on the wake streams of the queues served (and the registry's,
- * when following every queue). The precise timer is ours: we poll() the
- * blocked connection with a deadline at the earliest due time, and promote
- * on `cmd` when it passes, leaving the XREAD in place. Redis's own BLOCK
- * timeout (scheduler.block) is only a backstop, because Redis ends blocked
- * commands on its hz tick, up to 100 ms late. While idle the only Redis
- * traffic is that one XREAD per backstop period.
+ * Two connections: `cmd` runs every call (jr_promote, the registry, the
+ * schedules, presence, the depth gauges); `blk` keeps one XREAD BLOCK
+ * outstanding on the wake streams of the queues served, jr:{cron}:wake and
+ * (when following every queue) the registry's. The precise timer is ours:
+ * we poll() the blocked connection with a deadline at the earliest due
+ * time, and promote on `cmd` when it passes, leaving the XREAD in place.
+ * Redis's own BLOCK timeout (scheduler.block) is only a backstop, because
+ * Redis ends blocked commands on its hz tick, up to 100 ms late. While idle
+ * the Redis traffic is that one XREAD per backstop period, the presence
+ * refresh (one PEXPIRE every third of worker.lease) and, with metrics on,
+ * the depth of each queue once a second.
  *
  * Any number of schedulers may run: jr_promote is atomic, and the wake
  * streams are read (not popped), so every scheduler learns of an earlier job.
@@ -230,8 +233,8 @@ static int64_t sched_next_limit(int64_t limit, int64_t batch, int64_t took_us) {
 }
 
 /* Promote everything due in queue i; fold its next due time into the
- * deadline. Returns 0 when Redis refused this queue (it backs off alone),
- * or an error that needs a reconnect. */
+ * deadline. Returns 0 (also when Redis refused this queue: it backs off
+ * alone), or an error that needs a reconnect. */
 static int sched_promote(sched_t *s, size_t i) {
     const char *q = s->queues.v[i];
     int64_t moved, buried, cascaded, total = 0, total_buried = 0;
@@ -426,7 +429,7 @@ static int cron_fire_one(sched_t *s, const jr_cron_def_t *d, int64_t tick, int c
 }
 
 /* Upsert the configured schedules. Refusals are logged; a transport error
- * is returned. */
+ * (or JR_ENOMEM) is returned. */
 static int cron_upsert(sched_t *s) {
     for (size_t i = 0; i < s->cfg->nperiodic; i++) {
         const jr_cron_def_t *d = &s->cfg->periodic[i];
@@ -572,9 +575,10 @@ static int cron_fire(sched_t *s) {
 
 /* Read the schedules from Redis. A schedule whose stored definition is
  * unchanged keeps its next tick; a new or changed one starts at the first
- * tick at or after now. On the first load (this scheduler's start S),
- * missed ticks (after the last fired, before S) of `once` schedules fire
- * one catch-up job. */
+ * tick at or after now; an unreadable one is reported and not fired. On
+ * the first load (this scheduler's start S), missed ticks (after the last
+ * fired, before S) of `once` schedules fire one catch-up job. A listing
+ * Redis refuses keeps the schedules loaded and is tried again after 5 s. */
 static int cron_load(sched_t *s) {
     jr_cron_entry_t *v = NULL;
     size_t n = 0;

@@ -1,4 +1,7 @@
-/* Pure parsing and formatting helpers: no I/O, no global state. */
+/* Parsing and formatting helpers (durations, times, Redis URLs, backoff),
+ * pure: no I/O, no global state, the same result for the same arguments.
+ * The exceptions are the two clocks at the end, jr_wall_ms and jr_mono_us,
+ * which read the system's clocks. */
 #ifndef JR_UTIL_H
 #define JR_UTIL_H
 
@@ -7,9 +10,11 @@
 
 /* jr_duration_parse and jr_duration_parse_range: contract.h. */
 
-/* Format a duration for messages in the largest unit that divides it:
- * "0", "250ms", "60s", "5m", "48h", "168h (7 days)". Returns buf; a buffer
- * of JR_DURATION_LEN bytes holds any value. */
+/* Format a duration for messages in the largest of h, m and s of which it
+ * is a whole number of at least 2 (else in s when whole, else in ms), a
+ * whole number of days from 2 up also in days: "0", "250ms", "60s", "5m",
+ * "60m", "48h", "168h (7 days)". Returns buf; a buffer of JR_DURATION_LEN
+ * bytes holds any value. */
 #define JR_DURATION_LEN 64
 char *jr_duration_format(int64_t ms, char *buf, size_t len);
 
@@ -77,14 +82,18 @@ void jr_redis_url_free(jr_redis_url_t *u);
 /* Delay before the retry that follows failed attempt number `attempt`
  * (1 = the first attempt failed): exponential backoff with full jitter, a
  * uniform value in [0, min(cap_ms, base_ms * 2^(attempt-1))], picked with the
- * uniform random number `rnd`. Never negative; no overflow for any attempt. */
+ * uniform random number `rnd` (rnd modulo the ceiling + 1). 0 when base_ms
+ * or cap_ms is not positive; attempt 0 counts as 1. Never negative; no
+ * overflow for any attempt. */
 int64_t jr_backoff_ms(uint32_t attempt, int64_t base_ms, int64_t cap_ms, uint64_t rnd);
 
-/* Wall-clock Unix time in ms / monotonic clock in microseconds. */
-int64_t jr_wall_ms(void);
 /* Days since 1970-01-01 of a proleptic Gregorian date (any year; no time
- * zone involved). Pure. */
+ * zone involved). */
 int64_t jr_days_from_civil(int64_t y, int m, int d);
+
+/* Not pure: the wall clock (CLOCK_REALTIME) as Unix time in ms, and the
+ * monotonic clock (CLOCK_MONOTONIC) in microseconds. */
+int64_t jr_wall_ms(void);
 int64_t jr_mono_us(void);
 
 #endif

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "contract.h"
 #include "harness.h"
 #include "jobrunner/plugin.h"
 #include "jr.h"
@@ -85,18 +86,6 @@ static void expect_defaults(const jr_config_t *c) {
 /* ---- defaults and good documents ---------------------------------------- */
 
 Test(config, defaults) { expect_defaults(&cfg); }
-
-Test(config, example_file_loads_and_shows_the_defaults) {
-    const char *path = JRT_SOURCE_DIR "/config/jobrunner.yaml";
-    int rc = jr_config_load_file(&cfg, path, err, sizeof err);
-    cr_assert_eq(rc, 0, "%s", err);
-    /* The example documents the defaults, so loading it changes nothing but
-     * spelling the default URL out. */
-    cr_expect_str_eq(cfg.redis_url, JR_DEFAULT_REDIS_URL);
-    free(cfg.redis_url);
-    cfg.redis_url = NULL;
-    expect_defaults(&cfg);
-}
 
 Test(config, full_document_sets_every_field) {
     load_ok("redis:\n"
@@ -560,12 +549,12 @@ Test(config, every_key_has_a_distinct_documented_variable) {
     /* roff writes '_' as is; strip nothing else: names have no '-'. */
     char names[64][128];
     size_t n = 0;
-    char buf[128];
-    for (size_t i = 0; jr_config_env_var(i, buf, sizeof buf); i++) {
+    jr_config_key_t k;
+    for (size_t i = 0; jr_config_key(i, &k) == 0; i++) {
         cr_assert(n < 64);
-        for (size_t j = 0; j < n; j++) cr_expect_str_neq(names[j], buf, "%s twice", buf);
-        snprintf(names[n++], sizeof names[0], "%s", buf);
-        cr_expect(strstr(man, buf), "the man page does not list %s", buf);
+        for (size_t j = 0; j < n; j++) cr_expect_str_neq(names[j], k.env, "%s twice", k.env);
+        snprintf(names[n++], sizeof names[0], "%s", k.env);
+        cr_expect(strstr(man, k.env), "the man page does not list %s", k.env);
     }
     cr_expect_gt(n, 20);
     free(man);
@@ -801,4 +790,210 @@ Test(config, plugin_settings_are_kept_per_plugin_and_a_later_file_overrides_one)
     load_bad("plugin_settings:\n  greet: hello\n", "plugin_settings.greet: expected a mapping", NULL);
     load_bad("plugin_settings:\n  greet:\n    greeting: [a, b]\n", "plugin_settings.greet.greeting: expected a single value",
              NULL);
+}
+
+/* ---- what users read: the example file and the man page ---------------- */
+
+/* One entry of config/jobrunner.yaml, the commented example that README
+ * and the man page point to for every key, its default and its range. */
+typedef struct {
+    char name[64];     /* "worker.batch"; a section: "handlers" */
+    char value[160];   /* as written after "KEY: " ("" if none) */
+    int commented;     /* shown only in a comment ("# metrics:" / "#   listen: ...") */
+    char about[2048];  /* the comment lines since the previous entry */
+} shown_t;
+
+enum { SHOWN_MAX = 96 };
+
+/* Is name a section that the table sets whole (handlers, periodic, ...)? */
+static int whole_section(const char *name) {
+    jr_config_key_t k;
+    for (size_t i = 0; jr_config_key(i, &k) == 0; i++)
+        if (!strcmp(k.name, name)) return 1;
+    return 0;
+}
+
+/* Read the example: a line "SECTION:" (or "# SECTION:" for a section shown
+ * commented out) opens a section, "  KEY: VALUE" (or "#   KEY: VALUE") is a
+ * key of it; keys inside a section set whole are its own business; every
+ * other comment line is description. Returns the number of entries. */
+static size_t read_example(shown_t *out, size_t max) {
+    char *text = jrt_slurp(JRT_SOURCE_DIR "/config/jobrunner.yaml");
+    cr_assert(text, "config/jobrunner.yaml is missing");
+    size_t n = 0;
+    char section[64] = "", about[2048] = "";
+    int sec_commented = 0;
+    for (char *line = text, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = '\0';
+        const char *p = line, *name;
+        int commented = 0, indented;
+        if (p[0] == '#' && p[1] == ' ') p += 2, commented = 1;
+        indented = !strncmp(p, "  ", 2);
+        if (indented) p += 2;
+        name = p;
+        while ((*p >= 'a' && *p <= 'z') || *p == '_') p++;
+        int entry = p > name && *p == ':' && (p[1] == '\0' || p[1] == ' ');
+        if (entry && !indented && commented && p[1] != '\0') entry = 0; /* "# redis: ..." prose */
+        if (entry && indented && (!*section || commented != sec_commented || whole_section(section)))
+            entry = 0; /* a key of a whole section, or an example in a comment */
+        if (!entry) {
+            const char *c = strchr(line, '#');
+            if (c) snprintf(about + strlen(about), sizeof about - strlen(about), "%s\n", c + 1);
+            continue;
+        }
+        cr_assert(n < max);
+        shown_t *e = &out[n++];
+        if (indented) snprintf(e->name, sizeof e->name, "%s.%.*s", section, (int)(p - name), name);
+        else {
+            snprintf(section, sizeof section, "%.*s", (int)(p - name), name);
+            snprintf(e->name, sizeof e->name, "%s", section);
+            sec_commented = commented;
+        }
+        snprintf(e->value, sizeof e->value, "%s", p[1] ? p + 2 : "");
+        e->commented = commented;
+        snprintf(e->about, sizeof e->about, "%s", about);
+        about[0] = '\0';
+    }
+    free(text);
+    return n;
+}
+
+static const shown_t *shown_find(const shown_t *v, size_t n, const char *name) {
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(v[i].name, name)) return &v[i];
+    return NULL;
+}
+
+/* The range "(A to B" (or "(each A to B") in a description: 1, or 0 if
+ * there is none. */
+static int range_in(const char *about, char *lo, char *hi, size_t len) {
+    for (const char *p = strchr(about, '('); p; p = strchr(p + 1, '(')) {
+        const char *a = p + 1;
+        if (!strncmp(a, "each ", 5)) a += 5;
+        size_t na = strcspn(a, " ),;");
+        if (!na || strncmp(a + na, " to ", 4)) continue;
+        const char *b = a + na + 4;
+        size_t nb = strcspn(b, " ),;\n");
+        snprintf(lo, len, "%.*s", (int)na, a);
+        snprintf(hi, len, "%.*s", (int)nb, b);
+        return 1;
+    }
+    return 0;
+}
+
+static int all_digits(const char *s) { return *s && strspn(s, "0123456789") == strlen(s); }
+
+/* Does setting key to value succeed, on a fresh configuration? */
+static int accepts(const char *key, const char *value) {
+    jr_config_t c;
+    char why[JR_ERRLEN];
+    cr_assert_eq(jr_config_init(&c), 0);
+    int rc = jr_config_set(&c, key, value, why, sizeof why);
+    jr_config_free(&c);
+    return rc == 0;
+}
+
+/* The example file shows every key of the table with the default in its
+ * row, states the range of every number and duration (the loader takes
+ * both ends and refuses one step beyond each), shows no key that is not in
+ * the table, and loads. A key added to the table without its line there,
+ * or a default changed in one place only, fails here. */
+Test(config, example_file_shows_every_key_with_its_default_and_range) {
+    static shown_t shown[SHOWN_MAX];
+    size_t n = read_example(shown, SHOWN_MAX);
+    cr_assert_gt(n, 20, "read only %zu entries of config/jobrunner.yaml", n);
+    jr_config_key_t k;
+    size_t nkeys = 0;
+    for (size_t i = 0; jr_config_key(i, &k) == 0; i++, nkeys++) {
+        const shown_t *e = shown_find(shown, n, k.name);
+        if (!e) {
+            cr_expect_fail("config/jobrunner.yaml does not show %s", k.name);
+            continue;
+        }
+        if (k.def) {
+            cr_expect(!e->commented && !strcmp(e->value, k.def),
+                      "config/jobrunner.yaml shows %s: %s%s, its default is %s", k.name, e->value,
+                      e->commented ? " (commented out)" : "", k.def);
+        } else {
+            /* No default: an empty list or section, or a setting that is
+             * off unless given; an unconfigured Redis URL means the
+             * default URL, which the example spells out. */
+            int ok = e->commented || !strcmp(e->value, "[]") || !strcmp(e->value, "{}") ||
+                     (!strcmp(k.name, "redis.url") && !strcmp(e->value, JR_DEFAULT_REDIS_URL));
+            cr_expect(ok, "config/jobrunner.yaml shows %s: %s, but it has no default", k.name,
+                      e->value);
+        }
+        int64_t ms;
+        int is_int = k.def && all_digits(k.def);
+        if (!k.def || (!is_int && jr_duration_parse(k.def, &ms))) continue;
+        /* A number or a duration: its range, stated, is the one enforced.
+         * (backoff_max shares the description of backoff.) */
+        char lo[64], hi[64], v[80];
+        const char *about = e->about[0] || e == shown ? e->about : e[-1].about;
+        if (!range_in(about, lo, hi, sizeof lo)) {
+            cr_expect_fail("config/jobrunner.yaml states no range \"(A to B)\" for %s", k.name);
+            continue;
+        }
+        cr_expect(accepts(k.name, lo), "%s refuses %s, its documented minimum", k.name, lo);
+        cr_expect(accepts(k.name, hi), "%s refuses %s, its documented maximum", k.name, hi);
+        int64_t a, b;
+        if (is_int) {
+            cr_assert(all_digits(lo) && all_digits(hi), "%s: range %s to %s", k.name, lo, hi);
+            a = strtoll(lo, NULL, 10), b = strtoll(hi, NULL, 10);
+            snprintf(v, sizeof v, "%lld", (long long)a - 1);
+            cr_expect(!accepts(k.name, v), "%s takes %s, below its documented range", k.name, v);
+            snprintf(v, sizeof v, "%lld", (long long)b + 1);
+            cr_expect(!accepts(k.name, v), "%s takes %s, above its documented range", k.name, v);
+        } else {
+            cr_assert(!jr_duration_parse(lo, &a) && !jr_duration_parse(hi, &b), "%s: range %s to %s",
+                      k.name, lo, hi);
+            snprintf(v, sizeof v, "%lldms", (long long)a - 1);
+            if (a > 0) cr_expect(!accepts(k.name, v), "%s takes %s, below its documented range", k.name, v);
+            snprintf(v, sizeof v, "%lldms", (long long)b + 1);
+            cr_expect(!accepts(k.name, v), "%s takes %s, above its documented range", k.name, v);
+        }
+    }
+    /* Nothing shown that is not a key or a section of the table. */
+    for (size_t i = 0; i < n; i++) {
+        int known = 0;
+        for (size_t j = 0; !known && jr_config_key(j, &k) == 0; j++) {
+            size_t len = strlen(shown[i].name);
+            known = !strcmp(k.name, shown[i].name) ||
+                    (!strchr(shown[i].name, '.') && !strncmp(k.name, shown[i].name, len) && k.name[len] == '.');
+        }
+        cr_expect(known, "config/jobrunner.yaml shows %s, which is no key", shown[i].name);
+    }
+    cr_expect_gt(nkeys, 20);
+    /* It loads as it is (users start from a copy). */
+    int rc = jr_config_load_file(&cfg, JRT_SOURCE_DIR "/config/jobrunner.yaml", err, sizeof err);
+    cr_expect_eq(rc, 0, "%s", err);
+}
+
+/* The man page's CONFIGURATION lists every section, with each of its keys
+ * in parentheses: `.BR worker " (queues, order, ...), "`. */
+Test(config, man_page_lists_every_key_of_each_section) {
+    char *man = jrt_slurp(JRT_SOURCE_DIR "/docs/jobrunner.1");
+    cr_assert(man, "docs/jobrunner.1 is missing");
+    jr_config_key_t k;
+    for (size_t i = 0; jr_config_key(i, &k) == 0; i++) {
+        char section[64], want[80];
+        const char *dot = strchr(k.name, '.');
+        snprintf(section, sizeof section, "%.*s", dot ? (int)(dot - k.name) : (int)strlen(k.name), k.name);
+        snprintf(want, sizeof want, " %s \" (", section);
+        const char *group = strstr(man, want);
+        if (!group) {
+            cr_expect_fail("the man page's CONFIGURATION does not list the section %s", section);
+            continue;
+        }
+        if (!dot) continue;
+        group += strlen(want);
+        const char *end = strchr(group, ')'), *key = dot + 1;
+        size_t len = strlen(key);
+        int found = 0;
+        for (const char *p = group; !found && (p = strstr(p, key)) && p < end; p += len)
+            found = (p == group || p[-1] == ' ') && (p[len] == ',' || p[len] == ')');
+        cr_expect(found, "the man page lists %s without its key %s", section, k.name);
+    }
+    free(man);
 }
