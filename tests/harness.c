@@ -408,17 +408,13 @@ pid_t jrt_scheduler(const jrt_redis_t *r, const char *cfg, const char *log) {
 jr_enqueue_t jrt_job(const char *queue, const char *handler, const char *payload) {
     return (jr_enqueue_t){.queue = queue,
                           .env = {.handler = handler, .handler_len = strlen(handler), .payload = payload,
-                                  .payload_len = strlen(payload), .attempt = 1}};
+                                  .payload_len = payload ? strlen(payload) : 0, .attempt = 1}};
 }
 
 void jrt_enqueue_jobs(const jrt_redis_t *r, const jr_enqueue_t *jobs, size_t n, char (*ids)[JR_ID_MAX]) {
     jr_redis_t *c = jrt_jr_connect(r);
-    for (size_t done = 0; done < n;) {
-        size_t k = n - done < 1000 ? n - done : 1000;
-        cr_assert_eq(jr_redis_enqueue(c, jobs + done, k, ids ? ids + done : NULL, NULL), 0, "enqueue to %s: %s",
-                     jobs[done].queue, jr_redis_errstr(c));
-        done += k;
-    }
+    cr_assert_eq(jr_redis_enqueue(c, jobs, n, ids, NULL), 0, "enqueue to %s: %s", n ? jobs[0].queue : "-",
+                 jr_redis_errstr(c));
     jr_redis_free(c);
 }
 

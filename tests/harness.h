@@ -110,12 +110,13 @@ pid_t jrt_worker(const jrt_redis_t *r, const char *cfg, const char *plugin, cons
  * <r's URL>`), output appended to log (NULL: /dev/null). */
 pid_t jrt_scheduler(const jrt_redis_t *r, const char *cfg, const char *log);
 
-/* A job of `handler` with `payload` on `queue`, attempt 1, every other
- * field zero (the defaults); the strings are not copied. */
+/* A job of `handler` with `payload` (may be NULL: none) on `queue`,
+ * attempt 1, every other field zero (the defaults); the strings are not
+ * copied. */
 jr_enqueue_t jrt_job(const char *queue, const char *handler, const char *payload);
-/* Enqueue jobs[0..n) through jobrunner's C API (jr_redis_enqueue on a new
- * connection to r), in calls of up to 1000 jobs; their ids into ids (may be
- * NULL). Fails the test if any is refused or Redis fails. */
+/* Enqueue jobs[0..n) through jobrunner's C API: one jr_redis_enqueue on a
+ * new connection to r; their ids into ids (may be NULL). Fails the test if
+ * any is refused or Redis fails. */
 void jrt_enqueue_jobs(const jrt_redis_t *r, const jr_enqueue_t *jobs, size_t n, char (*ids)[JR_ID_MAX]);
 /* Enqueue n copies of `job` (as jrt_enqueue_jobs). */
 void jrt_enqueue(const jrt_redis_t *r, jr_enqueue_t job, size_t n, char (*ids)[JR_ID_MAX]);

@@ -38,8 +38,7 @@ static void config(const char *extra) {
 }
 
 static pid_t start_worker(const char *queue) {
-    const char *w[] = {"worker", "-c", cfgpath, "-q", queue, "--plugin", JRT_CANCEL_PLUGIN, NULL};
-    return jrt_spawn(wlog, w);
+    return jrt_worker(&R, cfgpath, JRT_CANCEL_PLUGIN, wlog, (const char *[]){"-q", queue, NULL});
 }
 
 /* Run jobrunner with up to 12 args after "-c cfg"; output in out/err. */
@@ -54,16 +53,13 @@ static int cli(char *out, size_t outlen, char *err, size_t errlen, const char *a
 /* Enqueue with the CLI; the id into id. */
 static void enqueue(char *id, size_t len, const char *queue, const char *flag, const char *flagval,
                     const char *idopt, const char *handler) {
-    char out[256], err[1024];
-    const char *args[16] = {"enqueue", "-c", cfgpath, "-q", queue};
-    int n = 5;
+    const char *args[16] = {"-q", queue};
+    int n = 2;
     if (flag) args[n++] = flag, args[n++] = flagval;
     if (idopt) args[n++] = "--id", args[n++] = idopt;
     args[n++] = handler;
     args[n] = NULL;
-    cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, args), 0, "enqueue: %s", err);
-    out[strcspn(out, "\n")] = '\0';
-    snprintf(id, len, "%.127s", out);
+    jrt_cli_enqueue(&R, cfgpath, args, id, len < 128 ? len : 128);
 }
 
 /* `job show` as JSON, parsed; *status = its exit status. */
@@ -89,13 +85,7 @@ static const char *state_of(const char *queue, const char *id) {
 }
 
 /* Wait up to timeout_ms until the record has `n` lines containing `needle`. */
-static int wait_record(const char *needle, int n, int timeout_ms) {
-    for (int waited = 0;; waited += 20) {
-        int got = jrt_count(record, needle);
-        if (got >= n || waited >= timeout_ms) return got;
-        jrt_sleep_ms(20);
-    }
-}
+static int wait_record(const char *needle, int n, int timeout_ms) { return jrt_wait_count(record, needle, n, timeout_ms); }
 
 /* Wait until job `id` is in `state` (polling job show). */
 static int wait_state(const char *queue, const char *id, const char *state, int timeout_ms) {
@@ -412,17 +402,15 @@ Test(lookup, generated_explicit_retried_promoted_ids_and_stale_index) {
 
 Test(lookup, cancel_racing_promotion_and_fetch_is_never_both) {
     config("worker:\n  concurrency: 2\n  lease: 5s\n");
-    jr_redis_t *j = jrt_jr_connect(&R);
     static jr_enqueue_t jobs[RACE_N];
     static char ids[RACE_N][JR_ID_MAX], given[RACE_N][32];
     int64_t t0 = jrt_wall_us() + 3000000; /* due in 3 s, spread over 300 ms */
     for (int i = 0; i < RACE_N; i++) {
         snprintf(given[i], sizeof given[i], "race-%d", i);
-        jobs[i] = (jr_enqueue_t){.queue = "race", .id = i % 2 ? given[i] : NULL, .at_us = t0 + (i % 300) * 1000,
-                                 .env = {.handler = "quick", .handler_len = 5, .attempt = 1}};
+        jobs[i] = jrt_job("race", "quick", NULL);
+        jobs[i].id = i % 2 ? given[i] : NULL, jobs[i].at_us = t0 + (i % 300) * 1000;
     }
-    cr_assert_eq(jr_redis_enqueue(j, jobs, RACE_N, ids, NULL), 0, "%s", jr_redis_errstr(j));
-    jr_redis_free(j);
+    jrt_enqueue_jobs(&R, jobs, RACE_N, ids);
     const char *sa[] = {"scheduler", "-c", cfgpath, "-q", "race", NULL};
     pid_t s = jrt_spawn(NULL, sa);
     pid_t w1 = start_worker("race"), w2 = start_worker("race");
