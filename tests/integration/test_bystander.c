@@ -39,15 +39,6 @@ TestSuite(bystander, .init = setup, .fini = teardown, .timeout = 120);
 
 /* ---- HTTP ----------------------------------------------------------------- */
 
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t l = sizeof a;
-    cr_assert(fd >= 0 && !bind(fd, (struct sockaddr *)&a, sizeof a) && !getsockname(fd, (struct sockaddr *)&a, &l));
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 /* A TCP connection to 127.0.0.1:port from the loopback address `from`
  * (e.g. "127.0.0.2": a client that is not 127.0.0.1, as one from the
  * network would be), non-blocking once connected. -1 if refused. */
@@ -206,7 +197,7 @@ static int keep_asking(int port, const char *const *askers, int ms) {
  * address (a Prometheus on the network), also after the deadline has cut
  * the first slow connections and they came back. */
 Test(bystander, slow_clients_from_one_address_leave_health_and_metrics_answering) {
-    int port = free_port();
+    int port = jrt_free_port();
     pid_t w = start_worker(port);
     static const char *const attacker[] = {"127.0.0.2"};
     slow_t s;
@@ -235,7 +226,7 @@ Test(bystander, slow_clients_from_one_address_leave_health_and_metrics_answering
 /* 100 slow clients from 100 addresses (no per-address cap applies) fill
  * every slot open to the network: 127.0.0.1 still has its reserve. */
 Test(bystander, slow_clients_from_many_addresses_leave_the_local_healthcheck_answering) {
-    int port = free_port();
+    int port = jrt_free_port();
     pid_t w = start_worker(port);
     static char names[100][20];
     static const char *from[100];
@@ -260,7 +251,7 @@ Test(bystander, slow_clients_from_many_addresses_leave_the_local_healthcheck_ans
 /* A client that dribbles a header byte every 200 ms (each one resets an
  * idle timeout) is cut at the request deadline, 5 s after it connected. */
 Test(bystander, a_dribbling_client_is_cut_at_the_deadline) {
-    int port = free_port();
+    int port = jrt_free_port();
     pid_t w = start_worker(port);
     int fd = connect_from("127.0.0.2", port);
     cr_assert_geq(fd, 0);

@@ -34,22 +34,9 @@ Test(drain, connections_killed_between_results_and_read_lose_no_job) {
     jrt_config(&R, "worker:\n  lease: 1s\n  concurrency: 2\njobs:\n  max_deliveries: 100\n", cfgpath, sizeof cfgpath);
     enum { N = 3000, W = 2 };
     static char ids[N][JR_ID_MAX];
-    jr_redis_t *r = jrt_jr_connect(&R);
-    jr_enqueue_t *jobs = calloc(N, sizeof *jobs);
-    for (size_t i = 0; i < N; i++)
-        jobs[i] = (jr_enqueue_t){.queue = "default",
-                                 .env = {.handler = "nap", .handler_len = 3, .payload = "1", .payload_len = 1,
-                                         .attempt = 1}};
-    cr_assert_eq(jr_redis_enqueue(r, jobs, N, ids, NULL), 0, "%s", jr_redis_errstr(r));
-    free(jobs);
-    jr_redis_free(r);
+    jrt_enqueue(&R, jrt_job("default", "nap", "1"), N, ids);
     pid_t w[W];
-    for (int i = 0; i < W; i++) {
-        char log[192];
-        snprintf(log, sizeof log, "%s/w%d.log", R.dir, i);
-        const char *args[] = {"worker", "-c", cfgpath, "--plugin", JRT_RECORD_PLUGIN, NULL};
-        w[i] = jrt_spawn(log, args);
-    }
+    for (int i = 0; i < W; i++) w[i] = jrt_worker(&R, cfgpath, NULL, jrt_path(&R, i ? "w1.log" : "w0.log"), NULL);
     redisContext *c = jrt_connect(&R);
     int kills = 0;
     for (int round = 0; round < 200; round++) {

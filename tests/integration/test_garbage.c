@@ -31,49 +31,23 @@ static void teardown(void) { jrt_redis_stop(&R); }
 
 TestSuite(garbage, .init = setup, .fini = teardown, .timeout = 150);
 
-static pid_t start_worker(void) {
-    const char *w[] = {"worker", "-c", cfgpath, "--plugin", JRT_RECORD_PLUGIN, NULL};
-    return jrt_spawn(wlog, w);
-}
-static pid_t start_scheduler(void) {
-    const char *s[] = {"scheduler", "-c", cfgpath, NULL};
-    return jrt_spawn(slog, s);
-}
+static pid_t start_worker(void) { return jrt_worker(&R, cfgpath, NULL, wlog, NULL); }
+static pid_t start_scheduler(void) { return jrt_scheduler(&R, cfgpath, slog); }
+static void run_ok(const char *const *args) { jrt_run_expect(0, NULL, 0, args); }
 
-static void run_ok(const char *const *args) {
-    char out[512], err[512];
-    int st = jrt_run(out, sizeof out, err, sizeof err, args);
-    cr_assert_eq(st, 0, "jobrunner %s %s: %s%s", args[0], args[1] ? args[1] : "", out, err);
-}
-
-/* Enqueue one record job to queue q, due in delay_ms (0 = now); its id into id. */
+/* Enqueue one record job to queue q (payload q), due in delay_ms (0 = now),
+ * on connection r; its id into id. */
 static void enqueue(jr_redis_t *r, const char *q, int64_t delay_ms, char *id) {
-    jr_enqueue_t job = {.queue = q,
-                        .delay_ms = delay_ms,
-                        .env = {.handler = "record", .handler_len = 6, .payload = q, .payload_len = strlen(q),
-                                .attempt = 1}};
+    jr_enqueue_t job = jrt_job(q, "record", q);
+    job.delay_ms = delay_ms;
     char ids[1][JR_ID_MAX];
     cr_assert_eq(jr_redis_enqueue(r, &job, 1, ids, NULL), 0, "enqueue to %s: %s", q, jr_redis_errstr(r));
     snprintf(id, JR_ID_MAX, "%s", ids[0]);
 }
 
-/* How many times job `id` of queue q ran: lines of the record file
- * "id attempt us payload" with the payload q (enqueue's), since entry ids
- * repeat across queues. */
-static int runs_of(const char *rec, const char *id, const char *q) {
-    int n = 0;
-    size_t len = strlen(id), ql = strlen(q);
-    for (const char *line = rec; *line;) {
-        const char *nl = strchr(line, '\n');
-        size_t ll = nl ? (size_t)(nl - line) : strlen(line);
-        if (ll > len + ql && !strncmp(line, id, len) && line[len] == ' ' && line[ll - ql - 1] == ' ' &&
-            !strncmp(line + ll - ql, q, ql))
-            n++;
-        if (!nl) break;
-        line = nl + 1;
-    }
-    return n;
-}
+/* How many times job `id` of queue q ran (its payload is q: entry ids
+ * repeat across queues), in the record's text. */
+static int runs_of(const char *rec, const char *id, const char *q) { return jrt_runs_in(rec, id, q); }
 
 /* Calls of the commands jobrunner's processes send themselves (INFO
  * commandstats also counts the commands a function runs inside, which

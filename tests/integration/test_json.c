@@ -131,10 +131,8 @@ Test(json, stats_counts_processed_and_failed_jobs_and_the_rate) {
     }
     const char *f[] = {"enqueue", "-c", cfg, "fail", "y", NULL}; /* JR_RESULT_FAIL: dead at once */
     cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, f), 0, "%s", err);
-    const char *sched[] = {"scheduler", "-c", cfg, NULL};
-    pid_t s = jrt_spawn(NULL, sched);
-    const char *wargs[] = {"worker", "-c", cfg, "--plugin", JRT_RECORD_PLUGIN, NULL};
-    pid_t w = jrt_spawn(wlog, wargs);
+    pid_t s = jrt_scheduler(&R, cfg, NULL);
+    pid_t w = jrt_worker(&R, cfg, NULL, wlog, NULL);
     jr_qstats_t st = {0};
     for (int waited = 0; waited < 20000 && ((st = jrt_stats(&R, "default")).dead < 1 || st.processed < 6); waited += 50)
         jrt_sleep_ms(50);
@@ -167,8 +165,7 @@ Test(json, dead_list_and_show_print_one_array_and_payloads_come_back_exactly) {
     snprintf(rec, sizeof rec, "%s/record.txt", R.dir);
     setenv("JRT_RECORD", rec, 1);
     for (size_t i = 0; i < NPAYLOADS; i++) enqueue(cfg, "fail", payloads[i].id, payloads[i].bytes, payloads[i].n);
-    const char *wargs[] = {"worker", "-c", cfg, "--plugin", JRT_RECORD_PLUGIN, NULL};
-    pid_t w = jrt_spawn(wlog, wargs);
+    pid_t w = jrt_worker(&R, cfg, NULL, wlog, NULL);
     long long dead = 0;
     for (int waited = 0; waited < 20000 && dead < (long long)NPAYLOADS; waited += 50) {
         dead = jrt_stats(&R, "default").dead;
@@ -258,8 +255,7 @@ Test(json, every_json_log_line_parses) {
     enqueue(cfg, "record", "\xff\"q\\\n", "\xff\xfe\x80", 3);
     enqueue(cfg, "fail", "caf\xc3\xa9 \xe2\x98\x95", "a\0b", 3);
     enqueue(cfg, "nosuch", "x\x80y", "p", 1);
-    const char *wargs[] = {"worker", "-c", cfg, "--plugin", JRT_RECORD_PLUGIN, NULL};
-    pid_t w = jrt_spawn(wlog, wargs);
+    pid_t w = jrt_worker(&R, cfg, NULL, wlog, NULL);
     int finished = 0;
     for (int waited = 0; waited < 20000 && finished < 2; waited += 50) {
         finished = jrt_count(wlog, "\"msg\":\"job finished\"");

@@ -20,24 +20,12 @@ static jrt_redis_t R;
 static char record[192], wlog[192];
 
 static void setup(void) {
-    jrt_redis_start(&R, NULL);
-    snprintf(record, sizeof record, "%s/record.txt", R.dir);
+    jrt_start_recorded(&R, record, sizeof record);
     snprintf(wlog, sizeof wlog, "%s/proc.log", R.dir);
-    setenv("JRT_RECORD", record, 1);
 }
 static void teardown(void) { jrt_redis_stop(&R); }
 
 TestSuite(metrics, .init = setup, .fini = teardown, .timeout = 180);
-
-/* A port that was free a moment ago (bind port 0, read it, close). */
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t l = sizeof a;
-    cr_assert(fd >= 0 && !bind(fd, (struct sockaddr *)&a, sizeof a) && !getsockname(fd, (struct sockaddr *)&a, &l));
-    close(fd);
-    return ntohs(a.sin_port);
-}
 
 /* GET path from 127.0.0.1:port. Returns the HTTP status (-1 if no
  * connection or no complete answer) and the body (malloc'd) in *body. */
@@ -173,16 +161,9 @@ static double wait_sample(int port, const char *series, double want, int timeout
 }
 
 static void enqueue_n(const char *queue, const char *handler, size_t n, int64_t delay_ms) {
-    jr_redis_t *r = jrt_jr_connect(&R);
-    jr_enqueue_t *jobs = calloc(n, sizeof *jobs);
-    for (size_t i = 0; i < n; i++) {
-        jobs[i].queue = queue, jobs[i].delay_ms = delay_ms;
-        jobs[i].env.handler = handler, jobs[i].env.handler_len = strlen(handler);
-        jobs[i].env.payload = "x", jobs[i].env.payload_len = 1;
-    }
-    cr_assert_eq(jr_redis_enqueue(r, jobs, n, NULL, NULL), 0, "%s", jr_redis_errstr(r));
-    free(jobs);
-    jr_redis_free(r);
+    jr_enqueue_t job = jrt_job(queue, handler, "x");
+    job.delay_ms = delay_ms, job.env.attempt = 0;
+    jrt_enqueue(&R, job, n, NULL);
 }
 
 /* Every metric of the role has HELP and TYPE lines. */
@@ -221,7 +202,7 @@ static pid_t start_with(const char *role, int port, const char *config, int flag
 static pid_t start(const char *role, int port, const char *config) { return start_with(role, port, config, 1); }
 
 Test(metrics, worker_counts_every_finished_job_by_outcome) {
-    int port = free_port();
+    int port = jrt_free_port();
     pid_t w = start("worker", port, NULL);
     char *body;
     cr_assert_eq(http_get(port, "/metrics", &body), 200);
@@ -259,7 +240,7 @@ Test(metrics, worker_counts_every_finished_job_by_outcome) {
 }
 
 Test(metrics, worker_health_follows_redis) {
-    int port = free_port();
+    int port = jrt_free_port();
     char cfg[256];
     jrt_write(&R, "w.yaml", "worker:\n  block: 500ms\n", cfg, sizeof cfg);
     pid_t w = start("worker", port, cfg);
@@ -316,7 +297,7 @@ Test(metrics, worker_health_follows_redis) {
 }
 
 Test(metrics, scheduler_counts_promotions_and_depths) {
-    int port = free_port();
+    int port = jrt_free_port();
     char cfg[256], text[256];
     snprintf(text, sizeof text, "scheduler:\n  block: 500ms\nmetrics:\n  listen: 127.0.0.1:%d\n", port);
     jrt_write(&R, "s.yaml", text, cfg, sizeof cfg);

@@ -217,8 +217,7 @@ Test(priority, pause_stops_fetching_survives_a_worker_restart_and_resume_restart
     enqueue_n("mail", "record", "after-pause", 1);
     enqueue_n("other", "record", NULL, 1); /* the other queue keeps going */
     /* Delayed jobs still fall due into the paused queue. */
-    const char *sa[] = {"scheduler", "-c", cfgpath, NULL};
-    pid_t sched = jrt_spawn(wlog, sa);
+    pid_t sched = jrt_scheduler(&R, cfgpath, wlog);
     char out[4096];
     const char *later[] = {"enqueue", "-c", cfgpath, "-q", "mail", "--in", "300ms", "record", "delayed", NULL};
     jrt_run_expect(0, out, sizeof out, later);
