@@ -156,8 +156,7 @@ static pid_t start_worker(int port) {
     char addr[64], cfg[256];
     snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
     jrt_write(&R, "w.yaml", "worker:\n  block: 1s\n", cfg, sizeof cfg);
-    const char *args[] = {"worker", "--redis", R.url, "--metrics", addr, "--plugin", JRT_RECORD_PLUGIN, "-c", cfg, NULL};
-    pid_t pid = jrt_spawn(wlog, args);
+    pid_t pid = jrt_worker(&R, NULL, NULL, wlog, (const char *[]){"--metrics", addr, "-c", cfg, NULL});
     int st = -1;
     for (int t = 0; t < 15000 && st != 200; t += 100) {
         char *b;
@@ -304,8 +303,7 @@ static void keys_of(const char *line, char *out, size_t len) {
 /* The issue's payload through a real handler's log call: the message is
  * quoted, and the line has only the keys the worker wrote. */
 Test(bystander, a_handler_message_cannot_forge_log_keys) {
-    const char *wargs[] = {"worker", "--redis", R.url, "--plugin", JRT_PLUGIN_DIR "/echo.so", NULL};
-    pid_t w = jrt_spawn(wlog, wargs);
+    pid_t w = jrt_worker(&R, NULL, JRT_PLUGIN_DIR "/echo.so", wlog, NULL);
     char out[256];
     const char *e1[] = {"enqueue", "--redis", R.url, "echo", "x job=forged-1 outcome=ok", NULL};
     const char *e2[] = {"enqueue", "--redis", R.url, "echo", "\" job=forged-2 \"error=none", NULL};
