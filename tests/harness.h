@@ -94,6 +94,23 @@ redisReply *jrt_delayed_all(redisContext *c, const char *q);
 /* How many delayed jobs queue q has: ZCARD jr:{q}:delayed + jr:{q}:wheel:n. */
 long long jrt_delayed_count(redisContext *c, const char *q);
 
+/* The frame most integration test files share, as statics of the file: a
+ * fresh Redis per test (jrt_redis_t R), the record plugin's file (char
+ * record[]: R.dir/record.txt, JRT_RECORD set to it), a path for the config
+ * file (char cfgpath[], for jrt_config) and the worker's log (char wlog[]:
+ * R.dir/worker.log); then TestSuite(suite, ...) with the setup that makes
+ * them and the teardown that stops Redis and removes R.dir. */
+#define JRT_RECORDED_SUITE(suite, ...)                                       \
+    static jrt_redis_t R;                                                    \
+    static char record[192], cfgpath[192] __attribute__((unused)),           \
+        wlog[192] __attribute__((unused));                                   \
+    static void setup(void) {                                                \
+        jrt_start_recorded(&R, record, sizeof record);                       \
+        snprintf(wlog, sizeof wlog, "%s/worker.log", R.dir);                 \
+    }                                                                        \
+    static void teardown(void) { jrt_redis_stop(&R); }                       \
+    TestSuite(suite, .init = setup, .fini = teardown, __VA_ARGS__)
+
 /* ---- shared helpers of the test files ---------------------------------- */
 
 /* DIR/name (DIR = r's temp dir), in one of 8 static buffers used in turn:

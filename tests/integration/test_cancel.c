@@ -20,13 +20,7 @@
 #include "harness.h"
 #include "jr.h"
 
-static jrt_redis_t R;
-static char record[192], cfgpath[192];
-
-static void setup(void) { jrt_start_recorded(&R, record, sizeof record); }
-static void teardown(void) { jrt_redis_stop(&R); }
-
-TestSuite(cancel, .init = setup, .fini = teardown, .timeout = 120);
+JRT_RECORDED_SUITE(cancel, .timeout = 120);
 
 /* Run jobrunner with args ("--redis URL" added: jrt_cli); stdout into out. */
 static int cli(char *out, size_t len, const char *const *args) { return jrt_cli(&R, out, len, args); }
@@ -148,8 +142,6 @@ Test(cancel, removed_jobs_are_not_enqueued_again_within_their_window) {
     /* a dead job: run `bad` once */
     const char *e3[] = {"enqueue", "-q", "main", "--id", "dead-1", "bad", NULL};
     cr_assert_eq(cli(out, sizeof out, e3), 0);
-    char wlog[256];
-    snprintf(wlog, sizeof wlog, "%s/worker.log", R.dir);
     pid_t wp = jrt_worker(&R, NULL, JRT_CANCEL_PLUGIN, wlog, (const char *[]){"-q", "main", NULL});
     cr_assert(wait_state("main", "dead-1", "dead", 20000));
     jrt_stop(wp, SIGTERM, 10000);
@@ -174,8 +166,7 @@ Test(cancel, removed_jobs_are_not_enqueued_again_within_their_window) {
  * stopped; the worker resumes and acknowledges it before any heartbeat or
  * cancel check could tell it: the ack itself says cancelled. */
 Test(cancel, job_cancelled_before_its_ack_is_acked_as_cancelled_without_followups) {
-    char wlog[256], go[256];
-    snprintf(wlog, sizeof wlog, "%s/worker.log", R.dir);
+    char go[256];
     snprintf(go, sizeof go, "%s.go", record);
     jrt_config(&R, "worker:\n  lease: 30s\n", cfgpath, sizeof cfgpath);
     pid_t wp = jrt_worker(&R, cfgpath, JRT_CANCEL_PLUGIN, wlog, (const char *[]){"-q", "main", NULL});

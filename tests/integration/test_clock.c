@@ -18,13 +18,7 @@
 #include "harness.h"
 #include "jr.h"
 
-static jrt_redis_t R;
-static char record[192], cfgpath[192];
-
-static void setup(void) { jrt_start_recorded(&R, record, sizeof record); }
-static void teardown(void) { jrt_redis_stop(&R); }
-
-TestSuite(clock, .init = setup, .fini = teardown, .timeout = 120);
+JRT_RECORDED_SUITE(clock, .timeout = 120);
 
 /* Redis's clock, Unix ms. */
 static long long redis_ms(void) {

@@ -17,15 +17,7 @@
 #include "redis_produce.h"
 #include "redis_admin.h"
 
-static jrt_redis_t R;
-static char record[192], cfgpath[192];
-
-static void setup(void) {
-    jrt_start_recorded(&R, record, sizeof record);
-}
-static void teardown(void) { jrt_redis_stop(&R); }
-
-TestSuite(drain, .init = setup, .fini = teardown, .timeout = 240);
+JRT_RECORDED_SUITE(drain, .timeout = 240);
 
 static int cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 

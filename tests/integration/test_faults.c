@@ -15,15 +15,7 @@
 #include "redis_produce.h"
 #include "redis_admin.h"
 
-static jrt_redis_t R;
-static char record[192], cfgpath[192];
-
-static void setup(void) {
-    jrt_start_recorded(&R, record, sizeof record);
-}
-static void teardown(void) { jrt_redis_stop(&R); }
-
-TestSuite(faults, .init = setup, .fini = teardown, .timeout = 180);
+JRT_RECORDED_SUITE(faults, .timeout = 180);
 
 /* A config file for this test: the Redis URL plus `extra` YAML. */
 static const char *config(const char *extra) {

@@ -27,16 +27,7 @@
 #include "redis_admin.h"
 #include "redis_produce.h"
 
-static jrt_redis_t R;
-static char record[192], cfgpath[192], wlog[192];
-
-static void setup(void) {
-    jrt_start_recorded(&R, record, sizeof record);
-    snprintf(wlog, sizeof wlog, "%s/worker.log", R.dir);
-}
-static void teardown(void) { jrt_redis_stop(&R); }
-
-TestSuite(inline, .init = setup, .fini = teardown, .timeout = 240);
+JRT_RECORDED_SUITE(inline, .timeout = 240);
 
 /* A config file: the Redis URL, inline isolation, plus `extra` YAML under
  * worker:. */

@@ -12,16 +12,7 @@
 #include "redis_produce.h"
 #include "redis_admin.h"
 
-static jrt_redis_t R;
-static char record[192], wlog[192];
-
-static void setup(void) {
-    jrt_start_recorded(&R, record, sizeof record);
-    snprintf(wlog, sizeof wlog, "%s/worker.log", R.dir);
-}
-static void teardown(void) { jrt_redis_stop(&R); }
-
-TestSuite(jobpath, .init = setup, .fini = teardown, .timeout = 120);
+JRT_RECORDED_SUITE(jobpath, .timeout = 120);
 
 static pid_t start_worker(void) { return jrt_worker(&R, NULL, NULL, wlog, NULL); }
 static pid_t start_scheduler(const char *log) { return jrt_scheduler(&R, NULL, log); }

@@ -21,16 +21,7 @@
 #include "redis_produce.h"
 #include "redis_admin.h"
 
-static jrt_redis_t R;
-static char record[192], cfgpath[192], wlog[192];
-
-static void setup(void) {
-    jrt_start_recorded(&R, record, sizeof record);
-    snprintf(wlog, sizeof wlog, "%s/worker.log", R.dir);
-}
-static void teardown(void) { jrt_redis_stop(&R); }
-
-TestSuite(lookup, .init = setup, .fini = teardown, .timeout = 300);
+JRT_RECORDED_SUITE(lookup, .timeout = 300);
 
 /* A config file: the Redis URL plus `extra` YAML. */
 static void config(const char *extra) {
