@@ -510,6 +510,23 @@ int jrt_runs_of(const char *path, const char *id, const char *payload) {
     return n;
 }
 
+int jrt_cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+char **jrt_record_ids(const char *path, size_t max, char **text, size_t *n, size_t *distinct) {
+    *text = jrt_slurp(path);
+    char **ids = malloc((max + 1) * sizeof *ids);
+    cr_assert(ids, "out of memory");
+    *n = 0;
+    for (char *p = strtok(*text, "\n"); p && *n < max; p = strtok(NULL, "\n")) {
+        p[strcspn(p, " ")] = '\0';
+        ids[(*n)++] = p;
+    }
+    qsort(ids, *n, sizeof *ids, jrt_cmp_str);
+    *distinct = 0;
+    for (size_t i = 0; i < *n; i++) *distinct += i == 0 || strcmp(ids[i], ids[i - 1]) != 0;
+    return ids;
+}
+
 int jrt_wait_for(int timeout_ms, int step_ms, int (*done)(const void *arg), const void *arg) {
     for (int waited = 0;; waited += step_ms) {
         if (done(arg)) return 1;

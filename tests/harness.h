@@ -165,6 +165,14 @@ int jrt_free_port(void);
 int jrt_runs_in(const char *text, const char *id, const char *payload);
 int jrt_runs_of(const char *path, const char *id, const char *payload);
 
+/* The job ids of the runs in a record file (the first word of each line;
+ * at most max lines), sorted (jrt_cmp_str): pointers into *text, the file
+ * read (malloc'd: the caller frees the array and *text). *n = how many;
+ * *distinct = how many different. */
+char **jrt_record_ids(const char *path, size_t max, char **text, size_t *n, size_t *distinct);
+/* strcmp for qsort and bsearch over an array of char *. */
+int jrt_cmp_str(const void *a, const void *b);
+
 /* Call done(arg) until it returns non-zero, sleeping step_ms between
  * calls, for as long as the sleeps add up to timeout_ms (the calls' own time
  * not counted, so a loaded machine waits longer, never shorter). Returns 1

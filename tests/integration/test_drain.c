@@ -19,8 +19,6 @@
 
 JRT_RECORDED_SUITE(drain, .timeout = 240);
 
-static int cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
 Test(drain, connections_killed_between_results_and_read_lose_no_job) {
     /* nap 1 ms: the jobs end in their runners while the kills land */
     jrt_config(&R, "worker:\n  lease: 1s\n  concurrency: 2\njobs:\n  max_deliveries: 100\n", cfgpath, sizeof cfgpath);
@@ -39,30 +37,18 @@ Test(drain, connections_killed_between_results_and_read_lose_no_job) {
         kills++;
     }
     redisFree(c);
-    jr_qstats_t s = {0};
-    for (int t = 0; t < 90000; t += 100) { /* entries lost in flight wait a lease (1 s) */
-        s = jrt_stats(&R, "default");
-        if (s.ready == 0 && s.pending == 0 && s.delayed == 0) break;
-        jrt_sleep_ms(100);
-    }
+    jr_qstats_t s = jrt_wait_settled(&R, "default", 0, 90000); /* entries lost in flight wait a lease (1 s) */
     cr_expect(s.ready == 0 && s.pending == 0 && s.delayed == 0 && s.dead == 0,
               "left: ready=%lld pending=%lld delayed=%lld dead=%lld", s.ready, s.pending, s.delayed, s.dead);
     /* Every job ran (a job acknowledged before it ran would be missing). */
-    char *all = jrt_slurp(record);
-    size_t n = 0;
-    char **lines = malloc((N * 4 + 1) * sizeof *lines);
-    for (char *p = strtok(all, "\n"); p && n < N * 4; p = strtok(NULL, "\n")) {
-        *strchr(p, ' ') = '\0';
-        lines[n++] = p;
-    }
-    qsort(lines, n, sizeof *lines, cmp);
-    size_t distinct = 0;
-    for (size_t i = 0; i < n; i++) distinct += i == 0 || strcmp(lines[i], lines[i - 1]) != 0;
+    char *all;
+    size_t n, distinct;
+    char **lines = jrt_record_ids(record, N * 4, &all, &n, &distinct);
     fprintf(stderr, "drain kill test: jobs=%d kills=%d runs=%zu distinct=%zu\n", N, kills, n, distinct);
     cr_expect_eq(distinct, N, "%zu of %d jobs ran", distinct, N);
     for (int i = 0; i < N; i++) {
         char *key = ids[i];
-        cr_expect(bsearch(&key, lines, n, sizeof *lines, cmp), "job %s never ran", ids[i]);
+        cr_expect(bsearch(&key, lines, n, sizeof *lines, jrt_cmp_str), "job %s never ran", ids[i]);
     }
     cr_expect_gt(kills, 5, "only %d kills", kills);
     free(lines);

@@ -122,9 +122,6 @@ Test(faults, sigterm_lets_running_jobs_finish_and_hands_back_the_rest) {
     cr_expect_eq(jrt_stop(w2, SIGTERM, 10000), 0);
 }
 
-/* The job ids in the record file, with how often each ran. */
-static int cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
 Test(faults, sigkill_random_workers_loses_nothing, .timeout = 240) {
     config("worker:\n  batch: 16\n  lease: 1s\njobs:\n  max_deliveries: 50\n");
     enum { N = 5000, W = 3 };
@@ -153,19 +150,10 @@ Test(faults, sigkill_random_workers_loses_nothing, .timeout = 240) {
     cr_expect(s.ready == 0 && s.pending == 0 && s.delayed == 0 && s.dead == 0,
               "left: ready=%lld pending=%lld delayed=%lld dead=%lld", s.ready, s.pending, s.delayed, s.dead);
     /* Every job ran; count the extra runs. */
-    char *text = jrt_slurp(record);
-    size_t nlines = 0;
-    char **lines = malloc((N * 4 + 1) * sizeof *lines);
-    for (char *p = strtok(text, "\n"); p && nlines < N * 4; p = strtok(NULL, "\n")) {
-        *strchr(p, ' ') = '\0';
-        lines[nlines++] = p;
-    }
-    qsort(lines, nlines, sizeof *lines, cmp);
-    size_t distinct = 0, dups = 0;
-    for (size_t i = 0; i < nlines; i++) {
-        if (i == 0 || strcmp(lines[i], lines[i - 1])) distinct++;
-        else dups++;
-    }
+    char *text;
+    size_t nlines, distinct;
+    char **lines = jrt_record_ids(record, N * 4, &text, &nlines, &distinct);
+    size_t dups = nlines - distinct;
     /* A killed worker can have run at most what it held (batch 16 per
      * runner, 4 runners) without the acknowledgements reaching Redis. */
     fprintf(stderr, "kill test: jobs=%d workers=%d kills=%d runs=%zu distinct=%zu duplicates=%zu lost=%d\n", N, W,
