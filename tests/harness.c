@@ -483,6 +483,15 @@ int jrt_free_port(void) {
     return ntohs(a.sin_port);
 }
 
+int jrt_http_status(const char *text, char **body) {
+    int status = -1;
+    const char *sep = strstr(text, "\r\n\r\n");
+    if (sscanf(text, "HTTP/1.%*d %d", &status) != 1 || !sep) return -1;
+    *body = strdup(sep + 4);
+    cr_assert(*body, "out of memory");
+    return status;
+}
+
 int jrt_runs_in(const char *text, const char *id, const char *payload) {
     int n = 0;
     size_t len = strlen(id);

@@ -158,6 +158,10 @@ long long jrt_redis_ms(redisContext *c);
  * read, closed). */
 int jrt_free_port(void);
 
+/* The status of the HTTP/1.x response in text, -1 if it is none or has no
+ * end of headers; its body (malloc'd) into *body unless -1. */
+int jrt_http_status(const char *text, char **body);
+
 /* Runs in a record file's text (lines "<id> <attempt> <start us>
  * <payload>", record_job.c): the lines whose first word is id and, if
  * payload is not NULL, whose payload is `payload` (entry ids repeat across

@@ -83,10 +83,7 @@ static int get_from(const char *from, int port, const char *path, int timeout_ms
     }
     close(fd);
     buf[len] = '\0';
-    int status = -1;
-    char *sep = strstr(buf, "\r\n\r\n");
-    if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1 || !sep) status = -1;
-    else *body = strdup(sep + 4);
+    int status = jrt_http_status(buf, body);
     free(buf);
     return status;
 }

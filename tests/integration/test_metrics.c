@@ -55,13 +55,7 @@ static int http_get(int port, const char *path, char **body) {
     }
     close(fd);
     buf[len] = '\0';
-    int status = -1;
-    char *sep = strstr(buf, "\r\n\r\n");
-    if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1 || !sep) {
-        free(buf);
-        return -1;
-    }
-    *body = strdup(sep + 4);
+    int status = jrt_http_status(buf, body);
     free(buf);
     return status;
 }
