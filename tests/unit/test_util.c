@@ -12,20 +12,29 @@
 #include "jr_limits.h"
 #include "util.h"
 
+/* The parsers of a string into an int64 (durations, times): 0 and the
+ * value, or JR_EINVAL with the output left as it was. */
+typedef int (*parse_fn)(const char *s, int64_t *out);
+
+/* What parse (named `name`) makes of s; fails the test if it refuses s. */
+static int64_t parsed(parse_fn parse, const char *name, const char *s) {
+    int64_t v = -12345;
+    int rc = parse(s, &v);
+    cr_assert_eq(rc, 0, "%s(\"%s\") failed: %d", name, s, rc);
+    return v;
+}
+
+/* parse refuses s (JR_EINVAL) and leaves its output unchanged. */
+static void refused(parse_fn parse, const char *s) {
+    int64_t v = -12345;
+    cr_expect_eq(parse(s, &v), JR_EINVAL, "\"%s\" should be rejected", s);
+    cr_expect_eq(v, -12345, "\"%s\": the output must stay unchanged on error", s);
+}
+
 /* ---- durations ---------------------------------------------------------- */
 
-static int64_t dur(const char *s) {
-    int64_t ms = -12345;
-    int rc = jr_duration_parse(s, &ms);
-    cr_assert_eq(rc, 0, "jr_duration_parse(\"%s\") failed: %d", s, rc);
-    return ms;
-}
-
-static void dur_bad(const char *s) {
-    int64_t ms = -12345;
-    cr_expect_eq(jr_duration_parse(s, &ms), JR_EINVAL, "\"%s\" should be rejected", s);
-    cr_expect_eq(ms, -12345, "\"%s\": *ms must stay unchanged on error", s);
-}
+static int64_t dur(const char *s) { return parsed(jr_duration_parse, "jr_duration_parse", s); }
+static void dur_bad(const char *s) { refused(jr_duration_parse, s); }
 
 Test(duration, each_unit) {
     cr_expect_eq(dur("250ms"), 250);
@@ -285,18 +294,8 @@ Test(duration, format) {
 
 /* ---- time parsing ------------------------------------------------------- */
 
-static int64_t tp(const char *s) {
-    int64_t us = -12345;
-    int rc = jr_time_parse(s, &us);
-    cr_assert_eq(rc, 0, "jr_time_parse(\"%s\") failed: %d", s, rc);
-    return us;
-}
-
-static void tp_bad(const char *s) {
-    int64_t us = -12345;
-    cr_expect_eq(jr_time_parse(s, &us), JR_EINVAL, "\"%s\" should be rejected", s);
-    cr_expect_eq(us, -12345, "\"%s\": *us must stay unchanged on error", s);
-}
+static int64_t tp(const char *s) { return parsed(jr_time_parse, "jr_time_parse", s); }
+static void tp_bad(const char *s) { refused(jr_time_parse, s); }
 
 Test(time_parse, rfc3339_utc) {
     cr_expect_eq(tp("1970-01-01T00:00:00Z"), 0);
