@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <glob.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -489,6 +490,27 @@ int jrt_http_status(const char *text, char **body) {
     if (sscanf(text, "HTTP/1.%*d %d", &status) != 1 || !sep) return -1;
     *body = strdup(sep + 4);
     cr_assert(*body, "out of memory");
+    return status;
+}
+
+int jrt_http_read(int fd, int64_t deadline_us, char **body) {
+    size_t len = 0, cap = 1 << 16;
+    char *buf = malloc(cap);
+    cr_assert(buf, "out of memory");
+    for (;;) {
+        if (deadline_us) {
+            int left = (int)((deadline_us - jrt_wall_us()) / 1000);
+            struct pollfd p = {.fd = fd, .events = POLLIN};
+            if (left <= 0 || poll(&p, 1, left) <= 0) break;
+        }
+        ssize_t k = read(fd, buf + len, cap - len - 1);
+        if (k <= 0) break;
+        len += (size_t)k;
+        if (len + 1 == cap) cr_assert(buf = realloc(buf, cap *= 2), "out of memory");
+    }
+    buf[len] = '\0';
+    int status = jrt_http_status(buf, body);
+    free(buf);
     return status;
 }
 

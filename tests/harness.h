@@ -161,6 +161,10 @@ int jrt_free_port(void);
 /* The status of the HTTP/1.x response in text, -1 if it is none or has no
  * end of headers; its body (malloc'd) into *body unless -1. */
 int jrt_http_status(const char *text, char **body);
+/* Read an HTTP response from fd to its end (EOF or a read error), or until
+ * deadline_us (Unix us; 0: none, the reads block) passes, then its status
+ * and body as jrt_http_status. Does not close fd. */
+int jrt_http_read(int fd, int64_t deadline_us, char **body);
 
 /* Runs in a record file's text (lines "<id> <attempt> <start us>
  * <payload>", record_job.c): the lines whose first word is id and, if

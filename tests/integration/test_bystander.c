@@ -70,21 +70,8 @@ static int get_from(const char *from, int port, const char *path, int timeout_ms
         close(fd);
         return -1;
     }
-    size_t len = 0, cap = 1 << 16;
-    char *buf = malloc(cap);
-    for (;;) {
-        int left = (int)((end - jrt_wall_us()) / 1000);
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (left <= 0 || poll(&p, 1, left) <= 0) break;
-        ssize_t k = read(fd, buf + len, cap - len - 1);
-        if (k <= 0) break;
-        len += (size_t)k;
-        if (len + 1 == cap) buf = realloc(buf, cap *= 2);
-    }
+    int status = jrt_http_read(fd, end, body);
     close(fd);
-    buf[len] = '\0';
-    int status = jrt_http_status(buf, body);
-    free(buf);
     return status;
 }
 

@@ -46,17 +46,8 @@ static int http_get(int port, const char *path, char **body) {
         close(fd);
         return -1;
     }
-    size_t len = 0, cap = 1 << 16;
-    char *buf = malloc(cap);
-    ssize_t k;
-    while ((k = read(fd, buf + len, cap - len - 1)) > 0) {
-        len += (size_t)k;
-        if (len + 1 == cap) buf = realloc(buf, cap *= 2);
-    }
+    int status = jrt_http_read(fd, 0, body);
     close(fd);
-    buf[len] = '\0';
-    int status = jrt_http_status(buf, body);
-    free(buf);
     return status;
 }
 
