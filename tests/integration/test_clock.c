@@ -81,14 +81,19 @@ static void worker(const char *skew, const char *log, const char *extra, pid_t *
 /* 30 s ahead, worker.handler_wait 20 s: the job for a handler it lacks has
  * waited ~0 s by Redis's clock, so it is deferred, again and again, not
  * dead-lettered. */
-Test(clock, worker_ahead_defers_a_job_for_a_missing_handler) {
-    char log[256];
-    snprintf(log, sizeof log, "%s/worker.log", R.dir);
-    pid_t w[2];
-    worker("+30s", log, "worker:\n  handler_wait: 20s\n", w);
+/* worker(skew, wlog, extra, w), and job `id` of main for a handler no
+ * worker has (enqueued with the CLI). */
+static void missing_handler(const char *skew, const char *extra, const char *id, pid_t *w) {
+    worker(skew, wlog, extra, w);
     char out[512];
-    const char *e[] = {"enqueue", "-q", "main", "--id", "nh-1", "missing", NULL};
+    const char *e[] = {"enqueue", "-q", "main", "--id", id, "missing", NULL};
     cr_assert_eq(cli(out, sizeof out, e), 0);
+}
+
+Test(clock, worker_ahead_defers_a_job_for_a_missing_handler) {
+    const char *log = wlog;
+    pid_t w[2];
+    missing_handler("+30s", "worker:\n  handler_wait: 20s\n", "nh-1", w);
     for (int i = 0; i < 200 && jrt_count(log, "deferred") < 2; i++) jrt_sleep_ms(50);
     cr_expect_geq(jrt_count(log, "deferred"), 2, "the job was not deferred (twice)");
     cr_expect_eq(jrt_count(log, "moved to the dead-letter stream"), 0, "dead-lettered by a clock 30 s ahead");
@@ -102,13 +107,9 @@ Test(clock, worker_ahead_defers_a_job_for_a_missing_handler) {
 /* 30 s behind, worker.handler_wait 2 s: dead-lettered after ~2 s of waiting
  * by Redis's clock, not after 32 s. */
 Test(clock, worker_behind_buries_after_handler_wait) {
-    char log[256];
-    snprintf(log, sizeof log, "%s/worker.log", R.dir);
+    const char *log = wlog;
     pid_t w[2];
-    worker("-30s", log, "worker:\n  handler_wait: 2s\n", w);
-    char out[512];
-    const char *e[] = {"enqueue", "-q", "main", "--id", "nh-2", "missing", NULL};
-    cr_assert_eq(cli(out, sizeof out, e), 0);
+    missing_handler("-30s", "worker:\n  handler_wait: 2s\n", "nh-2", w);
     long long t0 = redis_ms();
     int dead = 0;
     for (int i = 0; i < 300 && !dead; i++) {

@@ -201,14 +201,21 @@ Test(hostile, a_crash_is_seen_at_once_with_its_signal_though_a_child_holds_the_s
     cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
 }
 
-Test(hostile, a_descriptor_the_plugin_opened_in_init_survives_into_runners) {
+/* With 3 runners, n jobs of handler h (one attempt each; ids into ids) run
+ * and leave the queue empty. Returns the worker. */
+static pid_t run_on_three_runners(const char *h, int n, char (*ids)[JR_ID_MAX]) {
     config("worker:\n  concurrency: 3\n");
-    enum { N = 20 };
-    char ids[N][JR_ID_MAX];
-    for (int i = 0; i < N; i++) enqueue("initfd", "", 1, 0, ids[i]);
+    for (int i = 0; i < n; i++) enqueue(h, "", 1, 0, ids[i]);
     pid_t w = start_worker("worker.log");
     wait_settled(0, 15000);
     expect_final(0);
+    return w;
+}
+
+Test(hostile, a_descriptor_the_plugin_opened_in_init_survives_into_runners) {
+    enum { N = 20 };
+    char ids[N][JR_ID_MAX];
+    pid_t w = run_on_three_runners("initfd", N, ids);
     expect_oks("worker.log", N);
     char *text = jrt_slurp(file("initfd.txt"));
     for (int i = 0; i < N; i++) {
@@ -244,13 +251,9 @@ static int contains(const int *v, int n, int x) {
 }
 
 Test(hostile, runner_init_runs_once_in_each_runner_and_runner_exit_when_it_ends) {
-    config("worker:\n  concurrency: 3\n");
     enum { N = 30 };
     char ids[N][JR_ID_MAX];
-    for (int i = 0; i < N; i++) enqueue("whoami", "", 1, 0, ids[i]);
-    pid_t w = start_worker("worker.log");
-    wait_settled(0, 15000);
-    expect_final(0);
+    pid_t w = run_on_three_runners("whoami", N, ids);
     int init[16], exits[16];
     int ni = hook_pids("runner_init", init, 16);
     cr_expect_eq(ni, 3, "runner_init ran %d times for 3 runners", ni);

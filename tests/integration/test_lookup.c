@@ -199,16 +199,26 @@ Test(lookup, show_run_now_delete_and_cancel_in_every_state) {
     jrt_stop(w, SIGTERM, 10000);
 }
 
+/* With the config `extra` and a worker for queue main, job `id` of
+ * `handler` started, then cancelled: `cancel` exits 0 and says it was
+ * running. Returns the worker. */
+static pid_t cancel_started(const char *extra, const char *id, const char *handler) {
+    config(extra);
+    pid_t w = start_worker("main");
+    char got[64], out[1024], needle[96], said[96];
+    enqueue(got, sizeof got, "main", NULL, NULL, id, handler);
+    snprintf(needle, sizeof needle, "%s 1 started", id);
+    cr_assert_eq(wait_record(needle, 1, 20000), 1);
+    cr_expect_eq(CLI(out, "cancel", "-q", "main", id, NULL, NULL, NULL), 0);
+    snprintf(said, sizeof said, "%s running\n", id);
+    cr_expect_str_eq(out, said);
+    return w;
+}
+
 /* ---- cancel in inline isolation ---- */
 
 Test(lookup, cancel_running_job_inline) {
-    config("worker:\n  isolation: inline\n  lease: 3s\n");
-    pid_t w = start_worker("main");
-    char id[64], out[1024];
-    enqueue(id, sizeof id, "main", NULL, NULL, "long-inline", "waitcancel");
-    cr_assert_eq(wait_record("long-inline 1 started", 1, 20000), 1);
-    cr_expect_eq(CLI(out, "cancel", "-q", "main", "long-inline", NULL, NULL, NULL), 0);
-    cr_expect_str_eq(out, "long-inline running\n");
+    pid_t w = cancel_started("worker:\n  isolation: inline\n  lease: 3s\n", "long-inline", "waitcancel");
     cr_expect_eq(wait_record("long-inline 1 saw-cancel", 1, 10000), 1, "the inline handler never saw the cancel");
     cr_expect(wait_state("main", "long-inline", "not found", 10000));
     jrt_sleep_ms(1000);
@@ -221,13 +231,7 @@ Test(lookup, cancel_running_job_inline) {
 /* ---- a SIGKILLed worker's cancelled job is not run again ---- */
 
 Test(lookup, killed_workers_cancelled_job_does_not_run_again) {
-    config("worker:\n  lease: 1s\n");
-    pid_t w = start_worker("main");
-    char id[64], out[1024];
-    enqueue(id, sizeof id, "main", NULL, NULL, "sleeper", "sleepy");
-    cr_assert_eq(wait_record("sleeper 1 started", 1, 20000), 1);
-    cr_expect_eq(CLI(out, "cancel", "-q", "main", "sleeper", NULL, NULL, NULL), 0);
-    cr_expect_str_eq(out, "sleeper running\n");
+    pid_t w = cancel_started("worker:\n  lease: 1s\n", "sleeper", "sleepy");
     jrt_stop(w, SIGKILL, 5000);
     pid_t w2 = start_worker("main");
     /* the lease (1 s) runs out; the new worker reclaims (every lease/2) and drops it */
