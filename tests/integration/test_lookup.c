@@ -78,13 +78,18 @@ static const char *state_of(const char *queue, const char *id) {
 /* Wait up to timeout_ms until the record has `n` lines containing `needle`. */
 static int wait_record(const char *needle, int n, int timeout_ms) { return jrt_wait_count(record, needle, n, timeout_ms); }
 
-/* Wait until job `id` is in `state` (polling job show). */
+typedef struct {
+    const char *queue, *id, *state;
+} want_state_t;
+
+static int in_state(const void *arg) {
+    const want_state_t *w = arg;
+    return !strcmp(state_of(w->queue, w->id), w->state);
+}
+
+/* 1 once job id of queue is in `state` (polling job show every 50 ms), 0 after timeout_ms. */
 static int wait_state(const char *queue, const char *id, const char *state, int timeout_ms) {
-    for (int waited = 0;; waited += 50) {
-        if (!strcmp(state_of(queue, id), state)) return 1;
-        if (waited >= timeout_ms) return 0;
-        jrt_sleep_ms(50);
-    }
+    return jrt_wait_for(timeout_ms, 50, in_state, &(want_state_t){queue, id, state});
 }
 
 /* ---- every state, with a worker ---- */

@@ -60,14 +60,20 @@ static int settled(const char *q) {
 
 /* Wait until every queue of qs[0..n) is empty (nothing ready, pending,
  * delayed or dead). Returns 1 if they all are. */
+typedef struct {
+    const char *const *qs;
+    size_t n;
+} queues_t;
+
+static int all_settled(const void *arg) {
+    const queues_t *q = arg;
+    size_t ok = 0;
+    while (ok < q->n && settled(q->qs[ok])) ok++;
+    return ok == q->n;
+}
+
 static int wait_all_settled(const char *const *qs, size_t n, int timeout_ms) {
-    for (int t = 0; t <= timeout_ms; t += 100) {
-        size_t ok = 0;
-        while (ok < n && settled(qs[ok])) ok++;
-        if (ok == n) return 1;
-        jrt_sleep_ms(100);
-    }
-    return 0;
+    return jrt_wait_for(timeout_ms, 100, all_settled, &(queues_t){qs, n});
 }
 
 static long long info_field(redisContext *c, const char *section, const char *field) {
