@@ -13,13 +13,8 @@
 #include "redis_admin.h"
 #include "util.h"
 
-static jrt_redis_t R;
+JRT_RECORDED_SUITE(json, .timeout = 90);
 static char out[1 << 16], err[8192];
-
-static void setup(void) { jrt_redis_start(&R, NULL); }
-static void teardown(void) { jrt_redis_stop(&R); }
-
-TestSuite(json, .init = setup, .fini = teardown, .timeout = 90);
 
 /* `s` as exactly one JSON document (trailing text is refused). */
 static json_t *parse(const char *s) {
@@ -119,11 +114,8 @@ Test(json, stats_is_one_object_with_numbers) {
 
 /* processed and failed totals and the rate move as a worker runs jobs. */
 Test(json, stats_counts_processed_and_failed_jobs_and_the_rate) {
-    char cfg[192], wlog[192], rec[192];
+    char cfg[192];
     write_config(cfg, sizeof cfg, "text");
-    snprintf(wlog, sizeof wlog, "%s/worker.log", R.dir);
-    snprintf(rec, sizeof rec, "%s/record.txt", R.dir);
-    setenv("JRT_RECORD", rec, 1);
     for (int i = 0; i < 6; i++) {
         char id[8];
         snprintf(id, sizeof id, "r%d", i);
@@ -159,11 +151,8 @@ static json_t *by_id(json_t *arr, const char *id) {
 }
 
 Test(json, dead_list_and_show_print_one_array_and_payloads_come_back_exactly) {
-    char cfg[192], wlog[192], rec[192];
+    char cfg[192];
     write_config(cfg, sizeof cfg, "text");
-    snprintf(wlog, sizeof wlog, "%s/worker.log", R.dir);
-    snprintf(rec, sizeof rec, "%s/record.txt", R.dir);
-    setenv("JRT_RECORD", rec, 1);
     for (size_t i = 0; i < NPAYLOADS; i++) enqueue(cfg, "fail", payloads[i].id, payloads[i].bytes, payloads[i].n);
     pid_t w = jrt_worker(&R, cfg, NULL, wlog, NULL);
     long long dead = 0;
@@ -247,11 +236,8 @@ Test(json, dead_fields_that_are_not_plain_names_are_kept_in_other_fields) {
 /* Every line of a JSON-format worker log is one JSON object, also for a job
  * whose id and payload are hostile; numeric keys are numbers. */
 Test(json, every_json_log_line_parses) {
-    char cfg[192], wlog[192], rec[192];
+    char cfg[192];
     write_config(cfg, sizeof cfg, "json");
-    snprintf(wlog, sizeof wlog, "%s/worker.log", R.dir);
-    snprintf(rec, sizeof rec, "%s/record.txt", R.dir);
-    setenv("JRT_RECORD", rec, 1);
     enqueue(cfg, "record", "\xff\"q\\\n", "\xff\xfe\x80", 3);
     enqueue(cfg, "fail", "caf\xc3\xa9 \xe2\x98\x95", "a\0b", 3);
     enqueue(cfg, "nosuch", "x\x80y", "p", 1);
