@@ -247,14 +247,21 @@ Test(garbage, random_garbage_in_every_key_kind_costs_only_its_own_queue_or_sched
     redisFree(c);
 }
 
+/* The config of the examples (a worker and a scheduler for g1, 1 s
+ * blocks), and a raw connection into *c after it SET key to a string. */
+static void example(const char *key, redisContext **c) {
+    jrt_config(&R, "worker:\n  queues: [g1]\n  block: 1s\nscheduler:\n  block: 1s\n", cfgpath, sizeof cfgpath);
+    *c = jrt_connect(&R);
+    freeReplyObject(jrt_cmd(*c, "SET", key, "garbage", NULL));
+}
+
 /* The examples of the issue, each alone, so that a failure names it: a
  * string over jr:{cron} stops no promotion; a refused periodic job holds
  * back its own schedule only; a wrong-type live-process entry does not stop
  * `workers`; a wrong-type paused set does not stop the reads. */
 Test(garbage, a_string_over_the_schedules_stops_no_promotion_and_makes_no_reconnect_loop) {
-    jrt_config(&R, "worker:\n  queues: [g1]\n  block: 1s\nscheduler:\n  block: 1s\n", cfgpath, sizeof cfgpath);
-    redisContext *c = jrt_connect(&R);
-    freeReplyObject(jrt_cmd(c, "SET", "jr:{cron}", "garbage", NULL));
+    redisContext *c;
+    example("jr:{cron}", &c);
     jr_redis_t *r = jrt_jr_connect(&R);
     char id[JR_ID_MAX];
     enqueue(r, "g1", 0, id);
@@ -323,9 +330,8 @@ Test(garbage, a_wrong_type_live_process_entry_and_paused_set_stop_no_worker_and_
  * index can find (explicit ids): a job found by its id's form is located,
  * cancelled and promoted, and the queue's jobs run. */
 Test(garbage, lookups_cancel_and_promotion_work_around_a_job_index_holding_garbage) {
-    jrt_config(&R, "worker:\n  queues: [g1]\n  block: 1s\nscheduler:\n  block: 1s\n", cfgpath, sizeof cfgpath);
-    redisContext *c = jrt_connect(&R);
-    freeReplyObject(jrt_cmd(c, "SET", "jr:{g1}:ids", "garbage", NULL));
+    redisContext *c;
+    example("jr:{g1}:ids", &c);
     jr_redis_t *r = jrt_jr_connect(&R);
     char later[JR_ID_MAX], soon[JR_ID_MAX], now[JR_ID_MAX];
     enqueue(r, "g1", 60000, later);
