@@ -186,6 +186,22 @@ static pid_t start_with(const char *role, int port, const char *config, int flag
 }
 static pid_t start(const char *role, int port, const char *config) { return start_with(role, port, config, 1); }
 
+/* Freeze Redis (SIGSTOP: the caller resumes it) and ask /healthz every
+ * 100 ms until it says other than 200, for up to 10 s: the last status, its
+ * body (malloc'd or NULL) into *body. */
+static int healthz_frozen(int port, char **body) {
+    kill(R.pid, SIGSTOP);
+    int64_t t0 = jrt_wall_us();
+    int st = 200;
+    *body = NULL;
+    while (st == 200 && jrt_wall_us() - t0 < 10000000) {
+        free(*body);
+        jrt_sleep_ms(100);
+        st = http_get(port, "/healthz", body);
+    }
+    return st;
+}
+
 Test(metrics, worker_counts_every_finished_job_by_outcome) {
     int port = jrt_free_port();
     pid_t w = start("worker", port, NULL);
@@ -241,13 +257,8 @@ Test(metrics, worker_health_follows_redis) {
 
     /* Redis stops answering (frozen): 503 with the reason, within a block
      * period and a second (the bound here is generous). */
-    kill(R.pid, SIGSTOP);
-    int64_t t0 = jrt_wall_us();
-    for (st = 200, body = NULL; st == 200 && jrt_wall_us() - t0 < 10000000;) {
-        free(body);
-        jrt_sleep_ms(100);
-        st = http_get(port, "/healthz", &body);
-    }
+    st = healthz_frozen(port, &body);
+    int64_t t0;
     cr_expect_eq(st, 503, "unhealthy with Redis frozen: %d", st);
     cr_expect(body && strstr(body, "redis"), "the reason names Redis: %s", body);
     free(body);
@@ -306,13 +317,8 @@ Test(metrics, scheduler_counts_promotions_and_depths) {
     cr_expect_eq(st, 200, "%s", body);
     free(body);
 
-    kill(R.pid, SIGSTOP);
-    int64_t t0 = jrt_wall_us();
-    for (st = 200, body = NULL; st == 200 && jrt_wall_us() - t0 < 10000000;) {
-        free(body);
-        jrt_sleep_ms(100);
-        st = http_get(port, "/healthz", &body);
-    }
+    st = healthz_frozen(port, &body);
+    int64_t t0;
     cr_expect_eq(st, 503, "scheduler unhealthy with Redis frozen");
     cr_expect(body && strstr(body, "redis"), "%s", body);
     free(body);
