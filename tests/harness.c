@@ -566,6 +566,21 @@ int jrt_wait_for(int timeout_ms, int step_ms, int (*done)(const void *arg), cons
     }
 }
 
+typedef struct {
+    const char *(*state_of)(const char *queue, const char *id);
+    const char *queue, *id, *state;
+} want_state_t;
+
+static int in_state(const void *arg) {
+    const want_state_t *w = arg;
+    return !strcmp(w->state_of(w->queue, w->id), w->state);
+}
+
+int jrt_wait_state(const char *(*state_of)(const char *queue, const char *id), const char *queue, const char *id,
+                   const char *state, int timeout_ms) {
+    return jrt_wait_for(timeout_ms, 50, in_state, &(want_state_t){state_of, queue, id, state});
+}
+
 int jrt_wait_count(const char *path, const char *needle, int n, int timeout_ms) {
     for (int waited = 0;; waited += 20) {
         int got = jrt_count(path, needle);

@@ -8,6 +8,7 @@
 #include <hiredis/hiredis.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "redis.h"
@@ -186,6 +187,10 @@ int jrt_cmp_str(const void *a, const void *b);
  * not counted, so a loaded machine waits longer, never shorter). Returns 1
  * if done said so, 0 on timeout. */
 int jrt_wait_for(int timeout_ms, int step_ms, int (*done)(const void *arg), const void *arg);
+/* Wait (jrt_wait_for, every 50 ms) until state_of(queue, id), a test's
+ * reading of a job's state, is `state`. 1 if it became so, 0 on timeout. */
+int jrt_wait_state(const char *(*state_of)(const char *queue, const char *id), const char *queue, const char *id,
+                   const char *state, int timeout_ms);
 /* Wait (sleeps of 20 ms adding up to timeout_ms) until the file at path
  * holds needle at least n times. Returns the count last seen. */
 int jrt_wait_count(const char *path, const char *needle, int n, int timeout_ms);

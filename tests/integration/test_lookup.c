@@ -78,18 +78,9 @@ static const char *state_of(const char *queue, const char *id) {
 /* Wait up to timeout_ms until the record has `n` lines containing `needle`. */
 static int wait_record(const char *needle, int n, int timeout_ms) { return jrt_wait_count(record, needle, n, timeout_ms); }
 
-typedef struct {
-    const char *queue, *id, *state;
-} want_state_t;
-
-static int in_state(const void *arg) {
-    const want_state_t *w = arg;
-    return !strcmp(state_of(w->queue, w->id), w->state);
-}
-
 /* 1 once job id of queue is in `state` (polling job show every 50 ms), 0 after timeout_ms. */
 static int wait_state(const char *queue, const char *id, const char *state, int timeout_ms) {
-    return jrt_wait_for(timeout_ms, 50, in_state, &(want_state_t){queue, id, state});
+    return jrt_wait_state(state_of, queue, id, state, timeout_ms);
 }
 
 /* ---- every state, with a worker ---- */

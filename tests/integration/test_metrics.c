@@ -186,19 +186,20 @@ static pid_t start_with(const char *role, int port, const char *config, int flag
 }
 static pid_t start(const char *role, int port, const char *config) { return start_with(role, port, config, 1); }
 
-/* Freeze Redis (SIGSTOP: the caller resumes it) and ask /healthz every
- * 100 ms until it says other than 200, for up to 10 s: the last status, its
- * body (malloc'd or NULL) into *body. */
-static int healthz_frozen(int port, char **body) {
-    kill(R.pid, SIGSTOP);
+/* Ask /healthz every 100 ms until it answers 200 (until_ok) or other than
+ * 200 (!until_ok), for up to timeout_ms: the last status, its body
+ * (malloc'd or NULL) into *body (body NULL: freed). */
+static int healthz_wait(int port, int until_ok, int timeout_ms, char **body) {
     int64_t t0 = jrt_wall_us();
-    int st = 200;
-    *body = NULL;
-    while (st == 200 && jrt_wall_us() - t0 < 10000000) {
-        free(*body);
+    int st = until_ok ? 0 : 200;
+    char *b = NULL;
+    while ((st == 200) != until_ok && jrt_wall_us() - t0 < timeout_ms * 1000LL) {
+        free(b);
         jrt_sleep_ms(100);
-        st = http_get(port, "/healthz", body);
+        st = http_get(port, "/healthz", &b);
     }
+    if (body) *body = b;
+    else free(b);
     return st;
 }
 
@@ -257,36 +258,21 @@ Test(metrics, worker_health_follows_redis) {
 
     /* Redis stops answering (frozen): 503 with the reason, within a block
      * period and a second (the bound here is generous). */
-    st = healthz_frozen(port, &body);
-    int64_t t0;
+    kill(R.pid, SIGSTOP);
+    st = healthz_wait(port, 0, 10000, &body);
     cr_expect_eq(st, 503, "unhealthy with Redis frozen: %d", st);
     cr_expect(body && strstr(body, "redis"), "the reason names Redis: %s", body);
     free(body);
     kill(R.pid, SIGCONT);
-    for (st = 0, t0 = jrt_wall_us(); st != 200 && jrt_wall_us() - t0 < 15000000;) {
-        char *b;
-        jrt_sleep_ms(100);
-        st = http_get(port, "/healthz", &b);
-        free(b);
-    }
+    st = healthz_wait(port, 1, 15000, NULL);
     cr_expect_eq(st, 200, "healthy again once Redis answers");
 
     /* Redis dies and comes back: 503, then 200; the reconnect is counted. */
     kill(R.pid, SIGKILL);
-    for (st = 200, t0 = jrt_wall_us(); st == 200 && jrt_wall_us() - t0 < 10000000;) {
-        char *b;
-        jrt_sleep_ms(100);
-        st = http_get(port, "/healthz", &b);
-        free(b);
-    }
+    st = healthz_wait(port, 0, 10000, NULL);
     cr_expect_eq(st, 503, "unhealthy with Redis dead");
     jrt_redis_restart(&R, NULL);
-    for (st = 0, t0 = jrt_wall_us(); st != 200 && jrt_wall_us() - t0 < 15000000;) {
-        char *b;
-        jrt_sleep_ms(100);
-        st = http_get(port, "/healthz", &b);
-        free(b);
-    }
+    st = healthz_wait(port, 1, 15000, NULL);
     cr_expect_eq(st, 200, "healthy again after Redis restarted");
     cr_expect_geq(scrape(port, "jobrunner_redis_reconnects_total"), 1);
     jrt_stop(w, SIGTERM, 10000);
@@ -317,18 +303,13 @@ Test(metrics, scheduler_counts_promotions_and_depths) {
     cr_expect_eq(st, 200, "%s", body);
     free(body);
 
-    st = healthz_frozen(port, &body);
-    int64_t t0;
+    kill(R.pid, SIGSTOP);
+    st = healthz_wait(port, 0, 10000, &body);
     cr_expect_eq(st, 503, "scheduler unhealthy with Redis frozen");
     cr_expect(body && strstr(body, "redis"), "%s", body);
     free(body);
     kill(R.pid, SIGCONT);
-    for (st = 0, t0 = jrt_wall_us(); st != 200 && jrt_wall_us() - t0 < 15000000;) {
-        char *b;
-        jrt_sleep_ms(100);
-        st = http_get(port, "/healthz", &b);
-        free(b);
-    }
+    st = healthz_wait(port, 1, 15000, NULL);
     cr_expect_eq(st, 200, "scheduler healthy again");
     jrt_stop(s, SIGTERM, 10000);
 }
