@@ -449,7 +449,10 @@ int jrt_cli(const jrt_redis_t *r, char *out, size_t len, const char *const *args
     size_t words = args[1] && (!strcmp(args[0], "job") || !strcmp(args[0], "cron")) ? 2 : 1, k = 0;
     while (k < words) argv[n++] = args[k++];
     argv[n++] = "--redis", argv[n++] = r->url;
-    while (args[k] && n < 30) argv[n++] = args[k++];
+    for (; args[k]; k++) {
+        cr_assert_lt(n, 31, "jrt_cli: more than 29 args");
+        argv[n++] = args[k];
+    }
     argv[n] = NULL;
     char err[2048];
     static char scratch[1 << 16];

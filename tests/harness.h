@@ -143,7 +143,7 @@ void jrt_enqueue(const jrt_redis_t *r, jr_enqueue_t job, size_t n, char (*ids)[J
  * stderr) unless it exits 0; the id it prints, its first line, into id
  * (may be NULL; truncated to len). */
 void jrt_cli_enqueue(const jrt_redis_t *r, const char *cfg, const char *const *args, char *id, size_t len);
-/* Run the jobrunner CLI with args (NULL-terminated, up to 28), `--redis
+/* Run the jobrunner CLI with args (NULL-terminated, up to 29), `--redis
  * <r's URL>` put after the command's words (two for `job` and `cron`, else
  * one), stdout into out (NULL: discarded). Logs a warning with its stderr
  * when it exits other than 0 or 1. Returns its exit status, as jrt_run. */
