@@ -457,18 +457,25 @@ static const char *how(int st, char *buf, size_t len) {
     return buf;
 }
 
+/* `stats --watch` started, its stdout and stderr in R.dir/watch.out and
+ * R.dir/watch.err (their paths into outp and errp, len bytes each). */
+static pid_t start_watch(char *outp, char *errp, size_t len) {
+    snprintf(outp, len, "%s/watch.out", R.dir);
+    snprintf(errp, len, "%s/watch.err", R.dir);
+    int o = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0600), e = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const char *args[] = {"stats", "--watch", "--redis", R.url, NULL};
+    pid_t pid = spawn_plain(args, o, e);
+    close(o), close(e);
+    return pid;
+}
+
 /* Redis dies while stats --watch redraws: exit status 1 and a message
  * naming the Redis problem, not a silent death by SIGPIPE. */
 Test(bystander, stats_watch_ends_with_a_message_when_redis_goes_away) {
     char out[256], outp[256], errp[256], b[64];
     const char *enq[] = {"enqueue", "--redis", R.url, "echo", "x", NULL};
     cr_assert_eq(jrt_run(out, sizeof out, NULL, 0, enq), 0);
-    snprintf(outp, sizeof outp, "%s/watch.out", R.dir);
-    snprintf(errp, sizeof errp, "%s/watch.err", R.dir);
-    int o = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0600), e = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    const char *args[] = {"stats", "--watch", "--redis", R.url, NULL};
-    pid_t pid = spawn_plain(args, o, e);
-    close(o), close(e);
+    pid_t pid = start_watch(outp, errp, sizeof outp);
     for (int t = 0; t < 10000 && jrt_count(outp, "every 1 s") < 2; t += 50) jrt_sleep_ms(50);
     cr_assert_geq(jrt_count(outp, "every 1 s"), 2, "stats --watch drew twice");
     kill(R.pid, SIGKILL);
@@ -485,12 +492,7 @@ Test(bystander, stats_watch_ends_with_a_message_when_redis_goes_away) {
  * passed before too: it is a read that times out, no SIGPIPE.) */
 Test(bystander, stats_watch_ends_with_a_message_when_redis_freezes) {
     char outp[256], errp[256], b[64];
-    snprintf(outp, sizeof outp, "%s/watch.out", R.dir);
-    snprintf(errp, sizeof errp, "%s/watch.err", R.dir);
-    int o = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0600), e = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    const char *args[] = {"stats", "--watch", "--redis", R.url, NULL};
-    pid_t pid = spawn_plain(args, o, e);
-    close(o), close(e);
+    pid_t pid = start_watch(outp, errp, sizeof outp);
     for (int t = 0; t < 10000 && jrt_count(outp, "every 1 s") < 1; t += 50) jrt_sleep_ms(50);
     kill(R.pid, SIGSTOP);
     int st = wait_end(pid, 20000);
