@@ -144,17 +144,24 @@ Test(pressure, connecting_writes_nothing_when_the_right_library_is_loaded) {
     jr_redis_free(r);
 }
 
+/* A worker with 2 runners (its output in R.dir/log) for n jobs that nap
+ * `ms` (ids into ids), once two of them have started. */
+static pid_t two_running(int n, const char *ms, char (*ids)[JR_ID_MAX], const char *log) {
+    config("worker:\n  concurrency: 2\n");
+    enqueue("default", (size_t)n, "nap", ms, ids);
+    pid_t w = start_worker(log);
+    cr_assert_geq(jrt_wait_lines(record, 2, 10000), 2, "no job started");
+    return w;
+}
+
 /* Out of memory (noeviction): the functions that finish work (ack, fail,
  * hand-back, heartbeat, reclaim) are allowed to run, so jobs finished in the
  * window are acknowledged in the window, exactly once; and a worker started
  * in the window connects (no write is needed when the library is loaded). */
 Test(pressure, results_of_jobs_finished_while_redis_is_out_of_memory_are_acked_once) {
-    config("worker:\n  concurrency: 2\n");
     enum { N = 6 };
     char ids[N][JR_ID_MAX];
-    enqueue("default", N, "nap", "400", ids);
-    pid_t w1 = start_worker("w1.log");
-    cr_assert_geq(jrt_wait_lines(record, 2, 10000), 2, "no job started");
+    pid_t w1 = two_running(N, "400", ids, "w1.log");
     redisContext *c = jrt_connect(&R);
     int n = fill_memory(c); /* the 2 running jobs finish in the window */
     jrt_sleep_ms(1500);
@@ -207,12 +214,9 @@ Test(pressure, a_result_redis_refuses_is_kept_retried_and_buried_once_and_a_stop
 }
 
 Test(pressure, results_refused_for_a_missing_function_library_are_sent_after_it_is_loaded_again) {
-    config("worker:\n  concurrency: 2\n");
     enum { N = 4 };
     char ids[N][JR_ID_MAX];
-    enqueue("default", N, "nap", "600", ids);
-    pid_t w = start_worker("w.log");
-    cr_assert_geq(jrt_wait_lines(record, 2, 10000), 2, "no job started");
+    pid_t w = two_running(N, "600", ids, "w.log");
     redisContext *c = jrt_connect(&R);
     freeReplyObject(redisCommand(c, "FUNCTION FLUSH")); /* an operator's mistake */
     jrt_sleep_ms(2000); /* the running jobs finish; their acks are refused */
