@@ -4,14 +4,19 @@
 #include "redis_admin.h"
 
 #include <criterion/criterion.h>
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -361,4 +366,292 @@ long long jrt_delayed_count(redisContext *c, const char *q) {
     if (rep->type == REDIS_REPLY_STRING) n += strtoll(rep->str, NULL, 10);
     freeReplyObject(rep);
     return n;
+}
+
+/* ---- shared helpers of the test files ---------------------------------- */
+
+const char *jrt_path(const jrt_redis_t *r, const char *name) {
+    static char path[8][192];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(path[k], sizeof path[k], "%s/%s", r->dir, name);
+    return path[k];
+}
+
+/* argv of `jobrunner <role>` for r: the config or URL, then extra. */
+static size_t role_args(const char **argv, const char *role, const jrt_redis_t *r, const char *cfg) {
+    argv[0] = role;
+    argv[1] = cfg ? "-c" : "--redis";
+    argv[2] = cfg ? cfg : r->url;
+    return 3;
+}
+
+pid_t jrt_worker(const jrt_redis_t *r, const char *cfg, const char *plugin, const char *log,
+                 const char *const *extra) {
+    const char *argv[48];
+    size_t n = role_args(argv, "worker", r, cfg);
+    argv[n++] = "--plugin";
+    argv[n++] = plugin ? plugin : JRT_RECORD_PLUGIN;
+    for (size_t i = 0; extra && extra[i]; i++) {
+        cr_assert_lt(n, 47, "jrt_worker: too many args");
+        argv[n++] = extra[i];
+    }
+    argv[n] = NULL;
+    return jrt_spawn(log, argv);
+}
+
+pid_t jrt_scheduler(const jrt_redis_t *r, const char *cfg, const char *log) {
+    const char *argv[8];
+    argv[role_args(argv, "scheduler", r, cfg)] = NULL;
+    return jrt_spawn(log, argv);
+}
+
+jr_enqueue_t jrt_job(const char *queue, const char *handler, const char *payload) {
+    return (jr_enqueue_t){.queue = queue,
+                          .env = {.handler = handler, .handler_len = strlen(handler), .payload = payload,
+                                  .payload_len = payload ? strlen(payload) : 0, .attempt = 1}};
+}
+
+void jrt_enqueue_jobs(const jrt_redis_t *r, const jr_enqueue_t *jobs, size_t n, char (*ids)[JR_ID_MAX]) {
+    jr_redis_t *c = jrt_jr_connect(r);
+    cr_assert_eq(jr_redis_enqueue(c, jobs, n, ids, NULL), 0, "enqueue to %s: %s", n ? jobs[0].queue : "-",
+                 jr_redis_errstr(c));
+    jr_redis_free(c);
+}
+
+void jrt_enqueue(const jrt_redis_t *r, jr_enqueue_t job, size_t n, char (*ids)[JR_ID_MAX]) {
+    jr_enqueue_t *jobs = calloc(n ? n : 1, sizeof *jobs);
+    cr_assert(jobs, "out of memory");
+    for (size_t i = 0; i < n; i++) jobs[i] = job;
+    jrt_enqueue_jobs(r, jobs, n, ids);
+    free(jobs);
+}
+
+void jrt_cli_enqueue(const jrt_redis_t *r, const char *cfg, const char *const *args, char *id, size_t len) {
+    const char *argv[40];
+    size_t n = role_args(argv, "enqueue", r, cfg);
+    for (size_t i = 0; args[i]; i++) {
+        cr_assert_lt(n, 39, "jrt_cli_enqueue: too many args");
+        argv[n++] = args[i];
+    }
+    argv[n] = NULL;
+    char out[512], err[2048];
+    int st = jrt_run(out, sizeof out, err, sizeof err, argv);
+    cr_assert_eq(st, 0, "enqueue failed (exit %d): %s", st, err);
+    out[strcspn(out, "\n")] = '\0';
+    if (id) snprintf(id, len, "%s", out);
+}
+
+int jrt_cli(const jrt_redis_t *r, char *out, size_t len, const char *const *args) {
+    const char *argv[32];
+    size_t n = 0;
+    /* "--redis URL" after the command's words, before its options */
+    size_t words = args[1] && (!strcmp(args[0], "job") || !strcmp(args[0], "cron")) ? 2 : 1, k = 0;
+    while (k < words) argv[n++] = args[k++];
+    argv[n++] = "--redis", argv[n++] = r->url;
+    for (; args[k]; k++) {
+        cr_assert_lt(n, 31, "jrt_cli: more than 29 args");
+        argv[n++] = args[k];
+    }
+    argv[n] = NULL;
+    char err[2048];
+    static char scratch[1 << 16];
+    int st = jrt_run(out ? out : scratch, out ? len : sizeof scratch, err, sizeof err, argv);
+    if (st != 0 && st != 1) cr_log_warn("jobrunner %s: exit %d: %s", args[0], st, err);
+    return st;
+}
+
+void jrt_run_expect(int want, char *out, size_t len, const char *const *args) {
+    static char scratch[1 << 16];
+    char err[4096];
+    if (!out) out = scratch, len = sizeof scratch;
+    int st = jrt_run(out, len, err, sizeof err, args);
+    cr_assert_eq(st, want, "jobrunner %s %s: exit %d, want %d; stdout: %s stderr: %s", args[0],
+                 args[1] ? args[1] : "", st, want, out, err);
+}
+
+long long jrt_redis_ms(redisContext *c) {
+    redisReply *t = redisCommand(c, "TIME");
+    cr_assert(t && t->type == REDIS_REPLY_ARRAY && t->elements == 2, "TIME: %s", t ? "not an array" : c->errstr);
+    long long ms = strtoll(t->element[0]->str, NULL, 10) * 1000 + strtoll(t->element[1]->str, NULL, 10) / 1000;
+    freeReplyObject(t);
+    return ms;
+}
+
+int jrt_free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof a;
+    cr_assert(fd >= 0 && !bind(fd, (struct sockaddr *)&a, sizeof a) && !getsockname(fd, (struct sockaddr *)&a, &l));
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+int jrt_http_status(const char *text, char **body) {
+    int status = -1;
+    const char *sep = strstr(text, "\r\n\r\n");
+    if (sscanf(text, "HTTP/1.%*d %d", &status) != 1 || !sep) return -1;
+    *body = strdup(sep + 4);
+    cr_assert(*body, "out of memory");
+    return status;
+}
+
+int jrt_http_read(int fd, int64_t deadline_us, char **body) {
+    size_t len = 0, cap = 1 << 16;
+    char *buf = malloc(cap);
+    cr_assert(buf, "out of memory");
+    for (;;) {
+        if (deadline_us) {
+            int left = (int)((deadline_us - jrt_wall_us()) / 1000);
+            struct pollfd p = {.fd = fd, .events = POLLIN};
+            if (left <= 0 || poll(&p, 1, left) <= 0) break;
+        }
+        ssize_t k = read(fd, buf + len, cap - len - 1);
+        if (k <= 0) break;
+        len += (size_t)k;
+        if (len + 1 == cap) cr_assert(buf = realloc(buf, cap *= 2), "out of memory");
+    }
+    buf[len] = '\0';
+    int status = jrt_http_status(buf, body);
+    free(buf);
+    return status;
+}
+
+int jrt_runs_in(const char *text, const char *id, const char *payload) {
+    int n = 0;
+    size_t len = strlen(id);
+    for (const char *line = text; *line;) {
+        const char *nl = strchr(line, '\n');
+        size_t ll = nl ? (size_t)(nl - line) : strlen(line);
+        if (ll > len && !strncmp(line, id, len) && line[len] == ' ') {
+            const char *p = line + len + 1; /* past "<id> ": skip attempt and start */
+            for (int f = 0; f < 2 && p; f++) {
+                p = memchr(p, ' ', ll - (size_t)(p - line));
+                if (p) p++;
+            }
+            n += !payload || (p && ll - (size_t)(p - line) == strlen(payload) && !strncmp(p, payload, strlen(payload)));
+        }
+        if (!nl) break;
+        line = nl + 1;
+    }
+    return n;
+}
+
+int jrt_runs_of(const char *path, const char *id, const char *payload) {
+    char *s = jrt_slurp(path);
+    int n = jrt_runs_in(s, id, payload);
+    free(s);
+    return n;
+}
+
+int jrt_cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+char **jrt_record_ids(const char *path, size_t max, char **text, size_t *n, size_t *distinct) {
+    *text = jrt_slurp(path);
+    char **ids = malloc((max + 1) * sizeof *ids);
+    cr_assert(ids, "out of memory");
+    *n = 0;
+    for (char *p = strtok(*text, "\n"); p && *n < max; p = strtok(NULL, "\n")) {
+        p[strcspn(p, " ")] = '\0';
+        ids[(*n)++] = p;
+    }
+    qsort(ids, *n, sizeof *ids, jrt_cmp_str);
+    *distinct = 0;
+    for (size_t i = 0; i < *n; i++) *distinct += i == 0 || strcmp(ids[i], ids[i - 1]) != 0;
+    return ids;
+}
+
+int jrt_wait_for(int timeout_ms, int step_ms, int (*done)(const void *arg), const void *arg) {
+    for (int waited = 0;; waited += step_ms) {
+        if (done(arg)) return 1;
+        if (waited >= timeout_ms) return 0;
+        jrt_sleep_ms(step_ms);
+    }
+}
+
+typedef struct {
+    const char *(*state_of)(const char *queue, const char *id);
+    const char *queue, *id, *state;
+} want_state_t;
+
+static int in_state(const void *arg) {
+    const want_state_t *w = arg;
+    return !strcmp(w->state_of(w->queue, w->id), w->state);
+}
+
+int jrt_wait_state(const char *(*state_of)(const char *queue, const char *id), const char *queue, const char *id,
+                   const char *state, int timeout_ms) {
+    return jrt_wait_for(timeout_ms, 50, in_state, &(want_state_t){state_of, queue, id, state});
+}
+
+int jrt_wait_count(const char *path, const char *needle, int n, int timeout_ms) {
+    for (int waited = 0;; waited += 20) {
+        int got = jrt_count(path, needle);
+        if (got >= n || waited >= timeout_ms) return got;
+        jrt_sleep_ms(20);
+    }
+}
+
+/* ---- environment of the processes started next ------------------------- */
+
+void jrt_asan_option(const char *option) {
+    const char *old = getenv("ASAN_OPTIONS");
+    size_t n = (old ? strlen(old) : 0) + strlen(option) + 2;
+    char *v = malloc(n);
+    cr_assert(v, "out of memory");
+    snprintf(v, n, "%s%s%s", old ? old : "", old && *old ? ":" : "", option);
+    setenv("ASAN_OPTIONS", v, 1);
+    free(v);
+}
+
+/* libfaketime's preload library (Debian package libfaketime, with faketime). */
+static const char *libfaketime(void) {
+    static char path[512];
+    glob_t g;
+    const char *pats[] = {"/usr/lib/*/faketime/libfaketime.so.1", "/usr/lib/faketime/libfaketime.so.1",
+                          "/usr/local/lib/faketime/libfaketime.so.1"};
+    for (size_t i = 0; i < sizeof pats / sizeof *pats; i++) {
+        if (glob(pats[i], 0, NULL, &g) == 0 && g.gl_pathc > 0) {
+            snprintf(path, sizeof path, "%s", g.gl_pathv[0]);
+            globfree(&g);
+            return path;
+        }
+        globfree(&g);
+    }
+    cr_assert_fail("libfaketime.so.1 not found: install the Debian package faketime (.ci/deps.sh)");
+    return NULL;
+}
+
+void jrt_skew_env(const char *skew) {
+    static char *saved;
+    static int skewed, was_set;
+    if (skew) {
+        if (!skewed) {
+            const char *old = getenv("ASAN_OPTIONS");
+            was_set = old != NULL, saved = old ? strdup(old) : NULL;
+            jrt_asan_option("verify_asan_link_order=0");
+        }
+        skewed = 1;
+        setenv("LD_PRELOAD", libfaketime(), 1);
+        setenv("FAKETIME", skew, 1);
+        setenv("FAKETIME_DONT_FAKE_MONOTONIC", "1", 1);
+        setenv("FAKETIME_NO_CACHE", "1", 1);
+        return;
+    }
+    unsetenv("LD_PRELOAD"), unsetenv("FAKETIME"), unsetenv("FAKETIME_DONT_FAKE_MONOTONIC");
+    unsetenv("FAKETIME_NO_CACHE");
+    if (skewed) {
+        if (was_set && saved) setenv("ASAN_OPTIONS", saved, 1);
+        else unsetenv("ASAN_OPTIONS");
+    }
+    free(saved);
+    saved = NULL, skewed = 0;
+}
+
+pid_t jrt_spawn_skewed(const char *skew, const char *log, const char *const *args) {
+    if (!skew) return jrt_spawn(log, args);
+    jrt_skew_env(skew);
+    pid_t pid = jrt_spawn(log, args);
+    jrt_skew_env(NULL);
+    return pid;
 }

@@ -8,10 +8,12 @@
 #include <hiredis/hiredis.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "redis.h"
 #include "redis_admin.h"
+#include "redis_produce.h"
 
 typedef struct jrt_redis {
     pid_t pid;
@@ -92,5 +94,121 @@ void jrt_sleep_ms(int ms);
 redisReply *jrt_delayed_all(redisContext *c, const char *q);
 /* How many delayed jobs queue q has: ZCARD jr:{q}:delayed + jr:{q}:wheel:n. */
 long long jrt_delayed_count(redisContext *c, const char *q);
+
+/* The frame most integration test files share, as statics of the file: a
+ * fresh Redis per test (jrt_redis_t R), the record plugin's file (char
+ * record[]: R.dir/record.txt, JRT_RECORD set to it), a path for the config
+ * file (char cfgpath[], for jrt_config) and the worker's log (char wlog[]:
+ * R.dir/worker.log); then TestSuite(suite, ...) with the setup that makes
+ * them and the teardown that stops Redis and removes R.dir. */
+#define JRT_RECORDED_SUITE(suite, ...)                                       \
+    static jrt_redis_t R;                                                    \
+    static char record[192], cfgpath[192] __attribute__((unused)),           \
+        wlog[192] __attribute__((unused));                                   \
+    static void setup(void) {                                                \
+        jrt_start_recorded(&R, record, sizeof record);                       \
+        snprintf(wlog, sizeof wlog, "%s/worker.log", R.dir);                 \
+    }                                                                        \
+    static void teardown(void) { jrt_redis_stop(&R); }                       \
+    TestSuite(suite, .init = setup, .fini = teardown, __VA_ARGS__)
+
+/* ---- shared helpers of the test files ---------------------------------- */
+
+/* DIR/name (DIR = r's temp dir), in one of 8 static buffers used in turn:
+ * valid until 8 more calls. */
+const char *jrt_path(const jrt_redis_t *r, const char *name);
+
+/* Start `jobrunner worker` for r: `-c cfg` (cfg NULL: `--redis <r's URL>`),
+ * `--plugin plugin` (NULL: JRT_RECORD_PLUGIN), then the args of `extra`
+ * (NULL-terminated; NULL for none), output appended to log (NULL:
+ * /dev/null). Returns the pid, as jrt_spawn. */
+pid_t jrt_worker(const jrt_redis_t *r, const char *cfg, const char *plugin, const char *log,
+                 const char *const *extra);
+/* Start `jobrunner scheduler` for r with `-c cfg` (cfg NULL: `--redis
+ * <r's URL>`), output appended to log (NULL: /dev/null). */
+pid_t jrt_scheduler(const jrt_redis_t *r, const char *cfg, const char *log);
+
+/* A job of `handler` with `payload` (may be NULL: none) on `queue`,
+ * attempt 1, every other field zero (the defaults); the strings are not
+ * copied. */
+jr_enqueue_t jrt_job(const char *queue, const char *handler, const char *payload);
+/* Enqueue jobs[0..n) through jobrunner's C API: one jr_redis_enqueue on a
+ * new connection to r; their ids into ids (may be NULL). Fails the test if
+ * any is refused or Redis fails. */
+void jrt_enqueue_jobs(const jrt_redis_t *r, const jr_enqueue_t *jobs, size_t n, char (*ids)[JR_ID_MAX]);
+/* Enqueue n copies of `job` (as jrt_enqueue_jobs). */
+void jrt_enqueue(const jrt_redis_t *r, jr_enqueue_t job, size_t n, char (*ids)[JR_ID_MAX]);
+/* Enqueue with the CLI: `jobrunner enqueue`, `-c cfg` (cfg NULL: `--redis
+ * <r's URL>`), then args (NULL-terminated). Fails the test (with its
+ * stderr) unless it exits 0; the id it prints, its first line, into id
+ * (may be NULL; truncated to len). */
+void jrt_cli_enqueue(const jrt_redis_t *r, const char *cfg, const char *const *args, char *id, size_t len);
+/* Run the jobrunner CLI with args (NULL-terminated, up to 29), `--redis
+ * <r's URL>` put after the command's words (two for `job` and `cron`, else
+ * one), stdout into out (NULL: discarded). Logs a warning with its stderr
+ * when it exits other than 0 or 1. Returns its exit status, as jrt_run. */
+int jrt_cli(const jrt_redis_t *r, char *out, size_t len, const char *const *args);
+/* Run jobrunner with args; fails the test (naming args[0] and args[1] and
+ * printing stdout and stderr) unless it exits `want`. Its stdout into out
+ * (NULL: discarded). */
+void jrt_run_expect(int want, char *out, size_t len, const char *const *args);
+
+/* Redis's clock (TIME), Unix ms. Fails the test if it cannot be read. */
+long long jrt_redis_ms(redisContext *c);
+/* A TCP port of 127.0.0.1 that was free a moment ago (bound with port 0,
+ * read, closed). */
+int jrt_free_port(void);
+
+/* The status of the HTTP/1.x response in text, -1 if it is none or has no
+ * end of headers; its body (malloc'd) into *body unless -1. */
+int jrt_http_status(const char *text, char **body);
+/* Read an HTTP response from fd to its end (EOF or a read error), or until
+ * deadline_us (Unix us; 0: none, the reads block) passes, then its status
+ * and body as jrt_http_status. Does not close fd. */
+int jrt_http_read(int fd, int64_t deadline_us, char **body);
+
+/* Runs in a record file's text (lines "<id> <attempt> <start us>
+ * <payload>", record_job.c): the lines whose first word is id and, if
+ * payload is not NULL, whose payload is `payload` (entry ids repeat across
+ * queues; the payload tells them apart). jrt_runs_of reads the file. */
+int jrt_runs_in(const char *text, const char *id, const char *payload);
+int jrt_runs_of(const char *path, const char *id, const char *payload);
+
+/* The job ids of the runs in a record file (the first word of each line;
+ * at most max lines), sorted (jrt_cmp_str): pointers into *text, the file
+ * read (malloc'd: the caller frees the array and *text). *n = how many;
+ * *distinct = how many different. */
+char **jrt_record_ids(const char *path, size_t max, char **text, size_t *n, size_t *distinct);
+/* strcmp for qsort and bsearch over an array of char *. */
+int jrt_cmp_str(const void *a, const void *b);
+
+/* Call done(arg) until it returns non-zero, sleeping step_ms between
+ * calls, for as long as the sleeps add up to timeout_ms (the calls' own time
+ * not counted, so a loaded machine waits longer, never shorter). Returns 1
+ * if done said so, 0 on timeout. */
+int jrt_wait_for(int timeout_ms, int step_ms, int (*done)(const void *arg), const void *arg);
+/* Wait (jrt_wait_for, every 50 ms) until state_of(queue, id), a test's
+ * reading of a job's state, is `state`. 1 if it became so, 0 on timeout. */
+int jrt_wait_state(const char *(*state_of)(const char *queue, const char *id), const char *queue, const char *id,
+                   const char *state, int timeout_ms);
+/* Wait (sleeps of 20 ms adding up to timeout_ms) until the file at path
+ * holds needle at least n times. Returns the count last seen. */
+int jrt_wait_count(const char *path, const char *needle, int n, int timeout_ms);
+
+/* ---- environment of the processes started next ------------------------- */
+
+/* Append `option` ("name=value") to ASAN_OPTIONS (of this process, so of the
+ * processes it starts next). */
+void jrt_asan_option(const char *option);
+/* Skew the wall clock (CLOCK_REALTIME) of the processes started next by
+ * `skew` (libfaketime's syntax: "+30s", "-90s"); CLOCK_MONOTONIC stays
+ * true. libfaketime is preloaded straight into them (the faketime(1)
+ * wrapper would fork: the test must signal the jobrunner process itself),
+ * and ASan told not to mind that it is not first. skew NULL undoes it all,
+ * ASAN_OPTIONS back to what it was. Fails the test if libfaketime is not
+ * installed. */
+void jrt_skew_env(const char *skew);
+/* jrt_spawn with the wall clock skewed by `skew` (NULL: not skewed). */
+pid_t jrt_spawn_skewed(const char *skew, const char *log, const char *const *args);
 
 #endif

@@ -39,15 +39,6 @@ TestSuite(bystander, .init = setup, .fini = teardown, .timeout = 120);
 
 /* ---- HTTP ----------------------------------------------------------------- */
 
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t l = sizeof a;
-    cr_assert(fd >= 0 && !bind(fd, (struct sockaddr *)&a, sizeof a) && !getsockname(fd, (struct sockaddr *)&a, &l));
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 /* A TCP connection to 127.0.0.1:port from the loopback address `from`
  * (e.g. "127.0.0.2": a client that is not 127.0.0.1, as one from the
  * network would be), non-blocking once connected. -1 if refused. */
@@ -79,24 +70,8 @@ static int get_from(const char *from, int port, const char *path, int timeout_ms
         close(fd);
         return -1;
     }
-    size_t len = 0, cap = 1 << 16;
-    char *buf = malloc(cap);
-    for (;;) {
-        int left = (int)((end - jrt_wall_us()) / 1000);
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (left <= 0 || poll(&p, 1, left) <= 0) break;
-        ssize_t k = read(fd, buf + len, cap - len - 1);
-        if (k <= 0) break;
-        len += (size_t)k;
-        if (len + 1 == cap) buf = realloc(buf, cap *= 2);
-    }
+    int status = jrt_http_read(fd, end, body);
     close(fd);
-    buf[len] = '\0';
-    int status = -1;
-    char *sep = strstr(buf, "\r\n\r\n");
-    if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1 || !sep) status = -1;
-    else *body = strdup(sep + 4);
-    free(buf);
     return status;
 }
 
@@ -165,8 +140,7 @@ static pid_t start_worker(int port) {
     char addr[64], cfg[256];
     snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
     jrt_write(&R, "w.yaml", "worker:\n  block: 1s\n", cfg, sizeof cfg);
-    const char *args[] = {"worker", "--redis", R.url, "--metrics", addr, "--plugin", JRT_RECORD_PLUGIN, "-c", cfg, NULL};
-    pid_t pid = jrt_spawn(wlog, args);
+    pid_t pid = jrt_worker(&R, NULL, NULL, wlog, (const char *[]){"--metrics", addr, "-c", cfg, NULL});
     int st = -1;
     for (int t = 0; t < 15000 && st != 200; t += 100) {
         char *b;
@@ -206,7 +180,7 @@ static int keep_asking(int port, const char *const *askers, int ms) {
  * address (a Prometheus on the network), also after the deadline has cut
  * the first slow connections and they came back. */
 Test(bystander, slow_clients_from_one_address_leave_health_and_metrics_answering) {
-    int port = free_port();
+    int port = jrt_free_port();
     pid_t w = start_worker(port);
     static const char *const attacker[] = {"127.0.0.2"};
     slow_t s;
@@ -235,7 +209,7 @@ Test(bystander, slow_clients_from_one_address_leave_health_and_metrics_answering
 /* 100 slow clients from 100 addresses (no per-address cap applies) fill
  * every slot open to the network: 127.0.0.1 still has its reserve. */
 Test(bystander, slow_clients_from_many_addresses_leave_the_local_healthcheck_answering) {
-    int port = free_port();
+    int port = jrt_free_port();
     pid_t w = start_worker(port);
     static char names[100][20];
     static const char *from[100];
@@ -260,7 +234,7 @@ Test(bystander, slow_clients_from_many_addresses_leave_the_local_healthcheck_ans
 /* A client that dribbles a header byte every 200 ms (each one resets an
  * idle timeout) is cut at the request deadline, 5 s after it connected. */
 Test(bystander, a_dribbling_client_is_cut_at_the_deadline) {
-    int port = free_port();
+    int port = jrt_free_port();
     pid_t w = start_worker(port);
     int fd = connect_from("127.0.0.2", port);
     cr_assert_geq(fd, 0);
@@ -313,8 +287,7 @@ static void keys_of(const char *line, char *out, size_t len) {
 /* The issue's payload through a real handler's log call: the message is
  * quoted, and the line has only the keys the worker wrote. */
 Test(bystander, a_handler_message_cannot_forge_log_keys) {
-    const char *wargs[] = {"worker", "--redis", R.url, "--plugin", JRT_PLUGIN_DIR "/echo.so", NULL};
-    pid_t w = jrt_spawn(wlog, wargs);
+    pid_t w = jrt_worker(&R, NULL, JRT_PLUGIN_DIR "/echo.so", wlog, NULL);
     char out[256];
     const char *e1[] = {"enqueue", "--redis", R.url, "echo", "x job=forged-1 outcome=ok", NULL};
     const char *e2[] = {"enqueue", "--redis", R.url, "echo", "\" job=forged-2 \"error=none", NULL};
@@ -484,18 +457,25 @@ static const char *how(int st, char *buf, size_t len) {
     return buf;
 }
 
+/* `stats --watch` started, its stdout and stderr in R.dir/watch.out and
+ * R.dir/watch.err (their paths into outp and errp, len bytes each). */
+static pid_t start_watch(char *outp, char *errp, size_t len) {
+    snprintf(outp, len, "%s/watch.out", R.dir);
+    snprintf(errp, len, "%s/watch.err", R.dir);
+    int o = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0600), e = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const char *args[] = {"stats", "--watch", "--redis", R.url, NULL};
+    pid_t pid = spawn_plain(args, o, e);
+    close(o), close(e);
+    return pid;
+}
+
 /* Redis dies while stats --watch redraws: exit status 1 and a message
  * naming the Redis problem, not a silent death by SIGPIPE. */
 Test(bystander, stats_watch_ends_with_a_message_when_redis_goes_away) {
     char out[256], outp[256], errp[256], b[64];
     const char *enq[] = {"enqueue", "--redis", R.url, "echo", "x", NULL};
     cr_assert_eq(jrt_run(out, sizeof out, NULL, 0, enq), 0);
-    snprintf(outp, sizeof outp, "%s/watch.out", R.dir);
-    snprintf(errp, sizeof errp, "%s/watch.err", R.dir);
-    int o = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0600), e = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    const char *args[] = {"stats", "--watch", "--redis", R.url, NULL};
-    pid_t pid = spawn_plain(args, o, e);
-    close(o), close(e);
+    pid_t pid = start_watch(outp, errp, sizeof outp);
     for (int t = 0; t < 10000 && jrt_count(outp, "every 1 s") < 2; t += 50) jrt_sleep_ms(50);
     cr_assert_geq(jrt_count(outp, "every 1 s"), 2, "stats --watch drew twice");
     kill(R.pid, SIGKILL);
@@ -512,12 +492,7 @@ Test(bystander, stats_watch_ends_with_a_message_when_redis_goes_away) {
  * passed before too: it is a read that times out, no SIGPIPE.) */
 Test(bystander, stats_watch_ends_with_a_message_when_redis_freezes) {
     char outp[256], errp[256], b[64];
-    snprintf(outp, sizeof outp, "%s/watch.out", R.dir);
-    snprintf(errp, sizeof errp, "%s/watch.err", R.dir);
-    int o = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0600), e = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    const char *args[] = {"stats", "--watch", "--redis", R.url, NULL};
-    pid_t pid = spawn_plain(args, o, e);
-    close(o), close(e);
+    pid_t pid = start_watch(outp, errp, sizeof outp);
     for (int t = 0; t < 10000 && jrt_count(outp, "every 1 s") < 1; t += 50) jrt_sleep_ms(50);
     kill(R.pid, SIGSTOP);
     int st = wait_end(pid, 20000);

@@ -20,31 +20,10 @@
 #include "harness.h"
 #include "jr.h"
 
-static jrt_redis_t R;
-static char record[192], cfgpath[192];
+JRT_RECORDED_SUITE(cancel, .timeout = 120);
 
-static void setup(void) { jrt_start_recorded(&R, record, sizeof record); }
-static void teardown(void) { jrt_redis_stop(&R); }
-
-TestSuite(cancel, .init = setup, .fini = teardown, .timeout = 120);
-
-/* Run jobrunner with args (NULL-terminated, then "--redis URL" added);
- * stdout into out. Returns the exit status. */
-static int cli(char *out, size_t len, const char *const *args) {
-    const char *argv[32];
-    size_t n = 0;
-    /* "--redis URL" after the command's words, before its options */
-    size_t words = args[1] && (!strcmp(args[0], "job") || !strcmp(args[0], "cron")) ? 2 : 1, k = 0;
-    while (k < words) argv[n++] = args[k++];
-    argv[n++] = "--redis", argv[n++] = R.url;
-    while (args[k] && n < 30) argv[n++] = args[k++];
-    argv[n] = NULL;
-    char err[2048];
-    static char scratch[1 << 16];
-    int st = jrt_run(out ? out : scratch, out ? len : sizeof scratch, err, sizeof err, argv);
-    if (st != 0 && st != 1) cr_log_warn("jobrunner %s: exit %d: %s", args[0], st, err);
-    return st;
-}
+/* Run jobrunner with args ("--redis URL" added: jrt_cli); stdout into out. */
+static int cli(char *out, size_t len, const char *const *args) { return jrt_cli(&R, out, len, args); }
 
 /* The state `job show` prints first ("state: X"), into a static buffer. */
 static const char *state_of(const char *queue, const char *id) {
@@ -59,29 +38,19 @@ static const char *state_of(const char *queue, const char *id) {
     return state;
 }
 
+/* 1 once job id of queue is in `state` (polled every 50 ms), 0 after timeout_ms. */
 static int wait_state(const char *queue, const char *id, const char *state, int timeout_ms) {
-    for (int waited = 0;; waited += 50) {
-        if (!strcmp(state_of(queue, id), state)) return 1;
-        if (waited >= timeout_ms) return 0;
-        jrt_sleep_ms(50);
-    }
+    return jrt_wait_state(state_of, queue, id, state, timeout_ms);
 }
 
 static int wait_count(const char *path, const char *needle, int n, int timeout_ms) {
-    for (int waited = 0;; waited += 20) {
-        int got = jrt_count(path, needle);
-        if (got >= n || waited >= timeout_ms) return got;
-        jrt_sleep_ms(20);
-    }
+    return jrt_wait_count(path, needle, n, timeout_ms);
 }
 
 /* Redis's clock, Unix ms. */
 static long long redis_ms(void) {
     redisContext *c = jrt_connect(&R);
-    redisReply *r = jrt_cmd(c, "TIME", NULL);
-    cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
-    long long ms = strtoll(r->element[0]->str, NULL, 10) * 1000 + strtoll(r->element[1]->str, NULL, 10) / 1000;
-    freeReplyObject(r);
+    long long ms = jrt_redis_ms(c);
     redisFree(c);
     return ms;
 }
@@ -103,11 +72,11 @@ static int ready_with_id(const char *queue, const char *id) {
     return n;
 }
 
+/* Scheduler i, its output in R.dir/scheduler<i>.log. */
 static pid_t start_scheduler(int i) {
-    char log[256];
-    snprintf(log, sizeof log, "%s/scheduler%d.log", R.dir, i);
-    const char *args[] = {"scheduler", "--redis", R.url, NULL};
-    return jrt_spawn(log, args);
+    char name[32];
+    snprintf(name, sizeof name, "scheduler%d.log", i);
+    return jrt_scheduler(&R, NULL, jrt_path(&R, name));
 }
 
 /* Scheduler B is stopped just before a tick T, scheduler A fires T, the
@@ -170,10 +139,7 @@ Test(cancel, removed_jobs_are_not_enqueued_again_within_their_window) {
     /* a dead job: run `bad` once */
     const char *e3[] = {"enqueue", "-q", "main", "--id", "dead-1", "bad", NULL};
     cr_assert_eq(cli(out, sizeof out, e3), 0);
-    char wlog[256];
-    snprintf(wlog, sizeof wlog, "%s/worker.log", R.dir);
-    const char *w[] = {"worker", "--redis", R.url, "-q", "main", "--plugin", JRT_CANCEL_PLUGIN, NULL};
-    pid_t wp = jrt_spawn(wlog, w);
+    pid_t wp = jrt_worker(&R, NULL, JRT_CANCEL_PLUGIN, wlog, (const char *[]){"-q", "main", NULL});
     cr_assert(wait_state("main", "dead-1", "dead", 20000));
     jrt_stop(wp, SIGTERM, 10000);
     const char *d3[] = {"job", "delete", "-q", "main", "dead-1", NULL};
@@ -197,12 +163,10 @@ Test(cancel, removed_jobs_are_not_enqueued_again_within_their_window) {
  * stopped; the worker resumes and acknowledges it before any heartbeat or
  * cancel check could tell it: the ack itself says cancelled. */
 Test(cancel, job_cancelled_before_its_ack_is_acked_as_cancelled_without_followups) {
-    char wlog[256], go[256];
-    snprintf(wlog, sizeof wlog, "%s/worker.log", R.dir);
+    char go[256];
     snprintf(go, sizeof go, "%s.go", record);
     jrt_config(&R, "worker:\n  lease: 30s\n", cfgpath, sizeof cfgpath);
-    const char *w[] = {"worker", "-c", cfgpath, "-q", "main", "--plugin", JRT_CANCEL_PLUGIN, NULL};
-    pid_t wp = jrt_spawn(wlog, w);
+    pid_t wp = jrt_worker(&R, cfgpath, JRT_CANCEL_PLUGIN, wlog, (const char *[]){"-q", "main", NULL});
     for (int k = 0; k < 3; k++) { /* k = 2: the handler asks for a retry instead */
         char id[32], child[48], needle[64];
         snprintf(id, sizeof id, "gated-%d", k);

@@ -172,42 +172,21 @@ static void add_event(events_t *e, pid_t pid, int64_t t0, int64_t t1, int status
     e->v[e->n++] = (event_t){pid, t0, t1, status};
 }
 
-static const char *logpath(const char *name) {
-    static char path[4][192];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(path[k], sizeof path[k], "%s/%s", R.dir, name);
-    return path[k];
-}
+static const char *logpath(const char *name) { return jrt_path(&R, name); }
 
-/* libfaketime, preloaded straight into the spawned jobrunner (the
- * faketime(1) wrapper forks, and the test must signal and recognise the
- * jobrunner process itself). ld.so expands $LIB. */
-#define FAKETIME_LIB "/usr/$LIB/faketime/libfaketime.so.1"
-
-/* Set (or, with skew 0, restore) the environment that makes a child's
- * CLOCK_REALTIME run `skew` seconds off; CLOCK_MONOTONIC stays true. */
+/* The environment that makes a child's CLOCK_REALTIME run `skew` seconds
+ * off (jrt_skew_env: libfaketime preloaded straight into the spawned
+ * jobrunner, which the test must signal and recognise); skew 0 restores it. */
 static void skew_env(int skew) {
-    static char *saved_asan;
-    if (!skew) {
-        unsetenv("LD_PRELOAD"), unsetenv("FAKETIME"), unsetenv("FAKETIME_DONT_FAKE_MONOTONIC");
-        if (saved_asan) setenv("ASAN_OPTIONS", saved_asan, 1), free(saved_asan), saved_asan = NULL;
-        return;
-    }
-    char off[16], asan[1200];
+    char off[16];
     snprintf(off, sizeof off, "%+ds", skew);
-    const char *old = getenv("ASAN_OPTIONS");
-    saved_asan = strdup(old ? old : "");
-    snprintf(asan, sizeof asan, "%s%sverify_asan_link_order=0", old ? old : "", old && *old ? ":" : "");
-    setenv("ASAN_OPTIONS", asan, 1);
-    setenv("LD_PRELOAD", FAKETIME_LIB, 1), setenv("FAKETIME", off, 1), setenv("FAKETIME_DONT_FAKE_MONOTONIC", "1", 1);
+    jrt_skew_env(skew ? off : NULL);
 }
 
 static pid_t spawn_skewed(const char *log, const char *const *args, int skew) {
-    if (skew) skew_env(skew);
-    pid_t pid = jrt_spawn(log, args);
-    if (skew) skew_env(0);
-    return pid;
+    char off[16];
+    snprintf(off, sizeof off, "%+ds", skew);
+    return jrt_spawn_skewed(skew ? off : NULL, log, args);
 }
 
 /* Fails the test unless a child's clock really runs `skew` s off (so that a
@@ -349,13 +328,7 @@ static void must(redisContext *c, const char *fmt, ...) {
     freeReplyObject(rep);
 }
 
-static int64_t redis_now_ms(redisContext *c) {
-    redisReply *rep = redisCommand(c, "TIME");
-    cr_assert(rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2, "TIME failed");
-    int64_t ms = atoll(rep->element[0]->str) * 1000 + atoll(rep->element[1]->str) / 1000;
-    freeReplyObject(rep);
-    return ms;
-}
+static int64_t redis_now_ms(redisContext *c) { return jrt_redis_ms(c); }
 
 /* ---- the ledger ------------------------------------------------------------ */
 
@@ -1601,10 +1574,7 @@ static void setup(void) {
     snprintf(recpath, sizeof recpath, "%s/record.txt", R.dir);
     setenv("JRT_CHAOS_RECORD", recpath, 1);
     /* Under AddressSanitizer, let the intended crashes be plain signals. */
-    char asan[1024];
-    const char *old = getenv("ASAN_OPTIONS");
-    snprintf(asan, sizeof asan, "%s%shandle_segv=0:handle_abort=0", old ? old : "", old ? ":" : "");
-    setenv("ASAN_OPTIONS", asan, 1);
+    jrt_asan_option("handle_segv=0:handle_abort=0");
 }
 static void teardown(void) { jrt_redis_stop(&R); }
 

@@ -21,16 +21,7 @@ TestSuite(cli, .init = setup, .fini = teardown, .timeout = 60);
 
 /* Wait until `path` contains `needle` at least `times` times. */
 static int wait_for(const char *path, const char *needle, int times, int timeout_ms) {
-    int found = 0;
-    for (int waited = 0; waited <= timeout_ms; waited += 20) {
-        char *s = jrt_slurp(path);
-        found = 0;
-        for (char *p = s; (p = strstr(p, needle)) != NULL; p++) found++;
-        free(s);
-        if (found >= times) break;
-        jrt_sleep_ms(20);
-    }
-    return found;
+    return jrt_wait_count(path, needle, times, timeout_ms);
 }
 
 Test(cli, redis_cli_example_from_the_docs_works) {

@@ -7,7 +7,6 @@
  * presence is not reported stale, the stats window counts the jobs, and a
  * pause records Redis's time. */
 #include <criterion/criterion.h>
-#include <glob.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,73 +18,12 @@
 #include "harness.h"
 #include "jr.h"
 
-static jrt_redis_t R;
-static char record[192], cfgpath[192];
-
-static void setup(void) { jrt_start_recorded(&R, record, sizeof record); }
-static void teardown(void) { jrt_redis_stop(&R); }
-
-TestSuite(clock, .init = setup, .fini = teardown, .timeout = 120);
-
-/* libfaketime's preload library (Debian package libfaketime, with faketime). */
-static const char *libfaketime(void) {
-    static char path[512];
-    glob_t g;
-    const char *pats[] = {"/usr/lib/*/faketime/libfaketime.so.1", "/usr/lib/faketime/libfaketime.so.1",
-                          "/usr/local/lib/faketime/libfaketime.so.1"};
-    for (size_t i = 0; i < sizeof pats / sizeof *pats; i++) {
-        if (glob(pats[i], 0, NULL, &g) == 0 && g.gl_pathc > 0) {
-            snprintf(path, sizeof path, "%s", g.gl_pathv[0]);
-            globfree(&g);
-            return path;
-        }
-        globfree(&g);
-    }
-    cr_assert_fail("libfaketime.so.1 not found: install the Debian package faketime (.ci/deps.sh)");
-    return NULL;
-}
-
-/* The environment of the processes started next: their wall clock skewed
- * by `skew` ("+30s", "-30s"; the monotonic clock true); skew NULL undoes it. */
-static void skew_env(const char *skew) {
-    static char *saved;
-    static int was_set;
-    if (skew) {
-        const char *old = getenv("ASAN_OPTIONS");
-        char asan[512];
-        snprintf(asan, sizeof asan, "%s%sverify_asan_link_order=0", old ? old : "", old && *old ? ":" : "");
-        was_set = old != NULL, saved = old ? strdup(old) : NULL;
-        setenv("LD_PRELOAD", libfaketime(), 1);
-        setenv("FAKETIME", skew, 1);
-        setenv("FAKETIME_DONT_FAKE_MONOTONIC", "1", 1);
-        setenv("FAKETIME_NO_CACHE", "1", 1);
-        setenv("ASAN_OPTIONS", asan, 1);
-        return;
-    }
-    unsetenv("LD_PRELOAD"), unsetenv("FAKETIME"), unsetenv("FAKETIME_DONT_FAKE_MONOTONIC");
-    unsetenv("FAKETIME_NO_CACHE");
-    if (was_set && saved) setenv("ASAN_OPTIONS", saved, 1);
-    else unsetenv("ASAN_OPTIONS");
-    free(saved);
-    saved = NULL;
-}
-
-/* Start jobrunner with args, its wall clock skewed by `skew`, output
- * appended to log. */
-static pid_t spawn_skewed(const char *skew, const char *log, const char *const *args) {
-    skew_env(skew);
-    pid_t pid = jrt_spawn(log, args);
-    skew_env(NULL);
-    return pid;
-}
+JRT_RECORDED_SUITE(clock, .timeout = 120);
 
 /* Redis's clock, Unix ms. */
 static long long redis_ms(void) {
     redisContext *c = jrt_connect(&R);
-    redisReply *r = jrt_cmd(c, "TIME", NULL);
-    cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
-    long long ms = strtoll(r->element[0]->str, NULL, 10) * 1000 + strtoll(r->element[1]->str, NULL, 10) / 1000;
-    freeReplyObject(r);
+    long long ms = jrt_redis_ms(c);
     redisFree(c);
     return ms;
 }
@@ -104,19 +42,8 @@ static long long log_skew_ms(const char *log) {
     return (long long)timegm(&tm) * 1000 + ms;
 }
 
-static int cli(char *out, size_t len, const char *const *args) {
-    const char *argv[32];
-    size_t n = 0;
-    /* "--redis URL" after the command's words, before its options */
-    size_t words = args[1] && (!strcmp(args[0], "job") || !strcmp(args[0], "cron")) ? 2 : 1, k = 0;
-    while (k < words) argv[n++] = args[k++];
-    argv[n++] = "--redis", argv[n++] = R.url;
-    while (args[k] && n < 30) argv[n++] = args[k++];
-    argv[n] = NULL;
-    static char scratch[1 << 16];
-    char err[2048];
-    return jrt_run(out ? out : scratch, out ? len : sizeof scratch, err, sizeof err, argv);
-}
+/* Run jobrunner with args ("--redis URL" added: jrt_cli); stdout into out. */
+static int cli(char *out, size_t len, const char *const *args) { return jrt_cli(&R, out, len, args); }
 
 /* job show --json ID in queue: the parsed document (caller frees). */
 static json_t *show(const char *queue, const char *id) {
@@ -142,12 +69,9 @@ static char *state_of(const char *queue, const char *id) {
  * its deferred and retried jobs; their pids into pid[0], pid[1]. */
 static void worker(const char *skew, const char *log, const char *extra, pid_t *pid) {
     jrt_config(&R, extra, cfgpath, sizeof cfgpath);
-    char slog[256];
-    snprintf(slog, sizeof slog, "%s/scheduler.log", R.dir);
-    const char *sargs[] = {"scheduler", "-c", cfgpath, NULL};
-    pid[1] = jrt_spawn(slog, sargs);
+    pid[1] = jrt_scheduler(&R, cfgpath, jrt_path(&R, "scheduler.log"));
     const char *w[] = {"worker", "-c", cfgpath, "-q", "main", "--plugin", JRT_CANCEL_PLUGIN, NULL};
-    pid[0] = spawn_skewed(skew, log, w);
+    pid[0] = jrt_spawn_skewed(skew, log, w);
     long long skewed = log_skew_ms(log) - redis_ms();
     long long want = skew[0] == '+' ? 30000 : -30000;
     cr_assert(skewed > want - 5000 && skewed < want + 5000, "the worker's clock is off by %lld ms, not %s", skewed,
@@ -157,14 +81,19 @@ static void worker(const char *skew, const char *log, const char *extra, pid_t *
 /* 30 s ahead, worker.handler_wait 20 s: the job for a handler it lacks has
  * waited ~0 s by Redis's clock, so it is deferred, again and again, not
  * dead-lettered. */
-Test(clock, worker_ahead_defers_a_job_for_a_missing_handler) {
-    char log[256];
-    snprintf(log, sizeof log, "%s/worker.log", R.dir);
-    pid_t w[2];
-    worker("+30s", log, "worker:\n  handler_wait: 20s\n", w);
+/* worker(skew, wlog, extra, w), and job `id` of main for a handler no
+ * worker has (enqueued with the CLI). */
+static void missing_handler(const char *skew, const char *extra, const char *id, pid_t *w) {
+    worker(skew, wlog, extra, w);
     char out[512];
-    const char *e[] = {"enqueue", "-q", "main", "--id", "nh-1", "missing", NULL};
+    const char *e[] = {"enqueue", "-q", "main", "--id", id, "missing", NULL};
     cr_assert_eq(cli(out, sizeof out, e), 0);
+}
+
+Test(clock, worker_ahead_defers_a_job_for_a_missing_handler) {
+    const char *log = wlog;
+    pid_t w[2];
+    missing_handler("+30s", "worker:\n  handler_wait: 20s\n", "nh-1", w);
     for (int i = 0; i < 200 && jrt_count(log, "deferred") < 2; i++) jrt_sleep_ms(50);
     cr_expect_geq(jrt_count(log, "deferred"), 2, "the job was not deferred (twice)");
     cr_expect_eq(jrt_count(log, "moved to the dead-letter stream"), 0, "dead-lettered by a clock 30 s ahead");
@@ -178,13 +107,9 @@ Test(clock, worker_ahead_defers_a_job_for_a_missing_handler) {
 /* 30 s behind, worker.handler_wait 2 s: dead-lettered after ~2 s of waiting
  * by Redis's clock, not after 32 s. */
 Test(clock, worker_behind_buries_after_handler_wait) {
-    char log[256];
-    snprintf(log, sizeof log, "%s/worker.log", R.dir);
+    const char *log = wlog;
     pid_t w[2];
-    worker("-30s", log, "worker:\n  handler_wait: 2s\n", w);
-    char out[512];
-    const char *e[] = {"enqueue", "-q", "main", "--id", "nh-2", "missing", NULL};
-    cr_assert_eq(cli(out, sizeof out, e), 0);
+    missing_handler("-30s", "worker:\n  handler_wait: 2s\n", "nh-2", w);
     long long t0 = redis_ms();
     int dead = 0;
     for (int i = 0; i < 300 && !dead; i++) {
@@ -211,7 +136,7 @@ Test(clock, skewed_schedulers_fire_each_tick_once_at_redis_time) {
     snprintf(l0, sizeof l0, "%s/sched0.log", R.dir);
     snprintf(l1, sizeof l1, "%s/sched1.log", R.dir);
     const char *args[] = {"scheduler", "--redis", R.url, NULL};
-    pid_t a = spawn_skewed("+30s", l0, args), b = spawn_skewed("-30s", l1, args);
+    pid_t a = jrt_spawn_skewed("+30s", l0, args), b = jrt_spawn_skewed("-30s", l1, args);
     jrt_sleep_ms(5000);
     long long now = redis_ms();
     jrt_stop(a, SIGTERM, 10000);
@@ -306,9 +231,9 @@ Test(clock, worker_ahead_retry_presence_and_stats) {
     json_decref(sd);
     /* `pause` from a host 30 s behind: paused_since is Redis's now */
     const char *pause[] = {"pause", "main", NULL};
-    skew_env("-30s");
+    jrt_skew_env("-30s");
     int pst = cli(out, sizeof out, pause);
-    skew_env(NULL);
+    jrt_skew_env(NULL);
     cr_assert_eq(pst, 0, "pause: %s", out);
     long long at = redis_ms();
     cr_assert_eq(cli(out, sizeof out, st), 0);

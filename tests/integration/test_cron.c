@@ -19,19 +19,14 @@ static void teardown(void) { jrt_redis_stop(&R); }
 
 TestSuite(cron, .init = setup, .fini = teardown, .timeout = 240);
 
+/* Scheduler i, its output in R.dir/scheduler<i>.log. */
 static pid_t start_scheduler(int i) {
-    char log[256];
-    snprintf(log, sizeof log, "%s/scheduler%d.log", R.dir, i);
-    const char *args[] = {"scheduler", "--redis", R.url, NULL};
-    return jrt_spawn(log, args);
+    char name[32];
+    snprintf(name, sizeof name, "scheduler%d.log", i);
+    return jrt_scheduler(&R, NULL, jrt_path(&R, name));
 }
 
-static void cli(int want, const char *const *args) {
-    char out[8192], err[4096];
-    int st = jrt_run(out, sizeof out, err, sizeof err, args);
-    cr_assert_eq(st, want, "jobrunner %s %s: exit %d, want %d; stdout: %s stderr: %s", args[0], args[1], st, want,
-                 out, err);
-}
+static void cli(int want, const char *const *args) { jrt_run_expect(want, NULL, 0, args); }
 
 static void add_every(const char *name, const char *queue, const char *missed) {
     const char *args[] = {"cron", "add", name, "--every", "1s", "-q", queue, "--missed", missed,

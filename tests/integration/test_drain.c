@@ -17,39 +17,16 @@
 #include "redis_produce.h"
 #include "redis_admin.h"
 
-static jrt_redis_t R;
-static char record[192], cfgpath[192];
-
-static void setup(void) {
-    jrt_start_recorded(&R, record, sizeof record);
-}
-static void teardown(void) { jrt_redis_stop(&R); }
-
-TestSuite(drain, .init = setup, .fini = teardown, .timeout = 240);
-
-static int cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+JRT_RECORDED_SUITE(drain, .timeout = 240);
 
 Test(drain, connections_killed_between_results_and_read_lose_no_job) {
     /* nap 1 ms: the jobs end in their runners while the kills land */
     jrt_config(&R, "worker:\n  lease: 1s\n  concurrency: 2\njobs:\n  max_deliveries: 100\n", cfgpath, sizeof cfgpath);
     enum { N = 3000, W = 2 };
     static char ids[N][JR_ID_MAX];
-    jr_redis_t *r = jrt_jr_connect(&R);
-    jr_enqueue_t *jobs = calloc(N, sizeof *jobs);
-    for (size_t i = 0; i < N; i++)
-        jobs[i] = (jr_enqueue_t){.queue = "default",
-                                 .env = {.handler = "nap", .handler_len = 3, .payload = "1", .payload_len = 1,
-                                         .attempt = 1}};
-    cr_assert_eq(jr_redis_enqueue(r, jobs, N, ids, NULL), 0, "%s", jr_redis_errstr(r));
-    free(jobs);
-    jr_redis_free(r);
+    jrt_enqueue(&R, jrt_job("default", "nap", "1"), N, ids);
     pid_t w[W];
-    for (int i = 0; i < W; i++) {
-        char log[192];
-        snprintf(log, sizeof log, "%s/w%d.log", R.dir, i);
-        const char *args[] = {"worker", "-c", cfgpath, "--plugin", JRT_RECORD_PLUGIN, NULL};
-        w[i] = jrt_spawn(log, args);
-    }
+    for (int i = 0; i < W; i++) w[i] = jrt_worker(&R, cfgpath, NULL, jrt_path(&R, i ? "w1.log" : "w0.log"), NULL);
     redisContext *c = jrt_connect(&R);
     int kills = 0;
     for (int round = 0; round < 200; round++) {
@@ -60,30 +37,18 @@ Test(drain, connections_killed_between_results_and_read_lose_no_job) {
         kills++;
     }
     redisFree(c);
-    jr_qstats_t s = {0};
-    for (int t = 0; t < 90000; t += 100) { /* entries lost in flight wait a lease (1 s) */
-        s = jrt_stats(&R, "default");
-        if (s.ready == 0 && s.pending == 0 && s.delayed == 0) break;
-        jrt_sleep_ms(100);
-    }
+    jr_qstats_t s = jrt_wait_settled(&R, "default", 0, 90000); /* entries lost in flight wait a lease (1 s) */
     cr_expect(s.ready == 0 && s.pending == 0 && s.delayed == 0 && s.dead == 0,
               "left: ready=%lld pending=%lld delayed=%lld dead=%lld", s.ready, s.pending, s.delayed, s.dead);
     /* Every job ran (a job acknowledged before it ran would be missing). */
-    char *all = jrt_slurp(record);
-    size_t n = 0;
-    char **lines = malloc((N * 4 + 1) * sizeof *lines);
-    for (char *p = strtok(all, "\n"); p && n < N * 4; p = strtok(NULL, "\n")) {
-        *strchr(p, ' ') = '\0';
-        lines[n++] = p;
-    }
-    qsort(lines, n, sizeof *lines, cmp);
-    size_t distinct = 0;
-    for (size_t i = 0; i < n; i++) distinct += i == 0 || strcmp(lines[i], lines[i - 1]) != 0;
+    char *all;
+    size_t n, distinct;
+    char **lines = jrt_record_ids(record, N * 4, &all, &n, &distinct);
     fprintf(stderr, "drain kill test: jobs=%d kills=%d runs=%zu distinct=%zu\n", N, kills, n, distinct);
     cr_expect_eq(distinct, N, "%zu of %d jobs ran", distinct, N);
     for (int i = 0; i < N; i++) {
         char *key = ids[i];
-        cr_expect(bsearch(&key, lines, n, sizeof *lines, cmp), "job %s never ran", ids[i]);
+        cr_expect(bsearch(&key, lines, n, sizeof *lines, jrt_cmp_str), "job %s never ran", ids[i]);
     }
     cr_expect_gt(kills, 5, "only %d kills", kills);
     free(lines);

@@ -15,15 +15,7 @@
 #include "redis_produce.h"
 #include "redis_admin.h"
 
-static jrt_redis_t R;
-static char record[192], cfgpath[192];
-
-static void setup(void) {
-    jrt_start_recorded(&R, record, sizeof record);
-}
-static void teardown(void) { jrt_redis_stop(&R); }
-
-TestSuite(faults, .init = setup, .fini = teardown, .timeout = 180);
+JRT_RECORDED_SUITE(faults, .timeout = 180);
 
 /* A config file for this test: the Redis URL plus `extra` YAML. */
 static const char *config(const char *extra) {
@@ -31,37 +23,19 @@ static const char *config(const char *extra) {
     return cfgpath;
 }
 
+/* A worker (record plugin) or a scheduler with the config, its output in
+ * R.dir/log. */
 static pid_t start(const char *what, const char *log) {
-    char path[192];
-    snprintf(path, sizeof path, "%s/%s", R.dir, log);
-    const char *w[] = {"worker", "-c", cfgpath, "--plugin", JRT_RECORD_PLUGIN, NULL};
-    const char *s[] = {"scheduler", "-c", cfgpath, NULL};
-    return jrt_spawn(path, strcmp(what, "worker") == 0 ? w : s);
+    return strcmp(what, "worker") ? jrt_scheduler(&R, cfgpath, jrt_path(&R, log))
+                                  : jrt_worker(&R, cfgpath, NULL, jrt_path(&R, log), NULL);
 }
-
-static const char *logpath(const char *log) {
-    static char path[4][192];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(path[k], sizeof path[k], "%s/%s", R.dir, log);
-    return path[k];
-}
-
-static jr_redis_t *conn(void) { return jrt_jr_connect(&R); }
 
 /* Enqueue n jobs of handler h with payload p (and options) through the C API. */
 static void enqueue(size_t n, const char *h, const char *p, uint32_t max_attempts, int64_t timeout_ms,
                     char (*ids)[JR_ID_MAX]) {
-    jr_redis_t *r = conn();
-    jr_enqueue_t *jobs = calloc(n, sizeof *jobs);
-    for (size_t i = 0; i < n; i++)
-        jobs[i] = (jr_enqueue_t){.queue = "default",
-                                 .env = {.handler = h, .handler_len = strlen(h), .payload = p,
-                                         .payload_len = strlen(p), .attempt = 1,
-                                         .max_attempts = max_attempts, .timeout_ms = timeout_ms}};
-    cr_assert_eq(jr_redis_enqueue(r, jobs, n, ids, NULL), 0, "%s", jr_redis_errstr(r));
-    free(jobs);
-    jr_redis_free(r);
+    jr_enqueue_t job = jrt_job("default", h, p);
+    job.env.max_attempts = max_attempts, job.env.timeout_ms = timeout_ms;
+    jrt_enqueue(&R, job, n, ids);
 }
 
 static jr_qstats_t stats(void) { return jrt_stats(&R, "default"); }
@@ -70,19 +44,7 @@ static jr_qstats_t wait_settled(long long dead, int timeout_ms) {
     return jrt_wait_settled(&R, "default", dead, timeout_ms);
 }
 
-static int runs_of(const char *id) {
-    char *s = jrt_slurp(record);
-    int n = 0;
-    size_t len = strlen(id);
-    for (char *line = s; *line;) {
-        if (!strncmp(line, id, len) && line[len] == ' ') n++;
-        char *nl = strchr(line, '\n');
-        if (!nl) break;
-        line = nl + 1;
-    }
-    free(s);
-    return n;
-}
+static int runs_of(const char *id) { return jrt_runs_of(record, id, NULL); }
 
 static void dead_entry(const char *id, char *out, size_t len) { jrt_dead_entry(&R, "default", id, out, len); }
 
@@ -134,7 +96,7 @@ Test(faults, a_job_longer_than_the_lease_is_not_taken_over_while_its_worker_live
     jr_qstats_t st = wait_settled(0, 5000);
     cr_expect(st.pending == 0 && st.ready == 0, "pending=%lld ready=%lld", st.pending, st.ready);
     cr_expect_eq(runs_of(id[0]), 1, "a 2.5 s job with a 0.6 s lease ran %d times", runs_of(id[0]));
-    cr_expect_eq(jrt_count(logpath("w1.log"), "took over") + jrt_count(logpath("w2.log"), "took over"), 0);
+    cr_expect_eq(jrt_count(jrt_path(&R, "w1.log"), "took over") + jrt_count(jrt_path(&R, "w2.log"), "took over"), 0);
     cr_expect_eq(jrt_stop(w1, SIGTERM, 10000), 0);
     cr_expect_eq(jrt_stop(w2, SIGTERM, 10000), 0);
 }
@@ -159,9 +121,6 @@ Test(faults, sigterm_lets_running_jobs_finish_and_hands_back_the_rest) {
     for (int i = 0; i < N; i++) cr_expect_eq(runs_of(ids[i]), 1, "job %s ran %d times", ids[i], runs_of(ids[i]));
     cr_expect_eq(jrt_stop(w2, SIGTERM, 10000), 0);
 }
-
-/* The job ids in the record file, with how often each ran. */
-static int cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 Test(faults, sigkill_random_workers_loses_nothing, .timeout = 240) {
     config("worker:\n  batch: 16\n  lease: 1s\njobs:\n  max_deliveries: 50\n");
@@ -191,19 +150,10 @@ Test(faults, sigkill_random_workers_loses_nothing, .timeout = 240) {
     cr_expect(s.ready == 0 && s.pending == 0 && s.delayed == 0 && s.dead == 0,
               "left: ready=%lld pending=%lld delayed=%lld dead=%lld", s.ready, s.pending, s.delayed, s.dead);
     /* Every job ran; count the extra runs. */
-    char *text = jrt_slurp(record);
-    size_t nlines = 0;
-    char **lines = malloc((N * 4 + 1) * sizeof *lines);
-    for (char *p = strtok(text, "\n"); p && nlines < N * 4; p = strtok(NULL, "\n")) {
-        *strchr(p, ' ') = '\0';
-        lines[nlines++] = p;
-    }
-    qsort(lines, nlines, sizeof *lines, cmp);
-    size_t distinct = 0, dups = 0;
-    for (size_t i = 0; i < nlines; i++) {
-        if (i == 0 || strcmp(lines[i], lines[i - 1])) distinct++;
-        else dups++;
-    }
+    char *text;
+    size_t nlines, distinct;
+    char **lines = jrt_record_ids(record, N * 4, &text, &nlines, &distinct);
+    size_t dups = nlines - distinct;
     /* A killed worker can have run at most what it held (batch 16 per
      * runner, 4 runners) without the acknowledgements reaching Redis. */
     fprintf(stderr, "kill test: jobs=%d workers=%d kills=%d runs=%zu distinct=%zu duplicates=%zu lost=%d\n", N, W,
@@ -224,15 +174,9 @@ Test(faults, redis_killed_and_restarted_with_aof_loses_nothing) {
     enum { N = 300, D = 50 };
     static char ids[N][JR_ID_MAX], dids[D][JR_ID_MAX];
     enqueue(N, "nap", "5", 0, 0, ids);
-    {
-        jr_redis_t *r = conn();
-        jr_enqueue_t j[D];
-        for (int i = 0; i < D; i++)
-            j[i] = (jr_enqueue_t){.queue = "default", .delay_ms = 1500 + i * 10,
-                                  .env = {.handler = "record", .handler_len = 6, .attempt = 1}};
-        cr_assert_eq(jr_redis_enqueue(r, j, D, dids, NULL), 0);
-        jr_redis_free(r);
-    }
+    jr_enqueue_t j[D];
+    for (int i = 0; i < D; i++) j[i] = jrt_job("default", "record", NULL), j[i].delay_ms = 1500 + i * 10;
+    jrt_enqueue_jobs(&R, j, D, dids);
     jrt_sleep_ms(500);
     jrt_redis_restart(&R, aof); /* SIGKILL: only what AOF has survives */
     jrt_sleep_ms(1500);
@@ -242,7 +186,7 @@ Test(faults, redis_killed_and_restarted_with_aof_loses_nothing) {
               "ready=%lld pending=%lld delayed=%lld dead=%lld", st.ready, st.pending, st.delayed, st.dead);
     for (int i = 0; i < N; i++) cr_expect_geq(runs_of(ids[i]), 1, "job %s never ran", ids[i]);
     for (int i = 0; i < D; i++) cr_expect_geq(runs_of(dids[i]), 1, "delayed job %s never ran", dids[i]);
-    cr_expect_gt(jrt_count(logpath("worker.log"), "reconnecting"), 0, "the worker never saw Redis go");
+    cr_expect_gt(jrt_count(jrt_path(&R, "worker.log"), "reconnecting"), 0, "the worker never saw Redis go");
     cr_expect_eq(waitpid(w, NULL, WNOHANG), 0, "the worker died");
     cr_expect_eq(waitpid(s, NULL, WNOHANG), 0, "the scheduler died");
     cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
@@ -280,7 +224,7 @@ Test(faults, garbage_entries_are_dead_lettered_with_the_reason) {
     freeReplyObject(rep);
     for (size_t i = 0; i < 4; i++) cr_expect(strstr(all, garbage[i][1]), "no dead entry says %s:\n%s", garbage[i][1], all);
     cr_expect(strstr(all, "over the limit of 100"), "%s", all);
-    cr_expect_eq(jrt_count(logpath("worker.log"), "why=invalid") + 0, 0); /* why is in Redis, not a log key */
+    cr_expect_eq(jrt_count(jrt_path(&R, "worker.log"), "why=invalid") + 0, 0); /* why is in Redis, not a log key */
     cr_expect(strstr(all, "why=invalid"), "%s", all);
     redisFree(c);
     cr_expect_eq(waitpid(w, NULL, WNOHANG), 0, "a garbage entry killed the worker");
@@ -293,10 +237,7 @@ Test(faults, a_job_that_keeps_killing_its_worker_becomes_poison) {
     char id[1][JR_ID_MAX];
     enqueue(1, "crash", "", 0, 0, id);
     /* Under AddressSanitizer, let the intended crash be a plain SIGSEGV. */
-    char asan[1024];
-    snprintf(asan, sizeof asan, "%s%shandle_segv=0", getenv("ASAN_OPTIONS") ? getenv("ASAN_OPTIONS") : "",
-             getenv("ASAN_OPTIONS") ? ":" : "");
-    setenv("ASAN_OPTIONS", asan, 1);
+    jrt_asan_option("handle_segv=0");
     pid_t w = -1;
     jr_qstats_t st = {0};
     for (int i = 0; i < 40; i++) {
@@ -358,13 +299,9 @@ Test(faults, dead_jobs_can_be_listed_shown_retried_and_purged) {
 Test(faults, schedulers_killed_mid_promotion_lose_and_double_nothing) {
     config("scheduler:\n  batch: 50\n");
     enum { N = 20000 };
-    jr_redis_t *r = conn();
     static jr_enqueue_t jobs[N];
-    for (int i = 0; i < N; i++)
-        jobs[i] = (jr_enqueue_t){.queue = "default", .delay_ms = 400 + i % 7,
-                                 .env = {.handler = "record", .handler_len = 6, .attempt = 1}};
-    cr_assert_eq(jr_redis_enqueue(r, jobs, N, NULL, NULL), 0, "%s", jr_redis_errstr(r));
-    jr_redis_free(r);
+    for (int i = 0; i < N; i++) jobs[i] = jrt_job("default", "record", NULL), jobs[i].delay_ms = 400 + i % 7;
+    jrt_enqueue_jobs(&R, jobs, N, NULL);
     pid_t s[2] = {start("scheduler", "s0.log"), start("scheduler", "s1.log")};
     int kills = 0;
     jr_qstats_t st = stats();
@@ -395,10 +332,10 @@ Test(faults, a_redis_that_may_evict_keys_gets_a_warning) {
     int found = 0;
     for (int i = 0; i < 100 && !found; i++) {
         jrt_sleep_ms(20);
-        found = jrt_count(logpath("worker.log"), "set maxmemory-policy noeviction");
+        found = jrt_count(jrt_path(&R, "worker.log"), "set maxmemory-policy noeviction");
     }
     cr_expect(found, "no warning in the worker log");
-    cr_expect(jrt_count(logpath("worker.log"), "maxmemory_policy=allkeys-lru"), "the policy is not named");
+    cr_expect(jrt_count(jrt_path(&R, "worker.log"), "maxmemory_policy=allkeys-lru"), "the policy is not named");
     jrt_stop(w, SIGTERM, 5000);
 }
 
@@ -430,21 +367,18 @@ Test(faults, a_queue_whose_key_has_the_wrong_type_is_left_out_and_the_others_run
     pid_t w = start("worker", "worker.log");
     enqueue(3, "record", "x", 0, 0, NULL);
     cr_expect(jrt_wait_lines(record, 3, 10000) >= 3, "the other queue's jobs did not run:\n%s",
-              jrt_slurp(logpath("worker.log")));
+              jrt_slurp(jrt_path(&R, "worker.log")));
     jrt_sleep_ms(1500);
-    int n = jrt_count(logpath("worker.log"), "WRONGTYPE");
-    cr_expect(n == 1, "%d lines name the refusal:\n%s", n, jrt_slurp(logpath("worker.log")));
-    cr_expect_eq(jrt_count(logpath("worker.log"), "reconnecting"), 0, "%s", jrt_slurp(logpath("worker.log")));
+    int n = jrt_count(jrt_path(&R, "worker.log"), "WRONGTYPE");
+    cr_expect(n == 1, "%d lines name the refusal:\n%s", n, jrt_slurp(jrt_path(&R, "worker.log")));
+    cr_expect_eq(jrt_count(jrt_path(&R, "worker.log"), "reconnecting"), 0, "%s", jrt_slurp(jrt_path(&R, "worker.log")));
     /* fixed: the queue is read again (looked at every 10 s) */
     c = jrt_connect(&R);
     freeReplyObject(redisCommand(c, "DEL jr:{wa}:ready"));
     redisFree(c);
-    jr_redis_t *r = conn();
-    jr_enqueue_t job = {.queue = "wa", .env = {.handler = "record", .handler_len = 6, .attempt = 1}};
-    cr_assert_eq(jr_redis_enqueue(r, &job, 1, NULL, NULL), 0, "%s", jr_redis_errstr(r));
-    jr_redis_free(r);
+    jrt_enqueue(&R, jrt_job("wa", "record", NULL), 1, NULL);
     cr_expect(jrt_wait_lines(record, 4, 20000) >= 4, "the fixed queue is not read again:\n%s",
-              jrt_slurp(logpath("worker.log")));
+              jrt_slurp(jrt_path(&R, "worker.log")));
     cr_expect_eq(jrt_stop(w, SIGTERM, 5000), 0);
 }
 

@@ -31,49 +31,23 @@ static void teardown(void) { jrt_redis_stop(&R); }
 
 TestSuite(garbage, .init = setup, .fini = teardown, .timeout = 150);
 
-static pid_t start_worker(void) {
-    const char *w[] = {"worker", "-c", cfgpath, "--plugin", JRT_RECORD_PLUGIN, NULL};
-    return jrt_spawn(wlog, w);
-}
-static pid_t start_scheduler(void) {
-    const char *s[] = {"scheduler", "-c", cfgpath, NULL};
-    return jrt_spawn(slog, s);
-}
+static pid_t start_worker(void) { return jrt_worker(&R, cfgpath, NULL, wlog, NULL); }
+static pid_t start_scheduler(void) { return jrt_scheduler(&R, cfgpath, slog); }
+static void run_ok(const char *const *args) { jrt_run_expect(0, NULL, 0, args); }
 
-static void run_ok(const char *const *args) {
-    char out[512], err[512];
-    int st = jrt_run(out, sizeof out, err, sizeof err, args);
-    cr_assert_eq(st, 0, "jobrunner %s %s: %s%s", args[0], args[1] ? args[1] : "", out, err);
-}
-
-/* Enqueue one record job to queue q, due in delay_ms (0 = now); its id into id. */
+/* Enqueue one record job to queue q (payload q), due in delay_ms (0 = now),
+ * on connection r; its id into id. */
 static void enqueue(jr_redis_t *r, const char *q, int64_t delay_ms, char *id) {
-    jr_enqueue_t job = {.queue = q,
-                        .delay_ms = delay_ms,
-                        .env = {.handler = "record", .handler_len = 6, .payload = q, .payload_len = strlen(q),
-                                .attempt = 1}};
+    jr_enqueue_t job = jrt_job(q, "record", q);
+    job.delay_ms = delay_ms;
     char ids[1][JR_ID_MAX];
     cr_assert_eq(jr_redis_enqueue(r, &job, 1, ids, NULL), 0, "enqueue to %s: %s", q, jr_redis_errstr(r));
     snprintf(id, JR_ID_MAX, "%s", ids[0]);
 }
 
-/* How many times job `id` of queue q ran: lines of the record file
- * "id attempt us payload" with the payload q (enqueue's), since entry ids
- * repeat across queues. */
-static int runs_of(const char *rec, const char *id, const char *q) {
-    int n = 0;
-    size_t len = strlen(id), ql = strlen(q);
-    for (const char *line = rec; *line;) {
-        const char *nl = strchr(line, '\n');
-        size_t ll = nl ? (size_t)(nl - line) : strlen(line);
-        if (ll > len + ql && !strncmp(line, id, len) && line[len] == ' ' && line[ll - ql - 1] == ' ' &&
-            !strncmp(line + ll - ql, q, ql))
-            n++;
-        if (!nl) break;
-        line = nl + 1;
-    }
-    return n;
-}
+/* How many times job `id` of queue q ran (its payload is q: entry ids
+ * repeat across queues), in the record's text. */
+static int runs_of(const char *rec, const char *id, const char *q) { return jrt_runs_in(rec, id, q); }
 
 /* Calls of the commands jobrunner's processes send themselves (INFO
  * commandstats also counts the commands a function runs inside, which
@@ -273,14 +247,21 @@ Test(garbage, random_garbage_in_every_key_kind_costs_only_its_own_queue_or_sched
     redisFree(c);
 }
 
+/* The config of the examples (a worker and a scheduler for g1, 1 s
+ * blocks), and a raw connection into *c after it SET key to a string. */
+static void example(const char *key, redisContext **c) {
+    jrt_config(&R, "worker:\n  queues: [g1]\n  block: 1s\nscheduler:\n  block: 1s\n", cfgpath, sizeof cfgpath);
+    *c = jrt_connect(&R);
+    freeReplyObject(jrt_cmd(*c, "SET", key, "garbage", NULL));
+}
+
 /* The examples of the issue, each alone, so that a failure names it: a
  * string over jr:{cron} stops no promotion; a refused periodic job holds
  * back its own schedule only; a wrong-type live-process entry does not stop
  * `workers`; a wrong-type paused set does not stop the reads. */
 Test(garbage, a_string_over_the_schedules_stops_no_promotion_and_makes_no_reconnect_loop) {
-    jrt_config(&R, "worker:\n  queues: [g1]\n  block: 1s\nscheduler:\n  block: 1s\n", cfgpath, sizeof cfgpath);
-    redisContext *c = jrt_connect(&R);
-    freeReplyObject(jrt_cmd(c, "SET", "jr:{cron}", "garbage", NULL));
+    redisContext *c;
+    example("jr:{cron}", &c);
     jr_redis_t *r = jrt_jr_connect(&R);
     char id[JR_ID_MAX];
     enqueue(r, "g1", 0, id);
@@ -349,9 +330,8 @@ Test(garbage, a_wrong_type_live_process_entry_and_paused_set_stop_no_worker_and_
  * index can find (explicit ids): a job found by its id's form is located,
  * cancelled and promoted, and the queue's jobs run. */
 Test(garbage, lookups_cancel_and_promotion_work_around_a_job_index_holding_garbage) {
-    jrt_config(&R, "worker:\n  queues: [g1]\n  block: 1s\nscheduler:\n  block: 1s\n", cfgpath, sizeof cfgpath);
-    redisContext *c = jrt_connect(&R);
-    freeReplyObject(jrt_cmd(c, "SET", "jr:{g1}:ids", "garbage", NULL));
+    redisContext *c;
+    example("jr:{g1}:ids", &c);
     jr_redis_t *r = jrt_jr_connect(&R);
     char later[JR_ID_MAX], soon[JR_ID_MAX], now[JR_ID_MAX];
     enqueue(r, "g1", 60000, later);

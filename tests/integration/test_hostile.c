@@ -32,37 +32,21 @@ static void teardown(void) { jrt_redis_stop(&R); }
 
 TestSuite(hostile, .init = setup, .fini = teardown, .timeout = 120);
 
-/* R.dir/name, in one of four static buffers. */
-static const char *file(const char *name) {
-    static char path[4][192];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(path[k], sizeof path[k], "%s/%s", R.dir, name);
-    return path[k];
-}
+/* R.dir/name (jrt_path). */
+static const char *file(const char *name) { return jrt_path(&R, name); }
 
 /* A config file: the Redis URL plus `extra` YAML. */
 static void config(const char *extra) {
     jrt_config(&R, extra, cfgpath, sizeof cfgpath);
 }
 
-static pid_t start_worker(const char *log) {
-    const char *w[] = {"worker", "-c", cfgpath, "--plugin", JRT_HOSTILE_PLUGIN, NULL};
-    return jrt_spawn(file(log), w);
-}
-
-static jr_redis_t *conn(void) { return jrt_jr_connect(&R); }
+static pid_t start_worker(const char *log) { return jrt_worker(&R, cfgpath, JRT_HOSTILE_PLUGIN, file(log), NULL); }
 
 /* Enqueue one job of handler h with payload p; its id into id. */
 static void enqueue(const char *h, const char *p, uint32_t max_attempts, int64_t timeout_ms, char id[JR_ID_MAX]) {
-    jr_redis_t *r = conn();
-    jr_enqueue_t job = {.queue = "default",
-                        .env = {.handler = h, .handler_len = strlen(h), .payload = p, .payload_len = strlen(p),
-                                .attempt = 1, .max_attempts = max_attempts, .timeout_ms = timeout_ms}};
-    char ids[1][JR_ID_MAX];
-    cr_assert_eq(jr_redis_enqueue(r, &job, 1, ids, NULL), 0, "%s", jr_redis_errstr(r));
-    if (id) snprintf(id, JR_ID_MAX, "%s", ids[0]);
-    jr_redis_free(r);
+    jr_enqueue_t job = jrt_job("default", h, p);
+    job.env.max_attempts = max_attempts, job.env.timeout_ms = timeout_ms;
+    jrt_enqueue(&R, job, 1, (char(*)[JR_ID_MAX])id);
 }
 
 static jr_qstats_t stats(void) { return jrt_stats(&R, "default"); }
@@ -217,14 +201,21 @@ Test(hostile, a_crash_is_seen_at_once_with_its_signal_though_a_child_holds_the_s
     cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
 }
 
-Test(hostile, a_descriptor_the_plugin_opened_in_init_survives_into_runners) {
+/* With 3 runners, n jobs of handler h (one attempt each; ids into ids) run
+ * and leave the queue empty. Returns the worker. */
+static pid_t run_on_three_runners(const char *h, int n, char (*ids)[JR_ID_MAX]) {
     config("worker:\n  concurrency: 3\n");
-    enum { N = 20 };
-    char ids[N][JR_ID_MAX];
-    for (int i = 0; i < N; i++) enqueue("initfd", "", 1, 0, ids[i]);
+    for (int i = 0; i < n; i++) enqueue(h, "", 1, 0, ids[i]);
     pid_t w = start_worker("worker.log");
     wait_settled(0, 15000);
     expect_final(0);
+    return w;
+}
+
+Test(hostile, a_descriptor_the_plugin_opened_in_init_survives_into_runners) {
+    enum { N = 20 };
+    char ids[N][JR_ID_MAX];
+    pid_t w = run_on_three_runners("initfd", N, ids);
     expect_oks("worker.log", N);
     char *text = jrt_slurp(file("initfd.txt"));
     for (int i = 0; i < N; i++) {
@@ -260,13 +251,9 @@ static int contains(const int *v, int n, int x) {
 }
 
 Test(hostile, runner_init_runs_once_in_each_runner_and_runner_exit_when_it_ends) {
-    config("worker:\n  concurrency: 3\n");
     enum { N = 30 };
     char ids[N][JR_ID_MAX];
-    for (int i = 0; i < N; i++) enqueue("whoami", "", 1, 0, ids[i]);
-    pid_t w = start_worker("worker.log");
-    wait_settled(0, 15000);
-    expect_final(0);
+    pid_t w = run_on_three_runners("whoami", N, ids);
     int init[16], exits[16];
     int ni = hook_pids("runner_init", init, 16);
     cr_expect_eq(ni, 3, "runner_init ran %d times for 3 runners", ni);
@@ -512,10 +499,8 @@ static void runner_init_dies(const char *how, const char *cause) {
     config("worker:\n  concurrency: 1\njobs:\n  backoff: 10ms\n  backoff_max: 10ms\n");
     char id[JR_ID_MAX];
     enqueue("fx_die", "", 3, 0, id);
-    const char *sa[] = {"scheduler", "-c", cfgpath, NULL};
-    pid_t s = jrt_spawn(file("scheduler.log"), sa);
-    const char *wa[] = {"worker", "-c", cfgpath, "--plugin", DIE_PLUGIN, NULL};
-    pid_t w = jrt_spawn(file("worker.log"), wa);
+    pid_t s = jrt_scheduler(&R, cfgpath, file("scheduler.log"));
+    pid_t w = jrt_worker(&R, cfgpath, DIE_PLUGIN, file("worker.log"), NULL);
     jrt_sleep_ms(5000);
     long long ticks = cpu_ticks(w);
     cr_expect_lt(ticks, 100, "the worker used %lld ticks of CPU in 5 s", ticks);
@@ -549,10 +534,8 @@ Test(hostile, a_runner_init_that_hangs_does_not_hold_its_jobs) {
     config("worker:\n  concurrency: 1\njobs:\n  backoff: 10ms\n  backoff_max: 10ms\n");
     char id[JR_ID_MAX];
     enqueue("fx_die", "", 3, 300, id);
-    const char *sa[] = {"scheduler", "-c", cfgpath, NULL};
-    pid_t s = jrt_spawn(file("scheduler.log"), sa);
-    const char *wa[] = {"worker", "-c", cfgpath, "--plugin", DIE_PLUGIN, NULL};
-    pid_t w = jrt_spawn(file("worker.log"), wa);
+    pid_t s = jrt_scheduler(&R, cfgpath, file("scheduler.log"));
+    pid_t w = jrt_worker(&R, cfgpath, DIE_PLUGIN, file("worker.log"), NULL);
     wait_settled(1, 30000);
     expect_final(1);
     char entry[4096];

@@ -27,16 +27,7 @@
 #include "redis_admin.h"
 #include "redis_produce.h"
 
-static jrt_redis_t R;
-static char record[192], cfgpath[192], wlog[192];
-
-static void setup(void) {
-    jrt_start_recorded(&R, record, sizeof record);
-    snprintf(wlog, sizeof wlog, "%s/worker.log", R.dir);
-}
-static void teardown(void) { jrt_redis_stop(&R); }
-
-TestSuite(inline, .init = setup, .fini = teardown, .timeout = 240);
+JRT_RECORDED_SUITE(inline, .timeout = 240);
 
 /* A config file: the Redis URL, inline isolation, plus `extra` YAML under
  * worker:. */
@@ -49,22 +40,17 @@ static void config(const char *extra) {
 /* Enqueue n jobs of `handler` with `payload` into queue `q` (ids NULL:
  * generated; else ids[i]). */
 static void enqueue_n(const char *q, const char *handler, const char *payload, size_t n, const char *const *ids) {
-    jr_redis_t *c = jrt_jr_connect(&R);
     jr_enqueue_t *jobs = calloc(n, sizeof *jobs);
     cr_assert(jobs);
-    for (size_t i = 0; i < n; i++)
-        jobs[i] = (jr_enqueue_t){.queue = q, .id = ids ? ids[i] : NULL,
-                                 .env = {.handler = handler, .handler_len = strlen(handler), .payload = payload,
-                                         .payload_len = strlen(payload), .attempt = 1, .max_attempts = 5}};
-    cr_assert_eq(jr_redis_enqueue(c, jobs, n, NULL, NULL), 0, "%s", jr_redis_errstr(c));
+    for (size_t i = 0; i < n; i++) {
+        jobs[i] = jrt_job(q, handler, payload);
+        jobs[i].id = ids ? ids[i] : NULL, jobs[i].env.max_attempts = 5;
+    }
+    jrt_enqueue_jobs(&R, jobs, n, NULL);
     free(jobs);
-    jr_redis_free(c);
 }
 
-static pid_t start_worker(const char *q) {
-    const char *a[] = {"worker", "-c", cfgpath, "-q", q, "--plugin", JRT_RECORD_PLUGIN, NULL};
-    return jrt_spawn(wlog, a);
-}
+static pid_t start_worker(const char *q) { return jrt_worker(&R, cfgpath, NULL, wlog, (const char *[]){"-q", q, NULL}); }
 
 /* A run in the record: job id, start (Unix us), payload. */
 typedef struct {

@@ -12,62 +12,14 @@
 #include "redis_produce.h"
 #include "redis_admin.h"
 
-static jrt_redis_t R;
-static char record[192], wlog[192];
+JRT_RECORDED_SUITE(jobpath, .timeout = 120);
 
-static void setup(void) {
-    jrt_redis_start(&R, NULL);
-    snprintf(record, sizeof record, "%s/record.txt", R.dir);
-    snprintf(wlog, sizeof wlog, "%s/worker.log", R.dir);
-    setenv("JRT_RECORD", record, 1);
-}
-static void teardown(void) { jrt_redis_stop(&R); }
-
-TestSuite(jobpath, .init = setup, .fini = teardown, .timeout = 120);
-
-static pid_t start_worker(void) {
-    const char *args[] = {"worker", "--redis", R.url, "--plugin", JRT_RECORD_PLUGIN, NULL};
-    return jrt_spawn(wlog, args);
-}
-
-static pid_t start_scheduler(const char *log) {
-    const char *args[] = {"scheduler", "--redis", R.url, NULL};
-    return jrt_spawn(log, args);
-}
-
-static void cli_enqueue(char *id, size_t idlen, const char *const *extra) {
-    const char *args[32] = {"enqueue", "--redis", R.url};
-    size_t n = 3;
-    for (size_t i = 0; extra[i]; i++) args[n++] = extra[i];
-    args[n] = NULL;
-    char err[512];
-    int st = jrt_run(id, idlen, err, sizeof err, args);
-    cr_assert_eq(st, 0, "enqueue failed: %s", err);
-    id[strcspn(id, "\n")] = '\0';
-}
-
-static void queue_stats(const char *q, jr_qstats_t *s) {
-    char err[JR_ERRLEN];
-    jr_redis_t *r = jr_redis_connect(R.url, 2000, err, sizeof err);
-    cr_assert(r, "%s", err);
-    cr_assert_eq(jr_redis_stats(r, q, s), 0, "%s", jr_redis_errstr(r));
-    jr_redis_free(r);
-}
-
+static pid_t start_worker(void) { return jrt_worker(&R, NULL, NULL, wlog, NULL); }
+static pid_t start_scheduler(const char *log) { return jrt_scheduler(&R, NULL, log); }
+static void cli_enqueue(char *id, size_t idlen, const char *const *extra) { jrt_cli_enqueue(&R, NULL, extra, id, idlen); }
+static void queue_stats(const char *q, jr_qstats_t *s) { *s = jrt_stats(&R, q); }
 /* Count lines of the record file whose first word is id. */
-static int runs_of(const char *id) {
-    char *s = jrt_slurp(record);
-    int n = 0;
-    size_t len = strlen(id);
-    for (char *line = s; *line;) {
-        char *nl = strchr(line, '\n');
-        if (!strncmp(line, id, len) && line[len] == ' ') n++;
-        if (!nl) break;
-        line = nl + 1;
-    }
-    free(s);
-    return n;
-}
+static int runs_of(const char *id) { return jrt_runs_of(record, id, NULL); }
 
 Test(jobpath, job_enqueued_now_runs_once_and_is_removed) {
     pid_t w = start_worker();
@@ -130,22 +82,15 @@ Test(jobpath, delayed_jobs_never_run_before_due) {
 
 Test(jobpath, two_workers_run_1000_jobs_exactly_once) {
     enum { N = 1000 };
-    char err[JR_ERRLEN];
-    jr_redis_t *r = jr_redis_connect(R.url, 2000, err, sizeof err);
-    cr_assert(r, "%s", err);
-    cr_assert_eq(jr_redis_load_library(r), 0, "%s", jr_redis_errstr(r));
     static jr_enqueue_t jobs[N];
     static char payloads[N][16];
     static char ids[N][JR_ID_MAX];
     for (int i = 0; i < N; i++) {
         snprintf(payloads[i], sizeof payloads[i], "p%d", i);
-        jobs[i] = (jr_enqueue_t){.queue = "default",
-                                 .env = {.handler = "record", .handler_len = 6, .payload = payloads[i],
-                                         .payload_len = strlen(payloads[i]), .attempt = 1}};
+        jobs[i] = jrt_job("default", "record", payloads[i]);
     }
     pid_t w1 = start_worker(), w2 = start_worker();
-    cr_assert_eq(jr_redis_enqueue(r, jobs, N, ids, NULL), 0, "%s", jr_redis_errstr(r));
-    jr_redis_free(r);
+    jrt_enqueue_jobs(&R, jobs, N, ids);
     size_t got = jrt_wait_lines(record, N, 60000);
     jrt_sleep_ms(300);
     cr_assert_eq(jrt_lines(record), N, "%zu runs for %d jobs", jrt_lines(record), N);
@@ -160,10 +105,7 @@ Test(jobpath, two_workers_run_1000_jobs_exactly_once) {
 
 Test(jobpath, three_schedulers_never_promote_a_job_twice) {
     enum { N = 1000 };
-    char err[JR_ERRLEN];
-    jr_redis_t *r = jr_redis_connect(R.url, 2000, err, sizeof err);
-    cr_assert(r, "%s", err);
-    cr_assert_eq(jr_redis_load_library(r), 0, "%s", jr_redis_errstr(r));
+    jr_redis_free(jrt_jr_connect(&R)); /* the function library loaded before the schedulers start */
     char logs[3][192];
     pid_t s[3];
     for (int i = 0; i < 3; i++) {
@@ -173,11 +115,8 @@ Test(jobpath, three_schedulers_never_promote_a_job_twice) {
     jrt_sleep_ms(200);
     /* Due times spread over one second, many sharing a millisecond. */
     static jr_enqueue_t jobs[N];
-    for (int i = 0; i < N; i++)
-        jobs[i] = (jr_enqueue_t){.queue = "default", .delay_ms = 200 + (i % 250) * 4,
-                                 .env = {.handler = "record", .handler_len = 6, .attempt = 1}};
-    cr_assert_eq(jr_redis_enqueue(r, jobs, N, NULL, NULL), 0, "%s", jr_redis_errstr(r));
-    jr_redis_free(r);
+    for (int i = 0; i < N; i++) jobs[i] = jrt_job("default", "record", NULL), jobs[i].delay_ms = 200 + (i % 250) * 4;
+    jrt_enqueue_jobs(&R, jobs, N, NULL);
     jr_qstats_t st = {0};
     for (int i = 0; i < 500; i++) {
         queue_stats("default", &st);
@@ -234,8 +173,7 @@ Test(jobpath, scheduler_follows_queues_registered_after_it_started) {
     snprintf(slog, sizeof slog, "%s/scheduler.log", R.dir);
     pid_t s = start_scheduler(slog);
     jrt_sleep_ms(300);
-    const char *wargs[] = {"worker", "--redis", R.url, "--plugin", JRT_RECORD_PLUGIN, "-q", "mail", NULL};
-    pid_t w = jrt_spawn(wlog, wargs);
+    pid_t w = jrt_worker(&R, NULL, NULL, wlog, (const char *[]){"-q", "mail", NULL});
     char id[128];
     const char *args[] = {"-q", "mail", "--in", "200ms", "record", "new queue", NULL};
     cli_enqueue(id, sizeof id, args);
@@ -245,10 +183,7 @@ Test(jobpath, scheduler_follows_queues_registered_after_it_started) {
 }
 
 Test(jobpath, bulk_enqueue_mixes_ids_delays_and_duplicates_in_one_call) {
-    char err[JR_ERRLEN];
-    jr_redis_t *r = jr_redis_connect(R.url, 2000, err, sizeof err);
-    cr_assert(r, "%s", err);
-    cr_assert_eq(jr_redis_load_library(r), 0, "%s", jr_redis_errstr(r));
+    jr_redis_t *r = jrt_jr_connect(&R);
     jr_enqueue_t jobs[5] = {
         {.queue = "default", .env = {.handler = "record", .handler_len = 6, .attempt = 1}},
         {.queue = "default", .id = "bulk-1", .env = {.handler = "record", .handler_len = 6, .attempt = 1}},

@@ -13,13 +13,8 @@
 #include "redis_admin.h"
 #include "util.h"
 
-static jrt_redis_t R;
+JRT_RECORDED_SUITE(json, .timeout = 90);
 static char out[1 << 16], err[8192];
-
-static void setup(void) { jrt_redis_start(&R, NULL); }
-static void teardown(void) { jrt_redis_stop(&R); }
-
-TestSuite(json, .init = setup, .fini = teardown, .timeout = 90);
 
 /* `s` as exactly one JSON document (trailing text is refused). */
 static json_t *parse(const char *s) {
@@ -119,11 +114,8 @@ Test(json, stats_is_one_object_with_numbers) {
 
 /* processed and failed totals and the rate move as a worker runs jobs. */
 Test(json, stats_counts_processed_and_failed_jobs_and_the_rate) {
-    char cfg[192], wlog[192], rec[192];
+    char cfg[192];
     write_config(cfg, sizeof cfg, "text");
-    snprintf(wlog, sizeof wlog, "%s/worker.log", R.dir);
-    snprintf(rec, sizeof rec, "%s/record.txt", R.dir);
-    setenv("JRT_RECORD", rec, 1);
     for (int i = 0; i < 6; i++) {
         char id[8];
         snprintf(id, sizeof id, "r%d", i);
@@ -131,10 +123,8 @@ Test(json, stats_counts_processed_and_failed_jobs_and_the_rate) {
     }
     const char *f[] = {"enqueue", "-c", cfg, "fail", "y", NULL}; /* JR_RESULT_FAIL: dead at once */
     cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, f), 0, "%s", err);
-    const char *sched[] = {"scheduler", "-c", cfg, NULL};
-    pid_t s = jrt_spawn(NULL, sched);
-    const char *wargs[] = {"worker", "-c", cfg, "--plugin", JRT_RECORD_PLUGIN, NULL};
-    pid_t w = jrt_spawn(wlog, wargs);
+    pid_t s = jrt_scheduler(&R, cfg, NULL);
+    pid_t w = jrt_worker(&R, cfg, NULL, wlog, NULL);
     jr_qstats_t st = {0};
     for (int waited = 0; waited < 20000 && ((st = jrt_stats(&R, "default")).dead < 1 || st.processed < 6); waited += 50)
         jrt_sleep_ms(50);
@@ -161,14 +151,10 @@ static json_t *by_id(json_t *arr, const char *id) {
 }
 
 Test(json, dead_list_and_show_print_one_array_and_payloads_come_back_exactly) {
-    char cfg[192], wlog[192], rec[192];
+    char cfg[192];
     write_config(cfg, sizeof cfg, "text");
-    snprintf(wlog, sizeof wlog, "%s/worker.log", R.dir);
-    snprintf(rec, sizeof rec, "%s/record.txt", R.dir);
-    setenv("JRT_RECORD", rec, 1);
     for (size_t i = 0; i < NPAYLOADS; i++) enqueue(cfg, "fail", payloads[i].id, payloads[i].bytes, payloads[i].n);
-    const char *wargs[] = {"worker", "-c", cfg, "--plugin", JRT_RECORD_PLUGIN, NULL};
-    pid_t w = jrt_spawn(wlog, wargs);
+    pid_t w = jrt_worker(&R, cfg, NULL, wlog, NULL);
     long long dead = 0;
     for (int waited = 0; waited < 20000 && dead < (long long)NPAYLOADS; waited += 50) {
         dead = jrt_stats(&R, "default").dead;
@@ -250,16 +236,12 @@ Test(json, dead_fields_that_are_not_plain_names_are_kept_in_other_fields) {
 /* Every line of a JSON-format worker log is one JSON object, also for a job
  * whose id and payload are hostile; numeric keys are numbers. */
 Test(json, every_json_log_line_parses) {
-    char cfg[192], wlog[192], rec[192];
+    char cfg[192];
     write_config(cfg, sizeof cfg, "json");
-    snprintf(wlog, sizeof wlog, "%s/worker.log", R.dir);
-    snprintf(rec, sizeof rec, "%s/record.txt", R.dir);
-    setenv("JRT_RECORD", rec, 1);
     enqueue(cfg, "record", "\xff\"q\\\n", "\xff\xfe\x80", 3);
     enqueue(cfg, "fail", "caf\xc3\xa9 \xe2\x98\x95", "a\0b", 3);
     enqueue(cfg, "nosuch", "x\x80y", "p", 1);
-    const char *wargs[] = {"worker", "-c", cfg, "--plugin", JRT_RECORD_PLUGIN, NULL};
-    pid_t w = jrt_spawn(wlog, wargs);
+    pid_t w = jrt_worker(&R, cfg, NULL, wlog, NULL);
     int finished = 0;
     for (int waited = 0; waited < 20000 && finished < 2; waited += 50) {
         finished = jrt_count(wlog, "\"msg\":\"job finished\"");

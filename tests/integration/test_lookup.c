@@ -21,16 +21,7 @@
 #include "redis_produce.h"
 #include "redis_admin.h"
 
-static jrt_redis_t R;
-static char record[192], cfgpath[192], wlog[192];
-
-static void setup(void) {
-    jrt_start_recorded(&R, record, sizeof record);
-    snprintf(wlog, sizeof wlog, "%s/worker.log", R.dir);
-}
-static void teardown(void) { jrt_redis_stop(&R); }
-
-TestSuite(lookup, .init = setup, .fini = teardown, .timeout = 300);
+JRT_RECORDED_SUITE(lookup, .timeout = 300);
 
 /* A config file: the Redis URL plus `extra` YAML. */
 static void config(const char *extra) {
@@ -38,8 +29,7 @@ static void config(const char *extra) {
 }
 
 static pid_t start_worker(const char *queue) {
-    const char *w[] = {"worker", "-c", cfgpath, "-q", queue, "--plugin", JRT_CANCEL_PLUGIN, NULL};
-    return jrt_spawn(wlog, w);
+    return jrt_worker(&R, cfgpath, JRT_CANCEL_PLUGIN, wlog, (const char *[]){"-q", queue, NULL});
 }
 
 /* Run jobrunner with up to 12 args after "-c cfg"; output in out/err. */
@@ -54,16 +44,13 @@ static int cli(char *out, size_t outlen, char *err, size_t errlen, const char *a
 /* Enqueue with the CLI; the id into id. */
 static void enqueue(char *id, size_t len, const char *queue, const char *flag, const char *flagval,
                     const char *idopt, const char *handler) {
-    char out[256], err[1024];
-    const char *args[16] = {"enqueue", "-c", cfgpath, "-q", queue};
-    int n = 5;
+    const char *args[16] = {"-q", queue};
+    int n = 2;
     if (flag) args[n++] = flag, args[n++] = flagval;
     if (idopt) args[n++] = "--id", args[n++] = idopt;
     args[n++] = handler;
     args[n] = NULL;
-    cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, args), 0, "enqueue: %s", err);
-    out[strcspn(out, "\n")] = '\0';
-    snprintf(id, len, "%.127s", out);
+    jrt_cli_enqueue(&R, cfgpath, args, id, len < 128 ? len : 128);
 }
 
 /* `job show` as JSON, parsed; *status = its exit status. */
@@ -89,21 +76,11 @@ static const char *state_of(const char *queue, const char *id) {
 }
 
 /* Wait up to timeout_ms until the record has `n` lines containing `needle`. */
-static int wait_record(const char *needle, int n, int timeout_ms) {
-    for (int waited = 0;; waited += 20) {
-        int got = jrt_count(record, needle);
-        if (got >= n || waited >= timeout_ms) return got;
-        jrt_sleep_ms(20);
-    }
-}
+static int wait_record(const char *needle, int n, int timeout_ms) { return jrt_wait_count(record, needle, n, timeout_ms); }
 
-/* Wait until job `id` is in `state` (polling job show). */
+/* 1 once job id of queue is in `state` (polling job show every 50 ms), 0 after timeout_ms. */
 static int wait_state(const char *queue, const char *id, const char *state, int timeout_ms) {
-    for (int waited = 0;; waited += 50) {
-        if (!strcmp(state_of(queue, id), state)) return 1;
-        if (waited >= timeout_ms) return 0;
-        jrt_sleep_ms(50);
-    }
+    return jrt_wait_state(state_of, queue, id, state, timeout_ms);
 }
 
 /* ---- every state, with a worker ---- */
@@ -218,16 +195,26 @@ Test(lookup, show_run_now_delete_and_cancel_in_every_state) {
     jrt_stop(w, SIGTERM, 10000);
 }
 
+/* With the config `extra` and a worker for queue main, job `id` of
+ * `handler` started, then cancelled: `cancel` exits 0 and says it was
+ * running. Returns the worker. */
+static pid_t cancel_started(const char *extra, const char *id, const char *handler) {
+    config(extra);
+    pid_t w = start_worker("main");
+    char got[64], out[1024], needle[96], said[96];
+    enqueue(got, sizeof got, "main", NULL, NULL, id, handler);
+    snprintf(needle, sizeof needle, "%s 1 started", id);
+    cr_assert_eq(wait_record(needle, 1, 20000), 1);
+    cr_expect_eq(CLI(out, "cancel", "-q", "main", id, NULL, NULL, NULL), 0);
+    snprintf(said, sizeof said, "%s running\n", id);
+    cr_expect_str_eq(out, said);
+    return w;
+}
+
 /* ---- cancel in inline isolation ---- */
 
 Test(lookup, cancel_running_job_inline) {
-    config("worker:\n  isolation: inline\n  lease: 3s\n");
-    pid_t w = start_worker("main");
-    char id[64], out[1024];
-    enqueue(id, sizeof id, "main", NULL, NULL, "long-inline", "waitcancel");
-    cr_assert_eq(wait_record("long-inline 1 started", 1, 20000), 1);
-    cr_expect_eq(CLI(out, "cancel", "-q", "main", "long-inline", NULL, NULL, NULL), 0);
-    cr_expect_str_eq(out, "long-inline running\n");
+    pid_t w = cancel_started("worker:\n  isolation: inline\n  lease: 3s\n", "long-inline", "waitcancel");
     cr_expect_eq(wait_record("long-inline 1 saw-cancel", 1, 10000), 1, "the inline handler never saw the cancel");
     cr_expect(wait_state("main", "long-inline", "not found", 10000));
     jrt_sleep_ms(1000);
@@ -240,13 +227,7 @@ Test(lookup, cancel_running_job_inline) {
 /* ---- a SIGKILLed worker's cancelled job is not run again ---- */
 
 Test(lookup, killed_workers_cancelled_job_does_not_run_again) {
-    config("worker:\n  lease: 1s\n");
-    pid_t w = start_worker("main");
-    char id[64], out[1024];
-    enqueue(id, sizeof id, "main", NULL, NULL, "sleeper", "sleepy");
-    cr_assert_eq(wait_record("sleeper 1 started", 1, 20000), 1);
-    cr_expect_eq(CLI(out, "cancel", "-q", "main", "sleeper", NULL, NULL, NULL), 0);
-    cr_expect_str_eq(out, "sleeper running\n");
+    pid_t w = cancel_started("worker:\n  lease: 1s\n", "sleeper", "sleepy");
     jrt_stop(w, SIGKILL, 5000);
     pid_t w2 = start_worker("main");
     /* the lease (1 s) runs out; the new worker reclaims (every lease/2) and drops it */
@@ -412,17 +393,15 @@ Test(lookup, generated_explicit_retried_promoted_ids_and_stale_index) {
 
 Test(lookup, cancel_racing_promotion_and_fetch_is_never_both) {
     config("worker:\n  concurrency: 2\n  lease: 5s\n");
-    jr_redis_t *j = jrt_jr_connect(&R);
     static jr_enqueue_t jobs[RACE_N];
     static char ids[RACE_N][JR_ID_MAX], given[RACE_N][32];
     int64_t t0 = jrt_wall_us() + 3000000; /* due in 3 s, spread over 300 ms */
     for (int i = 0; i < RACE_N; i++) {
         snprintf(given[i], sizeof given[i], "race-%d", i);
-        jobs[i] = (jr_enqueue_t){.queue = "race", .id = i % 2 ? given[i] : NULL, .at_us = t0 + (i % 300) * 1000,
-                                 .env = {.handler = "quick", .handler_len = 5, .attempt = 1}};
+        jobs[i] = jrt_job("race", "quick", NULL);
+        jobs[i].id = i % 2 ? given[i] : NULL, jobs[i].at_us = t0 + (i % 300) * 1000;
     }
-    cr_assert_eq(jr_redis_enqueue(j, jobs, RACE_N, ids, NULL), 0, "%s", jr_redis_errstr(j));
-    jr_redis_free(j);
+    jrt_enqueue_jobs(&R, jobs, RACE_N, ids);
     const char *sa[] = {"scheduler", "-c", cfgpath, "-q", "race", NULL};
     pid_t s = jrt_spawn(NULL, sa);
     pid_t w1 = start_worker("race"), w2 = start_worker("race");

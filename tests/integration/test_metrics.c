@@ -20,24 +20,12 @@ static jrt_redis_t R;
 static char record[192], wlog[192];
 
 static void setup(void) {
-    jrt_redis_start(&R, NULL);
-    snprintf(record, sizeof record, "%s/record.txt", R.dir);
+    jrt_start_recorded(&R, record, sizeof record);
     snprintf(wlog, sizeof wlog, "%s/proc.log", R.dir);
-    setenv("JRT_RECORD", record, 1);
 }
 static void teardown(void) { jrt_redis_stop(&R); }
 
 TestSuite(metrics, .init = setup, .fini = teardown, .timeout = 180);
-
-/* A port that was free a moment ago (bind port 0, read it, close). */
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t l = sizeof a;
-    cr_assert(fd >= 0 && !bind(fd, (struct sockaddr *)&a, sizeof a) && !getsockname(fd, (struct sockaddr *)&a, &l));
-    close(fd);
-    return ntohs(a.sin_port);
-}
 
 /* GET path from 127.0.0.1:port. Returns the HTTP status (-1 if no
  * connection or no complete answer) and the body (malloc'd) in *body. */
@@ -58,23 +46,8 @@ static int http_get(int port, const char *path, char **body) {
         close(fd);
         return -1;
     }
-    size_t len = 0, cap = 1 << 16;
-    char *buf = malloc(cap);
-    ssize_t k;
-    while ((k = read(fd, buf + len, cap - len - 1)) > 0) {
-        len += (size_t)k;
-        if (len + 1 == cap) buf = realloc(buf, cap *= 2);
-    }
+    int status = jrt_http_read(fd, 0, body);
     close(fd);
-    buf[len] = '\0';
-    int status = -1;
-    char *sep = strstr(buf, "\r\n\r\n");
-    if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1 || !sep) {
-        free(buf);
-        return -1;
-    }
-    *body = strdup(sep + 4);
-    free(buf);
     return status;
 }
 
@@ -173,16 +146,9 @@ static double wait_sample(int port, const char *series, double want, int timeout
 }
 
 static void enqueue_n(const char *queue, const char *handler, size_t n, int64_t delay_ms) {
-    jr_redis_t *r = jrt_jr_connect(&R);
-    jr_enqueue_t *jobs = calloc(n, sizeof *jobs);
-    for (size_t i = 0; i < n; i++) {
-        jobs[i].queue = queue, jobs[i].delay_ms = delay_ms;
-        jobs[i].env.handler = handler, jobs[i].env.handler_len = strlen(handler);
-        jobs[i].env.payload = "x", jobs[i].env.payload_len = 1;
-    }
-    cr_assert_eq(jr_redis_enqueue(r, jobs, n, NULL, NULL), 0, "%s", jr_redis_errstr(r));
-    free(jobs);
-    jr_redis_free(r);
+    jr_enqueue_t job = jrt_job(queue, handler, "x");
+    job.delay_ms = delay_ms, job.env.attempt = 0;
+    jrt_enqueue(&R, job, n, NULL);
 }
 
 /* Every metric of the role has HELP and TYPE lines. */
@@ -220,8 +186,25 @@ static pid_t start_with(const char *role, int port, const char *config, int flag
 }
 static pid_t start(const char *role, int port, const char *config) { return start_with(role, port, config, 1); }
 
+/* Ask /healthz every 100 ms until it answers 200 (until_ok) or other than
+ * 200 (!until_ok), for up to timeout_ms: the last status, its body
+ * (malloc'd or NULL) into *body (body NULL: freed). */
+static int healthz_wait(int port, int until_ok, int timeout_ms, char **body) {
+    int64_t t0 = jrt_wall_us();
+    int st = until_ok ? 0 : 200;
+    char *b = NULL;
+    while ((st == 200) != until_ok && jrt_wall_us() - t0 < timeout_ms * 1000LL) {
+        free(b);
+        jrt_sleep_ms(100);
+        st = http_get(port, "/healthz", &b);
+    }
+    if (body) *body = b;
+    else free(b);
+    return st;
+}
+
 Test(metrics, worker_counts_every_finished_job_by_outcome) {
-    int port = free_port();
+    int port = jrt_free_port();
     pid_t w = start("worker", port, NULL);
     char *body;
     cr_assert_eq(http_get(port, "/metrics", &body), 200);
@@ -259,7 +242,7 @@ Test(metrics, worker_counts_every_finished_job_by_outcome) {
 }
 
 Test(metrics, worker_health_follows_redis) {
-    int port = free_port();
+    int port = jrt_free_port();
     char cfg[256];
     jrt_write(&R, "w.yaml", "worker:\n  block: 500ms\n", cfg, sizeof cfg);
     pid_t w = start("worker", port, cfg);
@@ -276,47 +259,27 @@ Test(metrics, worker_health_follows_redis) {
     /* Redis stops answering (frozen): 503 with the reason, within a block
      * period and a second (the bound here is generous). */
     kill(R.pid, SIGSTOP);
-    int64_t t0 = jrt_wall_us();
-    for (st = 200, body = NULL; st == 200 && jrt_wall_us() - t0 < 10000000;) {
-        free(body);
-        jrt_sleep_ms(100);
-        st = http_get(port, "/healthz", &body);
-    }
+    st = healthz_wait(port, 0, 10000, &body);
     cr_expect_eq(st, 503, "unhealthy with Redis frozen: %d", st);
     cr_expect(body && strstr(body, "redis"), "the reason names Redis: %s", body);
     free(body);
     kill(R.pid, SIGCONT);
-    for (st = 0, t0 = jrt_wall_us(); st != 200 && jrt_wall_us() - t0 < 15000000;) {
-        char *b;
-        jrt_sleep_ms(100);
-        st = http_get(port, "/healthz", &b);
-        free(b);
-    }
+    st = healthz_wait(port, 1, 15000, NULL);
     cr_expect_eq(st, 200, "healthy again once Redis answers");
 
     /* Redis dies and comes back: 503, then 200; the reconnect is counted. */
     kill(R.pid, SIGKILL);
-    for (st = 200, t0 = jrt_wall_us(); st == 200 && jrt_wall_us() - t0 < 10000000;) {
-        char *b;
-        jrt_sleep_ms(100);
-        st = http_get(port, "/healthz", &b);
-        free(b);
-    }
+    st = healthz_wait(port, 0, 10000, NULL);
     cr_expect_eq(st, 503, "unhealthy with Redis dead");
     jrt_redis_restart(&R, NULL);
-    for (st = 0, t0 = jrt_wall_us(); st != 200 && jrt_wall_us() - t0 < 15000000;) {
-        char *b;
-        jrt_sleep_ms(100);
-        st = http_get(port, "/healthz", &b);
-        free(b);
-    }
+    st = healthz_wait(port, 1, 15000, NULL);
     cr_expect_eq(st, 200, "healthy again after Redis restarted");
     cr_expect_geq(scrape(port, "jobrunner_redis_reconnects_total"), 1);
     jrt_stop(w, SIGTERM, 10000);
 }
 
 Test(metrics, scheduler_counts_promotions_and_depths) {
-    int port = free_port();
+    int port = jrt_free_port();
     char cfg[256], text[256];
     snprintf(text, sizeof text, "scheduler:\n  block: 500ms\nmetrics:\n  listen: 127.0.0.1:%d\n", port);
     jrt_write(&R, "s.yaml", text, cfg, sizeof cfg);
@@ -341,22 +304,12 @@ Test(metrics, scheduler_counts_promotions_and_depths) {
     free(body);
 
     kill(R.pid, SIGSTOP);
-    int64_t t0 = jrt_wall_us();
-    for (st = 200, body = NULL; st == 200 && jrt_wall_us() - t0 < 10000000;) {
-        free(body);
-        jrt_sleep_ms(100);
-        st = http_get(port, "/healthz", &body);
-    }
+    st = healthz_wait(port, 0, 10000, &body);
     cr_expect_eq(st, 503, "scheduler unhealthy with Redis frozen");
     cr_expect(body && strstr(body, "redis"), "%s", body);
     free(body);
     kill(R.pid, SIGCONT);
-    for (st = 0, t0 = jrt_wall_us(); st != 200 && jrt_wall_us() - t0 < 15000000;) {
-        char *b;
-        jrt_sleep_ms(100);
-        st = http_get(port, "/healthz", &b);
-        free(b);
-    }
+    st = healthz_wait(port, 1, 15000, NULL);
     cr_expect_eq(st, 200, "scheduler healthy again");
     jrt_stop(s, SIGTERM, 10000);
 }

@@ -42,32 +42,13 @@ static const char *config2(const char *redis_extra, const char *extra) {
 }
 static const char *config(const char *extra) { return config2("", extra); }
 
-static const char *logpath(const char *log) {
-    static char path[4][192];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(path[k], sizeof path[k], "%s/%s", R.dir, log);
-    return path[k];
-}
-
-static pid_t start_worker(const char *log) {
-    const char *w[] = {"worker", "-c", cfgpath, "--plugin", JRT_RECORD_PLUGIN, NULL};
-    return jrt_spawn(logpath(log), w);
-}
+static pid_t start_worker(const char *log) { return jrt_worker(&R, cfgpath, NULL, jrt_path(&R, log), NULL); }
 
 static jr_redis_t *conn(void) { return jrt_jr_connect(&R); }
 
 /* Enqueue n jobs of handler h with payload p on queue q. */
 static void enqueue(const char *q, size_t n, const char *h, const char *p, char (*ids)[JR_ID_MAX]) {
-    jr_redis_t *r = conn();
-    jr_enqueue_t *jobs = calloc(n, sizeof *jobs);
-    for (size_t i = 0; i < n; i++)
-        jobs[i] = (jr_enqueue_t){.queue = q,
-                                 .env = {.handler = h, .handler_len = strlen(h), .payload = p,
-                                         .payload_len = strlen(p), .attempt = 1}};
-    cr_assert_eq(jr_redis_enqueue(r, jobs, n, ids, NULL), 0, "%s", jr_redis_errstr(r));
-    free(jobs);
-    jr_redis_free(r);
+    jrt_enqueue(&R, jrt_job(q, h, p), n, ids);
 }
 
 static jr_qstats_t stats(const char *q) { return jrt_stats(&R, q); }
@@ -79,35 +60,20 @@ static int settled(const char *q) {
 
 /* Wait until every queue of qs[0..n) is empty (nothing ready, pending,
  * delayed or dead). Returns 1 if they all are. */
-static int wait_all_settled(const char *const *qs, size_t n, int timeout_ms) {
-    for (int t = 0; t <= timeout_ms; t += 100) {
-        size_t ok = 0;
-        while (ok < n && settled(qs[ok])) ok++;
-        if (ok == n) return 1;
-        jrt_sleep_ms(100);
-    }
-    return 0;
+typedef struct {
+    const char *const *qs;
+    size_t n;
+} queues_t;
+
+static int all_settled(const void *arg) {
+    const queues_t *q = arg;
+    size_t ok = 0;
+    while (ok < q->n && settled(q->qs[ok])) ok++;
+    return ok == q->n;
 }
 
-/* How many times the record file `path` says job id ran (with payload
- * `payload`, if not NULL: generated ids are stream entry ids, which two
- * queues can share). Lines are "<id> <attempt> <start us> <payload>". */
-static int runs_of(const char *path, const char *id, const char *payload) {
-    char *s = jrt_slurp(path);
-    int n = 0;
-    size_t len = strlen(id);
-    for (char *line = s; *line;) {
-        char *p = line + len + 1;
-        for (int f = 0; f < 2 && p; f++) p = strchr(p, ' ') ? strchr(p, ' ') + 1 : NULL;
-        if (!strncmp(line, id, len) && line[len] == ' ' &&
-            (!payload || (p && !strncmp(p, payload, strlen(payload)) && p[strlen(payload)] == '\n')))
-            n++;
-        char *nl = strchr(line, '\n');
-        if (!nl) break;
-        line = nl + 1;
-    }
-    free(s);
-    return n;
+static int wait_all_settled(const char *const *qs, size_t n, int timeout_ms) {
+    return jrt_wait_for(timeout_ms, 100, all_settled, &(queues_t){qs, n});
 }
 
 static long long info_field(redisContext *c, const char *section, const char *field) {
@@ -178,17 +144,24 @@ Test(pressure, connecting_writes_nothing_when_the_right_library_is_loaded) {
     jr_redis_free(r);
 }
 
+/* A worker with 2 runners (its output in R.dir/log) for n jobs that nap
+ * `ms` (ids into ids), once two of them have started. */
+static pid_t two_running(int n, const char *ms, char (*ids)[JR_ID_MAX], const char *log) {
+    config("worker:\n  concurrency: 2\n");
+    enqueue("default", (size_t)n, "nap", ms, ids);
+    pid_t w = start_worker(log);
+    cr_assert_geq(jrt_wait_lines(record, 2, 10000), 2, "no job started");
+    return w;
+}
+
 /* Out of memory (noeviction): the functions that finish work (ack, fail,
  * hand-back, heartbeat, reclaim) are allowed to run, so jobs finished in the
  * window are acknowledged in the window, exactly once; and a worker started
  * in the window connects (no write is needed when the library is loaded). */
 Test(pressure, results_of_jobs_finished_while_redis_is_out_of_memory_are_acked_once) {
-    config("worker:\n  concurrency: 2\n");
     enum { N = 6 };
     char ids[N][JR_ID_MAX];
-    enqueue("default", N, "nap", "400", ids);
-    pid_t w1 = start_worker("w1.log");
-    cr_assert_geq(jrt_wait_lines(record, 2, 10000), 2, "no job started");
+    pid_t w1 = two_running(N, "400", ids, "w1.log");
     redisContext *c = jrt_connect(&R);
     int n = fill_memory(c); /* the 2 running jobs finish in the window */
     jrt_sleep_ms(1500);
@@ -197,15 +170,15 @@ Test(pressure, results_of_jobs_finished_while_redis_is_out_of_memory_are_acked_o
     redisReply *rep = redisCommand(c, "SET probe 1");
     cr_expect(rep && rep->type == REDIS_REPLY_ERROR && strstr(rep->str, "OOM"), "the window is not out of memory");
     freeReplyObject(rep);
-    cr_expect_eq(jrt_count(logpath("w1.log"), "Redis refused results"), 0, "results were refused when out of memory");
-    cr_expect_eq(jrt_count(logpath("w2.log"), "Redis unavailable"), 0, "a worker cannot connect to an out-of-memory Redis");
+    cr_expect_eq(jrt_count(jrt_path(&R, "w1.log"), "Redis refused results"), 0, "results were refused when out of memory");
+    cr_expect_eq(jrt_count(jrt_path(&R, "w2.log"), "Redis unavailable"), 0, "a worker cannot connect to an out-of-memory Redis");
     cr_expect_eq(waitpid(w2, NULL, WNOHANG), 0, "the second worker died");
     free_memory(c, n);
     redisFree(c);
     const char *qs[] = {"default"};
     cr_expect(wait_all_settled(qs, 1, 30000), "jobs are left: ready=%lld pending=%lld", stats("default").ready,
               stats("default").pending);
-    for (int i = 0; i < N; i++) cr_expect_eq(runs_of(record, ids[i], NULL), 1, "job %s ran %d times", ids[i], runs_of(record, ids[i], NULL));
+    for (int i = 0; i < N; i++) cr_expect_eq(jrt_runs_of(record, ids[i], NULL), 1, "job %s ran %d times", ids[i], jrt_runs_of(record, ids[i], NULL));
     cr_expect_eq(jrt_stop(w1, SIGTERM, 10000), 0);
     cr_expect_eq(jrt_stop(w2, SIGTERM, 10000), 0);
 }
@@ -224,11 +197,11 @@ Test(pressure, a_result_redis_refuses_is_kept_retried_and_buried_once_and_a_stop
     freeReplyObject(redisCommand(c, "CONFIG SET min-replicas-to-write 1"));
     jrt_sleep_ms(2500); /* the job ends in here; its ack is refused */
     cr_expect_eq(stats("default").pending, 1, "acked while Redis refused writes?");
-    cr_expect_eq(jrt_count(logpath("w.log"), "NOREPLICAS"), 1, "the refusal is not logged once in Redis's words");
+    cr_expect_eq(jrt_count(jrt_path(&R, "w.log"), "NOREPLICAS"), 1, "the refusal is not logged once in Redis's words");
     kill(w, SIGTERM); /* its result is not in Redis yet: it must wait */
     jrt_sleep_ms(1000);
     cr_expect_eq(waitpid(w, NULL, WNOHANG), 0, "the worker exited with a result Redis never took");
-    cr_expect_geq(jrt_count(logpath("w.log"), "waiting for Redis to take the results"), 1);
+    cr_expect_geq(jrt_count(jrt_path(&R, "w.log"), "waiting for Redis to take the results"), 1);
     freeReplyObject(redisCommand(c, "CONFIG SET min-replicas-to-write 0"));
     redisFree(c);
     int st = jrt_stop(w, 0, 15000); /* no signal: it exits by itself once Redis took it */
@@ -236,17 +209,14 @@ Test(pressure, a_result_redis_refuses_is_kept_retried_and_buried_once_and_a_stop
     jr_qstats_t s = stats("default");
     cr_expect(s.dead == 0 && s.ready == 0 && s.pending == 0, "dead=%lld ready=%lld pending=%lld", s.dead, s.ready,
               s.pending);
-    cr_expect_eq(runs_of(record, id[0], NULL), 1);
-    cr_expect_eq(jrt_count(logpath("w.log"), "Redis accepts results again"), 1);
+    cr_expect_eq(jrt_runs_of(record, id[0], NULL), 1);
+    cr_expect_eq(jrt_count(jrt_path(&R, "w.log"), "Redis accepts results again"), 1);
 }
 
 Test(pressure, results_refused_for_a_missing_function_library_are_sent_after_it_is_loaded_again) {
-    config("worker:\n  concurrency: 2\n");
     enum { N = 4 };
     char ids[N][JR_ID_MAX];
-    enqueue("default", N, "nap", "600", ids);
-    pid_t w = start_worker("w.log");
-    cr_assert_geq(jrt_wait_lines(record, 2, 10000), 2, "no job started");
+    pid_t w = two_running(N, "600", ids, "w.log");
     redisContext *c = jrt_connect(&R);
     freeReplyObject(redisCommand(c, "FUNCTION FLUSH")); /* an operator's mistake */
     jrt_sleep_ms(2000); /* the running jobs finish; their acks are refused */
@@ -258,8 +228,8 @@ Test(pressure, results_refused_for_a_missing_function_library_are_sent_after_it_
     const char *qs[] = {"default"};
     cr_expect(wait_all_settled(qs, 1, 20000), "jobs are left: ready=%lld pending=%lld", stats("default").ready,
               stats("default").pending);
-    for (int i = 0; i < N; i++) cr_expect_eq(runs_of(record, ids[i], NULL), 1, "job %s ran %d times", ids[i], runs_of(record, ids[i], NULL));
-    cr_expect_geq(jrt_count(logpath("w.log"), "Function not found"), 1, "Redis's error is not shown");
+    for (int i = 0; i < N; i++) cr_expect_eq(jrt_runs_of(record, ids[i], NULL), 1, "job %s ran %d times", ids[i], jrt_runs_of(record, ids[i], NULL));
+    cr_expect_geq(jrt_count(jrt_path(&R, "w.log"), "Function not found"), 1, "Redis's error is not shown");
     cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
 }
 
@@ -286,7 +256,7 @@ Test(pressure, an_outage_longer_than_the_lease_runs_no_finished_job_again) {
     const char *qs[] = {"default"};
     cr_expect(wait_all_settled(qs, 1, 30000), "jobs are left: ready=%lld pending=%lld", stats("default").ready,
               stats("default").pending);
-    for (int i = 0; i < N; i++) cr_expect_eq(runs_of(record, ids[i], NULL), 1, "job %s ran %d times", ids[i], runs_of(record, ids[i], NULL));
+    for (int i = 0; i < N; i++) cr_expect_eq(jrt_runs_of(record, ids[i], NULL), 1, "job %s ran %d times", ids[i], jrt_runs_of(record, ids[i], NULL));
     cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
 }
 
@@ -303,8 +273,8 @@ Test(pressure, a_worker_on_three_full_queues_at_concurrency_1_runs_every_job_onc
     cr_expect_eq(waitpid(w, NULL, WNOHANG), 0, "the worker died");
     for (int q = 0; q < 3; q++)
         for (int i = 0; i < PER; i++)
-            cr_expect_eq(runs_of(record, ids[q][i], qs[q]), 1, "job %s of %s ran %d times", ids[q][i], qs[q],
-                         runs_of(record, ids[q][i], qs[q]));
+            cr_expect_eq(jrt_runs_of(record, ids[q][i], qs[q]), 1, "job %s of %s ran %d times", ids[q][i], qs[q],
+                         jrt_runs_of(record, ids[q][i], qs[q]));
     cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
 }
 
@@ -326,13 +296,13 @@ Test(pressure, a_worker_on_100_queues_runs_the_jobs_of_the_last_ones) {
     cr_expect(wait_all_settled(qs + FIRST_USED, NQ - FIRST_USED, 20000), "jobs of queues 90..99 are left");
     for (int i = 0; i < NQ - FIRST_USED; i++)
         for (int j = 0; j < 2; j++)
-            cr_expect_eq(runs_of(record, ids[i][j], names[FIRST_USED + i]), 1, "job %s of %s ran %d times",
-                         ids[i][j], names[FIRST_USED + i], runs_of(record, ids[i][j], names[FIRST_USED + i]));
+            cr_expect_eq(jrt_runs_of(record, ids[i][j], names[FIRST_USED + i]), 1, "job %s of %s ran %d times",
+                         ids[i][j], names[FIRST_USED + i], jrt_runs_of(record, ids[i][j], names[FIRST_USED + i]));
     /* And jobs enqueued while it blocks wake it on any of its queues. */
     char late[1][JR_ID_MAX];
     enqueue("q099", 1, "record", "q099", late);
     cr_expect(wait_all_settled(qs + NQ - 1, 1, 20000));
-    cr_expect_eq(runs_of(record, late[0], "q099"), 1);
+    cr_expect_eq(jrt_runs_of(record, late[0], "q099"), 1);
     cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
 }
 

@@ -24,16 +24,7 @@
 #include "redis_produce.h"
 #include "redis_admin.h"
 
-static jrt_redis_t R;
-static char record[192], cfgpath[192], wlog[192];
-
-static void setup(void) {
-    jrt_start_recorded(&R, record, sizeof record);
-    snprintf(wlog, sizeof wlog, "%s/worker.log", R.dir);
-}
-static void teardown(void) { jrt_redis_stop(&R); }
-
-TestSuite(priority, .init = setup, .fini = teardown, .timeout = 300);
+JRT_RECORDED_SUITE(priority, .timeout = 300);
 
 /* A config file: the Redis URL, warn-level logs, plus `extra` YAML. */
 static void config(const char *extra) {
@@ -45,30 +36,11 @@ static void config(const char *extra) {
 /* Enqueue n jobs of `handler` into queue, payload `payload` (NULL: the
  * queue's name), pipelined in chunks. */
 static void enqueue_n(const char *queue, const char *handler, const char *payload, size_t n) {
-    jr_redis_t *c = jrt_jr_connect(&R);
-    enum { CHUNK = 1000 };
-    static jr_enqueue_t jobs[CHUNK];
-    const char *p = payload ? payload : queue;
-    for (size_t done = 0; done < n;) {
-        size_t k = n - done < CHUNK ? n - done : CHUNK;
-        for (size_t i = 0; i < k; i++)
-            jobs[i] = (jr_enqueue_t){.queue = queue,
-                                     .env = {.handler = handler, .handler_len = strlen(handler),
-                                             .payload = p, .payload_len = strlen(p), .attempt = 1}};
-        cr_assert_eq(jr_redis_enqueue(c, jobs, k, NULL, NULL), 0, "%s", jr_redis_errstr(c));
-        done += k;
-    }
-    jr_redis_free(c);
+    jrt_enqueue(&R, jrt_job(queue, handler, payload ? payload : queue), n, NULL);
 }
 
-/* Start a worker with the config and extra args (NULL-terminated, up to 8). */
-static pid_t worker(const char *const *extra) {
-    const char *a[20] = {"worker", "-c", cfgpath, "--plugin", JRT_RECORD_PLUGIN};
-    size_t n = 5;
-    for (size_t i = 0; extra && extra[i] && n < 19; i++) a[n++] = extra[i];
-    a[n] = NULL;
-    return jrt_spawn(wlog, a);
-}
+/* Start a worker with the config and extra args (NULL-terminated). */
+static pid_t worker(const char *const *extra) { return jrt_worker(&R, cfgpath, NULL, wlog, extra); }
 
 /* A started job: its start time (Unix us) and queue (its payload). */
 typedef struct {
@@ -119,17 +91,10 @@ static void wait_runs(size_t n, int timeout_ms) {
     cr_assert_geq(got, n, "only %zu of %zu jobs ran; worker log:\n%s", got, n, jrt_slurp(wlog));
 }
 
-/* Run jobrunner with args; expect exit 0; output into out. */
-static void run_ok(char *out, size_t len, const char *const *args) {
-    char err[4096];
-    int st = jrt_run(out, len, err, sizeof err, args);
-    cr_assert_eq(st, 0, "jobrunner %s exited %d: %s%s", args[0], st, out, err);
-}
-
 static void pause_queue(const char *queue, int on) {
     char out[512];
     const char *a[] = {on ? "pause" : "resume", "-c", cfgpath, queue, NULL};
-    run_ok(out, sizeof out, a);
+    jrt_run_expect(0, out, sizeof out, a);
     char want[200];
     snprintf(want, sizeof want, "%s %s", queue, on ? "paused" : "resumed");
     cr_expect(strstr(out, want), "%s printed: %s", a[0], out);
@@ -243,11 +208,10 @@ Test(priority, pause_stops_fetching_survives_a_worker_restart_and_resume_restart
     enqueue_n("mail", "record", "after-pause", 1);
     enqueue_n("other", "record", NULL, 1); /* the other queue keeps going */
     /* Delayed jobs still fall due into the paused queue. */
-    const char *sa[] = {"scheduler", "-c", cfgpath, NULL};
-    pid_t sched = jrt_spawn(wlog, sa);
+    pid_t sched = jrt_scheduler(&R, cfgpath, wlog);
     char out[4096];
     const char *later[] = {"enqueue", "-c", cfgpath, "-q", "mail", "--in", "300ms", "record", "delayed", NULL};
-    run_ok(out, sizeof out, later);
+    jrt_run_expect(0, out, sizeof out, later);
     wait_runs(2, 20000);
     jrt_sleep_ms(1500);
     cr_expect_eq(jrt_count(record, "after-pause"), 0, "a job of the paused queue ran");
@@ -258,12 +222,12 @@ Test(priority, pause_stops_fetching_survives_a_worker_restart_and_resume_restart
     cr_expect_eq(s.pending, 0);
 
     const char *text[] = {"stats", "-c", cfgpath, "-q", "mail", "-q", "other", NULL};
-    run_ok(out, sizeof out, text);
+    jrt_run_expect(0, out, sizeof out, text);
     cr_expect(strstr(out, "PAUSED"), "%s", out);
     char *mail = strstr(out, "\nmail");
     cr_expect(mail && strstr(mail, "since "), "stats does not show mail paused:\n%s", out);
     const char *json[] = {"stats", "-c", cfgpath, "-q", "mail", "-q", "other", "--json", NULL};
-    run_ok(out, sizeof out, json);
+    jrt_run_expect(0, out, sizeof out, json);
     cr_expect(strstr(out, "\"queue\":\"mail\",\"ready\":2,\"pending\":0,\"delayed\":0,\"dead\":0,\"paused\":true"),
               "%s", out);
     cr_expect(strstr(out, "\"queue\":\"other\",\"ready\":0,\"pending\":0,\"delayed\":0,\"dead\":0,\"paused\":false"),

@@ -64,18 +64,7 @@ static int same_fields(const redisReply *a, const redisReply *b) {
 }
 
 /* Lines of the record file whose first word is id. */
-static int runs_of(const char *id) {
-    char *s = jrt_slurp(record);
-    int n = 0;
-    size_t l = strlen(id);
-    for (char *p = s; p && *p;) {
-        if (!strncmp(p, id, l) && p[l] == ' ') n++;
-        char *nl = strchr(p, '\n');
-        p = nl ? nl + 1 : NULL;
-    }
-    free(s);
-    return n;
-}
+static int runs_of(const char *id) { return jrt_runs_of(record, id, NULL); }
 
 /* One job alone (jr_enqueue_many, Lua) and the same job in a bulk (plain
  * XADDs): the same stored fields byte for byte, the same answer from
@@ -109,8 +98,7 @@ Test(ready_bulk, a_job_alone_and_in_a_bulk_is_stored_found_and_run_the_same) {
         jr_jobinfo_free(&info);
     }
     jr_redis_free(r);
-    const char *args[] = {"worker", "--redis", R.url, "--queue", "same", "--plugin", JRT_RECORD_PLUGIN, NULL};
-    pid_t w = jrt_spawn(wlog, args);
+    pid_t w = jrt_worker(&R, NULL, NULL, wlog, (const char *[]){"--queue", "same", NULL});
     cr_assert_eq(jrt_wait_lines(record, N, 30000), N, "not every job ran");
     jrt_sleep_ms(200);
     for (int i = 0; i < N; i++) cr_expect_eq(runs_of(ids[i]), 1, "job %d (%s) ran %d times", i, ids[i], runs_of(ids[i]));

@@ -21,17 +21,6 @@
 static jrt_redis_t R;
 static char url[256], out[16384], err[16384];
 
-/* A TCP port free at the moment (the kernel's pick for port 0). */
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    cr_assert(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-              getsockname(fd, (struct sockaddr *)&a, &len) == 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 /* GET path from 127.0.0.1:port: the whole response (malloc'd), or NULL. */
 static char *http_get(int port, const char *path) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -56,7 +45,7 @@ static char *http_get(int port, const char *path) {
 
 static void setup(void) {
     char port[16];
-    snprintf(port, sizeof port, "%d", free_port());
+    snprintf(port, sizeof port, "%d", jrt_free_port());
     const char *extra[] = {"--port", port, "--bind", "127.0.0.1", NULL};
     jrt_redis_start(&R, extra);
     redisContext *c = jrt_connect(&R); /* the default user, on the socket */
@@ -119,7 +108,7 @@ Test(secrets, the_password_is_in_no_argv_log_or_listing) {
     snprintf(wlog, sizeof wlog, "%s/worker.log", R.dir);
     snprintf(slog, sizeof slog, "%s/sched.log", R.dir);
     char wm[32], sm[32];
-    int wport = free_port(), sport = free_port();
+    int wport = jrt_free_port(), sport = jrt_free_port();
     snprintf(wm, sizeof wm, "127.0.0.1:%d", wport);
     snprintf(sm, sizeof sm, "127.0.0.1:%d", sport);
     const char *wargs[] = {"worker", "--redis", url, "--plugin", JRT_PLUGIN_DIR, "--concurrency", "3",

@@ -236,18 +236,12 @@ static pid_t start_worker(const char *log, const char *plugin, const char *wait,
     setenv("JOBRUNNER_WORKER_HANDLER_WAIT", wait, 1); /* the spawned worker's setting */
     snprintf(rec, sizeof rec, "%s/record.txt", R.dir);
     if (record) setenv("JRT_RECORD", rec, 1);
-    const char *args[] = {"worker", "-c", cfg, "--plugin", plugin, NULL};
-    pid_t pid = jrt_spawn(path, args);
+    pid_t pid = jrt_worker(&R, cfg, plugin, path, NULL);
     unsetenv("JOBRUNNER_WORKER_HANDLER_WAIT");
     return pid;
 }
 
-static pid_t start_scheduler(void) {
-    char path[256];
-    snprintf(path, sizeof path, "%s/sched.log", R.dir);
-    const char *args[] = {"scheduler", "-c", cfg, NULL};
-    return jrt_spawn(path, args);
-}
+static pid_t start_scheduler(void) { return jrt_scheduler(&R, cfg, jrt_path(&R, "sched.log")); }
 
 Test(upgrade, a_worker_without_the_handler_leaves_the_job_for_one_that_has_it) {
     char old_plugins[256], log[256], rec[256];

@@ -44,13 +44,7 @@ static redisReply *cmdv(int argc, const char **argv) {
 }
 
 /* Redis's clock, ms. */
-static long long redis_ms(void) {
-    redisReply *t = redisCommand(C, "TIME");
-    cr_assert(t && t->type == REDIS_REPLY_ARRAY);
-    long long ms = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
-    freeReplyObject(t);
-    return ms;
-}
+static long long redis_ms(void) { return jrt_redis_ms(C); }
 
 /* Enqueue one job of queue q due at `at` (Unix ms) with id `id` ("" =
  * generated); the job id into out. */
@@ -283,10 +277,7 @@ Test(wheel, never_early_across_buckets_direct_and_cascade) {
     cr_assert_eq(jrt_delayed_count(C, q), 400);
     /* the first buckets fall wholly due before any scheduler runs */
     while (redis_ms() < now + 5300) usleep(20000);
-    const char *sa[] = {"scheduler", "-c", cfgpath, NULL};
-    char slog[192];
-    snprintf(slog, sizeof slog, "%s/scheduler.log", R.dir);
-    pid_t s = jrt_spawn(slog, sa);
+    pid_t s = jrt_scheduler(&R, cfgpath, jrt_path(&R, "scheduler.log"));
     long long stop = redis_ms() + 30000;
     while (jrt_int(C, "XLEN jr:{%s}:ready", q) < 400 && redis_ms() < stop) usleep(50000);
     cr_assert_eq(jrt_stop(s, SIGTERM, 10000), 0);
@@ -342,11 +333,8 @@ Test(wheel, one_of_three_schedulers_sigkilled_mid_cascade_loses_nothing) {
     }
     cr_assert_eq(jrt_delayed_count(C, q), N);
     cr_assert_geq(jrt_int(C, "ZCARD jr:{%s}:wheel", q), 2, "the jobs are not in the time wheel");
-    const char *sa[] = {"scheduler", "-c", cfgpath, NULL};
-    char slog[192];
-    snprintf(slog, sizeof slog, "%s/scheduler.log", R.dir);
     pid_t s[3];
-    for (int i = 0; i < 3; i++) s[i] = jrt_spawn(slog, sa);
+    for (int i = 0; i < 3; i++) s[i] = jrt_scheduler(&R, cfgpath, jrt_path(&R, "scheduler.log"));
     /* kill one once the cascade has begun (some jobs moved, not all) */
     long long stop = redis_ms() + 30000;
     while (jrt_int(C, "XLEN jr:{%s}:ready", q) + jrt_int(C, "ZCARD jr:{%s}:delayed", q) == 0 && redis_ms() < stop)
@@ -737,10 +725,7 @@ Test(wheel, a_due_backlog_is_promoted_in_calls_larger_than_batch) {
     cr_assert_eq(jrt_delayed_count(C, q), N);
     while (redis_ms() < due + 1100) usleep(20000); /* every bucket wholly due */
     freeReplyObject(redisCommand(C, "CONFIG RESETSTAT"));
-    const char *sa[] = {"scheduler", "-c", cfgpath, NULL};
-    char slog[192];
-    snprintf(slog, sizeof slog, "%s/scheduler.log", R.dir);
-    pid_t s = jrt_spawn(slog, sa);
+    pid_t s = jrt_scheduler(&R, cfgpath, jrt_path(&R, "scheduler.log"));
     long long stop = redis_ms() + 60000;
     while (jrt_int(C, "XLEN jr:{%s}:ready", q) < N && redis_ms() < stop) usleep(50000);
     cr_assert_eq(jrt_stop(s, SIGTERM, 10000), 0);

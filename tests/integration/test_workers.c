@@ -17,15 +17,7 @@
 #include "redis_produce.h"
 #include "redis_admin.h"
 
-static jrt_redis_t R;
-static char record[192], cfgpath[192];
-
-static void setup(void) {
-    jrt_start_recorded(&R, record, sizeof record);
-}
-static void teardown(void) { jrt_redis_stop(&R); }
-
-TestSuite(workers, .init = setup, .fini = teardown, .timeout = 300);
+JRT_RECORDED_SUITE(workers, .timeout = 300);
 
 /* A config file: the Redis URL plus `extra` YAML. */
 static void config(const char *extra) {
@@ -33,10 +25,7 @@ static void config(const char *extra) {
 }
 
 static pid_t start_worker(const char *queue) {
-    char path[192];
-    snprintf(path, sizeof path, "%s/worker.log", R.dir);
-    const char *w[] = {"worker", "-c", cfgpath, "-q", queue, "--plugin", JRT_RECORD_PLUGIN, NULL};
-    return jrt_spawn(path, w);
+    return jrt_worker(&R, cfgpath, NULL, jrt_path(&R, "worker.log"), (const char *[]){"-q", queue, NULL});
 }
 
 /* The consumer (and registry) name of a process: host-pid. */
@@ -101,13 +90,9 @@ static long long consumer_pending(redisContext *c, const char *queue, const char
 }
 
 static void enqueue(const char *queue, const char *handler, const char *payload) {
-    jr_redis_t *r = jrt_jr_connect(&R);
-    jr_enqueue_t j = {.queue = queue,
-                      .env = {.handler = handler, .handler_len = strlen(handler), .payload = payload,
-                              .payload_len = strlen(payload), .attempt = 1, .max_attempts = 5,
-                              .timeout_ms = 60000}};
-    cr_assert_eq(jr_redis_enqueue(r, &j, 1, NULL, NULL), 0, "%s", jr_redis_errstr(r));
-    jr_redis_free(r);
+    jr_enqueue_t j = jrt_job(queue, handler, payload);
+    j.env.max_attempts = 5, j.env.timeout_ms = 60000;
+    jrt_enqueue(&R, j, 1, NULL);
 }
 
 /* Lines of the record file whose payload is `payload` (runs of that job). */
@@ -129,8 +114,7 @@ static int runs_with(const char *payload) {
 Test(workers, listed_while_alive_and_gone_within_a_lease_after_sigkill) {
     config("worker:\n  lease: 1s\n  concurrency: 2\n");
     pid_t w = start_worker("mail");
-    const char *sa[] = {"scheduler", "-c", cfgpath, NULL};
-    pid_t s = jrt_spawn(NULL, sa);
+    pid_t s = jrt_scheduler(&R, cfgpath, NULL);
     cr_assert_geq(wait_listed(w, 1, 10000), 0, "the worker was never listed");
     cr_assert_geq(wait_listed(s, 1, 10000), 0, "the scheduler was never listed");
 
@@ -169,8 +153,7 @@ Test(workers, listed_while_alive_and_gone_within_a_lease_after_sigkill) {
 Test(workers, sigterm_removes_the_entry_at_once) {
     config("worker:\n  lease: 60s\n"); /* an expiry could not explain its going */
     pid_t w = start_worker("default");
-    const char *sa[] = {"scheduler", "-c", cfgpath, NULL};
-    pid_t s = jrt_spawn(NULL, sa);
+    pid_t s = jrt_scheduler(&R, cfgpath, NULL);
     cr_assert_geq(wait_listed(w, 1, 10000), 0);
     cr_assert_geq(wait_listed(s, 1, 10000), 0);
     cr_assert_eq(jrt_stop(w, SIGTERM, 10000), 0);
@@ -189,8 +172,7 @@ Test(workers, sigterm_removes_the_entry_at_once) {
 Test(workers, an_idle_process_renews_its_entry_with_one_command_and_a_lost_one_comes_back) {
     config("worker:\n  lease: 1s\n");
     pid_t w = start_worker("mail");
-    const char *sa[] = {"scheduler", "-c", cfgpath, NULL};
-    pid_t s = jrt_spawn(NULL, sa);
+    pid_t s = jrt_scheduler(&R, cfgpath, NULL);
     cr_assert_geq(wait_listed(w, 1, 10000), 0);
     cr_assert_geq(wait_listed(s, 1, 10000), 0);
     jrt_sleep_ms(500);

@@ -12,20 +12,29 @@
 #include "jr_limits.h"
 #include "util.h"
 
+/* The parsers of a string into an int64 (durations, times): 0 and the
+ * value, or JR_EINVAL with the output left as it was. */
+typedef int (*parse_fn)(const char *s, int64_t *out);
+
+/* What parse (named `name`) makes of s; fails the test if it refuses s. */
+static int64_t parsed(parse_fn parse, const char *name, const char *s) {
+    int64_t v = -12345;
+    int rc = parse(s, &v);
+    cr_assert_eq(rc, 0, "%s(\"%s\") failed: %d", name, s, rc);
+    return v;
+}
+
+/* parse refuses s (JR_EINVAL) and leaves its output unchanged. */
+static void refused(parse_fn parse, const char *s) {
+    int64_t v = -12345;
+    cr_expect_eq(parse(s, &v), JR_EINVAL, "\"%s\" should be rejected", s);
+    cr_expect_eq(v, -12345, "\"%s\": the output must stay unchanged on error", s);
+}
+
 /* ---- durations ---------------------------------------------------------- */
 
-static int64_t dur(const char *s) {
-    int64_t ms = -12345;
-    int rc = jr_duration_parse(s, &ms);
-    cr_assert_eq(rc, 0, "jr_duration_parse(\"%s\") failed: %d", s, rc);
-    return ms;
-}
-
-static void dur_bad(const char *s) {
-    int64_t ms = -12345;
-    cr_expect_eq(jr_duration_parse(s, &ms), JR_EINVAL, "\"%s\" should be rejected", s);
-    cr_expect_eq(ms, -12345, "\"%s\": *ms must stay unchanged on error", s);
-}
+static int64_t dur(const char *s) { return parsed(jr_duration_parse, "jr_duration_parse", s); }
+static void dur_bad(const char *s) { refused(jr_duration_parse, s); }
 
 Test(duration, each_unit) {
     cr_expect_eq(dur("250ms"), 250);
@@ -285,18 +294,8 @@ Test(duration, format) {
 
 /* ---- time parsing ------------------------------------------------------- */
 
-static int64_t tp(const char *s) {
-    int64_t us = -12345;
-    int rc = jr_time_parse(s, &us);
-    cr_assert_eq(rc, 0, "jr_time_parse(\"%s\") failed: %d", s, rc);
-    return us;
-}
-
-static void tp_bad(const char *s) {
-    int64_t us = -12345;
-    cr_expect_eq(jr_time_parse(s, &us), JR_EINVAL, "\"%s\" should be rejected", s);
-    cr_expect_eq(us, -12345, "\"%s\": *us must stay unchanged on error", s);
-}
+static int64_t tp(const char *s) { return parsed(jr_time_parse, "jr_time_parse", s); }
+static void tp_bad(const char *s) { refused(jr_time_parse, s); }
 
 Test(time_parse, rfc3339_utc) {
     cr_expect_eq(tp("1970-01-01T00:00:00Z"), 0);
@@ -507,72 +506,40 @@ static void url_bad(const char *s, ...) {
     va_end(ap);
 }
 
-Test(redis_url, host_only_defaults) {
-    jr_redis_url_t u = url_ok("redis://localhost");
-    cr_expect_eq(u.is_unix, 0);
-    cr_expect_str_eq(u.host, "localhost");
-    cr_expect_eq(u.port, 6379);
-    cr_expect_eq(u.db, 0);
-    cr_expect_null(u.path);
-    cr_expect_null(u.user);
-    cr_expect_null(u.password);
-    jr_redis_url_free(&u);
-}
-
-Test(redis_url, default_url) {
-    jr_redis_url_t u = url_ok(JR_DEFAULT_REDIS_URL);
-    cr_expect_str_eq(u.host, "127.0.0.1");
-    cr_expect_eq(u.port, 6379);
-    jr_redis_url_free(&u);
-}
-
-Test(redis_url, host_port_db) {
-    jr_redis_url_t u = url_ok("redis://10.0.0.5:6380/3");
-    cr_expect_str_eq(u.host, "10.0.0.5");
-    cr_expect_eq(u.port, 6380);
-    cr_expect_eq(u.db, 3);
-    jr_redis_url_free(&u);
-    u = url_ok("redis://cache.example.com/");
-    cr_expect_str_eq(u.host, "cache.example.com");
-    cr_expect_eq(u.db, 0);
-    jr_redis_url_free(&u);
-}
-
-Test(redis_url, password_only) {
-    jr_redis_url_t u = url_ok("redis://:s3cret@host:7000/1");
-    cr_expect_null(u.user);
-    cr_expect_str_eq(u.password, "s3cret");
-    cr_expect_str_eq(u.host, "host");
-    cr_expect_eq(u.port, 7000);
-    cr_expect_eq(u.db, 1);
-    jr_redis_url_free(&u);
-}
-
-Test(redis_url, user_and_password_percent_decoded) {
-    jr_redis_url_t u = url_ok("redis://app%2Duser:p%40ss%3Aw%2Fd%25@host");
-    cr_expect_str_eq(u.user, "app-user");
-    cr_expect_str_eq(u.password, "p@ss:w/d%");
-    cr_expect_str_eq(u.host, "host");
-    jr_redis_url_free(&u);
-    /* The password may hold ':' and (before the last '@') '@' unescaped. */
-    u = url_ok("redis://u:a:b@c@host");
-    cr_expect_str_eq(u.user, "u");
-    cr_expect_str_eq(u.password, "a:b@c");
-    cr_expect_str_eq(u.host, "host");
-    jr_redis_url_free(&u);
-}
-
-Test(redis_url, ipv6) {
-    jr_redis_url_t u = url_ok("redis://[::1]:6390/2");
-    cr_expect_str_eq(u.host, "::1");
-    cr_expect_eq(u.port, 6390);
-    cr_expect_eq(u.db, 2);
-    jr_redis_url_free(&u);
-    u = url_ok("redis://:pw@[2001:db8::7]");
-    cr_expect_str_eq(u.host, "2001:db8::7");
-    cr_expect_eq(u.port, 6379);
-    cr_expect_str_eq(u.password, "pw");
-    jr_redis_url_free(&u);
+/* TCP URLs, each with every part it gives: the defaults (port 6379, db 0,
+ * no user, no password) where it names none. */
+Test(redis_url, tcp_parts) {
+    static const struct {
+        const char *url, *host;
+        int port, db;
+        const char *user, *password;
+    } cases[] = {
+        {"redis://localhost", "localhost", 6379, 0, NULL, NULL},
+        {JR_DEFAULT_REDIS_URL, "127.0.0.1", 6379, 0, NULL, NULL},
+        {"redis://10.0.0.5:6380/3", "10.0.0.5", 6380, 3, NULL, NULL},
+        {"redis://cache.example.com/", "cache.example.com", 6379, 0, NULL, NULL},
+        {"redis://:s3cret@host:7000/1", "host", 7000, 1, NULL, "s3cret"},
+        /* user and password percent-decoded */
+        {"redis://app%2Duser:p%40ss%3Aw%2Fd%25@host", "host", 6379, 0, "app-user", "p@ss:w/d%"},
+        /* the password may hold ':' and (before the last '@') '@' unescaped */
+        {"redis://u:a:b@c@host", "host", 6379, 0, "u", "a:b@c"},
+        {"redis://[::1]:6390/2", "::1", 6390, 2, NULL, NULL},
+        {"redis://:pw@[2001:db8::7]", "2001:db8::7", 6379, 0, NULL, "pw"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *url = cases[i].url;
+        jr_redis_url_t u = url_ok(url);
+        cr_expect_eq(u.is_unix, 0, "%s", url);
+        cr_expect_null(u.path, "%s", url);
+        cr_expect_str_eq(u.host, cases[i].host, "%s", url);
+        cr_expect_eq(u.port, cases[i].port, "%s", url);
+        cr_expect_eq(u.db, cases[i].db, "%s", url);
+        if (cases[i].user) cr_expect_str_eq(u.user, cases[i].user, "%s", url);
+        else cr_expect_null(u.user, "%s", url);
+        if (cases[i].password) cr_expect_str_eq(u.password, cases[i].password, "%s", url);
+        else cr_expect_null(u.password, "%s", url);
+        jr_redis_url_free(&u);
+    }
 }
 
 Test(redis_url, unix_socket) {

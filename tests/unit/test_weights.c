@@ -23,20 +23,19 @@ static int load(const char *yaml) { return jr_config_load_string(&cfg, yaml, str
 Test(weights, queue_flag_takes_an_optional_weight_after_the_last_colon) {
     char name[129], why[256];
     int64_t w;
-    cr_assert_eq(jr_queue_weight_parse("critical:6", name, sizeof name, &w, why, sizeof why), 0);
-    cr_expect_str_eq(name, "critical");
-    cr_expect_eq(w, 6);
-    cr_assert_eq(jr_queue_weight_parse("plain", name, sizeof name, &w, why, sizeof why), 0);
-    cr_expect_str_eq(name, "plain");
-    cr_expect_eq(w, 1);
-    cr_assert_eq(jr_queue_weight_parse("reports:daily", name, sizeof name, &w, why, sizeof why), 0);
-    cr_expect_str_eq(name, "reports:daily");
-    cr_expect_eq(w, 1);
-    cr_assert_eq(jr_queue_weight_parse("a:6:1", name, sizeof name, &w, why, sizeof why), 0);
-    cr_expect_str_eq(name, "a:6");
-    cr_expect_eq(w, 1);
-    cr_assert_eq(jr_queue_weight_parse("x:1000", name, sizeof name, &w, why, sizeof why), 0);
-    cr_expect_eq(w, 1000);
+    static const struct {
+        const char *in, *name;
+        int64_t weight;
+    } good[] = {
+        {"critical:6", "critical", 6},  {"plain", "plain", 1}, {"reports:daily", "reports:daily", 1},
+        {"a:6:1", "a:6", 1},            {"x:1000", "x", 1000},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        cr_assert_eq(jr_queue_weight_parse(good[i].in, name, sizeof name, &w, why, sizeof why), 0, "%s: %s",
+                     good[i].in, why);
+        cr_expect_str_eq(name, good[i].name, "%s", good[i].in);
+        cr_expect_eq(w, good[i].weight, "%s", good[i].in);
+    }
     const char *bad[] = {"x:0", "x:1001", "x:99999999999999999999", ":5", "bad name:2", ""};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         why[0] = '\0';
