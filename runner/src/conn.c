@@ -22,7 +22,8 @@ static const char SAY_STREAM_GARBAGE[] = "a queue's stream key holds garbage; no
  * by seconds must not make a job wait too little or too long. TIME is read
  * at connect and every CLOCK_REFRESH_US, and advanced in between with the
  * monotonic clock (the error: half a round trip, plus the drift of the two
- * clocks over 10 s). */
+ * clocks over 10 s). jrw_clock_sync reads it (on ctl): returns 0 or the
+ * error of TIME, the clock then as it was. */
 #define CLOCK_REFRESH_US 10000000
 int jrw_clock_sync(worker_t *w) {
     int64_t sent = jr_mono_us();
@@ -42,8 +43,10 @@ int64_t jrw_redis_now_ms(worker_t *w) {
     return (int64_t)(w->clock_redis_ms + (double)(jr_mono_us() - w->clock_mono_us) / 1000.0);
 }
 
-/* Close both connections, saying why (Redis's text, from the connection that
- * failed), and reconnect after the backoff. Queued operations stay queued. */
+/* Close the connections (rd, ctl, and the keeper's), saying why (Redis's
+ * text, from the connection that failed), and reconnect after the backoff.
+ * Queued operations stay queued; a read in flight is forgotten (its entries
+ * stay pending for a reclaim). */
 void jrw_drop_conns(worker_t *w, int rc) {
     const jr_redis_t *bad = w->rd && !jr_redis_ok(w->rd) ? w->rd
                             : w->ctl && (!jr_redis_ok(w->ctl) || jr_redis_errstr(w->ctl)[0]) ? w->ctl
@@ -61,6 +64,12 @@ void jrw_drop_conns(worker_t *w, int rc) {
     w->next_connect = jr_mono_us() + w->backoff_ms * 1000;
 }
 
+/* Connect rd and ctl (and the keeper's connection, inline mode), make sure
+ * the consumer groups exist, and read rd's client id, the paused set and
+ * Redis's clock. A queue whose stream key holds another type is left out
+ * (broken, reported once), not an error. Returns 0; or an error, with the
+ * connections dropped and the next try after a backoff doubling from
+ * 100 ms to 5 s (JR_EIO when a connection could not be made). */
 int jrw_try_connect(worker_t *w) {
     char err[JR_ERRLEN];
     if (!(w->ctl = jr_connect_once(w->cfg, err, sizeof err)) ||

@@ -74,7 +74,8 @@ void jrw_resumed_note(worker_t *w) {
 }
 
 /* Put the batch's entries in the order their jobs should start
- * (jr_prio_order): interleaved by weight, or queue by queue when strict. */
+ * (jr_prio_order): interleaved by weight, or queue by queue when strict.
+ * Returns 0 or JR_ENOMEM (the batch then unchanged). */
 int jrw_interleave(worker_t *w, jr_batch_t *b) {
     if (b->n < 2 || w->nq < 2) return 0;
     if (b->n > w->order_cap) {
@@ -97,7 +98,7 @@ int jrw_interleave(worker_t *w, jr_batch_t *b) {
 /* The paused set as Redis now says: a queue newly paused gives back the
  * jobs fetched from it and not started (waiting here, and waiting in a
  * runner's batch: those of every queue go back then), so none starts after
- * the pause is seen. */
+ * the pause is seen. Returns 0 or JR_ENOMEM. */
 int jrw_see_paused(worker_t *w, const unsigned char *now) {
     int newly = 0, rc = 0;
     for (size_t q = 0; q < w->nq; q++) {
@@ -106,7 +107,7 @@ int jrw_see_paused(worker_t *w, const unsigned char *now) {
         newly |= w->paused[q];
         if (!w->broken[q])
             jr_log_kv(JR_LOG_INFO, now[q] ? "queue paused: taking no new jobs from it" : "queue resumed", "queue",
-                  w->queues[q], NULL);
+                      w->queues[q], NULL);
     }
     if (!newly) return 0;
     int submitted = 0;
@@ -134,8 +135,9 @@ int jrw_see_paused(worker_t *w, const unsigned char *now) {
  * play for its share of what is still wanted (weighted: jr_prio_split; strict:
  * the first queue in play for all of it) in one pipeline, with the paused
  * set read after it; a queue that comes back short is out of play, and
- * what it did not give is asked of the others in the next round. Returns
- * the entries taken (dispatched), or an error. */
+ * what it did not give is asked of the others in the next round. Sets
+ * *taken to the entries taken (dispatched); returns 0, a transport error,
+ * or JR_ENOMEM. */
 static int read_rounds(worker_t *w, size_t want, size_t *taken) {
     unsigned char *inplay = w->on, *now = w->order_scratch;
     int rc = 0;
@@ -177,7 +179,9 @@ static int read_rounds(worker_t *w, size_t want, size_t *taken) {
  * read_rounds; only if they bring nothing, the blocking read over all the
  * queues in play (whatever comes first). Every queue paused: a blocking
  * wait that a resume (CLIENT UNBLOCK) or the period ends. The paused set
- * is read with every read, after it. */
+ * is read with every read, after it (but for the blocking read after an
+ * idle timeout: see jrw_send_read). Returns 0, a transport error, or
+ * JR_ENOMEM. */
 int jrw_fetch(worker_t *w, size_t want, int64_t block) {
     size_t active = 0, taken = 0;
     for (size_t q = 0; q < w->nq; q++) active += !w->paused[q];
@@ -228,6 +232,7 @@ int jrw_check_paused(worker_t *w) {
     return rc;
 }
 
+/* Free the per-queue state and scratch of fetching (allocated at start). */
 void jrw_free_fetch(worker_t *w) {
     free(w->swrr), free(w->counts), free(w->got), free(w->cur), free(w->paused), free(w->broken), free(w->on), free(w->order_scratch);
     free(w->order), free(w->order_q), free(w->order_perm);

@@ -14,8 +14,12 @@
 #include "metrics.h"
 #include "util.h"
 
-void jrw_log_outcome(const worker_t *w, const slot_t *s, const char *outcome,
-                        int64_t duration_us, const char *error, int64_t retry_in) {
+/* The end of slot s's job, with `outcome` ("ok", "retry", "dead",
+ * "cancelled", "interrupted", "unrecorded"): counted in the metrics and
+ * logged as "job finished" (INFO for ok, WARN otherwise), with the error
+ * (if any) and retry_in (if >= 0, ms). */
+void jrw_log_outcome(const worker_t *w, const slot_t *s, const char *outcome, int64_t duration_us,
+                     const char *error, int64_t retry_in) {
     jr_metrics_job_done(w->queues[s->queue], s->handler, outcome, (double)duration_us / 1e6);
     if (!jr_log_enabled(outcome[0] == 'o' ? JR_LOG_INFO : JR_LOG_WARN)) return;
     char attempt[16], dur[32], retry[32];
@@ -60,6 +64,9 @@ static int no_handler(worker_t *w, uint32_t q, const char *entry, const jr_envel
     return jrw_push_op(w, OP_DEFER, q, entry, delay, err, NULL);
 }
 
+/* Free slot s (its strings, and its place onto the free stack); a FREE
+ * slot is left alone. It stays in waitq if it was there (the caller's
+ * business). */
 void jrw_free_slot(worker_t *w, slot_t *s) {
     if (s->state == SLOT_FREE) return; /* never twice onto the free stack */
     free(s->id), free(s->handler), free(s->payload);
@@ -93,7 +100,11 @@ static void log_when_settled(worker_t *w, slot_t *s, int64_t duration_us, const 
  * "cancelled", and its follow-ups are dropped. Any other job that ran is
  * logged when its operation is answered: Redis checks the flag in the same
  * step (jr_ack, jr_ack_follow, jr_fail), so a job cancelled after the last
- * heartbeat is "cancelled" too: not retried, without its follow-ups. */
+ * heartbeat is "cancelled" too: not retried, without its follow-ups.
+ * A job stopped by our shutdown (unstarted, interrupted) is handed back, no
+ * attempt used; a failed one retried with backoff, or buried once out of
+ * attempts. Frees the slot. Returns 0, or JR_ENOMEM (nothing queued: the
+ * entry stays pending in Redis). */
 int jrw_finish(worker_t *w, jr_outcome_t *o) {
     slot_t *s = &w->slots[o->tag];
     int rc = 0;
@@ -190,7 +201,8 @@ int jrw_held(const worker_t *w, uint32_t q, const char *entry) {
  * of them within SPLIT_MIN_US (by the average duration so far) go to one
  * runner: waking each runner costs more than the work it would take over
  * (two context switches and a message, tens of microseconds in a VM); a
- * slow one among them is moved on by the executor (MOVE_AFTER_US). */
+ * slow one among them is moved on by the executor (MOVE_AFTER_US). Returns 0
+ * (what no runner takes now waits for the next call) or JR_ENOMEM. */
 #define SPLIT_MIN_US 1000
 static int start(worker_t *w) {
     size_t idle = jr_exec_idle(w->exec);
@@ -207,7 +219,9 @@ static int start(worker_t *w) {
                                       .payload_len = s->payload_len, .attempt = s->attempt,
                                       .timeout_ms = s->timeout_ms};
         }
-        if (jr_exec_submit(w->exec, w->tasks, n) != 0) break; /* no runner after all: later */
+        int rc = jr_exec_submit(w->exec, w->tasks, n);
+        if (rc == JR_ENOMEM) return rc;
+        if (rc) break; /* no runner after all: later */
         for (size_t i = 0; i < n; i++) { /* the executor copied the strings */
             slot_t *s = &w->slots[w->waitq[w->wq_head + i]];
             s->state = SLOT_SUBMITTED;
@@ -228,7 +242,8 @@ static int start(worker_t *w) {
  * until they are below the bound again. `reclaimed`: the entries come from
  * XAUTOCLAIM, which can give back entries this worker still holds (after an
  * outage longer than the lease); those are not run again. (XREADGROUP ">"
- * delivers only entries never delivered before, so it cannot.) */
+ * delivers only entries never delivered before, so it cannot.) Returns 0
+ * or JR_ENOMEM. */
 int jrw_dispatch(worker_t *w, const jr_batch_t *b, int reclaimed) {
     for (size_t i = 0; i < b->n; i++) {
         const jr_entry_t *e = &b->v[i];
@@ -281,7 +296,8 @@ int jrw_dispatch(worker_t *w, const jr_batch_t *b, int reclaimed) {
     return start(w);
 }
 
-/* Hand every WAITING job back to the queue (the worker is stopping). */
+/* Hand every WAITING job back to the queue (the worker is stopping, or
+ * jrw_shed gives them up). Returns 0 or JR_ENOMEM. */
 int jrw_hand_back_waiting(worker_t *w) {
     for (; w->wq_head < w->wq_n; w->wq_head++) {
         slot_t *s = &w->slots[w->waitq[w->wq_head]];
@@ -293,6 +309,11 @@ int jrw_hand_back_waiting(worker_t *w) {
     return 0;
 }
 
+/* Gather the executor's outcomes (jrw_finish each; in inline mode the
+ * handlers run in here, with keep_mu released so the lease keeper may
+ * heartbeat), log what the keeper met meanwhile, and start waiting jobs on
+ * the idle runners. Returns 0, JR_ENOMEM (here or in the keeper), or JR_EIO
+ * when the keeper's connection broke (the caller reconnects). */
 int jrw_collect(worker_t *w) {
     size_t n, max = w->noutcomes;
     do {
@@ -318,6 +339,7 @@ int jrw_collect(worker_t *w) {
             if (rc) return rc;
         }
     } while (n == max);
+    if (w->keeper_nomem) return JR_ENOMEM;
     if (w->keeper_broken) return JR_EIO; /* reconnect, the keeper's connection too */
     return start(w);
 }
@@ -334,6 +356,8 @@ int64_t jrw_shed_after_us(const worker_t *w) {
     return 4 * rtt > 10000 ? 4 * rtt : 10000;
 }
 
+/* jrw_shed does it (a no-op until every runner has been busy that long).
+ * Returns 0 or JR_ENOMEM. */
 int jrw_shed(worker_t *w) {
     if (!jr_exec_stalled(w->exec, jrw_shed_after_us(w))) return 0;
     size_t n, k = w->wq_n - w->wq_head;

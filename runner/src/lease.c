@@ -73,9 +73,9 @@ static int mark_cancelled(worker_t *w, uint32_t q, const char *const *ids, size_
     return waiting ? drop_cancelled_waiting(w) : 0;
 }
 
-/* Ask which held jobs were cancelled (see CANCEL_CHECK_US). An error
- * reply is ignored (the next check or heartbeat asks again); a transport
- * error is returned. */
+/* Ask which held jobs were cancelled (see CANCEL_CHECK_US) and flag them
+ * (mark_cancelled). An error reply is ignored (the next check or heartbeat
+ * asks again); returns 0, a transport error, or JR_ENOMEM. */
 int jrw_cancel_check(worker_t *w) {
     const char **ids = malloc((w->nslots ? w->nslots : 1) * sizeof *ids);
     unsigned char *cancelled = malloc(w->nslots ? w->nslots : 1);
@@ -105,9 +105,11 @@ static size_t leased(const worker_t *w, uint32_t q, const char **ids) {
     return n;
 }
 
-/* Extend the lease of every entry we hold (leased()), per queue. A refused
- * heartbeat is logged once and tried again at the next one; it does not
- * break the connection. */
+/* Extend the lease of every entry we hold (leased()), per queue; log the
+ * leases lost (another worker took the entry over) and flag the jobs the
+ * reply says were cancelled (mark_cancelled). A refused heartbeat is logged
+ * once and tried again at the next one; it does not break the connection.
+ * Returns 0, a transport error, or JR_ENOMEM. */
 int jrw_heartbeat(worker_t *w) {
     size_t max = w->nslots + w->nops;
     const char **ids = malloc((max ? max : 1) * sizeof *ids);
@@ -119,7 +121,7 @@ int jrw_heartbeat(worker_t *w) {
         int nlost = jr_redis_heartbeat(w->ctl, w->queues[q], w->consumer, ids, n, lost, cancelled);
         if (nlost == JR_EREDIS) {
             jrw_refused(&w->hb_refused, "Redis refused a heartbeat; trying again at the next one",
-                    jr_redis_errstr(w->ctl));
+                        jr_redis_errstr(w->ctl));
             refusals++;
             continue;
         }
@@ -149,7 +151,8 @@ int jrw_heartbeat(worker_t *w) {
  * jr_exec_collect, where handlers run, so the keeper reads the worker's
  * state only while it cannot change. It logs nothing (the log is
  * single-threaded): a refusal or error is left in keep_err for the worker,
- * and a broken connection (keeper_broken) makes the worker reconnect. Lost
+ * a broken connection (keeper_broken) makes the worker reconnect, and out
+ * of memory (keeper_nomem) stops it, as anywhere else in the worker. Lost
  * leases and cancel flags are left to the worker's next heartbeat. */
 static void keeper_heartbeat(worker_t *w) {
     size_t max = w->nslots + w->nops;
@@ -165,7 +168,7 @@ static void keeper_heartbeat(worker_t *w) {
             break;
         }
     }
-    if (!ids || !lost) snprintf(w->keep_err, sizeof w->keep_err, "out of memory");
+    if (!ids || !lost) w->keeper_nomem = 1;
     free(ids), free(lost);
 }
 
@@ -174,7 +177,8 @@ static void *keeper_main(void *arg) {
     pthread_mutex_lock(&w->keep_mu);
     while (!w->keeper_quit) {
         int64_t now = jr_mono_us();
-        if (now >= w->next_heartbeat && w->keep_conn && !w->keeper_broken && (w->used || w->nops)) {
+        if (now >= w->next_heartbeat && w->keep_conn && !w->keeper_broken && !w->keeper_nomem &&
+            (w->used || w->nops)) {
             w->next_heartbeat = now + jrw_lease_us(w) / 3;
             keeper_heartbeat(w);
         }
@@ -214,6 +218,8 @@ int jrw_keeper_start(worker_t *w, char *err, size_t errlen) {
     return 0;
 }
 
+/* Stop the keeper and wait for it (the worker then no longer holds
+ * keep_mu). Nothing without one. */
 void jrw_keeper_stop(worker_t *w) {
     if (!w->keeper_on) return;
     w->keeper_quit = 1;
@@ -224,9 +230,12 @@ void jrw_keeper_stop(worker_t *w) {
     w->keeper_on = 0;
 }
 
-/* One XAUTOCLAIM step on one queue, taking over at most `want` entries;
- * moves to the next queue when a queue's scan is complete. A refused step is
- * logged once and tried again half a lease later. */
+/* One XAUTOCLAIM step on one queue, taking over at most `want` entries
+ * (jrw_dispatch); moves to the next queue when a queue's scan is complete,
+ * and after the last queue waits half a lease (next_reclaim). A refused step
+ * (that queue's keys hold garbage) is reported once and ends that queue's
+ * scan; a queue whose stream key is garbage is skipped. Returns 0, a
+ * transport error, or JR_ENOMEM. */
 int jrw_reclaim(worker_t *w, size_t want) {
     long long deleted = 0, poisoned = 0;
     if (w->broken[w->reclaim_q]) { /* its stream key is garbage: nothing to take over */

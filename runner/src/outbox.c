@@ -18,6 +18,8 @@ static const char SAY_REGISTRY_GARBAGE[] =
 
 #define RETRY_MAX_MS 5000 /* longest wait between tries of a refused operation */
 
+/* Forget which follow-up targets are registered (a new connection, or the
+ * worker's end). */
 void jrw_forget_registered(worker_t *w) {
     for (size_t i = 0; i < w->nfu_registered; i++) free(w->fu_registered[i]);
     w->nfu_registered = 0;
@@ -42,8 +44,10 @@ static int targets_registered(worker_t *w, const op_t *o, int remember) {
     return 1;
 }
 
-int jrw_push_op(worker_t *w, op_kind_t kind, uint32_t queue, const char *entry,
-                   int64_t delay_ms, const char *error, const char *why) {
+/* Queue an operation on queue's entry (error copied; why, a static string,
+ * kept; see op_t). Returns 0, or JR_ENOMEM with nothing queued. */
+int jrw_push_op(worker_t *w, op_kind_t kind, uint32_t queue, const char *entry, int64_t delay_ms,
+                const char *error, const char *why) {
     if (w->nops == w->opcap) {
         size_t cap = w->opcap ? w->opcap * 2 : 256;
         op_t *v = realloc(w->ops, cap * sizeof *v);
@@ -62,6 +66,7 @@ int jrw_push_op(worker_t *w, op_kind_t kind, uint32_t queue, const char *entry,
     return 0;
 }
 
+/* Drop every queued operation (the worker's end). */
 void jrw_clear_ops(worker_t *w) {
     for (size_t i = 0; i < w->nops; i++)
         free(w->ops[i].error), free(w->ops[i].fu), free(w->ops[i].done_id), free(w->ops[i].done_handler);
@@ -80,40 +85,60 @@ static void log_settled(const worker_t *w, op_t *o, int cancelled, const char *o
         jrw_log_outcome(w, &s, outcome, o->done_us, error, -1);
     else
         jrw_log_outcome(w, &s, cancelled ? "cancelled" : o->done_outcome, o->done_us, o->error,
-                    !cancelled && o->kind == OP_RETRY ? o->delay_ms : -1);
+                        !cancelled && o->kind == OP_RETRY ? o->delay_ms : -1);
     free(o->done_id), free(o->done_handler);
     o->done_id = o->done_handler = NULL;
 }
 
-/* Send every queued operation on ctl in one pipeline and read the replies.
- * Acknowledgements and hand-backs of a queue go as one call each; an
- * acknowledgement with follow-ups (OP_FOLLOW) as its own jr_register +
- * jr_ack_follow pair, so jobs without follow-ups keep the batched path.
+/* Send every queued operation on conn in one pipeline and read the
+ * replies. Acknowledgements and hand-backs of a queue go as one call each
+ * (jr_ack, jr_handback); an acknowledgement with follow-ups (OP_FOLLOW) as
+ * its own jr_register + jr_ack_follow pair (jr_register only when a
+ * target is not known registered on this connection), so jobs without
+ * follow-ups keep the batched path; retries, dead letters and deferrals as
+ * one jr_fail each.
  *
- * A call's integer reply settles its operations, whatever the value: 0
- * means the entry is not ours any more (another worker took it over, or it
- * was deleted), so there is nothing left to do for it. An error reply (out
- * of memory, LOADING, BUSY, READONLY, MASTERDOWN, ...) settles nothing: the
- * operations stay queued and are tried again after a capped backoff, never
- * dropped, since jobrunner cannot know which refusals are temporary and a
- * dropped ack runs the job again. The one exception: jr_ack_follow
- * refused by its own checks ("ERR jobrunner: jr_ack_follow: ...", e.g. a
- * target key of another type) would be refused forever, so the job goes to
- * the dead stream instead, with that error. A missing function is answered by
- * reconnecting (which loads the library). Transport errors keep everything
- * queued for the next connection and are returned.
+ * A call's reply settles its operations, whatever its value: 0 means the
+ * entry is not ours any more (another worker took it over, or it was
+ * deleted), so there is nothing left to do for it; a job Redis says was
+ * cancelled (in jr_ack's list, or jr_ack_follow or jr_fail returning 2) is
+ * logged "cancelled", any other one with its own outcome (log_settled). An
+ * error reply (out of memory, LOADING, BUSY, READONLY, MASTERDOWN, ...)
+ * settles nothing: the operations stay queued and are tried again after a
+ * capped backoff (next_flush, 100 ms doubling to RETRY_MAX_MS; the refusal
+ * logged once, jrw_refused), never dropped, since jobrunner cannot know
+ * which refusals are temporary and a dropped ack runs the job again.
+ * Except for refusals that would come back forever:
+ *   - jr_ack_follow refused by its own checks ("ERR jobrunner:
+ *     jr_ack_follow: ...", e.g. a target key of another type), or
+ *     follow-ups the Redis layer will not encode: the job goes to the dead
+ *     stream instead, with that error (the latter in this pipeline, the
+ *     former with the next flush, without a backoff);
+ *   - a key of the queue holding another type ("ERR jobrunner: ... holds
+ *     ..."): the result is let go (reported once, the job logged
+ *     "unrecorded"); the entry stays pending for a reclaim to take over;
+ *   - a refused jr_register is best effort: reported once, the follow-ups
+ *     and the acknowledgement go on, the targets not remembered.
+ * A missing function ("Function not found") is answered by reconnecting,
+ * which loads the library: JR_EREDIS is returned, or, with a read sent
+ * after the operations, that read is ended (CLIENT UNBLOCK on ctl) and
+ * reconnect_after_read set, so its entries are taken first.
  *
- * jrw_flush_ops_on(w, conn, want, block) does it on conn; with want > 0 (conn
- * is then rd), the blocking read of `want` entries (jrw_send_read) goes in
- * the same write right after the operations, so Redis runs the
- * acknowledgements and then the read without waiting for this worker, and
- * the worker wakes once for both. The operations' replies come first and
- * are settled here as above; the read's reply is taken later by turn().
+ * With want > 0 (conn is then rd), the blocking read of `want` entries
+ * (jrw_send_read, BLOCK `block` ms) goes in the same write right after the
+ * operations, so Redis runs the acknowledgements and then the read without
+ * waiting for this worker, and the worker wakes once for both. The
+ * operations' replies come first and are settled here as above; the read's
+ * reply is taken later by turn() (read_with_ops says it went with them).
  * An entry is still acknowledged only after its job ended (only finished
  * jobs have operations), and an operation leaves the queue only once its
  * reply said so: a connection lost in between keeps them all queued, and
  * the read's entries, delivered but never seen, stay pending under this
- * consumer until a reclaim takes them (as for any read lost in flight). */
+ * consumer until a reclaim takes them (as for any read lost in flight).
+ *
+ * Returns 0; a transport error (everything stays queued for the next
+ * connection); JR_EREDIS for a missing function (above); or JR_ENOMEM
+ * (everything stays queued). */
 int jrw_flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t block) {
     int rc = 0;
     size_t calls = 0;
@@ -190,8 +215,9 @@ int jrw_flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t block) 
                                   w->cfg->dead_max);
         call[i] = calls++;
     }
-    /* bad[c]: 1 = jrw_refused (kept, tried again later), 2 = follow-ups
-     * refused by jr_ack_follow itself (the job fails instead, see below). */
+    /* bad[c]: 1 = refused (kept, tried again later), 2 = follow-ups
+     * refused by jr_ack_follow itself (the job fails instead, see below),
+     * 3 = a key of the queue holds garbage (the result is let go). */
     if (!rc && !(bad = calloc(calls ? calls : 1, 1))) rc = JR_ENOMEM;
     if (!rc) rc = want ? jrw_send_read(w, want, block) : jr_redis_flush(conn);
     if (!rc && want) w->read_with_ops = 1;
@@ -221,7 +247,7 @@ int jrw_flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t block) 
                 continue;
             }
             if (follow && reply == 0) {
-                /* The registration of the targets was jrw_refused (the registry
+                /* The registration of the targets was refused (the registry
                  * holds garbage, or another refusal): it is best effort, not
                  * remembered, and tried again with the next follow-ups to
                  * them; the follow-ups and the acknowledgement go on (only
@@ -317,6 +343,8 @@ int jrw_flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t block) 
     return rc;
 }
 
+/* jrw_flush_ops_on ctl, unless nothing is queued or the backoff of a
+ * refusal is not over (then 0). */
 int jrw_flush_ops(worker_t *w) {
     if (!w->nops || jr_mono_us() < w->next_flush) return 0;
     return jrw_flush_ops_on(w, w->ctl, 0, 0);

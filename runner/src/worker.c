@@ -51,8 +51,11 @@ void jrw_accepted(refusal_t *r, const char *what) {
     jr_log_kv(JR_LOG_INFO, what, NULL);
 }
 
-static void begin_stop(worker_t *w) {
-    if (w->stopping) return;
+/* The first signal: stop taking jobs, ask the runners to stop after their
+ * current job, hand back the jobs waiting here, and end the read in
+ * flight. Returns 0 or JR_ENOMEM (a hand-back could not be queued). */
+static int begin_stop(worker_t *w) {
+    if (w->stopping) return 0;
     char grace[32];
     snprintf(grace, sizeof grace, "%lldms", (long long)w->cfg->worker_grace_ms);
     jr_log_kv(JR_LOG_INFO, "stopping: running jobs may finish, the rest go back to the queue", "grace",
@@ -60,8 +63,15 @@ static void begin_stop(worker_t *w) {
     w->stopping = 1;
     w->grace_deadline = jr_mono_us() + w->cfg->worker_grace_ms * 1000;
     jr_exec_stop(w->exec);
-    if (jrw_hand_back_waiting(w)) jr_log_kv(JR_LOG_ERROR, "out of memory", NULL);
+    int rc = jrw_hand_back_waiting(w);
     if (w->reading && w->ctl && jr_redis_unblock(w->ctl, w->rd_id) != 0) jrw_drop_conns(w, JR_EIO);
+    return rc;
+}
+
+/* Say that the worker stops for want of memory; its exit status (1). */
+static int out_of_memory(void) {
+    jr_log_kv(JR_LOG_ERROR, "out of memory: stopping; unfinished jobs stay pending (exit status 1)", NULL);
+    return 1;
 }
 
 static int64_t min_deadline(int64_t a, int64_t b) { return a < 0 ? b : b < 0 ? a : a < b ? a : b; }
@@ -104,13 +114,26 @@ static int ack_with_read(const worker_t *w, int64_t now, size_t *want, int64_t *
     return read_due(w, now, want, block);
 }
 
-/* One turn of the loop. Returns an error only for a broken connection.
+/* One turn of the loop: send the queued results; take over (reclaim) or
+ * fetch entries if there is room; wait (poll) for the read, a runner, a
+ * signal or the next timer; take the read's entries; collect the runners'
+ * outcomes; then heartbeats, Redis's clock, cancel checks and presence as
+ * they fall due; and send the results again unless the next turn sends
+ * them with its read. Runs without a connection too (jobs keep running).
  *
  * Queued operations go first, and nothing is fetched (read or reclaimed)
- * while any is queued: after an outage longer than the lease, XAUTOCLAIM
- * would otherwise hand this worker back its own finished jobs before their
- * acknowledgements, and they would run again; and while Redis refuses
- * results, fetching more would only pile up finished jobs. */
+ * while any is queued, except the blocking read that goes in the same write
+ * right after them (jrw_flush_ops_on), which Redis runs only after them:
+ * after an outage longer than the lease, XAUTOCLAIM would otherwise hand
+ * this worker back its own finished jobs before their acknowledgements, and
+ * they would run again; and while Redis refuses results, fetching more
+ * would only pile up finished jobs.
+ *
+ * Returns 0; JR_ENOMEM (the caller stops the worker); or another error,
+ * after which the caller drops the connections and reconnects: a transport
+ * error, a refusal not handled here (e.g. of the health check's CLIENT ID),
+ * JR_EREDIS when the function library is missing (jrw_flush_ops_on), JR_EIO
+ * when poll failed or the lease keeper's connection broke. */
 static int turn(worker_t *w, int sigfd) {
     int rc = 0;
     int64_t now = jr_mono_us();
@@ -317,7 +340,10 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
                 break;
             }
             w.signals_seen = sigs;
-            begin_stop(&w);
+            if (begin_stop(&w) == JR_ENOMEM) {
+                status = out_of_memory();
+                break;
+            }
         }
         if (w.stopping && !w.reading && w.used == 0 && w.nops == 0) break;
         if (w.stopping && w.used && jr_mono_us() >= w.grace_deadline) {
@@ -336,17 +362,16 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
         }
         int rc = 0;
         if (!w.rd && jr_mono_us() >= w.next_connect) rc = jrw_try_connect(&w);
-        if (rc == 0 || w.rd == NULL) rc = turn(&w, sigfd);
+        if (rc != JR_ENOMEM) rc = turn(&w, sigfd); /* also after a failed connect: jobs keep running */
         if (rc == JR_ENOMEM) {
-            jr_log_kv(JR_LOG_ERROR, "out of memory: stopping; unfinished jobs stay pending (exit status 1)",
-                      NULL);
-            status = 1;
+            status = out_of_memory();
             break;
         }
         if (rc && w.rd) jrw_drop_conns(&w, rc);
     }
     w.next_flush = 0;
-    if (w.ctl) jrw_flush_ops(&w); /* best effort: what is not sent stays pending in Redis */
+    /* Best effort: what is not sent stays pending in Redis. */
+    if (w.ctl && jrw_flush_ops(&w) == JR_ENOMEM && !status) status = out_of_memory();
     jrw_keeper_stop(&w);
     jr_presence_leave(&w.presence, w.ctl);
     jr_presence_free(&w.presence);

@@ -132,7 +132,9 @@ typedef struct worker {
     size_t reclaim_q;       /* the queue whose XAUTOCLAIM scan is under way */
     char cursor[JR_ID_MAX]; /* its cursor, "0-0" between scans */
     /* Inline mode: the lease keeper thread (see lease.c) */
-    int keeper_on, keeper_quit, keeper_broken;
+    int keeper_on, keeper_quit;
+    int keeper_broken; /* its connection broke: the worker reconnects */
+    int keeper_nomem;  /* it ran out of memory: the worker stops */
     pthread_t keeper;
     pthread_mutex_t keep_mu;  /* held by the worker except inside jr_exec_collect */
     pthread_cond_t keep_cv;
