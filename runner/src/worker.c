@@ -76,10 +76,13 @@ static int out_of_memory(void) {
 
 static int64_t min_deadline(int64_t a, int64_t b) { return a < 0 ? b : b < 0 ? a : a < b ? a : b; }
 
-/* Whether turn() makes the blocking read now (connected, not stopping, no
- * read in flight, room for entries, no reclaim due; queued operations
- * aside; a reclaim step due and not begun comes first), and its size:
- * *want entries, blocking *block ms. */
+/* Whether turn() makes the read now, and its size: *want entries (at most
+ * jrw_room; after the queues ran dry, at most what the free runners can
+ * start), blocking *block ms (worker.block, or less: until the next
+ * reclaim is due). Not while disconnected, stopping or reading, with no
+ * room, while a reclaim scan is under way and due (its next step comes
+ * first), or with every queue paused while the resume key holds garbage
+ * (resumed_retry_us). Queued operations are the caller's business. */
 static int read_due(const worker_t *w, int64_t now, size_t *want, int64_t *block) {
     if (!w->rd || w->stopping || w->reading) return 0;
     if (now >= w->next_reclaim && strcmp(w->cursor, "0-0")) return 0; /* a reclaim step first */
