@@ -210,7 +210,7 @@ static int turn(worker_t *w, int sigfd) {
         int64_t waited_ms = (jr_mono_us() - w->read_sent_us) / 1000;
         /* A read that went with results Redis refused was refused too (a
          * write refused: NOREPLICAS, READONLY...): nothing was read; the
-         * refusal is logged once (jrw_flush_ops), no new read is made until
+         * refusal is logged once (jrw_flush_ops_on), no new read is made until
          * the results go through, and the connection stays. */
         int refused_too = rc == JR_EREDIS && jr_redis_ok(w->rd) && w->read_with_ops && w->ops_refused.on && w->nops;
         w->read_with_ops = 0;
