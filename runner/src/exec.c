@@ -125,6 +125,7 @@ struct jr_exec {
     jr_cancel_probe_fn probe; /* inline mode: api->cancelled asks this */
     void *probe_ctx;
     char cause[200]; /* why a runner last died before running a job, as logged; "" = none since */
+    int nomem;       /* jr_exec_collect ran out of memory (jr_exec_nomem) */
 };
 
 /* ---- the batch message --------------------------------------------------
@@ -998,7 +999,10 @@ static void drain(jr_exec_t *x, runner_t *r) {
                 size_t nc = r->in_cap ? 2 * r->in_cap : READ_CHUNK;
                 while (nc - r->in_len < READ_CHUNK) nc *= 2;
                 char *nb = realloc(r->in, nc);
-                if (!nb) return; /* what is missing makes its task a RETRY */
+                if (!nb) { /* what is missing makes its task a RETRY */
+                    x->nomem = 1;
+                    return;
+                }
                 r->in = nb, r->in_cap = nc;
             }
         }
@@ -1051,6 +1055,7 @@ static int take_frame(jr_exec_t *x, runner_t *r, uint32_t t, char **buf, size_t 
         r->in_off += FRAME_HDR + (size_t)n;
         if (idx < t) continue;
         if (n == 0 || !(*buf = malloc((size_t)n))) {
+            x->nomem |= n > 0;
             snprintf(why, wl, n ? "out of memory for its follow-ups" : "its follow-ups came empty");
             return -1;
         }
@@ -1342,6 +1347,8 @@ size_t jr_exec_collect(jr_exec_t *x, jr_outcome_t *out, size_t max) {
     balance(x, jr_mono_us());
     return k;
 }
+
+int jr_exec_nomem(const jr_exec_t *x) { return x->nomem; }
 
 int jr_exec_stalled(const jr_exec_t *x, int64_t min_run_us) {
     if (x->inline_mode || x->stopping) return 0;

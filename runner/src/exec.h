@@ -133,6 +133,11 @@ int64_t jr_exec_deadline(const jr_exec_t *x);
  * to max outcomes; returns how many. Call again while it returns max. */
 size_t jr_exec_collect(jr_exec_t *x, jr_outcome_t *out, size_t max);
 
+/* 1 once jr_exec_collect ran out of memory (for the follow-ups a runner
+ * sent: that task came back JR_OUT_RETRY saying so); the caller stops then,
+ * as for any out of memory. 0 otherwise. */
+int jr_exec_nomem(const jr_exec_t *x);
+
 /* 1 if every runner has been running its current task for at least
  * min_run_us (so a task waiting for one may wait that long again); 0
  * otherwise, after jr_exec_stop or jr_exec_kill, and in inline mode. */

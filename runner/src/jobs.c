@@ -312,8 +312,9 @@ int jrw_hand_back_waiting(worker_t *w) {
 /* Gather the executor's outcomes (jrw_finish each; in inline mode the
  * handlers run in here, with keep_mu released so the lease keeper may
  * heartbeat), log what the keeper met meanwhile, and start waiting jobs on
- * the idle runners. Returns 0, JR_ENOMEM (here or in the keeper), or JR_EIO
- * when the keeper's connection broke (the caller reconnects). */
+ * the idle runners. Returns 0, JR_ENOMEM (here, in the executor or in the
+ * keeper), or JR_EIO when the keeper's connection broke (the caller
+ * reconnects). */
 int jrw_collect(worker_t *w) {
     size_t n, max = w->noutcomes;
     do {
@@ -339,7 +340,7 @@ int jrw_collect(worker_t *w) {
             if (rc) return rc;
         }
     } while (n == max);
-    if (w->keeper_nomem) return JR_ENOMEM;
+    if (w->keeper_nomem || jr_exec_nomem(w->exec)) return JR_ENOMEM;
     if (w->keeper_broken) return JR_EIO; /* reconnect, the keeper's connection too */
     return start(w);
 }
