@@ -91,7 +91,7 @@ typedef struct worker {
     uint64_t rng;           /* jrw_next_rand */
     jr_presence_t presence; /* this worker in the live list */
 
-    /* Connections (conn.c): rd carries the blocking read, ctl the rest. */
+    /* Connections (conn.c): rd carries the reads (and results sent with one), ctl the rest (see worker.c). */
     jr_redis_t *rd, *ctl;
     long long rd_id;        /* rd's CLIENT ID, for CLIENT UNBLOCK */
     int64_t next_connect, backoff_ms;
