@@ -125,6 +125,7 @@ struct jr_exec {
     jr_cancel_probe_fn probe; /* inline mode: api->cancelled asks this */
     void *probe_ctx;
     char cause[200]; /* why a runner last died before running a job, as logged; "" = none since */
+    int nomem;       /* jr_exec_collect ran out of memory (jr_exec_nomem) */
 };
 
 /* ---- the batch message --------------------------------------------------
@@ -236,8 +237,36 @@ static int claim(shm_t *shm, uint32_t i, uint32_t *end) {
     }
 }
 
-/* Run task i: the handler's result into sl, its follow-ups (if it succeeded)
- * down fd. Never returns in a process a handler forked. */
+/* Run one job, in a runner process or (inline mode) in the worker itself:
+ * the handler named job->handler, with the job the caller set up (its stop
+ * flag, cancel flag or probe, its follow-up list). Returns the result:
+ * JR_RESULT_OK, _RETRY, _FAIL, or RESULT_INTERRUPTED for a RETRY returned
+ * after *job->stop_flag was set; the handler's error text is in job->error
+ * and its retry delay in job->retry_after_ms (-1 = not set), and the
+ * follow-ups it enqueued in job->fu (the caller takes them from an OK job,
+ * then resets the list). A handler that is not loaded is FAIL, one whose
+ * plugin's runner_init failed RETRY, each saying so in job->error. Never
+ * returns in a process a handler forked (exit_if_forked_copy). */
+static int32_t run_job(const jr_registry_t *reg, jr_job_t *job) {
+    const jr_handler_t *h = jr_registry_find(reg, job->handler);
+    job->retry_after_ms = -1;
+    if (!h) {
+        snprintf(job->error, sizeof job->error, "no handler named \"%s\" is loaded", job->handler);
+        return JR_RESULT_FAIL;
+    }
+    if (jr_handler_ready(reg, h, job->error, sizeof job->error) != 0) {
+        exit_if_forked_copy();
+        return JR_RESULT_RETRY;
+    }
+    int32_t res = (int32_t)jr_handler_run(h, job);
+    exit_if_forked_copy(); /* a copy of the runner (or of the worker) must not go on */
+    if (res == JR_RESULT_RETRY && __atomic_load_n(job->stop_flag, __ATOMIC_ACQUIRE)) res = RESULT_INTERRUPTED;
+    return res;
+}
+
+/* Run task i of a runner's batch (run_job): its result into sl, its
+ * follow-ups (if it succeeded) down fd first. Never returns in a process a
+ * handler forked. */
 static void run_task(const jr_registry_t *reg, shm_t *shm, const task_hdr_t *h, const char *const s[4],
                      slot_t *sl, int fd, uint32_t i, int64_t max_payload) {
     jr_fu_list_t fu = {.max_payload = max_payload};
@@ -245,25 +274,8 @@ static void run_task(const jr_registry_t *reg, shm_t *shm, const task_hdr_t *h, 
                     .payload_len = h->lens[3], .attempt = h->attempt,
                     .deadline_ms = jr_wall_ms() + h->timeout_ms, .stop_flag = &shm->stop,
                     .cancel_flag = &sl->cancel, .fu = &fu};
-    const jr_handler_t *hd = jr_registry_find(reg, s[2]);
-    sl->retry_after_ms = -1;
+    int32_t res = run_job(reg, &job);
     sl->followups = 0;
-    sl->error[0] = '\0';
-    if (!hd) {
-        sl->result = JR_RESULT_FAIL;
-        snprintf(sl->error, sizeof sl->error, "no handler named \"%s\" is loaded", s[2]);
-        return;
-    }
-    char err[sizeof sl->error];
-    if (jr_handler_ready(reg, hd, err, sizeof err) != 0) {
-        exit_if_forked_copy();
-        sl->result = JR_RESULT_RETRY;
-        memcpy(sl->error, err, sizeof err);
-        return;
-    }
-    int32_t res = (int32_t)jr_handler_run(hd, &job);
-    exit_if_forked_copy();
-    if (res == JR_RESULT_RETRY && __atomic_load_n(&shm->stop, __ATOMIC_ACQUIRE)) res = RESULT_INTERRUPTED;
     if (res == JR_RESULT_OK && fu.n > 0) {
         send_followups(fd, i, &fu);
         sl->followups = 1;
@@ -759,7 +771,8 @@ static jr_outcome_t *emit_inline(jr_outcome_t *out, size_t *k, uint32_t tag, jr_
     return o;
 }
 
-/* Run task t in this process (inline mode), its outcome into o. */
+/* Run task t in this process (inline mode: run_job), its outcome into o;
+ * o takes the follow-ups of an OK task. */
 static void run_inline(jr_exec_t *x, const jr_task_t *t, jr_outcome_t *o) {
     jr_fu_list_t fu = {.max_payload = x->max_payload};
     jr_job_t job = {.id = t->id, .queue = t->queue, .handler = t->handler,
@@ -767,26 +780,15 @@ static void run_inline(jr_exec_t *x, const jr_task_t *t, jr_outcome_t *o) {
                     .attempt = t->attempt, .deadline_ms = jr_wall_ms() + t->timeout_ms,
                     .stop_flag = &x->inline_stop, .probe = x->probe, .probe_ctx = x->probe_ctx,
                     .tag = t->tag, .fu = &fu};
-    const jr_handler_t *h = jr_registry_find(x->reg, t->handler);
     int64_t t0 = jr_mono_us();
-    if (!h) {
-        o->kind = JR_OUT_FAIL;
-        snprintf(o->error, sizeof o->error, "no handler named \"%s\" is loaded", t->handler);
-    } else if (jr_handler_ready(x->reg, h, o->error, sizeof o->error) != 0) {
-        exit_if_forked_copy();
-        o->kind = JR_OUT_RETRY;
-    } else {
-        jr_result_t res = jr_handler_run(h, &job);
-        exit_if_forked_copy(); /* a copy of the worker must not go on */
-        o->kind = res == JR_RESULT_RETRY && x->inline_stop ? JR_OUT_INTERRUPTED : kind_of((int32_t)res);
-        o->retry_after_ms = job.retry_after_ms;
-        snprintf(o->error, sizeof o->error, "%s", job.error);
-        if (o->kind == JR_OUT_OK && fu.n > 0) { /* the outcome takes the buffer */
-            o->followups = fu.buf, o->followups_len = fu.len;
-            fu.buf = NULL;
-        }
-        jr_fu_reset(&fu);
+    o->kind = kind_of(run_job(x->reg, &job));
+    o->retry_after_ms = job.retry_after_ms;
+    snprintf(o->error, sizeof o->error, "%s", job.error);
+    if (o->kind == JR_OUT_OK && fu.n > 0) { /* the outcome takes the buffer */
+        o->followups = fu.buf, o->followups_len = fu.len;
+        fu.buf = NULL;
     }
+    jr_fu_reset(&fu);
     o->duration_us = jr_mono_us() - t0;
 }
 
@@ -997,7 +999,10 @@ static void drain(jr_exec_t *x, runner_t *r) {
                 size_t nc = r->in_cap ? 2 * r->in_cap : READ_CHUNK;
                 while (nc - r->in_len < READ_CHUNK) nc *= 2;
                 char *nb = realloc(r->in, nc);
-                if (!nb) return; /* what is missing makes its task a RETRY */
+                if (!nb) { /* what is missing makes its task a RETRY */
+                    x->nomem = 1;
+                    return;
+                }
                 r->in = nb, r->in_cap = nc;
             }
         }
@@ -1050,6 +1055,7 @@ static int take_frame(jr_exec_t *x, runner_t *r, uint32_t t, char **buf, size_t 
         r->in_off += FRAME_HDR + (size_t)n;
         if (idx < t) continue;
         if (n == 0 || !(*buf = malloc((size_t)n))) {
+            x->nomem |= n > 0;
             snprintf(why, wl, n ? "out of memory for its follow-ups" : "its follow-ups came empty");
             return -1;
         }
@@ -1341,6 +1347,8 @@ size_t jr_exec_collect(jr_exec_t *x, jr_outcome_t *out, size_t max) {
     balance(x, jr_mono_us());
     return k;
 }
+
+int jr_exec_nomem(const jr_exec_t *x) { return x->nomem; }
 
 int jr_exec_stalled(const jr_exec_t *x, int64_t min_run_us) {
     if (x->inline_mode || x->stopping) return 0;

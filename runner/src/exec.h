@@ -133,9 +133,14 @@ int64_t jr_exec_deadline(const jr_exec_t *x);
  * to max outcomes; returns how many. Call again while it returns max. */
 size_t jr_exec_collect(jr_exec_t *x, jr_outcome_t *out, size_t max);
 
+/* 1 once jr_exec_collect ran out of memory (for the follow-ups a runner
+ * sent: that task came back JR_OUT_RETRY saying so); the caller stops then,
+ * as for any out of memory. 0 otherwise. */
+int jr_exec_nomem(const jr_exec_t *x);
+
 /* 1 if every runner has been running its current task for at least
  * min_run_us (so a task waiting for one may wait that long again); 0
- * otherwise and in inline mode. */
+ * otherwise, after jr_exec_stop or jr_exec_kill, and in inline mode. */
 int jr_exec_stalled(const jr_exec_t *x, int64_t min_run_us);
 
 /* Take back every task waiting behind a running one (see jr_exec_stalled;
@@ -160,7 +165,9 @@ void jr_exec_set_cancel_probe(jr_exec_t *x, jr_cancel_probe_fn fn, void *ctx);
 void jr_exec_cancel(jr_exec_t *x, uint32_t tag);
 
 /* Kill busy runners now: their running task and the rest of their batch
- * come back as JR_OUT_UNSTARTED (the caller hands them back). */
+ * come back as JR_OUT_UNSTARTED (the caller hands them back). Inline mode:
+ * nothing to kill (no handler runs while the worker calls this); the tasks
+ * held come back JR_OUT_UNSTARTED, as after jr_exec_stop. */
 void jr_exec_kill(jr_exec_t *x);
 
 #endif
