@@ -138,11 +138,23 @@ int jr_redis_stats(jr_redis_t *r, const char *queue, jr_qstats_t *s) {
 
 /* ---- the process registry ------------------------------------------------ */
 
-static void proc_key(char *buf, size_t len, const char *name) { snprintf(buf, len, "%s:%s", JR_PROCS_KEY, name); }
+/* The key of the process `name` into buf (JR_PROC_NAME_MAX + 16 bytes hold
+ * any name shorter than JR_PROC_NAME_MAX). Returns 0, or JR_EINVAL when the
+ * name is too long to be a process's (never cut short: a shortened key would
+ * name another process). */
+static int proc_key(char *buf, size_t len, const char *name) {
+    int n = snprintf(buf, len, "%s:%s", JR_PROCS_KEY, name);
+    return n < 0 || (size_t)n >= len || strlen(name) >= JR_PROC_NAME_MAX ? JR_EINVAL : 0;
+}
+
+/* 1 if a member of the index (a string reply) cannot be a process's name:
+ * too long for its key or with a NUL byte. It has no entry: the listing
+ * treats it as expired. */
+static int proc_name_bad(const redisReply *e) { return e->len >= JR_PROC_NAME_MAX || memchr(e->str, '\0', e->len); }
 
 int jr_redis_proc_announce(jr_redis_t *r, const jr_proc_t *p) {
     char key[JR_PROC_NAME_MAX + 16], pid[24], started[24], running[24], lease[24], client[24];
-    proc_key(key, sizeof key, p->name);
+    if (proc_key(key, sizeof key, p->name)) return jri_fail(r, JR_EINVAL, "process name too long: %s", p->name);
     snprintf(pid, sizeof pid, "%lld", p->pid);
     snprintf(started, sizeof started, "%lld", p->started_ms);
     snprintf(running, sizeof running, "%lld", p->running);
@@ -171,7 +183,7 @@ int jr_redis_proc_announce(jr_redis_t *r, const jr_proc_t *p) {
 
 int jr_redis_proc_renew(jr_redis_t *r, const char *name, long long lease_ms, int *renewed) {
     char key[JR_PROC_NAME_MAX + 16], lease[24];
-    proc_key(key, sizeof key, name);
+    if (proc_key(key, sizeof key, name)) return jri_fail(r, JR_EINVAL, "process name too long: %s", name);
     snprintf(lease, sizeof lease, "%lld", lease_ms);
     redisReply *rep;
     int rc = jri_exec(r, &rep, "PEXPIRE", key, lease, NULL);
@@ -183,7 +195,7 @@ int jr_redis_proc_renew(jr_redis_t *r, const char *name, long long lease_ms, int
 
 int jr_redis_proc_remove(jr_redis_t *r, const char *name) {
     char key[JR_PROC_NAME_MAX + 16];
-    proc_key(key, sizeof key, name);
+    if (proc_key(key, sizeof key, name)) return jri_fail(r, JR_EINVAL, "process name too long: %s", name);
     const char *del[] = {"DEL", key}, *zrem[] = {"ZREM", JR_PROCS_KEY, name};
     int rc;
     if ((rc = jri_append_argv(r, 2, del, NULL)) || (rc = jri_append_argv(r, 3, zrem, NULL)) || (rc = jr_redis_flush(r)))
@@ -233,8 +245,8 @@ int jr_redis_proc_list(jr_redis_t *r, jr_proc_t **out, size_t *n) {
             free(v);
             return jri_fail(r, JR_EPROTO, "ZRANGE %s: unexpected reply", JR_PROCS_KEY);
         }
-        const char *name = names->element[i]->str;
-        proc_key(key, sizeof key, name);
+        if (proc_name_bad(names->element[i])) continue; /* not asked: forgotten below */
+        proc_key(key, sizeof key, names->element[i]->str);
         const char *hg[] = {"HGETALL", key}, *pt[] = {"PTTL", key};
         if (!(rc = jri_append_argv(r, 2, hg, NULL))) rc = jri_append_argv(r, 2, pt, NULL);
     }
@@ -245,6 +257,10 @@ int jr_redis_proc_list(jr_redis_t *r, jr_proc_t **out, size_t *n) {
     if (!stale && !rc) rc = jri_fail(r, JR_ENOMEM, "out of memory");
     for (size_t i = 0; i < m && !rc; i++) {
         redisReply *h = NULL, *t = NULL;
+        if (proc_name_bad(names->element[i])) { /* no entry can be under it: as expired */
+            stale[4 + gone++] = names->element[i]->str;
+            continue;
+        }
         if ((rc = jri_recv_reply(r, &h, r->timeout_us))) break;
         if ((rc = jri_recv_reply(r, &t, r->timeout_us))) {
             freeReplyObject(h);
@@ -254,7 +270,7 @@ int jr_redis_proc_list(jr_redis_t *r, jr_proc_t **out, size_t *n) {
         memset(p, 0, sizeof *p);
         if (h->type == REDIS_REPLY_ERROR) { /* garbage under a listed name: not a live process */
             char key[JR_PROC_NAME_MAX + 16];
-            proc_key(key, sizeof key, names->element[i]->str ? names->element[i]->str : "");
+            proc_key(key, sizeof key, names->element[i]->str);
             if (!garbage[0]) snprintf(garbage, sizeof garbage, "%s: %s (left out)", key, h->str);
         } else if (proc_from_hash(p, h) && t->type == REDIS_REPLY_INTEGER && t->integer != -2) {
             snprintf(p->name, sizeof p->name, "%s", names->element[i]->str);

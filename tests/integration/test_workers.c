@@ -207,6 +207,28 @@ Test(workers, procs_forget_keeps_a_name_whose_entry_is_back) {
     jr_redis_free(r);
 }
 
+/* A name in the index too long to be a process's is never read through a
+ * shortened key: before, a 200-byte member was looked up under its first
+ * 132 bytes and listed as the process found there. Now it is treated as
+ * expired (forgotten), and the real processes are listed. */
+Test(workers, an_overlong_name_in_the_index_is_not_read_through_a_cut_key) {
+    config("");
+    char longname[201];
+    memset(longname, 'n', 200), longname[200] = '\0';
+    redisContext *c = jrt_connect(&R);
+    freeReplyObject(jrt_cmd(c, "ZADD", "jr:{procs}", "1", longname, NULL));
+    char cut[160];
+    snprintf(cut, sizeof cut, "jr:{procs}:%.*s", JR_PROC_NAME_MAX + 16 - 12, longname);
+    freeReplyObject(jrt_cmd(c, "HSET", cut, "role", "worker", "pid", "4242", "lease", "60000", NULL));
+    freeReplyObject(jrt_cmd(c, "PEXPIRE", cut, "60000", NULL));
+    char out[1 << 14];
+    workers(out, sizeof out, 1);
+    cr_expect(strstr(out, "\"pid\":4242") == NULL, "an overlong member was listed as the process under a cut key:\n%s",
+              out);
+    cr_expect_eq(jrt_int(c, "ZCARD jr:{procs}"), 0, "the overlong member was not forgotten");
+    redisFree(c);
+}
+
 /* The pruning function alone: of dead consumers, only those without pending
  * entries go; a live one stays; one that gets its entry taken over goes. */
 Test(workers, prune_never_removes_a_consumer_with_pending_entries) {
