@@ -75,6 +75,7 @@ _Static_assert(JR_DELAY_MAX_MS == 87600 * 3600 * 1000LL && JR_TIMEOUT_MAX_MS == 
 
 const jr_cli_cmd_t jr_cli_commands[] = {
     {.name = "worker",
+     .role = "worker",
      .summary = "run jobs from queues through plugin handlers",
      .usage =
          "usage: jobrunner worker [-c FILE] [--redis URL] [-q QUEUE[:WEIGHT]]... [--order weighted|strict]\n"
@@ -100,6 +101,7 @@ const jr_cli_cmd_t jr_cli_commands[] = {
      .check = jr_cli_worker_check,
      .run = jr_cli_worker},
     {.name = "scheduler",
+     .role = "scheduler",
      .summary = "move delayed jobs into their queue when they fall due",
      .usage =
          "usage: jobrunner scheduler [-c FILE] [--redis URL] [-q QUEUE]...\n"

@@ -86,6 +86,7 @@ struct jr_cli_cmd {
     unsigned mode;         /* JR_CMD_* */
     jr_cli_check_t *check; /* NULL: none */
     jr_cli_run_t *run;
+    const char *role;      /* the role it reaches Redis as (jr_proc_set_role); NULL = "cli" */
 };
 
 /* Every command, in the order `jobrunner --help` lists them; the last row

@@ -135,7 +135,9 @@ jr_redis_t *jr_cli_connect(const jr_config_t *cfg, int required) {
      * every 100 ms doubling to 1 s. */
     int64_t until = jr_mono_us() + cfg->redis_wait_ms * 1000, pause_ms = 100;
     jr_redis_t *r;
-    while (!(r = jr_redis_connect(jr_config_redis_url(cfg), cfg->connect_timeout_ms, err, sizeof err))) {
+    jr_redis_opts_t o;
+    jr_config_redis_opts(cfg, &o);
+    while (!(r = jr_redis_open(&o, err, sizeof err))) {
         int64_t left_ms = (until - jr_mono_us()) / 1000;
         if (left_ms <= 0) {
             fprintf(stderr, "jobrunner: %s%s\n", jr_cli_esc(err),

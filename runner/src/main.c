@@ -168,6 +168,7 @@ int main(int argc, char **argv) {
         if (!cfg.redis_url) goto out_of_memory; /* never fall back to the default URL */
     }
     jr_log_setup(cfg.log_format, cfg.log_level, name);
+    jr_proc_set_role(cmd->role ? cmd->role : "cli");
     status = cmd->run(cmd, &f, &cfg, argc - optind, argv + optind);
     goto out_cfg;
 out_of_memory:

@@ -64,8 +64,18 @@ const char *jr_config_redis_url_shown(const jr_config_t *cfg, char *buf, size_t 
     return buf;
 }
 
+static const char *proc_role; /* jr_proc_set_role's; NULL = none named */
+
+void jr_proc_set_role(const char *role) { proc_role = role; }
+
+void jr_config_redis_opts(const jr_config_t *cfg, jr_redis_opts_t *o) {
+    *o = (jr_redis_opts_t){.url = jr_config_redis_url(cfg), .timeout_ms = cfg->connect_timeout_ms, .role = proc_role};
+}
+
 jr_redis_t *jr_connect_once(const jr_config_t *cfg, char *err, size_t errlen) {
-    jr_redis_t *r = jr_redis_connect(jr_config_redis_url(cfg), cfg->connect_timeout_ms, err, errlen);
+    jr_redis_opts_t o;
+    jr_config_redis_opts(cfg, &o);
+    jr_redis_t *r = jr_redis_open(&o, err, errlen);
     if (!r) return NULL;
     if (jr_redis_load_library(r) != 0) {
         snprintf(err, errlen, "loading the jobrunner function library: %s", jr_redis_errstr(r));

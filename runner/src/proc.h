@@ -22,6 +22,15 @@ const char *jr_config_redis_url(const jr_config_t *cfg);
 /* The same with any password masked, for logs; returns buf. */
 const char *jr_config_redis_url_shown(const jr_config_t *cfg, char *buf, size_t len);
 
+/* The role this process connects as ("worker", "scheduler", "cli"; named in
+ * Redis's refusals, see jr_redis_opts_t.role). Set once by main, before any
+ * connect; a static string. */
+void jr_proc_set_role(const char *role);
+
+/* How this process reaches Redis, from the configuration (the strings point
+ * into cfg, the role is jr_proc_set_role's). */
+void jr_config_redis_opts(const jr_config_t *cfg, jr_redis_opts_t *o);
+
 /* Connect once, load the Function library (logging at INFO when Redis
  * already holds a newer revision, which is then used) and warn if the
  * server may evict keys. NULL with a message in err on failure. */

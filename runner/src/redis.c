@@ -171,6 +171,13 @@ int jri_exec(jr_redis_t *r, redisReply **out, ...) {
 }
 
 jr_redis_t *jr_redis_connect(const char *url, int64_t timeout_ms, char *err, size_t errlen) {
+    jr_redis_opts_t o = {.url = url, .timeout_ms = timeout_ms};
+    return jr_redis_open(&o, err, errlen);
+}
+
+jr_redis_t *jr_redis_open(const jr_redis_opts_t *o, char *err, size_t errlen) {
+    const char *url = o->url ? o->url : JR_DEFAULT_REDIS_URL;
+    int64_t timeout_ms = o->timeout_ms;
     jr_redis_url_t u;
     if (jr_redis_url_parse(url, &u, err, errlen) != 0) return NULL;
     char shown[512];

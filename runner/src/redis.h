@@ -33,6 +33,32 @@ typedef struct jr_redis jr_redis_t;
  * password for user "u" (WRONGPASS ...)", "... requires a password
  * (NOAUTH ...)"). */
 jr_redis_t *jr_redis_connect(const char *url, int64_t timeout_ms, char *err, size_t errlen);
+
+/* How to reach Redis: the URL and what a URL cannot say. Zero it and set
+ * what you need: each field's zero is its default. The strings are read
+ * during jr_redis_open only (not kept). */
+typedef struct jr_redis_tls {
+    const char *ca_file, *ca_dir;     /* the CAs that sign the server; NULL = the system's */
+    const char *cert_file, *key_file; /* a client certificate (mutual TLS); NULL = none */
+    const char *server_name;          /* the name checked in the server's certificate; NULL = the URL's host */
+    int no_verify;                    /* 1 = do not verify the server (redis.tls.verify: false) */
+} jr_redis_tls_t;
+typedef struct jr_redis_opts {
+    const char *url;               /* see jr_redis_url_parse; NULL = JR_DEFAULT_REDIS_URL */
+    int64_t timeout_ms;            /* bounds the connect and every non-blocking command; 0 = 2000 */
+    const char *role;              /* who connects ("worker", "scheduler", "cli", "producer"): named in
+                                      refusals (ACL); NULL = none named */
+    const char *password;          /* used when the URL has none (redis.password_file); NULL = none */
+    const char *sentinel_password; /* redis-sentinel:// only: the sentinels' own password; NULL = none */
+    jr_redis_tls_t tls;            /* rediss:// only */
+    int wait_replicas;             /* > 0: writes that must survive a failover wait for this many
+                                      replicas (redis.wait_replicas); 0 = off */
+    int64_t wait_timeout_ms;       /* redis.wait_timeout */
+} jr_redis_opts_t;
+
+/* jr_redis_connect with everything a configuration can say (o->url and
+ * o->timeout_ms as jr_redis_connect's url and timeout_ms). */
+jr_redis_t *jr_redis_open(const jr_redis_opts_t *o, char *err, size_t errlen);
 void jr_redis_free(jr_redis_t *r);
 
 /* Bound every later non-blocking command by timeout_ms (> 0) instead of the
