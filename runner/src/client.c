@@ -27,6 +27,7 @@ struct jr_client {
     jr_redis_t *r;          /* NULL until connected, and after a connection error */
     char *url;              /* NULL when adopted (the owner reconnects) */
     int64_t connect_ms, command_ms;
+    jr_redis_opts_t opts;   /* how to connect (its strings are owned copies; url is the field above) */
     int err;                /* the last call's code */
     char errstr[JR_ERRLEN]; /* and its message */
     jr_strlist_t reasons;   /* the texts the last enqueue's results point at */
@@ -35,7 +36,7 @@ struct jr_client {
 #define DEFAULT_TIMEOUT_MS 5000
 #define MAX_TIMEOUT_MS 3600000
 
-JR_CLIENT_EXPORT const char *jr_client_version(void) { return "1.0"; }
+JR_CLIENT_EXPORT const char *jr_client_version(void) { return "1.1"; }
 
 JR_CLIENT_EXPORT const char *jr_client_strerror(int code) {
     switch (code) {
@@ -122,7 +123,8 @@ static int begin(jr_client_t *c) {
     if (c->r) return 0;
     if (!c->url) return cfail(c, JR_CLIENT_ECONNECT, "the connection was lost");
     char err[JR_ERRLEN];
-    c->r = jr_redis_connect(c->url, c->connect_ms, err, sizeof err);
+    c->opts.url = c->url, c->opts.timeout_ms = c->connect_ms;
+    c->r = jr_redis_open(&c->opts, err, sizeof err);
     if (!c->r) {
         /* A bad URL is the caller's mistake, not the network's. */
         jr_redis_url_t u;
@@ -137,14 +139,39 @@ static int begin(jr_client_t *c) {
     return 0;
 }
 
-JR_CLIENT_EXPORT jr_client_t *jr_client_connect(const char *url, int64_t connect_timeout_ms,
-                                                int64_t command_timeout_ms) {
+/* The strings of c->opts, owned by c. */
+static void opts_free(jr_redis_opts_t *o) {
+    free((char *)o->password), free((char *)o->sentinel_password);
+    free((char *)o->tls.ca_file), free((char *)o->tls.ca_dir), free((char *)o->tls.cert_file);
+    free((char *)o->tls.key_file), free((char *)o->tls.server_name);
+    memset(o, 0, sizeof *o);
+}
+
+/* Copy s into *dst (NULL stays NULL); 0, or -1 when out of memory. */
+static int opt_copy(const char **dst, const char *s) {
+    *dst = NULL;
+    return s && !(*dst = strdup(s)) ? -1 : 0;
+}
+
+JR_CLIENT_EXPORT jr_client_t *jr_client_open(const jr_client_options_t *o) {
+    static const jr_client_options_t none;
+    if (!o) o = &none;
     jr_client_t *c = calloc(1, sizeof *c);
     if (!c) return NULL;
-    if (!(c->url = strdup(url ? url : JR_DEFAULT_REDIS_URL))) {
+    jr_redis_opts_t *p = &c->opts;
+    p->role = "producer";
+    p->tls.no_verify = o->tls.no_verify;
+    p->wait_replicas = o->wait_replicas, p->wait_timeout_ms = o->wait_timeout_ms;
+    if (!(c->url = strdup(o->url ? o->url : JR_DEFAULT_REDIS_URL)) || opt_copy(&p->password, o->password) ||
+        opt_copy(&p->sentinel_password, o->sentinel_password) || opt_copy(&p->tls.ca_file, o->tls.ca_file) ||
+        opt_copy(&p->tls.ca_dir, o->tls.ca_dir) || opt_copy(&p->tls.cert_file, o->tls.cert_file) ||
+        opt_copy(&p->tls.key_file, o->tls.key_file) || opt_copy(&p->tls.server_name, o->tls.server_name)) {
+        opts_free(p);
+        free(c->url);
         free(c);
         return NULL;
     }
+    int64_t connect_timeout_ms = o->connect_timeout_ms, command_timeout_ms = o->command_timeout_ms;
     c->connect_ms = connect_timeout_ms ? connect_timeout_ms : DEFAULT_TIMEOUT_MS;
     c->command_ms = command_timeout_ms ? command_timeout_ms : DEFAULT_TIMEOUT_MS;
     if (c->connect_ms < 1 || c->connect_ms > MAX_TIMEOUT_MS || c->command_ms < 1 ||
@@ -161,6 +188,13 @@ JR_CLIENT_EXPORT jr_client_t *jr_client_connect(const char *url, int64_t connect
     begin(c);
     sigpipe_restore(&g);
     return c;
+}
+
+JR_CLIENT_EXPORT jr_client_t *jr_client_connect(const char *url, int64_t connect_timeout_ms,
+                                                int64_t command_timeout_ms) {
+    jr_client_options_t o = {.url = url, .connect_timeout_ms = connect_timeout_ms,
+                             .command_timeout_ms = command_timeout_ms};
+    return jr_client_open(&o);
 }
 
 jr_client_t *jr_client_adopt(jr_redis_t *r) {
@@ -183,6 +217,7 @@ JR_CLIENT_EXPORT void jr_client_free(jr_client_t *c) {
     if (!c) return;
     if (c->r) jr_redis_free(c->r);
     jr_strlist_free(&c->reasons);
+    opts_free(&c->opts);
     free(c->url);
     free(c);
 }

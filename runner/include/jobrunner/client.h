@@ -38,7 +38,7 @@ extern "C" {
 #endif
 
 #define JR_CLIENT_VERSION_MAJOR 1
-#define JR_CLIENT_VERSION_MINOR 0
+#define JR_CLIENT_VERSION_MINOR 1
 
 /* Longest job id, with its terminating NUL (ids are at most 158 bytes). */
 #define JR_CLIENT_ID_MAX 160
@@ -78,6 +78,27 @@ JR_CLIENT_EXPORT const char *jr_client_strerror(int code);
  * connect failed retries it on each later call. */
 JR_CLIENT_EXPORT jr_client_t *jr_client_connect(const char *url, int64_t connect_timeout_ms,
                                                 int64_t command_timeout_ms);
+/* Everything jr_client_open can be told besides the URL. Zero it and set
+ * what you need: each field's zero is its default. The strings are copied. */
+typedef struct jr_client_options {
+    const char *url;            /* as jr_client_connect's; NULL = redis://127.0.0.1:6379 */
+    int64_t connect_timeout_ms; /* as jr_client_connect's */
+    int64_t command_timeout_ms; /* as jr_client_connect's */
+    const char *password;       /* used when the URL holds none; NULL = none */
+    const char *sentinel_password; /* redis-sentinel:// URLs: the sentinels' own; NULL = none */
+    struct {
+        const char *ca_file, *ca_dir;     /* CAs that sign the server; NULL = the system's */
+        const char *cert_file, *key_file; /* a client certificate (mutual TLS); NULL = none */
+        const char *server_name;          /* the name the server's certificate must hold; NULL = the URL's host */
+        int no_verify;                    /* 1 = accept any server certificate (tests only) */
+    } tls;                                /* rediss:// URLs only */
+    int wait_replicas;          /* > 0: an enqueue returns only once this many replicas hold it */
+    int64_t wait_timeout_ms;    /* how long it waits for them */
+} jr_client_options_t;
+
+/* jr_client_connect with options (since 1.1; NULL = all defaults). */
+JR_CLIENT_EXPORT jr_client_t *jr_client_open(const jr_client_options_t *o);
+
 /* Close the connection and free the handle (NULL is fine). */
 JR_CLIENT_EXPORT void jr_client_free(jr_client_t *c);
 
