@@ -656,7 +656,7 @@ Test(contract, refused_enqueue_with_an_id_leaves_no_uniq_key) {
 /* ---- bounds: one schema (jr_limits.h), in Lua and C alike ---- */
 
 Test(contract, lua_limits_equal_limits_h) {
-    char *src = jrt_slurp(JRT_SOURCE_DIR "/runner/lua/jobrunner.lua");
+    char *src = jrt_slurp(JRT_LUA_LIBRARY);
     struct {
         const char *name;
         long long c;
@@ -1996,7 +1996,7 @@ Test(contract, c_and_lua_rules_agree_on_random_values, .timeout = 120) {
 /* The literal maxima of the Lua rules block are those of jr_limits.h and
  * cron.h (the test above checks the behaviour; this one the source). */
 Test(contract, lua_rule_maxima_equal_the_c_constants) {
-    char *src = jrt_slurp(JRT_SOURCE_DIR "/runner/lua/jobrunner.lua");
+    char *src = jrt_slurp(JRT_LUA_LIBRARY);
     struct {
         const char *name;
         long long c;
