@@ -1,6 +1,6 @@
 #!lua name=jobrunner
 -- jobrunner: contract 1, revision 16.
--- (Raise the revision with every change to this file; tests/lua_revision.sh checks.
+-- (Raise the revision with every change to any part of the library; tests/lua_revision.sh checks.
 -- A jobrunner process never replaces a newer revision loaded in Redis.)
 --[[
 The Redis side of jobrunner: a Redis Function library (Redis >= 7.0), loaded
@@ -8,22 +8,49 @@ by every jobrunner process at start (FUNCTION LOAD REPLACE, unless Redis
 holds this revision or a newer one). Any client in
 any language may FCALL these functions; docs/redis-contract.md is the contract.
 
+The library is one file joined by the build from the parts that
+runner/lua/parts.txt lists, in its order (one Lua chunk: a part sees the
+names of the parts before it): 00-common.lua (this: the contract block, the
+rules of the values, the helpers every part shares), 10-enqueue.lua
+(enqueue, the time wheel and the two stored formats), 20-promote.lua,
+30-worker.lua (the calls of a running worker), 40-admin.lua (the registry,
+the lookups by job id, the CLI's admin calls), 50-cron.lua, and
+90-register.lua (the one list of the functions and their flags).
+
 Keys of queue Q (all share the hash tag {Q}, so every call touches one slot):
   jr:{Q}:ready    stream, consumer group "jr": jobs ready to run
-  jr:{Q}:delayed  sorted set: member = the whole envelope of a delayed job as
-                  a sequence of msgpack strings: id, field, value, ...;
-                  score = due time (Unix ms, fractional part = us)
+  jr:{Q}:delayed  sorted set, the near tier of delayed jobs: member = the
+                  whole envelope as a sequence of msgpack strings: id,
+                  field, value, ...; score = due time (Unix ms, fractional
+                  part = us)
+  jr:{Q}:wheel:<start>  list, a time-wheel bucket: the delayed jobs due in
+                  [start, start + WHEEL_MS) written NEAR_MS or more ahead,
+                  as compact items (see The time wheel, 10-enqueue.lua)
+  jr:{Q}:wheel    sorted set: the buckets that exist (member = score = start)
+  jr:{Q}:wheel:n  counter: how many jobs the buckets hold
   jr:{Q}:wake     stream of length 1: an entry is added when a job becomes the
                   earliest delayed one; every scheduler XREADs it (a broadcast,
                   unlike a list pop, so no scheduler keeps a stale timer)
-  jr:{Q}:seq      counter for ids of delayed jobs enqueued without an id
+  jr:{Q}:seq      counter for ids of delayed jobs enqueued without an id, and
+                  the numbers of the jobs that enter a bucket
   jr:{Q}:uniq:ID  idempotency window of an explicit job id; after the job
                   was cancelled or deleted, its tombstone until the window ends
   jr:{Q}:ids      hash: job id -> where the job is ("@<score>" in the delayed
-                  set, or "<entry id>" in the stream), only for jobs whose id
-                  does not say it (see index_set)
+                  set, "~<n>@<score>" in a bucket, or "<entry id>" in the
+                  stream), only for jobs whose id does not say it (see index_set)
   jr:{Q}:cancelled hash: entry id -> Unix ms, running jobs asked to cancel
-Registry (its own slot): jr:{queues} set of queue names, jr:{queues}:wake stream.
+  jr:{Q}:dead     stream, capped: dead jobs (the envelope, err, why, raw)
+  jr:{Q}:stats    hash: processed, failed, and a 60-slot ring t<k>/c<k>
+Not of one queue (each its own slot):
+  jr:{queues}        set of queue names (the registry); jr:{queues}:wake stream
+  jr:{queues}:paused hash: paused queues (written by the CLI, not here);
+  jr:{queues}:resumed never written: workers block on it
+  jr:{procs}         sorted set of live processes; jr:{procs}:<name> hash
+                     with TTL, one process (written by the processes)
+  jr:{cron}          hash: periodic schedules; jr:{cron}:last hash: the
+                     latest tick fired; jr:{cron}:wake stream (50-cron.lua)
+  jr:{lib}:loading, jr:{lib}:fence  the library-load lock and fence
+                     (written by the loading processes)
 
 Every scheduling decision uses Redis's clock (TIME), never the caller's.
 
@@ -49,10 +76,47 @@ local ID_MAX = 158                -- JR_JOB_ID_MAX: longest job id, bytes
 local HANDLER_MAX = 64            -- JR_HANDLER_NAME_MAX: longest handler name
 local CRON_NAME_MAX = 100         -- JR_CRON_NAME_MAX: longest schedule name
 local PROMOTE_MAX = 100000        -- largest LIMIT of one jr_promote call
+-- The C side's default idempotency window (the CLI's, the client's): this
+-- library takes UNIQ_MS from its caller, so the line is only compared.
+local DAY_MS = 86400000 -- JR_DAY_MS
 -- An entry or delayed member with more field/value pairs than this cannot be
 -- copied field by field (Lua's unpack stops near 8000 values, cmsgpack.pack
 -- at 4000): it is buried whole, nothing lost. A real envelope has at most 10.
 local FIELDS_MAX = 1000
+
+-- The field names the library writes into entries: the envelope
+-- (docs/redis-contract.md, The envelope), what the dead stream adds, and the
+-- one field of a wake entry. And the suffixes of the keys of a queue Q: the
+-- key is jr:{Q}:<suffix> (qkey); a bucket is K_WHEEL .. ':<start>', an
+-- idempotency key K_UNIQ .. ':<id>'. One line each, in this form: a test
+-- (tests/integration/test_contract.c) compares them with the C side.
+local F_ID = 'id'
+local F_HANDLER = 'h'
+local F_PAYLOAD = 'p'
+local F_ATTEMPT = 'a'
+local F_MAX = 'm'
+local F_TIMEOUT = 't'
+local F_BACKOFF = 'b'
+local F_ENQUEUED = 'e'
+local F_DUE = 'd'
+local F_ERROR = 'err'
+local F_WHY = 'why'
+local F_RAW = 'raw'
+local F_WAKE = 'w'
+local K_READY = 'ready'
+local K_DELAYED = 'delayed'
+local K_WAKE = 'wake'
+local K_SEQ = 'seq'
+local K_DEAD = 'dead'
+local K_IDS = 'ids'
+local K_CANCELLED = 'cancelled'
+local K_STATS = 'stats'
+local K_WHEEL = 'wheel'
+local K_WHEEL_N = 'wheel:n'
+local K_UNIQ = 'uniq'
+
+-- The key of queue q with that suffix (K_*).
+local function qkey(q, suffix) return 'jr:{' .. q .. '}:' .. suffix end
 
 --[[
 The rules of the values: one function per value, the same rules and words
@@ -172,7 +236,7 @@ local function queue_of(fn, keys, suffixes, more)
     return nil, refuse(fn, 'key 1 must be jr:{Q}:' .. suffixes[1] .. ' with Q a queue name (' .. QUEUE_RULE .. '), got ' .. shown(keys[1]))
   end
   for i = 2, #suffixes do
-    local want = 'jr:{' .. q .. '}:' .. suffixes[i]
+    local want = qkey(q, suffixes[i])
     if keys[i] ~= want then
       return nil, refuse(fn, 'key ' .. i .. ' must be ' .. shown(want) .. ', got ' .. shown(keys[i]))
     end
@@ -224,7 +288,7 @@ local function ensure_group(ready)
 end
 
 local function poke(wake)
-  redis.call('XADD', wake, 'MAXLEN', '1', '*', 'w', '1')
+  redis.call('XADD', wake, 'MAXLEN', '1', '*', F_WAKE, '1')
 end
 
 -- Id of the last wake entry ("0-0" if none): a scheduler XREADs after it.
@@ -254,9 +318,6 @@ has an entry "@<score>" (in the delayed set at that score) or "<entry id>"
 says: a stale entry counts as not there. Small and local so any function
 that moves a job can call them.
 ]]
-local function index_key(q) return 'jr:{' .. q .. '}:ids' end
-local function cancelled_key(q) return 'jr:{' .. q .. '}:cancelled' end
-local function stats_key(q) return 'jr:{' .. q .. '}:stats' end
 -- Count n jobs of queue q in its stats hash: `field` (processed: finished
 -- with success; failed: attempts that failed) grows by n, and for processed
 -- also this second's slot of a 60-second ring (t<k> = the Unix second,
@@ -286,7 +347,7 @@ local function aux(key, t)
 end
 local function aux_note(q)
   local bad = {}
-  for _, k in ipairs({index_key(q), cancelled_key(q), stats_key(q)}) do
+  for _, k in ipairs({qkey(q, K_IDS), qkey(q, K_CANCELLED), qkey(q, K_STATS)}) do
     local kt = redis.call('TYPE', k)['ok']
     if kt ~= 'none' and kt ~= 'hash' then bad[#bad + 1] = 'key ' .. shown(k) .. ' holds a ' .. kt .. ', not a hash' end
   end
@@ -297,7 +358,7 @@ local function flag_take(cancelled, entry)
   return cancelled ~= nil and redis.call('HDEL', cancelled, entry) == 1
 end
 local function count(q, field, n)
-  local key = aux(stats_key(q), 'hash')
+  local key = aux(qkey(q, K_STATS), 'hash')
   if not key then return end
   bump(key, field, n)
   if field == 'processed' then
@@ -332,9 +393,9 @@ end
 
 
 -- Field names in canonical order (docs/redis-contract.md).
-local ORDER = {'h', 'p', 'a', 'm', 't', 'b', 'e', 'd', 'err'}
-local KNOWN = {id = true, h = true, p = true, a = true, m = true, t = true, b = true, e = true,
-               d = true, err = true}
+local ORDER = {F_HANDLER, F_PAYLOAD, F_ATTEMPT, F_MAX, F_TIMEOUT, F_BACKOFF, F_ENQUEUED, F_DUE, F_ERROR}
+local KNOWN = {[F_ID] = true}
+for i = 1, #ORDER do KNOWN[ORDER[i]] = true end
 
 -- Stream entry fields {f1, v1, ...} -> map of the first value of each
 -- envelope field (and id), and `rest`: every other pair (unknown names,
@@ -365,11 +426,12 @@ local function to_flat(m, rest, mid)
   return f
 end
 
--- Upvalues for the per-member path of jr_promote (a global lookup each
--- time costs as much as the check itself); set on the first call, since a
--- library cannot read globals while it loads.
+-- Upvalues for the per-member path of jr_promote and the decoders (a
+-- global lookup each time costs as much as the check itself); set by
+-- init_upvalues on the first call that needs them, since a library cannot
+-- read globals while it loads.
 local l_type, l_select, l_pcall, l_unpack_limit
-local l_call, l_floor -- redis.call, math.floor: set with them by promote_impl
+local l_call, l_floor -- redis.call, math.floor
 
 -- The values of a call as a count and a table (nils kept in place).
 local function collect(...)
@@ -379,5 +441,6 @@ end
 local function init_upvalues()
   if not l_type then
     l_type, l_select, l_pcall, l_unpack_limit = type, select, pcall, cmsgpack.unpack_limit
+    l_call, l_floor = redis.call, math.floor
   end
 end

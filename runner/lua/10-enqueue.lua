@@ -1,4 +1,10 @@
 --[[
+10-enqueue.lua: jr_enqueue, jr_enqueue_many, jr_ready_prepare; the time
+wheel; the decoder of the two stored formats (a delayed member, a bucket
+item). Its names are not in a block of their own: the later parts use them
+(check_job and put for follow-ups, the time wheel and the decoder).
+]]
+--[[
 jr_enqueue
   KEYS: ready delayed wake seq [uniq]   (uniq = jr:{Q}:uniq:ID, only with an id)
   ARGV: when id uniq_ms field value [field value ...]
@@ -21,8 +27,8 @@ local function schedule(delayed, wake, due, packed)
   if redis.call('ZRANGE', delayed, 0, 0)[1] == packed then poke(wake) end
 end
 
-local PRODUCER_FIELDS = {h = true, p = true, a = ATTEMPTS_MAX, m = ATTEMPTS_MAX,
-                         t = TIMEOUT_MAX_MS, b = BACKOFF_MAX_MS}
+local PRODUCER_FIELDS = {[F_HANDLER] = true, [F_PAYLOAD] = true, [F_ATTEMPT] = ATTEMPTS_MAX, [F_MAX] = ATTEMPTS_MAX,
+                         [F_TIMEOUT] = TIMEOUT_MAX_MS, [F_BACKOFF] = BACKOFF_MAX_MS}
 
 -- Check one job (fields = args[first..last]) against Redis's now. Returns
 -- its due time (Unix ms), or nil and an error reply. The due time of the
@@ -48,7 +54,7 @@ local function check_job(fn, when, id, args, first, last, now)
     cj_when, cj_now, cj_due = when, now, due
   end
   local n = last - first + 1
-  if n < 2 or n % 2 ~= 0 or args[first] ~= 'h' or args[first + 1] == '' then
+  if n < 2 or n % 2 ~= 0 or args[first] ~= F_HANDLER or args[first + 1] == '' then
     return nil, refuse(fn, 'fields must start with h <handler> (not empty) and come in pairs')
   end
   for i = first, last, 2 do
@@ -106,9 +112,7 @@ positions and the order by n stay; a cascade drops tombstones.
 ]]
 local WHEEL_MS = 1000 -- bucket width
 local NEAR_MS = 2000  -- due sooner: the sorted set; a bucket starting sooner cascades
-local function wheel_key(q) return 'jr:{' .. q .. '}:wheel' end
-local function wheel_count_key(q) return 'jr:{' .. q .. '}:wheel:n' end
-local function bucket_key(q, start) return 'jr:{' .. q .. '}:wheel:' .. string.format('%d', start) end
+local function bucket_key(q, start) return qkey(q, K_WHEEL .. ':' .. string.format('%d', start)) end
 -- A due time (ms with 3 decimals) as integer microseconds, and its bucket.
 local function to_us(due) return math.floor(due * 1000 + 0.5) end
 local function bucket_of(us) return math.floor(us / (WHEEL_MS * 1000)) * WHEEL_MS end
@@ -130,7 +134,7 @@ end
 -- when put wrote them), sid its id or "" for a generated one.
 local function wheel_item(us, n, sid, flat)
   local k, E = #flat, -1
-  if k >= 4 and flat[k - 3] == 'e' and flat[k - 1] == 'd' and flat[k] == ms_int(math.ceil(us / 1000)) and
+  if k >= 4 and flat[k - 3] == F_ENQUEUED and flat[k - 1] == F_DUE and flat[k] == ms_int(math.ceil(us / 1000)) and
      string.find(flat[k - 2], '^%d+$') and #flat[k - 2] <= 15 and tonumber(flat[k - 2]) <= math.floor(us / 1000) then
     E, k = math.floor(us / 1000) - tonumber(flat[k - 2]), k - 4
   end
@@ -141,7 +145,7 @@ end
 -- in `dues`, hold their types (and the counter a count): the writes of
 -- wheel_add cannot raise then.
 local function wheel_check(fn, q, dues)
-  local spec = {{wheel_key(q), 'zset'}}
+  local spec = {{qkey(q, K_WHEEL), 'zset'}}
   local seen, last = {}, nil
   for _, due in ipairs(dues) do
     if due ~= last then -- the jobs of a bulk call mostly share their due time
@@ -153,8 +157,8 @@ local function wheel_check(fn, q, dues)
       end
     end
   end
-  return check_types(fn, spec) or check_seq(fn, wheel_count_key(q), #dues) or
-         check_seq(fn, 'jr:{' .. q .. '}:seq', #dues)
+  return check_types(fn, spec) or check_seq(fn, qkey(q, K_WHEEL_N), #dues) or
+         check_seq(fn, qkey(q, K_SEQ), #dues)
 end
 
 -- A bucket of k jobs cascades NEAR_MS + k x LEAD_US_PER_JOB us (at most
@@ -183,7 +187,7 @@ local function wheel_flush(k)
     for i = 1, #items, 1000 do
       len = redis.call('RPUSH', bk, unpack(items, i, math.min(i + 999, #items)))
     end
-    local wheel = wheel_key(k.q)
+    local wheel = qkey(k.q, K_WHEEL)
     if redis.call('ZADD', wheel, 'NX', b, ms_int(b)) == 1 and redis.call('ZRANGE', wheel, 0, 0)[1] == ms_int(b) then
       poke(k.wake) -- a new earliest bucket: the schedulers' next wake-up is sooner
     elseif lead_step(len) > lead_step(len - #items) then
@@ -191,7 +195,7 @@ local function wheel_flush(k)
       -- (at most LEAD_MAX_MS / 1 s pokes per bucket)
       poke(k.wake)
     end
-    redis.call('INCRBY', wheel_count_key(k.q), #items)
+    redis.call('INCRBY', qkey(k.q, K_WHEEL_N), #items)
   end
   k.wbuf = {order = {}}
 end
@@ -211,7 +215,7 @@ local function wheel_add(k, id, due, flat, E, args, first, last)
   if k.nseq and k.nseq <= k.nseq_last then -- numbers reserved by the caller (one INCRBY)
     n, k.nseq = k.nseq, k.nseq + 1
   else
-    n = redis.call('INCR', 'jr:{' .. k.q .. '}:seq')
+    n = redis.call('INCR', qkey(k.q, K_SEQ))
   end
   local sid = id
   if id == '' then
@@ -248,7 +252,7 @@ local function put(k, id, due, window, args, first, last, now)
   end
   if due <= now then
     if id ~= '' then
-      index_set(k.ids, id, redis.call('XADD', k.ready, '*', 'id', id, unpack(args, first, last)))
+      index_set(k.ids, id, redis.call('XADD', k.ready, '*', F_ID, id, unpack(args, first, last)))
       return {id, 1}
     end
     return {redis.call('XADD', k.ready, '*', unpack(args, first, last)), 1}
@@ -263,9 +267,9 @@ local function put(k, id, due, window, args, first, last, now)
     index_set(k.ids, id, '@' .. ms_str(due))
   end
   local env = {id, unpack(args, first, last)}
-  env[#env + 1] = 'e'
+  env[#env + 1] = F_ENQUEUED
   env[#env + 1] = tostring(math.floor(now))
-  env[#env + 1] = 'd'
+  env[#env + 1] = F_DUE
   env[#env + 1] = tostring(math.ceil(due))
   schedule(k.delayed, k.wake, due, cmsgpack.pack(unpack(env)))
   return {id, 1}
@@ -304,7 +308,7 @@ end
 
 local function queue_types(fn, keys, q)
   return check_types(fn, {{keys[1], 'stream'}, {keys[2], 'zset'}, {keys[3], 'stream'}, {keys[4], 'string'},
-                          {index_key(q), 'hash'}})
+                          {qkey(q, K_IDS), 'hash'}})
 end
 
 -- queue_types for the keys an enqueue writes only: the ready stream for
@@ -318,19 +322,19 @@ local function written_types(fn, keys, q, now, later, ids)
     spec[#spec + 1] = {keys[3], 'stream'}
     spec[#spec + 1] = {keys[4], 'string'}
   end
-  if ids then spec[#spec + 1] = {index_key(q), 'hash'} end
+  if ids then spec[#spec + 1] = {qkey(q, K_IDS), 'hash'} end
   return check_types(fn, spec)
 end
 
 local function enqueue(keys, args)
   local fn = 'jr_enqueue'
-  local q, err = queue_of(fn, keys, {'ready', 'delayed', 'wake', 'seq'}, true)
+  local q, err = queue_of(fn, keys, {K_READY, K_DELAYED, K_WAKE, K_SEQ}, true)
   if not q then return err end
   if #args < 5 then return refuse(fn, 'arguments: WHEN ID UNIQ_MS h HANDLER [field value ...]') end
   local when, id = args[1], args[2]
   local window, werr = window_arg(fn, args[3])
   if not window then return werr end
-  local uniq = 'jr:{' .. q .. '}:uniq:' .. id
+  local uniq = qkey(q, K_UNIQ .. ':' .. id)
   if id ~= '' and (#keys ~= 5 or keys[5] ~= uniq) then
     return refuse(fn, 'an explicit id needs key 5 = ' .. shown(uniq))
   elseif id == '' and #keys ~= 4 then
@@ -349,7 +353,7 @@ local function enqueue(keys, args)
         check_room(fn, due <= now and keys[1] or keys[3]) or (to_wheel(due, now) and wheel_check(fn, q, {due}))
   if err then return err end
   if due <= now then ensure_group(keys[1]) end
-  local k = {q = q, ready = keys[1], delayed = keys[2], wake = keys[3], seq = keys[4], uniq = uniq, ids = index_key(q)}
+  local k = {q = q, ready = keys[1], delayed = keys[2], wake = keys[3], seq = keys[4], uniq = uniq, ids = qkey(q, K_IDS)}
   return put(k, id, due, window, args, 4, #args, now)
 end
 
@@ -364,7 +368,7 @@ jr_enqueue_many: jr_enqueue for many jobs of one queue in one call (bulk).
 ]]
 local function enqueue_many(keys, args)
   local fn = 'jr_enqueue_many'
-  local q, err = queue_of(fn, keys, {'ready', 'delayed', 'wake', 'seq'}, true)
+  local q, err = queue_of(fn, keys, {K_READY, K_DELAYED, K_WAKE, K_SEQ}, true)
   if not q then return err end
   local window, werr = window_arg(fn, args[1])
   if not window then return werr end
@@ -398,7 +402,7 @@ local function enqueue_many(keys, args)
     local uniq = false
     if id ~= '' then
       nuniq = nuniq + 1
-      uniq = 'jr:{' .. q .. '}:uniq:' .. id
+      uniq = qkey(q, K_UNIQ .. ':' .. id)
       if keys[4 + nuniq] ~= uniq then
         return refuse(fn, 'key ' .. (4 + nuniq) .. ' must be ' .. shown(uniq) .. ', the uniq key of job ' .. nj)
       end
@@ -426,7 +430,7 @@ local function enqueue_many(keys, args)
         (#far > 0 and wheel_check(fn, q, far))
   if err then return err end
   if any_now then ensure_group(keys[1]) end
-  local k, out = {q = q, ready = keys[1], delayed = keys[2], wake = keys[3], seq = keys[4], ids = index_key(q),
+  local k, out = {q = q, ready = keys[1], delayed = keys[2], wake = keys[3], seq = keys[4], ids = qkey(q, K_IDS),
                   wbuf = {order = {}}}, {}
   if #far > 1 then -- the numbers of the jobs going to the wheel, in one INCRBY
     k.nseq_last = redis.call('INCRBY', keys[4], #far)
@@ -464,7 +468,7 @@ its group (that XADD answers nil and writes nothing).
 ]]
 local function ready_prepare(keys, args)
   local fn = 'jr_ready_prepare'
-  local q, err = queue_of(fn, keys, {'ready'}, false)
+  local q, err = queue_of(fn, keys, {K_READY}, false)
   if not q then return err end
   if #args ~= 0 then return refuse(fn, 'takes no arguments, got ' .. #args) end
   if grouped(keys[1]) then return 0 end -- one call on the common path
@@ -474,44 +478,77 @@ local function ready_prepare(keys, args)
   return 1
 end
 
--- Decode a delayed-set member: a msgpack sequence of strings id, field,
--- value, ... with a non-empty h. Returns a table whose items 3..n are id,
--- field, value, ..., and n; or nil and what is wrong. Never raises: cmsgpack
--- runs under pcall and never returns more values than Lua's stack takes.
-local function decode_member(packed)
-  local most = 2 + 2 * FIELDS_MAX
+--[[
+The decoder of the two stored formats, a delayed-set member (id, field,
+value, ...) and a bucket item (n, due offset, id, E, field, value, ...: see
+The time wheel): both a msgpack sequence of `head` values, then
+field/value strings among which a non-empty h. decode_member and
+wheel_decode take it in steps (unpack_seq, the format's head, strings_why,
+pairs_why; the member checks the length of its id before pairs_why, as it
+always did, so that every message stays the same). They
+never raise: cmsgpack runs under pcall and never returns more values than
+Lua's stack takes. The promotion's fast paths (20-promote.lua) decode the
+usual small member or item without a table and leave anything else to
+these, which say what is wrong.
+]]
+-- The values of the sequence `packed` of `head` values and at most
+-- FIELDS_MAX field/value pairs: n and r as collect gives them (r[1], r[2]
+-- pcall's ok and cmsgpack's offset; r[3..n] the values), or nil and what is
+-- wrong (`what` follows "not a msgpack sequence").
+local function unpack_seq(packed, head, what)
+  local most = head + 1 + 2 * FIELDS_MAX
   local n, r = collect(l_pcall(l_unpack_limit, packed, most, 0))
   if not r[1] then
-    return nil, 'not a msgpack sequence of strings (' .. string.gsub(tostring(r[2]), '^.-: ', '') .. ')'
+    return nil, 'not a msgpack sequence' .. what .. ' (' .. string.gsub(tostring(r[2]), '^.-: ', '') .. ')'
   end
   if n - 2 >= most and r[2] ~= -1 then return nil, 'more than ' .. FIELDS_MAX .. ' fields' end
+  return n, r
+end
+
+-- What is wrong with the fields r[first..n] of a sequence, or nil: a value
+-- that is not a string, named by its place in the sequence.
+local function strings_why(r, first, n)
+  for i = first, n do
+    if l_type(r[i]) ~= 'string' then return 'item ' .. (i - 2) .. ' is a ' .. l_type(r[i]) .. ', not a string' end
+  end
+  return nil
+end
+
+-- What is wrong with the fields r[first..n] (strings) of a sequence, or
+-- nil: an odd number of items, no field h, or an empty first one (`empty`:
+-- the format's words for that).
+local function pairs_why(r, first, n, empty)
+  if (n - first + 1) % 2 ~= 0 then return 'an odd number of field/value items' end
+  for i = first, n, 2 do
+    if r[i] == F_HANDLER then
+      if r[i + 1] == '' then return empty end
+      return nil
+    end
+  end
+  return 'no handler (field h)'
+end
+
+-- Decode a delayed-set member: a msgpack sequence of strings id, field,
+-- value, ... with a non-empty h. Returns a table whose items 3..n are id,
+-- field, value, ..., and n; or nil and what is wrong.
+local function decode_member(packed)
+  local n, r = unpack_seq(packed, 1, ' of strings')
+  if not n then return nil, r end
   if n == 2 then return nil, 'empty' end
-  for i = 3, n do
-    if l_type(r[i]) ~= 'string' then
-      return nil, (i == 3 and 'the id' or 'item ' .. (i - 2)) .. ' is a ' .. l_type(r[i]) .. ', not a string'
-    end
-  end
-  if r[3] == '' or #r[3] > ID_MAX then return nil, 'the id is not 1..' .. ID_MAX .. ' bytes' end
-  if n % 2 == 0 then return nil, 'an odd number of field/value items' end
-  for i = 4, n, 2 do
-    if r[i] == 'h' then
-      if r[i + 1] == '' then return nil, 'an empty handler (field h)' end
-      return r, n
-    end
-  end
-  return nil, 'no handler (field h)'
+  if l_type(r[3]) ~= 'string' then return nil, 'the id is a ' .. l_type(r[3]) .. ', not a string' end
+  local why = strings_why(r, 4, n)
+  if not why and (r[3] == '' or #r[3] > ID_MAX) then why = 'the id is not 1..' .. ID_MAX .. ' bytes' end
+  why = why or pairs_why(r, 4, n, 'an empty handler (field h)')
+  if why then return nil, why end
+  return r, n
 end
 
 -- Decode a bucket item (see The time wheel) of the bucket starting at
 -- `start`. Returns id, due (us), flat (fields without the id); or
--- false for a tombstone; or nil and what is wrong. Never raises.
+-- false for a tombstone; or nil and what is wrong.
 local function wheel_decode(item, start)
-  local most = 5 + 2 * FIELDS_MAX
-  local n, r = collect(l_pcall(l_unpack_limit, item, most, 0))
-  if not r[1] then
-    return nil, 'not a msgpack sequence (' .. string.gsub(tostring(r[2]), '^.-: ', '') .. ')'
-  end
-  if n - 2 >= most and r[2] ~= -1 then return nil, 'more than ' .. FIELDS_MAX .. ' fields' end
+  local n, r = unpack_seq(item, 4, '')
+  if not n then return nil, r end
   if n == 3 and l_type(r[3]) == 'number' then return false end
   if n < 6 or l_type(r[3]) ~= 'number' or l_type(r[4]) ~= 'number' or l_type(r[5]) ~= 'string' or
      l_type(r[6]) ~= 'number' then
@@ -522,22 +559,15 @@ local function wheel_decode(item, start)
     return nil, 'due offset ' .. tostring(off) .. ' is not in the bucket'
   end
   if #sid > ID_MAX then return nil, 'the id is longer than ' .. ID_MAX .. ' bytes' end
-  local flat, h = {}, nil
-  for i = 7, n do
-    if l_type(r[i]) ~= 'string' then return nil, 'item ' .. (i - 2) .. ' is a ' .. l_type(r[i]) .. ', not a string' end
-    flat[#flat + 1] = r[i]
-  end
-  if #flat % 2 ~= 0 then return nil, 'an odd number of field/value items' end
-  for i = 1, #flat, 2 do
-    if flat[i] == 'h' then h = flat[i + 1]; break end
-  end
-  if not h or h == '' then return nil, 'no handler (field h)' end
+  local why = strings_why(r, 7, n) or pairs_why(r, 7, n, 'no handler (field h)')
+  if why then return nil, why end
+  local flat = {unpack(r, 7, n)}
   local us = start * 1000 + off
   local ms = math.floor(us / 1000)
   if E >= 0 then
-    flat[#flat + 1] = 'e'
+    flat[#flat + 1] = F_ENQUEUED
     flat[#flat + 1] = ms_int(ms - E)
-    flat[#flat + 1] = 'd'
+    flat[#flat + 1] = F_DUE
     flat[#flat + 1] = ms_int(math.ceil(us / 1000))
   end
   if sid == '' then sid = 'd' .. ms_int(ms) .. '-' .. ms_int(seq) end

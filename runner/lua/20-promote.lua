@@ -1,3 +1,11 @@
+--[[
+20-promote.lua: jr_promote and jr_promote_due, the scheduler's call. The
+names of this part are local to its do-block (the joined chunk may hold at
+most 200 locals at once), but for the two functions it gives the
+registration list.
+]]
+local promote, promote_due
+do -- 20-promote.lua
 
 -- The fast path of decode_member for the usual small member, straight from
 -- the values of cmsgpack: no table. 1 if `n` values are all strings.
@@ -10,7 +18,7 @@ end
 -- The value of the first h among field/value pairs, or nil.
 local function handler_of(f, v, ...)
   if f == nil then return nil end
-  if f == 'h' then return v end
+  if f == F_HANDLER then return v end
   return handler_of(...)
 end
 
@@ -20,16 +28,16 @@ end
 -- 2..8) are all strings and one of the fields is h, else nil.
 local function fields4(n, f1, v1, f2, v2, f3, v3, f4, v4)
   if l_type(f1) ~= 'string' or l_type(v1) ~= 'string' then return nil end
-  local h = f1 == 'h' and v1 or nil
+  local h = f1 == F_HANDLER and v1 or nil
   if n == 2 then return h end
   if l_type(f2) ~= 'string' or l_type(v2) ~= 'string' then return nil end
-  if not h and f2 == 'h' then h = v2 end
+  if not h and f2 == F_HANDLER then h = v2 end
   if n == 4 then return h end
   if l_type(f3) ~= 'string' or l_type(v3) ~= 'string' then return nil end
-  if not h and f3 == 'h' then h = v3 end
+  if not h and f3 == F_HANDLER then h = v3 end
   if n == 6 then return h end
   if l_type(f4) ~= 'string' or l_type(v4) ~= 'string' then return nil end
-  if not h and f4 == 'h' then h = v4 end
+  if not h and f4 == F_HANDLER then h = v4 end
   return h
 end
 
@@ -38,15 +46,15 @@ end
 -- e and d were left out): no table, no unpack. Returns the entry id.
 local function xadd_job(ready, id, es, ds, n, f1, v1, f2, v2, f3, v3, f4, v4)
   if es then
-    if n == 4 then return l_call('XADD', ready, '*', 'id', id, f1, v1, f2, v2, 'e', es, 'd', ds) end
-    if n == 2 then return l_call('XADD', ready, '*', 'id', id, f1, v1, 'e', es, 'd', ds) end
-    if n == 6 then return l_call('XADD', ready, '*', 'id', id, f1, v1, f2, v2, f3, v3, 'e', es, 'd', ds) end
-    return l_call('XADD', ready, '*', 'id', id, f1, v1, f2, v2, f3, v3, f4, v4, 'e', es, 'd', ds)
+    if n == 4 then return l_call('XADD', ready, '*', F_ID, id, f1, v1, f2, v2, F_ENQUEUED, es, F_DUE, ds) end
+    if n == 2 then return l_call('XADD', ready, '*', F_ID, id, f1, v1, F_ENQUEUED, es, F_DUE, ds) end
+    if n == 6 then return l_call('XADD', ready, '*', F_ID, id, f1, v1, f2, v2, f3, v3, F_ENQUEUED, es, F_DUE, ds) end
+    return l_call('XADD', ready, '*', F_ID, id, f1, v1, f2, v2, f3, v3, f4, v4, F_ENQUEUED, es, F_DUE, ds)
   end
-  if n == 4 then return l_call('XADD', ready, '*', 'id', id, f1, v1, f2, v2) end
-  if n == 2 then return l_call('XADD', ready, '*', 'id', id, f1, v1) end
-  if n == 6 then return l_call('XADD', ready, '*', 'id', id, f1, v1, f2, v2, f3, v3) end
-  return l_call('XADD', ready, '*', 'id', id, f1, v1, f2, v2, f3, v3, f4, v4)
+  if n == 4 then return l_call('XADD', ready, '*', F_ID, id, f1, v1, f2, v2) end
+  if n == 2 then return l_call('XADD', ready, '*', F_ID, id, f1, v1) end
+  if n == 6 then return l_call('XADD', ready, '*', F_ID, id, f1, v1, f2, v2, f3, v3) end
+  return l_call('XADD', ready, '*', F_ID, id, f1, v1, f2, v2, f3, v3, f4, v4)
 end
 
 -- Promote one member: XADD it if it is an envelope, else add {member,
@@ -60,14 +68,14 @@ local function promote_one(ready, idx, bad, packed, ok, off, id, ...)
     if n <= 8 then h = fields4(n, ...) elseif strings(n, ...) then h = handler_of(...) end
     if h and h ~= '' then
       local k = #idx
-      idx[k + 1], idx[k + 2] = id, l_call('XADD', ready, '*', 'id', id, ...)
+      idx[k + 1], idx[k + 2] = id, l_call('XADD', ready, '*', F_ID, id, ...)
       return
     end
   end
   local items, m = decode_member(packed) -- the slow path says what is wrong
   if items then
     local k = #idx
-    idx[k + 1], idx[k + 2] = items[3], redis.call('XADD', ready, '*', 'id', unpack(items, 3, m))
+    idx[k + 1], idx[k + 2] = items[3], redis.call('XADD', ready, '*', F_ID, unpack(items, 3, m))
   else
     bad[#bad + 1] = {packed, m}
   end
@@ -99,7 +107,7 @@ local function wheel_decode_fast(item, start, ok, off, seq, o, sid, E, ...)
       local us = start * 1000 + o
       local ms = math.floor(us / 1000)
       if E >= 0 then
-        flat[nf + 1], flat[nf + 2], flat[nf + 3], flat[nf + 4] = 'e', ms_memo(ms - E), 'd', ms_memo(math.ceil(us / 1000))
+        flat[nf + 1], flat[nf + 2], flat[nf + 3], flat[nf + 4] = F_ENQUEUED, ms_memo(ms - E), F_DUE, ms_memo(math.ceil(us / 1000))
       end
       if sid == '' then sid = 'd' .. ms_memo(ms) .. '-' .. ms_int(seq) end
       return sid, us, flat
@@ -141,7 +149,7 @@ end
 -- that is not a bucket start or whose bucket key is not a list, one whose
 -- score is not its start (revision 15), and a counter that is not a count.
 local function wheel_due_buckets(fn, q, now)
-  local wheel, counter = wheel_key(q), wheel_count_key(q)
+  local wheel, counter = qkey(q, K_WHEEL), qkey(q, K_WHEEL_N)
   local err = check_types(fn, {{wheel, 'zset'}})
   if err then return nil, err end
   local fix = {members = {}}
@@ -201,14 +209,14 @@ end
 -- a count is set again to the number of items in the buckets (tombstones
 -- included: the stats are an estimate until they are promoted).
 local function wheel_repair(q, fix, dead, dead_max)
-  local wheel, counter = wheel_key(q), wheel_count_key(q)
+  local wheel, counter = qkey(q, K_WHEEL), qkey(q, K_WHEEL_N)
   for _, m in ipairs(fix.members) do
-    xadd_dead(dead, dead_max, {'err', 'time wheel index ' .. wheel .. ' member: ' .. m[2], 'why', 'invalid', 'raw', m[1]})
+    xadd_dead(dead, dead_max, {F_ERROR, 'time wheel index ' .. wheel .. ' member: ' .. m[2], F_WHY, 'invalid', F_RAW, m[1]})
     redis.call('ZREM', wheel, m[1])
   end
   for _, m in ipairs(fix.rescore) do
-    xadd_dead(dead, dead_max, {'err', 'time wheel index ' .. wheel .. ' member ' .. m[1] .. ' had the score ' .. m[2] ..
-                               ', not its start: set to its start', 'why', 'invalid', 'raw', m[1]})
+    xadd_dead(dead, dead_max, {F_ERROR, 'time wheel index ' .. wheel .. ' member ' .. m[1] .. ' had the score ' .. m[2] ..
+                               ', not its start: set to its start', F_WHY, 'invalid', F_RAW, m[1]})
     redis.call('ZADD', wheel, 'XX', m[1], m[1])
   end
   if fix.counter then
@@ -218,8 +226,8 @@ local function wheel_repair(q, fix, dead, dead_max)
         n = n + redis.call('LLEN', bucket_key(q, tonumber(b)))
       end
     end
-    xadd_dead(dead, dead_max, {'err', 'time wheel counter ' .. counter .. ' was a ' .. fix.counter ..
-                               ' that is not a count: set to ' .. n, 'why', 'invalid', 'raw', ''})
+    xadd_dead(dead, dead_max, {F_ERROR, 'time wheel counter ' .. counter .. ' was a ' .. fix.counter ..
+                               ' that is not a count: set to ' .. n, F_WHY, 'invalid', F_RAW, ''})
     redis.call('DEL', counter)
     redis.call('SET', counter, n)
   end
@@ -256,7 +264,7 @@ local function wheel_promote(q, starts, room, now, ready, delayed, idx, bad, dir
         if flat then
           live = live + 1
           if direct or us / 1000 <= now then
-            idx[k + 1], idx[k + 2], k = id, redis.call('XADD', ready, '*', 'id', id, unpack(flat)), k + 2
+            idx[k + 1], idx[k + 2], k = id, redis.call('XADD', ready, '*', F_ID, id, unpack(flat)), k + 2
           else
             redis.call('ZADD', delayed, ms_str(us / 1000), cmsgpack.pack(id, unpack(flat)))
             cascaded = cascaded + 1
@@ -266,10 +274,10 @@ local function wheel_promote(q, starts, room, now, ready, delayed, idx, bad, dir
           moved = moved + 1
         end
       end
-      if redis.call('EXISTS', bk) == 0 then redis.call('ZREM', wheel_key(q), b) end
+      if redis.call('EXISTS', bk) == 0 then redis.call('ZREM', qkey(q, K_WHEEL), b) end
     end
   end
-  if live > 0 then redis.call('DECRBY', wheel_count_key(q), live) end
+  if live > 0 then redis.call('DECRBY', qkey(q, K_WHEEL_N), live) end
   return taken, moved + live, cascaded
 end
 
@@ -300,9 +308,9 @@ jr_promote
   memory is freed.
 ]]
 local function promote_impl(fn, keys, args, due_only)
-  local q, err = queue_of(fn, keys, {'ready', 'delayed', 'wake'}, true)
+  local q, err = queue_of(fn, keys, {K_READY, K_DELAYED, K_WAKE}, true)
   if not q then return err end
-  local dead = 'jr:{' .. q .. '}:dead'
+  local dead = qkey(q, K_DEAD)
   if #keys > 4 or (keys[4] and keys[4] ~= dead) then
     return refuse(fn, 'key 4 must be ' .. shown(dead) .. ' or left out')
   end
@@ -311,7 +319,7 @@ local function promote_impl(fn, keys, args, due_only)
   if not limit or limit < 1 or limit > PROMOTE_MAX or #args > 2 or (args[2] and not dead_max) then
     return refuse(fn, 'arguments: LIMIT (1..' .. PROMOTE_MAX .. ') [DEAD_MAX], got ' .. shown(table.concat(args, ' ')))
   end
-  local ids = aux(index_key(q), 'hash') -- garbage there costs the lookups only (revision 15)
+  local ids = aux(qkey(q, K_IDS), 'hash') -- garbage there costs the lookups only (revision 15)
   err = check_types(fn, {{ready, 'stream'}, {delayed, 'zset'}, {wake, 'stream'}, {dead, 'stream'}})
   if err then return err end
   local now = now_ms()
@@ -324,10 +332,7 @@ local function promote_impl(fn, keys, args, due_only)
     ensure_group(ready)
   end
   if fix then wheel_repair(q, fix, dead, dead_max) end
-  if not l_type then
-    l_type, l_select, l_pcall, l_unpack_limit = type, select, pcall, cmsgpack.unpack_limit
-  end
-  if not l_call then l_call, l_floor = redis.call, math.floor end
+  init_upvalues()
   fmt_memo = {}
   local bad, idx, moved, cascaded = {}, {}, #envs, 0
   -- 1. the due members, removed by rank (the lowest-scored ones) before a
@@ -351,7 +356,7 @@ local function promote_impl(fn, keys, args, due_only)
     redis.call('HSET', ids, unpack(idx, i, math.min(i + 1999, #idx)))
   end
   for _, b in ipairs(bad) do
-    xadd_dead(dead, dead_max, {'err', 'delayed member: ' .. b[2], 'why', 'invalid', 'raw', b[1]})
+    xadd_dead(dead, dead_max, {F_ERROR, 'delayed member: ' .. b[2], F_WHY, 'invalid', F_RAW, b[1]})
   end
   -- the next wake-up: the earliest member, or when the next bucket must
   -- cascade: among those looked at (`later`, or now for the ones this call
@@ -370,5 +375,6 @@ local function promote_impl(fn, keys, args, due_only)
   if wl and (not nxt or wl < nxt) then nxt = wl end
   return {moved, nxt and ms_str(nxt) or '', ms_str(now), last_wake(wake), #bad, cascaded}
 end
-local function promote(keys, args) return promote_impl('jr_promote', keys, args, false) end
-local function promote_due(keys, args) return promote_impl('jr_promote_due', keys, args, true) end
+function promote(keys, args) return promote_impl('jr_promote', keys, args, false) end
+function promote_due(keys, args) return promote_impl('jr_promote_due', keys, args, true) end
+end -- 20-promote.lua

@@ -1,3 +1,12 @@
+--[[
+30-worker.lua: the calls of a running worker -- acknowledge (with the
+follow-up jobs of a handler), fail (retry, defer, bury), reclaim,
+heartbeat, hand back -- and jr_dead_retry. The names of this part are local
+to its do-block (the joined chunk may hold at most 200 locals at once), but
+for the functions it gives the registration list.
+]]
+local ack, ack_follow, fail, reclaim, heartbeat, handback, dead_retry
+do -- 30-worker.lua
 
 -- A list of stream entry ids args[first..]: nil, or an error reply.
 -- Checks args[first..] are stream entry ids, and writes each "<ms>" as
@@ -105,16 +114,16 @@ jr_ack
   its acknowledgement arrives is reported as cancelled (revision 15).
   Runs while Redis is out of memory.
 ]]
-local function ack(keys, args)
+function ack(keys, args)
   local fn = 'jr_ack'
-  local q, err = queue_of(fn, keys, {'ready'}, true)
+  local q, err = queue_of(fn, keys, {K_READY}, true)
   if not q then return err end
-  local ready, ids, cancelled = keys[1], aux(index_key(q), 'hash'), aux(cancelled_key(q), 'hash')
+  local ready, ids, cancelled = keys[1], aux(qkey(q, K_IDS), 'hash'), aux(qkey(q, K_CANCELLED), 'hash')
   local entries, jobids = args, nil
-  local report = #keys >= 2 and keys[#keys] == cancelled_key(q)
+  local report = #keys >= 2 and keys[#keys] == qkey(q, K_CANCELLED)
   if report then keys = {unpack(keys, 1, #keys - 1)} end
   if #keys == 2 then
-    if keys[2] ~= index_key(q) then return refuse(fn, 'key 2 must be ' .. shown(index_key(q)) .. ' or left out') end
+    if keys[2] ~= qkey(q, K_IDS) then return refuse(fn, 'key 2 must be ' .. shown(qkey(q, K_IDS)) .. ' or left out') end
     if #args % 2 ~= 0 then return refuse(fn, 'with the ids key, arguments come in pairs: ENTRY JOBID ...') end
     entries, jobids = {}, {}
     for i = 1, #args, 2 do
@@ -183,9 +192,9 @@ handler enqueued (plugin api->enqueue), atomically.
   acknowledged and deleted without its follow-ups, and 2 returned
   (revision 15: a cancelled job's follow-ups never appear).
 ]]
-local function ack_follow(keys, args)
+function ack_follow(keys, args)
   local fn = 'jr_ack_follow'
-  local q, err = queue_of(fn, {keys[1] or ''}, {'ready'})
+  local q, err = queue_of(fn, {keys[1] or ''}, {K_READY})
   if not q then return err end
   local entry, nq = args[1], int_arg(args[2])
   if entry and stream_id_ok(entry) and not string.find(entry, '-', 1, true) then entry = entry .. '-0' end -- see check_ids
@@ -200,7 +209,7 @@ local function ack_follow(keys, args)
   for t = 1, nq do
     local b = 1 + 4 * (t - 1)
     local tq, terr = queue_of(fn .. ': target queue ' .. t, {keys[b + 1], keys[b + 2], keys[b + 3], keys[b + 4]},
-                              {'ready', 'delayed', 'wake', 'seq'})
+                              {K_READY, K_DELAYED, K_WAKE, K_SEQ})
     if not tq then return terr end
     if seen[tq] then return refuse(fn, 'target queue ' .. shown(tq) .. ' is given twice') end
     seen[tq] = true
@@ -221,7 +230,7 @@ local function ack_follow(keys, args)
     local tg, uniq = targets[t], nil
     if id ~= '' then
       nuniq = nuniq + 1
-      uniq = 'jr:{' .. tg.name .. '}:uniq:' .. id
+      uniq = qkey(tg.name, K_UNIQ .. ':' .. id)
       if keys[1 + 4 * nq + nuniq] ~= uniq then
         return refuse(fn, 'key ' .. (1 + 4 * nq + nuniq) .. ' must be ' .. shown(uniq) .. ', the uniq key of follow-up ' .. nj)
       end
@@ -248,11 +257,11 @@ local function ack_follow(keys, args)
   local e = redis.call('XRANGE', keys[1], entry, entry)
   if redis.call('XACK', keys[1], GROUP, entry) == 0 then return 0 end
   redis.call('XDEL', keys[1], entry)
-  local was_cancelled = flag_take(aux(cancelled_key(q), 'hash'), entry)
+  local was_cancelled = flag_take(aux(qkey(q, K_CANCELLED), 'hash'), entry)
   local flat = e[1] and e[1][2] or {}
   for f = 1, #flat - 1, 2 do -- its job id (absent: the entry id, never in the index)
-    if flat[f] == 'id' then
-      index_forget(aux(index_key(q), 'hash'), flat[f + 1], entry)
+    if flat[f] == F_ID then
+      index_forget(aux(qkey(q, K_IDS), 'hash'), flat[f + 1], entry)
       break
     end
   end
@@ -264,7 +273,7 @@ local function ack_follow(keys, args)
   for _, j in ipairs(jobs) do
     local tg = j[1]
     put({q = tg.name, ready = tg.ready, delayed = tg.delayed, wake = tg.wake, seq = tg.seq, uniq = j[6],
-         ids = index_key(tg.name)},
+         ids = qkey(tg.name, K_IDS)},
         j[2], j[3], window, args, j[4], j[5], now)
   end
   return 1
@@ -289,32 +298,70 @@ local function too_large(flat, added)
   return #flat > 2 * (FIELDS_MAX + (added or 0))
 end
 
+-- Acknowledge stream entry `entry` and delete it: the old entry of a job
+-- requeued, buried or dropped.
+local function ack_delete(ready, entry)
+  redis.call('XACK', ready, GROUP, entry)
+  redis.call('XDEL', ready, entry)
+end
+
+--[[
+The requeue of a job that leaves its stream entry (jr_fail, jr_handback,
+jr_dead_retry), and the copy bury makes of it: entry_env reads the entry as
+envelope map and rest (to_map), requeue writes it again.
+]]
+-- The job id and the envelope of stream entry `entry` (fields `flat`), to
+-- be written anew: m without its id, and with e (enqueued at) when it was
+-- absent, which meant the entry id's time: a new entry would not keep it;
+-- rest as to_map gives it.
+local function entry_env(entry, flat)
+  local m, rest = to_map(flat)
+  local id = m[F_ID] or entry
+  m[F_ID] = nil
+  if m[F_ENQUEUED] == nil then m[F_ENQUEUED] = id_ms(entry) end
+  return id, m, rest
+end
+
+-- Write job `id` (envelope m, rest) into queue k = {q, ready, delayed,
+-- wake, ids} (ids nil: no job index): with `due` nil ready now, as a new
+-- stream entry; else delayed until due, in the time wheel or the sorted
+-- set as to_wheel says against `now`. The job index says where it went.
+-- Cannot raise: the caller checked the keys, the room of the stream it
+-- adds to and, for the wheel, wheel_check.
+local function requeue(k, id, m, rest, due, now)
+  if not due then
+    index_set(k.ids, id, redis.call('XADD', k.ready, '*', F_ID, id, unpack(to_flat(m, rest))))
+  elseif to_wheel(due, now) then
+    wheel_add(k, id, due, to_flat(m, rest))
+  else
+    schedule(k.delayed, k.wake, due, cmsgpack.pack(id, unpack(to_flat(m, rest))))
+    index_set(k.ids, id, '@' .. ms_str(due))
+  end
+end
+
 -- Put a stream entry (id `entry`, fields `flat`) into the dead stream with
 -- err and why: id, its envelope fields in canonical order (err replaced),
 -- why, then every other field. An entry too large to copy field by field
 -- goes in whole: id, h, err (saying so), why, and raw = all its fields as one
 -- msgpack array. Cannot raise.
 local function bury(dead, dead_max, entry, flat, err, why)
-  local m, rest = to_map(flat)
-  local id = m.id or entry
+  local id, m, rest = entry_env(entry, flat)
   if too_large(flat) then
-    local f = {'id', id}
-    if m.h then f[3], f[4] = 'h', m.h end
-    f[#f + 1] = 'err'
+    local f = {F_ID, id}
+    if m[F_HANDLER] then f[3], f[4] = F_HANDLER, m[F_HANDLER] end
+    f[#f + 1] = F_ERROR
     f[#f + 1] = err .. ' (the entry has ' .. (#flat / 2) .. ' fields, more than ' .. FIELDS_MAX ..
                 ': all of them are in raw, a msgpack array field, value, ...)'
-    f[#f + 1] = 'why'
+    f[#f + 1] = F_WHY
     f[#f + 1] = why
-    f[#f + 1] = 'raw'
+    f[#f + 1] = F_RAW
     f[#f + 1] = cmsgpack.pack(flat)
     xadd_dead(dead, dead_max, f)
     return
   end
-  m.id = nil
-  if m.e == nil then m.e = id_ms(entry) end
-  m.err = err
-  local f = {'id', id}
-  for _, x in ipairs(to_flat(m, rest, {'why', why})) do f[#f + 1] = x end
+  m[F_ERROR] = err
+  local f = {F_ID, id}
+  for _, x in ipairs(to_flat(m, rest, {F_WHY, why})) do f[#f + 1] = x end
   xadd_dead(dead, dead_max, f)
 end
 
@@ -338,9 +385,9 @@ jr_fail: an attempt failed (or the entry cannot be run): retry or bury it.
   Keeps the job index (jr:{Q}:ids) true. Returns 1. Runs while Redis is out
   of memory.
 ]]
-local function fail(keys, args)
+function fail(keys, args)
   local fn = 'jr_fail'
-  local q, err = queue_of(fn, keys, {'ready', 'delayed', 'wake', 'dead'})
+  local q, err = queue_of(fn, keys, {K_READY, K_DELAYED, K_WAKE, K_DEAD})
   if not q then return err end
   local ready, delayed, wake, dead = keys[1], keys[2], keys[3], keys[4]
   local entry, consumer, action = args[1], args[2], args[3]
@@ -359,7 +406,7 @@ local function fail(keys, args)
   elseif not dead_max then
     return refuse(fn, 'DEAD_MAX must be an integer of at most 18 digits, got ' .. shown(args[7]))
   end
-  local ids, cancelled = aux(index_key(q), 'hash'), aux(cancelled_key(q), 'hash')
+  local ids, cancelled = aux(qkey(q, K_IDS), 'hash'), aux(qkey(q, K_CANCELLED), 'hash')
   err = check_types(fn, {{ready, 'stream'}, {delayed, 'zset'}, {wake, 'stream'}, {dead, 'stream'}}) or
         check_room(fn, dead) or (action ~= 'dead' and check_room(fn, (action == 'retry' and delay == 0) and ready or wake))
   -- a retry due NEAR_MS or later waits in the time wheel (the due time
@@ -374,8 +421,7 @@ local function fail(keys, args)
   local was_cancelled = flag_take(cancelled, entry)
   if e[1] then
     local flat = e[1][2]
-    local m, rest = to_map(flat)
-    local id = m.id or entry
+    local id, m, rest = entry_env(entry, flat)
     if action ~= 'defer' and not was_cancelled then count(q, 'failed', 1) end
     if was_cancelled then
       index_forget(ids, id, entry)
@@ -383,31 +429,24 @@ local function fail(keys, args)
       index_forget(ids, id, entry)
       bury(dead, dead_max, entry, flat, errtext, action == 'dead' and why or 'invalid')
     else
-      m.id = nil
-      if m.e == nil then m.e = id_ms(entry) end
-      m.err = errtext
+      m[F_ERROR] = errtext
       if action == 'retry' then
-        m.a = tostring((tonumber(m.a) or 1) + 1)
-      elseif m.d == nil then
-        m.d = m.e -- defer: the same attempt, and d keeps the time it first fell due
+        m[F_ATTEMPT] = tostring((tonumber(m[F_ATTEMPT]) or 1) + 1)
+      elseif m[F_DUE] == nil then
+        m[F_DUE] = m[F_ENQUEUED] -- defer: the same attempt, and d keeps the time it first fell due
       end
+      local k = {q = q, ready = ready, delayed = delayed, wake = wake, ids = ids}
       if delay == 0 and action == 'retry' then
-        m.d = nil
-        index_set(ids, id, redis.call('XADD', ready, '*', 'id', id, unpack(to_flat(m, rest))))
+        m[F_DUE] = nil
+        requeue(k, id, m, rest)
       else
         local due = tonumber(ms_str(now + delay))
-        if action == 'retry' then m.d = tostring(math.ceil(due)) end
-        if to_wheel(due, now) then
-          wheel_add({q = q, wake = wake, ids = ids}, id, due, to_flat(m, rest))
-        else
-          schedule(delayed, wake, due, cmsgpack.pack(id, unpack(to_flat(m, rest))))
-          index_set(ids, id, '@' .. ms_str(due))
-        end
+        if action == 'retry' then m[F_DUE] = tostring(math.ceil(due)) end
+        requeue(k, id, m, rest, due, now)
       end
     end
   end
-  redis.call('XACK', ready, GROUP, entry)
-  redis.call('XDEL', ready, entry)
+  ack_delete(ready, entry)
   if not e[1] then return 0 end
   return was_cancelled and 2 or 1
 end
@@ -425,9 +464,9 @@ jr_reclaim: take over entries whose worker stopped heartbeating.
   found deleted from the stream (Redis 7 removes them from the PEL).
   Runs while Redis is out of memory.
 ]]
-local function reclaim(keys, args)
+function reclaim(keys, args)
   local fn = 'jr_reclaim'
-  local q, err = queue_of(fn, keys, {'ready', 'dead'})
+  local q, err = queue_of(fn, keys, {K_READY, K_DEAD})
   if not q then return err end
   local ready, dead = keys[1], keys[2]
   local consumer, cursor = args[1], args[3]
@@ -438,7 +477,7 @@ local function reclaim(keys, args)
     return refuse(fn, 'arguments: CONSUMER MIN_IDLE_MS CURSOR COUNT (1..' .. PROMOTE_MAX ..
                   ') MAX_DELIVERIES DEAD_MAX, got ' .. shown(table.concat(args, ' ')))
   end
-  local ids, cancelled = aux(index_key(q), 'hash'), aux(cancelled_key(q), 'hash')
+  local ids, cancelled = aux(qkey(q, K_IDS), 'hash'), aux(qkey(q, K_CANCELLED), 'hash')
   err = check_types(fn, {{ready, 'stream'}, {dead, 'stream'}}) or check_room(fn, dead)
   if err then return err end
   if not grouped(ready) then return {'0-0', 0, 0, {}} end
@@ -451,13 +490,12 @@ local function reclaim(keys, args)
       local was_cancelled = flag_take(cancelled, en[1])
       if was_cancelled or delivered > max_deliveries then
         local m = to_map(en[2])
-        index_forget(ids, m.id or en[1], en[1])
+        index_forget(ids, m[F_ID] or en[1], en[1])
         if not was_cancelled then
           bury(dead, dead_max, en[1], en[2],
                'delivered ' .. delivered .. ' times: its worker died while running it each time', 'poison')
         end
-        redis.call('XACK', ready, GROUP, en[1])
-        redis.call('XDEL', ready, en[1])
+        ack_delete(ready, en[1])
         poisoned = poisoned + 1
       else
         kept[#kept + 1] = en
@@ -479,13 +517,13 @@ jr_heartbeat: extend the lease of running entries.
   cancel flags or stats hold another type (see aux): a text naming them.
   Runs while Redis is out of memory.
 ]]
-local function heartbeat(keys, args)
+function heartbeat(keys, args)
   local fn = 'jr_heartbeat'
-  local q, err = queue_of(fn, keys, {'ready'}, true)
+  local q, err = queue_of(fn, keys, {K_READY}, true)
   if not q then return err end
   local ready, consumer = keys[1], args[1]
-  if #keys > 2 or (keys[2] and keys[2] ~= cancelled_key(q)) then
-    return refuse(fn, 'key 2 must be ' .. shown(cancelled_key(q)) .. ' or left out')
+  if #keys > 2 or (keys[2] and keys[2] ~= qkey(q, K_CANCELLED)) then
+    return refuse(fn, 'key 2 must be ' .. shown(qkey(q, K_CANCELLED)) .. ' or left out')
   end
   if not consumer or consumer == '' then return refuse(fn, 'arguments: CONSUMER ENTRY ...') end
   err = check_ids(fn, args, 2) or check_types(fn, {{ready, 'stream'}})
@@ -520,35 +558,32 @@ jr_handback: give back entries fetched but never started (shutdown).
   index true. Returns how many were handed back.
   Runs while Redis is out of memory.
 ]]
-local function handback(keys, args)
+function handback(keys, args)
   local fn = 'jr_handback'
-  local q, err = queue_of(fn, keys, {'ready'})
+  local q, err = queue_of(fn, keys, {K_READY})
   if not q then return err end
   local ready, consumer, n = keys[1], args[1], 0
   if not consumer or consumer == '' then return refuse(fn, 'arguments: CONSUMER ENTRY ...') end
-  local ids, cancelled = aux(index_key(q), 'hash'), aux(cancelled_key(q), 'hash')
+  local ids, cancelled = aux(qkey(q, K_IDS), 'hash'), aux(qkey(q, K_CANCELLED), 'hash')
   err = check_ids(fn, args, 2) or check_types(fn, {{ready, 'stream'}}) or check_room(fn, ready)
   if err then return err end
   if not grouped(ready) then return 0 end
+  local k = {q = q, ready = ready, ids = ids}
   for i = 2, #args do
     if owner(ready, args[i]) == consumer then
       local e = redis.call('XRANGE', ready, args[i], args[i])
       if not (e[1] and too_large(e[1][2])) then
         local was_cancelled = flag_take(cancelled, args[i])
         if e[1] then
-          local m, rest = to_map(e[1][2])
-          local id = m.id or args[i]
+          local id, m, rest = entry_env(args[i], e[1][2])
           if was_cancelled then
             index_forget(ids, id, args[i])
           else
-            m.id = nil
-            if m.e == nil then m.e = id_ms(args[i]) end
-            index_set(ids, id, redis.call('XADD', ready, '*', 'id', id, unpack(to_flat(m, rest))))
+            requeue(k, id, m, rest)
             n = n + 1
           end
         end
-        redis.call('XACK', ready, GROUP, args[i])
-        redis.call('XDEL', ready, args[i])
+        ack_delete(ready, args[i])
       end
     end
   end
@@ -563,32 +598,34 @@ jr_dead_retry: run dead jobs again, attempts reset.
   buried whole (a raw field: garbage, or too large to copy), stays in the
   dead stream. Returns how many were re-enqueued.
 ]]
-local function dead_retry(keys, args)
+function dead_retry(keys, args)
   local fn = 'jr_dead_retry'
-  local q, err = queue_of(fn, keys, {'dead', 'ready'})
+  local q, err = queue_of(fn, keys, {K_DEAD, K_READY})
   if not q then return err end
   local dead, ready, n = keys[1], keys[2], 0
-  local ids = index_key(q)
+  local ids = qkey(q, K_IDS)
   err = check_ids(fn, args, 1) or check_types(fn, {{dead, 'stream'}, {ready, 'stream'}, {ids, 'hash'}}) or
         check_room(fn, ready)
   if err then return err end
+  local k = {q = q, ready = ready, ids = ids}
   for _, entry in ipairs(args) do
     local e = redis.call('XRANGE', dead, entry, entry)
     if e[1] and not too_large(e[1][2], 4) then
+      -- not entry_env: e absent stays absent (the entry id is when it died)
       local m, rest = to_map(e[1][2])
-      local runnable = m.h and m.h ~= ''
+      local runnable = m[F_HANDLER] and m[F_HANDLER] ~= ''
       for i = 1, #rest, 2 do
-        if rest[i] == 'raw' then runnable = false end
+        if rest[i] == F_RAW then runnable = false end
       end
       if runnable then
         -- the first `why` is the one bury added
         for i = 1, #rest, 2 do
-          if rest[i] == 'why' then table.remove(rest, i); table.remove(rest, i); break end
+          if rest[i] == F_WHY then table.remove(rest, i); table.remove(rest, i); break end
         end
-        local id = m.id or entry
-        m.id, m.a, m.err, m.d = nil, nil, nil, nil
+        local id = m[F_ID] or entry
+        m[F_ID], m[F_ATTEMPT], m[F_ERROR], m[F_DUE] = nil, nil, nil, nil
         ensure_group(ready)
-        index_set(ids, id, redis.call('XADD', ready, '*', 'id', id, unpack(to_flat(m, rest))))
+        requeue(k, id, m, rest)
         redis.call('XDEL', dead, entry)
         n = n + 1
       end
@@ -597,3 +634,4 @@ local function dead_retry(keys, args)
   return n
 end
 
+end -- 30-worker.lua

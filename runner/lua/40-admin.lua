@@ -1,4 +1,15 @@
 --[[
+40-admin.lua: the registry of queues, the lookup and change of one job by
+its id (the CLI's job show, cancel, run-now, delete), the page of delayed
+jobs, the clean-up of stopped consumers and processes, the version. The
+names of this part are local to its do-block (the joined chunk may hold at
+most 200 locals at once), but for the functions it gives the registration
+list.
+]]
+local version, register, queues, job_locate, job_cancel, job_run_now, job_delete, delayed_page, prune_consumers, procs_forget
+do -- 40-admin.lua
+
+--[[
 jr_register
   KEYS: jr:{queues} jr:{queues}:wake
   ARGV: queue names (each 1-128 characters of A-Z a-z 0-9 _ . : -)
@@ -17,7 +28,7 @@ local function registry_keys(fn, keys)
   return nil
 end
 
-local function register(keys, args)
+function register(keys, args)
   local fn = 'jr_register'
   local err = registry_keys(fn, keys)
   if err then return err end
@@ -37,7 +48,7 @@ local function register(keys, args)
   return added
 end
 
-local function queues(keys)
+function queues(keys)
   local err = registry_keys('jr_queues', keys)
   if err then return err end
   local r = {last_wake(keys[2])}
@@ -46,7 +57,7 @@ local function queues(keys)
 end
 
 -- The contract version of this library (docs/redis-contract.md).
-local function version()
+function version()
   return '1'
 end
 
@@ -107,7 +118,7 @@ local function in_delayed(k, id, min, max)
         local flat = {}
         for i = 4, n do flat[#flat + 1] = items[i] end
         local m = to_map(flat)
-        return {state = (tonumber(m.a) or 1) > 1 and 'retrying' or 'delayed', member = packed,
+        return {state = (tonumber(m[F_ATTEMPT]) or 1) > 1 and 'retrying' or 'delayed', member = packed,
                 score = ms_str(tonumber(sc)), flat = flat}
       end
     end
@@ -137,7 +148,7 @@ local function in_wheel(k, id, n, start)
   local jid, us, flat = wheel_decode(item, start)
   if not jid or jid ~= id then return nil end
   local m = to_map(flat)
-  return {state = (tonumber(m.a) or 1) > 1 and 'retrying' or 'delayed', bucket = bk, pos = lo, n = n,
+  return {state = (tonumber(m[F_ATTEMPT]) or 1) > 1 and 'retrying' or 'delayed', bucket = bk, pos = lo, n = n,
           score = ms_str(us / 1000), flat = flat}
 end
 
@@ -147,7 +158,7 @@ local function in_stream(k, id, entry)
   local e = redis.call('XRANGE', k.ready, entry, entry)[1]
   if not e then return nil end
   local m = to_map(e[2])
-  if (m.id or entry) ~= id then return nil end
+  if (m[F_ID] or entry) ~= id then return nil end
   local r = {state = 'ready', entry = entry, flat = e[2]}
   if grouped(k.ready) then
     local p = redis.call('XPENDING', k.ready, GROUP, entry, entry, 1)[1]
@@ -165,7 +176,7 @@ local function in_dead(k, id)
       local m = to_map(e[2])
       -- a dead entry is this job when its id field says so, or (garbage
       -- kept whole, with no id) when its own entry id is the job id
-      if m.id == id or (m.id == nil and e[1] == id) then return {state = 'dead', entry = e[1], flat = e[2]} end
+      if m[F_ID] == id or (m[F_ID] == nil and e[1] == id) then return {state = 'dead', entry = e[1], flat = e[2]} end
     end
     if #page < 1000 then return nil end
     from = '(' .. page[#page][1]
@@ -207,38 +218,41 @@ local function locate(k, id)
   return nil
 end
 
--- Check the keys (jr:{Q}:<names>, then jr:{Q}:uniq:ID if `uniq`) and the
--- one argument ID of a job function. Returns k (keys by name) and id, or
--- nil and an error reply.
-local JOB_KEY_TYPES = {ready = 'stream', delayed = 'zset', ids = 'hash', cancelled = 'hash', dead = 'stream'}
+-- Check the keys (the keys of queue Q that `names` name, see JOB_KEYS,
+-- then jr:{Q}:uniq:ID if `uniq`) and the one argument ID of a job function.
+-- Returns k (keys by name) and id, or nil and an error reply.
+local JOB_KEYS = {ready = {K_READY, 'stream'}, delayed = {K_DELAYED, 'zset'}, ids = {K_IDS, 'hash'},
+                  cancelled = {K_CANCELLED, 'hash'}, dead = {K_DEAD, 'stream'}}
 local function job_call(fn, keys, args, names, uniq)
-  local q, err = queue_of(fn, keys, names, uniq)
+  local suffixes = {}
+  for i, n in ipairs(names) do suffixes[i] = JOB_KEYS[n][1] end
+  local q, err = queue_of(fn, keys, suffixes, uniq)
   if not q then return nil, err end
   local id = args[1]
   if #args ~= 1 or id == '' or #id > ID_MAX then
     return nil, refuse(fn, 'argument: ID (1..' .. ID_MAX .. ' bytes), got ' .. #args .. ' arguments')
   end
-  local k, spec = {q = q}, {{wheel_key(q), 'zset'}}
+  local k, spec = {q = q}, {{qkey(q, K_WHEEL), 'zset'}}
   for i, n in ipairs(names) do
     k[n] = keys[i]
-    spec[#spec + 1] = {keys[i], JOB_KEY_TYPES[n]}
+    spec[#spec + 1] = {keys[i], JOB_KEYS[n][2]}
   end
   -- a job index holding garbage is not used (revision 15): the job is
   -- found by its id's form alone, as a job written before the index
   if k.ids and not aux(k.ids, 'hash') then
     k.ids = nil
     for i = #spec, 1, -1 do
-      if spec[i][2] == 'hash' and spec[i][1] == index_key(q) then table.remove(spec, i) end
+      if spec[i][2] == 'hash' and spec[i][1] == qkey(q, K_IDS) then table.remove(spec, i) end
     end
   end
   if uniq then
-    local want = 'jr:{' .. q .. '}:uniq:' .. id
+    local want = qkey(q, K_UNIQ .. ':' .. id)
     if #keys ~= #names + 1 or keys[#names + 1] ~= want then
       return nil, refuse(fn, 'key ' .. (#names + 1) .. ' must be ' .. shown(want) .. ' (and no more keys)')
     end
     k.uniq = want
   end
-  err = check_types(fn, spec) or check_seq(fn, wheel_count_key(q), 1)
+  err = check_types(fn, spec) or check_seq(fn, qkey(q, K_WHEEL_N), 1)
   if err then return nil, err end
   return k, id
 end
@@ -257,11 +271,11 @@ end
 -- with its index member. The counter was checked by job_call.
 local function wheel_forget(k, r)
   redis.call('LSET', r.bucket, r.pos, cmsgpack.pack(r.n))
-  redis.call('DECR', wheel_count_key(k.q))
+  redis.call('DECR', qkey(k.q, K_WHEEL_N))
   while is_tombstone(redis.call('LINDEX', r.bucket, 0)) do redis.call('LPOP', r.bucket) end
   while is_tombstone(redis.call('LINDEX', r.bucket, -1)) do redis.call('RPOP', r.bucket) end
   if redis.call('EXISTS', r.bucket) == 0 then
-    redis.call('ZREM', wheel_key(k.q), string.match(r.bucket, ':(%d+)$'))
+    redis.call('ZREM', qkey(k.q, K_WHEEL), string.match(r.bucket, ':(%d+)$'))
   end
 end
 
@@ -299,7 +313,7 @@ jr_locate: where a job is, read atomically (flag no-writes).
   job ("", 0, 0 otherwise); fields the job's field/value list (a stream or
   dead entry as stored; a delayed member without its leading id).
 ]]
-local function job_locate(keys, args)
+function job_locate(keys, args)
   local k, id = job_call('jr_locate', keys, args, {'ready', 'delayed', 'ids', 'dead'})
   if not k then return id end
   local r = locate(k, id)
@@ -321,7 +335,7 @@ jr_cancel: cancel one job.
   is not looked for). Locating and changing are one atomic step, so a
   promotion or fetch can never make a job both cancelled and run.
 ]]
-local function job_cancel(keys, args)
+function job_cancel(keys, args)
   local k, id = job_call('jr_cancel', keys, args, {'ready', 'delayed', 'ids', 'cancelled'}, true)
   if not k then return id end
   local r = locate(k, id)
@@ -342,7 +356,7 @@ jr_run_now: make a delayed or retrying job ready now.
   stream entry (the job keeps its id, attempt and fields); for ready and
   running, its entry, unchanged; {"not found", ""} otherwise.
 ]]
-local function job_run_now(keys, args)
+function job_run_now(keys, args)
   local fn = 'jr_run_now'
   local k, id = job_call(fn, keys, args, {'ready', 'delayed', 'ids'})
   if not k then return id end
@@ -352,7 +366,7 @@ local function job_run_now(keys, args)
   local err = check_room(fn, k.ready)
   if err then return err end
   ensure_group(k.ready)
-  local e = redis.call('XADD', k.ready, '*', 'id', id, unpack(r.flat))
+  local e = redis.call('XADD', k.ready, '*', F_ID, id, unpack(r.flat))
   if r.member then redis.call('ZREM', k.delayed, r.member) else wheel_forget(k, r) end
   index_set(k.ids, id, e)
   return {r.state, e}
@@ -367,7 +381,7 @@ jr_delete: delete one job that is not running.
   tombstone "deleted" (see tombstone). A running job is left alone
   (use jr_cancel). Returns {state, 1 if deleted else 0}.
 ]]
-local function job_delete(keys, args)
+function job_delete(keys, args)
   local k, id = job_call('jr_delete', keys, args, {'ready', 'delayed', 'ids', 'dead'}, true)
   if not k then return id end
   local r = locate(k, id)
@@ -395,15 +409,15 @@ no-writes), for `jobrunner jobs --state delayed`.
   "w<start>/<position>"), each bucket in enqueue order (by n). A bucket
   item that is not a job is returned as stored, scored at its bucket's start.
 ]]
-local function delayed_page(keys, args)
+function delayed_page(keys, args)
   local fn = 'jr_delayed_page'
-  local q, err = queue_of(fn, keys, {'delayed'})
+  local q, err = queue_of(fn, keys, {K_DELAYED})
   if not q then return err end
   local cursor, limit = args[1], int_arg(args[2])
   if #args ~= 2 or not limit or limit < 1 or limit > 10000 then
     return refuse(fn, 'arguments: CURSOR ("" or one a page returned) COUNT (1..10000)')
   end
-  local wheel = wheel_key(q)
+  local wheel = qkey(q, K_WHEEL)
   err = check_types(fn, {{keys[1], 'zset'}, {wheel, 'zset'}})
   if err then return err end
   init_upvalues()
@@ -479,7 +493,7 @@ end
 -- entries and a consumer could get one between a separate check and the
 -- delete. KEYS: ready stream. ARGV: min_idle_ms, live consumer names...
 -- Returns how many consumers were removed (0 without stream or group).
-local function prune_consumers(keys, args)
+function prune_consumers(keys, args)
   local min_idle = tonumber(args[1])
   if not min_idle or min_idle < 0 then return redis.error_reply('ERR min_idle_ms must be a number >= 0') end
   local live = {}
@@ -505,7 +519,7 @@ end
 -- again between a reader's look and its removal stays listed (its later
 -- refreshes only renew the entry's time to live, not the index).
 -- ARGV: names. Returns how many were forgotten.
-local function procs_forget(keys, args)
+function procs_forget(keys, args)
   local n = 0
   for _, name in ipairs(args) do
     if redis.call('EXISTS', keys[1] .. ':' .. name) == 0 then
@@ -515,3 +529,4 @@ local function procs_forget(keys, args)
   return n
 end
 
+end -- 40-admin.lua

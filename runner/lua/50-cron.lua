@@ -1,4 +1,12 @@
 --[[
+50-cron.lua: the periodic schedules. The names of this part are local to
+its do-block (the joined chunk may hold at most 200 locals at once), but
+for the functions it gives the registration list.
+]]
+local cron_set, cron_del, cron_fired, cron_list
+do -- 50-cron.lua
+
+--[[
 Periodic schedules (one slot, {cron}):
   jr:{cron}       hash: schedule name -> definition (JSON object: handler,
                   queue, payload?, cron | every_ms, timezone, missed, enabled)
@@ -38,7 +46,7 @@ local function cron_keys(fn, keys, want)
   return check_types(fn, {{CRON_KEYS[1], 'hash'}, {CRON_KEYS[2], 'hash'}, {CRON_KEYS[3], 'stream'}})
 end
 
-local function cron_set(keys, args)
+function cron_set(keys, args)
   local fn = 'jr_cron_set'
   local err = cron_keys(fn, keys, {1, 3})
   if err then return err end
@@ -68,7 +76,7 @@ local function cron_set(keys, args)
   return 1
 end
 
-local function cron_del(keys, args)
+function cron_del(keys, args)
   local fn = 'jr_cron_del'
   local err = cron_keys(fn, keys, {1, 2, 3})
   if err then return err end
@@ -81,7 +89,7 @@ local function cron_del(keys, args)
   return 1
 end
 
-local function cron_fired(keys, args)
+function cron_fired(keys, args)
   local fn = 'jr_cron_fired'
   local err = cron_keys(fn, keys, {1, 2})
   if err then return err end
@@ -96,7 +104,7 @@ local function cron_fired(keys, args)
   return 1
 end
 
-local function cron_list(keys)
+function cron_list(keys)
   local err = cron_keys('jr_cron_list', keys, {1, 2, 3})
   if err then return err end
   local r = {last_wake(keys[3])}
@@ -108,3 +116,5 @@ local function cron_list(keys)
   end
   return r
 end
+
+end -- 50-cron.lua

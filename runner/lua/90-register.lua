@@ -1,4 +1,3 @@
-
 --[[
 The registration list: every function of the library, one row each {name,
 function, flag}, registered by the one loop below. Flags:

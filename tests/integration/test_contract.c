@@ -1,4 +1,4 @@
-/* The Redis-side contract (runner/lua/jobrunner.lua) under hostile input,
+/* The Redis-side contract (the function library, runner/lua/) under hostile input,
  * against a real redis-server: garbage in every key is dead-lettered, never
  * dropped or repeated; every function is all or nothing (a refused call
  * changes no key); the bounds of jr_limits.h hold in Lua and C alike; the
