@@ -1,5 +1,5 @@
 #!lua name=jobrunner
--- jobrunner: contract 1, revision 16.
+-- jobrunner: contract 1, revision 17.
 -- (Raise the revision with every change to any part of the library; tests/lua_revision.sh checks.
 -- A jobrunner process never replaces a newer revision loaded in Redis.)
 --[[
@@ -43,10 +43,12 @@ Keys of queue Q (all share the hash tag {Q}, so every call touches one slot):
   jr:{Q}:stats    hash: processed, failed, and a 60-slot ring t<k>/c<k>
 Not of one queue (each its own slot):
   jr:{queues}        set of queue names (the registry); jr:{queues}:wake stream
-  jr:{queues}:paused hash: paused queues (written by the CLI, not here);
-  jr:{queues}:resumed never written: workers block on it
+  jr:{queues}:paused hash: paused queues (jobrunner pause writes it, not
+                     this library); jr:{queues}:resumed never written:
+                     workers block on it
   jr:{procs}         sorted set of live processes; jr:{procs}:<name> hash
-                     with TTL, one process (written by the processes)
+                     with TTL, one process (the processes write them;
+                     jr_procs_forget removes names of dead ones)
   jr:{cron}          hash: periodic schedules; jr:{cron}:last hash: the
                      latest tick fired; jr:{cron}:wake stream (50-cron.lua)
   jr:{lib}:loading, jr:{lib}:fence  the library-load lock and fence
@@ -76,20 +78,15 @@ local ID_MAX = 158                -- JR_JOB_ID_MAX: longest job id, bytes
 local HANDLER_MAX = 64            -- JR_HANDLER_NAME_MAX: longest handler name
 local CRON_NAME_MAX = 100         -- JR_CRON_NAME_MAX: longest schedule name
 local PROMOTE_MAX = 100000        -- largest LIMIT of one jr_promote call
--- The C side's default idempotency window (the CLI's, the client's): this
--- library takes UNIQ_MS from its caller, so the line is only compared.
-local DAY_MS = 86400000 -- JR_DAY_MS
 -- An entry or delayed member with more field/value pairs than this cannot be
 -- copied field by field (Lua's unpack stops near 8000 values, cmsgpack.pack
 -- at 4000): it is buried whole, nothing lost. A real envelope has at most 10.
 local FIELDS_MAX = 1000
 
--- The field names the library writes into entries: the envelope
--- (docs/redis-contract.md, The envelope), what the dead stream adds, and the
--- one field of a wake entry. And the suffixes of the keys of a queue Q: the
--- key is jr:{Q}:<suffix> (qkey); a bucket is K_WHEEL .. ':<start>', an
--- idempotency key K_UNIQ .. ':<id>'. One line each, in this form: a test
--- (tests/integration/test_contract.c) compares them with the C side.
+-- The names of runner/src/contract.h, as literals, one line per entry of its
+-- lists and no other F_/K_ line: a test (tests/integration/test_contract.c)
+-- checks that they equal JR_ENVELOPE_FIELDS (F_<NAME>: the fields of a job's
+-- stream entry) and JR_QUEUE_KEYS (K_<NAME>: key jr:{Q}:<suffix> of queue Q).
 local F_ID = 'id'
 local F_HANDLER = 'h'
 local F_PAYLOAD = 'p'
@@ -102,7 +99,6 @@ local F_DUE = 'd'
 local F_ERROR = 'err'
 local F_WHY = 'why'
 local F_RAW = 'raw'
-local F_WAKE = 'w'
 local K_READY = 'ready'
 local K_DELAYED = 'delayed'
 local K_WAKE = 'wake'
@@ -113,10 +109,13 @@ local K_CANCELLED = 'cancelled'
 local K_STATS = 'stats'
 local K_WHEEL = 'wheel'
 local K_WHEEL_N = 'wheel:n'
-local K_UNIQ = 'uniq'
+local DAY_MS = 86400000 -- JR_DAY_MS: one day, the default idempotency window of jobrunner's producers
 
--- The key of queue q with that suffix (K_*).
+-- The key of queue q with that suffix (K_*), and the keys with a variable
+-- part: the idempotency key jr:{Q}:uniq:<id> of a job id (as jr_uniq_key
+-- builds it in C); a time-wheel bucket is bucket_key (10-enqueue.lua).
 local function qkey(q, suffix) return 'jr:{' .. q .. '}:' .. suffix end
+local function uniq_key(q, id) return qkey(q, 'uniq:' .. id) end
 
 --[[
 The rules of the values: one function per value, the same rules and words
@@ -287,8 +286,9 @@ local function ensure_group(ready)
   end
 end
 
+-- Add the one entry of a wake stream (its field is no envelope field).
 local function poke(wake)
-  redis.call('XADD', wake, 'MAXLEN', '1', '*', F_WAKE, '1')
+  redis.call('XADD', wake, 'MAXLEN', '1', '*', 'w', '1')
 end
 
 -- Id of the last wake entry ("0-0" if none): a scheduler XREADs after it.
@@ -390,7 +390,6 @@ local function check_seq(fn, seq, n)
   end
   return nil
 end
-
 
 -- Field names in canonical order (docs/redis-contract.md).
 local ORDER = {F_HANDLER, F_PAYLOAD, F_ATTEMPT, F_MAX, F_TIMEOUT, F_BACKOFF, F_ENQUEUED, F_DUE, F_ERROR}

@@ -334,7 +334,7 @@ local function enqueue(keys, args)
   local when, id = args[1], args[2]
   local window, werr = window_arg(fn, args[3])
   if not window then return werr end
-  local uniq = qkey(q, K_UNIQ .. ':' .. id)
+  local uniq = uniq_key(q, id)
   if id ~= '' and (#keys ~= 5 or keys[5] ~= uniq) then
     return refuse(fn, 'an explicit id needs key 5 = ' .. shown(uniq))
   elseif id == '' and #keys ~= 4 then
@@ -402,7 +402,7 @@ local function enqueue_many(keys, args)
     local uniq = false
     if id ~= '' then
       nuniq = nuniq + 1
-      uniq = qkey(q, K_UNIQ .. ':' .. id)
+      uniq = uniq_key(q, id)
       if keys[4 + nuniq] ~= uniq then
         return refuse(fn, 'key ' .. (4 + nuniq) .. ' must be ' .. shown(uniq) .. ', the uniq key of job ' .. nj)
       end
@@ -481,15 +481,17 @@ end
 --[[
 The decoder of the two stored formats, a delayed-set member (id, field,
 value, ...) and a bucket item (n, due offset, id, E, field, value, ...: see
-The time wheel): both a msgpack sequence of `head` values, then
-field/value strings among which a non-empty h. decode_member and
-wheel_decode take it in steps (unpack_seq, the format's head, strings_why,
-pairs_why; the member checks the length of its id before pairs_why, as it
-always did, so that every message stays the same). They
-never raise: cmsgpack runs under pcall and never returns more values than
-Lua's stack takes. The promotion's fast paths (20-promote.lua) decode the
-usual small member or item without a table and leave anything else to
-these, which say what is wrong.
+The time wheel): both a msgpack sequence of `head` values, then field/value
+strings among which a non-empty h. decode_member and wheel_decode take it
+in the same steps (unpack_seq, the format's head, strings_why, pairs_why;
+the member checks the length of its id before pairs_why, as it always did,
+so that every message stays the same). They never raise: cmsgpack runs
+under pcall and never returns more values than Lua's stack takes. The
+promotion's fast paths (20-promote.lua: promote_one, wheel_decode_fast,
+wheel_xadd_fast) decode the usual small member or item straight from
+cmsgpack's values, without a table, and leave anything else to these,
+which say what is wrong: folding them into this decoder would cost a table
+and a loop per job promoted.
 ]]
 -- The values of the sequence `packed` of `head` values and at most
 -- FIELDS_MAX field/value pairs: n and r as collect gives them (r[1], r[2]

@@ -230,7 +230,7 @@ function ack_follow(keys, args)
     local tg, uniq = targets[t], nil
     if id ~= '' then
       nuniq = nuniq + 1
-      uniq = qkey(tg.name, K_UNIQ .. ':' .. id)
+      uniq = uniq_key(tg.name, id)
       if keys[1 + 4 * nq + nuniq] ~= uniq then
         return refuse(fn, 'key ' .. (1 + 4 * nq + nuniq) .. ' must be ' .. shown(uniq) .. ', the uniq key of follow-up ' .. nj)
       end

@@ -246,7 +246,7 @@ local function job_call(fn, keys, args, names, uniq)
     end
   end
   if uniq then
-    local want = qkey(q, K_UNIQ .. ':' .. id)
+    local want = uniq_key(q, id)
     if #keys ~= #names + 1 or keys[#names + 1] ~= want then
       return nil, refuse(fn, 'key ' .. (#names + 1) .. ' must be ' .. shown(want) .. ' (and no more keys)')
     end

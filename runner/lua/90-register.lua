@@ -5,8 +5,8 @@ function, flag}, registered by the one loop below. Flags:
              functions that finish or free work. The ones that add work
              have no flag and are refused with Redis's OOM error: that is
              the producer's backpressure.
-  no-writes  reads only (runs on a replica too, and under a read-only script
-             context).
+  no-writes  reads only: FCALL_RO may call it, and a read-only replica
+             runs it.
 (A numeric for: a library cannot read globals such as ipairs while it
 loads.)
 ]]

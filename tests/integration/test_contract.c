@@ -1,4 +1,4 @@
-/* The Redis-side contract (the function library, runner/lua/) under hostile input,
+/* The Redis-side contract (runner/lua/) under hostile input,
  * against a real redis-server: garbage in every key is dead-lettered, never
  * dropped or repeated; every function is all or nothing (a refused call
  * changes no key); the bounds of jr_limits.h hold in Lua and C alike; the
@@ -25,6 +25,10 @@
 #include "redis_sched.h"
 #include "redis_worker.h"
 #include "redis_admin.h"
+
+/* The source of the function library, as Redis is given it: the file the
+ * build joins from runner/lua/. */
+#define JRT_LUA_SOURCE JRT_LUA_LIBRARY
 
 static jrt_redis_t R;
 static redisContext *C; /* raw hiredis connection */
@@ -656,7 +660,7 @@ Test(contract, refused_enqueue_with_an_id_leaves_no_uniq_key) {
 /* ---- bounds: one schema (jr_limits.h), in Lua and C alike ---- */
 
 Test(contract, lua_limits_equal_limits_h) {
-    char *src = jrt_slurp(JRT_LUA_LIBRARY);
+    char *src = jrt_slurp(JRT_LUA_SOURCE);
     struct {
         const char *name;
         long long c;
@@ -1996,7 +2000,7 @@ Test(contract, c_and_lua_rules_agree_on_random_values, .timeout = 120) {
 /* The literal maxima of the Lua rules block are those of jr_limits.h and
  * cron.h (the test above checks the behaviour; this one the source). */
 Test(contract, lua_rule_maxima_equal_the_c_constants) {
-    char *src = jrt_slurp(JRT_LUA_LIBRARY);
+    char *src = jrt_slurp(JRT_LUA_SOURCE);
     struct {
         const char *name;
         long long c;
