@@ -262,16 +262,6 @@ typedef struct {
     size_t section_line[NKEYS]; /* same for the section starting at row i */
 } loader_t;
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 static size_t ev_line(const loader_t *ld) { return ld->ev.start_mark.line + 1; }
 
 /* Report "NAME:LINE: KEY: message" at the current event ("NAME: KEY:
@@ -285,10 +275,10 @@ static int fail(loader_t *ld, const char *key, const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     if (ld->no_lines)
-        set_err(ld->err, ld->errlen, "%s%s%s%s%s", ld->name, *ld->name ? ": " : "", key ? key : "",
+        jr_errf(ld->err, ld->errlen, "%s%s%s%s%s", ld->name, *ld->name ? ": " : "", key ? key : "",
                 key ? ": " : "", msg);
     else
-        set_err(ld->err, ld->errlen, "%s:%zu: %s%s%s", ld->name, ev_line(ld), key ? key : "",
+        jr_errf(ld->err, ld->errlen, "%s:%zu: %s%s%s", ld->name, ev_line(ld), key ? key : "",
                 key ? ": " : "", msg);
     return JR_EINVAL;
 }
@@ -305,7 +295,7 @@ static int next(loader_t *ld) {
     }
     const yaml_parser_t *p = &ld->parser;
     if (p->error == YAML_MEMORY_ERROR) {
-        set_err(ld->err, ld->errlen, "%s: %s", ld->name, jr_strerror(JR_ENOMEM));
+        jr_errf(ld->err, ld->errlen, "%s: %s", ld->name, jr_strerror(JR_ENOMEM));
         return JR_ENOMEM;
     }
     size_t line = p->problem_mark.line + 1;
@@ -315,7 +305,7 @@ static int next(loader_t *ld) {
     }
     char where[32] = "";
     if (!ld->no_lines) snprintf(where, sizeof where, ":%zu", line);
-    set_err(ld->err, ld->errlen, "%s%s: YAML syntax error: %s%s%s%s", ld->name, where,
+    jr_errf(ld->err, ld->errlen, "%s%s: YAML syntax error: %s%s%s%s", ld->name, where,
             p->problem ? p->problem : "unknown problem", p->context ? " (" : "",
             p->context ? p->context : "", p->context ? ")" : "");
     return JR_EINVAL;
@@ -382,14 +372,14 @@ static int parse_value(const key_def_t *d, const char *v, void *field, char *why
     }
     case T_QUEUE:
         if (!queue_name_ok(v)) {
-            set_err(why, whylen, "bad queue name \"%s\" (must be %s)", v, QUEUE_RULE);
+            jr_errf(why, whylen, "bad queue name \"%s\" (must be %s)", v, QUEUE_RULE);
             return JR_EINVAL;
         }
         break;
     case T_DURATION: {
         char range[JR_ERRLEN];
         if (jr_duration_parse_range(v, d->min, d->max, (int64_t *)field, range, sizeof range)) {
-            set_err(why, whylen, "%s, got \"%s\"", range, v);
+            jr_errf(why, whylen, "%s, got \"%s\"", range, v);
             return JR_EINVAL;
         }
         return 0;
@@ -397,7 +387,7 @@ static int parse_value(const key_def_t *d, const char *v, void *field, char *why
     case T_INT: {
         int64_t n;
         if (parse_int64(v, &n) || n < d->min || n > d->max) {
-            set_err(why, whylen, "must be an integer from %lld to %lld, got \"%s\"",
+            jr_errf(why, whylen, "must be an integer from %lld to %lld, got \"%s\"",
                     (long long)d->min, (long long)d->max, v);
             return JR_EINVAL;
         }
@@ -415,10 +405,10 @@ static int parse_value(const key_def_t *d, const char *v, void *field, char *why
         for (int i = 0; d->names[i]; i++)
             snprintf(choices + strlen(choices), sizeof choices - strlen(choices), "%s%s",
                      i ? (d->names[i + 1] ? ", " : " or ") : "", d->names[i]);
-        set_err(why, whylen, "must be %s, got \"%s\"", choices, v);
+        jr_errf(why, whylen, "must be %s, got \"%s\"", choices, v);
         return JR_EINVAL;
     default:
-        set_err(why, whylen, "internal error: not a scalar key");
+        jr_errf(why, whylen, "internal error: not a scalar key");
         return JR_EINVAL;
     }
     /* T_URL, T_ADDR and T_QUEUE: replace the string. */
@@ -738,14 +728,14 @@ static int load_schedule(loader_t *ld, jr_cron_def_t *d, const char *at, strset_
     if (!d->tz && !(d->tz = strdup("UTC"))) return JR_ENOMEM;
     const char *missing = !d->name ? "name" : !d->handler ? "handler" : NULL;
     if (missing || !d->cron == !d->every_ms) {
-        set_err(ld->err, ld->errlen, "%s:%zu: %s: %s", ld->name, line0, entry,
+        jr_errf(ld->err, ld->errlen, "%s:%zu: %s: %s", ld->name, line0, entry,
                 missing ? (!d->name ? "the key name is missing" : "the key handler is missing")
                         : "give exactly one of cron and every");
         return JR_EINVAL;
     }
     char why[JR_ERRLEN];
     if (jr_cron_def_check(d, why, sizeof why)) {
-        set_err(ld->err, ld->errlen, "%s:%zu: %s: %s", ld->name, line0, entry, why);
+        jr_errf(ld->err, ld->errlen, "%s:%zu: %s: %s", ld->name, line0, entry, why);
         return JR_EINVAL;
     }
     return strset_add(names, d->name, line0);
@@ -936,7 +926,7 @@ static int load_doc(jr_config_t *cfg, const char *yaml, size_t len, const char *
     memset(&ld, 0, sizeof ld);
     ld.no_lines = no_lines;
     if (!yaml_parser_initialize(&ld.parser)) {
-        set_err(err, errlen, "%s: %s", name, jr_strerror(JR_ENOMEM));
+        jr_errf(err, errlen, "%s: %s", name, jr_strerror(JR_ENOMEM));
         return JR_ENOMEM;
     }
     yaml_parser_set_input_string(&ld.parser, (const unsigned char *)yaml, len);
@@ -952,7 +942,7 @@ static int load_doc(jr_config_t *cfg, const char *yaml, size_t len, const char *
     finish_handlers(cfg);
     strset_free(&ld.handler_names);
     free(ld.handler_lines);
-    if (rc == JR_ENOMEM) set_err(err, errlen, "%s: %s", name, jr_strerror(rc));
+    if (rc == JR_ENOMEM) jr_errf(err, errlen, "%s: %s", name, jr_strerror(rc));
     if (ld.have_ev) yaml_event_delete(&ld.ev);
     yaml_parser_delete(&ld.parser);
     return rc;
@@ -966,7 +956,7 @@ int jr_config_load_string(jr_config_t *cfg, const char *yaml, size_t len, const 
 int jr_config_load_file(jr_config_t *cfg, const char *path, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        jr_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return JR_EIO;
     }
     char *buf = NULL;
@@ -978,7 +968,7 @@ int jr_config_load_file(jr_config_t *cfg, const char *path, char *err, size_t er
             char *nb = realloc(buf, cap);
             if (!nb) {
                 rc = JR_ENOMEM;
-                set_err(err, errlen, "%s: %s", path, jr_strerror(rc));
+                jr_errf(err, errlen, "%s: %s", path, jr_strerror(rc));
                 break;
             }
             buf = nb;
@@ -988,7 +978,7 @@ int jr_config_load_file(jr_config_t *cfg, const char *path, char *err, size_t er
         if (n == 0) {
             if (ferror(f)) {
                 rc = JR_EIO;
-                set_err(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+                jr_errf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
             }
             break;
         }
@@ -1045,7 +1035,7 @@ static int set_from_text(jr_config_t *cfg, const key_def_t *d, const char *v, co
     if (flow) {
         for (const char *p = v; *p; p++)
             if ((unsigned char)*p < 0x20) {
-                set_err(err, errlen, "%s%s%s%s%s: YAML flow syntax must be on one line", name,
+                jr_errf(err, errlen, "%s%s%s%s%s: YAML flow syntax must be on one line", name,
                         *name ? ": " : "", d->section, row_is_section(d) ? "" : ".",
                         row_is_section(d) ? "" : d->key);
                 return JR_EINVAL;
@@ -1055,7 +1045,7 @@ static int set_from_text(jr_config_t *cfg, const key_def_t *d, const char *v, co
     size_t cap = strlen(d->section) + strlen(d->key) + 16 + (n + 1) * 8;
     char *doc = n < SIZE_MAX / 16 ? malloc(cap) : NULL;
     if (!doc) {
-        set_err(err, errlen, "%s", jr_strerror(JR_ENOMEM));
+        jr_errf(err, errlen, "%s", jr_strerror(JR_ENOMEM));
         return JR_ENOMEM;
     }
     char *w = doc;
@@ -1098,7 +1088,7 @@ int jr_config_set(jr_config_t *cfg, const char *key, const char *value, char *er
             !strcmp(d->key, dot + 1) && !row_is_section(d))
             return set_from_text(cfg, d, value, "", err, errlen);
     }
-    set_err(err, errlen, "%s: unknown key", key);
+    jr_errf(err, errlen, "%s: unknown key", key);
     return JR_EINVAL;
 }
 
@@ -1154,13 +1144,13 @@ int jr_queue_weight_parse(const char *arg, char *name, size_t namelen, int64_t *
         int64_t w;
         len = (size_t)(colon - arg);
         if (parse_int64(colon + 1, &w) || w < 1 || w > JR_WEIGHT_MAX) {
-            set_err(why, whylen, "weight must be an integer from 1 to %d", JR_WEIGHT_MAX);
+            jr_errf(why, whylen, "weight must be an integer from 1 to %d", JR_WEIGHT_MAX);
             return JR_EINVAL;
         }
         *weight = w;
     }
     if (jr_contract_queue_name(arg, len) || len >= namelen) {
-        set_err(why, whylen, "bad queue name (must be %s)", QUEUE_RULE);
+        jr_errf(why, whylen, "bad queue name (must be %s)", QUEUE_RULE);
         return JR_EINVAL;
     }
     memcpy(name, arg, len);

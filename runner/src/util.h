@@ -50,6 +50,10 @@ typedef struct jr_redis_url {
     int db;          /* database number, default 0 */
 } jr_redis_url_t;
 
+/* Format a message into err (errlen bytes; nothing when err is NULL or
+ * errlen 0), as snprintf: the error-message helper of the parsers. */
+void jr_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* Parse "redis://[[user:]password@]host[:port][/db]" or
  * "unix://[[user:]password@]/path/to/sock[?param&...]" with the parameters
  * db=N, user=NAME and password=SECRET (each at most once; a user or
