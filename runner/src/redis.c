@@ -783,8 +783,7 @@ int jr_redis_recv_wait(jr_redis_t *r, long long *acked) {
     freeReplyObject(rep);
     if (acked) *acked = k;
     if (k >= r->wait_replicas) return 0;
-    snprintf(r->err, sizeof r->err, "confirmed by only %lld of %d replica%s within %lld ms (redis.wait_replicas, "
-             "redis.wait_timeout)", k, r->wait_replicas, r->wait_replicas == 1 ? "" : "s",
-             (long long)r->wait_timeout_ms);
+    snprintf(r->err, sizeof r->err, "confirmed by only %lld of %d replica%s within %lld ms", k, r->wait_replicas,
+             r->wait_replicas == 1 ? "" : "s", (long long)r->wait_timeout_ms);
     return JR_EREPLICAS;
 }

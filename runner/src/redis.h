@@ -107,7 +107,7 @@ int jr_redis_append_wait(jr_redis_t *r);
 /* Read the reply of jr_redis_append_wait, waiting for it up to the command
  * timeout plus wait_timeout_ms. *acked (may be NULL) = the replicas that
  * confirmed. Returns 0 when at least N did; JR_EREPLICAS when fewer did
- * (r's error then says "confirmed by only K of N replicas within T ms"; the
+ * (r's error then says "confirmed by only K of N replica(s) within T ms"; the
  * connection stays usable); JR_EREDIS when Redis refused WAIT (its text);
  * or a transport error. */
 int jr_redis_recv_wait(jr_redis_t *r, long long *acked);

@@ -80,7 +80,7 @@ size_t jr_redis_set_enqueue_chunk(size_t jobs);
  * redis.wait_timeout goes in the write of the last call and its reply is
  * read last: when fewer than N replicas confirmed (or Redis refused WAIT),
  * the CREATED jobs become UNKNOWN (ids keeps their ids; the reason says
- * "written to the primary, but confirmed by only K of N replicas ...: it
+ * "written to the primary, but confirmed by only K of N replica(s) within T ms: it
  * may not survive a failover") and, unless an earlier error came first,
  * the call returns JR_EREPLICAS (JR_EREDIS for a refused WAIT) with that
  * text. */
