@@ -99,16 +99,16 @@ static void log_settled(const worker_t *w, op_t *o, int cancelled, const char *o
 static int recv_confirm(worker_t *w, jr_redis_t *conn) {
     int rc = jr_redis_recv_wait(conn, NULL);
     if (rc == 0) {
-        if (w->unconfirmed.on)
+        if (w->unconfirmed)
             jr_log_kv(JR_LOG_INFO, "replicas confirm the results of finished jobs again", NULL);
-        w->unconfirmed.on = 0;
+        w->unconfirmed = 0;
         return 0;
     }
     if (rc != JR_EREPLICAS && rc != JR_EREDIS) return rc;
-    if (!w->unconfirmed.on)
+    if (!w->unconfirmed)
         jr_log_kv(JR_LOG_WARN, "results of finished jobs not confirmed by the replicas: a failover may run "
                   "those jobs again", "error", jr_redis_errstr(conn), NULL);
-    w->unconfirmed.on = 1;
+    w->unconfirmed = 1;
     return 0;
 }
 
