@@ -310,7 +310,8 @@ static void ledger(int replicas) {
         cr_assert_gt(l.confirmed, 0, "no job was enqueued before the kill");
         if (replicas) {
             cr_assert_eq(l.lost, 0, "run %d: %zu confirmed enqueues lost in the failover", run, l.lost);
-            cr_assert_eq(l.again, 0, "run %d: %zu acknowledged jobs would run again", run, l.again);
+            /* (after the worker's warning, its results were not all confirmed: not a promise) */
+            if (!l.warned) cr_assert_eq(l.again, 0, "run %d: %zu acknowledged jobs would run again", run, l.again);
         }
         lost += l.lost, again += l.again;
     }
