@@ -18,6 +18,7 @@
 #include "jr.h"
 #include "jr_limits.h"
 #include "metrics.h"
+#include "redis.h"
 #include "util.h"
 
 typedef enum {
@@ -75,6 +76,8 @@ static const key_def_t keys[] = {
     {"redis", "url", T_URL, F(redis_url), NULL, 0, 0, NULL}, /* NULL: JR_DEFAULT_REDIS_URL */
     {"redis", "connect_timeout", T_DURATION, F(connect_timeout_ms), "2s", 10, 5 * MS_M, NULL},
     {"redis", "wait", T_DURATION, F(redis_wait_ms), "0s", 0, MS_H, NULL},
+    {"redis", "wait_replicas", T_INT, F(redis_wait_replicas), "0", 0, JR_WAIT_REPLICAS_MAX, NULL},
+    {"redis", "wait_timeout", T_DURATION, F(redis_wait_timeout_ms), "1s", 1, JR_WAIT_TIMEOUT_MAX_MS, NULL},
     {"log", "format", T_ENUM, F(log_format), "text", 0, 0, log_formats},
     {"log", "level", T_ENUM, F(log_level), "info", 0, 0, log_levels},
     {"plugins", "paths", T_PATHS, F(plugin_paths), NULL, 0, 0, NULL}, /* []: JR_JOBS_DIR */

@@ -40,6 +40,8 @@ typedef struct jr_config {
     char *redis_url;            /* redis.url; NULL = not configured (then JR_DEFAULT_REDIS_URL) */
     int64_t connect_timeout_ms; /* redis.connect_timeout */
     int64_t redis_wait_ms;      /* redis.wait: how long commands retry an unreachable Redis */
+    int64_t redis_wait_replicas;   /* redis.wait_replicas: replicas that must confirm enqueues and results */
+    int64_t redis_wait_timeout_ms; /* redis.wait_timeout: how long to wait for them */
 
     /* log: */
     jr_log_format_t log_format; /* log.format */

@@ -190,6 +190,8 @@ jr_redis_t *jr_redis_open(const jr_redis_opts_t *o, char *err, size_t errlen) {
         return NULL;
     }
     r->timeout_us = (timeout_ms > 0 ? timeout_ms : 2000) * 1000;
+    r->wait_replicas = o->wait_replicas > 0 ? o->wait_replicas : 0;
+    r->wait_timeout_ms = o->wait_timeout_ms > 0 ? o->wait_timeout_ms : 1000; /* WAIT N 0 would wait forever */
     struct timeval tv = {(time_t)(r->timeout_us / 1000000), (suseconds_t)(r->timeout_us % 1000000)};
     r->c = u.is_unix ? redisConnectUnixWithTimeout(u.path, tv)
                      : redisConnectWithTimeout(u.host, u.port, tv);
@@ -750,4 +752,38 @@ int jr_redis_time_ms(jr_redis_t *r, double *ms) {
 
 void jr_redis_set_timeout(jr_redis_t *r, int64_t timeout_ms) {
     if (timeout_ms > 0) r->timeout_us = timeout_ms * 1000;
+}
+
+int jr_redis_wait_replicas(const jr_redis_t *r) { return r->wait_replicas; }
+
+int jr_redis_append_wait(jr_redis_t *r) {
+    if (r->wait_replicas <= 0) return 0;
+    char n[16], ms[24];
+    snprintf(n, sizeof n, "%d", r->wait_replicas);
+    snprintf(ms, sizeof ms, "%lld", (long long)r->wait_timeout_ms);
+    const char *argv[] = {"WAIT", n, ms};
+    int rc = jri_append_argv(r, 3, argv, NULL);
+    return rc ? rc : 1;
+}
+
+int jr_redis_recv_wait(jr_redis_t *r, long long *acked) {
+    redisReply *rep;
+    int rc = jri_recv_reply(r, &rep, r->timeout_us + r->wait_timeout_ms * 1000);
+    if (rc) return rc;
+    if (rep->type == REDIS_REPLY_ERROR) {
+        jri_fail(r, JR_EREDIS, "WAIT refused: %s", rep->str);
+        freeReplyObject(rep);
+        return JR_EREDIS;
+    }
+    if (rep->type != REDIS_REPLY_INTEGER) {
+        freeReplyObject(rep);
+        return jri_fail(r, JR_EPROTO, "WAIT: unexpected reply");
+    }
+    long long k = rep->integer;
+    freeReplyObject(rep);
+    if (acked) *acked = k;
+    if (k >= r->wait_replicas) return 0;
+    snprintf(r->err, sizeof r->err, "confirmed by only %lld of %d replica%s within %lld ms", k, r->wait_replicas,
+             r->wait_replicas == 1 ? "" : "s", (long long)r->wait_timeout_ms);
+    return JR_EREPLICAS;
 }

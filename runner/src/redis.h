@@ -53,7 +53,7 @@ typedef struct jr_redis_opts {
     jr_redis_tls_t tls;            /* rediss:// only */
     int wait_replicas;             /* > 0: writes that must survive a failover wait for this many
                                       replicas (redis.wait_replicas); 0 = off */
-    int64_t wait_timeout_ms;       /* redis.wait_timeout */
+    int64_t wait_timeout_ms;       /* redis.wait_timeout; 0 = 1000 */
 } jr_redis_opts_t;
 
 /* jr_redis_connect with everything a configuration can say (o->url and
@@ -85,6 +85,32 @@ int jr_redis_load_library(jr_redis_t *r);
 long jr_redis_library_kept(const jr_redis_t *r);
 /* Parse line 2 of a library's code. 0, or -1 when it has no such line. */
 int jr_lua_revision(const char *code, size_t len, long *contract, long *revision);
+
+/* ---- durability (redis.wait_replicas, redis.wait_timeout) ----------------
+ * Redis replicates asynchronously: a write the primary confirmed can vanish
+ * with it in a failover. With wait_replicas N > 0 (jr_redis_opts_t), the
+ * callers that must not lose a write (enqueue, the worker's results) append
+ * WAIT N timeout right after it, in the same write, and read its reply
+ * after theirs: one more reply, not one more round trip. WAIT counts the
+ * replicas that acknowledged every write this connection made so far. */
+
+/* The ranges of redis.wait_replicas and redis.wait_timeout (also the
+ * client library's wait_replicas and wait_timeout_ms). */
+#define JR_WAIT_REPLICAS_MAX 100
+#define JR_WAIT_TIMEOUT_MAX_MS 60000
+
+/* N of this connection (0 = off). */
+int jr_redis_wait_replicas(const jr_redis_t *r);
+/* Append (not send) WAIT N wait_timeout_ms when N > 0. Returns 1 if
+ * appended, 0 when off, or an error. */
+int jr_redis_append_wait(jr_redis_t *r);
+/* Read the reply of jr_redis_append_wait, waiting for it up to the command
+ * timeout plus wait_timeout_ms. *acked (may be NULL) = the replicas that
+ * confirmed. Returns 0 when at least N did; JR_EREPLICAS when fewer did
+ * (r's error then says "confirmed by only K of N replica(s) within T ms"; the
+ * connection stays usable); JR_EREDIS when Redis refused WAIT (its text);
+ * or a transport error. */
+int jr_redis_recv_wait(jr_redis_t *r, long long *acked);
 
 /* CLIENT ID of this connection / CLIENT UNBLOCK another one. */
 int jr_redis_client_id(jr_redis_t *r, long long *id);

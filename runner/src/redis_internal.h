@@ -24,6 +24,8 @@ struct jr_redis {
     char registry_err[JR_ERRLEN]; /* the last registration skipped for garbage in the registry (logged) */
     void *scratch;        /* jri_scratch's buffer, kept between calls */
     size_t scratch_cap;
+    int wait_replicas;       /* redis.wait_replicas: WAIT for this many after writes; 0 = off */
+    int64_t wait_timeout_ms; /* redis.wait_timeout: WAIT's own timeout (> 0) */
 };
 
 /* Set the connection's error text and return code; any code but JR_EREDIS

@@ -367,6 +367,33 @@ static int recv_plain(jr_redis_t *r, const jr_enqueue_t *sorted, const size_t *o
     return 0;
 }
 
+/* Read the reply of the WAIT sent after the last call of an enqueue (see
+ * jr_redis_append_wait). When fewer replicas than asked confirmed, or Redis
+ * refused WAIT, every CREATED job of out[0..n) becomes UNKNOWN, its id
+ * kept: written to the primary, perhaps to no replica. That is then the
+ * call's error (*first_err, r's text, unless an earlier error is there),
+ * but only if some job was CREATED: EXISTED jobs were written by an
+ * earlier call, which this one cannot confirm either way. Returns 0 or a
+ * transport error. */
+static int recv_confirm(jr_redis_t *r, size_t n, jr_enq_outcome_t *out, jr_strlist_t *reasons, int *first_err) {
+    int rc = jr_redis_recv_wait(r, NULL);
+    if (rc != JR_EREPLICAS && rc != JR_EREDIS) return rc;
+    char why[JR_ERRLEN];
+    snprintf(why, sizeof why, "written to the primary, but %s: it may not survive a failover", jr_redis_errstr(r));
+    uint32_t k = UINT32_MAX;
+    size_t created = 0;
+    for (size_t i = 0; i < n; i++)
+        if (out[i].status == JR_ENQ_CREATED) {
+            if (!created++) k = add_reason(reasons, why);
+            out[i].status = JR_ENQ_UNKNOWN, out[i].why = k;
+        }
+    if (created && !*first_err) {
+        memcpy(r->err, why, sizeof why);
+        *first_err = rc;
+    }
+    return 0;
+}
+
 int jr_redis_enqueue_each(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n, char (*ids)[JR_ID_MAX],
                           jr_enq_outcome_t *out, jr_strlist_t *reasons) {
     for (size_t i = 0; i < n; i++) {
@@ -408,6 +435,7 @@ int jr_redis_enqueue_each(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n, cha
     const char *how = "sent, without an answer"; /* what became of the calls in flight on a stop */
     size_t nsent = 0, nread = 0; /* calls sent, calls whose replies were read */
     size_t unknown = 0, pos = 0; /* outcomes to set on a stop: [unknown, pos) sent, [pos, n) not */
+    int waited = 0; /* a WAIT followed the last call */
     if (!order || !sorted) {
         rc = jri_fail(r, JR_ENOMEM, "out of memory");
         goto out;
@@ -430,6 +458,9 @@ int jr_redis_enqueue_each(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n, cha
                             : append_enqueue_many(r, sorted + i, j - i, sorted[i].uniq_ms)))
                 goto stopped;
             pos = j, nsent++; /* from here on, sent in part or whole */
+            /* With redis.wait_replicas, WAIT goes in the last call's write. */
+            if (pos == n && (rc = jr_redis_append_wait(r)) < 0) goto stopped;
+            if (pos == n) waited = rc, rc = 0;
             if ((rc = jr_redis_flush(r))) {
                 how = "sent, maybe in part, without an answer";
                 goto stopped;
@@ -444,6 +475,12 @@ int jr_redis_enqueue_each(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n, cha
             }
             nread++;
         }
+    }
+    if (waited && (rc = recv_confirm(r, n, out, reasons, &first_err))) {
+        snprintf(stop, sizeof stop, "written to the primary, but the answer of WAIT was lost: %s", jr_redis_errstr(r));
+        uint32_t why = add_reason(reasons, stop);
+        for (size_t i = 0; i < n; i++) /* its replicas unknown */
+            if (out[i].status == JR_ENQ_CREATED) out[i].status = JR_ENQ_UNKNOWN, out[i].why = why;
     }
     goto out;
 stopped:
