@@ -42,6 +42,7 @@ char *jr_time_format(int64_t unix_ms, char *buf);
 /* A parsed Redis URL. Strings are owned by the struct. */
 typedef struct jr_redis_url {
     int is_unix;     /* 1 for unix:///path */
+    int is_tls;      /* 1 for rediss:// (TLS; see tls.h) */
     char *host;      /* tcp host, NULL for unix */
     int port;        /* tcp port, default 6379 */
     char *path;      /* unix socket path, NULL for tcp */
@@ -50,7 +51,8 @@ typedef struct jr_redis_url {
     int db;          /* database number, default 0 */
 } jr_redis_url_t;
 
-/* Parse "redis://[[user:]password@]host[:port][/db]" or
+/* Parse "redis://[[user:]password@]host[:port][/db]" (or "rediss://...",
+ * the same over TLS: is_tls) or
  * "unix://[[user:]password@]/path/to/sock[?param&...]" with the parameters
  * db=N, user=NAME and password=SECRET (each at most once; a user or
  * password given both before the path and as a parameter is refused).
