@@ -167,7 +167,10 @@ int jr_redis_flush(jr_redis_t *r) {
             if (n < 0) return jri_fail(r, JR_EIO, "Redis connection: %s", why);
             sdsrange(r->c->obuf, (int)n, -1);
         }
-        return 0;
+        /* A write that had to read (a renegotiation) may have left data
+         * decrypted inside OpenSSL: into the reader, so poll() stays true. */
+        size_t fed;
+        return jr_tls_pending(r->tls) > 0 ? tls_feed(r, &fed) : 0;
     }
     int done = 0;
     while (!done)
