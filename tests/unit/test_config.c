@@ -882,8 +882,12 @@ static size_t read_example(shown_t *out, size_t max) {
         }
         cr_assert(n < max);
         shown_t *e = &out[n++];
-        if (deep) snprintf(e->name, sizeof e->name, "%s.%s.%.*s", section, sub, (int)(p - name), name);
-        else if (indented) snprintf(e->name, sizeof e->name, "%s.%.*s", section, (int)(p - name), name);
+        if (deep)
+            cr_assert_lt(snprintf(e->name, sizeof e->name, "%s.%s.%.*s", section, sub, (int)(p - name), name),
+                         (int)sizeof e->name, "a key name too long for shown_t");
+        else if (indented)
+            cr_assert_lt(snprintf(e->name, sizeof e->name, "%s.%.*s", section, (int)(p - name), name),
+                         (int)sizeof e->name, "a key name too long for shown_t");
         else {
             snprintf(section, sizeof section, "%.*s", (int)(p - name), name);
             snprintf(e->name, sizeof e->name, "%s", section);
