@@ -225,11 +225,10 @@ static void handshake_reason(const jr_tls_t *t, const char *name, const char *wh
 }
 
 /* An SSL_read / SSL_write / SSL_connect result that is a failure, as text. */
-static void io_reason(jr_tls_t *t, int ret, int sslerr, char *why, size_t len) {
+static void io_reason(int ret, int sslerr, char *why, size_t len) {
     char q[JR_ERRLEN];
     int e = errno;
     ssl_reasons(q, sizeof q);
-    (void)t;
     if (sslerr == SSL_ERROR_ZERO_RETURN) set_err(why, len, "Server closed the connection");
     else if (q[0]) set_err(why, len, "%s", q);
     else if (sslerr == SSL_ERROR_SYSCALL && ret == 0) set_err(why, len, "Server closed the connection");
@@ -292,7 +291,7 @@ jr_tls_t *jr_tls_connect(int fd, const char *host, const jr_redis_tls_t *o, int6
             continue;
         }
         char why[JR_ERRLEN];
-        io_reason(t, ret, e, why, sizeof why);
+        io_reason(ret, e, why, sizeof why);
         handshake_reason(t, name, why, err, errlen);
         goto fail;
     }
@@ -332,7 +331,7 @@ ssize_t jr_tls_write(jr_tls_t *t, const void *buf, size_t len, char *err, size_t
             continue;
         }
         char why[JR_ERRLEN];
-        io_reason(t, ret, e, why, sizeof why);
+        io_reason(ret, e, why, sizeof why);
         read_reason(t, why, err, errlen);
         return -1;
     }
@@ -357,7 +356,7 @@ ssize_t jr_tls_read(jr_tls_t *t, void *buf, size_t cap, char *err, size_t errlen
             continue;
         }
         char why[JR_ERRLEN];
-        io_reason(t, ret, e, why, sizeof why);
+        io_reason(ret, e, why, sizeof why);
         read_reason(t, why, err, errlen);
         return -1;
     }
