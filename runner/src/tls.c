@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "jr.h"
 #include "util.h"
@@ -99,15 +100,22 @@ static int wait_fd(int fd, short events, int64_t deadline_us) {
     }
 }
 
-/* Check that a file named by setting `key` can be read: 0, or -1 with
- * the reason in err. OpenSSL's own message for a missing file says less. */
+/* Check that the file (for redis.tls.ca_dir: the directory) named by
+ * setting `key` can be read: 0, or -1 with the reason in err. OpenSSL's own
+ * message for a missing file says less. */
 static int readable(const char *key, const char *path, char *err, size_t errlen) {
     FILE *f = fopen(path, "r");
     if (!f) {
         set_err(err, errlen, "cannot read %s \"%s\": %s", key, path, strerror(errno));
         return -1;
     }
+    struct stat st;
+    int is_dir = fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode), want_dir = !strcmp(key, "redis.tls.ca_dir");
     fclose(f);
+    if (is_dir != want_dir) {
+        set_err(err, errlen, "cannot read %s \"%s\": %s", key, path, is_dir ? "a directory, not a file" : "not a directory");
+        return -1;
+    }
     return 0;
 }
 

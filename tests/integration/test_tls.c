@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "jobrunner/client.h"
@@ -161,6 +163,22 @@ Test(tls, missing_files_named) {
     t.cert_file = jrt_path(&R, "client.crt");
     t.key_file = jrt_path(&R, "nope.key");
     refused(tls_url, t, "cannot read redis.tls.key_file", "nope.key", NULL);
+    /* Not readable: a directory given as a file, a file as ca_dir, and
+     * (not as root, who reads anything) a file of mode 000. */
+    t = (jr_redis_tls_t){.ca_file = R.dir};
+    refused(tls_url, t, "cannot read redis.tls.ca_file", "a directory, not a file", NULL);
+    t = (jr_redis_tls_t){.ca_dir = jrt_path(&R, "ca.crt")};
+    refused(tls_url, t, "cannot read redis.tls.ca_dir", "not a directory", NULL);
+    if (geteuid() != 0) {
+        char locked[256];
+        jrt_write(&R, "locked.key", "x", locked, sizeof locked);
+        chmod(locked, 0);
+        t = trusted();
+        t.cert_file = jrt_path(&R, "client.crt");
+        t.key_file = locked;
+        refused(tls_url, t, "cannot read redis.tls.key_file", "Permission denied", NULL);
+    }
+    t = trusted();
     /* A file that holds no certificate. */
     t.cert_file = jrt_path(&R, "san.ext");
     t.key_file = jrt_path(&R, "client.key");
