@@ -25,6 +25,7 @@ typedef enum {
     T_URL,       /* char *: a Redis URL, checked with jr_redis_url_parse */
     T_ADDR,      /* char *: HOST:PORT, checked with jr_metrics_parse_addr */
     T_QUEUE,     /* char *: one queue name */
+    T_PATH,      /* char *: a file or directory path (non-empty; read where it is used) */
     T_DURATION,  /* int64_t ms, min..max */
     T_INT,       /* int64_t, min..max */
     T_ENUM,      /* int: index into names */
@@ -54,6 +55,7 @@ static const char *const log_formats[] = {"text", "json", NULL};
 static const char *const log_levels[] = {"debug", "info", "warn", "error", NULL};
 static const char *const isolations[] = {"process", "inline", NULL};
 static const char *const orders[] = {"weighted", "strict", NULL};
+static const char *const booleans[] = {"false", "true", NULL};
 
 _Static_assert(JR_LOG_TEXT == 0 && JR_LOG_JSON == 1, "log_formats order");
 _Static_assert(JR_LOG_DEBUG == 0 && JR_LOG_INFO == 1 && JR_LOG_WARN == 2 && JR_LOG_ERROR == 3,
@@ -69,7 +71,8 @@ _Static_assert(JR_ORDER_WEIGHTED == 0 && JR_ORDER_STRICT == 1, "orders order");
 #define J(field) (F(jobs) + offsetof(jr_policy_t, field))
 
 /* Every key: where it goes, its default, its range. Rows of one section
- * must be adjacent. Adding a key is adding a row (and its field in
+ * must be adjacent. A section named "S.N" is the mapping N inside section
+ * S (redis.tls). Adding a key is adding a row (and its field in
  * jr_config_t, its line in config/jobrunner.yaml and the man page). */
 static const key_def_t keys[] = {
     /* section, key, type, field, default, min, max, names */
@@ -78,6 +81,13 @@ static const key_def_t keys[] = {
     {"redis", "wait", T_DURATION, F(redis_wait_ms), "0s", 0, MS_H, NULL},
     {"redis", "wait_replicas", T_INT, F(redis_wait_replicas), "0", 0, JR_WAIT_REPLICAS_MAX, NULL},
     {"redis", "wait_timeout", T_DURATION, F(redis_wait_timeout_ms), "1s", 1, JR_WAIT_TIMEOUT_MAX_MS, NULL},
+    /* A sub-section: the mapping redis.tls (its variables JOBRUNNER_REDIS_TLS_<KEY>). */
+    {"redis.tls", "ca_file", T_PATH, F(tls_ca_file), NULL, 0, 0, NULL},
+    {"redis.tls", "ca_dir", T_PATH, F(tls_ca_dir), NULL, 0, 0, NULL},
+    {"redis.tls", "cert_file", T_PATH, F(tls_cert_file), NULL, 0, 0, NULL},
+    {"redis.tls", "key_file", T_PATH, F(tls_key_file), NULL, 0, 0, NULL},
+    {"redis.tls", "server_name", T_PATH, F(tls_server_name), NULL, 0, 0, NULL},
+    {"redis.tls", "verify", T_ENUM, F(tls_verify), "true", 0, 0, booleans},
     {"log", "format", T_ENUM, F(log_format), "text", 0, 0, log_formats},
     {"log", "level", T_ENUM, F(log_level), "info", 0, 0, log_levels},
     {"plugins", "paths", T_PATHS, F(plugin_paths), NULL, 0, 0, NULL}, /* []: JR_JOBS_DIR */
@@ -210,6 +220,8 @@ int jr_config_init(jr_config_t *cfg) {
 
 void jr_config_free(jr_config_t *cfg) {
     free(cfg->redis_url);
+    free(cfg->tls_ca_file), free(cfg->tls_ca_dir), free(cfg->tls_cert_file), free(cfg->tls_key_file);
+    free(cfg->tls_server_name);
     free(cfg->default_queue);
     free(cfg->metrics_listen);
     jr_strlist_free(&cfg->plugin_paths);
@@ -373,6 +385,12 @@ static int parse_value(const key_def_t *d, const char *v, void *field, char *why
         if (jr_metrics_parse_addr(v, host, sizeof host, &port, why, whylen)) return JR_EINVAL;
         break;
     }
+    case T_PATH:
+        if (!*v) {
+            jr_errf(why, whylen, "must not be empty");
+            return JR_EINVAL;
+        }
+        break;
     case T_QUEUE:
         if (!queue_name_ok(v)) {
             jr_errf(why, whylen, "bad queue name \"%s\" (must be %s)", v, QUEUE_RULE);
@@ -414,7 +432,7 @@ static int parse_value(const key_def_t *d, const char *v, void *field, char *why
         jr_errf(why, whylen, "internal error: not a scalar key");
         return JR_EINVAL;
     }
-    /* T_URL, T_ADDR and T_QUEUE: replace the string. */
+    /* T_URL, T_ADDR, T_PATH and T_QUEUE: replace the string. */
     char *copy = strdup(v);
     if (!copy) return JR_ENOMEM;
     free(*(char **)field);
@@ -529,16 +547,26 @@ static int set_list(loader_t *ld, const key_def_t *d, const char *path) {
     return 0;
 }
 
+/* The name N when section `sec` is "PARENT.N" (a mapping inside section
+ * parent), else NULL. */
+static const char *subsection_of(const char *sec, const char *parent) {
+    size_t n = strlen(parent);
+    return !strncmp(sec, parent, n) && sec[n] == '.' ? sec + n + 1 : NULL;
+}
+
 /* Comma-separated names of the keys of `section` (or of all sections if
  * section is NULL), for "unknown key" messages. */
 static const char *known_names(const char *section, char *buf, size_t len) {
     buf[0] = '\0';
     for (size_t i = 0; i < NKEYS; i++) {
-        const char *name;
-        if (section)
+        const char *name, *sub = section ? subsection_of(keys[i].section, section) : NULL;
+        int first = i == 0 || strcmp(keys[i].section, keys[i - 1].section);
+        if (sub)
+            name = first ? sub : NULL;
+        else if (section)
             name = strcmp(keys[i].section, section) == 0 ? keys[i].key : NULL;
         else
-            name = i == 0 || strcmp(keys[i].section, keys[i - 1].section) ? keys[i].section : NULL;
+            name = first && !strchr(keys[i].section, '.') ? keys[i].section : NULL;
         if (name)
             snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", buf[0] ? ", " : "", name);
     }
@@ -552,7 +580,7 @@ static int find_row(const loader_t *ld, const char *section) {
     const char *k = ev_text(ld);
     for (size_t i = 0; i < NKEYS; i++) {
         if (section ? !strcmp(keys[i].section, section) && !strcmp(keys[i].key, k)
-                    : !strcmp(keys[i].section, k))
+                    : !strcmp(keys[i].section, k) && !strchr(k, '.'))
             return (int)i;
     }
     return -1;
@@ -855,7 +883,16 @@ static int load_section(loader_t *ld, const char *section) {
     while ((rc = next(ld)) == 0 && ld->ev.type != YAML_MAPPING_END_EVENT) {
         if ((rc = check_key_event(ld, section))) return rc;
         snprintf(path, sizeof path, "%s.%s", section, ev_text(ld));
-        int row = find_row(ld, section);
+        int row = find_row(ld, section), sub = row < 0 ? find_row_index(path) : -1;
+        if (sub >= 0) { /* a mapping inside this section (redis.tls) */
+            if (ld->section_line[sub])
+                return fail(ld, path, "duplicate key (first given on line %zu)", ld->section_line[sub]);
+            ld->section_line[sub] = ev_line(ld);
+            char subsection[PATH_LEN];
+            snprintf(subsection, sizeof subsection, "%s", path);
+            if ((rc = next(ld)) || (rc = load_section(ld, subsection))) return rc;
+            continue;
+        }
         if (row < 0)
             return fail(ld, path, "unknown key (%s has %s)", section,
                         known_names(section, names, sizeof names));
@@ -1055,7 +1092,11 @@ static int set_from_text(jr_config_t *cfg, const key_def_t *d, const char *v, co
     if (row_is_section(d)) {
         w += sprintf(w, "%s: %s\n", d->section, v);
     } else {
-        w += sprintf(w, "%s:\n  %s: ", d->section, d->key);
+        const char *dot = strchr(d->section, '.'); /* "S.N": the mapping N in section S */
+        if (dot)
+            w += sprintf(w, "%.*s:\n  %s:\n    %s: ", (int)(dot - d->section), d->section, dot + 1, d->key);
+        else
+            w += sprintf(w, "%s:\n  %s: ", d->section, d->key);
         if (flow) {
             w += sprintf(w, "%s", v);
         } else if (row_is_list(d)) {
@@ -1084,7 +1125,7 @@ static int set_from_text(jr_config_t *cfg, const key_def_t *d, const char *v, co
 }
 
 int jr_config_set(jr_config_t *cfg, const char *key, const char *value, char *err, size_t errlen) {
-    const char *dot = strchr(key, '.');
+    const char *dot = strrchr(key, '.'); /* redis.tls.ca_file: section redis.tls */
     for (size_t i = 0; dot && i < NKEYS; i++) {
         const key_def_t *d = &keys[i];
         if (strlen(d->section) == (size_t)(dot - key) && !strncmp(d->section, key, (size_t)(dot - key)) &&

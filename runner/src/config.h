@@ -42,6 +42,10 @@ typedef struct jr_config {
     int64_t redis_wait_ms;      /* redis.wait: how long commands retry an unreachable Redis */
     int64_t redis_wait_replicas;   /* redis.wait_replicas: replicas that must confirm enqueues and results */
     int64_t redis_wait_timeout_ms; /* redis.wait_timeout: how long to wait for them */
+    char *tls_ca_file, *tls_ca_dir; /* redis.tls.ca_file, .ca_dir; NULL = the system's CAs */
+    char *tls_cert_file, *tls_key_file; /* redis.tls.cert_file, .key_file; NULL = no client certificate */
+    char *tls_server_name;      /* redis.tls.server_name; NULL = the URL's host */
+    int tls_verify;             /* redis.tls.verify: 1 = verify the server's certificate */
 
     /* log: */
     jr_log_format_t log_format; /* log.format */

@@ -1,6 +1,8 @@
 /* The Redis layer: see redis.h. */
 #include "redis_internal.h"
 
+#include <hiredis/sds.h>
+
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -14,6 +16,7 @@
 #include "contract.h"
 #include "jr.h"
 #include "jr_limits.h"
+#include "tls.h"
 #include "util.h"
 
 extern const char jr_lua_library[];
@@ -58,6 +61,41 @@ static int poll_fd(int fd, int extra_fd, int64_t timeout_us) {
     }
 }
 
+/* TLS (tls.h): feed the reader what the socket holds, decrypted, while
+ * OpenSSL holds more (so that poll() on the socket stays true). *fed: the
+ * bytes fed (0: a record not complete yet, or one without data). */
+static int tls_feed(jr_redis_t *r, size_t *fed) {
+    char buf[16 * 1024], why[JR_ERRLEN]; /* a TLS record's most */
+    *fed = 0;
+    do {
+        ssize_t n = jr_tls_read(r->tls, buf, sizeof buf, why, sizeof why);
+        if (n < 0) return jri_fail(r, JR_EIO, "Redis connection: %s", why);
+        if (n == 0) break;
+        if (redisReaderFeed(r->c->reader, buf, (size_t)n) != REDIS_OK) return transport_fail(r);
+        *fed += (size_t)n;
+    } while (jr_tls_pending(r->tls) > 0);
+    return 0;
+}
+
+/* jr_redis_wait for TLS: the socket readable with no data decrypted (a
+ * record not complete, a TLS message of its own) is waited on further, so
+ * JR_WAIT_READY means bytes of a reply came. */
+static int tls_wait(jr_redis_t *r, int64_t timeout_us, int extra_fd) {
+    int64_t deadline = timeout_us < 0 ? -1 : jr_mono_us() + timeout_us;
+    for (;;) {
+        int64_t left = deadline < 0 ? -1 : deadline - jr_mono_us();
+        if (deadline >= 0 && left < 0) left = 0;
+        int w = poll_fd(r->c->fd, extra_fd, left);
+        if (w < 0) return jri_fail(r, JR_EIO, "poll: %s", strerror(errno));
+        if (w != JR_WAIT_READY) return w;
+        size_t fed;
+        int rc = tls_feed(r, &fed);
+        if (rc) return rc;
+        if (fed) return JR_WAIT_READY;
+        if (left == 0) return JR_WAIT_TIMEOUT;
+    }
+}
+
 int jr_redis_wait(jr_redis_t *r, int64_t timeout_us, int extra_fd) {
     if (!jr_redis_ok(r)) return jri_fail(r, JR_EIO, "Redis connection is broken");
     if (r->stash) return JR_WAIT_READY;
@@ -67,6 +105,7 @@ int jr_redis_wait(jr_redis_t *r, int64_t timeout_us, int extra_fd) {
         r->stash = rep;
         return JR_WAIT_READY;
     }
+    if (r->tls) return tls_wait(r, timeout_us, extra_fd);
     int w = poll_fd(r->c->fd, extra_fd, timeout_us);
     if (w < 0) return jri_fail(r, JR_EIO, "poll: %s", strerror(errno));
     return w;
@@ -109,12 +148,30 @@ int jri_recv_reply(jr_redis_t *r, redisReply **out, int64_t timeout_us) {
         int w = poll_fd(r->c->fd, -1, left);
         if (w == JR_WAIT_TIMEOUT) return jri_fail(r, JR_ETIMEOUT, "Redis did not answer in time");
         if (w < 0) return jri_fail(r, JR_EIO, "poll: %s", strerror(errno));
-        if (redisBufferRead(r->c) != REDIS_OK) return transport_fail(r);
+        if (r->tls) {
+            size_t fed;
+            int rc = tls_feed(r, &fed);
+            if (rc) return rc;
+        } else if (redisBufferRead(r->c) != REDIS_OK) {
+            return transport_fail(r);
+        }
     }
 }
 
 int jr_redis_flush(jr_redis_t *r) {
     if (!jr_redis_ok(r)) return jri_fail(r, JR_EIO, "Redis connection is broken");
+    if (r->tls) { /* hiredis formatted into c->obuf (an sds): send it, drop what went */
+        while (sdslen(r->c->obuf) > 0) {
+            char why[JR_ERRLEN];
+            ssize_t n = jr_tls_write(r->tls, r->c->obuf, sdslen(r->c->obuf), why, sizeof why);
+            if (n < 0) return jri_fail(r, JR_EIO, "Redis connection: %s", why);
+            sdsrange(r->c->obuf, (int)n, -1);
+        }
+        /* A write that had to read (a renegotiation) may have left data
+         * decrypted inside OpenSSL: into the reader, so poll() stays true. */
+        size_t fed;
+        return jr_tls_pending(r->tls) > 0 ? tls_feed(r, &fed) : 0;
+    }
     int done = 0;
     while (!done)
         if (redisBufferWrite(r->c, &done) != REDIS_OK) return transport_fail(r);
@@ -175,6 +232,12 @@ jr_redis_t *jr_redis_connect(const char *url, int64_t timeout_ms, char *err, siz
     return jr_redis_open(&o, err, errlen);
 }
 
+/* What to add when the first command over a plain TCP connection broke
+ * it: a TLS server answers plain bytes with an alert and a close. */
+static const char *plain_hint(int rc, const jr_redis_url_t *u) {
+    return rc != JR_EREDIS && !u->is_tls && !u->is_unix ? " (if that port takes TLS, use rediss://)" : "";
+}
+
 jr_redis_t *jr_redis_open(const jr_redis_opts_t *o, char *err, size_t errlen) {
     const char *url = o->url ? o->url : JR_DEFAULT_REDIS_URL;
     int64_t timeout_ms = o->timeout_ms;
@@ -204,6 +267,13 @@ jr_redis_t *jr_redis_open(const jr_redis_opts_t *o, char *err, size_t errlen) {
      * hiredis read would leave the context dead). */
     struct timeval none = {0, 0};
     redisSetTimeout(r->c, none);
+    if (u.is_tls) {
+        char why[JR_ERRLEN];
+        if (!(r->tls = jr_tls_connect(r->c->fd, u.host, &o->tls, r->timeout_us, why, sizeof why))) {
+            snprintf(err, errlen, "cannot connect to Redis at %s: TLS: %s", url, why);
+            goto fail;
+        }
+    }
     redisReply *rep = NULL;
     if (u.password) {
         int rc = u.user ? jri_exec(r, &rep, "AUTH", u.user, u.password, NULL)
@@ -215,7 +285,7 @@ jr_redis_t *jr_redis_open(const jr_redis_opts_t *o, char *err, size_t errlen) {
             goto fail;
         }
         if (rc) {
-            snprintf(err, errlen, "Redis at %s: AUTH failed: %s", url, r->err);
+            snprintf(err, errlen, "Redis at %s: AUTH failed: %s%s", url, r->err, plain_hint(rc, &u));
             goto fail;
         }
         freeReplyObject(rep);
@@ -232,7 +302,7 @@ jr_redis_t *jr_redis_open(const jr_redis_opts_t *o, char *err, size_t errlen) {
             goto fail;
         }
         if (rc) {
-            snprintf(err, errlen, "Redis at %s: PING failed: %s", url, r->err);
+            snprintf(err, errlen, "Redis at %s: PING failed: %s%s", url, r->err, plain_hint(rc, &u));
             goto fail;
         }
         freeReplyObject(rep);
@@ -257,6 +327,7 @@ fail:
 void jr_redis_free(jr_redis_t *r) {
     if (!r) return;
     if (r->stash) freeReplyObject(r->stash);
+    jr_tls_free(r->tls); /* before its socket closes with the context */
     if (r->c) redisFree(r->c);
     for (size_t i = 0; i < r->nregistered; i++) free(r->registered[i]);
     free(r->scratch);

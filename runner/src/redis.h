@@ -8,7 +8,10 @@
  * (XREADGROUP BLOCK, XREAD BLOCK) can be waited on with a precise client-side timer
  * and interrupted by a signal pipe, and a slow reply never kills the context
  * the way a hiredis socket timeout does. Any transport error leaves the
- * connection broken (jr_redis_ok() == 0): the caller frees it and reconnects. */
+ * connection broken (jr_redis_ok() == 0): the caller frees it and reconnects.
+ * A rediss:// connection moves its bytes through tls.h (OpenSSL) on the same
+ * socket, with the same timeouts and the same meaning of jr_redis_fd()
+ * readable; nothing above this layer differs. */
 #ifndef JR_REDIS_H
 #define JR_REDIS_H
 

@@ -10,8 +10,11 @@
 
 #define REGISTERED_MAX 64
 
+struct jr_tls;
+
 struct jr_redis {
     redisContext *c;
+    struct jr_tls *tls;   /* rediss://: the bytes go through this (tls.h); NULL = plain */
     int64_t timeout_us;   /* bound on each non-blocking command */
     redisReply *stash;    /* a reply already parsed by jr_redis_wait */
     int broken;

@@ -546,16 +546,19 @@ int jr_redis_url_parse(const char *s, jr_redis_url_t *u, char *err, size_t errle
     const char *sep = n ? s + n : NULL;
     int rc;
     if (!sep) {
-        jr_errf(err, errlen, "missing scheme in redis URL \"%s\" (use redis:// or unix://)",
+        jr_errf(err, errlen, "missing scheme in redis URL \"%s\" (use redis://, rediss:// or unix://)",
                 shown);
         rc = JR_EINVAL;
     } else if (sep - s == 5 && strncasecmp(s, "redis", 5) == 0) {
         rc = parse_tcp(sep + 3, userinfo_end(s), u, shown, err, errlen);
+    } else if (sep - s == 6 && strncasecmp(s, "rediss", 6) == 0) {
+        rc = parse_tcp(sep + 3, userinfo_end(s), u, shown, err, errlen);
+        u->is_tls = 1;
     } else if (sep - s == 4 && strncasecmp(s, "unix", 4) == 0) {
         rc = parse_unix(sep + 3, userinfo_end(s), u, shown, err, errlen);
     } else {
         jr_errf(err, errlen,
-                "unsupported scheme \"%.*s\" in redis URL \"%s\" (use redis:// or unix://)",
+                "unsupported scheme \"%.*s\" in redis URL \"%s\" (use redis://, rediss:// or unix://)",
                 (int)(sep - s), s, shown);
         rc = JR_EINVAL;
     }

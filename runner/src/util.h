@@ -42,6 +42,7 @@ char *jr_time_format(int64_t unix_ms, char *buf);
 /* A parsed Redis URL. Strings are owned by the struct. */
 typedef struct jr_redis_url {
     int is_unix;     /* 1 for unix:///path */
+    int is_tls;      /* 1 for rediss:// (TLS; see tls.h) */
     char *host;      /* tcp host, NULL for unix */
     int port;        /* tcp port, default 6379 */
     char *path;      /* unix socket path, NULL for tcp */
@@ -54,7 +55,8 @@ typedef struct jr_redis_url {
  * errlen 0), as snprintf: the error-message helper of the parsers. */
 void jr_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* Parse "redis://[[user:]password@]host[:port][/db]" or
+/* Parse "redis://[[user:]password@]host[:port][/db]" (or "rediss://...",
+ * the same over TLS: is_tls) or
  * "unix://[[user:]password@]/path/to/sock[?param&...]" with the parameters
  * db=N, user=NAME and password=SECRET (each at most once; a user or
  * password given both before the path and as a parameter is refused).

@@ -70,7 +70,8 @@ JR_CLIENT_EXPORT const char *jr_client_strerror(int code);
 /* Connect to Redis and make sure it holds the jobrunner function library
  * (loading it, as `jobrunner functions load` does, if it is missing or
  * older). `url` is what the CLI's --redis takes: redis://[[user]:password@]
- * host[:port][/db] or unix://[[user]:password@]/path/to.sock[?db=N];
+ * host[:port][/db], rediss://... (the same over TLS: jr_client_open's tls
+ * options; docs/tls.md) or unix://[[user]:password@]/path/to.sock[?db=N];
  * NULL = redis://127.0.0.1:6379. connect_timeout_ms bounds the connect and
  * the library check, command_timeout_ms every later command (0 = 5000 ms;
  * both 1..3600000).
