@@ -70,6 +70,7 @@ void jr_proc_set_role(const char *role) { proc_role = role; }
 
 void jr_config_redis_opts(const jr_config_t *cfg, jr_redis_opts_t *o) {
     *o = (jr_redis_opts_t){.url = jr_config_redis_url(cfg), .timeout_ms = cfg->connect_timeout_ms, .role = proc_role};
+    o->password_file = cfg->redis_password_file;
 }
 
 jr_redis_t *jr_connect_once(const jr_config_t *cfg, char *err, size_t errlen) {
