@@ -82,8 +82,20 @@ void jri_explain(const jr_redis_t *r, char *buf, size_t len) {
     } else if (strstr(e, "NOPERM this user has no permissions to access one of the channels") ||
                strstr(e, "can't publish to the channel")) {
         what = "channels";
-    } else if (strstr(e, "The user executing the script can't run this command")) {
+    } else if ((m = strstr(e, "The user executing the script can't run this command"))) {
         what = "command";
+        /* A refusal the library caught and quoted names the command:
+         * "jr_enqueue_many: XADD to "jr:{q}:ready" failed: "ERR The user ..."". */
+        const char *to = strstr(e, " to \"");
+        if (to && to < m) {
+            const char *w = to;
+            while (w > e && w[-1] >= 'A' && w[-1] <= 'Z') w--;
+            if (to - w >= 2 && to - w < 30 && (w == e || w[-1] == ' ')) {
+                size_t k = 0;
+                for (; w < to; w++) cmd[k++] = (char)(*w - 'A' + 'a');
+                cmd[k] = '\0';
+            }
+        }
     } else {
         return;
     }
