@@ -378,6 +378,14 @@ jr_redis_t *jr_redis_open(const jr_redis_opts_t *o, char *err, size_t errlen) {
     } else if (o->password) {
         password = o->password;
     }
+    if (u.user && !password) {
+        snprintf(err, errlen,
+                 "user \"%s\" without a password in redis URL %s (give it in the URL or in a file named by "
+                 "redis.password_file)",
+                 u.user, url);
+        jr_redis_url_free(&u);
+        return NULL;
+    }
     jr_redis_t *r = calloc(1, sizeof *r);
     if (!r) {
         jr_redis_url_free(&u);

@@ -561,10 +561,6 @@ int jr_redis_url_parse(const char *s, jr_redis_url_t *u, char *err, size_t errle
                 (int)(sep - s), s, shown);
         rc = JR_EINVAL;
     }
-    if (rc == 0 && u->user && !u->password) {
-        set_err(err, errlen, "user without a password in redis URL \"%s\"", shown);
-        rc = JR_EINVAL;
-    }
     if (rc == JR_ENOMEM) set_err(err, errlen, "%s", jr_strerror(rc));
     if (rc) jr_redis_url_free(u);
     return rc;
