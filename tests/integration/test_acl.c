@@ -131,8 +131,8 @@ static void refusals(const char *user, char *out, size_t len) {
 /* The producer's work on queue q through jr_client_open with `url`: enqueue
  * now, soon, far ahead with an id (twice), three at once, cancel, show a
  * job, the counts. 0, or 1 with the first error in why. */
-static int producer_work(const char *url, const char *q, char *why, size_t len) {
-    jr_client_options_t o = {.url = url};
+static int producer_work_pw(const char *url, const char *password, const char *q, char *why, size_t len) {
+    jr_client_options_t o = {.url = url, .password = password};
     jr_client_t *c = jr_client_open(&o);
     cr_assert(c);
     int rc = 1;
@@ -185,6 +185,10 @@ done:
     return rc;
 }
 
+static int producer_work(const char *url, const char *q, char *why, size_t len) {
+    return producer_work_pw(url, NULL, q, why, len);
+}
+
 Test(acl, the_producer_enqueues_cancels_and_looks_with_its_acl) {
     set_user("jr-producer", NULL);
     char why[1024], denied[4096];
@@ -192,6 +196,11 @@ Test(acl, the_producer_enqueues_cancels_and_looks_with_its_acl) {
     refusals("jr-producer", denied, sizeof denied);
     cr_assert_eq(rc, 0, "%s; Redis refused: %s", why, denied);
     cr_expect_str_empty(denied, "Redis refused: %s", denied);
+    /* The password kept out of the URL (options.password), the user in it. */
+    char userurl[256];
+    snprintf(userurl, sizeof userurl, "unix://jr-producer:@%s", R.sock);
+    rc = producer_work_pw(userurl, SECRET, "p2", why, sizeof why);
+    cr_expect_eq(rc, 0, "with options.password: %s", why);
 }
 
 /* Every command of the producer's list in turn: without it the work fails,
