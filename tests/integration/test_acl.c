@@ -69,7 +69,12 @@ static size_t acl_commands(const char *user, char words[][48], size_t max) {
 
 /* Create (or redo) user exactly as its doc line says, its password SECRET,
  * without the word `drop` ("+xack"; NULL = nothing dropped). */
-static void set_user(const char *user, const char *drop) {
+static void set_user_keys(const char *user, const char *drop, const char *keys);
+static void set_user(const char *user, const char *drop) { set_user_keys(user, drop, NULL); }
+
+/* set_user, with `keys` ("~jr:{a}*") instead of the line's "~jr:*" (NULL:
+ * as the line says). */
+static void set_user_keys(const char *user, const char *drop, const char *keys) {
     const char *line = doc_acl(user);
     const char *argv[256];
     char *copy = strdup(line), *save = NULL;
@@ -80,7 +85,7 @@ static void set_user(const char *user, const char *drop) {
             dropped = 1;
             continue;
         }
-        argv[argc++] = w[0] == '>' ? ">" SECRET : w;
+        argv[argc++] = w[0] == '>' ? ">" SECRET : keys && !strcmp(w, "~jr:*") ? keys : w;
     }
     cr_assert(!drop || dropped, "%s's line has no %s", user, drop);
     redisContext *c = jrt_connect(&R);
@@ -243,6 +248,19 @@ Test(acl, the_producer_without_any_one_command_says_which) {
     jr_client_free(c);
     jr_qstats_t st = jrt_stats(&R, "lost");
     cr_expect_eq(st.ready + st.delayed, 0, "the refused job was written");
+}
+
+/* Keys outside the user's patterns: the message says which it needs. */
+Test(acl, a_producer_refused_a_key_is_told_to_have_jr_keys) {
+    set_user_keys("jr-producer", NULL, "~jr:{a}*");
+    jr_client_options_t o = {.url = url_of("jr-producer")};
+    jr_client_t *c = jr_client_open(&o);
+    jr_client_job_t j = {.queue = "b", .handler = "noop"};
+    jr_client_result_t r;
+    cr_expect_neq(jr_client_enqueue(c, &j, &r), 0);
+    cr_expect(strstr(jr_client_errstr(c), "Redis refused a key") && strstr(jr_client_errstr(c), "the producer role needs ~jr:*"),
+              "%s", jr_client_errstr(c));
+    jr_client_free(c);
 }
 
 /* ---- the worker -------------------------------------------------------- */
