@@ -55,17 +55,18 @@ static void library_line_commands(long line, char *out, size_t len) {
 /* What loading the function library sends (docs/operations.md). */
 #define LOAD_COMMANDS "+function|load +set +pttl +watch +unwatch +multi +exec +discard +eval +get +del"
 
-/* Append to buf (a reply's text, or a message quoting one), when it holds
- * an ACL refusal, what was refused and to whom, and what to grant: "(the worker role's user may not run the 'xadd'
- * command: the worker role needs +xadd: see docs/operations.md, ACL users
- * per role)", once. Redis 7.0 names the command in a refusal of a command sent
- * ("NOPERM this user has no permissions to run the 'xadd' command") but not
- * in one of a command a function calls ("ERR The user executing the script
- * can't run this command or subcommand script: jr_ack, on
- * @user_function:512."): that one is read from the named line of the
- * embedded library (of another library, e.g. a newer revision kept, the
- * line may be another one: then the line is named). Other text is left
- * alone. */
+/* Append to buf (a reply's text, or a message quoting one), once, when it
+ * holds an ACL refusal: what was refused, to which role, and what to grant,
+ * e.g. " (Redis refused the 'xack' command inside function jr_ack to the
+ * worker role's user: the worker role needs +xack: see docs/operations.md,
+ * ACL users per role)". Redis 7.0 names the command of a refusal of a
+ * command sent ("NOPERM this user has no permissions to run the 'xadd'
+ * command") but not of one a function calls ("ERR The user executing the
+ * script can't run this command or subcommand script: jr_ack, on
+ * @user_function:512."): that one is read from that line of the embedded
+ * library when it is the library Redis runs (a newer revision kept: the
+ * line is named instead). Nothing is appended to other text, nor when buf
+ * is full. */
 void jri_explain(const jr_redis_t *r, char *buf, size_t len) {
     const char *e = buf, *what = NULL, *fn = NULL;
     char cmd[160] = "", grant[400] = "", func[80] = "";
@@ -107,7 +108,7 @@ void jri_explain(const jr_redis_t *r, char *buf, size_t len) {
         const char *at = strstr(m, "@user_function:");
         if (!cmd[0] && at && !strcmp(what, "command")) {
             long line = strtol(at + 15, NULL, 10);
-            library_line_commands(line, cmd, sizeof cmd);
+            if (!r->library_kept) library_line_commands(line, cmd, sizeof cmd);
             if (!cmd[0]) snprintf(cmd, sizeof cmd, "command on line %ld of the function library", line);
         }
     }
