@@ -88,6 +88,7 @@ static const key_def_t keys[] = {
     {"redis.tls", "key_file", T_PATH, F(tls_key_file), NULL, 0, 0, NULL},
     {"redis.tls", "server_name", T_PATH, F(tls_server_name), NULL, 0, 0, NULL},
     {"redis.tls", "verify", T_ENUM, F(tls_verify), "true", 0, 0, booleans},
+    {"redis", "password_file", T_PATH, F(redis_password_file), NULL, 0, 0, NULL}, /* NULL: none */
     {"log", "format", T_ENUM, F(log_format), "text", 0, 0, log_formats},
     {"log", "level", T_ENUM, F(log_level), "info", 0, 0, log_levels},
     {"plugins", "paths", T_PATHS, F(plugin_paths), NULL, 0, 0, NULL}, /* []: JR_JOBS_DIR */
@@ -222,6 +223,7 @@ void jr_config_free(jr_config_t *cfg) {
     free(cfg->redis_url);
     free(cfg->tls_ca_file), free(cfg->tls_ca_dir), free(cfg->tls_cert_file), free(cfg->tls_key_file);
     free(cfg->tls_server_name);
+    free(cfg->redis_password_file);
     free(cfg->default_queue);
     free(cfg->metrics_listen);
     jr_strlist_free(&cfg->plugin_paths);

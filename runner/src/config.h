@@ -46,6 +46,7 @@ typedef struct jr_config {
     char *tls_cert_file, *tls_key_file; /* redis.tls.cert_file, .key_file; NULL = no client certificate */
     char *tls_server_name;      /* redis.tls.server_name; NULL = the URL's host */
     int tls_verify;             /* redis.tls.verify: 1 = verify the server's certificate */
+    char *redis_password_file;  /* redis.password_file: the password's file, read at each connect; NULL = none */
 
     /* log: */
     jr_log_format_t log_format; /* log.format */

@@ -81,6 +81,7 @@ void jr_config_redis_opts(const jr_config_t *cfg, jr_redis_opts_t *o) {
     o->tls = (jr_redis_tls_t){.ca_file = cfg->tls_ca_file, .ca_dir = cfg->tls_ca_dir, .cert_file = cfg->tls_cert_file,
                               .key_file = cfg->tls_key_file, .server_name = cfg->tls_server_name,
                               .no_verify = !cfg->tls_verify};
+    o->password_file = cfg->redis_password_file;
 }
 
 jr_redis_t *jr_connect_once(const jr_config_t *cfg, char *err, size_t errlen) {

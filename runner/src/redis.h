@@ -51,7 +51,9 @@ typedef struct jr_redis_opts {
     int64_t timeout_ms;            /* bounds the connect and every non-blocking command; 0 = 2000 */
     const char *role;              /* who connects ("worker", "scheduler", "cli", "producer"): named in
                                       refusals (ACL); NULL = none named */
-    const char *password;          /* used when the URL has none (redis.password_file); NULL = none */
+    const char *password;          /* used when the URL has none; NULL = none */
+    const char *password_file;     /* a file holding the password (redis.password_file), read at each
+                                      open; its one trailing newline is not part of it; NULL = none */
     const char *sentinel_password; /* redis-sentinel:// only: the sentinels' own password; NULL = none */
     jr_redis_tls_t tls;            /* rediss:// only */
     int wait_replicas;             /* > 0: writes that must survive a failover wait for this many
@@ -60,7 +62,10 @@ typedef struct jr_redis_opts {
 } jr_redis_opts_t;
 
 /* jr_redis_connect with everything a configuration can say (o->url and
- * o->timeout_ms as jr_redis_connect's url and timeout_ms). */
+ * o->timeout_ms as jr_redis_connect's url and timeout_ms). A password may
+ * come from one place only: the URL, o->password or o->password_file (two
+ * of them: refused, naming them). An unreadable or empty password file is
+ * refused naming the file, never showing its content. */
 jr_redis_t *jr_redis_open(const jr_redis_opts_t *o, char *err, size_t errlen);
 void jr_redis_free(jr_redis_t *r);
 

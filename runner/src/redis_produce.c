@@ -290,6 +290,7 @@ static int recv_call(jr_redis_t *r, const jr_enqueue_t *sorted, const size_t *or
         char why[JR_ERRLEN];
         snprintf(why, sizeof why, "queue %s: Redis refused %zu job%s: %s", q, cnt, cnt == 1 ? "" : "s",
                  rep->str);
+        jri_explain(r, why, sizeof why);
         set_outcome(out, order, from, from + cnt, JR_ENQ_REFUSED, add_reason(reasons, why));
         if (!*first_err) *first_err = jri_fail(r, JR_EREDIS, "%s", why);
     } else {
@@ -345,9 +346,10 @@ static int recv_plain(jr_redis_t *r, const jr_enqueue_t *sorted, const size_t *o
             freeReplyObject(rep);
             continue;
         }
-        if (rep->type == REDIS_REPLY_ERROR) /* jr_ready_prepare's refusal says more (which key, which type) */
+        if (rep->type == REDIS_REPLY_ERROR) { /* jr_ready_prepare's refusal says more (which key, which type) */
             snprintf(why, sizeof why, "queue %s: Redis refused the job: %s", q, prep_err[0] ? prep_err : rep->str);
-        else if (rep->type == REDIS_REPLY_NIL) {
+            jri_explain(r, why, sizeof why);
+        } else if (rep->type == REDIS_REPLY_NIL) {
             char ready[JR_KEY_MAX];
             jr_queue_key(ready, q, JR_QK_READY);
             snprintf(why, sizeof why, "queue %s: not written, the stream %s was missing: %s", q, ready,

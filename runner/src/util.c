@@ -562,10 +562,6 @@ int jr_redis_url_parse(const char *s, jr_redis_url_t *u, char *err, size_t errle
                 (int)(sep - s), s, shown);
         rc = JR_EINVAL;
     }
-    if (rc == 0 && u->user && !u->password) {
-        jr_errf(err, errlen, "user without a password in redis URL \"%s\"", shown);
-        rc = JR_EINVAL;
-    }
     if (rc == JR_ENOMEM) jr_errf(err, errlen, "%s", jr_strerror(rc));
     if (rc) jr_redis_url_free(u);
     return rc;

@@ -66,7 +66,9 @@ void jr_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((form
  * '/', '?', '#' and '@' unescaped; a unix path holding "@/" after a
  * userinfo needs the password as a parameter. Percent-escapes in user and
  * password are decoded (a '&' in a parameter is written %26); an empty user
- * or password before the '@' is NULL; a user without a password is refused.
+ * or password before the '@' is NULL. A user without a password is taken
+ * (its password then comes from elsewhere: jr_redis_open refuses the URL
+ * when none does).
  * On error returns JR_EINVAL (or JR_ENOMEM) with a message in err naming
  * what was wrong, and leaves *u zeroed. The message never holds the
  * password or a part of it: it quotes the URL as jr_redis_url_redact shows

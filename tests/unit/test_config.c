@@ -843,7 +843,8 @@ static int whole_section(const char *name) {
 
 /* Read the example: a line "SECTION:" (or "# SECTION:" for a section shown
  * commented out) opens a section, "  KEY: VALUE" (or "#   KEY: VALUE") is a
- * key of it; keys inside a section set whole are its own business; every
+ * key of it (also "#   KEY: VALUE" in a section shown uncommented: a key off
+ * unless given); keys inside a section set whole are its own business; every
  * other comment line is description. Returns the number of entries. */
 static size_t read_example(shown_t *out, size_t max) {
     char *text = jrt_slurp(JRT_SOURCE_DIR "/config/jobrunner.yaml");
@@ -868,7 +869,11 @@ static size_t read_example(shown_t *out, size_t max) {
         int entry = p > name && *p == ':' && (p[1] == '\0' || p[1] == ' ');
         if (entry && !indented && commented && p[1] != '\0') entry = 0; /* "# redis: ..." prose */
         if (entry && deep && !*sub) entry = 0;
-        if (entry && indented && !deep && (!*section || commented != sec_commented || whole_section(section)))
+        /* "#   key: value" in a section shown uncommented: a key that is off
+         * unless given (redis.password_file), shown commented out. */
+        int off_key = commented && !sec_commented && p[1] != '\0';
+        if (entry && indented && !deep &&
+            (!*section || (commented != sec_commented && !off_key) || whole_section(section)))
             entry = 0; /* a key of a whole section, or an example in a comment */
         if (entry && indented && !deep && p[1] == '\0') { /* "  tls:" opens a mapping of the section */
             snprintf(sub, sizeof sub, "%.*s", (int)(p - name), name);

@@ -720,9 +720,14 @@ Test(redis_url, bad_unix_auth) {
     url_bad("unix:///s?password=a&password=b", "password given twice", NULL);
     url_bad("unix://u:p@/s?user=v", "user given twice", NULL);
     url_bad("unix:///s?db=1&db=2", "\"db\" given twice", NULL);
-    url_bad("unix:///s?user=bob", "user without a password", NULL);
-    url_bad("unix://bob:@/s", "user without a password", NULL);
-    url_bad("redis://bob:@host", "user without a password", NULL);
+    /* A user whose password comes from elsewhere (redis.password_file). */
+    const char *userless[] = {"unix:///s?user=bob", "unix://bob:@/s", "redis://bob:@host"};
+    for (size_t i = 0; i < 3; i++) {
+        jr_redis_url_t u = url_ok(userless[i]);
+        cr_expect_str_eq(u.user, "bob", "%s", userless[i]);
+        cr_expect_null(u.password, "%s", userless[i]);
+        jr_redis_url_free(&u);
+    }
     url_bad("unix:///s?password=", "empty password", NULL);
     url_bad("unix:///s?password", "empty password", NULL);
     url_bad("unix:///s?password=%zz", "bad percent-escape in password", NULL);

@@ -88,7 +88,8 @@ typedef struct jr_client_options {
     const char *url;            /* as jr_client_connect's; NULL = redis://127.0.0.1:6379 */
     int64_t connect_timeout_ms; /* as jr_client_connect's */
     int64_t command_timeout_ms; /* as jr_client_connect's */
-    const char *password;       /* used when the URL holds none; NULL = none */
+    const char *password;       /* kept out of the URL (a user then reads "redis://USER:@host");
+                                   a URL holding one too is refused; NULL = none */
     const char *sentinel_password; /* redis-sentinel:// URLs: the sentinels' own; NULL = none */
     struct {
         const char *ca_file, *ca_dir;     /* CAs that sign the server; NULL = the system's */
