@@ -4,7 +4,10 @@
 #   runtime  jobrunner + the bundled job plugins (worker, scheduler, CLI); it
 #            also loads every plugin in /opt/jobrunner/plugins (a volume, or
 #            COPY your .so files there in an image built FROM this one)
-#   redis    redis-server 7 with AOF on, noeviction and a password
+#   redis    redis-server 7 with AOF on, noeviction and a password (and TLS
+#            with REDIS_TLS_DIR: config/redis-start)
+#   certs    openssl: the one-shot service of docker-compose.tls.yml that
+#            makes the CA and certificates of the TLS variant (config/tls-certs)
 FROM debian:bookworm-slim AS sdk
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         gcc libc6-dev make cmake pkg-config libhiredis-dev libyaml-dev libjansson-dev libmicrohttpd-dev libssl-dev \
@@ -42,6 +45,16 @@ CMD ["worker", "-c", "/etc/jobrunner/container.yaml"]
 FROM debian:bookworm-slim AS redis
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends redis-server \
     && rm -rf /var/lib/apt/lists/* && mkdir -p /data && chown redis:redis /data
+COPY config/redis-start /usr/local/bin/jobrunner-redis
 USER redis
 # The password comes from REDIS_PASSWORD (see .env); never baked into the image.
-CMD ["sh", "-c", "exec redis-server --bind 0.0.0.0 --protected-mode no --dir /data --appendonly yes --appendfsync everysec --maxmemory-policy noeviction --requirepass \"$REDIS_PASSWORD\""]
+CMD ["jobrunner-redis"]
+
+FROM debian:bookworm-slim AS certs
+RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends openssl \
+    && rm -rf /var/lib/apt/lists/*
+# The owners of the keys: user redis of the redis image, jobrunner of runtime.
+COPY --from=redis /etc/passwd /usr/share/jobrunner-certs/passwd.redis
+COPY --from=runtime /etc/passwd /usr/share/jobrunner-certs/passwd.runtime
+COPY config/tls-certs /usr/local/bin/jobrunner-tls-certs
+CMD ["jobrunner-tls-certs", "/tls", "/tls-ca"]

@@ -3,7 +3,10 @@
 # with podman-compose and the example plugin of docs/examples/plugin (the
 # README's deployment section, step by step), runs jobs through it, kills a
 # worker container mid-job, stops the stack and checks every service exited
-# 0, then removes every container, volume and network it made.
+# 0; then runs the TLS variant (docker-compose.tls.yml) with the same images
+# as a second project: jobs and a delayed job over TLS, Redis refusing a
+# plain connection and one without a client certificate. At the end it
+# removes every container, volume and network it made.
 # usage: tests/deploy/smoke.sh [SOURCE_DIR]     (bounded: SMOKE_TIMEOUT, default 1200 s)
 # Needs podman + podman-compose (.ci/container-base.sh sets them up).
 set -euo pipefail
@@ -17,7 +20,8 @@ trap 'exit 143' TERM
 src=$(cd "${1:-$(dirname "$0")/../..}" && pwd)
 cd "$src"
 export COMPOSE_PROJECT_NAME="jrsmoke$$"
-P=$COMPOSE_PROJECT_NAME
+P=$COMPOSE_PROJECT_NAME PT="${P}tls"
+cur=$P   # the project the helpers below look at: $P, then $PT (TLS)
 tmp=$(mktemp -d /tmp/jr-smoke.XXXXXX)
 app="localhost/$P-app:1" app2="localhost/$P-app:2"
 started=$(date +%s)
@@ -29,18 +33,22 @@ has() { grep -c -- "$1" >/dev/null; }
 log() { echo "smoke [$(( $(date +%s) - started ))s] $*"; }
 fail() { log "FAIL: $*"; dump; exit 1; }
 dump() {
-  for c in $(podman ps -a --filter "label=io.podman.compose.project=$P" --format '{{.Names}}' 2>/dev/null); do
+  for c in $(podman ps -a --filter "label=io.podman.compose.project=$cur" --format '{{.Names}}' 2>/dev/null); do
     echo "--- logs of $c (last 30 lines)"; podman logs --tail 30 "$c" 2>&1 || true
   done
 }
 pc() { podman-compose -p "$P" "$@"; }
+pct() { podman-compose -p "$PT" -f docker-compose.yml -f docker-compose.tls.yml "$@"; }
 cleanup() {
   set +e
   log "cleaning up"
   pc down -v -t 20 >/dev/null 2>&1
-  for c in $(podman ps -a --filter "label=io.podman.compose.project=$P" --format '{{.ID}}'); do podman rm -f "$c" >/dev/null 2>&1; done
-  for v in $(podman volume ls --filter "label=io.podman.compose.project=$P" --format '{{.Name}}'); do podman volume rm -f "$v" >/dev/null 2>&1; done
-  podman network rm -f "${P}_default" >/dev/null 2>&1
+  pct down -v -t 20 >/dev/null 2>&1
+  for p in "$P" "$PT"; do
+    for c in $(podman ps -a --filter "label=io.podman.compose.project=$p" --format '{{.ID}}'); do podman rm -f "$c" >/dev/null 2>&1; done
+    for v in $(podman volume ls --filter "label=io.podman.compose.project=$p" --format '{{.Name}}'); do podman volume rm -f "$v" >/dev/null 2>&1; done
+    podman network rm -f "${p}_default" >/dev/null 2>&1
+  done
   podman rmi -f "$app" "$app2" >/dev/null 2>&1
   # the layers our builds left untagged (an image rebuilt replaces the tag)
   podman images -q --filter dangling=true | sort > "$tmp/dangling.after"
@@ -66,7 +74,7 @@ podman build -t "$app" docs/examples/plugin >>"$tmp/build.log" 2>&1 || { tail -2
 log "starting the stack"
 export JOBRUNNER_IMAGE="$app"
 pc up -d >"$tmp/up.log" 2>&1 || { cat "$tmp/up.log"; fail "up"; }
-containers() { podman ps -a --filter "name=^${P}_$1_[0-9]+$" --format "{{.Names}}" | sort; }
+containers() { podman ps -a --filter "name=^${cur}_$1_[0-9]+$" --format "{{.Names}}" | sort; }
 workers=$(containers worker); sched=$(containers scheduler); redis=$(containers redis)
 [ "$(echo "$workers" | wc -w)" = 2 ] || fail "expected 2 worker containers, got: $workers"
 
@@ -198,4 +206,47 @@ for c in $(podman ps -a --filter "label=io.podman.compose.project=$P" --format '
   code=$(podman inspect --format '{{.State.ExitCode}}' "$c")
   [ "$code" = 0 ] || fail "$c exited $code"
 done
-log "every service exited 0; total $(( $(date +%s) - started ))s"
+log "every service exited 0; the plain stack took $(( $(date +%s) - started ))s"
+
+# The TLS variant (docker-compose.tls.yml, docs/tls.md) as a project of its
+# own, with the images built above: only the certs image is new.
+tls_started=$(date +%s)
+cur=$PT
+log "the TLS variant: building the certs image, starting the stack"
+podman build --target certs -t localhost/jobrunner-certs:latest . >>"$tmp/build.log" 2>&1 \
+  || { tail -20 "$tmp/build.log"; fail "certs image"; }
+pct up -d --no-build >"$tmp/up-tls.log" 2>&1 || { cat "$tmp/up-tls.log"; fail "up (TLS)"; }
+workers=$(containers worker); sched=$(containers scheduler); redis=$(containers redis)
+[ "$(echo "$workers" | wc -w)" = 2 ] || fail "expected 2 worker containers, got: $workers"
+for c in $redis $sched $workers; do healthy "$c" || fail "$c never became healthy"; done
+certs=$(containers certs)
+[ "$(podman inspect --format '{{.State.Status}} {{.State.ExitCode}}' "$certs")" = "exited 0" ] \
+  || fail "the certs service did not complete: $(podman inspect --format '{{.State.Status}} {{.State.ExitCode}}' "$certs")"
+podman logs "$sched" 2>&1 | has "scheduler starting redis=rediss://" || fail "the scheduler does not use rediss://"
+log "all healthy over TLS: $redis $sched $workers"
+in_sched sh -c 'for i in $(seq 1 10); do jobrunner enqueue greet "tls $i" || exit 1; done
+                for i in $(seq 1 3); do jobrunner enqueue --in 2s greet "tls later $i" || exit 1; done' \
+  >/dev/null || fail "enqueue through the CLI over TLS"
+wait_ok 13
+log "13 greet jobs ran over TLS (3 of them delayed)"
+# Redis refuses a plain connection (no plain port), and a TLS one without a
+# client certificate (mutual TLS).
+if out=$(podman exec -e JOBRUNNER_REDIS_URL="redis://:$REDIS_PASSWORD@redis:6379" -e JOBRUNNER_REDIS_WAIT=0s \
+           "$sched" jobrunner stats 2>&1); then
+  fail "a plain redis:// connection to the TLS Redis was accepted: $out"
+fi
+echo "$out" | has "use rediss://" || fail "a plain connection failed, but not as refused by TLS: $out"
+if out=$(podman exec "$redis" sh -c 'redis-cli --tls --cacert /tls/ca.crt --no-auth-warning -a "$REDIS_PASSWORD" ping' 2>&1) \
+   && echo "$out" | has PONG; then
+  fail "Redis answered a TLS client without a client certificate: $out"
+fi
+st=$(jr stats --json) || fail "stats over TLS"
+echo "$st" | has '"dead": *0' || fail "jobs went dead over TLS: $st"
+log "Redis refused a plain connection and one without a client certificate"
+pct stop -t 20 >/dev/null 2>&1 || true
+for c in $(podman ps -a --filter "label=io.podman.compose.project=$PT" --format '{{.Names}}'); do
+  code=$(podman inspect --format '{{.State.ExitCode}}' "$c")
+  [ "$code" = 0 ] || fail "$c exited $code"
+done
+pct down -v -t 20 >/dev/null 2>&1 || fail "down -v (TLS)"
+log "TLS variant done in $(( $(date +%s) - tls_started ))s; every service exited 0; total $(( $(date +%s) - started ))s"
