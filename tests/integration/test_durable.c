@@ -203,7 +203,7 @@ Test(durable, a_stopped_replica_fails_the_enqueue_and_warns_once_for_results) {
 
     /* The replica back: the next flush it confirms ends the episode. Its
      * first confirmation after SIGCONT can take longer than wait_timeout
-     * (seen: ~0.9 s, its once-a-second REPLCONF ACK), so a flush right
+     * (seen: 2-9 ms or ~0.9 s, measured by WAIT), so a flush right
      * after SIGCONT may still time out, and an idle worker flushes no more:
      * wait until the replica confirms a write, then give the worker jobs
      * until one flush of them is confirmed. */
