@@ -24,6 +24,7 @@ typedef enum {
     T_URL,       /* char *: a Redis URL, checked with jr_redis_url_parse */
     T_ADDR,      /* char *: HOST:PORT, checked with jr_metrics_parse_addr */
     T_QUEUE,     /* char *: one queue name */
+    T_SECRET,    /* char *: a password, any text; never quoted in a message */
     T_DURATION,  /* int64_t ms, min..max */
     T_INT,       /* int64_t, min..max */
     T_ENUM,      /* int: index into names */
@@ -75,6 +76,7 @@ static const key_def_t keys[] = {
     {"redis", "url", T_URL, F(redis_url), NULL, 0, 0, NULL}, /* NULL: JR_DEFAULT_REDIS_URL */
     {"redis", "connect_timeout", T_DURATION, F(connect_timeout_ms), "2s", 10, 5 * MS_M, NULL},
     {"redis", "wait", T_DURATION, F(redis_wait_ms), "0s", 0, MS_H, NULL},
+    {"redis", "sentinel_password", T_SECRET, F(redis_sentinel_password), NULL, 0, 0, NULL}, /* NULL: none */
     {"log", "format", T_ENUM, F(log_format), "text", 0, 0, log_formats},
     {"log", "level", T_ENUM, F(log_level), "info", 0, 0, log_levels},
     {"plugins", "paths", T_PATHS, F(plugin_paths), NULL, 0, 0, NULL}, /* []: JR_JOBS_DIR */
@@ -207,6 +209,7 @@ int jr_config_init(jr_config_t *cfg) {
 
 void jr_config_free(jr_config_t *cfg) {
     free(cfg->redis_url);
+    free(cfg->redis_sentinel_password);
     free(cfg->default_queue);
     free(cfg->metrics_listen);
     jr_strlist_free(&cfg->plugin_paths);
@@ -386,6 +389,8 @@ static int parse_value(const key_def_t *d, const char *v, void *field, char *why
             return JR_EINVAL;
         }
         break;
+    case T_SECRET:
+        break;
     case T_DURATION: {
         char range[JR_ERRLEN];
         if (jr_duration_parse_range(v, d->min, d->max, (int64_t *)field, range, sizeof range)) {
@@ -421,7 +426,7 @@ static int parse_value(const key_def_t *d, const char *v, void *field, char *why
         set_err(why, whylen, "internal error: not a scalar key");
         return JR_EINVAL;
     }
-    /* T_URL, T_ADDR and T_QUEUE: replace the string. */
+    /* T_URL, T_ADDR, T_QUEUE and T_SECRET: replace the string. */
     char *copy = strdup(v);
     if (!copy) return JR_ENOMEM;
     free(*(char **)field);
@@ -1120,7 +1125,7 @@ int jr_config_apply_env(jr_config_t *cfg, char *const *envp, FILE *warn, char *e
          * not repeated (it may hold a password: the URL parser's message
          * shows it with the password hidden). */
         char name[PATH_LEN + 220];
-        if (keys[i].type == T_URL)
+        if (keys[i].type == T_URL || keys[i].type == T_SECRET)
             snprintf(name, sizeof name, "%s", var);
         else
             snprintf(name, sizeof name, "%s=\"%.200s%s\"", var, v, strlen(v) > 200 ? "..." : "");

@@ -40,6 +40,7 @@ typedef struct jr_config {
     char *redis_url;            /* redis.url; NULL = not configured (then JR_DEFAULT_REDIS_URL) */
     int64_t connect_timeout_ms; /* redis.connect_timeout */
     int64_t redis_wait_ms;      /* redis.wait: how long commands retry an unreachable Redis */
+    char *redis_sentinel_password; /* redis.sentinel_password: the sentinels' own; NULL = none */
 
     /* log: */
     jr_log_format_t log_format; /* log.format */

@@ -57,8 +57,28 @@ typedef struct jr_redis_opts {
 } jr_redis_opts_t;
 
 /* jr_redis_connect with everything a configuration can say (o->url and
- * o->timeout_ms as jr_redis_connect's url and timeout_ms). */
+ * o->timeout_ms as jr_redis_connect's url and timeout_ms).
+ *
+ * A redis-sentinel:// URL: the sentinels are asked in turn for the primary
+ * of its master (each within the timeout; o->sentinel_password their own),
+ * the primary is connected to as a redis:// URL with the URL's user,
+ * password and db, and ROLE must say master (else the sentinels are asked
+ * again until the timeout: one may not have seen a failover yet). The
+ * connection then follows a failover by breaking (jr_redis_ok() == 0, so
+ * the caller reconnects, through the sentinels again): on a READONLY or
+ * MASTERDOWN reply, and on a +switch-master of its master heard from a
+ * sentinel while waiting in this layer (a reply, jr_redis_wait, or a poll
+ * of jr_redis_fd). Errors name the URL (password hidden), each sentinel
+ * tried and why it failed ("no sentinel knows master NAME"). */
 jr_redis_t *jr_redis_open(const jr_redis_opts_t *o, char *err, size_t errlen);
+
+/* Process-wide: called once per failover this process follows (its first
+ * connection to reach a primary of a master other than the one it was
+ * connected to), with the master name and both primaries ("host:port").
+ * The layer has no logger: the program and the client library set one
+ * that logs "following the failover of master NAME: FROM -> TO". NULL =
+ * none. Set it before connecting (it is not locked). */
+void jr_redis_on_failover(void (*fn)(const char *master, const char *from, const char *to));
 void jr_redis_free(jr_redis_t *r);
 
 /* Bound every later non-blocking command by timeout_ms (> 0) instead of the

@@ -24,6 +24,11 @@ struct jr_redis {
     char registry_err[JR_ERRLEN]; /* the last registration skipped for garbage in the registry (logged) */
     void *scratch;        /* jri_scratch's buffer, kept between calls */
     size_t scratch_cap;
+    /* redis-sentinel:// only (master[0] == '\0' otherwise): */
+    char master[256];     /* the master name */
+    char primary[300];    /* the primary connected to, "host:port" */
+    struct jr_sentinel_sub *sub; /* the sentinels' +switch-master, NULL = none (or broken) */
+    int epfd, has_epfd;   /* an epoll set of c->fd and the subscription's: jr_redis_fd */
 };
 
 /* Set the connection's error text and return code; any code but JR_EREDIS
