@@ -599,13 +599,6 @@ static int parse_sentinel(const char *p, const char *at, jr_redis_url_t *u, cons
                 shown);
         return JR_EINVAL;
     }
-    for (const char *q = name; q < name_end; q++) {
-        if (!host_char_ok(*q) && *q != ':') {
-            set_err(err, errlen, "bad master name \"%.*s\" in redis URL \"%s\" (letters, digits and \"._-:\")",
-                    (int)(name_end - name), name, shown);
-            return JR_EINVAL;
-        }
-    }
     size_t n = 1;
     for (const char *q = p; q < slash; q++) n += *q == ',';
     if (!(u->sentinels = calloc(n, sizeof *u->sentinels))) return JR_ENOMEM;
@@ -616,6 +609,13 @@ static int parse_sentinel(const char *p, const char *at, jr_redis_url_t *u, cons
             return rc;
         u->nsentinels++;
         q = e;
+    }
+    /* Not quoted: without an '@', what follows a '/' may be a password's. */
+    for (const char *q = name; q < name_end; q++) {
+        if (!host_char_ok(*q) && *q != ':') {
+            set_err(err, errlen, "bad master name in redis URL \"%s\" (letters, digits and \"._-:\")", shown);
+            return JR_EINVAL;
+        }
     }
     if ((rc = copy_str(name, (size_t)(name_end - name), &u->master))) return rc;
     if (qm && qm[1] && (rc = parse_params(qm + 1, u, shown, err, errlen))) return rc;

@@ -43,10 +43,18 @@ static pid_t launch(const char *log, const char *const *argv) {
     return pid;
 }
 
+static const char *sentinel_pass; /* the sentinels' requirepass, NULL = none */
+
 static redisContext *tcp(int port) {
     struct timeval tv = {1, 0};
     redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
     if (c && !c->err) redisSetTimeout(c, tv);
+    int sentinel = 0;
+    for (int i = 0; i < SENTINELS; i++) sentinel |= C.sport[i] == port;
+    if (c && !c->err && sentinel && sentinel_pass) {
+        redisReply *rep = redisCommand(c, "AUTH %s", sentinel_pass);
+        if (rep) freeReplyObject(rep);
+    }
     return c;
 }
 
@@ -105,10 +113,12 @@ static int cluster_ready(const void *arg) {
     return 1;
 }
 
-/* Start the primary, its replicas and the sentinels; write the config file
- * of the jobrunner processes (extra: more YAML). */
-static void cluster_start(const char *extra) {
+/* Start the primary, its replicas and the sentinels (with requirepass
+ * spass unless NULL); write the config file of the jobrunner processes
+ * (extra: more YAML). */
+static void cluster_start2(const char *extra, const char *spass) {
     memset(&C, 0, sizeof C);
+    sentinel_pass = spass;
     snprintf(C.dir, sizeof C.dir, "/tmp/jrt-sentinel.XXXXXX");
     cr_assert(mkdtemp(C.dir), "mkdtemp: %s", strerror(errno));
     for (int i = 0; i < NODES; i++) C.port[i] = jrt_free_port();
@@ -133,8 +143,9 @@ static void cluster_start(const char *extra) {
                  "port %d\nbind 127.0.0.1\ndir %s\n"
                  "sentinel monitor m 127.0.0.1 %d 2\n"
                  "sentinel down-after-milliseconds m 1000\n"
-                 "sentinel failover-timeout m 5000\n",
-                 C.sport[i], C.dir, C.port[0]);
+                 "sentinel failover-timeout m 5000\n"
+                 "%s%s\n",
+                 C.sport[i], C.dir, C.port[0], spass ? "requirepass " : "", spass ? spass : "");
         FILE *f = fopen(conf, "w");
         cr_assert(f);
         fputs(text, f);
@@ -156,6 +167,8 @@ static void cluster_start(const char *extra) {
     fputs(text, f);
     fclose(f);
 }
+
+static void cluster_start(const char *extra) { cluster_start2(extra, NULL); }
 
 static void cluster_stop(void) {
     for (int i = 0; i < SENTINELS; i++)
@@ -235,8 +248,17 @@ static long long tod_ms(int64_t wall_us) { return (wall_us / 1000) % (24LL * 360
 /* ---- (1) URL forms and errors ------------------------------------------ */
 
 Test(sentinel, url_errors) {
-    cluster_start(NULL);
+    cluster_start2(NULL, "sentinel-secret");
     char out[4096], err[4096];
+    /* The sentinels want their own password: said, and not shown. */
+    const char *nopw[] = {"stats", "--redis", C.url, NULL};
+    unsetenv("JOBRUNNER_REDIS_SENTINEL_PASSWORD");
+    cr_assert_neq(jrt_run(out, sizeof out, err, sizeof err, nopw), 0);
+    cr_assert(strstr(err, "NOAUTH"), "%s", err);
+    setenv("JOBRUNNER_REDIS_SENTINEL_PASSWORD", "wrong-one", 1);
+    cr_assert_neq(jrt_run(out, sizeof out, err, sizeof err, nopw), 0);
+    cr_assert(strstr(err, "AUTH with redis.sentinel_password") && !strstr(err, "wrong-one"), "%s", err);
+    setenv("JOBRUNNER_REDIS_SENTINEL_PASSWORD", "sentinel-secret", 1);
     /* Through the sentinels: works. */
     const char *ok[] = {"stats", "--redis", C.url, NULL};
     cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, ok), 0, "stats through %s: %s", C.url, err);
@@ -272,6 +294,7 @@ Test(sentinel, url_errors) {
     const char *bad[] = {"stats", "--redis", "redis-sentinel://127.0.0.1:26379", NULL};
     cr_assert_neq(jrt_run(out, sizeof out, err, sizeof err, bad), 0);
     cr_assert(strstr(err, "missing master name"), "%s", err);
+    unsetenv("JOBRUNNER_REDIS_SENTINEL_PASSWORD");
 }
 
 /* ---- (2) the primary SIGKILLed while jobs flow --------------------------- */
