@@ -80,9 +80,9 @@ int jr_sentinel_ask(const jr_redis_url_t *u, const char *password, int64_t timeo
             unknown++;
             say(why, whylen, "sentinel %s: does not know master %s", addr, u->master);
         } else {
-            const char *e = !rep ? c->errstr : rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply";
-            say(why, whylen, "sentinel %s: SENTINEL get-master-addr-by-name: %s%s", addr, e,
-                !strncmp(e, "NOAUTH", 6) ? " (the sentinels want a password: set redis.sentinel_password)" : "");
+            const char *said = !rep ? c->errstr : rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply";
+            say(why, whylen, "sentinel %s: SENTINEL get-master-addr-by-name: %s%s", addr, said,
+                !strncmp(said, "NOAUTH", 6) ? " (the sentinels want a password: set redis.sentinel_password)" : "");
         }
         if (rep) freeReplyObject(rep);
         redisFree(c);
