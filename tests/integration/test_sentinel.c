@@ -443,7 +443,9 @@ Test(sentinel, primary_killed) {
     for (size_t i = 0; i < nok; i++) {
         long long first = 0;
         size_t k = runs_of(runs, nruns, ok[i].id, &first);
-        if (ok[i].us > killed_us) {
+        /* Confirmed 100 ms after the kill or later: through the new primary
+         * (a reply in flight at the kill arrives within a few ms). */
+        if (ok[i].us > killed_us + 100000) {
             after++;
             cr_expect_geq(k, 1, "job %s, enqueued through the new primary, never ran", ok[i].id);
             if (k && (first_new_us < 0 || first < first_new_us)) first_new_us = first;
