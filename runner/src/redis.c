@@ -61,10 +61,14 @@ static int poll_fd(int fd, int extra_fd, int64_t timeout_us) {
 }
 
 /* Read what the sentinels sent on r's subscription: a +switch-master of
- * r's master to another primary breaks r (JR_EIO: the caller reconnects,
- * through the sentinels, to the new primary); a broken subscription is
- * dropped (a failover is then followed on a broken connection or a
- * READONLY reply). Returns 0 or JR_EIO. */
+ * r's master breaks r (JR_EIO: the caller reconnects, through the
+ * sentinels, to the new primary). Even one naming r's primary: the
+ * sentinel that led a failover announces it last, maybe to a connection
+ * made to the new primary already, and that message woke a caller polling
+ * jr_redis_fd, who now reads a reply that is not there (reconnecting costs
+ * less than waiting for it). A broken subscription is dropped (a failover
+ * is then followed on a broken connection or a READONLY reply). Returns 0
+ * or JR_EIO. */
 static int sub_event(jr_redis_t *r) {
     char to[300];
     int s = jr_sentinel_sub_read(r->sub, r->master, to, sizeof to);
@@ -75,6 +79,9 @@ static int sub_event(jr_redis_t *r) {
     if (s == 1 && strcmp(to, r->primary) != 0)
         return jri_fail(r, JR_EIO, "the sentinels moved master %s from %s to %s (+switch-master)", r->master,
                         r->primary, to);
+    if (s == 1)
+        return jri_fail(r, JR_EIO, "a sentinel announced master %s at %s again (+switch-master): reconnecting",
+                        r->master, to);
     return 0;
 }
 
