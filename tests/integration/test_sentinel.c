@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "jr.h"
 
 #define NODES 3
 #define SENTINELS 3
@@ -567,3 +568,32 @@ static void blocked_worker_follows(const char *how) {
 Test(sentinel, failover_command) { blocked_worker_follows("failover"); }
 
 Test(sentinel, frozen_primary) { blocked_worker_follows("freeze"); }
+
+/* (b) A primary made a replica behind the sentinels' back: a write through
+ * the sentinels is refused READONLY and the connection is broken, so its
+ * process reconnects through them; the same refusal on a redis:// URL
+ * leaves that connection usable (an error reply is not a transport error). */
+Test(sentinel, readonly_breaks_the_connection) {
+    cluster_start(NULL);
+    char err[JR_ERRLEN], a[256], direct[64];
+    jr_redis_opts_t o = {.url = C.url, .timeout_ms = 1000};
+    jr_redis_t *r = jr_redis_open(&o, err, sizeof err);
+    cr_assert(r, "%s", err);
+    cr_assert_eq(jr_redis_load_library(r), 0, "%s", jr_redis_errstr(r));
+    snprintf(direct, sizeof direct, "redis://127.0.0.1:%d", C.port[0]);
+    jr_redis_t *d = jr_redis_connect(direct, 1000, err, sizeof err);
+    cr_assert(d, "%s", err);
+    jr_enqueue_t job = jrt_job("sq", "record", "x");
+    cr_assert_eq(jr_redis_enqueue(r, &job, 1, NULL, NULL), 0, "%s", jr_redis_errstr(r));
+    ask(C.port[1], a, sizeof a, "REPLICAOF NO ONE");
+    ask(C.port[0], a, sizeof a, "REPLICAOF 127.0.0.1 %d", C.port[1]);
+    cr_assert_str_eq(a, "OK");
+    cr_assert_eq(jr_redis_enqueue(r, &job, 1, NULL, NULL), JR_EREDIS);
+    cr_expect(strstr(jr_redis_errstr(r), "READONLY"), "%s", jr_redis_errstr(r));
+    cr_expect_eq(jr_redis_ok(r), 0, "a READONLY through the sentinels left the connection usable");
+    cr_assert_eq(jr_redis_enqueue(d, &job, 1, NULL, NULL), JR_EREDIS);
+    cr_expect(strstr(jr_redis_errstr(d), "READONLY"), "%s", jr_redis_errstr(d));
+    cr_expect_eq(jr_redis_ok(d), 1, "a READONLY on a redis:// URL broke the connection");
+    jr_redis_free(r);
+    jr_redis_free(d);
+}
