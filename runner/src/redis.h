@@ -122,7 +122,11 @@ enum { JR_WAIT_TIMEOUT = 0, JR_WAIT_READY = 1, JR_WAIT_EXTRA = 2 };
 int jr_redis_wait(jr_redis_t *r, int64_t timeout_us, int extra_fd);
 
 /* The connection's socket, to poll() next to other fds, and whether a
- * reply is already buffered (then poll would not report it). */
+ * reply is already buffered (then poll would not report it). Through
+ * Sentinel the fd is an epoll set of the socket and the subscription to
+ * the sentinels: readable for a reply or for their message; the read that
+ * follows hears the message (a failover: the connection breaks), and
+ * jr_redis_has_reply says 1 for one already there. */
 int jr_redis_fd(const jr_redis_t *r);
 int jr_redis_has_reply(jr_redis_t *r);
 
