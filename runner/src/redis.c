@@ -326,14 +326,17 @@ static int node_role(jr_redis_t *r, char *role, size_t len) {
 /* Connect r to the primary of u's master, as its sentinels name it, and
  * check it is one (ROLE): a sentinel that has not seen a failover yet may
  * name the demoted one; then the sentinels are asked again (the next one
- * first, every 100 ms) until the connect timeout. Subscribes to the
+ * first, every 100 ms) until the connect timeout. A primary named that
+ * cannot be reached: the next sentinels are asked (one cut off from the
+ * others may name a dead primary), once each, while the connect timeout
+ * since the first question has not passed. Subscribes to the
  * sentinels' +switch-master (see wait_fd) and reports a primary other than
  * the one this process connected to last (jr_redis_on_failover). 0, or -1
  * with err naming the URL and what each sentinel said. */
 static int sentinel_connect(jr_redis_t *r, const jr_redis_url_t *u, const jr_redis_opts_t *o, const char *url,
                             char *err, size_t errlen) {
     int64_t timeout_ms = r->timeout_us / 1000, give_up = jr_mono_us() + r->timeout_us;
-    size_t first = 0, which = 0;
+    size_t first = 0, which = 0, unreachable = 0;
     char addr[300];
     for (;;) {
         char host[256], why[JR_ERRLEN], shown[JR_ERRLEN + 320], role[32];
@@ -347,7 +350,13 @@ static int sentinel_connect(jr_redis_t *r, const jr_redis_url_t *u, const jr_red
         snprintf(shown, sizeof shown, "%s (primary %s)", url, addr);
         jr_redis_url_t node = *u;
         node.is_sentinel = 0, node.host = host, node.port = port;
-        if (node_connect(r, &node, shown, err, errlen)) return -1;
+        if (node_connect(r, &node, shown, err, errlen)) {
+            if (++unreachable >= u->nsentinels || jr_mono_us() >= give_up) return -1;
+            if (r->c) redisFree(r->c);
+            r->c = NULL, r->broken = 0;
+            first = (which + 1) % u->nsentinels;
+            continue;
+        }
         int rc = node_role(r, role, sizeof role);
         if (rc) {
             snprintf(err, errlen, "Redis at %s: ROLE: %s", shown, r->err);
