@@ -246,6 +246,34 @@ static long long switch_logged_tod_ms(void) {
 
 static long long tod_ms(int64_t wall_us) { return (wall_us / 1000) % (24LL * 3600 * 1000); }
 
+/* How many failovers the sentinels logged (the most "+switch-master" lines
+ * of one sentinel's log), the time of day (ms) of the last line into *last. */
+static int switches_logged(long long *last) {
+    int most = 0;
+    *last = -1;
+    for (int i = 0; i < SENTINELS; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "sentinel%d.log", i);
+        char *s = jrt_slurp(path_in(name));
+        int n = 0;
+        for (char *p = strstr(s, "+switch-master"); p; p = strstr(p + 1, "+switch-master")) {
+            n++;
+            char *b = p;
+            while (b > s && b[-1] != '\n') b--;
+            int h, m, sec, ms;
+            const char *t = strchr(b, ':');
+            t = t ? strchr(t + 1, ':') : NULL;
+            if (t && sscanf(t - 2, "%d:%d:%d.%d", &h, &m, &sec, &ms) == 4) {
+                long long v = ((h * 60LL + m) * 60 + sec) * 1000 + ms;
+                if (v > *last) *last = v;
+            }
+        }
+        if (n > most) most = n;
+        free(s);
+    }
+    return most;
+}
+
 /* ---- (1) URL forms and errors ------------------------------------------ */
 
 Test(sentinel, url_errors) {
@@ -448,6 +476,17 @@ Test(sentinel, primary_killed) {
     jrt_sleep_ms(1000); /* the retries of the ones before, if any */
     free(runs);
     runs = read_runs(C.record, 2, &nruns);
+    /* On a loaded machine the new primary may miss the sentinels'
+     * down-after (1 s) and be failed over in turn: then what a failover may
+     * lose is judged against the last one. */
+    long long last_tod;
+    int nswitch = switches_logged(&last_tod);
+    int64_t last_switch_us = switched_us;
+    if (nswitch > 1) {
+        last_switch_us = killed_us + (last_tod - tod_ms(killed_us)) * 1000 + 1000000;
+        printf("the sentinels failed over %d times (the last %lld ms after the kill)\n", nswitch,
+               (long long)(last_switch_us - killed_us) / 1000 - 1000);
+    }
     long long first_new_us = -1;
     for (size_t i = 0; i < nok; i++) {
         long long first = 0;
@@ -456,7 +495,8 @@ Test(sentinel, primary_killed) {
          * (a reply in flight at the kill arrives within a few ms). */
         if (ok[i].us > killed_us + 100000) {
             after++;
-            cr_expect_geq(k, 1, "job %s, enqueued through the new primary, never ran", ok[i].id);
+            if (ok[i].us > last_switch_us)
+                cr_expect_geq(k, 1, "job %s, enqueued through the new primary, never ran", ok[i].id);
             /* (A run before the kill: its enqueue's reply was lost in the
              * kill and the retry found the id there.) */
             long long a = run_after(runs, nruns, ok[i].id, killed_us);
@@ -466,13 +506,13 @@ Test(sentinel, primary_killed) {
             lost++;
             printf("lost (enqueued %lld ms before the kill, the old primary's only): %s\n",
                    (long long)(killed_us - ok[i].us) / 1000, ok[i].id);
-            cr_expect(ok[i].us <= switched_us, "job %s enqueued after the failover is lost", ok[i].id);
+            cr_expect(ok[i].us <= last_switch_us, "job %s enqueued after the failover is lost", ok[i].id);
         }
         if (k > 1) {
             dup++;
             printf("ran %zu times (its ack went with the old primary): %s, first run %lld ms before the kill\n",
                    k, ok[i].id, (long long)(killed_us - first) / 1000);
-            cr_expect(first <= switched_us + 1000000, "job %s ran twice, the first time after the failover",
+            cr_expect(first <= last_switch_us + 1000000, "job %s ran twice, the first time after the failover",
                       ok[i].id);
         }
     }
@@ -490,16 +530,19 @@ Test(sentinel, primary_killed) {
     for (int i = 0; i < 3; i++) {
         char log[32];
         snprintf(log, sizeof log, "worker%d.log", i);
-        cr_expect_eq(jrt_count(path_in(log), "following the failover of master m"), 1, "worker %d: %s", i,
-                     jrt_slurp(path_in(log)));
+        int said = jrt_count(path_in(log), "following the failover of master m");
+        cr_expect(said >= 1 && said <= nswitch, "worker %d said %d failovers of %d: %s", i, said, nswitch,
+                  jrt_slurp(path_in(log)));
     }
     for (int i = 0; i < 2; i++) {
         char log[32];
         snprintf(log, sizeof log, "scheduler%d.log", i);
-        cr_expect_eq(jrt_count(path_in(log), "following the failover of master m"), 1, "scheduler %d", i);
+        int said = jrt_count(path_in(log), "following the failover of master m");
+        cr_expect(said >= 1 && said <= nswitch, "scheduler %d said %d failovers of %d", i, said, nswitch);
         snprintf(log, sizeof log, "producer%d.log", i);
-        cr_expect_eq(jrt_count(path_in(log), "following the failover of master m"), 1, "producer %d: %s", i,
-                     jrt_slurp(path_in(log)));
+        said = jrt_count(path_in(log), "following the failover of master m");
+        cr_expect(said >= 1 && said <= nswitch, "producer %d said %d failovers of %d: %s", i, said, nswitch,
+                  jrt_slurp(path_in(log)));
     }
     for (int i = 0; i < 3; i++) jrt_stop(w[i], SIGTERM, 10000);
     for (int i = 0; i < 2; i++) jrt_stop(s[i], SIGTERM, 10000);
