@@ -7,7 +7,7 @@
 #   redis    redis-server 7 with AOF on, noeviction and a password
 FROM debian:bookworm-slim AS sdk
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        gcc libc6-dev make cmake pkg-config libhiredis-dev libyaml-dev libjansson-dev libmicrohttpd-dev \
+        gcc libc6-dev make cmake pkg-config libhiredis-dev libyaml-dev libjansson-dev libmicrohttpd-dev libssl-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY CMakeLists.txt ./
@@ -24,7 +24,7 @@ WORKDIR /plugin
 
 FROM debian:bookworm-slim AS runtime
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        libhiredis0.14 libyaml-0-2 libjansson4 libmicrohttpd12 tzdata \
+        libhiredis0.14 libyaml-0-2 libjansson4 libmicrohttpd12 libssl3 ca-certificates tzdata \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --no-create-home jobrunner \
     && mkdir -p /opt/jobrunner/plugins

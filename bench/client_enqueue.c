@@ -1,6 +1,7 @@
 /* Enqueue rate of libjobrunner (jr_client_enqueue_many): N jobs spread
  * over Q queues in random order, in batches of B, against the Redis at URL.
- *   client_enqueue URL [N [Q [B]]]      (defaults 100000 40 1000)
+ *   client_enqueue URL [N [Q [B [W]]]]  (defaults 100000 40 1000 0)
+ * W > 0: the client's wait_replicas (each call waits for W replicas). 
  * Prints jobs per second. Writes into queues bq00..bq<Q-1>: use a scratch
  * Redis. See bench/README.md. */
 #include <jobrunner/client.h>
@@ -17,8 +18,11 @@ static double now_s(void) {
 int main(int argc, char **argv) {
     if (argc < 2) return fprintf(stderr, "usage: client_enqueue URL [N [Q [B]]]\n"), 2;
     long n = argc > 2 ? atol(argv[2]) : 100000, q = argc > 3 ? atol(argv[3]) : 40, b = argc > 4 ? atol(argv[4]) : 1000;
-    if (n < 1 || q < 1 || q > 1000 || b < 1) return fprintf(stderr, "bad N, Q or B\n"), 2;
-    jr_client_t *c = jr_client_connect(argv[1], 5000, 30000);
+    int w = argc > 5 ? atoi(argv[5]) : 0;
+    if (n < 1 || q < 1 || q > 1000 || b < 1 || w < 0) return fprintf(stderr, "bad N, Q, B or W\n"), 2;
+    jr_client_options_t o = {.url = argv[1], .connect_timeout_ms = 5000, .command_timeout_ms = 30000,
+                             .wait_replicas = w, .wait_timeout_ms = 5000};
+    jr_client_t *c = jr_client_open(&o);
     if (!c || jr_client_err(c)) return fprintf(stderr, "%s\n", c ? jr_client_errstr(c) : "out of memory"), 1;
     char (*names)[8] = malloc((size_t)q * sizeof *names);
     jr_client_job_t *jobs = calloc((size_t)n, sizeof *jobs);

@@ -42,7 +42,8 @@
  *      FCALL jr_enqueue_many (1000, JR_ENQUEUE_CHUNK); BENCH_BATCH: jobs per
  *      jr_redis_enqueue call (100000; 1000 before pipelining, when one call
  *      was one FCALL); BENCH_PAYLOAD_BYTES (pad the payload to this size; default:
- *      "<t> " + 44 characters, as the other peers). */
+ *      "<t> " + 44 characters, as the other peers); BENCH_TLS_CA_FILE: the CA
+ *      of a rediss:// BENCH_URL. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -260,7 +261,9 @@ int main(int argc, char **argv) {
     if ((e = getenv("BENCH_PAYLOAD_BYTES")) && e[0]) payload_bytes = (size_t)arg_long(e);
 
     char err[JR_ERRLEN];
-    if (!(r = jr_redis_connect(url, 5000, err, sizeof err))) {
+    /* rediss:// (bench/tls.sh): the CA in BENCH_TLS_CA_FILE. */
+    jr_redis_opts_t o = {.url = url, .timeout_ms = 5000, .tls.ca_file = getenv("BENCH_TLS_CA_FILE")};
+    if (!(r = jr_redis_open(&o, err, sizeof err))) {
         fprintf(stderr, "jr_peer: %s\n", err);
         return 1;
     }

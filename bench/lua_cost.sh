@@ -7,13 +7,15 @@
 # redis-benchmark with one client; the commands the call ran follow, per call.
 #
 #   bench/lua_cost.sh                                         # this tree's library
-#   LIBS="before=/tmp/base/runner/lua/jobrunner.lua after=runner/lua/jobrunner.lua" REPS=3 bench/lua_cost.sh
+#   LIBS="before=/tmp/base/build/runner/jobrunner.lua after=build/runner/jobrunner.lua" REPS=3 bench/lua_cost.sh
+#
+# (A library is the file the build joins from runner/lua/; by default this
+# tree's parts are joined here by runner/lua/join.sh.)
 #
 # Every process started here is stopped by its pid.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
-LIBS=${LIBS:-"this=$ROOT/runner/lua/jobrunner.lua"}
 REPS=${REPS:-3}
 N=${N:-20000}
 WORK=$(mktemp -d /tmp/jr-luacost.XXXXXX)
@@ -28,6 +30,10 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+if [ -z "${LIBS:-}" ]; then
+  sh "$ROOT/runner/lua/join.sh" "$ROOT/runner/lua" "$WORK/jobrunner.lua" || exit 1
+  LIBS="this=$WORK/jobrunner.lua"
+fi
 redis-server --unixsocket "$SOCK" --port 0 --save '' --appendonly no --dir "$WORK" --daemonize no \
   >"$WORK/redis.log" 2>&1 &
 REDIS_PID=$!

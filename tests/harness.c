@@ -655,3 +655,55 @@ pid_t jrt_spawn_skewed(const char *skew, const char *log, const char *const *arg
     jrt_skew_env(NULL);
     return pid;
 }
+
+/* ---- TLS (test_tls) ----------------------------------------------------- */
+
+/* A TCP port of 127.0.0.1 free now (bound to 0, read, closed). */
+static int free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    cr_assert(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+              getsockname(fd, (struct sockaddr *)&a, &len) == 0, "free port: %s", strerror(errno));
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+void jrt_redis_start_tls(jrt_redis_t *r, const char *auth_clients, char *plain_url, char *tls_url) {
+    memset(r, 0, sizeof *r);
+    snprintf(r->dir, sizeof r->dir, "/tmp/jrt.XXXXXX");
+    cr_assert(mkdtemp(r->dir), "mkdtemp: %s", strerror(errno));
+    snprintf(r->sock, sizeof r->sock, "%s/redis.sock", r->dir);
+    snprintf(r->url, sizeof r->url, "unix://%s", r->sock);
+    char cmd[4096];
+    /* x509 -req signs with the CA; faketime moves the signing clock, so the
+     * validity window (-days 2) lies in the past or in the future. */
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && exec >openssl.log 2>&1 && set -e && "
+             "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 30 -subj '/CN=jrt test CA' && "
+             "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' >san.ext && "
+             "openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj '/CN=jrt server' && "
+             "openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt -days 2 "
+             "-extfile san.ext && "
+             "faketime -f -10d openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial "
+             "-out expired.crt -days 2 -extfile san.ext && "
+             "faketime -f +10d openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial "
+             "-out future.crt -days 2 -extfile san.ext && "
+             "openssl req -newkey rsa:2048 -nodes -keyout client.key -out client.csr -subj '/CN=jrt client' && "
+             "openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out client.crt -days 2 && "
+             "openssl genrsa -out other.key 2048",
+             r->dir);
+    cr_assert_eq(system(cmd), 0, "making the test certificates failed (see %s/openssl.log)", r->dir);
+    char pp[16], tp[16], cert[160], key[160], ca[160];
+    snprintf(pp, sizeof pp, "%d", free_port());
+    snprintf(tp, sizeof tp, "%d", free_port());
+    snprintf(cert, sizeof cert, "%s/server.crt", r->dir);
+    snprintf(key, sizeof key, "%s/server.key", r->dir);
+    snprintf(ca, sizeof ca, "%s/ca.crt", r->dir);
+    const char *extra[] = {"--port", pp, "--bind", "127.0.0.1", "--tls-port", tp, "--tls-cert-file", cert,
+                           "--tls-key-file", key, "--tls-ca-cert-file", ca, "--tls-auth-clients", auth_clients,
+                           NULL};
+    redis_launch(r, extra);
+    snprintf(plain_url, 64, "redis://127.0.0.1:%s", pp);
+    snprintf(tls_url, 64, "rediss://127.0.0.1:%s", tp);
+}

@@ -211,4 +211,19 @@ void jrt_skew_env(const char *skew);
 /* jrt_spawn with the wall clock skewed by `skew` (NULL: not skewed). */
 pid_t jrt_spawn_skewed(const char *skew, const char *log, const char *const *args);
 
+
+/* ---- TLS (test_tls) ----------------------------------------------------- */
+
+/* Make a test CA and certificates with the openssl CLI in r->dir (made
+ * here, as jrt_redis_start does): ca.crt/ca.key; server.crt/server.key for
+ * IP 127.0.0.1 and DNS localhost; client.crt/client.key signed by the CA;
+ * expired.crt and future.crt (the server's key, validity in the past / in
+ * the future, made under faketime); other.key (a key of no certificate).
+ * Then start redis-server with its unix socket (r->url, for the harness's
+ * own looks) plus a plain TCP port and a TLS port on 127.0.0.1, and
+ * `--tls-auth-clients auth_clients` ("no", "yes", "optional"). Their URLs
+ * into plain_url ("redis://127.0.0.1:P") and tls_url
+ * ("rediss://127.0.0.1:P"), each of 64 bytes. */
+void jrt_redis_start_tls(jrt_redis_t *r, const char *auth_clients, char *plain_url, char *tls_url);
+
 #endif

@@ -33,8 +33,8 @@ for f in share/man/man1/jobrunner.1 share/jobrunner/jobrunner.lua \
          lib/sysusers.d/jobrunner.conf; do
   [ -s "$tmp/p/$f" ] || fail "missing $f after install"
 done
-cmp -s "$tmp/p/share/jobrunner/jobrunner.lua" "$src/runner/lua/jobrunner.lua" \
-  || fail "the installed jobrunner.lua is not the library"
+cmp -s "$tmp/p/share/jobrunner/jobrunner.lua" "$build/runner/jobrunner.lua" \
+  || fail "the installed jobrunner.lua is not the library (the parts of runner/lua/ joined)"
 
 # The man page: found by man(1) in the prefix, rendered without a warning.
 if command -v man >/dev/null; then

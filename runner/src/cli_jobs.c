@@ -117,7 +117,10 @@ int jr_cli_enqueue(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t
     }
     jr_client_result_t res;
     int rc = jr_client_enqueue(c, &j, &res);
-    if (rc) {
+    if (rc && res.status == JR_CLIENT_JOB_UNKNOWN && res.id[0]) { /* written, not confirmed (redis.wait_replicas) */
+        fprintf(stderr, "jobrunner: enqueue failed: job %s ", jr_cli_esc(res.id));
+        fprintf(stderr, "%s\n", jr_cli_esc(res.error ? res.error : jr_client_errstr(c)));
+    } else if (rc) {
         fprintf(stderr, "jobrunner: enqueue failed: %s\n", jr_cli_esc(res.error ? res.error : jr_client_errstr(c)));
     } else {
         printf("%s\n", jr_cli_esc(res.id));

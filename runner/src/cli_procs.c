@@ -225,7 +225,7 @@ extern const size_t jr_lua_library_len;
 
 /* load: make sure Redis has the function library (FUNCTION LOAD REPLACE
  * only if it is missing or differs), so producers in any language can
- * FCALL at once; dump: print the library (runner/lua/jobrunner.lua). */
+ * FCALL at once; dump: print the library (joined from the parts in runner/lua/). */
 int jr_cli_functions(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *cfg, int argc, char **argv) {
     (void)f;
     if (argc != 1 || (strcmp(argv[0], "load") && strcmp(argv[0], "dump")))

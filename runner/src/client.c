@@ -48,6 +48,7 @@ JR_CLIENT_EXPORT const char *jr_client_strerror(int code) {
     case JR_CLIENT_ETIMEOUT: return "Redis did not answer in time";
     case JR_CLIENT_EREFUSED: return "Redis refused the command";
     case JR_CLIENT_EPROTO: return "unexpected reply from Redis";
+    case JR_CLIENT_EREPLICAS: return "written to the primary, but not confirmed by enough replicas";
     default: return "unknown error";
     }
 }
@@ -72,6 +73,7 @@ static int map_code(int rc) {
     case JR_EREDIS: return JR_CLIENT_EREFUSED;
     case JR_EPROTO: return JR_CLIENT_EPROTO;
     case JR_ETIMEOUT: return JR_CLIENT_ETIMEOUT;
+    case JR_EREPLICAS: return JR_CLIENT_EREPLICAS;
     default: return JR_CLIENT_ECONNECT;
     }
 }
@@ -181,6 +183,14 @@ JR_CLIENT_EXPORT jr_client_t *jr_client_open(const jr_client_options_t *o) {
         cfail(c, JR_CLIENT_EINVAL, "timeouts must be 1..%d ms (0 = %d): connect %lld, command %lld", MAX_TIMEOUT_MS,
               DEFAULT_TIMEOUT_MS, (long long)connect_timeout_ms, (long long)command_timeout_ms);
         c->connect_ms = c->command_ms = DEFAULT_TIMEOUT_MS; /* a retry must not use them */
+        free(c->url);
+        c->url = NULL; /* never connects: every call says so */
+        return c;
+    }
+    if (o->wait_replicas < 0 || o->wait_replicas > JR_WAIT_REPLICAS_MAX || o->wait_timeout_ms < 0 ||
+        o->wait_timeout_ms > JR_WAIT_TIMEOUT_MAX_MS) {
+        cfail(c, JR_CLIENT_EINVAL, "wait_replicas must be 0..%d and wait_timeout_ms 0..%d (0 = 1000): %d, %lld",
+              JR_WAIT_REPLICAS_MAX, JR_WAIT_TIMEOUT_MAX_MS, o->wait_replicas, (long long)o->wait_timeout_ms);
         free(c->url);
         c->url = NULL; /* never connects: every call says so */
         return c;
@@ -333,6 +343,8 @@ static int do_enqueue_many(jr_client_t *c, const jr_client_job_t *jobs, size_t n
         if (out[i].status == JR_ENQ_CREATED || out[i].status == JR_ENQ_EXISTED) {
             snprintf(results[i].id, sizeof results[i].id, "%s", ids[i]);
         } else {
+            if (out[i].status == JR_ENQ_UNKNOWN) /* its id, when written to the primary (wait_replicas) */
+                snprintf(results[i].id, sizeof results[i].id, "%s", ids[i]);
             size_t k = base + out[i].why;
             results[i].error = out[i].why < reasons.n && k < c->reasons.n ? c->reasons.v[k]
                                : c->errstr[0]                          ? c->errstr

@@ -18,12 +18,14 @@
 #include "jr.h"
 #include "jr_limits.h"
 #include "metrics.h"
+#include "redis.h"
 #include "util.h"
 
 typedef enum {
     T_URL,       /* char *: a Redis URL, checked with jr_redis_url_parse */
     T_ADDR,      /* char *: HOST:PORT, checked with jr_metrics_parse_addr */
     T_QUEUE,     /* char *: one queue name */
+    T_PATH,      /* char *: a file or directory path (non-empty; read where it is used) */
     T_SECRET,    /* char *: a password, any text; never quoted in a message */
     T_DURATION,  /* int64_t ms, min..max */
     T_INT,       /* int64_t, min..max */
@@ -54,6 +56,7 @@ static const char *const log_formats[] = {"text", "json", NULL};
 static const char *const log_levels[] = {"debug", "info", "warn", "error", NULL};
 static const char *const isolations[] = {"process", "inline", NULL};
 static const char *const orders[] = {"weighted", "strict", NULL};
+static const char *const booleans[] = {"false", "true", NULL};
 
 _Static_assert(JR_LOG_TEXT == 0 && JR_LOG_JSON == 1, "log_formats order");
 _Static_assert(JR_LOG_DEBUG == 0 && JR_LOG_INFO == 1 && JR_LOG_WARN == 2 && JR_LOG_ERROR == 3,
@@ -69,13 +72,24 @@ _Static_assert(JR_ORDER_WEIGHTED == 0 && JR_ORDER_STRICT == 1, "orders order");
 #define J(field) (F(jobs) + offsetof(jr_policy_t, field))
 
 /* Every key: where it goes, its default, its range. Rows of one section
- * must be adjacent. Adding a key is adding a row (and its field in
+ * must be adjacent. A section named "S.N" is the mapping N inside section
+ * S (redis.tls). Adding a key is adding a row (and its field in
  * jr_config_t, its line in config/jobrunner.yaml and the man page). */
 static const key_def_t keys[] = {
     /* section, key, type, field, default, min, max, names */
     {"redis", "url", T_URL, F(redis_url), NULL, 0, 0, NULL}, /* NULL: JR_DEFAULT_REDIS_URL */
     {"redis", "connect_timeout", T_DURATION, F(connect_timeout_ms), "2s", 10, 5 * MS_M, NULL},
     {"redis", "wait", T_DURATION, F(redis_wait_ms), "0s", 0, MS_H, NULL},
+    {"redis", "wait_replicas", T_INT, F(redis_wait_replicas), "0", 0, JR_WAIT_REPLICAS_MAX, NULL},
+    {"redis", "wait_timeout", T_DURATION, F(redis_wait_timeout_ms), "1s", 1, JR_WAIT_TIMEOUT_MAX_MS, NULL},
+    /* A sub-section: the mapping redis.tls (its variables JOBRUNNER_REDIS_TLS_<KEY>). */
+    {"redis.tls", "ca_file", T_PATH, F(tls_ca_file), NULL, 0, 0, NULL},
+    {"redis.tls", "ca_dir", T_PATH, F(tls_ca_dir), NULL, 0, 0, NULL},
+    {"redis.tls", "cert_file", T_PATH, F(tls_cert_file), NULL, 0, 0, NULL},
+    {"redis.tls", "key_file", T_PATH, F(tls_key_file), NULL, 0, 0, NULL},
+    {"redis.tls", "server_name", T_PATH, F(tls_server_name), NULL, 0, 0, NULL},
+    {"redis.tls", "verify", T_ENUM, F(tls_verify), "true", 0, 0, booleans},
+    {"redis", "password_file", T_PATH, F(redis_password_file), NULL, 0, 0, NULL}, /* NULL: none */
     {"redis", "sentinel_password", T_SECRET, F(redis_sentinel_password), NULL, 0, 0, NULL}, /* NULL: none */
     {"log", "format", T_ENUM, F(log_format), "text", 0, 0, log_formats},
     {"log", "level", T_ENUM, F(log_level), "info", 0, 0, log_levels},
@@ -210,6 +224,9 @@ int jr_config_init(jr_config_t *cfg) {
 void jr_config_free(jr_config_t *cfg) {
     free(cfg->redis_url);
     free(cfg->redis_sentinel_password);
+    free(cfg->tls_ca_file), free(cfg->tls_ca_dir), free(cfg->tls_cert_file), free(cfg->tls_key_file);
+    free(cfg->tls_server_name);
+    free(cfg->redis_password_file);
     free(cfg->default_queue);
     free(cfg->metrics_listen);
     jr_strlist_free(&cfg->plugin_paths);
@@ -265,16 +282,6 @@ typedef struct {
     size_t section_line[NKEYS]; /* same for the section starting at row i */
 } loader_t;
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 static size_t ev_line(const loader_t *ld) { return ld->ev.start_mark.line + 1; }
 
 /* Report "NAME:LINE: KEY: message" at the current event ("NAME: KEY:
@@ -288,10 +295,10 @@ static int fail(loader_t *ld, const char *key, const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     if (ld->no_lines)
-        set_err(ld->err, ld->errlen, "%s%s%s%s%s", ld->name, *ld->name ? ": " : "", key ? key : "",
+        jr_errf(ld->err, ld->errlen, "%s%s%s%s%s", ld->name, *ld->name ? ": " : "", key ? key : "",
                 key ? ": " : "", msg);
     else
-        set_err(ld->err, ld->errlen, "%s:%zu: %s%s%s", ld->name, ev_line(ld), key ? key : "",
+        jr_errf(ld->err, ld->errlen, "%s:%zu: %s%s%s", ld->name, ev_line(ld), key ? key : "",
                 key ? ": " : "", msg);
     return JR_EINVAL;
 }
@@ -308,7 +315,7 @@ static int next(loader_t *ld) {
     }
     const yaml_parser_t *p = &ld->parser;
     if (p->error == YAML_MEMORY_ERROR) {
-        set_err(ld->err, ld->errlen, "%s: %s", ld->name, jr_strerror(JR_ENOMEM));
+        jr_errf(ld->err, ld->errlen, "%s: %s", ld->name, jr_strerror(JR_ENOMEM));
         return JR_ENOMEM;
     }
     size_t line = p->problem_mark.line + 1;
@@ -318,7 +325,7 @@ static int next(loader_t *ld) {
     }
     char where[32] = "";
     if (!ld->no_lines) snprintf(where, sizeof where, ":%zu", line);
-    set_err(ld->err, ld->errlen, "%s%s: YAML syntax error: %s%s%s%s", ld->name, where,
+    jr_errf(ld->err, ld->errlen, "%s%s: YAML syntax error: %s%s%s%s", ld->name, where,
             p->problem ? p->problem : "unknown problem", p->context ? " (" : "",
             p->context ? p->context : "", p->context ? ")" : "");
     return JR_EINVAL;
@@ -383,9 +390,15 @@ static int parse_value(const key_def_t *d, const char *v, void *field, char *why
         if (jr_metrics_parse_addr(v, host, sizeof host, &port, why, whylen)) return JR_EINVAL;
         break;
     }
+    case T_PATH:
+        if (!*v) {
+            jr_errf(why, whylen, "must not be empty");
+            return JR_EINVAL;
+        }
+        break;
     case T_QUEUE:
         if (!queue_name_ok(v)) {
-            set_err(why, whylen, "bad queue name \"%s\" (must be %s)", v, QUEUE_RULE);
+            jr_errf(why, whylen, "bad queue name \"%s\" (must be %s)", v, QUEUE_RULE);
             return JR_EINVAL;
         }
         break;
@@ -394,7 +407,7 @@ static int parse_value(const key_def_t *d, const char *v, void *field, char *why
     case T_DURATION: {
         char range[JR_ERRLEN];
         if (jr_duration_parse_range(v, d->min, d->max, (int64_t *)field, range, sizeof range)) {
-            set_err(why, whylen, "%s, got \"%s\"", range, v);
+            jr_errf(why, whylen, "%s, got \"%s\"", range, v);
             return JR_EINVAL;
         }
         return 0;
@@ -402,7 +415,7 @@ static int parse_value(const key_def_t *d, const char *v, void *field, char *why
     case T_INT: {
         int64_t n;
         if (parse_int64(v, &n) || n < d->min || n > d->max) {
-            set_err(why, whylen, "must be an integer from %lld to %lld, got \"%s\"",
+            jr_errf(why, whylen, "must be an integer from %lld to %lld, got \"%s\"",
                     (long long)d->min, (long long)d->max, v);
             return JR_EINVAL;
         }
@@ -420,13 +433,13 @@ static int parse_value(const key_def_t *d, const char *v, void *field, char *why
         for (int i = 0; d->names[i]; i++)
             snprintf(choices + strlen(choices), sizeof choices - strlen(choices), "%s%s",
                      i ? (d->names[i + 1] ? ", " : " or ") : "", d->names[i]);
-        set_err(why, whylen, "must be %s, got \"%s\"", choices, v);
+        jr_errf(why, whylen, "must be %s, got \"%s\"", choices, v);
         return JR_EINVAL;
     default:
-        set_err(why, whylen, "internal error: not a scalar key");
+        jr_errf(why, whylen, "internal error: not a scalar key");
         return JR_EINVAL;
     }
-    /* T_URL, T_ADDR, T_QUEUE and T_SECRET: replace the string. */
+    /* T_URL, T_ADDR, T_PATH, T_QUEUE and T_SECRET: replace the string. */
     char *copy = strdup(v);
     if (!copy) return JR_ENOMEM;
     free(*(char **)field);
@@ -541,16 +554,26 @@ static int set_list(loader_t *ld, const key_def_t *d, const char *path) {
     return 0;
 }
 
+/* The name N when section `sec` is "PARENT.N" (a mapping inside section
+ * parent), else NULL. */
+static const char *subsection_of(const char *sec, const char *parent) {
+    size_t n = strlen(parent);
+    return !strncmp(sec, parent, n) && sec[n] == '.' ? sec + n + 1 : NULL;
+}
+
 /* Comma-separated names of the keys of `section` (or of all sections if
  * section is NULL), for "unknown key" messages. */
 static const char *known_names(const char *section, char *buf, size_t len) {
     buf[0] = '\0';
     for (size_t i = 0; i < NKEYS; i++) {
-        const char *name;
-        if (section)
+        const char *name, *sub = section ? subsection_of(keys[i].section, section) : NULL;
+        int first = i == 0 || strcmp(keys[i].section, keys[i - 1].section);
+        if (sub)
+            name = first ? sub : NULL;
+        else if (section)
             name = strcmp(keys[i].section, section) == 0 ? keys[i].key : NULL;
         else
-            name = i == 0 || strcmp(keys[i].section, keys[i - 1].section) ? keys[i].section : NULL;
+            name = first && !strchr(keys[i].section, '.') ? keys[i].section : NULL;
         if (name)
             snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", buf[0] ? ", " : "", name);
     }
@@ -564,7 +587,7 @@ static int find_row(const loader_t *ld, const char *section) {
     const char *k = ev_text(ld);
     for (size_t i = 0; i < NKEYS; i++) {
         if (section ? !strcmp(keys[i].section, section) && !strcmp(keys[i].key, k)
-                    : !strcmp(keys[i].section, k))
+                    : !strcmp(keys[i].section, k) && !strchr(k, '.'))
             return (int)i;
     }
     return -1;
@@ -743,14 +766,14 @@ static int load_schedule(loader_t *ld, jr_cron_def_t *d, const char *at, strset_
     if (!d->tz && !(d->tz = strdup("UTC"))) return JR_ENOMEM;
     const char *missing = !d->name ? "name" : !d->handler ? "handler" : NULL;
     if (missing || !d->cron == !d->every_ms) {
-        set_err(ld->err, ld->errlen, "%s:%zu: %s: %s", ld->name, line0, entry,
+        jr_errf(ld->err, ld->errlen, "%s:%zu: %s: %s", ld->name, line0, entry,
                 missing ? (!d->name ? "the key name is missing" : "the key handler is missing")
                         : "give exactly one of cron and every");
         return JR_EINVAL;
     }
     char why[JR_ERRLEN];
     if (jr_cron_def_check(d, why, sizeof why)) {
-        set_err(ld->err, ld->errlen, "%s:%zu: %s: %s", ld->name, line0, entry, why);
+        jr_errf(ld->err, ld->errlen, "%s:%zu: %s: %s", ld->name, line0, entry, why);
         return JR_EINVAL;
     }
     return strset_add(names, d->name, line0);
@@ -867,7 +890,16 @@ static int load_section(loader_t *ld, const char *section) {
     while ((rc = next(ld)) == 0 && ld->ev.type != YAML_MAPPING_END_EVENT) {
         if ((rc = check_key_event(ld, section))) return rc;
         snprintf(path, sizeof path, "%s.%s", section, ev_text(ld));
-        int row = find_row(ld, section);
+        int row = find_row(ld, section), sub = row < 0 ? find_row_index(path) : -1;
+        if (sub >= 0) { /* a mapping inside this section (redis.tls) */
+            if (ld->section_line[sub])
+                return fail(ld, path, "duplicate key (first given on line %zu)", ld->section_line[sub]);
+            ld->section_line[sub] = ev_line(ld);
+            char subsection[PATH_LEN];
+            snprintf(subsection, sizeof subsection, "%s", path);
+            if ((rc = next(ld)) || (rc = load_section(ld, subsection))) return rc;
+            continue;
+        }
         if (row < 0)
             return fail(ld, path, "unknown key (%s has %s)", section,
                         known_names(section, names, sizeof names));
@@ -941,7 +973,7 @@ static int load_doc(jr_config_t *cfg, const char *yaml, size_t len, const char *
     memset(&ld, 0, sizeof ld);
     ld.no_lines = no_lines;
     if (!yaml_parser_initialize(&ld.parser)) {
-        set_err(err, errlen, "%s: %s", name, jr_strerror(JR_ENOMEM));
+        jr_errf(err, errlen, "%s: %s", name, jr_strerror(JR_ENOMEM));
         return JR_ENOMEM;
     }
     yaml_parser_set_input_string(&ld.parser, (const unsigned char *)yaml, len);
@@ -957,7 +989,7 @@ static int load_doc(jr_config_t *cfg, const char *yaml, size_t len, const char *
     finish_handlers(cfg);
     strset_free(&ld.handler_names);
     free(ld.handler_lines);
-    if (rc == JR_ENOMEM) set_err(err, errlen, "%s: %s", name, jr_strerror(rc));
+    if (rc == JR_ENOMEM) jr_errf(err, errlen, "%s: %s", name, jr_strerror(rc));
     if (ld.have_ev) yaml_event_delete(&ld.ev);
     yaml_parser_delete(&ld.parser);
     return rc;
@@ -971,7 +1003,7 @@ int jr_config_load_string(jr_config_t *cfg, const char *yaml, size_t len, const 
 int jr_config_load_file(jr_config_t *cfg, const char *path, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        jr_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return JR_EIO;
     }
     char *buf = NULL;
@@ -983,7 +1015,7 @@ int jr_config_load_file(jr_config_t *cfg, const char *path, char *err, size_t er
             char *nb = realloc(buf, cap);
             if (!nb) {
                 rc = JR_ENOMEM;
-                set_err(err, errlen, "%s: %s", path, jr_strerror(rc));
+                jr_errf(err, errlen, "%s: %s", path, jr_strerror(rc));
                 break;
             }
             buf = nb;
@@ -993,7 +1025,7 @@ int jr_config_load_file(jr_config_t *cfg, const char *path, char *err, size_t er
         if (n == 0) {
             if (ferror(f)) {
                 rc = JR_EIO;
-                set_err(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+                jr_errf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
             }
             break;
         }
@@ -1050,7 +1082,7 @@ static int set_from_text(jr_config_t *cfg, const key_def_t *d, const char *v, co
     if (flow) {
         for (const char *p = v; *p; p++)
             if ((unsigned char)*p < 0x20) {
-                set_err(err, errlen, "%s%s%s%s%s: YAML flow syntax must be on one line", name,
+                jr_errf(err, errlen, "%s%s%s%s%s: YAML flow syntax must be on one line", name,
                         *name ? ": " : "", d->section, row_is_section(d) ? "" : ".",
                         row_is_section(d) ? "" : d->key);
                 return JR_EINVAL;
@@ -1060,14 +1092,18 @@ static int set_from_text(jr_config_t *cfg, const key_def_t *d, const char *v, co
     size_t cap = strlen(d->section) + strlen(d->key) + 16 + (n + 1) * 8;
     char *doc = n < SIZE_MAX / 16 ? malloc(cap) : NULL;
     if (!doc) {
-        set_err(err, errlen, "%s", jr_strerror(JR_ENOMEM));
+        jr_errf(err, errlen, "%s", jr_strerror(JR_ENOMEM));
         return JR_ENOMEM;
     }
     char *w = doc;
     if (row_is_section(d)) {
         w += sprintf(w, "%s: %s\n", d->section, v);
     } else {
-        w += sprintf(w, "%s:\n  %s: ", d->section, d->key);
+        const char *dot = strchr(d->section, '.'); /* "S.N": the mapping N in section S */
+        if (dot)
+            w += sprintf(w, "%.*s:\n  %s:\n    %s: ", (int)(dot - d->section), d->section, dot + 1, d->key);
+        else
+            w += sprintf(w, "%s:\n  %s: ", d->section, d->key);
         if (flow) {
             w += sprintf(w, "%s", v);
         } else if (row_is_list(d)) {
@@ -1096,14 +1132,14 @@ static int set_from_text(jr_config_t *cfg, const key_def_t *d, const char *v, co
 }
 
 int jr_config_set(jr_config_t *cfg, const char *key, const char *value, char *err, size_t errlen) {
-    const char *dot = strchr(key, '.');
+    const char *dot = strrchr(key, '.'); /* redis.tls.ca_file: section redis.tls */
     for (size_t i = 0; dot && i < NKEYS; i++) {
         const key_def_t *d = &keys[i];
         if (strlen(d->section) == (size_t)(dot - key) && !strncmp(d->section, key, (size_t)(dot - key)) &&
             !strcmp(d->key, dot + 1) && !row_is_section(d))
             return set_from_text(cfg, d, value, "", err, errlen);
     }
-    set_err(err, errlen, "%s: unknown key", key);
+    jr_errf(err, errlen, "%s: unknown key", key);
     return JR_EINVAL;
 }
 
@@ -1159,13 +1195,13 @@ int jr_queue_weight_parse(const char *arg, char *name, size_t namelen, int64_t *
         int64_t w;
         len = (size_t)(colon - arg);
         if (parse_int64(colon + 1, &w) || w < 1 || w > JR_WEIGHT_MAX) {
-            set_err(why, whylen, "weight must be an integer from 1 to %d", JR_WEIGHT_MAX);
+            jr_errf(why, whylen, "weight must be an integer from 1 to %d", JR_WEIGHT_MAX);
             return JR_EINVAL;
         }
         *weight = w;
     }
     if (jr_contract_queue_name(arg, len) || len >= namelen) {
-        set_err(why, whylen, "bad queue name (must be %s)", QUEUE_RULE);
+        jr_errf(why, whylen, "bad queue name (must be %s)", QUEUE_RULE);
         return JR_EINVAL;
     }
     memcpy(name, arg, len);

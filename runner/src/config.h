@@ -40,6 +40,13 @@ typedef struct jr_config {
     char *redis_url;            /* redis.url; NULL = not configured (then JR_DEFAULT_REDIS_URL) */
     int64_t connect_timeout_ms; /* redis.connect_timeout */
     int64_t redis_wait_ms;      /* redis.wait: how long commands retry an unreachable Redis */
+    int64_t redis_wait_replicas;   /* redis.wait_replicas: replicas that must confirm enqueues and results */
+    int64_t redis_wait_timeout_ms; /* redis.wait_timeout: how long to wait for them */
+    char *tls_ca_file, *tls_ca_dir; /* redis.tls.ca_file, .ca_dir; NULL = the system's CAs */
+    char *tls_cert_file, *tls_key_file; /* redis.tls.cert_file, .key_file; NULL = no client certificate */
+    char *tls_server_name;      /* redis.tls.server_name; NULL = the URL's host */
+    int tls_verify;             /* redis.tls.verify: 1 = verify the server's certificate */
+    char *redis_password_file;  /* redis.password_file: the password's file, read at each connect; NULL = none */
     char *redis_sentinel_password; /* redis.sentinel_password: the sentinels' own; NULL = none */
 
     /* log: */

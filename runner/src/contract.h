@@ -7,7 +7,7 @@
  * worker's envelope decoder). The limits are in jr_limits.h.
  *
  * The Redis function library has the same lists and rules at the top of
- * runner/lua/jobrunner.lua: a `local F_<NAME> = '<field>'` line per
+ * runner/lua/00-common.lua: a `local F_<NAME> = '<field>'` line per
  * JR_ENVELOPE_FIELDS entry, a `local K_<NAME> = '<suffix>'` line per
  * JR_QUEUE_KEYS entry, and the block "The rules of the values" with the
  * same words. tests/integration/test_contract.c checks that the lists are

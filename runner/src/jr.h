@@ -14,7 +14,8 @@
     X(PROTO, "unexpected reply from Redis")             \
     X(PLUGIN, "plugin refused")                         \
     X(TIMEOUT, "timed out")                             \
-    X(INTR, "interrupted")
+    X(INTR, "interrupted")                              \
+    X(REPLICAS, "not confirmed by enough replicas")
 
 enum {
     JR_EOK = 0,

@@ -90,6 +90,28 @@ static void log_settled(const worker_t *w, op_t *o, int cancelled, const char *o
     o->done_id = o->done_handler = NULL;
 }
 
+/* Read the reply of the WAIT sent after a flush's operations (rc: 0 or a
+ * transport error). Fewer replicas than asked, or WAIT refused, is no
+ * error: the results are Redis's already and are not sent again; a
+ * failover now may lose them and run their jobs again (at-least-once
+ * holds). That is logged once per episode (a warning; again only after
+ * replicas confirmed a flush in between, which is logged too). */
+static int recv_confirm(worker_t *w, jr_redis_t *conn) {
+    int rc = jr_redis_recv_wait(conn, NULL);
+    if (rc == 0) {
+        if (w->unconfirmed)
+            jr_log_kv(JR_LOG_INFO, "replicas confirm the results of finished jobs again", NULL);
+        w->unconfirmed = 0;
+        return 0;
+    }
+    if (rc != JR_EREPLICAS && rc != JR_EREDIS) return rc;
+    if (!w->unconfirmed)
+        jr_log_kv(JR_LOG_WARN, "results of finished jobs not confirmed by the replicas: a failover may run "
+                  "those jobs again", "error", jr_redis_errstr(conn), NULL);
+    w->unconfirmed = 1;
+    return 0;
+}
+
 /* Send every queued operation on conn in one pipeline and read the
  * replies. Acknowledgements and hand-backs of a queue go as one call each
  * (jr_ack, jr_handback); an acknowledgement with follow-ups (OP_FOLLOW) as
@@ -123,6 +145,10 @@ static void log_settled(const worker_t *w, op_t *o, int cancelled, const char *o
  * which loads the library: JR_EREDIS is returned, or, with a read sent
  * after the operations, that read is ended (CLIENT UNBLOCK on ctl) and
  * reconnect_after_read set, so its entries are taken first.
+ *
+ * With redis.wait_replicas, one WAIT follows the operations in the same
+ * write (before the read, if any) and its reply is read after theirs
+ * (recv_confirm): one per flush, not per job.
  *
  * With want > 0 (conn is then rd), the blocking read of `want` entries
  * (jrw_send_read, BLOCK `block` ms) goes in the same write right after the
@@ -219,6 +245,8 @@ int jrw_flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t block) 
      * refused by jr_ack_follow itself (the job fails instead, see below),
      * 3 = a key of the queue holds garbage (the result is let go). */
     if (!rc && !(bad = calloc(calls ? calls : 1, 1))) rc = JR_ENOMEM;
+    int waited = 0; /* a WAIT follows the operations */
+    if (!rc && calls && (rc = jr_redis_append_wait(conn)) > 0) waited = 1, rc = 0;
     if (!rc) rc = want ? jrw_send_read(w, want, block) : jr_redis_flush(conn);
     if (!rc && want) w->read_with_ops = 1;
     char err[JR_ERRLEN] = "", drop_err[JR_ERRLEN] = "";
@@ -276,6 +304,7 @@ int jrw_flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t block) 
             nofunc |= strstr(e, "Function not found") != NULL;
         }
     }
+    if (!rc && waited) rc = recv_confirm(w, conn);
     if (!rc) {
         size_t kept = 0, failed = 0;
         for (size_t i = 0; i < w->nops; i++) {

@@ -70,6 +70,18 @@ void jr_proc_set_role(const char *role) { proc_role = role; }
 
 void jr_config_redis_opts(const jr_config_t *cfg, jr_redis_opts_t *o) {
     *o = (jr_redis_opts_t){.url = jr_config_redis_url(cfg), .timeout_ms = cfg->connect_timeout_ms, .role = proc_role};
+    /* Durability: enqueues and the worker's results wait for replicas; the
+     * scheduler's writes need not (a promotion lost in a failover is made
+     * again from the delayed set the replica holds; a cron tick lost with
+     * its record fires again under its same id). */
+    if (!proc_role || strcmp(proc_role, "scheduler")) {
+        o->wait_replicas = (int)cfg->redis_wait_replicas;
+        o->wait_timeout_ms = cfg->redis_wait_timeout_ms;
+    }
+    o->tls = (jr_redis_tls_t){.ca_file = cfg->tls_ca_file, .ca_dir = cfg->tls_ca_dir, .cert_file = cfg->tls_cert_file,
+                              .key_file = cfg->tls_key_file, .server_name = cfg->tls_server_name,
+                              .no_verify = !cfg->tls_verify};
+    o->password_file = cfg->redis_password_file;
     o->sentinel_password = cfg->redis_sentinel_password;
 }
 

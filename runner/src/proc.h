@@ -28,7 +28,8 @@ const char *jr_config_redis_url_shown(const jr_config_t *cfg, char *buf, size_t 
 void jr_proc_set_role(const char *role);
 
 /* How this process reaches Redis, from the configuration (the strings point
- * into cfg, the role is jr_proc_set_role's). */
+ * into cfg, the role is jr_proc_set_role's). redis.wait_replicas and
+ * redis.wait_timeout are filled in for every role but "scheduler". */
 void jr_config_redis_opts(const jr_config_t *cfg, jr_redis_opts_t *o);
 
 /* Connect once, load the Function library (logging at INFO when Redis

@@ -1,6 +1,8 @@
 /* The Redis layer: see redis.h. */
 #include "redis_internal.h"
 
+#include <hiredis/sds.h>
+
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -16,10 +18,141 @@
 #include "jr.h"
 #include "jr_limits.h"
 #include "sentinel.h"
+#include "tls.h"
 #include "util.h"
 
 extern const char jr_lua_library[];
 extern const size_t jr_lua_library_len;
+
+/* The commands called on line `line` (1 = the first) of the embedded
+ * function library, as ACL names ('xadd', 'xgroup|create'), joined by
+ * "', '" into out ("" if that line calls none by a literal name). */
+static void library_line_commands(long line, char *out, size_t len) {
+    out[0] = '\0';
+    const char *p = jr_lua_library, *end = jr_lua_library + jr_lua_library_len;
+    for (long n = 1; n < line && p < end; n++) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        p = nl ? nl + 1 : end;
+    }
+    const char *eol = p < end ? memchr(p, '\n', (size_t)(end - p)) : NULL;
+    if (!eol) eol = end;
+    for (const char *q = p; q < eol && (q = memmem(q, (size_t)(eol - q), "call('", 6)); q += 6) {
+        char name[64];
+        size_t k = 0;
+        const char *c = q + 6;
+        while (c < eol && *c >= 'A' && *c <= 'Z' && k < 30) name[k++] = (char)(*c++ - 'A' + 'a');
+        if (k == 0 || c >= eol || *c != '\'') continue;
+        /* A container command's subcommand: XGROUP CREATE is 'xgroup|create'. */
+        if (!strncmp(c, "', '", 4) && c[4] >= 'A' && c[4] <= 'Z') {
+            const char *s = c + 4;
+            size_t k0 = k;
+            name[k++] = '|';
+            while (s < eol && *s >= 'A' && *s <= 'Z' && k < 62) name[k++] = (char)(*s++ - 'A' + 'a');
+            if (s >= eol || *s != '\'') k = k0;
+        }
+        name[k] = '\0';
+        if (strstr(out, name)) continue;
+        size_t used = strlen(out);
+        snprintf(out + used, len - used, "%s%s", used ? "', '" : "", name);
+    }
+}
+
+/* What loading the function library sends (docs/operations.md). */
+#define LOAD_COMMANDS "+function|load +set +pttl +watch +unwatch +multi +exec +discard +eval +get +del"
+
+/* Append to buf (a reply's text, or a message quoting one), once, when it
+ * holds an ACL refusal: what was refused, to which role, and what to grant,
+ * e.g. " (Redis refused the 'xack' command inside function jr_ack to the
+ * worker role's user: the worker role needs +xack: see docs/operations.md,
+ * ACL users per role)". Redis 7.0 names the command of a refusal of a
+ * command sent ("NOPERM this user has no permissions to run the 'xadd'
+ * command") but not of one a function calls ("ERR The user executing the
+ * script can't run this command or subcommand script: jr_ack, on
+ * @user_function:512."): that one is read from that line of the embedded
+ * library when it is the library Redis runs (a newer revision kept: the
+ * line is named instead). Nothing is appended to other text, nor when buf
+ * is full. */
+void jri_explain(const jr_redis_t *r, char *buf, size_t len) {
+    const char *e = buf, *what = NULL, *fn = NULL;
+    char cmd[160] = "", grant[400] = "", func[80] = "";
+    const char *m;
+    if (strstr(e, "ACL users per role)")) return; /* explained already (a message quoting one) */
+    if ((m = strstr(e, "NOPERM this user has no permissions to run the '"))) {
+        m += strlen("NOPERM this user has no permissions to run the '");
+        const char *q = strchr(m, '\'');
+        snprintf(cmd, sizeof cmd, "%.*s", q ? (int)(q - m) : 0, m);
+        what = "command";
+    } else if (strstr(e, "NOPERM this user has no permissions to access one of the keys") ||
+               strstr(e, "can't access at least one of the keys")) {
+        what = "keys";
+    } else if (strstr(e, "NOPERM this user has no permissions to access one of the channels") ||
+               strstr(e, "can't publish to the channel")) {
+        what = "channels";
+    } else if ((m = strstr(e, "The user executing the script can't run this command"))) {
+        what = "command";
+        /* A refusal the library caught and quoted names the command:
+         * "jr_enqueue_many: XADD to "jr:{q}:ready" failed: "ERR The user ..."". */
+        const char *to = strstr(e, " to \"");
+        if (to && to < m) {
+            const char *w = to;
+            while (w > e && w[-1] >= 'A' && w[-1] <= 'Z') w--;
+            if (to - w >= 2 && to - w < 30 && (w == e || w[-1] == ' ')) {
+                size_t k = 0;
+                for (; w < to; w++) cmd[k++] = (char)(*w - 'A' + 'a');
+                cmd[k] = '\0';
+            }
+        }
+    } else {
+        return;
+    }
+    if ((m = strstr(e, "script: "))) { /* "script: jr_ack, on @user_function:512." */
+        m += 8;
+        size_t n = strcspn(m, ", ");
+        snprintf(func, sizeof func, "%.*s", (int)(n < 64 ? n : 64), m);
+        fn = func;
+        const char *at = strstr(m, "@user_function:");
+        if (!cmd[0] && at && !strcmp(what, "command")) {
+            long line = strtol(at + 15, NULL, 10);
+            if (!r->library_kept) library_line_commands(line, cmd, sizeof cmd);
+            if (!cmd[0]) snprintf(cmd, sizeof cmd, "command on line %ld of the function library", line);
+        }
+    }
+    char who[48], user[64];
+    if (r->role[0]) {
+        snprintf(who, sizeof who, "the %s role", r->role);
+        snprintf(user, sizeof user, " to the %s role's user", r->role);
+    } else {
+        snprintf(who, sizeof who, "this user");
+        user[0] = '\0';
+    }
+    char refused[300];
+    int named = cmd[0] && strncmp(cmd, "command on line", 15), several = named && strchr(cmd, ',');
+    if (!strcmp(what, "command"))
+        snprintf(refused, sizeof refused, "Redis refused %s%s%s%s%s", named ? "the '" : "a ", cmd[0] ? cmd : "command",
+                 named ? (several ? "' commands" : "' command") : "", fn ? " inside function " : "", fn ? fn : "");
+    else
+        snprintf(refused, sizeof refused, "Redis refused %s%s%s", !strcmp(what, "keys") ? "a key" : "a channel",
+                 fn ? " inside function " : "", fn ? fn : "");
+    if (!strcmp(what, "keys"))
+        snprintf(grant, sizeof grant, "%s needs ~jr:*", who);
+    else if (!strcmp(what, "channels"))
+        snprintf(grant, sizeof grant, "%s needs no channel: its user was given one it may not use", who);
+    else if (r->loading || (named && !strcmp(cmd, "function|load")))
+        snprintf(grant, sizeof grant,
+                 "%s may not load the function library (missing or older in Redis): load it with the admin user "
+                 "(jobrunner functions load), or grant " LOAD_COMMANDS,
+                 who);
+    else if (several)
+        snprintf(grant, sizeof grant, "%s needs each of '%s'", who, cmd);
+    else if (named)
+        snprintf(grant, sizeof grant, "%s needs +%s", who, cmd);
+    else
+        snprintf(grant, sizeof grant, "%s needs every command of its list", who);
+    size_t used = strlen(buf);
+    if (used + 1 < len)
+        snprintf(buf + used, len - used, " (%s%s: %s: see docs/operations.md, ACL users per role)", refused, user,
+                 grant);
+}
 
 int jri_fail(jr_redis_t *r, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int jri_fail(jr_redis_t *r, int code, const char *fmt, ...) {
@@ -27,6 +160,7 @@ int jri_fail(jr_redis_t *r, int code, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(r->err, sizeof r->err, fmt, ap);
     va_end(ap);
+    if (code == JR_EREDIS) jri_explain(r, r->err, sizeof r->err);
     if (code != JR_EREDIS) r->broken = 1; /* an error reply leaves the connection usable */
     return code;
 }
@@ -112,6 +246,42 @@ static int wait_fd(jr_redis_t *r, int extra_fd, int64_t timeout_us) {
     }
 }
 
+/* TLS (tls.h): feed the reader what the socket holds, decrypted, while
+ * OpenSSL holds more (so that poll() on the socket stays true). *fed: the
+ * bytes fed (0: a record not complete yet, or one without data). */
+static int tls_feed(jr_redis_t *r, size_t *fed) {
+    char buf[16 * 1024], why[JR_ERRLEN]; /* a TLS record's most */
+    *fed = 0;
+    do {
+        ssize_t n = jr_tls_read(r->tls, buf, sizeof buf, why, sizeof why);
+        if (n < 0) return jri_fail(r, JR_EIO, "Redis connection: %s", why);
+        if (n == 0) break;
+        if (redisReaderFeed(r->c->reader, buf, (size_t)n) != REDIS_OK) return transport_fail(r);
+        *fed += (size_t)n;
+    } while (jr_tls_pending(r->tls) > 0);
+    return 0;
+}
+
+/* jr_redis_wait for TLS: the socket readable with no data decrypted (a
+ * record not complete, a TLS message of its own) is waited on further, so
+ * JR_WAIT_READY means bytes of a reply came. The sentinels are heard
+ * meanwhile (wait_fd). */
+static int tls_wait(jr_redis_t *r, int64_t timeout_us, int extra_fd) {
+    int64_t deadline = timeout_us < 0 ? -1 : jr_mono_us() + timeout_us;
+    for (;;) {
+        int64_t left = deadline < 0 ? -1 : deadline - jr_mono_us();
+        if (deadline >= 0 && left < 0) left = 0;
+        int w = wait_fd(r, extra_fd, left);
+        if (w < 0) return r->broken ? w : jri_fail(r, JR_EIO, "poll: %s", strerror(errno));
+        if (w != JR_WAIT_READY) return w;
+        size_t fed;
+        int rc = tls_feed(r, &fed);
+        if (rc) return rc;
+        if (fed) return JR_WAIT_READY;
+        if (left == 0) return JR_WAIT_TIMEOUT;
+    }
+}
+
 int jr_redis_wait(jr_redis_t *r, int64_t timeout_us, int extra_fd) {
     if (!jr_redis_ok(r)) return jri_fail(r, JR_EIO, "Redis connection is broken");
     if (r->stash) return JR_WAIT_READY;
@@ -121,6 +291,7 @@ int jr_redis_wait(jr_redis_t *r, int64_t timeout_us, int extra_fd) {
         r->stash = rep;
         return JR_WAIT_READY;
     }
+    if (r->tls) return tls_wait(r, timeout_us, extra_fd);
     int w = wait_fd(r, extra_fd, timeout_us);
     if (w < 0) return r->broken ? w : jri_fail(r, JR_EIO, "poll: %s", strerror(errno));
     return w;
@@ -181,12 +352,30 @@ static int recv_reply(jr_redis_t *r, redisReply **out, int64_t timeout_us) {
         int w = wait_fd(r, -1, left);
         if (w == JR_WAIT_TIMEOUT) return jri_fail(r, JR_ETIMEOUT, "Redis did not answer in time");
         if (w < 0) return r->broken ? w : jri_fail(r, JR_EIO, "poll: %s", strerror(errno));
-        if (redisBufferRead(r->c) != REDIS_OK) return transport_fail(r);
+        if (r->tls) {
+            size_t fed;
+            int rc = tls_feed(r, &fed);
+            if (rc) return rc;
+        } else if (redisBufferRead(r->c) != REDIS_OK) {
+            return transport_fail(r);
+        }
     }
 }
 
 int jr_redis_flush(jr_redis_t *r) {
     if (!jr_redis_ok(r)) return jri_fail(r, JR_EIO, "Redis connection is broken");
+    if (r->tls) { /* hiredis formatted into c->obuf (an sds): send it, drop what went */
+        while (sdslen(r->c->obuf) > 0) {
+            char why[JR_ERRLEN];
+            ssize_t n = jr_tls_write(r->tls, r->c->obuf, sdslen(r->c->obuf), why, sizeof why);
+            if (n < 0) return jri_fail(r, JR_EIO, "Redis connection: %s", why);
+            sdsrange(r->c->obuf, (int)n, -1);
+        }
+        /* A write that had to read (a renegotiation) may have left data
+         * decrypted inside OpenSSL: into the reader, so poll() stays true. */
+        size_t fed;
+        return jr_tls_pending(r->tls) > 0 ? tls_feed(r, &fed) : 0;
+    }
     int done = 0;
     while (!done)
         if (redisBufferWrite(r->c, &done) != REDIS_OK) return transport_fail(r);
@@ -247,9 +436,59 @@ jr_redis_t *jr_redis_connect(const char *url, int64_t timeout_ms, char *err, siz
     return jr_redis_open(&o, err, errlen);
 }
 
-/* Connect r to the node of u (tcp or unix, not sentinel), authenticate and
- * select the db; `url` is what messages show. 0, or -1 with err set. */
-static int node_connect(jr_redis_t *r, const jr_redis_url_t *u, const char *url, char *err, size_t errlen) {
+/* What to add when the first command over a plain TCP connection broke
+ * it: a TLS server answers plain bytes with an alert and a close. Not for
+ * a primary found through the sentinels (u->master set): no TLS there. */
+static const char *plain_hint(int rc, const jr_redis_url_t *u) {
+    return rc != JR_EREDIS && !u->is_tls && !u->is_unix && !u->master ? " (if that port takes TLS, use rediss://)"
+                                                                      : "";
+}
+
+#define PASSWORD_FILE_MAX 4096
+
+/* Read the password file at path into pw (NUL-terminated), without its one
+ * trailing newline ("\n" or "\r\n"). Returns 0, or -1 with a message naming
+ * the file (never a byte of its content) in err: unreadable, empty, longer
+ * than PASSWORD_FILE_MAX bytes, or holding a NUL byte. */
+static int read_password_file(const char *path, char *pw, size_t pwlen, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "cannot read the Redis password file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    size_t n = fread(pw, 1, pwlen - 1, f);
+    int bad = ferror(f), more = !bad && fgetc(f) != EOF;
+    int e = errno;
+    fclose(f);
+    if (bad) {
+        snprintf(err, errlen, "cannot read the Redis password file %s: %s", path, strerror(e));
+        return -1;
+    }
+    if (more) {
+        snprintf(err, errlen, "the Redis password file %s is longer than %zu bytes", path, pwlen - 1);
+        return -1;
+    }
+    pw[n] = '\0';
+    if (n && pw[n - 1] == '\n') pw[--n] = '\0';
+    if (n && pw[n - 1] == '\r') pw[--n] = '\0';
+    if (strlen(pw) != n) {
+        snprintf(err, errlen, "the Redis password file %s holds a NUL byte", path);
+        return -1;
+    }
+    if (n == 0) {
+        snprintf(err, errlen, "the Redis password file %s is empty", path);
+        return -1;
+    }
+    return 0;
+}
+
+/* Connect r to the node of u (tcp or unix, not sentinel), over TLS for a
+ * rediss:// URL (o->tls), authenticate with password (NULL = none; pw_from:
+ * the file it came from, for messages, or NULL) and select the db; `url` is
+ * what messages show. 0, or -1 with err set (r->c and r->tls then as far as
+ * they got: node_close drops them). */
+static int node_connect(jr_redis_t *r, const jr_redis_url_t *u, const char *url, const jr_redis_opts_t *o,
+                        const char *password, const char *pw_from, char *err, size_t errlen) {
     struct timeval tv = {(time_t)(r->timeout_us / 1000000), (suseconds_t)(r->timeout_us % 1000000)};
     r->c = u->is_unix ? redisConnectUnixWithTimeout(u->path, tv)
                       : redisConnectWithTimeout(u->host, u->port, tv);
@@ -262,18 +501,26 @@ static int node_connect(jr_redis_t *r, const jr_redis_url_t *u, const char *url,
      * hiredis read would leave the context dead). */
     struct timeval none = {0, 0};
     redisSetTimeout(r->c, none);
+    if (u->is_tls) {
+        char why[JR_ERRLEN];
+        if (!(r->tls = jr_tls_connect(r->c->fd, u->host, &o->tls, r->timeout_us, why, sizeof why))) {
+            snprintf(err, errlen, "cannot connect to Redis at %s: TLS: %s", url, why);
+            return -1;
+        }
+    }
     redisReply *rep = NULL;
-    if (u->password) {
-        int rc = u->user ? jri_exec(r, &rep, "AUTH", u->user, u->password, NULL)
-                         : jri_exec(r, &rep, "AUTH", u->password, NULL);
+    if (password) {
+        int rc = u->user ? jri_exec(r, &rep, "AUTH", u->user, password, NULL)
+                         : jri_exec(r, &rep, "AUTH", password, NULL);
         if (rc == JR_EREDIS && (!strncmp(r->err, "WRONGPASS", 9) || strstr(r->err, "invalid password"))) {
-            snprintf(err, errlen, "Redis at %s refused the password for %s%s%s (%s)", url,
+            snprintf(err, errlen, "Redis at %s refused the password%s%s for %s%s%s (%s)", url,
+                     pw_from ? " of the file " : "", pw_from ? pw_from : "",
                      u->user ? "user \"" : "the default user", u->user ? u->user : "",
                      u->user ? "\"" : "", r->err);
             return -1;
         }
         if (rc) {
-            snprintf(err, errlen, "Redis at %s: AUTH failed: %s", url, r->err);
+            snprintf(err, errlen, "Redis at %s: AUTH failed: %s%s", url, r->err, plain_hint(rc, u));
             return -1;
         }
         freeReplyObject(rep);
@@ -283,14 +530,15 @@ static int node_connect(jr_redis_t *r, const jr_redis_url_t *u, const char *url,
         int rc = jri_exec(r, &rep, "PING", NULL);
         if (rc == JR_EREDIS && !strncmp(r->err, "NOAUTH", 6)) {
             snprintf(err, errlen,
-                     "Redis at %s requires a password (%s); give it in the URL, e.g. %s", url,
-                     r->err,
+                     "Redis at %s requires a password (%s); give it in the URL, e.g. %s, or in a file "
+                     "named by redis.password_file",
+                     url, r->err,
                      u->is_unix ? "unix://[user]:PASSWORD@/path/to/sock"
                                 : "redis://[user]:PASSWORD@host:port");
             return -1;
         }
         if (rc) {
-            snprintf(err, errlen, "Redis at %s: PING failed: %s", url, r->err);
+            snprintf(err, errlen, "Redis at %s: PING failed: %s%s", url, r->err, plain_hint(rc, u));
             return -1;
         }
         freeReplyObject(rep);
@@ -305,6 +553,15 @@ static int node_connect(jr_redis_t *r, const jr_redis_url_t *u, const char *url,
         freeReplyObject(rep);
     }
     return 0;
+}
+
+/* Drop r's node connection (its TLS session first), so that another can be
+ * made into r. */
+static void node_close(jr_redis_t *r) {
+    jr_tls_free(r->tls); /* before its socket closes with the context */
+    r->tls = NULL;
+    if (r->c) redisFree(r->c);
+    r->c = NULL, r->broken = 0;
 }
 
 static void (*failover_hook)(const char *master, const char *from, const char *to);
@@ -334,7 +591,7 @@ static int node_role(jr_redis_t *r, char *role, size_t len) {
  * the one this process connected to last (jr_redis_on_failover). 0, or -1
  * with err naming the URL and what each sentinel said. */
 static int sentinel_connect(jr_redis_t *r, const jr_redis_url_t *u, const jr_redis_opts_t *o, const char *url,
-                            char *err, size_t errlen) {
+                            const char *password, const char *pw_from, char *err, size_t errlen) {
     int64_t timeout_ms = r->timeout_us / 1000, give_up = jr_mono_us() + r->timeout_us;
     size_t first = 0, which = 0, unreachable = 0;
     char addr[300];
@@ -350,10 +607,9 @@ static int sentinel_connect(jr_redis_t *r, const jr_redis_url_t *u, const jr_red
         snprintf(shown, sizeof shown, "%s (primary %s)", url, addr);
         jr_redis_url_t node = *u;
         node.is_sentinel = 0, node.host = host, node.port = port;
-        if (node_connect(r, &node, shown, err, errlen)) {
+        if (node_connect(r, &node, shown, o, password, pw_from, err, errlen)) {
             if (++unreachable >= u->nsentinels || jr_mono_us() >= give_up) return -1;
-            if (r->c) redisFree(r->c);
-            r->c = NULL, r->broken = 0;
+            node_close(r);
             first = (which + 1) % u->nsentinels;
             continue;
         }
@@ -363,8 +619,7 @@ static int sentinel_connect(jr_redis_t *r, const jr_redis_url_t *u, const jr_red
             return -1;
         }
         if (!role[0] || !strcmp(role, "master")) break;
-        redisFree(r->c);
-        r->c = NULL;
+        node_close(r);
         if (jr_mono_us() >= give_up) {
             snprintf(err, errlen, "Redis at %s: the sentinels name %s the primary of master %s, but it is a %s",
                      url, addr, u->master, role);
@@ -398,15 +653,56 @@ jr_redis_t *jr_redis_open(const jr_redis_opts_t *o, char *err, size_t errlen) {
     char shown[512];
     jr_redis_url_redact(url, shown, sizeof shown);
     url = shown; /* only ever shown from here on */
+    /* The password: from one place only, so that a rotated file is never
+     * silently overruled by a password left in the URL. */
+    char file_pw[PASSWORD_FILE_MAX + 1];
+    const char *pw_from = NULL; /* where a password apart from the URL came from, for messages */
+    if (o->password_file && o->password) {
+        snprintf(err, errlen, "a Redis password given twice: in a password file (%s) and apart from it; give one",
+                 o->password_file);
+        jr_redis_url_free(&u);
+        return NULL;
+    }
+    if ((o->password_file || o->password) && u.password) {
+        snprintf(err, errlen, "a Redis password given twice: in the URL %s and %s%s; give one", url,
+                 o->password_file ? "in the password file " : "apart from it",
+                 o->password_file ? o->password_file : "");
+        jr_redis_url_free(&u);
+        return NULL;
+    }
+    const char *password = u.password;
+    if (o->password_file) {
+        if (read_password_file(o->password_file, file_pw, sizeof file_pw, err, errlen)) {
+            jr_redis_url_free(&u);
+            return NULL;
+        }
+        password = file_pw, pw_from = o->password_file;
+    } else if (o->password) {
+        password = o->password;
+    }
+    if (u.user && !password) {
+        snprintf(err, errlen,
+                 "user \"%s\" without a password in redis URL %s (give it in the URL or in a file named by "
+                 "redis.password_file)",
+                 u.user, url);
+        jr_redis_url_free(&u);
+        return NULL;
+    }
     jr_redis_t *r = calloc(1, sizeof *r);
     if (!r) {
         jr_redis_url_free(&u);
+        explicit_bzero(file_pw, sizeof file_pw);
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
+    if (o->role) snprintf(r->role, sizeof r->role, "%s", o->role);
     r->timeout_us = (timeout_ms > 0 ? timeout_ms : 2000) * 1000;
-    int rc = u.is_sentinel ? sentinel_connect(r, &u, o, url, err, errlen) : node_connect(r, &u, url, err, errlen);
+    r->wait_replicas = o->wait_replicas > 0 ? o->wait_replicas : 0;
+    r->wait_timeout_ms = o->wait_timeout_ms > 0 ? o->wait_timeout_ms : 1000; /* WAIT N 0 would wait forever */
+    int rc = u.is_sentinel ? sentinel_connect(r, &u, o, url, password, pw_from, err, errlen)
+                           : node_connect(r, &u, url, o, password, pw_from, err, errlen);
     jr_redis_url_free(&u);
+    explicit_bzero(file_pw, sizeof file_pw);
     if (rc) {
         jr_redis_free(r);
         return NULL;
@@ -417,6 +713,7 @@ jr_redis_t *jr_redis_open(const jr_redis_opts_t *o, char *err, size_t errlen) {
 void jr_redis_free(jr_redis_t *r) {
     if (!r) return;
     if (r->stash) freeReplyObject(r->stash);
+    jr_tls_free(r->tls); /* before its socket closes with the context */
     if (r->c) redisFree(r->c);
     jr_sentinel_sub_free(r->sub);
     if (r->has_epfd) close(r->epfd);
@@ -603,18 +900,19 @@ int jr_redis_load_library(jr_redis_t *r) {
      * concurrent loads). The lock expires if its holder dies. */
     char token[64];
     snprintf(token, sizeof token, "%ld-%lld", (long)getpid(), (long long)jr_mono_us());
+    r->loading = 1;
     int64_t give_up = jr_mono_us() + (int64_t)(LIB_LOCK_MS + 2000) * 1000;
     for (;;) {
         redisReply *rep;
         if ((rc = jri_exec(r, &rep, "SET", JR_LIB_LOADING_KEY, token, "NX", "PX", LIB_LOCK_PX, NULL)))
-            return rc;
+            return r->loading = 0, rc;
         int got = rep->type == REDIS_REPLY_STATUS;
         freeReplyObject(rep);
         if (got) break;
         /* Held. A key without a TTL is no lock of ours (garbage, of any
          * type), and a lock held past its time is a stalled holder: load
          * without it then; the fence keeps that safe. */
-        if ((rc = jri_exec(r, &rep, "PTTL", JR_LIB_LOADING_KEY, NULL))) return rc;
+        if ((rc = jri_exec(r, &rep, "PTTL", JR_LIB_LOADING_KEY, NULL))) return r->loading = 0, rc;
         int no_ttl = rep->type == REDIS_REPLY_INTEGER && rep->integer == -1;
         freeReplyObject(rep);
         if (no_ttl || jr_mono_us() > give_up) break;
@@ -623,13 +921,24 @@ int jr_redis_load_library(jr_redis_t *r) {
     }
     test_stop_at("locked");
     rc = load_fenced(r, token);
+    r->loading = 0;
     /* Release only our own lock (it may have expired and been taken). */
     static const char release[] =
         "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
     char err[JR_ERRLEN];
     memcpy(err, r->err, sizeof err);
     redisReply *rep;
-    if (jri_exec(r, &rep, "EVAL", release, "1", JR_LIB_LOADING_KEY, token, NULL) == 0) freeReplyObject(rep);
+    int rrc = jri_exec(r, &rep, "EVAL", release, "1", JR_LIB_LOADING_KEY, token, NULL);
+    if (rrc == 0) freeReplyObject(rep);
+    else if (rrc == JR_EREDIS && jri_exec(r, &rep, "GET", JR_LIB_LOADING_KEY, NULL) == 0) {
+        /* A user without EVAL (one that may not load, see docs/operations.md)
+         * still leaves no lock behind to hold up the admin's load: GET and
+         * DEL are not atomic, but the lock only spares Redis concurrent
+         * loads (the fence keeps loads safe). */
+        int ours = rep->type == REDIS_REPLY_STRING && !strcmp(rep->str, token);
+        freeReplyObject(rep);
+        if (ours && jri_exec(r, &rep, "DEL", JR_LIB_LOADING_KEY, NULL) == 0) freeReplyObject(rep);
+    }
     memcpy(r->err, err, sizeof err);
     return rc;
 }
@@ -884,6 +1193,7 @@ int jri_recv_paused(jr_redis_t *r, size_t n, unsigned char *paused) {
     if (rc) return rc;
     if (rep->type == REDIS_REPLY_ERROR) {
         snprintf(r->paused_err, sizeof r->paused_err, "%s", rep->str);
+        jri_explain(r, r->paused_err, sizeof r->paused_err);
         freeReplyObject(rep);
         memset(paused, 0, n);
         return 0;
@@ -914,4 +1224,38 @@ int jr_redis_time_ms(jr_redis_t *r, double *ms) {
 
 void jr_redis_set_timeout(jr_redis_t *r, int64_t timeout_ms) {
     if (timeout_ms > 0) r->timeout_us = timeout_ms * 1000;
+}
+
+int jr_redis_wait_replicas(const jr_redis_t *r) { return r->wait_replicas; }
+
+int jr_redis_append_wait(jr_redis_t *r) {
+    if (r->wait_replicas <= 0) return 0;
+    char n[16], ms[24];
+    snprintf(n, sizeof n, "%d", r->wait_replicas);
+    snprintf(ms, sizeof ms, "%lld", (long long)r->wait_timeout_ms);
+    const char *argv[] = {"WAIT", n, ms};
+    int rc = jri_append_argv(r, 3, argv, NULL);
+    return rc ? rc : 1;
+}
+
+int jr_redis_recv_wait(jr_redis_t *r, long long *acked) {
+    redisReply *rep;
+    int rc = jri_recv_reply(r, &rep, r->timeout_us + r->wait_timeout_ms * 1000);
+    if (rc) return rc;
+    if (rep->type == REDIS_REPLY_ERROR) {
+        jri_fail(r, JR_EREDIS, "WAIT refused: %s", rep->str);
+        freeReplyObject(rep);
+        return JR_EREDIS;
+    }
+    if (rep->type != REDIS_REPLY_INTEGER) {
+        freeReplyObject(rep);
+        return jri_fail(r, JR_EPROTO, "WAIT: unexpected reply");
+    }
+    long long k = rep->integer;
+    freeReplyObject(rep);
+    if (acked) *acked = k;
+    if (k >= r->wait_replicas) return 0;
+    snprintf(r->err, sizeof r->err, "confirmed by only %lld of %d replica%s within %lld ms", k, r->wait_replicas,
+             r->wait_replicas == 1 ? "" : "s", (long long)r->wait_timeout_ms);
+    return JR_EREPLICAS;
 }

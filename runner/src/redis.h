@@ -8,7 +8,10 @@
  * (XREADGROUP BLOCK, XREAD BLOCK) can be waited on with a precise client-side timer
  * and interrupted by a signal pipe, and a slow reply never kills the context
  * the way a hiredis socket timeout does. Any transport error leaves the
- * connection broken (jr_redis_ok() == 0): the caller frees it and reconnects. */
+ * connection broken (jr_redis_ok() == 0): the caller frees it and reconnects.
+ * A rediss:// connection moves its bytes through tls.h (OpenSSL) on the same
+ * socket, with the same timeouts and the same meaning of jr_redis_fd()
+ * readable; nothing above this layer differs. */
 #ifndef JR_REDIS_H
 #define JR_REDIS_H
 
@@ -48,28 +51,35 @@ typedef struct jr_redis_opts {
     int64_t timeout_ms;            /* bounds the connect and every non-blocking command; 0 = 2000 */
     const char *role;              /* who connects ("worker", "scheduler", "cli", "producer"): named in
                                       refusals (ACL); NULL = none named */
-    const char *password;          /* used when the URL has none (redis.password_file); NULL = none */
+    const char *password;          /* used when the URL has none; NULL = none */
+    const char *password_file;     /* a file holding the password (redis.password_file), read at each
+                                      open; its one trailing newline is not part of it; NULL = none */
     const char *sentinel_password; /* redis-sentinel:// only: the sentinels' own password; NULL = none */
     jr_redis_tls_t tls;            /* rediss:// only */
     int wait_replicas;             /* > 0: writes that must survive a failover wait for this many
                                       replicas (redis.wait_replicas); 0 = off */
-    int64_t wait_timeout_ms;       /* redis.wait_timeout */
+    int64_t wait_timeout_ms;       /* redis.wait_timeout; 0 = 1000 */
 } jr_redis_opts_t;
 
 /* jr_redis_connect with everything a configuration can say (o->url and
- * o->timeout_ms as jr_redis_connect's url and timeout_ms).
+ * o->timeout_ms as jr_redis_connect's url and timeout_ms). A password may
+ * come from one place only: the URL, o->password or o->password_file (two
+ * of them: refused, naming them). An unreadable or empty password file is
+ * refused naming the file, never showing its content.
  *
  * A redis-sentinel:// URL: the sentinels are asked in turn for the primary
  * of its master (each within the timeout; o->sentinel_password their own),
- * the primary is connected to as a redis:// URL with the URL's user,
- * password and db, and ROLE must say master (else the sentinels are asked
- * again until the timeout: one may not have seen a failover yet). The
- * connection then follows a failover by breaking (jr_redis_ok() == 0, so
- * the caller reconnects, through the sentinels again): on a READONLY or
- * MASTERDOWN reply, and on a +switch-master of its master heard from a
- * sentinel while waiting in this layer (a reply, jr_redis_wait, or a poll
- * of jr_redis_fd). Errors name the URL (password hidden), each sentinel
- * tried and why it failed ("no sentinel knows master NAME"). */
+ * the primary is connected to over plain TCP (TLS to a primary found
+ * through the sentinels is not supported) with the URL's user and db and
+ * the password from where it came, and ROLE must say master (else the
+ * sentinels are asked again until the timeout: one may not have seen a
+ * failover yet). The connection then follows a failover by breaking
+ * (jr_redis_ok() == 0, so the caller reconnects, through the sentinels
+ * again): on a READONLY or MASTERDOWN reply, and on a +switch-master of its
+ * master heard from a sentinel while waiting in this layer (a reply,
+ * jr_redis_wait, or a poll of jr_redis_fd). Errors name the URL (password
+ * hidden), each sentinel tried and why it failed ("no sentinel knows master
+ * NAME"). */
 jr_redis_t *jr_redis_open(const jr_redis_opts_t *o, char *err, size_t errlen);
 
 /* Process-wide: called once per failover this process follows (its first
@@ -105,6 +115,32 @@ int jr_redis_load_library(jr_redis_t *r);
 long jr_redis_library_kept(const jr_redis_t *r);
 /* Parse line 2 of a library's code. 0, or -1 when it has no such line. */
 int jr_lua_revision(const char *code, size_t len, long *contract, long *revision);
+
+/* ---- durability (redis.wait_replicas, redis.wait_timeout) ----------------
+ * Redis replicates asynchronously: a write the primary confirmed can vanish
+ * with it in a failover. With wait_replicas N > 0 (jr_redis_opts_t), the
+ * callers that must not lose a write (enqueue, the worker's results) append
+ * WAIT N timeout right after it, in the same write, and read its reply
+ * after theirs: one more reply, not one more round trip. WAIT counts the
+ * replicas that acknowledged every write this connection made so far. */
+
+/* The ranges of redis.wait_replicas and redis.wait_timeout (also the
+ * client library's wait_replicas and wait_timeout_ms). */
+#define JR_WAIT_REPLICAS_MAX 100
+#define JR_WAIT_TIMEOUT_MAX_MS 60000
+
+/* N of this connection (0 = off). */
+int jr_redis_wait_replicas(const jr_redis_t *r);
+/* Append (not send) WAIT N wait_timeout_ms when N > 0. Returns 1 if
+ * appended, 0 when off, or an error. */
+int jr_redis_append_wait(jr_redis_t *r);
+/* Read the reply of jr_redis_append_wait, waiting for it up to the command
+ * timeout plus wait_timeout_ms. *acked (may be NULL) = the replicas that
+ * confirmed. Returns 0 when at least N did; JR_EREPLICAS when fewer did
+ * (r's error then says "confirmed by only K of N replica(s) within T ms"; the
+ * connection stays usable); JR_EREDIS when Redis refused WAIT (its text);
+ * or a transport error. */
+int jr_redis_recv_wait(jr_redis_t *r, long long *acked);
 
 /* CLIENT ID of this connection / CLIENT UNBLOCK another one. */
 int jr_redis_client_id(jr_redis_t *r, long long *id);

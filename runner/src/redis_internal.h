@@ -10,8 +10,11 @@
 
 #define REGISTERED_MAX 64
 
+struct jr_tls;
+
 struct jr_redis {
     redisContext *c;
+    struct jr_tls *tls;   /* rediss://: the bytes go through this (tls.h); NULL = plain */
     int64_t timeout_us;   /* bound on each non-blocking command */
     redisReply *stash;    /* a reply already parsed by jr_redis_wait */
     int broken;
@@ -22,8 +25,12 @@ struct jr_redis {
     char paused_err[JR_ERRLEN]; /* Redis's refusal of the last read of the paused set, "" = read */
     char resumed_err[JR_ERRLEN]; /* Redis's refusal of the last wait on JR_RESUMED_KEY, "" = waited */
     char registry_err[JR_ERRLEN]; /* the last registration skipped for garbage in the registry (logged) */
+    char role[16];        /* jr_redis_opts_t.role ("worker", ...), named in ACL refusals; "" = none */
+    int loading;          /* 1 while jr_redis_load_library loads: a refusal then is of the right to load */
     void *scratch;        /* jri_scratch's buffer, kept between calls */
     size_t scratch_cap;
+    int wait_replicas;       /* redis.wait_replicas: WAIT for this many after writes; 0 = off */
+    int64_t wait_timeout_ms; /* redis.wait_timeout: WAIT's own timeout (> 0) */
     /* redis-sentinel:// only (master[0] == '\0' otherwise): */
     char master[256];     /* the master name */
     char primary[300];    /* the primary connected to, "host:port" */
@@ -32,8 +39,15 @@ struct jr_redis {
 };
 
 /* Set the connection's error text and return code; any code but JR_EREDIS
- * (an error reply) also marks the connection broken. */
+ * (an error reply) also marks the connection broken. An ACL refusal in the
+ * text (NOPERM, or a function's "can't run this command") gets what to
+ * grant appended: the command, the role, docs/operations.md. */
 int jri_fail(jr_redis_t *r, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Append to buf (len bytes), when it quotes an ACL refusal, what was
+ * refused and to which role, and what to grant (see redis.c). jri_fail does
+ * it for the connection's error; texts kept elsewhere (a job's reason, a
+ * refusal noted and carried on from) call it themselves. */
+void jri_explain(const jr_redis_t *r, char *buf, size_t len);
 /* Append one command (argv, lens NULL = NUL-terminated) without sending. */
 int jri_append_argv(jr_redis_t *r, int argc, const char **argv, const size_t *lens);
 /* Read one reply, waiting at most timeout_us (-1 = forever). */

@@ -290,6 +290,7 @@ static int recv_call(jr_redis_t *r, const jr_enqueue_t *sorted, const size_t *or
         char why[JR_ERRLEN];
         snprintf(why, sizeof why, "queue %s: Redis refused %zu job%s: %s", q, cnt, cnt == 1 ? "" : "s",
                  rep->str);
+        jri_explain(r, why, sizeof why);
         set_outcome(out, order, from, from + cnt, JR_ENQ_REFUSED, add_reason(reasons, why));
         if (!*first_err) *first_err = jri_fail(r, JR_EREDIS, "%s", why);
     } else {
@@ -345,9 +346,10 @@ static int recv_plain(jr_redis_t *r, const jr_enqueue_t *sorted, const size_t *o
             freeReplyObject(rep);
             continue;
         }
-        if (rep->type == REDIS_REPLY_ERROR) /* jr_ready_prepare's refusal says more (which key, which type) */
+        if (rep->type == REDIS_REPLY_ERROR) { /* jr_ready_prepare's refusal says more (which key, which type) */
             snprintf(why, sizeof why, "queue %s: Redis refused the job: %s", q, prep_err[0] ? prep_err : rep->str);
-        else if (rep->type == REDIS_REPLY_NIL) {
+            jri_explain(r, why, sizeof why);
+        } else if (rep->type == REDIS_REPLY_NIL) {
             char ready[JR_KEY_MAX];
             jr_queue_key(ready, q, JR_QK_READY);
             snprintf(why, sizeof why, "queue %s: not written, the stream %s was missing: %s", q, ready,
@@ -363,6 +365,33 @@ static int recv_plain(jr_redis_t *r, const jr_enqueue_t *sorted, const size_t *o
         }
         out[i].status = JR_ENQ_REFUSED, out[i].why = last_why;
         if (!*first_err) *first_err = jri_fail(r, JR_EREDIS, "%s", why);
+    }
+    return 0;
+}
+
+/* Read the reply of the WAIT sent after the last call of an enqueue (see
+ * jr_redis_append_wait). When fewer replicas than asked confirmed, or Redis
+ * refused WAIT, every CREATED job of out[0..n) becomes UNKNOWN, its id
+ * kept: written to the primary, perhaps to no replica. That is then the
+ * call's error (*first_err, r's text, unless an earlier error is there),
+ * but only if some job was CREATED: EXISTED jobs were written by an
+ * earlier call, which this one cannot confirm either way. Returns 0 or a
+ * transport error. */
+static int recv_confirm(jr_redis_t *r, size_t n, jr_enq_outcome_t *out, jr_strlist_t *reasons, int *first_err) {
+    int rc = jr_redis_recv_wait(r, NULL);
+    if (rc != JR_EREPLICAS && rc != JR_EREDIS) return rc;
+    char why[JR_ERRLEN];
+    snprintf(why, sizeof why, "written to the primary, but %s: it may not survive a failover", jr_redis_errstr(r));
+    uint32_t k = UINT32_MAX;
+    size_t created = 0;
+    for (size_t i = 0; i < n; i++)
+        if (out[i].status == JR_ENQ_CREATED) {
+            if (!created++) k = add_reason(reasons, why);
+            out[i].status = JR_ENQ_UNKNOWN, out[i].why = k;
+        }
+    if (created && !*first_err) {
+        memcpy(r->err, why, sizeof why);
+        *first_err = rc;
     }
     return 0;
 }
@@ -408,6 +437,7 @@ int jr_redis_enqueue_each(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n, cha
     const char *how = "sent, without an answer"; /* what became of the calls in flight on a stop */
     size_t nsent = 0, nread = 0; /* calls sent, calls whose replies were read */
     size_t unknown = 0, pos = 0; /* outcomes to set on a stop: [unknown, pos) sent, [pos, n) not */
+    int waited = 0; /* a WAIT followed the last call */
     if (!order || !sorted) {
         rc = jri_fail(r, JR_ENOMEM, "out of memory");
         goto out;
@@ -430,6 +460,9 @@ int jr_redis_enqueue_each(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n, cha
                             : append_enqueue_many(r, sorted + i, j - i, sorted[i].uniq_ms)))
                 goto stopped;
             pos = j, nsent++; /* from here on, sent in part or whole */
+            /* With redis.wait_replicas, WAIT goes in the last call's write. */
+            if (pos == n && (rc = jr_redis_append_wait(r)) < 0) goto stopped;
+            if (pos == n) waited = rc, rc = 0;
             if ((rc = jr_redis_flush(r))) {
                 how = "sent, maybe in part, without an answer";
                 goto stopped;
@@ -444,6 +477,12 @@ int jr_redis_enqueue_each(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n, cha
             }
             nread++;
         }
+    }
+    if (waited && (rc = recv_confirm(r, n, out, reasons, &first_err))) {
+        snprintf(stop, sizeof stop, "written to the primary, but the answer of WAIT was lost: %s", jr_redis_errstr(r));
+        uint32_t why = add_reason(reasons, stop);
+        for (size_t i = 0; i < n; i++) /* its replicas unknown */
+            if (out[i].status == JR_ENQ_CREATED) out[i].status = JR_ENQ_UNKNOWN, out[i].why = why;
     }
     goto out;
 stopped:

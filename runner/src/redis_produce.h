@@ -35,7 +35,8 @@ enum {
     JR_ENQ_CREATED,      /* written */
     JR_ENQ_EXISTED,      /* its explicit id was enqueued already: nothing written */
     JR_ENQ_REFUSED,      /* refused (by our check or by Redis): not written */
-    JR_ENQ_UNKNOWN       /* sent, but the connection failed before its answer */
+    JR_ENQ_UNKNOWN       /* sent, but the connection failed before its answer; or written to the
+                            primary but not confirmed by redis.wait_replicas replicas (its id kept) */
 };
 typedef struct jr_enq_outcome {
     unsigned char status; /* JR_ENQ_* */
@@ -73,7 +74,16 @@ size_t jr_redis_set_enqueue_chunk(size_t jobs);
  * a refused jr_register of a queue is an error (JR_EREDIS) though its jobs
  * were written, except when a registry key holds another type
  * (jr_redis_registry_garbage): then the queue is not registered, that is
- * logged once per connection, and the call's outcome is its jobs'. */
+ * logged once per connection, and the call's outcome is its jobs'.
+ *
+ * With redis.wait_replicas N > 0 (jr_redis_wait_replicas), WAIT N
+ * redis.wait_timeout goes in the write of the last call and its reply is
+ * read last: when fewer than N replicas confirmed (or Redis refused WAIT),
+ * the CREATED jobs become UNKNOWN (ids keeps their ids; the reason says
+ * "written to the primary, but confirmed by only K of N replica(s) within T ms: it
+ * may not survive a failover") and, unless an earlier error came first,
+ * the call returns JR_EREPLICAS (JR_EREDIS for a refused WAIT) with that
+ * text. */
 int jr_redis_enqueue_each(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n, char (*ids)[JR_ID_MAX],
                           jr_enq_outcome_t *out, jr_strlist_t *reasons);
 

@@ -501,7 +501,10 @@ int jr_redis_recv_read_paused(jr_redis_t *r, jr_batch_t *b, const char *const *q
         return prc;
     }
     if (!any_on) { /* the wait on JR_RESUMED_KEY: nothing to take; a refusal (the key holds garbage) is kept */
-        if (rep->type == REDIS_REPLY_ERROR) snprintf(r->resumed_err, sizeof r->resumed_err, "%s", rep->str);
+        if (rep->type == REDIS_REPLY_ERROR) {
+            snprintf(r->resumed_err, sizeof r->resumed_err, "%s", rep->str);
+            jri_explain(r, r->resumed_err, sizeof r->resumed_err);
+        }
         else r->resumed_err[0] = '\0';
         freeReplyObject(rep);
         return prc;

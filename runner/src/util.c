@@ -177,9 +177,7 @@ char *jr_time_format(int64_t unix_ms, char *buf) {
 
 /* ---- Redis URLs --------------------------------------------------------- */
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
+void jr_errf(char *err, size_t errlen, const char *fmt, ...) {
     if (!err || errlen == 0) return;
     va_list ap;
     va_start(ap, fmt);
@@ -339,7 +337,7 @@ static int parse_userinfo(const char *p, const char *at, jr_redis_url_t *u, cons
     const char *pw = colon ? colon + 1 : p;
     if (rc == 0) rc = percent_decode(pw, (size_t)(at - pw), &u->password);
     if (rc == JR_EINVAL)
-        set_err(err, errlen, "bad percent-escape in user or password of redis URL \"%s\"", shown);
+        jr_errf(err, errlen, "bad percent-escape in user or password of redis URL \"%s\"", shown);
     return rc;
 }
 
@@ -353,7 +351,7 @@ static int parse_tcp(const char *p, const char *at, jr_redis_url_t *u, const cha
         p = at + 1;
     }
     if (strchr(p, '?')) {
-        set_err(err, errlen,
+        jr_errf(err, errlen,
                 "unexpected parameters after \"?\" in redis URL \"%s\" (redis:// takes none: "
                 "write redis://[user]:password@host[:port][/db])",
                 shown);
@@ -366,19 +364,19 @@ static int parse_tcp(const char *p, const char *at, jr_redis_url_t *u, const cha
         host = p + 1;
         host_end = memchr(host, ']', (size_t)(end - host));
         if (!host_end) {
-            set_err(err, errlen, "missing \"]\" after IPv6 host in redis URL \"%s\"", shown);
+            jr_errf(err, errlen, "missing \"]\" after IPv6 host in redis URL \"%s\"", shown);
             return JR_EINVAL;
         }
         for (const char *q = host; q < host_end; q++) {
             if (hex_value(*q) < 0 && *q != ':' && *q != '.') {
-                set_err(err, errlen, "bad IPv6 host \"%.*s\" in redis URL \"%s\"",
+                jr_errf(err, errlen, "bad IPv6 host \"%.*s\" in redis URL \"%s\"",
                         (int)(host_end - host), host, shown);
                 return JR_EINVAL;
             }
         }
         const char *after = host_end + 1;
         if (after < end && *after != ':') {
-            set_err(err, errlen, "unexpected \"%.*s\" after IPv6 host in redis URL \"%s\"",
+            jr_errf(err, errlen, "unexpected \"%.*s\" after IPv6 host in redis URL \"%s\"",
                     (int)(end - after), after, shown);
             return JR_EINVAL;
         }
@@ -388,7 +386,7 @@ static int parse_tcp(const char *p, const char *at, jr_redis_url_t *u, const cha
         if (!host_end) host_end = end;
         else port = host_end + 1;
         if (port && memchr(port, ':', (size_t)(end - port))) {
-            set_err(err, errlen,
+            jr_errf(err, errlen,
                     "bad host in redis URL \"%s\" (more than one ':' after it; put IPv6 addresses "
                     "in brackets, e.g. [::1])",
                     shown);
@@ -396,14 +394,14 @@ static int parse_tcp(const char *p, const char *at, jr_redis_url_t *u, const cha
         }
         for (const char *q = host; q < host_end; q++) {
             if (!host_char_ok(*q)) {
-                set_err(err, errlen, "bad host \"%.*s\" in redis URL \"%s\"",
+                jr_errf(err, errlen, "bad host \"%.*s\" in redis URL \"%s\"",
                         (int)(host_end - host), host, shown);
                 return JR_EINVAL;
             }
         }
     }
     if (host_end == host) {
-        set_err(err, errlen, "missing host in redis URL \"%s\"", shown);
+        jr_errf(err, errlen, "missing host in redis URL \"%s\"", shown);
         return JR_EINVAL;
     }
     int rc = copy_str(host, (size_t)(host_end - host), &u->host);
@@ -417,10 +415,10 @@ static int parse_tcp(const char *p, const char *at, jr_redis_url_t *u, const cha
              * reads SECRET as the port. */
             size_t digits = strspn(port, "0123456789");
             if (port + digits == end)
-                set_err(err, errlen, "bad port \"%.*s\" in redis URL \"%s\" (1 to 65535)",
+                jr_errf(err, errlen, "bad port \"%.*s\" in redis URL \"%s\" (1 to 65535)",
                         (int)(end - port), port, shown);
             else
-                set_err(err, errlen,
+                jr_errf(err, errlen,
                         "bad port (not a number) in redis URL \"%s\" (a password goes before an "
                         "'@': redis://[user:]password@host:port)",
                         shown);
@@ -432,7 +430,7 @@ static int parse_tcp(const char *p, const char *at, jr_redis_url_t *u, const cha
     if (*end == '/' && end[1] != '\0') {
         long v;
         if (parse_uint(end + 1, strlen(end + 1), INT_MAX, &v)) {
-            set_err(err, errlen, "bad database \"%s\" in redis URL \"%s\"", end + 1, shown);
+            jr_errf(err, errlen, "bad database \"%s\" in redis URL \"%s\"", end + 1, shown);
             return JR_EINVAL;
         }
         u->db = (int)v;
@@ -456,11 +454,11 @@ static int parse_params(const char *q, jr_redis_url_t *u, const char *shown, cha
         if (klen == 2 && !strncmp(q, "db", 2)) {
             long db;
             if (seen_db++) {
-                set_err(err, errlen, "parameter \"db\" given twice in redis URL \"%s\"", shown);
+                jr_errf(err, errlen, "parameter \"db\" given twice in redis URL \"%s\"", shown);
                 return JR_EINVAL;
             }
             if (parse_uint(v, vlen, INT_MAX, &db)) {
-                set_err(err, errlen, "bad database \"%.*s\" in redis URL \"%s\"",
+                jr_errf(err, errlen, "bad database \"%.*s\" in redis URL \"%s\"",
                         seen_pw ? 3 : (int)vlen, seen_pw ? "***" : v, shown);
                 return JR_EINVAL;
             }
@@ -470,28 +468,28 @@ static int parse_params(const char *q, jr_redis_url_t *u, const char *shown, cha
             str = klen == 4 ? &u->user : &u->password;
             seen_pw |= klen == 8;
             if (*str) {
-                set_err(err, errlen, "%s given twice in redis URL \"%s\"",
+                jr_errf(err, errlen, "%s given twice in redis URL \"%s\"",
                         klen == 4 ? "user" : "password", shown);
                 return JR_EINVAL;
             }
             if (vlen == 0) {
-                set_err(err, errlen, "empty %s in redis URL \"%s\"", klen == 4 ? "user" : "password",
+                jr_errf(err, errlen, "empty %s in redis URL \"%s\"", klen == 4 ? "user" : "password",
                         shown);
                 return JR_EINVAL;
             }
             int rc = percent_decode(v, vlen, str);
             if (rc == JR_EINVAL)
-                set_err(err, errlen, "bad percent-escape in %s of redis URL \"%s\"",
+                jr_errf(err, errlen, "bad percent-escape in %s of redis URL \"%s\"",
                         klen == 4 ? "user" : "password", shown);
             if (rc) return rc;
         } else if (seen_pw) {
-            set_err(err, errlen,
+            jr_errf(err, errlen,
                     "unknown parameter after the password in redis URL \"%s\" (use db, user or "
                     "password; write a '&' in a password as %%26)",
                     shown);
             return JR_EINVAL;
         } else {
-            set_err(err, errlen,
+            jr_errf(err, errlen,
                     "unknown parameter \"%.*s\" in redis URL \"%s\" (use db, user or password)",
                     (int)klen, q, shown);
             return JR_EINVAL;
@@ -510,7 +508,7 @@ static int parse_unix(const char *p, const char *at, jr_redis_url_t *u, const ch
     int rc;
     if (*p != '/') { /* a userinfo ends with the '@' just before the path */
         if (!at || at[1] != '/') {
-            set_err(err, errlen,
+            jr_errf(err, errlen,
                     "missing absolute socket path in redis URL \"%s\" (use unix:///path/to/sock "
                     "or unix://[user]:password@/path/to/sock)",
                     shown);
@@ -521,13 +519,13 @@ static int parse_unix(const char *p, const char *at, jr_redis_url_t *u, const ch
     }
     size_t n = strcspn(p, "?");
     if (n <= 1) {
-        set_err(err, errlen,
+        jr_errf(err, errlen,
                 "missing absolute socket path in redis URL \"%s\" (use unix:///path/to/sock)",
                 shown);
         return JR_EINVAL;
     }
     if (n > max_path) {
-        set_err(err, errlen, "socket path longer than %zu bytes in redis URL \"%s\"", max_path,
+        jr_errf(err, errlen, "socket path longer than %zu bytes in redis URL \"%s\"", max_path,
                 shown);
         return JR_EINVAL;
     }
@@ -547,14 +545,14 @@ static int parse_sentinel_addr(const char *p, const char *end, size_t n, struct 
                                const char *shown, char *err, size_t errlen) {
     const char *host = p, *host_end, *port = NULL;
     if (p == end) {
-        set_err(err, errlen, "empty sentinel address (number %zu in the list) in redis URL \"%s\"", n, shown);
+        jr_errf(err, errlen, "empty sentinel address (number %zu in the list) in redis URL \"%s\"", n, shown);
         return JR_EINVAL;
     }
     if (*p == '[') {
         host = p + 1;
         host_end = memchr(host, ']', (size_t)(end - host));
         if (!host_end || (host_end + 1 < end && host_end[1] != ':')) {
-            set_err(err, errlen, "bad IPv6 host of sentinel number %zu in redis URL \"%s\" (write [::1]:26379)", n,
+            jr_errf(err, errlen, "bad IPv6 host of sentinel number %zu in redis URL \"%s\" (write [::1]:26379)", n,
                     shown);
             return JR_EINVAL;
         }
@@ -569,12 +567,12 @@ static int parse_sentinel_addr(const char *p, const char *end, size_t n, struct 
             if (!host_char_ok(*q)) host_end = host;
     }
     if (host_end == host) {
-        set_err(err, errlen, "bad or missing host of sentinel number %zu in redis URL \"%s\"", n, shown);
+        jr_errf(err, errlen, "bad or missing host of sentinel number %zu in redis URL \"%s\"", n, shown);
         return JR_EINVAL;
     }
     long v = 26379;
     if (port && (parse_uint(port, (size_t)(end - port), 65535, &v) || v == 0)) {
-        set_err(err, errlen, "bad port of sentinel number %zu in redis URL \"%s\" (1 to 65535)", n, shown);
+        jr_errf(err, errlen, "bad port of sentinel number %zu in redis URL \"%s\" (1 to 65535)", n, shown);
         return JR_EINVAL;
     }
     a->port = (int)v;
@@ -593,7 +591,7 @@ static int parse_sentinel(const char *p, const char *at, jr_redis_url_t *u, cons
     const char *slash = strchr(p, '/'), *qm = slash ? strchr(slash, '?') : NULL;
     const char *name = slash ? slash + 1 : NULL, *name_end = qm ? qm : name ? name + strlen(name) : NULL;
     if (!name || name == name_end) {
-        set_err(err, errlen,
+        jr_errf(err, errlen,
                 "missing master name in redis URL \"%s\" (write "
                 "redis-sentinel://[user:password@]host:port[,host:port...]/MASTER_NAME)",
                 shown);
@@ -613,7 +611,7 @@ static int parse_sentinel(const char *p, const char *at, jr_redis_url_t *u, cons
     /* Not quoted: without an '@', what follows a '/' may be a password's. */
     for (const char *q = name; q < name_end; q++) {
         if (!host_char_ok(*q) && *q != ':') {
-            set_err(err, errlen, "bad master name in redis URL \"%s\" (letters, digits and \"._-:\")", shown);
+            jr_errf(err, errlen, "bad master name in redis URL \"%s\" (letters, digits and \"._-:\")", shown);
             return JR_EINVAL;
         }
     }
@@ -626,7 +624,7 @@ static int parse_sentinel(const char *p, const char *at, jr_redis_url_t *u, cons
 int jr_redis_url_parse(const char *s, jr_redis_url_t *u, char *err, size_t errlen) {
     memset(u, 0, sizeof *u);
     if (!s || !*s) {
-        set_err(err, errlen, "empty redis URL");
+        jr_errf(err, errlen, "empty redis URL");
         return JR_EINVAL;
     }
     char shown[256];
@@ -635,26 +633,25 @@ int jr_redis_url_parse(const char *s, jr_redis_url_t *u, char *err, size_t errle
     const char *sep = n ? s + n : NULL;
     int rc;
     if (!sep) {
-        set_err(err, errlen, "missing scheme in redis URL \"%s\" (use redis://, unix:// or redis-sentinel://)",
+        jr_errf(err, errlen, "missing scheme in redis URL \"%s\" (use redis://, rediss://, unix:// or redis-sentinel://)",
                 shown);
         rc = JR_EINVAL;
     } else if (sep - s == 5 && strncasecmp(s, "redis", 5) == 0) {
         rc = parse_tcp(sep + 3, userinfo_end(s), u, shown, err, errlen);
+    } else if (sep - s == 6 && strncasecmp(s, "rediss", 6) == 0) {
+        rc = parse_tcp(sep + 3, userinfo_end(s), u, shown, err, errlen);
+        u->is_tls = 1;
     } else if (sep - s == 4 && strncasecmp(s, "unix", 4) == 0) {
         rc = parse_unix(sep + 3, userinfo_end(s), u, shown, err, errlen);
     } else if (jr_redis_url_is_sentinel(s)) {
         rc = parse_sentinel(sep + 3, userinfo_end(s), u, shown, err, errlen);
     } else {
-        set_err(err, errlen,
-                "unsupported scheme \"%.*s\" in redis URL \"%s\" (use redis://, unix:// or redis-sentinel://)",
+        jr_errf(err, errlen,
+                "unsupported scheme \"%.*s\" in redis URL \"%s\" (use redis://, rediss://, unix:// or redis-sentinel://)",
                 (int)(sep - s), s, shown);
         rc = JR_EINVAL;
     }
-    if (rc == 0 && u->user && !u->password) {
-        set_err(err, errlen, "user without a password in redis URL \"%s\"", shown);
-        rc = JR_EINVAL;
-    }
-    if (rc == JR_ENOMEM) set_err(err, errlen, "%s", jr_strerror(rc));
+    if (rc == JR_ENOMEM) jr_errf(err, errlen, "%s", jr_strerror(rc));
     if (rc) jr_redis_url_free(u);
     return rc;
 }

@@ -42,6 +42,7 @@ char *jr_time_format(int64_t unix_ms, char *buf);
 /* A parsed Redis URL. Strings are owned by the struct. */
 typedef struct jr_redis_url {
     int is_unix;     /* 1 for unix:///path */
+    int is_tls;      /* 1 for rediss:// (TLS; see tls.h) */
     char *host;      /* tcp host, NULL for unix */
     int port;        /* tcp port, default 6379 */
     char *path;      /* unix socket path, NULL for tcp */
@@ -59,7 +60,12 @@ typedef struct jr_redis_url {
     char *master;
 } jr_redis_url_t;
 
-/* Parse "redis://[[user:]password@]host[:port][/db]" or
+/* Format a message into err (errlen bytes; nothing when err is NULL or
+ * errlen 0), as snprintf: the error-message helper of the parsers. */
+void jr_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Parse "redis://[[user:]password@]host[:port][/db]" (or "rediss://...",
+ * the same over TLS: is_tls) or
  * "unix://[[user:]password@]/path/to/sock[?param&...]" with the parameters
  * db=N, user=NAME and password=SECRET (each at most once; a user or
  * password given both before the path and as a parameter is refused).
@@ -69,7 +75,9 @@ typedef struct jr_redis_url {
  * '/', '?', '#' and '@' unescaped; a unix path holding "@/" after a
  * userinfo needs the password as a parameter. Percent-escapes in user and
  * password are decoded (a '&' in a parameter is written %26); an empty user
- * or password before the '@' is NULL; a user without a password is refused.
+ * or password before the '@' is NULL. A user without a password is taken
+ * (its password then comes from elsewhere: jr_redis_open refuses the URL
+ * when none does).
  * On error returns JR_EINVAL (or JR_ENOMEM) with a message in err naming
  * what was wrong, and leaves *u zeroed. The message never holds the
  * password or a part of it: it quotes the URL as jr_redis_url_redact shows

@@ -1616,7 +1616,7 @@ Test(chaos, kills_restarts_oom_garbage_and_hostile_handlers_lose_and_repeat_noth
     }
 
     redisContext *c = jrt_connect(&R);
-    char *lua = jrt_slurp(JRT_SOURCE_DIR "/runner/lua/jobrunner.lua");
+    char *lua = jrt_slurp(JRT_LUA_LIBRARY);
     must(c, "FUNCTION LOAD REPLACE %s", lua);
     free(lua);
     for (int q = 0; q < NQ; q++) must(c, "FCALL jr_register 2 jr:{queues} jr:{queues}:wake %s", QUEUES[q]);

@@ -560,7 +560,7 @@ Test(cli, functions_load_on_a_fresh_redis) {
     const char *dump[] = {"functions", "dump", NULL};
     static char lib[1 << 20];
     cr_assert_eq(jrt_run(lib, sizeof lib, err, sizeof err, dump), 0, "%s", err);
-    char *src = jrt_slurp(JRT_SOURCE_DIR "/runner/lua/jobrunner.lua");
+    char *src = jrt_slurp(JRT_LUA_LIBRARY);
     cr_assert(strlen(src) < sizeof lib - 1, "the library outgrew the test's buffer");
     cr_expect_str_eq(lib, src);
     free(src);
@@ -572,8 +572,8 @@ Test(cli, functions_load_on_a_fresh_redis) {
     fcall_version(v, sizeof v);
     cr_expect(strstr(v, "Function not found"), "after FUNCTION FLUSH: %s", v);
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s -s %s -x FUNCTION LOAD REPLACE < %s/runner/lua/jobrunner.lua >/dev/null",
-             JRT_REDIS_CLI, R.sock, JRT_SOURCE_DIR);
+    snprintf(cmd, sizeof cmd, "%s -s %s -x FUNCTION LOAD REPLACE < %s >/dev/null", JRT_REDIS_CLI, R.sock,
+             JRT_LUA_LIBRARY);
     cr_assert_eq(system(cmd), 0, "%s", cmd);
     fcall_version(v, sizeof v);
     cr_expect_str_eq(v, "1");

@@ -1,4 +1,4 @@
-/* The Redis-side contract (runner/lua/jobrunner.lua) under hostile input,
+/* The Redis-side contract (runner/lua/) under hostile input,
  * against a real redis-server: garbage in every key is dead-lettered, never
  * dropped or repeated; every function is all or nothing (a refused call
  * changes no key); the bounds of jr_limits.h hold in Lua and C alike; the
@@ -26,8 +26,9 @@
 #include "redis_worker.h"
 #include "redis_admin.h"
 
-/* The source of the function library, as Redis is given it. */
-#define JRT_LUA_SOURCE JRT_SOURCE_DIR "/runner/lua/jobrunner.lua"
+/* The source of the function library, as Redis is given it: the file the
+ * build joins from runner/lua/. */
+#define JRT_LUA_SOURCE JRT_LUA_LIBRARY
 
 static jrt_redis_t R;
 static redisContext *C; /* raw hiredis connection */

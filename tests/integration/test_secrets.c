@@ -204,3 +204,145 @@ Test(secrets, no_message_about_a_url_shows_the_password) {
         cr_expect(!holds_piece(err, strlen(err)), "%s (stray argument): %s", bad[i], err);
     }
 }
+
+/* The environment of pid (/proc/PID/environ, NULs as spaces) into buf; its
+ * length, 0 when unreadable. */
+static size_t environ_of(pid_t pid, char *buf, size_t len) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, len - 1, f);
+    fclose(f);
+    for (size_t i = 0; i < n; i++)
+        if (!buf[i]) buf[i] = ' ';
+    buf[n] = '\0';
+    return n;
+}
+
+#define SECRET2 "Hw4PcY8rTf3Lsd9" /* the rotated password: no 4-byte piece shared with SECRET */
+
+static int holds_piece_of(const char *s, size_t n, const char *pw) {
+    for (size_t i = 0; i + 4 <= strlen(pw); i++)
+        if (memmem(s, n, pw + i, 4)) return 1;
+    return 0;
+}
+
+/* redis.password_file: a worker and a scheduler that got their password
+ * from a file (the URL names the user only) run jobs; neither argv, the
+ * environment, the logs, /metrics, /healthz nor `workers` holds it; a
+ * rotated file is read at the next reconnect. */
+Test(secrets, the_password_file_is_read_at_each_connect_and_shown_nowhere) {
+    char pwfile[256], userurl[256], wlog[256], slog[256], buf[16384];
+    snprintf(pwfile, sizeof pwfile, "%s/redis-password", R.dir);
+    FILE *f = fopen(pwfile, "w");
+    fputs(SECRET "\n", f);
+    fclose(f);
+    const char *port = strrchr(url, ':') + 1;
+    snprintf(userurl, sizeof userurl, "redis://jr:@127.0.0.1:%s", port);
+    snprintf(wlog, sizeof wlog, "%s/worker.log", R.dir);
+    snprintf(slog, sizeof slog, "%s/sched.log", R.dir);
+    setenv("JOBRUNNER_REDIS_PASSWORD_FILE", pwfile, 1);
+    char wm[32], sm[32];
+    int wport = jrt_free_port(), sport = jrt_free_port();
+    snprintf(wm, sizeof wm, "127.0.0.1:%d", wport);
+    snprintf(sm, sizeof sm, "127.0.0.1:%d", sport);
+    const char *wargs[] = {"worker", "--redis", userurl, "--plugin", JRT_PLUGIN_DIR, "--metrics", wm, NULL};
+    const char *sargs[] = {"scheduler", "--redis", userurl, "--metrics", sm, NULL};
+    pid_t w = jrt_spawn(wlog, wargs), s = jrt_spawn(slog, sargs);
+    const char *eargs[] = {"enqueue", "--redis", userurl, "--in", "300ms", "echo", "hi", NULL};
+    cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, eargs), 0, "%s", err);
+    jr_qstats_t st = jrt_wait_settled(&R, "default", 0, 20000);
+    cr_expect_eq(st.delayed + st.ready + st.pending, 0, "the job did not run with the file's password:\n%s",
+                 jrt_slurp(wlog));
+    pid_t procs[2] = {w, s};
+    for (int i = 0; i < 2; i++) {
+        size_t n = cmdline(procs[i], buf, sizeof buf);
+        cr_expect(n > 0 && !holds_piece(buf, n), "argv: %s", buf);
+        n = environ_of(procs[i], buf, sizeof buf);
+        cr_expect(n > 0 && strstr(buf, pwfile), "the environment does not name the file: %s", buf);
+        cr_expect(!holds_piece(buf, n), "the environment shows the password: %s", buf);
+    }
+    int ports[2] = {wport, sport};
+    for (int i = 0; i < 2; i++) {
+        const char *paths[] = {"/metrics", "/healthz"};
+        for (int k = 0; k < 2; k++) {
+            char *body = http_get(ports[i], paths[k]);
+            cr_expect(body && strstr(body, "HTTP/1."), "no answer from %s on port %d", paths[k], ports[i]);
+            cr_expect(!body || !holds_piece(body, strlen(body)), "%s shows the password: %s", paths[k], body);
+            free(body);
+        }
+    }
+    const char *largs[] = {"workers", "--redis", userurl, NULL};
+    cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, largs), 0, "%s", err);
+    cr_expect(strstr(out, "worker") && !holds_piece(out, strlen(out)), "workers: %s", out);
+
+    /* Rotation: Redis takes the new password only, the file holds it, the
+     * connections are cut: both reconnect with the file as it is now. */
+    redisContext *c = jrt_connect(&R);
+    freeReplyObject(jrt_cmd(c, "ACL", "SETUSER", "jr", "resetpass", ">" SECRET2, NULL));
+    f = fopen(pwfile, "w");
+    fputs(SECRET2 "\n", f);
+    fclose(f);
+    freeReplyObject(jrt_cmd(c, "CLIENT", "KILL", "USER", "jr", NULL));
+    redisFree(c);
+    const char *e2[] = {"enqueue", "--redis", userurl, "--in", "300ms", "echo", "again", NULL};
+    cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, e2), 0, "%s", err);
+    for (int i = 0; i < 300; i++) {
+        st = jrt_stats(&R, "default");
+        if (st.delayed + st.ready + st.pending == 0 && st.processed >= 2) break;
+        jrt_sleep_ms(50);
+    }
+    cr_expect(st.delayed + st.ready + st.pending == 0 && st.processed >= 2,
+              "after the rotation the job did not run: %lld delayed, %lld ready\n%s", st.delayed, st.ready,
+              jrt_slurp(wlog));
+    unsetenv("JOBRUNNER_REDIS_PASSWORD_FILE");
+    cr_expect_eq(jrt_stop(w, SIGTERM, 10000), 0);
+    cr_expect_eq(jrt_stop(s, SIGTERM, 10000), 0);
+    char *wl = jrt_slurp(wlog), *sl = jrt_slurp(slog);
+    cr_expect(!holds_piece(wl, strlen(wl)) && !holds_piece_of(wl, strlen(wl), SECRET2), "worker log:\n%s", wl);
+    cr_expect(!holds_piece(sl, strlen(sl)) && !holds_piece_of(sl, strlen(sl), SECRET2), "scheduler log:\n%s", sl);
+    free(wl), free(sl);
+}
+
+/* What goes wrong with a password file: each message names the file (or
+ * the two places) and never shows the content. */
+Test(secrets, a_bad_password_file_is_named_never_shown) {
+    char pwfile[256], userurl[256], dir[256], empty[256], big[256];
+    snprintf(pwfile, sizeof pwfile, "%s/wrong-password", R.dir);
+    FILE *f = fopen(pwfile, "w");
+    fputs(SECRET "X\n", f); /* a wrong password, holding the right one */
+    fclose(f);
+    snprintf(empty, sizeof empty, "%s/empty-password", R.dir);
+    fclose(fopen(empty, "w"));
+    snprintf(big, sizeof big, "%s/big-password", R.dir);
+    f = fopen(big, "w");
+    for (int i = 0; i < 400; i++) fputs(SECRET, f);
+    fclose(f);
+    snprintf(dir, sizeof dir, "%s", R.dir); /* a directory: unreadable as a file */
+    const char *port = strrchr(url, ':') + 1;
+    snprintf(userurl, sizeof userurl, "redis://jr:@127.0.0.1:%s", port);
+    struct {
+        const char *file, *url, *want;
+    } cases[] = {
+        {pwfile, userurl, "refused the password of the file"},
+        {"/nonexistent/pw", userurl, "cannot read the Redis password file /nonexistent/pw"},
+        {dir, userurl, "cannot read the Redis password file"},
+        {empty, userurl, "is empty"},
+        {big, userurl, "is longer than 4096 bytes"},
+        {pwfile, url, "a Redis password given twice"},
+        {NULL, userurl, "user \"jr\" without a password"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (cases[i].file) setenv("JOBRUNNER_REDIS_PASSWORD_FILE", cases[i].file, 1);
+        else unsetenv("JOBRUNNER_REDIS_PASSWORD_FILE");
+        const char *args[] = {"stats", "--redis", cases[i].url, NULL};
+        int rc = jrt_run(out, sizeof out, err, sizeof err, args);
+        cr_expect_eq(rc, 1, "case %zu: status %d: %s", i, rc, err);
+        cr_expect(strstr(err, cases[i].want), "case %zu: want \"%s\": %s", i, cases[i].want, err);
+        if (cases[i].file && i < 5)
+            cr_expect(strstr(err, cases[i].file), "case %zu: the file is not named: %s", i, err);
+        cr_expect(!holds_piece(err, strlen(err)) && !holds_piece(out, strlen(out)), "case %zu: %s%s", i, out, err);
+    }
+    unsetenv("JOBRUNNER_REDIS_PASSWORD_FILE");
+}

@@ -77,7 +77,7 @@ static int run_cli(void) {
 
 static void our_revision(long *c, long *rv) {
     cr_assert_eq(jr_lua_revision(jr_lua_library, jr_lua_library_len, c, rv), 0,
-                 "runner/lua/jobrunner.lua has no line 2 \"-- jobrunner: contract C, revision R.\"");
+                 "the library (runner/lua/00-common.lua) has no line 2 \"-- jobrunner: contract C, revision R.\"");
 }
 
 Test(upgrade, a_newer_revision_in_redis_is_kept_and_serves_the_older_process) {

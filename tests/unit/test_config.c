@@ -553,6 +553,34 @@ Test(config, set_one_key_checks_like_the_file) {
     cr_expect_eq(cfg.log_level, JR_LOG_WARN);
 }
 
+/* redis.tls is a mapping inside redis: from the file, the environment
+ * (JOBRUNNER_REDIS_TLS_<KEY>) and jr_config_set; its unknown keys are
+ * named with their path; verify is true by default. */
+Test(config, redis_tls_mapping) {
+    cr_expect_eq(cfg.tls_verify, 1);
+    cr_expect_null(cfg.tls_ca_file);
+    load_ok("redis:\n  url: rediss://h:6380\n  tls:\n    ca_file: /ca.crt\n    cert_file: /c.crt\n"
+            "    key_file: /c.key\n    server_name: db.internal\n    verify: false\n  wait: 1s\n");
+    cr_expect_str_eq(cfg.tls_ca_file, "/ca.crt");
+    cr_expect_str_eq(cfg.tls_cert_file, "/c.crt");
+    cr_expect_str_eq(cfg.tls_key_file, "/c.key");
+    cr_expect_str_eq(cfg.tls_server_name, "db.internal");
+    cr_expect_eq(cfg.tls_verify, 0);
+    cr_expect_eq(cfg.redis_wait_ms, 1000);
+    char *env[] = {"JOBRUNNER_REDIS_TLS_CA_DIR=/etc/ssl/certs", "JOBRUNNER_REDIS_TLS_VERIFY=true", NULL};
+    cr_assert_eq(jr_config_apply_env(&cfg, env, NULL, err, sizeof err), 0, "%s", err);
+    cr_expect_str_eq(cfg.tls_ca_dir, "/etc/ssl/certs");
+    cr_expect_eq(cfg.tls_verify, 1);
+    cr_expect_eq(jr_config_set(&cfg, "redis.tls.ca_file", "/other.crt", err, sizeof err), 0, "%s", err);
+    cr_expect_str_eq(cfg.tls_ca_file, "/other.crt");
+    load_bad("redis:\n  tls:\n    cafile: x\n", "t.yaml:3: redis.tls.cafile: unknown key", "ca_file", NULL);
+    load_bad("redis:\n  tls:\n    verify: yes\n", "redis.tls.verify", "false or true", NULL);
+    load_bad("redis:\n  tls:\n    ca_file: \"\"\n", "redis.tls.ca_file", "must not be empty", NULL);
+    load_bad("redis:\n  tls: x\n", "redis.tls", "expected a mapping", NULL);
+    load_bad("redis.tls:\n  ca_file: x\n", "unknown section", NULL);
+    load_bad("redis:\n  nope: 1\n", "unknown key", "tls", NULL);
+}
+
 /* Every key has its own variable, and the man page lists each one. */
 Test(config, every_key_has_a_distinct_documented_variable) {
     char *man = jrt_slurp(JRT_SOURCE_DIR "/docs/jobrunner.1");
@@ -836,15 +864,18 @@ static int table_key(const char *section, const char *name, const char *end) {
 
 /* Read the example: a line "SECTION:" (or "# SECTION:" for a section shown
  * commented out) opens a section, "  KEY: VALUE" (or "#   KEY: VALUE") is a
- * key of it (in a section not commented out, "#   KEY: VALUE" is a key of
- * the table that is off unless given, e.g. redis.sentinel_password); keys
- * inside a section set whole are its own business; every other comment line
- * is description. Returns the number of entries. */
+ * key of it (also "#   KEY: VALUE" in a section shown uncommented, when
+ * KEY is a key of the table: a key off unless given, e.g.
+ * redis.password_file, redis.sentinel_password); "  KEY:" with nothing
+ * after it opens a mapping of the section whose "    KEY: VALUE" (or
+ * "#     KEY: VALUE") lines are keys SECTION.MAPPING.KEY (redis.tls); keys
+ * inside a section set whole are its own business; every other comment
+ * line is description. Returns the number of entries. */
 static size_t read_example(shown_t *out, size_t max) {
     char *text = jrt_slurp(JRT_SOURCE_DIR "/config/jobrunner.yaml");
     cr_assert(text, "config/jobrunner.yaml is missing");
     size_t n = 0;
-    char section[64] = "", about[2048] = "";
+    char section[64] = "", sub[64] = "", about[2048] = "";
     int sec_commented = 0;
     for (char *line = text, *next; line && *line; line = next) {
         next = strchr(line, '\n');
@@ -854,13 +885,27 @@ static size_t read_example(shown_t *out, size_t max) {
         if (p[0] == '#' && p[1] == ' ') p += 2, commented = 1;
         indented = !strncmp(p, "  ", 2);
         if (indented) p += 2;
+        /* A key of a mapping inside a section ("  tls:" then "    ca_file:",
+         * or "#     ca_file:" for one shown commented out). */
+        int deep = indented && !strncmp(p, "  ", 2);
+        if (deep) p += 2;
         name = p;
         while ((*p >= 'a' && *p <= 'z') || *p == '_') p++;
         int entry = p > name && *p == ':' && (p[1] == '\0' || p[1] == ' ');
         if (entry && !indented && commented && p[1] != '\0') entry = 0; /* "# redis: ..." prose */
-        int off_key = entry && indented && commented && !sec_commented && *section && table_key(section, name, p);
-        if (entry && indented && !off_key && (!*section || commented != sec_commented || whole_section(section)))
+        if (entry && deep && !*sub) entry = 0;
+        /* "#   key: value" in a section shown uncommented: a key of the table
+         * that is off unless given (redis.password_file), shown commented out. */
+        int off_key = entry && indented && !deep && commented && !sec_commented && p[1] != '\0' && *section &&
+                      table_key(section, name, p);
+        if (entry && indented && !deep &&
+            (!*section || (commented != sec_commented && !off_key) || whole_section(section)))
             entry = 0; /* a key of a whole section, or an example in a comment */
+        if (entry && indented && !deep && p[1] == '\0') { /* "  tls:" opens a mapping of the section */
+            snprintf(sub, sizeof sub, "%.*s", (int)(p - name), name);
+            continue;
+        }
+        if (entry && !deep) sub[0] = '\0';
         if (!entry) {
             const char *c = strchr(line, '#');
             if (c) snprintf(about + strlen(about), sizeof about - strlen(about), "%s\n", c + 1);
@@ -868,7 +913,12 @@ static size_t read_example(shown_t *out, size_t max) {
         }
         cr_assert(n < max);
         shown_t *e = &out[n++];
-        if (indented) snprintf(e->name, sizeof e->name, "%s.%.*s", section, (int)(p - name), name);
+        if (deep)
+            cr_assert_lt(snprintf(e->name, sizeof e->name, "%s.%s.%.*s", section, sub, (int)(p - name), name),
+                         (int)sizeof e->name, "a key name too long for shown_t");
+        else if (indented)
+            cr_assert_lt(snprintf(e->name, sizeof e->name, "%s.%.*s", section, (int)(p - name), name),
+                         (int)sizeof e->name, "a key name too long for shown_t");
         else {
             snprintf(section, sizeof section, "%.*s", (int)(p - name), name);
             snprintf(e->name, sizeof e->name, "%s", section);

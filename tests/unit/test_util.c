@@ -555,6 +555,33 @@ Test(redis_url, unix_socket) {
     jr_redis_url_free(&u);
 }
 
+/* rediss:// is redis:// over TLS: the same form, is_tls set, and the
+ * password hidden as in redis:// URLs. */
+Test(redis_url, rediss_is_tls) {
+    jr_redis_url_t u = url_ok("rediss://app:s%40cret@db.example.com:6380/3");
+    cr_expect_eq(u.is_tls, 1);
+    cr_expect_eq(u.is_unix, 0);
+    cr_expect_str_eq(u.host, "db.example.com");
+    cr_expect_eq(u.port, 6380);
+    cr_expect_str_eq(u.user, "app");
+    cr_expect_str_eq(u.password, "s@cret");
+    cr_expect_eq(u.db, 3);
+    jr_redis_url_free(&u);
+    u = url_ok("REDISS://127.0.0.1");
+    cr_expect_eq(u.is_tls, 1);
+    cr_expect_eq(u.port, 6379);
+    jr_redis_url_free(&u);
+    u = url_ok("redis://h");
+    cr_expect_eq(u.is_tls, 0);
+    jr_redis_url_free(&u);
+    char shown[128];
+    jr_redis_url_redact("rediss://app:sekret@h:6380/1", shown, sizeof shown);
+    cr_expect_str_eq(shown, "rediss://app:***@h:6380/1");
+    jr_redis_url_redact("rediss://app:sekret", shown, sizeof shown);
+    cr_expect_null(strstr(shown, "sekret"), "%s", shown);
+    url_bad("rediss://h?ca=x", "unexpected parameters", NULL);
+}
+
 Test(redis_url, scheme_case_insensitive) {
     jr_redis_url_t u = url_ok("REDIS://h:1");
     cr_expect_str_eq(u.host, "h");
@@ -564,7 +591,7 @@ Test(redis_url, scheme_case_insensitive) {
 
 Test(redis_url, bad_scheme) {
     url_bad("http://localhost", "unsupported scheme \"http\"", "redis://", "unix://", NULL);
-    url_bad("rediss://localhost", "unsupported scheme \"rediss\"", NULL);
+    url_bad("redisss://localhost", "unsupported scheme \"redisss\"", "rediss://", NULL);
     url_bad("localhost:6379", "missing scheme", "\"localhost:6379\"", NULL);
     url_bad("", "empty", NULL);
 }
@@ -693,9 +720,14 @@ Test(redis_url, bad_unix_auth) {
     url_bad("unix:///s?password=a&password=b", "password given twice", NULL);
     url_bad("unix://u:p@/s?user=v", "user given twice", NULL);
     url_bad("unix:///s?db=1&db=2", "\"db\" given twice", NULL);
-    url_bad("unix:///s?user=bob", "user without a password", NULL);
-    url_bad("unix://bob:@/s", "user without a password", NULL);
-    url_bad("redis://bob:@host", "user without a password", NULL);
+    /* A user whose password comes from elsewhere (redis.password_file). */
+    const char *userless[] = {"unix:///s?user=bob", "unix://bob:@/s", "redis://bob:@host"};
+    for (size_t i = 0; i < 3; i++) {
+        jr_redis_url_t u = url_ok(userless[i]);
+        cr_expect_str_eq(u.user, "bob", "%s", userless[i]);
+        cr_expect_null(u.password, "%s", userless[i]);
+        jr_redis_url_free(&u);
+    }
     url_bad("unix:///s?password=", "empty password", NULL);
     url_bad("unix:///s?password", "empty password", NULL);
     url_bad("unix:///s?password=%zz", "bad percent-escape in password", NULL);

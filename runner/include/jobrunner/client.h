@@ -55,7 +55,10 @@ typedef enum jr_client_error {
     JR_CLIENT_ECONNECT = -3, /* cannot connect, or the connection was lost */
     JR_CLIENT_ETIMEOUT = -4, /* Redis did not answer within the command timeout */
     JR_CLIENT_EREFUSED = -5, /* Redis refused a command (its text in errstr) */
-    JR_CLIENT_EPROTO = -6    /* an unexpected reply (e.g. an incompatible function library) */
+    JR_CLIENT_EPROTO = -6,   /* an unexpected reply (e.g. an incompatible function library) */
+    JR_CLIENT_EREPLICAS = -7 /* since 1.1: an enqueue was written to the primary but fewer than
+                                wait_replicas replicas confirmed it within wait_timeout_ms: its
+                                jobs are UNKNOWN (they may not survive a failover) */
 } jr_client_error_t;
 
 /* "major.minor" of the library actually loaded (compare with the macros). */
@@ -67,7 +70,8 @@ JR_CLIENT_EXPORT const char *jr_client_strerror(int code);
 /* Connect to Redis and make sure it holds the jobrunner function library
  * (loading it, as `jobrunner functions load` does, if it is missing or
  * older). `url` is what the CLI's --redis takes: redis://[[user]:password@]
- * host[:port][/db] or unix://[[user]:password@]/path/to.sock[?db=N];
+ * host[:port][/db], rediss://... (the same over TLS: jr_client_open's tls
+ * options; docs/tls.md) or unix://[[user]:password@]/path/to.sock[?db=N];
  * NULL = redis://127.0.0.1:6379. connect_timeout_ms bounds the connect and
  * the library check, command_timeout_ms every later command (0 = 5000 ms;
  * both 1..3600000).
@@ -84,7 +88,8 @@ typedef struct jr_client_options {
     const char *url;            /* as jr_client_connect's; NULL = redis://127.0.0.1:6379 */
     int64_t connect_timeout_ms; /* as jr_client_connect's */
     int64_t command_timeout_ms; /* as jr_client_connect's */
-    const char *password;       /* used when the URL holds none; NULL = none */
+    const char *password;       /* kept out of the URL (a user then reads "redis://USER:@host");
+                                   a URL holding one too is refused; NULL = none */
     const char *sentinel_password; /* redis-sentinel:// URLs: the sentinels' own; NULL = none */
     struct {
         const char *ca_file, *ca_dir;     /* CAs that sign the server; NULL = the system's */
@@ -92,8 +97,10 @@ typedef struct jr_client_options {
         const char *server_name;          /* the name the server's certificate must hold; NULL = the URL's host */
         int no_verify;                    /* 1 = accept any server certificate (tests only) */
     } tls;                                /* rediss:// URLs only */
-    int wait_replicas;          /* > 0: an enqueue returns only once this many replicas hold it */
-    int64_t wait_timeout_ms;    /* how long it waits for them */
+    int wait_replicas;          /* > 0: an enqueue returns only once this many replicas hold it
+                                   (WAIT in the same round trip); fewer within wait_timeout_ms:
+                                   JR_CLIENT_EREPLICAS, its jobs UNKNOWN. 0..100 */
+    int64_t wait_timeout_ms;    /* how long it waits for them; 0 = 1000 ms; 1..60000 */
 } jr_client_options_t;
 
 /* jr_client_connect with options (since 1.1; NULL = all defaults). */
@@ -134,12 +141,17 @@ typedef enum jr_client_job_status {
     JR_CLIENT_JOB_EXISTED = 2,  /* its id was already enqueued: nothing written */
     JR_CLIENT_JOB_REFUSED = 3,  /* Redis refused it: not written (error says why) */
     JR_CLIENT_JOB_UNKNOWN = 4   /* sent, but the connection failed before the answer:
-                                   maybe written (enqueue it again with an id to be sure) */
+                                   maybe written (enqueue it again with an id to be sure);
+                                   or (wait_replicas, since 1.1) written to the primary, its
+                                   id in the result, but fewer replicas than asked confirmed
+                                   it: it may be lost in a failover (error says how many) */
 } jr_client_job_status_t;
 
 typedef struct jr_client_result {
     jr_client_job_status_t status;
-    char id[JR_CLIENT_ID_MAX]; /* CREATED, EXISTED: the job id; otherwise the id given or "" */
+    char id[JR_CLIENT_ID_MAX]; /* CREATED, EXISTED: the job id; UNKNOWN: the job id when it was
+                                  written to the primary, else the id given or ""; otherwise
+                                  the id given or "" */
     const char *error;         /* NULL for CREATED and EXISTED; otherwise why (owned by c,
                                   valid until the next call on c) */
 } jr_client_result_t;

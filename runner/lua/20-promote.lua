@@ -1,0 +1,380 @@
+--[[
+20-promote.lua: jr_promote and jr_promote_due, the scheduler's call. The
+names of this part are local to its do-block (the joined chunk may hold at
+most 200 locals at once), but for the two functions it gives the
+registration list.
+]]
+local promote, promote_due
+do -- 20-promote.lua
+
+-- The fast path of decode_member for the usual small member, straight from
+-- the values of cmsgpack: no table. 1 if `n` values are all strings.
+local function strings(n, a, ...)
+  if n == 0 then return true end
+  if l_type(a) ~= 'string' then return false end
+  return strings(n - 1, ...)
+end
+
+-- The value of the first h among field/value pairs, or nil.
+local function handler_of(f, v, ...)
+  if f == nil then return nil end
+  if f == F_HANDLER then return v end
+  return handler_of(...)
+end
+
+-- The fast check of a job's fields for the usual envelope of at most 4
+-- pairs, without the varargs recursion of strings / handler_of (each level
+-- copies the rest): the value of the first field h if the n values (n even,
+-- 2..8) are all strings and one of the fields is h, else nil.
+local function fields4(n, f1, v1, f2, v2, f3, v3, f4, v4)
+  if l_type(f1) ~= 'string' or l_type(v1) ~= 'string' then return nil end
+  local h = f1 == F_HANDLER and v1 or nil
+  if n == 2 then return h end
+  if l_type(f2) ~= 'string' or l_type(v2) ~= 'string' then return nil end
+  if not h and f2 == F_HANDLER then h = v2 end
+  if n == 4 then return h end
+  if l_type(f3) ~= 'string' or l_type(v3) ~= 'string' then return nil end
+  if not h and f3 == F_HANDLER then h = v3 end
+  if n == 6 then return h end
+  if l_type(f4) ~= 'string' or l_type(v4) ~= 'string' then return nil end
+  if not h and f4 == F_HANDLER then h = v4 end
+  return h
+end
+
+-- XADD job `id` with its n (2..8) field values f1, v1, ... and, when es is
+-- given, e = es and d = ds after them (the envelope of a wheel item whose
+-- e and d were left out): no table, no unpack. Returns the entry id.
+local function xadd_job(ready, id, es, ds, n, f1, v1, f2, v2, f3, v3, f4, v4)
+  if es then
+    if n == 4 then return l_call('XADD', ready, '*', F_ID, id, f1, v1, f2, v2, F_ENQUEUED, es, F_DUE, ds) end
+    if n == 2 then return l_call('XADD', ready, '*', F_ID, id, f1, v1, F_ENQUEUED, es, F_DUE, ds) end
+    if n == 6 then return l_call('XADD', ready, '*', F_ID, id, f1, v1, f2, v2, f3, v3, F_ENQUEUED, es, F_DUE, ds) end
+    return l_call('XADD', ready, '*', F_ID, id, f1, v1, f2, v2, f3, v3, f4, v4, F_ENQUEUED, es, F_DUE, ds)
+  end
+  if n == 4 then return l_call('XADD', ready, '*', F_ID, id, f1, v1, f2, v2) end
+  if n == 2 then return l_call('XADD', ready, '*', F_ID, id, f1, v1) end
+  if n == 6 then return l_call('XADD', ready, '*', F_ID, id, f1, v1, f2, v2, f3, v3) end
+  return l_call('XADD', ready, '*', F_ID, id, f1, v1, f2, v2, f3, v3, f4, v4)
+end
+
+-- Promote one member: XADD it if it is an envelope, else add {member,
+-- what is wrong} to `bad`. ok, off, id, ... are pcall(unpack_limit)'s values.
+-- `idx` collects id, entry pairs for the job index (one HSET per call).
+local function promote_one(ready, idx, bad, packed, ok, off, id, ...)
+  local n = l_select('#', ...)
+  if ok and off == -1 and n <= 32 and n > 0 and n % 2 == 0 and l_type(id) == 'string' and
+     id ~= '' and #id <= ID_MAX then
+    local h
+    if n <= 8 then h = fields4(n, ...) elseif strings(n, ...) then h = handler_of(...) end
+    if h and h ~= '' then
+      local k = #idx
+      idx[k + 1], idx[k + 2] = id, l_call('XADD', ready, '*', F_ID, id, ...)
+      return
+    end
+  end
+  local items, m = decode_member(packed) -- the slow path says what is wrong
+  if items then
+    local k = #idx
+    idx[k + 1], idx[k + 2] = items[3], redis.call('XADD', ready, '*', F_ID, unpack(items, 3, m))
+  else
+    bad[#bad + 1] = {packed, m}
+  end
+end
+
+-- ms_int memoised within one jr_promote (reset by wheel_promote): the jobs
+-- of a bucket mostly share their enqueue and due milliseconds.
+local fmt_memo = {}
+local function ms_memo(x)
+  local s = fmt_memo[x]
+  if not s then
+    s = ms_int(x)
+    fmt_memo[x] = s
+  end
+  return s
+end
+
+-- wheel_decode's fast path for the usual item (at most 16 string fields,
+-- a handler), straight from the values of cmsgpack: one table. ok, off,
+-- ... are pcall(unpack_limit)'s values; anything else takes wheel_decode.
+local function wheel_decode_fast(item, start, ok, off, seq, o, sid, E, ...)
+  local nf = l_select('#', ...)
+  if ok and off == -1 and l_type(seq) == 'number' and l_type(o) == 'number' and l_type(sid) == 'string' and
+     l_type(E) == 'number' and nf > 0 and nf <= 32 and nf % 2 == 0 and o >= 0 and o < WHEEL_MS * 1000 and
+     o == math.floor(o) and seq == math.floor(seq) and #sid <= ID_MAX and strings(nf, ...) then
+    local h = handler_of(...)
+    if h and h ~= '' then
+      local flat = {...}
+      local us = start * 1000 + o
+      local ms = math.floor(us / 1000)
+      if E >= 0 then
+        flat[nf + 1], flat[nf + 2], flat[nf + 3], flat[nf + 4] = F_ENQUEUED, ms_memo(ms - E), F_DUE, ms_memo(math.ceil(us / 1000))
+      end
+      if sid == '' then sid = 'd' .. ms_memo(ms) .. '-' .. ms_int(seq) end
+      return sid, us, flat
+    end
+  end
+  return wheel_decode(item, start)
+end
+
+-- The fast path of a bucket wholly due (issue 10): XADD one item straight
+-- from cmsgpack's values, for the usual item of at most 4 string pairs and
+-- a handler: no table, no unpack, e / d / id strings memoised per ms.
+-- Returns the job id and its entry id, or nil (nothing written) for any
+-- other item: the caller takes wheel_decode_fast's path, which also says
+-- what is wrong. ok, off, ... are pcall(unpack_limit)'s values.
+local function wheel_xadd_fast(ready, start, ok, off, seq, o, sid, E, ...)
+  local nf = l_select('#', ...)
+  if not (ok and off == -1 and nf > 0 and nf <= 8 and nf % 2 == 0 and l_type(seq) == 'number' and
+          l_type(o) == 'number' and l_type(sid) == 'string' and l_type(E) == 'number' and o >= 0 and
+          o < WHEEL_MS * 1000 and o == l_floor(o) and seq == l_floor(seq) and #sid <= ID_MAX) then
+    return nil
+  end
+  local h = fields4(nf, ...)
+  if not h or h == '' then return nil end
+  local us = start * 1000 + o
+  local ms = l_floor(us / 1000)
+  local es, ds
+  if E >= 0 then es, ds = ms_memo(ms - E), ms_memo(math.ceil(us / 1000)) end
+  if sid == '' then sid = 'd' .. ms_memo(ms) .. '-' .. ms_int(seq) end
+  return sid, xadd_job(ready, sid, es, ds, nf, ...)
+end
+
+-- The buckets a jr_promote at `now` takes: those wholly due or whose
+-- cascade time has come, among the first 64 starting before now + NEAR_MS
+-- + LEAD_MAX_MS (1 s buckets: at most 33 of them are not yet due), their
+-- keys' types checked. Returns {starts}, the earliest cascade time of the
+-- others (nil if none; now if more buckets may be waiting past the 64), and
+-- the garbage to clear by wheel_repair (nil if none); or nil and an error
+-- reply. Garbage (written by hand) never stops the queue: an index member
+-- that is not a bucket start or whose bucket key is not a list, one whose
+-- score is not its start (revision 15), and a counter that is not a count.
+local function wheel_due_buckets(fn, q, now)
+  local wheel, counter = qkey(q, K_WHEEL), qkey(q, K_WHEEL_N)
+  local err = check_types(fn, {{wheel, 'zset'}})
+  if err then return nil, err end
+  local fix = {members = {}}
+  local ct = redis.call('TYPE', counter)['ok']
+  if ct ~= 'none' and (ct ~= 'string' or check_seq(fn, counter, 0)) then fix.counter = ct end
+  local scored = redis.call('ZRANGE', wheel, '-inf', '(' .. ms_str(now + NEAR_MS + LEAD_MAX_MS), 'BYSCORE',
+                            'LIMIT', 0, 64, 'WITHSCORES')
+  -- a score past any due time a function writes (revision 15)
+  local far = redis.call('ZRANGE', wheel, '(' .. ms_str(now + DELAY_MAX_MS + 2 * WHEEL_MS), '+inf', 'BYSCORE',
+                         'LIMIT', 0, 1, 'WITHSCORES')
+  local cands, good = {}, {}
+  fix.rescore = {}
+  for i = 1, #scored, 2 do cands[#cands + 1] = scored[i] end
+  for i = 1, #far, 2 do
+    if string.find(far[i], '^%d+$') and #far[i] <= 15 and tonumber(far[i]) ~= tonumber(far[i + 1]) then fix.rescore[#fix.rescore + 1] = {far[i], far[i + 1]} end
+  end
+  for i, b in ipairs(cands) do
+    if not string.find(b, '^%d+$') or #b > 15 then
+      fix.members[#fix.members + 1] = {b, 'not a bucket start'}
+    elseif tonumber(scored[2 * i]) ~= tonumber(b) then
+      -- a score that is not its start (written by hand) would hold the
+      -- bucket's jobs until then, or have every call find it due and take
+      -- nothing: set to its start, taken at the next call (revision 15)
+      fix.rescore[#fix.rescore + 1] = {b, scored[2 * i]}
+    else
+      local bt = redis.call('TYPE', bucket_key(q, tonumber(b)))['ok']
+      if bt ~= 'list' and bt ~= 'none' then
+        fix.members[#fix.members + 1] = {b, 'its bucket key ' .. shown(bucket_key(q, tonumber(b))) .. ' is a ' .. bt ..
+                                            ', not a list (left as it is)'}
+      else
+        good[#good + 1] = b
+      end
+    end
+  end
+  local starts, later = {}, (#cands == 64) and now or nil
+  if not later then -- the first bucket past the window cascades at the earliest NEAR_MS + LEAD_MAX_MS before it
+    local beyond = redis.call('ZRANGE', wheel, ms_str(now + NEAR_MS + LEAD_MAX_MS), '+inf', 'BYSCORE', 'LIMIT', 0, 1)[1]
+    if beyond and tonumber(beyond) then later = tonumber(beyond) - NEAR_MS - LEAD_MAX_MS end
+  end
+  for _, b in ipairs(good) do
+    local start = tonumber(b)
+    local at = start + WHEEL_MS <= now and now or cascade_at(start, redis.call('LLEN', bucket_key(q, start)))
+    if at <= now then
+      starts[#starts + 1] = b
+    elseif not later or at < later then
+      later = at
+    end
+  end
+  if #fix.rescore > 0 then later = now end
+  if #fix.members == 0 and not fix.counter and #fix.rescore == 0 then fix = nil end
+  return starts, later, fix
+end
+
+-- Clear the garbage wheel_due_buckets found (after every refusal was
+-- checked): each bad index member goes to the dead stream (why =
+-- "invalid", raw = the member) and out of the index; a counter that is not
+-- a count is set again to the number of items in the buckets (tombstones
+-- included: the stats are an estimate until they are promoted).
+local function wheel_repair(q, fix, dead, dead_max)
+  local wheel, counter = qkey(q, K_WHEEL), qkey(q, K_WHEEL_N)
+  for _, m in ipairs(fix.members) do
+    xadd_dead(dead, dead_max, {F_ERROR, 'time wheel index ' .. wheel .. ' member: ' .. m[2], F_WHY, 'invalid', F_RAW, m[1]})
+    redis.call('ZREM', wheel, m[1])
+  end
+  for _, m in ipairs(fix.rescore) do
+    xadd_dead(dead, dead_max, {F_ERROR, 'time wheel index ' .. wheel .. ' member ' .. m[1] .. ' had the score ' .. m[2] ..
+                               ', not its start: set to its start', F_WHY, 'invalid', F_RAW, m[1]})
+    redis.call('ZADD', wheel, 'XX', m[1], m[1])
+  end
+  if fix.counter then
+    local n = 0
+    for _, b in ipairs(redis.call('ZRANGE', wheel, 0, -1)) do
+      if string.find(b, '^%d+$') and #b <= 15 and redis.call('TYPE', bucket_key(q, tonumber(b)))['ok'] == 'list' then
+        n = n + redis.call('LLEN', bucket_key(q, tonumber(b)))
+      end
+    end
+    xadd_dead(dead, dead_max, {F_ERROR, 'time wheel counter ' .. counter .. ' was a ' .. fix.counter ..
+                               ' that is not a count: set to ' .. n, F_WHY, 'invalid', F_RAW, ''})
+    redis.call('DEL', counter)
+    redis.call('SET', counter, n)
+  end
+end
+
+-- Take up to `room` items from the buckets `starts` (checked): with
+-- `direct`, only the buckets wholly due, straight into the stream; else
+-- only the others (cascades): each item already due into the stream, the
+-- rest into the sorted set. Returns how many items were taken (tombstones
+-- included), how many of them were live or garbage (moved), and how many
+-- went into the sorted set; `idx`, `bad` as for promote_one.
+local function wheel_promote(q, starts, room, now, ready, delayed, idx, bad, direct)
+  local taken, moved, live, cascaded = 0, 0, 0, 0
+  for _, b in ipairs(starts) do
+    if taken >= room then break end
+    local start = tonumber(b)
+    if (start + WHEEL_MS <= now) == direct then
+      local bk = bucket_key(q, start)
+      local items = redis.call('LPOP', bk, room - taken) or {}
+      taken = taken + #items
+      local k = #idx
+      for _, item in ipairs(items) do
+        local id, us, flat
+        if direct then
+          id, us = wheel_xadd_fast(ready, start, l_pcall(l_unpack_limit, item, 5 + 2 * FIELDS_MAX, 0))
+          if id then
+            live = live + 1
+            idx[k + 1], idx[k + 2], k = id, us, k + 2
+          end
+        end
+        if not id then
+          id, us, flat = wheel_decode_fast(item, start, l_pcall(l_unpack_limit, item, 5 + 2 * FIELDS_MAX, 0))
+        end
+        if flat then
+          live = live + 1
+          if direct or us / 1000 <= now then
+            idx[k + 1], idx[k + 2], k = id, redis.call('XADD', ready, '*', F_ID, id, unpack(flat)), k + 2
+          else
+            redis.call('ZADD', delayed, ms_str(us / 1000), cmsgpack.pack(id, unpack(flat)))
+            cascaded = cascaded + 1
+          end
+        elseif id == nil then -- not written by wheel_add, so not counted
+          bad[#bad + 1] = {item, 'in bucket ' .. bk .. ': ' .. us}
+          moved = moved + 1
+        end
+      end
+      if redis.call('EXISTS', bk) == 0 then redis.call('ZREM', qkey(q, K_WHEEL), b) end
+    end
+  end
+  if live > 0 then redis.call('DECRBY', qkey(q, K_WHEEL_N), live) end
+  return taken, moved + live, cascaded
+end
+
+--[[
+jr_promote
+  KEYS: ready delayed wake [dead]   (dead = jr:{Q}:dead; implied if left out)
+  ARGV: limit [dead_max]
+  Moves up to `limit` (1..PROMOTE_MAX) members whose due time has come out
+  of the delayed set, atomically: each envelope into the ready stream, each
+  member that is not an envelope into the dead stream (trimmed to about
+  dead_max) with why = "invalid", err = what is wrong and raw = the member.
+  Returns {moved, next due ms or "" if none, now ms, last wake id, buried,
+  cascaded} (times as strings with 3 decimals; moved counts every member
+  and live or garbage bucket item taken, not cancelled ones' tombstones;
+  buried the dead ones, cascaded the bucket items moved into the sorted
+  set, not yet promoted). Call again while moved == limit, or at once when
+  the next due time is now; block on the wake stream after the returned id.
+  Due work first: the due members, then the buckets wholly due (straight
+  into the stream), and only with the room left the cascades (a bucket
+  whose cascade time has come: its items already due into the stream, the
+  others into the sorted set).
+  Not allow-oom: a cascade grows the memory used. In a Redis out of memory
+  (maxmemory, noeviction) it is refused with OOM; the caller then calls
+  jr_promote_due (allow-oom; same keys, arguments and reply): the due
+  members and the buckets wholly due only, no cascade (a bucket due in part
+  waits until it is wholly due, at most WHEEL_MS late); its next due time
+  is at most 250 ms ahead while a cascade waits, so that it resumes once
+  memory is freed.
+]]
+local function promote_impl(fn, keys, args, due_only)
+  local q, err = queue_of(fn, keys, {K_READY, K_DELAYED, K_WAKE}, true)
+  if not q then return err end
+  local dead = qkey(q, K_DEAD)
+  if #keys > 4 or (keys[4] and keys[4] ~= dead) then
+    return refuse(fn, 'key 4 must be ' .. shown(dead) .. ' or left out')
+  end
+  local ready, delayed, wake = keys[1], keys[2], keys[3]
+  local limit, dead_max = int_arg(args[1]), args[2] and count_arg(args[2])
+  if not limit or limit < 1 or limit > PROMOTE_MAX or #args > 2 or (args[2] and not dead_max) then
+    return refuse(fn, 'arguments: LIMIT (1..' .. PROMOTE_MAX .. ') [DEAD_MAX], got ' .. shown(table.concat(args, ' ')))
+  end
+  local ids = aux(qkey(q, K_IDS), 'hash') -- garbage there costs the lookups only (revision 15)
+  err = check_types(fn, {{ready, 'stream'}, {delayed, 'zset'}, {wake, 'stream'}, {dead, 'stream'}})
+  if err then return err end
+  local now = now_ms()
+  local starts, later, fix = wheel_due_buckets(fn, q, now)
+  if not starts then return later end
+  local envs = redis.call('ZRANGE', delayed, '-inf', ms_str(now), 'BYSCORE', 'LIMIT', 0, limit)
+  if #starts > 0 or #envs > 0 or fix then
+    err = check_room(fn, ready) or check_room(fn, dead)
+    if err then return err end
+    ensure_group(ready)
+  end
+  if fix then wheel_repair(q, fix, dead, dead_max) end
+  init_upvalues()
+  fmt_memo = {}
+  local bad, idx, moved, cascaded = {}, {}, #envs, 0
+  -- 1. the due members, removed by rank (the lowest-scored ones) before a
+  -- cascade adds any
+  for _, packed in ipairs(envs) do
+    promote_one(ready, idx, bad, packed, l_pcall(l_unpack_limit, packed, 2 + 2 * FIELDS_MAX, 0))
+  end
+  if #envs > 0 then redis.call('ZREMRANGEBYRANK', delayed, 0, #envs - 1) end
+  local taken = #envs
+  if #starts > 0 then
+    -- 2. the buckets wholly due; 3. the cascades, with the room left
+    local t, m, c = wheel_promote(q, starts, limit - taken, now, ready, delayed, idx, bad, true)
+    taken, moved = taken + t, moved + m
+    if not due_only and taken < limit then
+      t, m, c = wheel_promote(q, starts, limit - taken, now, ready, delayed, idx, bad, false)
+      taken, moved, cascaded = taken + t, moved + m, c
+    end
+  end
+  -- every promoted job has a new entry: into the job index, 1,000 per HSET
+  for i = 1, ids and #idx or 0, 2000 do
+    redis.call('HSET', ids, unpack(idx, i, math.min(i + 1999, #idx)))
+  end
+  for _, b in ipairs(bad) do
+    xadd_dead(dead, dead_max, {F_ERROR, 'delayed member: ' .. b[2], F_WHY, 'invalid', F_RAW, b[1]})
+  end
+  -- the next wake-up: the earliest member, or when the next bucket must
+  -- cascade: among those looked at (`later`, or now for the ones this call
+  -- left for lack of room), else the first beyond them, at its earliest
+  local head = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
+  local nxt = head[2] and tonumber(head[2])
+  local wl = later
+  for _, b in ipairs(starts) do
+    local start = tonumber(b)
+    if redis.call('EXISTS', bucket_key(q, start)) == 1 then
+      local at = now
+      if due_only and start + WHEEL_MS > now then at = math.min(now + 250, start + WHEEL_MS) end
+      if not wl or at < wl then wl = at end
+    end
+  end
+  if wl and (not nxt or wl < nxt) then nxt = wl end
+  return {moved, nxt and ms_str(nxt) or '', ms_str(now), last_wake(wake), #bad, cascaded}
+end
+function promote(keys, args) return promote_impl('jr_promote', keys, args, false) end
+function promote_due(keys, args) return promote_impl('jr_promote_due', keys, args, true) end
+end -- 20-promote.lua

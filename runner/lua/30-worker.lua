@@ -1,0 +1,637 @@
+--[[
+30-worker.lua: the calls of a running worker -- acknowledge (with the
+follow-up jobs of a handler), fail (retry, defer, bury), reclaim,
+heartbeat, hand back -- and jr_dead_retry. The names of this part are local
+to its do-block (the joined chunk may hold at most 200 locals at once), but
+for the functions it gives the registration list.
+]]
+local ack, ack_follow, fail, reclaim, heartbeat, handback, dead_retry
+do -- 30-worker.lua
+
+-- A list of stream entry ids args[first..]: nil, or an error reply.
+-- Checks args[first..] are stream entry ids, and writes each "<ms>" as
+-- "<ms>-0": XACK and XDEL read "<ms>" so, but XRANGE and XPENDING read it as
+-- the whole millisecond, which would let a call act on one entry and read
+-- another.
+local function check_ids(fn, args, first)
+  local find = string.find
+  for i = first, #args do
+    local s = args[i]
+    -- fast path (the usual id, as Redis made it): "<ms>-<seq>", each part
+    -- of at most 19 digits, so below 2^64 without the u64 comparison
+    local d = type(s) == 'string' and #s <= 39 and find(s, '-', 1, true)
+    if not (d and d >= 2 and d <= 20 and #s - d <= 19 and #s > d and find(s, '^%d+%-%d+$')) then
+      if not stream_id_ok(s) then
+        return refuse(fn, 'argument ' .. i .. ' is not a stream entry id: ' .. shown(s))
+      end
+      if not find(s, '-', 1, true) then args[i] = s .. '-0' end
+    end
+  end
+  return nil
+end
+
+-- The deletion of acknowledged entries as one trim (jr_ack): XDEL finds
+-- each entry from the start of its stream node, past the entries deleted
+-- before it (acknowledged jobs leave from the head, so about half a node
+-- per entry, most of the cost of an acknowledgement), while XTRIM MINID
+-- drops whole nodes. Given entries that were all pending until just now
+-- (so delivered: not after the group's last-delivered id), returns the
+-- MINID below which every entry is delivered and finished, and the
+-- entries at or past it (nil when none). Entries below the lowest pending
+-- entry P are delivered (XREADGROUP delivers in id order) and not pending:
+-- finished, and jobrunner acknowledges and deletes together, so a trim
+-- below min(P, highest + 1) deletes only entries of this call (the others
+-- there are gone already); those at or past P are left to XDEL. With
+-- nothing pending, or P past them all, MINID is the highest + 1 and the
+-- trim takes them all. nil (XDEL them all) for an id too long to compare
+-- as a number.
+local function id_parts(e)
+  local m, sq = string.match(e, '^(%d+)%-(%d+)$')
+  if not m or #m > 15 or #sq > 15 then return nil end -- below 2^53: exact as Lua numbers
+  return tonumber(m), tonumber(sq)
+end
+
+-- The highest of entries (ids as check_ids let them through), as numbers;
+-- nil if one is too long. Ids of one length with the '-' at one place
+-- (Redis's own, from one period) compare as strings like as numbers: one
+-- string comparison per entry, the numbers parsed once.
+local function highest(entries)
+  local top = entries[1]
+  local len, d = #top, string.find(top, '-', 1, true)
+  local byte = string.byte
+  for i = 2, #entries do
+    local e = entries[i]
+    if #e ~= len or byte(e, d) ~= 45 then -- another shape: numbers
+      local hm, hs = id_parts(top)
+      if not hm then return nil end
+      for j = i, #entries do
+        local m, sq = id_parts(entries[j])
+        if not m then return nil end
+        if m > hm or (m == hm and sq > hs) then hm, hs = m, sq end
+      end
+      return hm, hs
+    end
+    if e > top then top = e end
+  end
+  return id_parts(top)
+end
+
+local function trim_point(ready, entries)
+  local hm, hs = highest(entries)
+  if not hm then return nil end
+  local p = redis.call('XPENDING', ready, GROUP, '-', '+', 1)
+  local pm, ps
+  if #p > 0 then
+    pm, ps = id_parts(p[1][1])
+    if not pm then return nil end
+  end
+  if not pm or pm > hm or (pm == hm and ps > hs) then
+    return string.format('%d-%d', hm, hs + 1), nil
+  end
+  local rest = {}
+  for i = 1, #entries do
+    local m, sq = id_parts(entries[i])
+    if m > pm or (m == pm and sq > ps) then rest[#rest + 1] = entries[i] end
+  end
+  if #rest == #entries then return nil end -- none below P: no trim to make
+  return p[1][1], rest
+end
+
+--[[
+jr_ack
+  KEYS: ready                ARGV: stream entry ids
+  KEYS: ready ids            ARGV: entry jobid [entry jobid ...]
+  KEYS: ready [ids] cancelled  (either form, jr:{Q}:cancelled last)
+  Acknowledges the entries and deletes them from the stream, atomically,
+  and forgets their cancel flags (jr:{Q}:cancelled). With the ids key, each
+  entry comes with its job id ("" when the job id is the entry id): the job
+  index entry that points at that entry is removed too. The 1-key form
+  leaves index entries behind, which readers treat as stale. The entries
+  leave by one XTRIM, but for those past the oldest pending entry (see trim_point).
+  Returns how many were acknowledged; with the cancelled key last,
+  {how many, {the entries among them that were flagged cancelled}}: the
+  check and the acknowledgement are one step, so a job cancelled before
+  its acknowledgement arrives is reported as cancelled (revision 15).
+  Runs while Redis is out of memory.
+]]
+function ack(keys, args)
+  local fn = 'jr_ack'
+  local q, err = queue_of(fn, keys, {K_READY}, true)
+  if not q then return err end
+  local ready, ids, cancelled = keys[1], aux(qkey(q, K_IDS), 'hash'), aux(qkey(q, K_CANCELLED), 'hash')
+  local entries, jobids = args, nil
+  local report = #keys >= 2 and keys[#keys] == qkey(q, K_CANCELLED)
+  if report then keys = {unpack(keys, 1, #keys - 1)} end
+  if #keys == 2 then
+    if keys[2] ~= qkey(q, K_IDS) then return refuse(fn, 'key 2 must be ' .. shown(qkey(q, K_IDS)) .. ' or left out') end
+    if #args % 2 ~= 0 then return refuse(fn, 'with the ids key, arguments come in pairs: ENTRY JOBID ...') end
+    entries, jobids = {}, {}
+    for i = 1, #args, 2 do
+      entries[#entries + 1] = args[i]
+      if #args[i + 1] > ID_MAX then
+        return refuse(fn, 'argument ' .. (i + 1) .. ': job id longer than ' .. ID_MAX .. ' bytes')
+      end
+      jobids[#jobids + 1] = args[i + 1]
+    end
+  elseif #keys > 2 then
+    return refuse(fn, 'takes the keys jr:{Q}:ready [jr:{Q}:ids] [jr:{Q}:cancelled], got ' .. #keys .. ' keys')
+  end
+  err = check_ids(fn, entries, 1) or check_types(fn, {{ready, 'stream'}})
+  if err then return err end
+  if #entries == 0 or not grouped(ready) then return report and {0, {}} or 0 end
+  local n = 0
+  for i = 1, #entries, 1000 do
+    n = n + redis.call('XACK', ready, GROUP, unpack(entries, i, math.min(i + 999, #entries)))
+  end
+  -- no cancel flags (the usual case): no HDEL of every entry for nothing
+  local flags = cancelled and redis.call('EXISTS', cancelled) == 1
+  local minid, rest
+  if n == #entries then minid, rest = trim_point(ready, entries) end
+  if minid then
+    redis.call('XTRIM', ready, 'MINID', minid)
+  end
+  local del = not minid and entries or rest or {}
+  for i = 1, #del, 1000 do
+    redis.call('XDEL', ready, unpack(del, i, math.min(i + 999, #del)))
+  end
+  local flagged = {}
+  for i = 1, flags and #entries or 0, 1000 do
+    local part = {unpack(entries, i, math.min(i + 999, #entries))}
+    if report then
+      local v = redis.call('HMGET', cancelled, unpack(part))
+      for j = 1, #part do
+        if v[j] then flagged[#flagged + 1] = part[j] end
+      end
+    end
+    redis.call('HDEL', cancelled, unpack(part))
+  end
+  for i, id in ipairs(jobids or {}) do
+    if id ~= '' then index_forget(ids, id, entries[i]) end
+  end
+  if n > 0 then count(q, 'processed', n) end
+  if report then return {n, flagged} end
+  return n
+end
+
+--[[
+jr_ack_follow: acknowledge an entry together with the follow-up jobs its
+handler enqueued (plugin api->enqueue), atomically.
+  KEYS: ready (jr:{Q}:ready, the job's queue), then for each of NQ target
+        queues T: jr:{T}:ready jr:{T}:delayed jr:{T}:wake jr:{T}:seq, then
+        the uniq key jr:{T}:uniq:ID of each follow-up with an id, in order
+  ARGV: entry nq uniq_ms, then per follow-up: qi when id npairs field value
+        ... (qi: 1..nq, its target queue; the rest as in jr_enqueue_many)
+  Every follow-up is checked as jr_enqueue checks a job (check_job, same
+  refusals) and every key it may write before anything is written. Then
+  the entry is acknowledged: only if that XACK acknowledged it (it was
+  pending) is it deleted and every follow-up written (put, as jr_enqueue:
+  an id already enqueued within its window is not written again), and 1
+  returned; otherwise nothing is written and 0 returned, so a follow-up is
+  never written twice for one job, whichever worker acknowledges it. An
+  entry flagged cancelled (jr:{Q}:cancelled) when this runs is
+  acknowledged and deleted without its follow-ups, and 2 returned
+  (revision 15: a cancelled job's follow-ups never appear).
+]]
+function ack_follow(keys, args)
+  local fn = 'jr_ack_follow'
+  local q, err = queue_of(fn, {keys[1] or ''}, {K_READY})
+  if not q then return err end
+  local entry, nq = args[1], int_arg(args[2])
+  if entry and stream_id_ok(entry) and not string.find(entry, '-', 1, true) then entry = entry .. '-0' end -- see check_ids
+  if #args < 3 or not stream_id_ok(entry) or not nq or nq < 1 or nq > 1000 or #keys < 1 + 4 * nq then
+    return refuse(fn, 'arguments: ENTRY NQ (1..1000) UNIQ_MS, then per follow-up QI WHEN ID NPAIRS field value ...; ' ..
+                  'keys: jr:{Q}:ready, then 4 keys per target queue, then the uniq keys; got ' .. #keys ..
+                  ' keys and ' .. shown(table.concat(args, ' ', 1, math.min(#args, 3))))
+  end
+  local window, werr = window_arg(fn, args[3])
+  if not window then return werr end
+  local targets, seen = {}, {}
+  for t = 1, nq do
+    local b = 1 + 4 * (t - 1)
+    local tq, terr = queue_of(fn .. ': target queue ' .. t, {keys[b + 1], keys[b + 2], keys[b + 3], keys[b + 4]},
+                              {K_READY, K_DELAYED, K_WAKE, K_SEQ})
+    if not tq then return terr end
+    if seen[tq] then return refuse(fn, 'target queue ' .. shown(tq) .. ' is given twice') end
+    seen[tq] = true
+    targets[t] = {name = tq, ready = keys[b + 1], delayed = keys[b + 2], wake = keys[b + 3], seq = keys[b + 4],
+                  now = false, later = false, gen = 0, far = {}}
+  end
+  local now, jobs, i, nuniq = now_ms(), {}, 4, 0
+  while i <= #args do
+    local nj = #jobs + 1
+    local t, when, id, np = int_arg(args[i]), args[i + 1], args[i + 2], int_arg(args[i + 3])
+    if not t or t < 1 or t > nq or not id or not np or i + 3 + 2 * np > #args then
+      return refuse(fn, 'follow-up ' .. nj .. ' (argument ' .. i .. '): expected QI (1..' .. nq ..
+                    ') WHEN ID NPAIRS, then NPAIRS field/value pairs')
+    end
+    local first, last = i + 4, i + 3 + 2 * np
+    local due, derr = check_job(fn .. ': follow-up ' .. nj, when, id, args, first, last, now)
+    if not due then return derr end
+    local tg, uniq = targets[t], nil
+    if id ~= '' then
+      nuniq = nuniq + 1
+      uniq = uniq_key(tg.name, id)
+      if keys[1 + 4 * nq + nuniq] ~= uniq then
+        return refuse(fn, 'key ' .. (1 + 4 * nq + nuniq) .. ' must be ' .. shown(uniq) .. ', the uniq key of follow-up ' .. nj)
+      end
+    end
+    if due <= now then tg.now = true else tg.later = true end
+    if due > now and id == '' then tg.gen = tg.gen + 1 end
+    if to_wheel(due, now) then tg.far[#tg.far + 1] = due end
+    jobs[nj] = {tg, id, due, first, last, uniq}
+    i = last + 1
+  end
+  if #jobs == 0 then return refuse(fn, 'no follow-up given (use jr_ack)') end
+  if #keys ~= 1 + 4 * nq + nuniq then
+    return refuse(fn, 'takes 1 + 4 x NQ keys plus one uniq key per follow-up with an id: ' ..
+                  (1 + 4 * nq + nuniq) .. ', got ' .. #keys)
+  end
+  err = check_types(fn, {{keys[1], 'stream'}})
+  for _, tg in ipairs(targets) do
+    err = err or queue_types(fn, {tg.ready, tg.delayed, tg.wake, tg.seq}, tg.name) or check_seq(fn, tg.seq, tg.gen) or
+          (tg.now and check_room(fn, tg.ready)) or (tg.later and check_room(fn, tg.wake)) or
+          (#tg.far > 0 and wheel_check(fn, tg.name, tg.far))
+  end
+  if err then return err end
+  if not grouped(keys[1]) then return 0 end
+  local e = redis.call('XRANGE', keys[1], entry, entry)
+  if redis.call('XACK', keys[1], GROUP, entry) == 0 then return 0 end
+  redis.call('XDEL', keys[1], entry)
+  local was_cancelled = flag_take(aux(qkey(q, K_CANCELLED), 'hash'), entry)
+  local flat = e[1] and e[1][2] or {}
+  for f = 1, #flat - 1, 2 do -- its job id (absent: the entry id, never in the index)
+    if flat[f] == F_ID then
+      index_forget(aux(qkey(q, K_IDS), 'hash'), flat[f + 1], entry)
+      break
+    end
+  end
+  count(q, 'processed', 1)
+  if was_cancelled then return 2 end
+  for _, tg in ipairs(targets) do
+    if tg.now then ensure_group(tg.ready) end
+  end
+  for _, j in ipairs(jobs) do
+    local tg = j[1]
+    put({q = tg.name, ready = tg.ready, delayed = tg.delayed, wake = tg.wake, seq = tg.seq, uniq = j[6],
+         ids = qkey(tg.name, K_IDS)},
+        j[2], j[3], window, args, j[4], j[5], now)
+  end
+  return 1
+end
+
+
+
+-- The consumer that holds a pending entry, or nil.
+local function owner(ready, entry)
+  local p = redis.call('XPENDING', ready, GROUP, entry, entry, 1)
+  return p[1] and p[1][2] or nil
+end
+
+-- The time part of a stream id, in ms.
+local function id_ms(entry)
+  return string.match(entry, '^(%d+)') or '0'
+end
+
+-- 1 if an entry's field/value items cannot be copied one by one. `added`:
+-- how many fields earlier copies may have added (bury adds id e err why).
+local function too_large(flat, added)
+  return #flat > 2 * (FIELDS_MAX + (added or 0))
+end
+
+-- Acknowledge stream entry `entry` and delete it: the old entry of a job
+-- requeued, buried or dropped.
+local function ack_delete(ready, entry)
+  redis.call('XACK', ready, GROUP, entry)
+  redis.call('XDEL', ready, entry)
+end
+
+--[[
+The requeue of a job that leaves its stream entry (jr_fail, jr_handback,
+jr_dead_retry), and the copy bury makes of it: entry_env reads the entry as
+envelope map and rest (to_map), requeue writes it again.
+]]
+-- The job id and the envelope of stream entry `entry` (fields `flat`), to
+-- be written anew: m without its id, and with e (enqueued at) when it was
+-- absent, which meant the entry id's time: a new entry would not keep it;
+-- rest as to_map gives it.
+local function entry_env(entry, flat)
+  local m, rest = to_map(flat)
+  local id = m[F_ID] or entry
+  m[F_ID] = nil
+  if m[F_ENQUEUED] == nil then m[F_ENQUEUED] = id_ms(entry) end
+  return id, m, rest
+end
+
+-- Write job `id` (envelope m, rest) into queue k = {q, ready, delayed,
+-- wake, ids} (ids nil: no job index): with `due` nil ready now, as a new
+-- stream entry; else delayed until due, in the time wheel or the sorted
+-- set as to_wheel says against `now`. The job index says where it went.
+-- Cannot raise: the caller checked the keys, the room of the stream it
+-- adds to and, for the wheel, wheel_check.
+local function requeue(k, id, m, rest, due, now)
+  if not due then
+    index_set(k.ids, id, redis.call('XADD', k.ready, '*', F_ID, id, unpack(to_flat(m, rest))))
+  elseif to_wheel(due, now) then
+    wheel_add(k, id, due, to_flat(m, rest))
+  else
+    schedule(k.delayed, k.wake, due, cmsgpack.pack(id, unpack(to_flat(m, rest))))
+    index_set(k.ids, id, '@' .. ms_str(due))
+  end
+end
+
+-- Put a stream entry (id `entry`, fields `flat`) into the dead stream with
+-- err and why: id, its envelope fields in canonical order (err replaced),
+-- why, then every other field. An entry too large to copy field by field
+-- goes in whole: id, h, err (saying so), why, and raw = all its fields as one
+-- msgpack array. Cannot raise.
+local function bury(dead, dead_max, entry, flat, err, why)
+  local id, m, rest = entry_env(entry, flat)
+  if too_large(flat) then
+    local f = {F_ID, id}
+    if m[F_HANDLER] then f[3], f[4] = F_HANDLER, m[F_HANDLER] end
+    f[#f + 1] = F_ERROR
+    f[#f + 1] = err .. ' (the entry has ' .. (#flat / 2) .. ' fields, more than ' .. FIELDS_MAX ..
+                ': all of them are in raw, a msgpack array field, value, ...)'
+    f[#f + 1] = F_WHY
+    f[#f + 1] = why
+    f[#f + 1] = F_RAW
+    f[#f + 1] = cmsgpack.pack(flat)
+    xadd_dead(dead, dead_max, f)
+    return
+  end
+  m[F_ERROR] = err
+  local f = {F_ID, id}
+  for _, x in ipairs(to_flat(m, rest, {F_WHY, why})) do f[#f + 1] = x end
+  xadd_dead(dead, dead_max, f)
+end
+
+--[[
+jr_fail: an attempt failed (or the entry cannot be run): retry or bury it.
+  KEYS: ready delayed wake dead
+  ARGV: entry consumer action delay_ms error why dead_max
+    action  "retry": attempt+1, due in delay_ms (0 = ready again now,
+            at most DELAY_MAX_MS)
+            "defer": the same attempt again in delay_ms, with err = error and
+            d (due) kept at the time the job first fell due: a worker that
+            lacks the job's handler leaves it for one that has it (rolling
+            upgrades); d tells it how long the job has waited
+            "dead": into the dead stream with error and why
+  An entry too large to copy (more than FIELDS_MAX fields) is buried whole
+  (see bury) whatever the action, with why = "invalid" for a retry.
+  Does nothing and returns 0 unless `consumer` still holds the entry (a
+  worker that lost its lease must not retry a job another one now runs).
+  A job cancelled while it ran (an entry in jr:{Q}:cancelled) is neither
+  retried nor buried: it is acknowledged and deleted, and 2 returned.
+  Keeps the job index (jr:{Q}:ids) true. Returns 1. Runs while Redis is out
+  of memory.
+]]
+function fail(keys, args)
+  local fn = 'jr_fail'
+  local q, err = queue_of(fn, keys, {K_READY, K_DELAYED, K_WAKE, K_DEAD})
+  if not q then return err end
+  local ready, delayed, wake, dead = keys[1], keys[2], keys[3], keys[4]
+  local entry, consumer, action = args[1], args[2], args[3]
+  if stream_id_ok(entry) and not string.find(entry, '-', 1, true) then entry = entry .. '-0' end -- see check_ids
+  local delay, errtext, why, dead_max = int_arg(args[4]), args[5], args[6], count_arg(args[7])
+  if #args ~= 7 then
+    return refuse(fn, 'arguments: ENTRY CONSUMER retry|defer|dead DELAY_MS ERROR WHY DEAD_MAX')
+  elseif not stream_id_ok(entry) then
+    return refuse(fn, 'not a stream entry id: ' .. shown(entry))
+  elseif consumer == '' then
+    return refuse(fn, 'empty consumer name')
+  elseif action ~= 'retry' and action ~= 'defer' and action ~= 'dead' then
+    return refuse(fn, 'action must be retry, defer or dead, got ' .. shown(action))
+  elseif not delay or delay > DELAY_MAX_MS then
+    return refuse(fn, 'DELAY_MS must be an integer 0..' .. DELAY_MAX_MS .. ', got ' .. shown(args[4]))
+  elseif not dead_max then
+    return refuse(fn, 'DEAD_MAX must be an integer of at most 18 digits, got ' .. shown(args[7]))
+  end
+  local ids, cancelled = aux(qkey(q, K_IDS), 'hash'), aux(qkey(q, K_CANCELLED), 'hash')
+  err = check_types(fn, {{ready, 'stream'}, {delayed, 'zset'}, {wake, 'stream'}, {dead, 'stream'}}) or
+        check_room(fn, dead) or (action ~= 'dead' and check_room(fn, (action == 'retry' and delay == 0) and ready or wake))
+  -- a retry due NEAR_MS or later waits in the time wheel (the due time
+  -- checked here is a lower bound: the buckets it may reach are checked)
+  local now = now_ms()
+  if not err and action ~= 'dead' and to_wheel(tonumber(ms_str(now + delay)), now) then
+    err = wheel_check(fn, q, {tonumber(ms_str(now + delay))})
+  end
+  if err then return err end
+  if not grouped(ready) or owner(ready, entry) ~= consumer then return 0 end
+  local e = redis.call('XRANGE', ready, entry, entry)
+  local was_cancelled = flag_take(cancelled, entry)
+  if e[1] then
+    local flat = e[1][2]
+    local id, m, rest = entry_env(entry, flat)
+    if action ~= 'defer' and not was_cancelled then count(q, 'failed', 1) end
+    if was_cancelled then
+      index_forget(ids, id, entry)
+    elseif action == 'dead' or too_large(flat) then
+      index_forget(ids, id, entry)
+      bury(dead, dead_max, entry, flat, errtext, action == 'dead' and why or 'invalid')
+    else
+      m[F_ERROR] = errtext
+      if action == 'retry' then
+        m[F_ATTEMPT] = tostring((tonumber(m[F_ATTEMPT]) or 1) + 1)
+      elseif m[F_DUE] == nil then
+        m[F_DUE] = m[F_ENQUEUED] -- defer: the same attempt, and d keeps the time it first fell due
+      end
+      local k = {q = q, ready = ready, delayed = delayed, wake = wake, ids = ids}
+      if delay == 0 and action == 'retry' then
+        m[F_DUE] = nil
+        requeue(k, id, m, rest)
+      else
+        local due = tonumber(ms_str(now + delay))
+        if action == 'retry' then m[F_DUE] = tostring(math.ceil(due)) end
+        requeue(k, id, m, rest, due, now)
+      end
+    end
+  end
+  ack_delete(ready, entry)
+  if not e[1] then return 0 end
+  return was_cancelled and 2 or 1
+end
+
+--[[
+jr_reclaim: take over entries whose worker stopped heartbeating.
+  KEYS: ready dead
+  ARGV: consumer min_idle_ms cursor count max_deliveries dead_max
+  One XAUTOCLAIM step. Entries delivered more than max_deliveries times are
+  poison: they go to the dead stream instead of being run again. Entries
+  cancelled while they ran (jr:{Q}:cancelled) are acknowledged and deleted,
+  not delivered again (counted with poisoned).
+  Returns {next cursor, deleted, poisoned, {{ready, {{id, fields}, ...}}}}:
+  the last element has XREADGROUP's shape; deleted counts ids XAUTOCLAIM
+  found deleted from the stream (Redis 7 removes them from the PEL).
+  Runs while Redis is out of memory.
+]]
+function reclaim(keys, args)
+  local fn = 'jr_reclaim'
+  local q, err = queue_of(fn, keys, {K_READY, K_DEAD})
+  if not q then return err end
+  local ready, dead = keys[1], keys[2]
+  local consumer, cursor = args[1], args[3]
+  local min_idle, count = count_arg(args[2]), int_arg(args[4])
+  local max_deliveries, dead_max = int_arg(args[5]), count_arg(args[6])
+  if #args ~= 6 or consumer == '' or not min_idle or not stream_id_ok(cursor) or not count or
+     count < 1 or count > PROMOTE_MAX or not max_deliveries or not dead_max then
+    return refuse(fn, 'arguments: CONSUMER MIN_IDLE_MS CURSOR COUNT (1..' .. PROMOTE_MAX ..
+                  ') MAX_DELIVERIES DEAD_MAX, got ' .. shown(table.concat(args, ' ')))
+  end
+  local ids, cancelled = aux(qkey(q, K_IDS), 'hash'), aux(qkey(q, K_CANCELLED), 'hash')
+  err = check_types(fn, {{ready, 'stream'}, {dead, 'stream'}}) or check_room(fn, dead)
+  if err then return err end
+  if not grouped(ready) then return {'0-0', 0, 0, {}} end
+  local r = redis.call('XAUTOCLAIM', ready, GROUP, consumer, min_idle, cursor, 'COUNT', count)
+  local kept, poisoned = {}, 0
+  for _, en in ipairs(r[2]) do
+    if en and en[2] then
+      local p = redis.call('XPENDING', ready, GROUP, en[1], en[1], 1)
+      local delivered = p[1] and tonumber(p[1][4]) or 0
+      local was_cancelled = flag_take(cancelled, en[1])
+      if was_cancelled or delivered > max_deliveries then
+        local m = to_map(en[2])
+        index_forget(ids, m[F_ID] or en[1], en[1])
+        if not was_cancelled then
+          bury(dead, dead_max, en[1], en[2],
+               'delivered ' .. delivered .. ' times: its worker died while running it each time', 'poison')
+        end
+        ack_delete(ready, en[1])
+        poisoned = poisoned + 1
+      else
+        kept[#kept + 1] = en
+      end
+    end
+  end
+  local deleted = r[3] and #r[3] or 0
+  return {r[1], deleted, poisoned, {{ready, kept}}}
+end
+
+--[[
+jr_heartbeat: extend the lease of running entries.
+  KEYS: ready [cancelled]
+  ARGV: consumer entry ...
+  Resets the idle time of each entry this consumer still holds (XCLAIM
+  JUSTID: no delivery counted). Returns the entries it no longer holds;
+  with the 2nd key jr:{Q}:cancelled, {lost entries, entries of those held
+  that were cancelled}, and a third element when the queue's job index,
+  cancel flags or stats hold another type (see aux): a text naming them.
+  Runs while Redis is out of memory.
+]]
+function heartbeat(keys, args)
+  local fn = 'jr_heartbeat'
+  local q, err = queue_of(fn, keys, {K_READY}, true)
+  if not q then return err end
+  local ready, consumer = keys[1], args[1]
+  if #keys > 2 or (keys[2] and keys[2] ~= qkey(q, K_CANCELLED)) then
+    return refuse(fn, 'key 2 must be ' .. shown(qkey(q, K_CANCELLED)) .. ' or left out')
+  end
+  if not consumer or consumer == '' then return refuse(fn, 'arguments: CONSUMER ENTRY ...') end
+  err = check_ids(fn, args, 2) or check_types(fn, {{ready, 'stream'}})
+  if err then return err end
+  local flags = keys[2] and aux(keys[2], 'hash')
+  local lost, cancel, g = {}, {}, grouped(ready)
+  for i = 2, #args do
+    if g and owner(ready, args[i]) == consumer then
+      redis.call('XCLAIM', ready, GROUP, consumer, 0, args[i], 'JUSTID')
+      if flags and redis.call('HEXISTS', flags, args[i]) == 1 then cancel[#cancel + 1] = args[i] end
+    else
+      lost[#lost + 1] = args[i]
+    end
+  end
+  if keys[2] then
+    local note = aux_note(q)
+    if note ~= '' then return {lost, cancel, note} end
+    return {lost, cancel}
+  end
+  return lost
+end
+
+--[[
+jr_handback: give back entries fetched but never started (shutdown).
+  KEYS: ready
+  ARGV: consumer entry ...
+  Each entry this consumer holds is added again as a new entry (so a
+  blocked worker gets it at once) and the old one acknowledged and deleted.
+  An entry too large to copy (more than FIELDS_MAX fields) stays pending
+  as it is, for a reclaim to take over. A cancelled entry (jr:{Q}:cancelled)
+  is acknowledged and deleted instead: it never started. Keeps the job
+  index true. Returns how many were handed back.
+  Runs while Redis is out of memory.
+]]
+function handback(keys, args)
+  local fn = 'jr_handback'
+  local q, err = queue_of(fn, keys, {K_READY})
+  if not q then return err end
+  local ready, consumer, n = keys[1], args[1], 0
+  if not consumer or consumer == '' then return refuse(fn, 'arguments: CONSUMER ENTRY ...') end
+  local ids, cancelled = aux(qkey(q, K_IDS), 'hash'), aux(qkey(q, K_CANCELLED), 'hash')
+  err = check_ids(fn, args, 2) or check_types(fn, {{ready, 'stream'}}) or check_room(fn, ready)
+  if err then return err end
+  if not grouped(ready) then return 0 end
+  local k = {q = q, ready = ready, ids = ids}
+  for i = 2, #args do
+    if owner(ready, args[i]) == consumer then
+      local e = redis.call('XRANGE', ready, args[i], args[i])
+      if not (e[1] and too_large(e[1][2])) then
+        local was_cancelled = flag_take(cancelled, args[i])
+        if e[1] then
+          local id, m, rest = entry_env(args[i], e[1][2])
+          if was_cancelled then
+            index_forget(ids, id, args[i])
+          else
+            requeue(k, id, m, rest)
+            n = n + 1
+          end
+        end
+        ack_delete(ready, args[i])
+      end
+    end
+  end
+  return n
+end
+
+--[[
+jr_dead_retry: run dead jobs again, attempts reset.
+  KEYS: dead ready
+  ARGV: dead entry ids
+  Re-enqueues each dead entry that can run; one without a handler, or
+  buried whole (a raw field: garbage, or too large to copy), stays in the
+  dead stream. Returns how many were re-enqueued.
+]]
+function dead_retry(keys, args)
+  local fn = 'jr_dead_retry'
+  local q, err = queue_of(fn, keys, {K_DEAD, K_READY})
+  if not q then return err end
+  local dead, ready, n = keys[1], keys[2], 0
+  local ids = qkey(q, K_IDS)
+  err = check_ids(fn, args, 1) or check_types(fn, {{dead, 'stream'}, {ready, 'stream'}, {ids, 'hash'}}) or
+        check_room(fn, ready)
+  if err then return err end
+  local k = {q = q, ready = ready, ids = ids}
+  for _, entry in ipairs(args) do
+    local e = redis.call('XRANGE', dead, entry, entry)
+    if e[1] and not too_large(e[1][2], 4) then
+      -- not entry_env: e absent stays absent (the entry id is when it died)
+      local m, rest = to_map(e[1][2])
+      local runnable = m[F_HANDLER] and m[F_HANDLER] ~= ''
+      for i = 1, #rest, 2 do
+        if rest[i] == F_RAW then runnable = false end
+      end
+      if runnable then
+        -- the first `why` is the one bury added
+        for i = 1, #rest, 2 do
+          if rest[i] == F_WHY then table.remove(rest, i); table.remove(rest, i); break end
+        end
+        local id = m[F_ID] or entry
+        m[F_ID], m[F_ATTEMPT], m[F_ERROR], m[F_DUE] = nil, nil, nil, nil
+        ensure_group(ready)
+        requeue(k, id, m, rest)
+        redis.call('XDEL', dead, entry)
+        n = n + 1
+      end
+    end
+  end
+  return n
+end
+
+end -- 30-worker.lua
