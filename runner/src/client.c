@@ -18,6 +18,7 @@
 #include "contract.h"
 #include "jr.h"
 #include "jr_limits.h"
+#include "log.h"
 #include "redis.h"
 #include "redis_admin.h"
 #include "redis_produce.h"
@@ -162,6 +163,7 @@ JR_CLIENT_EXPORT jr_client_t *jr_client_open(const jr_client_options_t *o) {
     if (!c) return NULL;
     jr_redis_opts_t *p = &c->opts;
     p->role = "producer";
+    jr_redis_on_failover(jr_log_failover); /* redis-sentinel://: one line per failover followed */
     p->tls.no_verify = o->tls.no_verify;
     p->wait_replicas = o->wait_replicas, p->wait_timeout_ms = o->wait_timeout_ms;
     if (!(c->url = strdup(o->url ? o->url : JR_DEFAULT_REDIS_URL)) || opt_copy(&p->password, o->password) ||

@@ -26,6 +26,7 @@ typedef enum {
     T_ADDR,      /* char *: HOST:PORT, checked with jr_metrics_parse_addr */
     T_QUEUE,     /* char *: one queue name */
     T_PATH,      /* char *: a file or directory path (non-empty; read where it is used) */
+    T_SECRET,    /* char *: a password, any text; never quoted in a message */
     T_DURATION,  /* int64_t ms, min..max */
     T_INT,       /* int64_t, min..max */
     T_ENUM,      /* int: index into names */
@@ -89,6 +90,7 @@ static const key_def_t keys[] = {
     {"redis.tls", "server_name", T_PATH, F(tls_server_name), NULL, 0, 0, NULL},
     {"redis.tls", "verify", T_ENUM, F(tls_verify), "true", 0, 0, booleans},
     {"redis", "password_file", T_PATH, F(redis_password_file), NULL, 0, 0, NULL}, /* NULL: none */
+    {"redis", "sentinel_password", T_SECRET, F(redis_sentinel_password), NULL, 0, 0, NULL}, /* NULL: none */
     {"log", "format", T_ENUM, F(log_format), "text", 0, 0, log_formats},
     {"log", "level", T_ENUM, F(log_level), "info", 0, 0, log_levels},
     {"plugins", "paths", T_PATHS, F(plugin_paths), NULL, 0, 0, NULL}, /* []: JR_JOBS_DIR */
@@ -221,6 +223,7 @@ int jr_config_init(jr_config_t *cfg) {
 
 void jr_config_free(jr_config_t *cfg) {
     free(cfg->redis_url);
+    free(cfg->redis_sentinel_password);
     free(cfg->tls_ca_file), free(cfg->tls_ca_dir), free(cfg->tls_cert_file), free(cfg->tls_key_file);
     free(cfg->tls_server_name);
     free(cfg->redis_password_file);
@@ -399,6 +402,8 @@ static int parse_value(const key_def_t *d, const char *v, void *field, char *why
             return JR_EINVAL;
         }
         break;
+    case T_SECRET:
+        break;
     case T_DURATION: {
         char range[JR_ERRLEN];
         if (jr_duration_parse_range(v, d->min, d->max, (int64_t *)field, range, sizeof range)) {
@@ -434,7 +439,7 @@ static int parse_value(const key_def_t *d, const char *v, void *field, char *why
         jr_errf(why, whylen, "internal error: not a scalar key");
         return JR_EINVAL;
     }
-    /* T_URL, T_ADDR, T_PATH and T_QUEUE: replace the string. */
+    /* T_URL, T_ADDR, T_PATH, T_QUEUE and T_SECRET: replace the string. */
     char *copy = strdup(v);
     if (!copy) return JR_ENOMEM;
     free(*(char **)field);
@@ -1156,7 +1161,7 @@ int jr_config_apply_env(jr_config_t *cfg, char *const *envp, FILE *warn, char *e
          * not repeated (it may hold a password: the URL parser's message
          * shows it with the password hidden). */
         char name[PATH_LEN + 220];
-        if (keys[i].type == T_URL)
+        if (keys[i].type == T_URL || keys[i].type == T_SECRET)
             snprintf(name, sizeof name, "%s", var);
         else
             snprintf(name, sizeof name, "%s=\"%.200s%s\"", var, v, strlen(v) > 200 ? "..." : "");

@@ -47,6 +47,7 @@ typedef struct jr_config {
     char *tls_server_name;      /* redis.tls.server_name; NULL = the URL's host */
     int tls_verify;             /* redis.tls.verify: 1 = verify the server's certificate */
     char *redis_password_file;  /* redis.password_file: the password's file, read at each connect; NULL = none */
+    char *redis_sentinel_password; /* redis.sentinel_password: the sentinels' own; NULL = none */
 
     /* log: */
     jr_log_format_t log_format; /* log.format */

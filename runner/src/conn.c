@@ -69,7 +69,7 @@ void jrw_drop_conns(worker_t *w, int rc) {
  * Redis's clock. A queue whose stream key holds another type is left out
  * (broken, reported once), not an error. Returns 0; or an error, with the
  * connections dropped and the next try after a backoff doubling from
- * 100 ms to 5 s (JR_EIO when a connection could not be made). */
+ * 100 ms to 5 s (1 s through Sentinel: jr_reconnect_cap_ms) (JR_EIO when a connection could not be made). */
 int jrw_try_connect(worker_t *w) {
     char err[JR_ERRLEN];
     if (!(w->ctl = jr_connect_once(w->cfg, err, sizeof err)) ||
@@ -82,7 +82,7 @@ int jrw_try_connect(worker_t *w) {
         snprintf(retry, sizeof retry, "%lldms", (long long)w->backoff_ms);
         jr_log_kv(JR_LOG_ERROR, "Redis unavailable, retrying", "error", err, "retry_in", retry, NULL);
         w->next_connect = jr_mono_us() + w->backoff_ms * 1000;
-        w->backoff_ms = w->backoff_ms * 2 > 5000 ? 5000 : w->backoff_ms * 2;
+        w->backoff_ms = w->backoff_ms * 2 > jr_reconnect_cap_ms(w->cfg) ? jr_reconnect_cap_ms(w->cfg) : w->backoff_ms * 2;
         return JR_EIO;
     }
     /* A queue whose stream key holds garbage costs that queue: it is not
@@ -112,7 +112,7 @@ int jrw_try_connect(worker_t *w) {
     if (!rc) rc = jrw_clock_sync(w);
     if (rc) { /* e.g. a queue's stream key of another type: back off, do not flood the log */
         jrw_drop_conns(w, rc);
-        w->backoff_ms = w->backoff_ms * 2 > 5000 ? 5000 : w->backoff_ms * 2;
+        w->backoff_ms = w->backoff_ms * 2 > jr_reconnect_cap_ms(w->cfg) ? jr_reconnect_cap_ms(w->cfg) : w->backoff_ms * 2;
         return rc;
     }
     jr_presence_reset(&w->presence); /* its entry may have expired meanwhile */

@@ -285,3 +285,10 @@ void jr_log(jr_log_level_t level, const char *fmt, ...) {
     va_end(ap);
     jr_log_kvv(level, msg, 0, NULL, NULL);
 }
+
+void jr_log_failover(const char *master, const char *from, const char *to) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "following the failover of master %s: %s -> %s", master, from, to);
+    jr_log_kv(JR_LOG_INFO, msg, "master", master, "from", from, "to", to, NULL);
+    jr_log_flush();
+}

@@ -36,6 +36,11 @@ void jr_log(jr_log_level_t level, const char *fmt, ...) __attribute__((format(pr
 void jr_log_kvv(jr_log_level_t level, const char *msg, size_t n, const char *const *keys,
                 const char *const *vals);
 
+/* The line of a Sentinel failover this process follows (the Redis layer's
+ * jr_redis_on_failover hook, set by main and by the client library): INFO
+ * "following the failover of master NAME: FROM -> TO". */
+void jr_log_failover(const char *master, const char *from, const char *to);
+
 int jr_log_enabled(jr_log_level_t level);
 void jr_log_flush(void);
 

@@ -169,6 +169,7 @@ int main(int argc, char **argv) {
     }
     jr_log_setup(cfg.log_format, cfg.log_level, name);
     jr_proc_set_role(cmd->role ? cmd->role : "cli");
+    jr_redis_on_failover(jr_log_failover);
     status = cmd->run(cmd, &f, &cfg, argc - optind, argv + optind);
     goto out_cfg;
 out_of_memory:

@@ -82,6 +82,7 @@ void jr_config_redis_opts(const jr_config_t *cfg, jr_redis_opts_t *o) {
                               .key_file = cfg->tls_key_file, .server_name = cfg->tls_server_name,
                               .no_verify = !cfg->tls_verify};
     o->password_file = cfg->redis_password_file;
+    o->sentinel_password = cfg->redis_sentinel_password;
 }
 
 jr_redis_t *jr_connect_once(const jr_config_t *cfg, char *err, size_t errlen) {
@@ -127,8 +128,12 @@ jr_redis_t *jr_connect_retry(const jr_config_t *cfg) {
         jr_log_kv(JR_LOG_ERROR, "Redis unavailable, retrying", "error", err, "attempt", n, "retry_in",
                   next, NULL);
         if (jr_sleep_interruptible(backoff)) return NULL;
-        backoff = backoff * 2 > 5000 ? 5000 : backoff * 2;
+        backoff = backoff * 2 > jr_reconnect_cap_ms(cfg) ? jr_reconnect_cap_ms(cfg) : backoff * 2;
     }
+}
+
+int64_t jr_reconnect_cap_ms(const jr_config_t *cfg) {
+    return jr_redis_url_is_sentinel(jr_config_redis_url(cfg)) ? 1000 : 5000;
 }
 
 void jr_consumer_name(char *buf, size_t len) {

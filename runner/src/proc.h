@@ -39,9 +39,14 @@ jr_redis_t *jr_connect_once(const jr_config_t *cfg, char *err, size_t errlen);
 
 /* Connect to Redis, load the Function library and warn if the server may
  * evict keys. Retries with capped exponential backoff (100 ms doubling to
- * 5 s), logging each failure, until it succeeds or a stop signal arrives
+ * 5 s; 1 s through Sentinel: jr_reconnect_cap_ms), logging each failure, until it succeeds or a stop signal arrives
  * (then returns NULL). */
 jr_redis_t *jr_connect_retry(const jr_config_t *cfg);
+
+/* The longest wait between two tries to connect (a backoff's cap): 1 s
+ * through Sentinel (a process reaches the new primary within the failover
+ * time + 1 s), 5 s otherwise. */
+int64_t jr_reconnect_cap_ms(const jr_config_t *cfg);
 
 /* Consumer name for this process: "<hostname>-<pid>". */
 void jr_consumer_name(char *buf, size_t len);

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/epoll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -16,6 +17,7 @@
 #include "contract.h"
 #include "jr.h"
 #include "jr_limits.h"
+#include "sentinel.h"
 #include "tls.h"
 #include "util.h"
 
@@ -192,6 +194,58 @@ static int poll_fd(int fd, int extra_fd, int64_t timeout_us) {
     }
 }
 
+/* Read what the sentinels sent on r's subscription: a +switch-master of
+ * r's master breaks r (JR_EIO: the caller reconnects, through the
+ * sentinels, to the new primary). Even one naming r's primary: the
+ * sentinel that led a failover announces it last, maybe to a connection
+ * made to the new primary already, and that message woke a caller polling
+ * jr_redis_fd, who now reads a reply that is not there (reconnecting costs
+ * less than waiting for it). A broken subscription is dropped (a failover
+ * is then followed on a broken connection or a READONLY reply). Returns 0
+ * or JR_EIO. */
+static int sub_event(jr_redis_t *r) {
+    char to[300];
+    int s = jr_sentinel_sub_read(r->sub, r->master, to, sizeof to);
+    if (s < 0) {
+        jr_sentinel_sub_free(r->sub);
+        r->sub = NULL;
+    }
+    if (s == 1 && strcmp(to, r->primary) != 0)
+        return jri_fail(r, JR_EIO, "the sentinels moved master %s from %s to %s (+switch-master)", r->master,
+                        r->primary, to);
+    if (s == 1)
+        return jri_fail(r, JR_EIO, "a sentinel announced master %s at %s again (+switch-master): reconnecting",
+                        r->master, to);
+    return 0;
+}
+
+/* poll_fd on r's socket that also hears r's sentinels (sub_event): a switch
+ * of r's master returns JR_EIO with r broken; any other message waits on,
+ * until the same deadline. */
+static int wait_fd(jr_redis_t *r, int extra_fd, int64_t timeout_us) {
+    if (!r->sub) return poll_fd(r->c->fd, extra_fd, timeout_us);
+    int64_t deadline = timeout_us < 0 ? -1 : jr_mono_us() + timeout_us;
+    for (;;) {
+        int64_t left = deadline < 0 ? -1 : deadline - jr_mono_us();
+        if (deadline >= 0 && left < 0) left = 0;
+        struct pollfd p[3] = {{.fd = r->c->fd, .events = POLLIN},
+                              {.fd = jr_sentinel_sub_fd(r->sub), .events = POLLIN},
+                              {.fd = extra_fd, .events = POLLIN}};
+        struct timespec ts = {(time_t)(left / 1000000), (long)(left % 1000000) * 1000};
+        int n = ppoll(p, extra_fd >= 0 ? 3 : 2, left < 0 ? NULL : &ts, NULL);
+        if (n < 0 && errno == EINTR) {
+            if (extra_fd >= 0) return JR_WAIT_EXTRA;
+            continue;
+        }
+        if (n < 0) return JR_EIO;
+        if (n == 0) return JR_WAIT_TIMEOUT;
+        if (p[1].revents && sub_event(r)) return JR_EIO;
+        if (extra_fd >= 0 && (p[2].revents & POLLIN)) return JR_WAIT_EXTRA;
+        if (p[0].revents) return JR_WAIT_READY;
+        if (!r->sub) return poll_fd(r->c->fd, extra_fd, deadline < 0 ? -1 : deadline - jr_mono_us());
+    }
+}
+
 /* TLS (tls.h): feed the reader what the socket holds, decrypted, while
  * OpenSSL holds more (so that poll() on the socket stays true). *fed: the
  * bytes fed (0: a record not complete yet, or one without data). */
@@ -210,14 +264,15 @@ static int tls_feed(jr_redis_t *r, size_t *fed) {
 
 /* jr_redis_wait for TLS: the socket readable with no data decrypted (a
  * record not complete, a TLS message of its own) is waited on further, so
- * JR_WAIT_READY means bytes of a reply came. */
+ * JR_WAIT_READY means bytes of a reply came. The sentinels are heard
+ * meanwhile (wait_fd). */
 static int tls_wait(jr_redis_t *r, int64_t timeout_us, int extra_fd) {
     int64_t deadline = timeout_us < 0 ? -1 : jr_mono_us() + timeout_us;
     for (;;) {
         int64_t left = deadline < 0 ? -1 : deadline - jr_mono_us();
         if (deadline >= 0 && left < 0) left = 0;
-        int w = poll_fd(r->c->fd, extra_fd, left);
-        if (w < 0) return jri_fail(r, JR_EIO, "poll: %s", strerror(errno));
+        int w = wait_fd(r, extra_fd, left);
+        if (w < 0) return r->broken ? w : jri_fail(r, JR_EIO, "poll: %s", strerror(errno));
         if (w != JR_WAIT_READY) return w;
         size_t fed;
         int rc = tls_feed(r, &fed);
@@ -237,16 +292,20 @@ int jr_redis_wait(jr_redis_t *r, int64_t timeout_us, int extra_fd) {
         return JR_WAIT_READY;
     }
     if (r->tls) return tls_wait(r, timeout_us, extra_fd);
-    int w = poll_fd(r->c->fd, extra_fd, timeout_us);
-    if (w < 0) return jri_fail(r, JR_EIO, "poll: %s", strerror(errno));
+    int w = wait_fd(r, extra_fd, timeout_us);
+    if (w < 0) return r->broken ? w : jri_fail(r, JR_EIO, "poll: %s", strerror(errno));
     return w;
 }
 
-int jr_redis_fd(const jr_redis_t *r) { return r && r->c ? r->c->fd : -1; }
+/* With a subscription to the sentinels, an epoll set of both sockets: a
+ * caller that polls it wakes for a reply or for a sentinel's message, and
+ * its read (jri_recv_reply) hears the message. */
+int jr_redis_fd(const jr_redis_t *r) { return r && r->has_epfd ? r->epfd : r && r->c ? r->c->fd : -1; }
 
 int jr_redis_has_reply(jr_redis_t *r) {
     if (r->stash) return 1;
     if (!jr_redis_ok(r)) return 0;
+    if (r->sub && sub_event(r)) return 1; /* let the caller read, and see the error */
     void *rep = NULL;
     if (redisGetReplyFromReader(r->c, &rep) != REDIS_OK) {
         transport_fail(r);
@@ -256,9 +315,23 @@ int jr_redis_has_reply(jr_redis_t *r) {
     return rep != NULL;
 }
 
+static int recv_reply(jr_redis_t *r, redisReply **out, int64_t timeout_us);
+
 /* Read one reply, waiting at most timeout_us (-1 = forever). A timeout
  * breaks the connection: the reply may still arrive and would be misread. */
 int jri_recv_reply(jr_redis_t *r, redisReply **out, int64_t timeout_us) {
+    int rc = recv_reply(r, out, timeout_us);
+    /* Through the sentinels, a primary that is one no more (READONLY: it
+     * was made a replica; MASTERDOWN: a replica lost its primary) breaks
+     * the connection, so that the caller reconnects to the new primary; the
+     * reply is still the caller's, and so is Redis's text. */
+    if (!rc && r->master[0] && (*out)->type == REDIS_REPLY_ERROR &&
+        (!strncmp((*out)->str, "READONLY", 8) || !strncmp((*out)->str, "MASTERDOWN", 10)))
+        jri_fail(r, JR_EIO, "%s (%s is no primary of master %s now)", (*out)->str, r->primary, r->master);
+    return rc;
+}
+
+static int recv_reply(jr_redis_t *r, redisReply **out, int64_t timeout_us) {
     *out = NULL;
     if (r->stash) {
         *out = r->stash;
@@ -276,9 +349,9 @@ int jri_recv_reply(jr_redis_t *r, redisReply **out, int64_t timeout_us) {
         }
         int64_t left = deadline < 0 ? -1 : deadline - jr_mono_us();
         if (deadline >= 0 && left < 0) left = 0;
-        int w = poll_fd(r->c->fd, -1, left);
+        int w = wait_fd(r, -1, left);
         if (w == JR_WAIT_TIMEOUT) return jri_fail(r, JR_ETIMEOUT, "Redis did not answer in time");
-        if (w < 0) return jri_fail(r, JR_EIO, "poll: %s", strerror(errno));
+        if (w < 0) return r->broken ? w : jri_fail(r, JR_EIO, "poll: %s", strerror(errno));
         if (r->tls) {
             size_t fed;
             int rc = tls_feed(r, &fed);
@@ -364,9 +437,11 @@ jr_redis_t *jr_redis_connect(const char *url, int64_t timeout_ms, char *err, siz
 }
 
 /* What to add when the first command over a plain TCP connection broke
- * it: a TLS server answers plain bytes with an alert and a close. */
+ * it: a TLS server answers plain bytes with an alert and a close. Not for
+ * a primary found through the sentinels (u->master set): no TLS there. */
 static const char *plain_hint(int rc, const jr_redis_url_t *u) {
-    return rc != JR_EREDIS && !u->is_tls && !u->is_unix ? " (if that port takes TLS, use rediss://)" : "";
+    return rc != JR_EREDIS && !u->is_tls && !u->is_unix && !u->master ? " (if that port takes TLS, use rediss://)"
+                                                                      : "";
 }
 
 #define PASSWORD_FILE_MAX 4096
@@ -403,6 +478,169 @@ static int read_password_file(const char *path, char *pw, size_t pwlen, char *er
     if (n == 0) {
         snprintf(err, errlen, "the Redis password file %s is empty", path);
         return -1;
+    }
+    return 0;
+}
+
+/* Connect r to the node of u (tcp or unix, not sentinel), over TLS for a
+ * rediss:// URL (o->tls), authenticate with password (NULL = none; pw_from:
+ * the file it came from, for messages, or NULL) and select the db; `url` is
+ * what messages show. 0, or -1 with err set (r->c and r->tls then as far as
+ * they got: node_close drops them). */
+static int node_connect(jr_redis_t *r, const jr_redis_url_t *u, const char *url, const jr_redis_opts_t *o,
+                        const char *password, const char *pw_from, char *err, size_t errlen) {
+    struct timeval tv = {(time_t)(r->timeout_us / 1000000), (suseconds_t)(r->timeout_us % 1000000)};
+    r->c = u->is_unix ? redisConnectUnixWithTimeout(u->path, tv)
+                      : redisConnectWithTimeout(u->host, u->port, tv);
+    if (!r->c || r->c->err) {
+        snprintf(err, errlen, "cannot connect to Redis at %s: %s", url,
+                 r->c ? r->c->errstr : "out of memory");
+        return -1;
+    }
+    /* All waiting is done with poll(): no socket timeouts (a timed-out
+     * hiredis read would leave the context dead). */
+    struct timeval none = {0, 0};
+    redisSetTimeout(r->c, none);
+    if (u->is_tls) {
+        char why[JR_ERRLEN];
+        if (!(r->tls = jr_tls_connect(r->c->fd, u->host, &o->tls, r->timeout_us, why, sizeof why))) {
+            snprintf(err, errlen, "cannot connect to Redis at %s: TLS: %s", url, why);
+            return -1;
+        }
+    }
+    redisReply *rep = NULL;
+    if (password) {
+        int rc = u->user ? jri_exec(r, &rep, "AUTH", u->user, password, NULL)
+                         : jri_exec(r, &rep, "AUTH", password, NULL);
+        if (rc == JR_EREDIS && (!strncmp(r->err, "WRONGPASS", 9) || strstr(r->err, "invalid password"))) {
+            snprintf(err, errlen, "Redis at %s refused the password%s%s for %s%s%s (%s)", url,
+                     pw_from ? " of the file " : "", pw_from ? pw_from : "",
+                     u->user ? "user \"" : "the default user", u->user ? u->user : "",
+                     u->user ? "\"" : "", r->err);
+            return -1;
+        }
+        if (rc) {
+            snprintf(err, errlen, "Redis at %s: AUTH failed: %s%s", url, r->err, plain_hint(rc, u));
+            return -1;
+        }
+        freeReplyObject(rep);
+    } else {
+        /* Without this, a server that wants a password would be blamed
+         * later for whatever command happens to come first. */
+        int rc = jri_exec(r, &rep, "PING", NULL);
+        if (rc == JR_EREDIS && !strncmp(r->err, "NOAUTH", 6)) {
+            snprintf(err, errlen,
+                     "Redis at %s requires a password (%s); give it in the URL, e.g. %s, or in a file "
+                     "named by redis.password_file",
+                     url, r->err,
+                     u->is_unix ? "unix://[user]:PASSWORD@/path/to/sock"
+                                : "redis://[user]:PASSWORD@host:port");
+            return -1;
+        }
+        if (rc) {
+            snprintf(err, errlen, "Redis at %s: PING failed: %s%s", url, r->err, plain_hint(rc, u));
+            return -1;
+        }
+        freeReplyObject(rep);
+    }
+    if (u->db) {
+        char db[16];
+        snprintf(db, sizeof db, "%d", u->db);
+        if (jri_exec(r, &rep, "SELECT", db, NULL)) {
+            snprintf(err, errlen, "Redis at %s: SELECT %s: %s", url, db, r->err);
+            return -1;
+        }
+        freeReplyObject(rep);
+    }
+    return 0;
+}
+
+/* Drop r's node connection (its TLS session first), so that another can be
+ * made into r. */
+static void node_close(jr_redis_t *r) {
+    jr_tls_free(r->tls); /* before its socket closes with the context */
+    r->tls = NULL;
+    if (r->c) redisFree(r->c);
+    r->c = NULL, r->broken = 0;
+}
+
+static void (*failover_hook)(const char *master, const char *from, const char *to);
+void jr_redis_on_failover(void (*fn)(const char *master, const char *from, const char *to)) { failover_hook = fn; }
+
+/* "master", "slave" or "sentinel" from ROLE into role; "" when Redis
+ * refused the command (an ACL without it: READONLY then tells). */
+static int node_role(jr_redis_t *r, char *role, size_t len) {
+    redisReply *rep;
+    role[0] = '\0';
+    int rc = jri_exec(r, &rep, "ROLE", NULL);
+    if (rc == JR_EREDIS && jr_redis_ok(r)) return 0;
+    if (rc) return rc;
+    if (rep->type == REDIS_REPLY_ARRAY && rep->elements > 0) jri_copy_str(role, len, rep->element[0]);
+    freeReplyObject(rep);
+    return 0;
+}
+
+/* Connect r to the primary of u's master, as its sentinels name it, and
+ * check it is one (ROLE): a sentinel that has not seen a failover yet may
+ * name the demoted one; then the sentinels are asked again (the next one
+ * first, every 100 ms) until the connect timeout. A primary named that
+ * cannot be reached: the next sentinels are asked (one cut off from the
+ * others may name a dead primary), once each, while the connect timeout
+ * since the first question has not passed. Subscribes to the
+ * sentinels' +switch-master (see wait_fd) and reports a primary other than
+ * the one this process connected to last (jr_redis_on_failover). 0, or -1
+ * with err naming the URL and what each sentinel said. */
+static int sentinel_connect(jr_redis_t *r, const jr_redis_url_t *u, const jr_redis_opts_t *o, const char *url,
+                            const char *password, const char *pw_from, char *err, size_t errlen) {
+    int64_t timeout_ms = r->timeout_us / 1000, give_up = jr_mono_us() + r->timeout_us;
+    size_t first = 0, which = 0, unreachable = 0;
+    char addr[300];
+    for (;;) {
+        char host[256], why[JR_ERRLEN], shown[JR_ERRLEN + 320], role[32];
+        int port = 0;
+        if (jr_sentinel_ask(u, o->sentinel_password, timeout_ms, first, host, sizeof host, &port, &which, why,
+                            sizeof why)) {
+            snprintf(err, errlen, "cannot find the primary of %s: %s", url, why);
+            return -1;
+        }
+        jr_sentinel_addr_format(host, port, addr, sizeof addr);
+        snprintf(shown, sizeof shown, "%s (primary %s)", url, addr);
+        jr_redis_url_t node = *u;
+        node.is_sentinel = 0, node.host = host, node.port = port;
+        if (node_connect(r, &node, shown, o, password, pw_from, err, errlen)) {
+            if (++unreachable >= u->nsentinels || jr_mono_us() >= give_up) return -1;
+            node_close(r);
+            first = (which + 1) % u->nsentinels;
+            continue;
+        }
+        int rc = node_role(r, role, sizeof role);
+        if (rc) {
+            snprintf(err, errlen, "Redis at %s: ROLE: %s", shown, r->err);
+            return -1;
+        }
+        if (!role[0] || !strcmp(role, "master")) break;
+        node_close(r);
+        if (jr_mono_us() >= give_up) {
+            snprintf(err, errlen, "Redis at %s: the sentinels name %s the primary of master %s, but it is a %s",
+                     url, addr, u->master, role);
+            return -1;
+        }
+        first = (which + 1) % u->nsentinels;
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    snprintf(r->master, sizeof r->master, "%s", u->master);
+    snprintf(r->primary, sizeof r->primary, "%s", addr);
+    char from[300];
+    if (jr_sentinel_note_primary(u->master, addr, from, sizeof from) && failover_hook)
+        failover_hook(u->master, from, addr);
+    if ((r->sub = jr_sentinel_subscribe(u, which, o->sentinel_password, timeout_ms))) {
+        r->epfd = epoll_create1(EPOLL_CLOEXEC);
+        struct epoll_event ev1 = {.events = EPOLLIN, .data.fd = r->c->fd};
+        struct epoll_event ev2 = {.events = EPOLLIN, .data.fd = jr_sentinel_sub_fd(r->sub)};
+        r->has_epfd = r->epfd >= 0 && epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->c->fd, &ev1) == 0 &&
+                      epoll_ctl(r->epfd, EPOLL_CTL_ADD, ev2.data.fd, &ev2) == 0;
+        if (!r->has_epfd && r->epfd >= 0) close(r->epfd);
     }
     return 0;
 }
@@ -461,77 +699,15 @@ jr_redis_t *jr_redis_open(const jr_redis_opts_t *o, char *err, size_t errlen) {
     r->timeout_us = (timeout_ms > 0 ? timeout_ms : 2000) * 1000;
     r->wait_replicas = o->wait_replicas > 0 ? o->wait_replicas : 0;
     r->wait_timeout_ms = o->wait_timeout_ms > 0 ? o->wait_timeout_ms : 1000; /* WAIT N 0 would wait forever */
-    struct timeval tv = {(time_t)(r->timeout_us / 1000000), (suseconds_t)(r->timeout_us % 1000000)};
-    r->c = u.is_unix ? redisConnectUnixWithTimeout(u.path, tv)
-                     : redisConnectWithTimeout(u.host, u.port, tv);
-    if (!r->c || r->c->err) {
-        snprintf(err, errlen, "cannot connect to Redis at %s: %s", url,
-                 r->c ? r->c->errstr : "out of memory");
-        goto fail;
-    }
-    /* All waiting is done with poll(): no socket timeouts (a timed-out
-     * hiredis read would leave the context dead). */
-    struct timeval none = {0, 0};
-    redisSetTimeout(r->c, none);
-    if (u.is_tls) {
-        char why[JR_ERRLEN];
-        if (!(r->tls = jr_tls_connect(r->c->fd, u.host, &o->tls, r->timeout_us, why, sizeof why))) {
-            snprintf(err, errlen, "cannot connect to Redis at %s: TLS: %s", url, why);
-            goto fail;
-        }
-    }
-    redisReply *rep = NULL;
-    if (password) {
-        int rc = u.user ? jri_exec(r, &rep, "AUTH", u.user, password, NULL)
-                        : jri_exec(r, &rep, "AUTH", password, NULL);
-        if (rc == JR_EREDIS && (!strncmp(r->err, "WRONGPASS", 9) || strstr(r->err, "invalid password"))) {
-            snprintf(err, errlen, "Redis at %s refused the password%s%s for %s%s%s (%s)", url,
-                     pw_from ? " of the file " : "", pw_from ? pw_from : "",
-                     u.user ? "user \"" : "the default user", u.user ? u.user : "",
-                     u.user ? "\"" : "", r->err);
-            goto fail;
-        }
-        if (rc) {
-            snprintf(err, errlen, "Redis at %s: AUTH failed: %s%s", url, r->err, plain_hint(rc, &u));
-            goto fail;
-        }
-        freeReplyObject(rep);
-    } else {
-        /* Without this, a server that wants a password would be blamed
-         * later for whatever command happens to come first. */
-        int rc = jri_exec(r, &rep, "PING", NULL);
-        if (rc == JR_EREDIS && !strncmp(r->err, "NOAUTH", 6)) {
-            snprintf(err, errlen,
-                     "Redis at %s requires a password (%s); give it in the URL, e.g. %s, or in a file "
-                     "named by redis.password_file",
-                     url, r->err,
-                     u.is_unix ? "unix://[user]:PASSWORD@/path/to/sock"
-                               : "redis://[user]:PASSWORD@host:port");
-            goto fail;
-        }
-        if (rc) {
-            snprintf(err, errlen, "Redis at %s: PING failed: %s%s", url, r->err, plain_hint(rc, &u));
-            goto fail;
-        }
-        freeReplyObject(rep);
-    }
-    if (u.db) {
-        char db[16];
-        snprintf(db, sizeof db, "%d", u.db);
-        if (jri_exec(r, &rep, "SELECT", db, NULL)) {
-            snprintf(err, errlen, "Redis at %s: SELECT %s: %s", url, db, r->err);
-            goto fail;
-        }
-        freeReplyObject(rep);
-    }
+    int rc = u.is_sentinel ? sentinel_connect(r, &u, o, url, password, pw_from, err, errlen)
+                           : node_connect(r, &u, url, o, password, pw_from, err, errlen);
     jr_redis_url_free(&u);
     explicit_bzero(file_pw, sizeof file_pw);
+    if (rc) {
+        jr_redis_free(r);
+        return NULL;
+    }
     return r;
-fail:
-    jr_redis_url_free(&u);
-    explicit_bzero(file_pw, sizeof file_pw);
-    jr_redis_free(r);
-    return NULL;
 }
 
 void jr_redis_free(jr_redis_t *r) {
@@ -539,6 +715,8 @@ void jr_redis_free(jr_redis_t *r) {
     if (r->stash) freeReplyObject(r->stash);
     jr_tls_free(r->tls); /* before its socket closes with the context */
     if (r->c) redisFree(r->c);
+    jr_sentinel_sub_free(r->sub);
+    if (r->has_epfd) close(r->epfd);
     for (size_t i = 0; i < r->nregistered; i++) free(r->registered[i]);
     free(r->scratch);
     free(r);

@@ -65,8 +65,30 @@ typedef struct jr_redis_opts {
  * o->timeout_ms as jr_redis_connect's url and timeout_ms). A password may
  * come from one place only: the URL, o->password or o->password_file (two
  * of them: refused, naming them). An unreadable or empty password file is
- * refused naming the file, never showing its content. */
+ * refused naming the file, never showing its content.
+ *
+ * A redis-sentinel:// URL: the sentinels are asked in turn for the primary
+ * of its master (each within the timeout; o->sentinel_password their own),
+ * the primary is connected to over plain TCP (TLS to a primary found
+ * through the sentinels is not supported) with the URL's user and db and
+ * the password from where it came, and ROLE must say master (else the
+ * sentinels are asked again until the timeout: one may not have seen a
+ * failover yet). The connection then follows a failover by breaking
+ * (jr_redis_ok() == 0, so the caller reconnects, through the sentinels
+ * again): on a READONLY or MASTERDOWN reply, and on a +switch-master of its
+ * master heard from a sentinel while waiting in this layer (a reply,
+ * jr_redis_wait, or a poll of jr_redis_fd). Errors name the URL (password
+ * hidden), each sentinel tried and why it failed ("no sentinel knows master
+ * NAME"). */
 jr_redis_t *jr_redis_open(const jr_redis_opts_t *o, char *err, size_t errlen);
+
+/* Process-wide: called once per failover this process follows (its first
+ * connection to reach a primary of a master other than the one it was
+ * connected to), with the master name and both primaries ("host:port").
+ * The layer has no logger: the program and the client library set one
+ * that logs "following the failover of master NAME: FROM -> TO". NULL =
+ * none. Set it before connecting (it is not locked). */
+void jr_redis_on_failover(void (*fn)(const char *master, const char *from, const char *to));
 void jr_redis_free(jr_redis_t *r);
 
 /* Bound every later non-blocking command by timeout_ms (> 0) instead of the
@@ -136,7 +158,11 @@ enum { JR_WAIT_TIMEOUT = 0, JR_WAIT_READY = 1, JR_WAIT_EXTRA = 2 };
 int jr_redis_wait(jr_redis_t *r, int64_t timeout_us, int extra_fd);
 
 /* The connection's socket, to poll() next to other fds, and whether a
- * reply is already buffered (then poll would not report it). */
+ * reply is already buffered (then poll would not report it). Through
+ * Sentinel the fd is an epoll set of the socket and the subscription to
+ * the sentinels: readable for a reply or for their message; the read that
+ * follows hears the message (a failover: the connection breaks), and
+ * jr_redis_has_reply says 1 for one already there. */
 int jr_redis_fd(const jr_redis_t *r);
 int jr_redis_has_reply(jr_redis_t *r);
 

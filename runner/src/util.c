@@ -198,7 +198,7 @@ static void put(char *out, size_t outlen, size_t *w, const char *p, size_t n) {
  * them, else 0 (so a "://" inside a password is never taken for one). */
 static size_t scheme_len(const char *s) {
     size_t n = 0;
-    while ((s[n] >= 'a' && s[n] <= 'z') || (s[n] >= 'A' && s[n] <= 'Z')) n++;
+    while ((s[n] >= 'a' && s[n] <= 'z') || (s[n] >= 'A' && s[n] <= 'Z') || (n && s[n] == '-')) n++;
     return n && strncmp(s + n, "://", 3) == 0 ? n : 0;
 }
 
@@ -241,7 +241,8 @@ void jr_redis_url_redact(const char *s, char *out, size_t outlen) {
         if (rb) h = rb + 1; /* an IPv6 host's colons are no port */
         const char *colon = strchr(h, ':');
         size_t digits = colon ? strspn(colon + 1, "0123456789") : 0;
-        if (colon && colon[1 + digits] != '\0' && colon[1 + digits] != '/') {
+        int list = jr_redis_url_is_sentinel(s) && colon && colon[1 + digits] == ','; /* the next sentinel */
+        if (colon && colon[1 + digits] != '\0' && colon[1 + digits] != '/' && !list) {
             put(out, outlen, &w, s, (size_t)(colon + 1 - s));
             put(out, outlen, &w, "***", 3);
             return;
@@ -534,6 +535,92 @@ static int parse_unix(const char *p, const char *at, jr_redis_url_t *u, const ch
     return 0;
 }
 
+int jr_redis_url_is_sentinel(const char *s) {
+    return s && scheme_len(s) == 14 && strncasecmp(s, "redis-sentinel", 14) == 0;
+}
+
+/* One sentinel's "host[:port]" in [p, end), the n-th (1-based) of the
+ * list, into *a. IPv6 hosts in brackets. */
+static int parse_sentinel_addr(const char *p, const char *end, size_t n, struct jr_redis_addr *a,
+                               const char *shown, char *err, size_t errlen) {
+    const char *host = p, *host_end, *port = NULL;
+    if (p == end) {
+        jr_errf(err, errlen, "empty sentinel address (number %zu in the list) in redis URL \"%s\"", n, shown);
+        return JR_EINVAL;
+    }
+    if (*p == '[') {
+        host = p + 1;
+        host_end = memchr(host, ']', (size_t)(end - host));
+        if (!host_end || (host_end + 1 < end && host_end[1] != ':')) {
+            jr_errf(err, errlen, "bad IPv6 host of sentinel number %zu in redis URL \"%s\" (write [::1]:26379)", n,
+                    shown);
+            return JR_EINVAL;
+        }
+        for (const char *q = host; q < host_end; q++)
+            if (hex_value(*q) < 0 && *q != ':' && *q != '.') host_end = host; /* refused below */
+        if (host_end + 1 < end) port = host_end + 2;
+    } else {
+        host_end = memchr(p, ':', (size_t)(end - p));
+        if (host_end) port = host_end + 1;
+        else host_end = end;
+        for (const char *q = host; q < host_end; q++)
+            if (!host_char_ok(*q)) host_end = host;
+    }
+    if (host_end == host) {
+        jr_errf(err, errlen, "bad or missing host of sentinel number %zu in redis URL \"%s\"", n, shown);
+        return JR_EINVAL;
+    }
+    long v = 26379;
+    if (port && (parse_uint(port, (size_t)(end - port), 65535, &v) || v == 0)) {
+        jr_errf(err, errlen, "bad port of sentinel number %zu in redis URL \"%s\" (1 to 65535)", n, shown);
+        return JR_EINVAL;
+    }
+    a->port = (int)v;
+    return copy_str(host, (size_t)(host_end - host), &a->host);
+}
+
+/* Parse what follows "redis-sentinel://": the userinfo (up to `at`), the
+ * sentinels, "/MASTER" and optional parameters as unix://'s. */
+static int parse_sentinel(const char *p, const char *at, jr_redis_url_t *u, const char *shown, char *err,
+                          size_t errlen) {
+    int rc;
+    if (at) {
+        if ((rc = parse_userinfo(p, at, u, shown, err, errlen))) return rc;
+        p = at + 1;
+    }
+    const char *slash = strchr(p, '/'), *qm = slash ? strchr(slash, '?') : NULL;
+    const char *name = slash ? slash + 1 : NULL, *name_end = qm ? qm : name ? name + strlen(name) : NULL;
+    if (!name || name == name_end) {
+        jr_errf(err, errlen,
+                "missing master name in redis URL \"%s\" (write "
+                "redis-sentinel://[user:password@]host:port[,host:port...]/MASTER_NAME)",
+                shown);
+        return JR_EINVAL;
+    }
+    size_t n = 1;
+    for (const char *q = p; q < slash; q++) n += *q == ',';
+    if (!(u->sentinels = calloc(n, sizeof *u->sentinels))) return JR_ENOMEM;
+    for (const char *q = p; u->nsentinels < n; q++) {
+        const char *e = memchr(q, ',', (size_t)(slash - q));
+        if (!e) e = slash;
+        if ((rc = parse_sentinel_addr(q, e, u->nsentinels + 1, &u->sentinels[u->nsentinels], shown, err, errlen)))
+            return rc;
+        u->nsentinels++;
+        q = e;
+    }
+    /* Not quoted: without an '@', what follows a '/' may be a password's. */
+    for (const char *q = name; q < name_end; q++) {
+        if (!host_char_ok(*q) && *q != ':') {
+            jr_errf(err, errlen, "bad master name in redis URL \"%s\" (letters, digits and \"._-:\")", shown);
+            return JR_EINVAL;
+        }
+    }
+    if ((rc = copy_str(name, (size_t)(name_end - name), &u->master))) return rc;
+    if (qm && qm[1] && (rc = parse_params(qm + 1, u, shown, err, errlen))) return rc;
+    u->is_sentinel = 1;
+    return 0;
+}
+
 int jr_redis_url_parse(const char *s, jr_redis_url_t *u, char *err, size_t errlen) {
     memset(u, 0, sizeof *u);
     if (!s || !*s) {
@@ -546,7 +633,7 @@ int jr_redis_url_parse(const char *s, jr_redis_url_t *u, char *err, size_t errle
     const char *sep = n ? s + n : NULL;
     int rc;
     if (!sep) {
-        jr_errf(err, errlen, "missing scheme in redis URL \"%s\" (use redis://, rediss:// or unix://)",
+        jr_errf(err, errlen, "missing scheme in redis URL \"%s\" (use redis://, rediss://, unix:// or redis-sentinel://)",
                 shown);
         rc = JR_EINVAL;
     } else if (sep - s == 5 && strncasecmp(s, "redis", 5) == 0) {
@@ -556,9 +643,11 @@ int jr_redis_url_parse(const char *s, jr_redis_url_t *u, char *err, size_t errle
         u->is_tls = 1;
     } else if (sep - s == 4 && strncasecmp(s, "unix", 4) == 0) {
         rc = parse_unix(sep + 3, userinfo_end(s), u, shown, err, errlen);
+    } else if (jr_redis_url_is_sentinel(s)) {
+        rc = parse_sentinel(sep + 3, userinfo_end(s), u, shown, err, errlen);
     } else {
         jr_errf(err, errlen,
-                "unsupported scheme \"%.*s\" in redis URL \"%s\" (use redis://, rediss:// or unix://)",
+                "unsupported scheme \"%.*s\" in redis URL \"%s\" (use redis://, rediss://, unix:// or redis-sentinel://)",
                 (int)(sep - s), s, shown);
         rc = JR_EINVAL;
     }
@@ -568,6 +657,9 @@ int jr_redis_url_parse(const char *s, jr_redis_url_t *u, char *err, size_t errle
 }
 
 void jr_redis_url_free(jr_redis_url_t *u) {
+    for (size_t i = 0; i < u->nsentinels; i++) free(u->sentinels[i].host);
+    free(u->sentinels);
+    free(u->master);
     free(u->host);
     free(u->path);
     free(u->user);

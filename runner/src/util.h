@@ -49,6 +49,15 @@ typedef struct jr_redis_url {
     char *user;      /* ACL user or NULL */
     char *password;  /* password or NULL */
     int db;          /* database number, default 0 */
+    /* redis-sentinel:// only (host, port and path unset): the sentinels to
+     * ask, in the URL's order, and the master name they know the primary by. */
+    int is_sentinel;
+    struct jr_redis_addr {
+        char *host;  /* an IPv6 host without its brackets */
+        int port;    /* default 26379 */
+    } *sentinels;
+    size_t nsentinels;
+    char *master;
 } jr_redis_url_t;
 
 /* Format a message into err (errlen bytes; nothing when err is NULL or
@@ -75,6 +84,15 @@ void jr_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((form
  * it, and quotes no fragment of the userinfo or of anything after a
  * password parameter. */
 int jr_redis_url_parse(const char *s, jr_redis_url_t *u, char *err, size_t errlen);
+/* "redis-sentinel://[[user:]password@]host[:port][,host[:port]...]/MASTER[?db=N]"
+ * is parsed by jr_redis_url_parse too: the sentinels (each host as in
+ * redis://, the port 26379 by default) and the master name (letters, digits
+ * and "._-:"), the userinfo and the parameters (db, user, password, as for
+ * unix://) being the primary's. Refused with a message: no master name, an
+ * empty address in the list, a bad host or port (naming its place in the
+ * list). */
+/* 1 if s is a redis-sentinel:// URL (the scheme only is looked at). */
+int jr_redis_url_is_sentinel(const char *s);
 
 /* Copy a Redis URL for logs and messages (the URL need not be valid),
  * cut to outlen: the userinfo's password (everything after the user's ':',

@@ -412,6 +412,17 @@ static int apply_env(const char *const *vars) {
     return rc;
 }
 
+/* redis.sentinel_password: from the file, overridden by its variable; unset
+ * by default. */
+Test(config, sentinel_password) {
+    cr_expect_null(cfg.redis_sentinel_password);
+    load_ok("redis:\n  url: redis-sentinel://s1,s2/m\n  sentinel_password: \"fr om#file\"\n");
+    cr_expect_str_eq(cfg.redis_sentinel_password, "fr om#file");
+    const char *env[] = {"JOBRUNNER_REDIS_SENTINEL_PASSWORD=s3cret", NULL};
+    cr_expect_eq(apply_env(env), 0, "%s", err);
+    cr_expect_str_eq(cfg.redis_sentinel_password, "s3cret");
+}
+
 Test(config, env_overrides_redis_url) {
     load_ok("redis:\n  url: redis://fromfile\n");
     const char *env[] = {"JOBRUNNER_REDIS_URL=redis://fromenv:7000", NULL};
@@ -841,11 +852,25 @@ static int whole_section(const char *name) {
     return 0;
 }
 
+/* Is SECTION.KEY (key: name .. end) a key of the table? */
+static int table_key(const char *section, const char *name, const char *end) {
+    char full[160];
+    snprintf(full, sizeof full, "%s.%.*s", section, (int)(end - name), name);
+    jr_config_key_t k;
+    for (size_t i = 0; jr_config_key(i, &k) == 0; i++)
+        if (!strcmp(k.name, full)) return 1;
+    return 0;
+}
+
 /* Read the example: a line "SECTION:" (or "# SECTION:" for a section shown
  * commented out) opens a section, "  KEY: VALUE" (or "#   KEY: VALUE") is a
- * key of it (also "#   KEY: VALUE" in a section shown uncommented: a key off
- * unless given); keys inside a section set whole are its own business; every
- * other comment line is description. Returns the number of entries. */
+ * key of it (also "#   KEY: VALUE" in a section shown uncommented, when
+ * KEY is a key of the table: a key off unless given, e.g.
+ * redis.password_file, redis.sentinel_password); "  KEY:" with nothing
+ * after it opens a mapping of the section whose "    KEY: VALUE" (or
+ * "#     KEY: VALUE") lines are keys SECTION.MAPPING.KEY (redis.tls); keys
+ * inside a section set whole are its own business; every other comment
+ * line is description. Returns the number of entries. */
 static size_t read_example(shown_t *out, size_t max) {
     char *text = jrt_slurp(JRT_SOURCE_DIR "/config/jobrunner.yaml");
     cr_assert(text, "config/jobrunner.yaml is missing");
@@ -869,9 +894,10 @@ static size_t read_example(shown_t *out, size_t max) {
         int entry = p > name && *p == ':' && (p[1] == '\0' || p[1] == ' ');
         if (entry && !indented && commented && p[1] != '\0') entry = 0; /* "# redis: ..." prose */
         if (entry && deep && !*sub) entry = 0;
-        /* "#   key: value" in a section shown uncommented: a key that is off
-         * unless given (redis.password_file), shown commented out. */
-        int off_key = commented && !sec_commented && p[1] != '\0';
+        /* "#   key: value" in a section shown uncommented: a key of the table
+         * that is off unless given (redis.password_file), shown commented out. */
+        int off_key = entry && indented && !deep && commented && !sec_commented && p[1] != '\0' && *section &&
+                      table_key(section, name, p);
         if (entry && indented && !deep &&
             (!*section || (commented != sec_commented && !off_key) || whole_section(section)))
             entry = 0; /* a key of a whole section, or an example in a comment */

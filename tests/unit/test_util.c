@@ -847,6 +847,9 @@ Test(redis_url, no_piece_of_a_password_in_any_message) {
         "unix://:%s@/tmp/s?password=again", "unix://%s@/tmp/s?user=bob", "unix://%s",
         "unix:%s@/tmp/s", "redis://u:%s@host:1:2", "redis://u:%s@host/1?x", "unix://%s@/s",
         "redis://%s@host:x", "u:%s",
+        "redis-sentinel://u:%s@h:1,h:2/m", "redis-sentinel://%s@h/m", "redis-sentinel://u:%s@h:1,/m",
+        "redis-sentinel://u:%s@h:x/m", "redis-sentinel://u:%s@h:1", "redis-sentinel://u:%s",
+        "redis-sentinel://h:1/m?password=%s", "redis-sentinel://u:%s@h/b@d", "redis-sentinel://u:%s@h/m?db=x",
     };
     uint64_t x = 0x9E3779B97F4A7C15ULL;
     for (int i = 0; i < 3000; i++) {
@@ -874,6 +877,51 @@ Test(redis_url, no_piece_of_a_password_in_any_message) {
         jr_redis_url_redact(url, shown, sizeof shown);
         cr_assert(!holds_piece(shown, pw), "password \"%s\" in \"%s\": shown \"%s\"", pw, url, shown);
     }
+}
+
+/* redis-sentinel://: the sentinels in order (port 26379 by default), the
+ * master name, and the userinfo and db of the primary. */
+Test(redis_url, sentinel_parts) {
+    jr_redis_url_t u = url_ok("redis-sentinel://bob:p%40ss@10.0.0.1:26380,s2,[::1]:5000/mymaster?db=3");
+    cr_assert(u.is_sentinel && !u.is_unix && u.host == NULL && u.path == NULL);
+    cr_assert_eq(u.nsentinels, 3);
+    cr_expect_str_eq(u.sentinels[0].host, "10.0.0.1");
+    cr_expect_eq(u.sentinels[0].port, 26380);
+    cr_expect_str_eq(u.sentinels[1].host, "s2");
+    cr_expect_eq(u.sentinels[1].port, 26379);
+    cr_expect_str_eq(u.sentinels[2].host, "::1");
+    cr_expect_eq(u.sentinels[2].port, 5000);
+    cr_expect_str_eq(u.master, "mymaster");
+    cr_expect_str_eq(u.user, "bob");
+    cr_expect_str_eq(u.password, "p@ss");
+    cr_expect_eq(u.db, 3);
+    jr_redis_url_free(&u);
+    u = url_ok("REDIS-SENTINEL://h/m");
+    cr_expect(u.is_sentinel && u.nsentinels == 1 && u.sentinels[0].port == 26379 && !u.password && !u.db);
+    jr_redis_url_free(&u);
+    cr_expect(jr_redis_url_is_sentinel("redis-sentinel://h/m") && !jr_redis_url_is_sentinel("redis://h"));
+    char out[128];
+    jr_redis_url_redact("redis-sentinel://u:SECRET@h:1,h:2/m?db=1", out, sizeof out);
+    cr_expect_str_eq(out, "redis-sentinel://u:***@h:1,h:2/m?db=1");
+    jr_redis_url_redact("redis-sentinel://h:1,h:2/m", out, sizeof out);
+    cr_expect_str_eq(out, "redis-sentinel://h:1,h:2/m");
+}
+
+Test(redis_url, sentinel_errors) {
+    url_bad("redis-sentinel://h:26379", "missing master name", "redis-sentinel://h:26379", NULL);
+    url_bad("redis-sentinel://h:26379/", "missing master name", NULL);
+    url_bad("redis-sentinel://h:26379/?db=1", "missing master name", NULL);
+    url_bad("redis-sentinel://h:1,,h:2/m", "empty sentinel address (number 2 in the list)", NULL);
+    url_bad("redis-sentinel://,h/m", "empty sentinel address (number 1 in the list)", NULL);
+    url_bad("redis-sentinel:///m", "empty sentinel address (number 1", NULL);
+    url_bad("redis-sentinel://h:1,h:99999/m", "bad port of sentinel number 2", "(1 to 65535)", NULL);
+    url_bad("redis-sentinel://h:0/m", "bad port of sentinel number 1", NULL);
+    url_bad("redis-sentinel://h:x/m", "bad port of sentinel number 1", NULL);
+    url_bad("redis-sentinel://h:1,b d:2/m", "bad or missing host of sentinel number 2", NULL);
+    url_bad("redis-sentinel://[zz]:1/m", "bad or missing host of sentinel number 1", NULL);
+    url_bad("redis-sentinel://h/m m", "bad master name", NULL);
+    url_bad("redis-sentinel://h/m?db=x", "bad database", NULL);
+    url_bad("redis-sentinel://h/m?frob=1", "unknown parameter", NULL);
 }
 
 Test(redis_url, free_is_safe_twice_and_on_zeroed) {
