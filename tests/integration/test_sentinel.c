@@ -291,6 +291,19 @@ Test(sentinel, url_errors) {
     /* Through the sentinels: works. */
     const char *ok[] = {"stats", "--redis", C.url, NULL};
     cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, ok), 0, "stats through %s: %s", C.url, err);
+    /* A long-running worker holding the sentinels' password (from the
+     * environment) shows it neither in its log nor in `workers`. */
+    const char *wargv[] = {"worker", "--redis", C.url, "--plugin", JRT_RECORD_PLUGIN, NULL};
+    pid_t w = jrt_spawn(path_in("secret-worker.log"), wargv);
+    cr_assert_geq(jrt_wait_count(path_in("secret-worker.log"), "worker starting", 1, 10000), 1, "%s",
+                  jrt_slurp(path_in("secret-worker.log")));
+    const char *ls[] = {"workers", "--redis", C.url, NULL};
+    cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, ls), 0, "%s", err);
+    cr_assert(!strstr(out, "sentinel-secret") && !strstr(err, "sentinel-secret"), "workers shows it: %s%s", out, err);
+    char *wlogtext = jrt_slurp(path_in("secret-worker.log"));
+    cr_assert(!strstr(wlogtext, "sentinel-secret"), "in its log: %s", wlogtext);
+    free(wlogtext);
+    cr_assert_eq(jrt_stop(w, SIGTERM, 10000), 0);
     /* A second URL form: one sentinel, a db and the sentinel list's first
      * address unreachable (the next one is asked). */
     int dead = jrt_free_port();
