@@ -316,6 +316,24 @@ static void read_reason(const jr_tls_t *t, const char *why, char *err, size_t er
         jr_errf(err, errlen, "TLS: %s", why);
 }
 
+/* What OpenSSL wants before an I/O call can go on: wait (no deadline, as a
+ * plain blocking write) until t's socket is ready for `events`. 0, or -1
+ * with the reason in err. */
+static int wait_want(jr_tls_t *t, short events, char *err, size_t errlen) {
+    if (wait_fd(t->fd, events, -1) >= 0) return 0;
+    jr_errf(err, errlen, "poll: %s", strerror(errno));
+    return -1;
+}
+
+/* A failed SSL_read or SSL_write (its return ret, SSL_get_error e): the
+ * reason in err; returns -1. */
+static int io_fail(jr_tls_t *t, int ret, int e, char *err, size_t errlen) {
+    char why[JR_ERRLEN];
+    io_reason(ret, e, why, sizeof why);
+    read_reason(t, why, err, errlen);
+    return -1;
+}
+
 ssize_t jr_tls_write(jr_tls_t *t, const void *buf, size_t len, char *err, size_t errlen) {
     int n = len > INT32_MAX ? INT32_MAX : (int)len;
     for (;;) {
@@ -324,16 +342,10 @@ ssize_t jr_tls_write(jr_tls_t *t, const void *buf, size_t len, char *err, size_t
         if (ret > 0) return ret;
         int e = SSL_get_error(t->ssl, ret);
         if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-            if (wait_fd(t->fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, -1) < 0) {
-                jr_errf(err, errlen, "poll: %s", strerror(errno));
-                return -1;
-            }
+            if (wait_want(t, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, err, errlen)) return -1;
             continue;
         }
-        char why[JR_ERRLEN];
-        io_reason(ret, e, why, sizeof why);
-        read_reason(t, why, err, errlen);
-        return -1;
+        return io_fail(t, ret, e, err, errlen);
     }
 }
 
@@ -349,16 +361,10 @@ ssize_t jr_tls_read(jr_tls_t *t, void *buf, size_t cap, char *err, size_t errlen
         int e = SSL_get_error(t->ssl, ret);
         if (e == SSL_ERROR_WANT_READ) return 0;
         if (e == SSL_ERROR_WANT_WRITE) { /* e.g. answering a key update */
-            if (wait_fd(t->fd, POLLOUT, -1) < 0) {
-                jr_errf(err, errlen, "poll: %s", strerror(errno));
-                return -1;
-            }
+            if (wait_want(t, POLLOUT, err, errlen)) return -1;
             continue;
         }
-        char why[JR_ERRLEN];
-        io_reason(ret, e, why, sizeof why);
-        read_reason(t, why, err, errlen);
-        return -1;
+        return io_fail(t, ret, e, err, errlen);
     }
 }
 

@@ -65,11 +65,11 @@ static int holds_piece(const char *s, size_t n) {
     return 0;
 }
 
-/* The argv of pid as /proc/PID/cmdline gives it (NULs as spaces) into buf;
- * its length, or 0 when the process is gone. */
-static size_t cmdline(pid_t pid, char *buf, size_t len) {
+/* /proc/PID/<what> of pid (NULs as spaces) into buf; its length, or 0 when
+ * the process is gone or the file unreadable. */
+static size_t proc_file(pid_t pid, const char *what, char *buf, size_t len) {
     char path[64];
-    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, what);
     FILE *f = fopen(path, "rb");
     if (!f) return 0;
     size_t n = fread(buf, 1, len - 1, f);
@@ -79,6 +79,9 @@ static size_t cmdline(pid_t pid, char *buf, size_t len) {
     buf[n] = '\0';
     return n;
 }
+
+/* The argv of pid as /proc/PID/cmdline gives it. */
+static size_t cmdline(pid_t pid, char *buf, size_t len) { return proc_file(pid, "cmdline", buf, len); }
 
 /* The pids whose parent is ppid (from /proc/PID/stat), up to max. */
 static size_t children(pid_t ppid, pid_t *kids, size_t max) {
@@ -205,20 +208,8 @@ Test(secrets, no_message_about_a_url_shows_the_password) {
     }
 }
 
-/* The environment of pid (/proc/PID/environ, NULs as spaces) into buf; its
- * length, 0 when unreadable. */
-static size_t environ_of(pid_t pid, char *buf, size_t len) {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    size_t n = fread(buf, 1, len - 1, f);
-    fclose(f);
-    for (size_t i = 0; i < n; i++)
-        if (!buf[i]) buf[i] = ' ';
-    buf[n] = '\0';
-    return n;
-}
+/* The environment of pid (/proc/PID/environ). */
+static size_t environ_of(pid_t pid, char *buf, size_t len) { return proc_file(pid, "environ", buf, len); }
 
 #define SECRET2 "Hw4PcY8rTf3Lsd9" /* the rotated password: no 4-byte piece shared with SECRET */
 
