@@ -658,17 +658,6 @@ pid_t jrt_spawn_skewed(const char *skew, const char *log, const char *const *arg
 
 /* ---- TLS (test_tls) ----------------------------------------------------- */
 
-/* A TCP port of 127.0.0.1 free now (bound to 0, read, closed). */
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    cr_assert(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-              getsockname(fd, (struct sockaddr *)&a, &len) == 0, "free port: %s", strerror(errno));
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 void jrt_redis_start_tls(jrt_redis_t *r, const char *auth_clients, char *plain_url, char *tls_url) {
     memset(r, 0, sizeof *r);
     snprintf(r->dir, sizeof r->dir, "/tmp/jrt.XXXXXX");
@@ -693,10 +682,22 @@ void jrt_redis_start_tls(jrt_redis_t *r, const char *auth_clients, char *plain_u
              "openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out client.crt -days 2 && "
              "openssl genrsa -out other.key 2048",
              r->dir);
-    cr_assert_eq(system(cmd), 0, "making the test certificates failed (see %s/openssl.log)", r->dir);
+    /* Once in a CI run the openssl commands failed and the log went with
+     * the directory: a failure is tried once more, and its log shown. */
+    char log[256];
+    snprintf(log, sizeof log, "%s/openssl.log", r->dir);
+    int rc = system(cmd);
+    if (rc != 0) {
+        char *first = jrt_slurp(log);
+        fprintf(stderr, "making the test certificates failed (status %d), trying again:\n%s\n", rc,
+                first ? first : "(no log)");
+        free(first);
+        rc = system(cmd);
+    }
+    cr_assert_eq(rc, 0, "making the test certificates failed twice (status %d):\n%s", rc, jrt_slurp(log));
     char pp[16], tp[16], cert[160], key[160], ca[160];
-    snprintf(pp, sizeof pp, "%d", free_port());
-    snprintf(tp, sizeof tp, "%d", free_port());
+    snprintf(pp, sizeof pp, "%d", jrt_free_port());
+    snprintf(tp, sizeof tp, "%d", jrt_free_port());
     snprintf(cert, sizeof cert, "%s/server.crt", r->dir);
     snprintf(key, sizeof key, "%s/server.key", r->dir);
     snprintf(ca, sizeof ca, "%s/ca.crt", r->dir);
