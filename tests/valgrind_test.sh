@@ -43,6 +43,13 @@ for i in $(seq 300); do  # valgrind is slow to start: up to 30 s
   sleep 0.1
 done
 [ -n "$settled" ] || fail "jobs not settled: $s"
+# The jobs can settle before the scheduler (slow under valgrind) has fired
+# both schedules: wait for their first firings too (up to 30 s).
+for i in $(seq 300); do
+  grep -q "fired a periodic job schedule=vg " "$tmp/sched.log" &&
+    grep -q "fired a periodic job schedule=vg2 " "$tmp/sched.log" && break
+  sleep 0.1
+done
 kill -TERM "$worker_pid" "$sched_pid"
 wait "$worker_pid" || fail "worker exited with $?"
 wait "$sched_pid" || fail "scheduler exited with $?"
