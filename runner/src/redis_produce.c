@@ -494,6 +494,16 @@ stopped:
         for (size_t p = unknown; p < pos; p++) /* a plain call read in part keeps what was read */
             if (out[order[p]].status == JR_ENQ_NOT_SENT) out[order[p]].status = JR_ENQ_UNKNOWN, out[order[p]].why = why;
     }
+    if (jr_redis_wait_replicas(r) > 0) { /* no WAIT was read: nothing written is confirmed by a replica */
+        snprintf(stop, sizeof stop, "written to the primary, but not confirmed by the replicas (%s): %.300s",
+                 how, r->err);
+        uint32_t why = UINT32_MAX;
+        for (size_t p = 0; p < pos; p++)
+            if (out[order[p]].status == JR_ENQ_CREATED) {
+                if (why == UINT32_MAX) why = add_reason(reasons, stop);
+                out[order[p]].status = JR_ENQ_UNKNOWN, out[order[p]].why = why;
+            }
+    }
 out:
     if (rc && pos < n && order) { /* the rest was never sent */
         snprintf(stop, sizeof stop, "not sent: %s", r->err);
