@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -707,4 +708,208 @@ void jrt_redis_start_tls(jrt_redis_t *r, const char *auth_clients, char *plain_u
     redis_launch(r, extra);
     snprintf(plain_url, 64, "redis://127.0.0.1:%s", pp);
     snprintf(tls_url, 64, "rediss://127.0.0.1:%s", tp);
+}
+
+/* ---- Redis Cluster ------------------------------------------------------ */
+
+/* 1 if a TCP port of 127.0.0.1 can be bound now. */
+static int port_free(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    if (fd >= 0) close(fd);
+    return ok;
+}
+
+/* A port p in 20000..29999 with p and p + 10000 (the cluster bus) free and
+ * not already one of c's. */
+static int cluster_port(const jrt_cluster_t *c, int upto) {
+    for (int tries = 0; tries < 2000; tries++) {
+        int p = 20000 + (int)(((unsigned)rand() ^ (unsigned)getpid() * 2654435761u) % 10000u);
+        int taken = 0;
+        for (int i = 0; i < upto; i++) taken |= c->port[i] == p;
+        if (!taken && port_free(p) && port_free(p + 10000)) return p;
+    }
+    cr_assert_fail("no free port pair for a cluster node");
+    return -1;
+}
+
+static void cluster_launch(jrt_cluster_t *c, int i) {
+    char port[16], dir[96], log[128], nodes[32];
+    snprintf(port, sizeof port, "%d", c->port[i]);
+    snprintf(dir, sizeof dir, "%s/n%d", c->dir, i);
+    mkdir(dir, 0700);
+    snprintf(log, sizeof log, "%s/redis.log", dir);
+    snprintf(nodes, sizeof nodes, "nodes-%d.conf", c->port[i]);
+    const char *argv[64] = {JRT_REDIS_SERVER, "--port", port, "--bind", "127.0.0.1", "--dir", dir,
+                            "--cluster-enabled", "yes", "--cluster-config-file", nodes,
+                            "--cluster-node-timeout", "2000", "--save", "", "--appendonly", "no"};
+    size_t n = 17;
+    for (size_t k = 0; c->extra && c->extra[k] && n < 62; k++) argv[n++] = c->extra[k];
+    argv[n] = NULL;
+    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+    c->pid[i] = start(JRT_REDIS_SERVER, argv, fd, fd);
+    close(fd);
+    for (int t = 0; t < 500; t++) {
+        redisContext *x = redisConnect("127.0.0.1", c->port[i]);
+        if (x && !x->err) {
+            redisReply *rep = redisCommand(x, "PING");
+            int ok = rep && rep->type == REDIS_REPLY_STATUS;
+            if (rep) freeReplyObject(rep);
+            redisFree(x);
+            if (ok) return;
+        } else if (x) {
+            redisFree(x);
+        }
+        jrt_sleep_ms(10);
+    }
+    cr_assert_fail("cluster node %d did not start (see %s)", i, log);
+}
+
+void jrt_cluster_start(jrt_cluster_t *c, int primaries, int replicas_each, const char *const *extra) {
+    memset(c, 0, sizeof *c);
+    c->primaries = primaries, c->n = primaries * (1 + replicas_each), c->extra = extra;
+    cr_assert(primaries >= 1 && c->n <= JRT_CLUSTER_MAX, "a cluster of %d nodes", c->n);
+    snprintf(c->dir, sizeof c->dir, "/tmp/jrc.XXXXXX");
+    cr_assert(mkdtemp(c->dir), "mkdtemp: %s", strerror(errno));
+    char cmd[2048];
+    size_t off = (size_t)snprintf(cmd, sizeof cmd, "%s --cluster create", JRT_REDIS_CLI);
+    size_t u = (size_t)snprintf(c->url, sizeof c->url, "redis-cluster://");
+    for (int i = 0; i < c->n; i++) {
+        c->port[i] = cluster_port(c, i);
+        cluster_launch(c, i);
+        off += (size_t)snprintf(cmd + off, sizeof cmd - off, " 127.0.0.1:%d", c->port[i]);
+        u += (size_t)snprintf(c->url + u, sizeof c->url - u, "%s127.0.0.1:%d", i ? "," : "", c->port[i]);
+    }
+    snprintf(cmd + off, sizeof cmd - off, " --cluster-replicas %d --cluster-yes >'%s/create.log' 2>&1", replicas_each,
+             c->dir);
+    if (system(cmd) != 0) {
+        char log[128];
+        snprintf(log, sizeof log, "%s/create.log", c->dir);
+        char *text = jrt_slurp(log);
+        cr_assert_fail("redis-cli --cluster create failed:\n%s", text ? text : "(no log)");
+    }
+    cr_assert(jrt_cluster_wait_ok(c, 30000), "the cluster did not settle (logs in %s)", c->dir);
+}
+
+void jrt_cluster_stop(jrt_cluster_t *c) {
+    for (int i = 0; i < c->n; i++) {
+        if (c->pid[i] > 0) jrt_stop(c->pid[i], SIGTERM, 5000);
+        c->pid[i] = 0;
+    }
+    if (c->dir[0]) {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", c->dir);
+        if (system(cmd) != 0) {
+        }
+        c->dir[0] = '\0';
+    }
+}
+
+void jrt_cluster_kill(jrt_cluster_t *c, int i) {
+    if (c->pid[i] > 0) jrt_stop(c->pid[i], SIGKILL, 5000);
+    c->pid[i] = 0;
+}
+
+void jrt_cluster_restart(jrt_cluster_t *c, int i) {
+    jrt_cluster_kill(c, i);
+    cluster_launch(c, i);
+}
+
+redisContext *jrt_cluster_connect(const jrt_cluster_t *c, int i) {
+    struct timeval tv = {5, 0};
+    redisContext *x = redisConnectWithTimeout("127.0.0.1", c->port[i], tv);
+    cr_assert(x && !x->err, "connect to cluster node %d (port %d): %s", i, c->port[i], x ? x->errstr : "out of memory");
+    redisSetTimeout(x, tv);
+    return x;
+}
+
+static int node_index(const jrt_cluster_t *c, long long port) {
+    for (int i = 0; i < c->n; i++)
+        if (c->port[i] == port) return i;
+    return -1;
+}
+
+int jrt_cluster_primary_of(const jrt_cluster_t *c, int ask, const char *key) {
+    redisContext *x = jrt_cluster_connect(c, ask);
+    redisReply *s = redisCommand(x, "CLUSTER KEYSLOT %s", key);
+    long long slot = s && s->type == REDIS_REPLY_INTEGER ? s->integer : -1;
+    if (s) freeReplyObject(s);
+    int found = -1;
+    redisReply *m = slot >= 0 ? redisCommand(x, "CLUSTER SLOTS") : NULL;
+    for (size_t r = 0; m && m->type == REDIS_REPLY_ARRAY && r < m->elements && found < 0; r++) {
+        redisReply *e = m->element[r];
+        if (e->type == REDIS_REPLY_ARRAY && e->elements >= 3 && e->element[0]->integer <= slot &&
+            slot <= e->element[1]->integer && e->element[2]->elements >= 2)
+            found = node_index(c, e->element[2]->element[1]->integer);
+    }
+    if (m) freeReplyObject(m);
+    redisFree(x);
+    return found;
+}
+
+/* The slot map as node i sees it ("start-end:port ..." sorted by start),
+ * and whether it is in a settled state (cluster_state:ok, and a replica's
+ * link to its primary up). "" if unreachable or unsettled. */
+static void node_view(const jrt_cluster_t *c, int i, char *out, size_t len) {
+    out[0] = '\0';
+    struct timeval tv = {1, 0};
+    redisContext *x = redisConnectWithTimeout("127.0.0.1", c->port[i], tv);
+    if (!x || x->err) {
+        if (x) redisFree(x);
+        return;
+    }
+    redisSetTimeout(x, tv);
+    redisReply *info = redisCommand(x, "CLUSTER INFO");
+    int ok = info && info->type == REDIS_REPLY_STRING && strstr(info->str, "cluster_state:ok");
+    if (info) freeReplyObject(info);
+    redisReply *repl = ok ? redisCommand(x, "INFO replication") : NULL;
+    if (repl && repl->type == REDIS_REPLY_STRING && strstr(repl->str, "role:slave") &&
+        (!strstr(repl->str, "master_link_status:up") || !strstr(repl->str, "master_sync_in_progress:0")))
+        ok = 0;
+    if (repl) freeReplyObject(repl);
+    redisReply *m = ok ? redisCommand(x, "CLUSTER SLOTS") : NULL;
+    if (m && m->type == REDIS_REPLY_ARRAY) {
+        long long starts[64], ports[64], ends[64];
+        size_t k = 0;
+        for (size_t r = 0; r < m->elements && k < 64; r++) {
+            redisReply *e = m->element[r];
+            if (e->type != REDIS_REPLY_ARRAY || e->elements < 3) continue;
+            starts[k] = e->element[0]->integer, ends[k] = e->element[1]->integer;
+            ports[k++] = e->element[2]->elements >= 2 ? e->element[2]->element[1]->integer : -1;
+        }
+        for (size_t a = 0; a < k; a++) /* sort by start (few rows) */
+            for (size_t b = a + 1; b < k; b++)
+                if (starts[b] < starts[a]) {
+                    long long t = starts[a]; starts[a] = starts[b]; starts[b] = t;
+                    t = ends[a]; ends[a] = ends[b]; ends[b] = t;
+                    t = ports[a]; ports[a] = ports[b]; ports[b] = t;
+                }
+        size_t off = 0;
+        long long covered = 0;
+        for (size_t a = 0; a < k && off < len; a++) {
+            off += (size_t)snprintf(out + off, len - off, "%lld-%lld:%lld ", starts[a], ends[a], ports[a]);
+            covered += ends[a] - starts[a] + 1;
+        }
+        if (covered != 16384) out[0] = '\0';
+    }
+    if (m) freeReplyObject(m);
+    redisFree(x);
+}
+
+int jrt_cluster_wait_ok(const jrt_cluster_t *c, int timeout_ms) {
+    for (int waited = 0; waited <= timeout_ms; waited += 100) {
+        char first[4096] = "", view[4096];
+        int agree = 1, live = 0;
+        for (int i = 0; i < c->n && agree; i++) {
+            if (c->pid[i] <= 0) continue;
+            node_view(c, i, view, sizeof view);
+            if (!view[0] || (live && strcmp(view, first) != 0)) agree = 0;
+            if (!live++) snprintf(first, sizeof first, "%s", view);
+        }
+        if (agree && live) return 1;
+        jrt_sleep_ms(100);
+    }
+    return 0;
 }

@@ -226,4 +226,41 @@ pid_t jrt_spawn_skewed(const char *skew, const char *log, const char *const *arg
  * ("rediss://127.0.0.1:P"), each of 64 bytes. */
 void jrt_redis_start_tls(jrt_redis_t *r, const char *auth_clients, char *plain_url, char *tls_url);
 
+/* ---- Redis Cluster (test_cluster and the cluster scenarios) ------------- */
+
+#define JRT_CLUSTER_MAX 9
+/* A cluster of real redis-server processes on 127.0.0.1 ports (cluster bus
+ * on port + 10000), each with its dir, log and nodes file under dir. Nodes
+ * 0..primaries-1 start as the primaries (slots split evenly by redis-cli
+ * --cluster create), the rest as their replicas. */
+typedef struct jrt_cluster {
+    int n, primaries;
+    pid_t pid[JRT_CLUSTER_MAX];
+    int port[JRT_CLUSTER_MAX];
+    char dir[64];
+    char url[JRT_CLUSTER_MAX * 24 + 32]; /* redis-cluster://127.0.0.1:p0,127.0.0.1:p1,... (every node) */
+    const char *const *extra;            /* the extra redis-server args given to start (kept for restart) */
+} jrt_cluster_t;
+/* Start primaries (1..) with replicas_each replicas each (n = primaries x
+ * (1 + replicas_each) <= JRT_CLUSTER_MAX), extra redis-server args
+ * (NULL-terminated, may be NULL; e.g. "--cluster-node-timeout", "1000";
+ * the default node timeout here is 2000 ms), create the cluster and wait
+ * until every node says cluster_state:ok and each replica is in sync.
+ * Fails the test if it cannot. */
+void jrt_cluster_start(jrt_cluster_t *c, int primaries, int replicas_each, const char *const *extra);
+/* Stop every node by pid and remove dir. Safe if never started. */
+void jrt_cluster_stop(jrt_cluster_t *c);
+/* SIGKILL node i (a crash); jrt_cluster_restart starts it again with its
+ * nodes file (it rejoins, as a replica if it was failed over). */
+void jrt_cluster_kill(jrt_cluster_t *c, int i);
+void jrt_cluster_restart(jrt_cluster_t *c, int i);
+/* A hiredis connection to node i (fails the test if impossible). */
+redisContext *jrt_cluster_connect(const jrt_cluster_t *c, int i);
+/* The node (index) that is the primary of key's slot now, as node `ask`
+ * (any live node) sees it; -1 if none. */
+int jrt_cluster_primary_of(const jrt_cluster_t *c, int ask, const char *key);
+/* 1 once every live node says cluster_state:ok and agrees on which node
+ * serves each slot, within timeout_ms; else 0. */
+int jrt_cluster_wait_ok(const jrt_cluster_t *c, int timeout_ms);
+
 #endif
