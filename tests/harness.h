@@ -19,7 +19,7 @@ typedef struct jrt_redis {
     pid_t pid;
     char dir[64];   /* temp dir holding the socket, logs and files of the test */
     char sock[128];
-    char url[160];  /* unix://... */
+    char url[192];  /* unix://... (or a cluster URL, see jrt_cluster_t) */
 } jrt_redis_t;
 
 /* Start redis-server (extra args, NULL-terminated, may be NULL) and wait
@@ -238,7 +238,7 @@ typedef struct jrt_cluster {
     pid_t pid[JRT_CLUSTER_MAX];
     int port[JRT_CLUSTER_MAX];
     char dir[64];
-    char url[JRT_CLUSTER_MAX * 24 + 32]; /* redis-cluster://127.0.0.1:p0,127.0.0.1:p1,... (every node) */
+    char url[192];                      /* redis-cluster://127.0.0.1:p0,127.0.0.1:p1,... (every node) */
     const char *const *extra;            /* the extra redis-server args given to start (kept for restart) */
 } jrt_cluster_t;
 /* Start primaries (1..) with replicas_each replicas each (n = primaries x

@@ -1,0 +1,226 @@
+/* Every feature of jobrunner on a real Redis Cluster of 3 primaries, used
+ * as a user would: the CLI, a worker, a scheduler, all given the
+ * redis-cluster:// URL, over three queues chosen to sit on the three
+ * primaries (so every check crosses shards). One cluster serves the whole
+ * file (a cluster takes seconds to form): one test, its steps in turn,
+ * each assert naming the step. */
+#include <criterion/criterion.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static jrt_cluster_t C;
+static jrt_redis_t V; /* the cluster as the harness's helpers see a Redis: its URL and a dir */
+static char record[192], cfgpath[192], wlog[192], slog[192];
+static char Q[3][16]; /* Q[i] sits on primary i */
+
+/* Three queue names, one per primary. */
+static void pick_queues(void) {
+    int have = 0;
+    for (int k = 0; k < 200 && have != 7; k++) {
+        char name[16], key[48];
+        snprintf(name, sizeof name, "cq%d", k);
+        snprintf(key, sizeof key, "jr:{%s}:ready", name);
+        int p = jrt_cluster_primary_of(&C, 0, key);
+        if (p >= 0 && p < 3 && !(have & (1 << p))) {
+            snprintf(Q[p], sizeof Q[p], "%s", name);
+            have |= 1 << p;
+        }
+    }
+    cr_assert_eq(have, 7, "no queue names found for all three primaries");
+}
+
+/* Run the CLI on the cluster; its exit status, stdout into out. */
+static int cli(char *out, size_t len, const char *const *args) { return jrt_cli(&V, out, len, args); }
+
+static void enqueue(const char *q, const char *when_flag, const char *when, const char *handler, const char *payload,
+                    char *id, size_t idlen) {
+    const char *a[12] = {"-q", q};
+    size_t n = 2;
+    if (when_flag) a[n++] = when_flag, a[n++] = when;
+    a[n++] = handler, a[n++] = payload, a[n] = NULL;
+    jrt_cli_enqueue(&V, cfgpath, a, id, idlen);
+}
+
+/* Lines "<id> record <payload>" (the follow plugin's record handler). */
+static int recorded(const char *payload) {
+    char needle[256];
+    snprintf(needle, sizeof needle, " record %s\n", payload);
+    return jrt_count(record, needle);
+}
+static int wait_recorded(const char *payload, int n, int timeout_ms) {
+    char needle[256];
+    snprintf(needle, sizeof needle, " record %s\n", payload);
+    return jrt_wait_count(record, needle, n, timeout_ms);
+}
+
+static int http_get(int port, const char *path, char **body) {
+    *body = NULL;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct timeval tv = {.tv_sec = 10};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a)) {
+        close(fd);
+        return -1;
+    }
+    char req[128];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
+    int status = write(fd, req, (size_t)n) == n ? jrt_http_read(fd, 0, body) : -1;
+    close(fd);
+    return status;
+}
+
+static void teardown(void) { jrt_cluster_stop(&C); }
+
+Test(cluster_features, every_feature_across_three_primaries, .fini = teardown, .timeout = 300) {
+    jrt_cluster_start(&C, 3, 0, NULL);
+    memset(&V, 0, sizeof V);
+    snprintf(V.dir, sizeof V.dir, "%s", C.dir);
+    snprintf(V.url, sizeof V.url, "%s", C.url);
+    snprintf(record, sizeof record, "%s/record.txt", C.dir);
+    snprintf(wlog, sizeof wlog, "%s/worker.log", C.dir);
+    snprintf(slog, sizeof slog, "%s/scheduler.log", C.dir);
+    setenv("JRT_RECORD", record, 1);
+    pick_queues();
+    int mport = jrt_free_port();
+    char extra[256];
+    snprintf(extra, sizeof extra, "worker:\n  block: 1s\n  lease: 5s\nscheduler:\n  block: 1s\n");
+    jrt_config(&V, extra, cfgpath, sizeof cfgpath);
+    char maddr[32];
+    snprintf(maddr, sizeof maddr, "127.0.0.1:%d", mport);
+    const char *wargs[] = {"-q", Q[0], "-q", Q[1], "-q", Q[2], "--metrics", maddr, NULL};
+    pid_t w = jrt_worker(&V, cfgpath, JRT_FOLLOW_PLUGIN, wlog, wargs);
+    pid_t s = jrt_scheduler(&V, cfgpath, slog);
+    char out[16384], id[JR_ID_MAX], id2[JR_ID_MAX];
+
+    /* Ready jobs on each primary's queue run. */
+    for (int i = 0; i < 3; i++) {
+        char p[32];
+        snprintf(p, sizeof p, "ready-%d", i);
+        enqueue(Q[i], NULL, NULL, "record", p, NULL, 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        char p[32];
+        snprintf(p, sizeof p, "ready-%d", i);
+        cr_assert_eq(wait_recorded(p, 1, 15000), 1, "ready job on %s (primary %d) did not run once (%s)", Q[i], i,
+                     wlog);
+    }
+
+    /* Delayed: near (sorted set) and far (time wheel), on every primary. */
+    for (int i = 0; i < 3; i++) {
+        char p[32];
+        snprintf(p, sizeof p, "near-%d", i);
+        enqueue(Q[i], "--in", "500ms", "record", p, NULL, 0);
+        snprintf(p, sizeof p, "far-%d", i);
+        enqueue(Q[i], "--in", "4s", "record", p, NULL, 0);
+    }
+    /* job show and jobs of a delayed job on the second primary. */
+    enqueue(Q[1], "--in", "1h", "record", "later", id, sizeof id);
+    const char *show[] = {"job", "show", "-q", Q[1], id, NULL};
+    cr_assert_eq(cli(out, sizeof out, show), 0, "job show of a delayed job: %s", out);
+    cr_assert(strstr(out, "delayed"), "job show says where the job is: %s", out);
+    const char *list[] = {"jobs", "-q", Q[1], "--state", "delayed", NULL};
+    cr_assert_eq(cli(out, sizeof out, list), 0, "jobs --state delayed: %s", out);
+    cr_assert(strstr(out, id), "jobs --state delayed lists %s: %s", id, out);
+    for (int i = 0; i < 3; i++) {
+        char p[32];
+        snprintf(p, sizeof p, "near-%d", i);
+        cr_assert_eq(wait_recorded(p, 1, 15000), 1, "near delayed job on %s did not run once", Q[i]);
+        snprintf(p, sizeof p, "far-%d", i);
+        cr_assert_eq(wait_recorded(p, 1, 20000), 1, "far (wheel) delayed job on %s did not run once", Q[i]);
+    }
+
+    /* run-now of the delayed job; delete and cancel of others. */
+    const char *runnow[] = {"job", "run-now", "-q", Q[1], id, NULL};
+    cr_assert_eq(cli(out, sizeof out, runnow), 0, "job run-now: %s", out);
+    cr_assert_eq(wait_recorded("later", 1, 15000), 1, "a job made ready by run-now did not run");
+    enqueue(Q[2], "--in", "1h", "record", "deleted", id, sizeof id);
+    const char *del[] = {"job", "delete", "-q", Q[2], id, NULL};
+    cr_assert_eq(cli(out, sizeof out, del), 0, "job delete: %s", out);
+    const char *show2[] = {"job", "show", "-q", Q[2], id, NULL};
+    cr_assert_eq(cli(out, sizeof out, show2), 1, "job show of a deleted job finds it: %s", out);
+    enqueue(Q[0], "--in", "2s", "record", "cancelled", id, sizeof id);
+    const char *cancel[] = {"cancel", "-q", Q[0], id, NULL};
+    cr_assert_eq(cli(out, sizeof out, cancel), 0, "cancel: %s", out);
+    cr_assert(strstr(out, "cancelled"), "cancel says so: %s", out);
+
+    /* Dead letters: a job that fails, listed, retried (it runs again). */
+    enqueue(Q[2], NULL, NULL, "follow", "n=0,result=fail", id, sizeof id);
+    char needle[JR_ID_MAX + 8];
+    snprintf(needle, sizeof needle, "%s 1\n", id);
+    cr_assert_eq(jrt_wait_count(record, needle, 1, 15000), 1, "the failing job did not run");
+    const char *dlist[] = {"dead", "list", "-q", Q[2], NULL};
+    int found = 0;
+    for (int t = 0; t < 100 && !found; t++) {
+        found = cli(out, sizeof out, dlist) == 0 && strstr(out, id);
+        if (!found) jrt_sleep_ms(100);
+    }
+    cr_assert(found, "dead list of %s does not show %s: %s", Q[2], id, out);
+    const char *dretry[] = {"dead", "retry", "-q", Q[2], id, NULL};
+    cr_assert_eq(cli(out, sizeof out, dretry), 0, "dead retry: %s", out);
+    cr_assert_eq(jrt_wait_count(record, needle, 2, 15000), 2, "a dead job retried did not run again");
+
+    /* Pause stops fetching from a queue; resume starts it again. */
+    const char *pause[] = {"pause", Q[1], NULL}, *resume[] = {"resume", Q[1], NULL};
+    cr_assert_eq(cli(out, sizeof out, pause), 0, "pause: %s", out);
+    jrt_sleep_ms(500);
+    enqueue(Q[1], NULL, NULL, "record", "paused", NULL, 0);
+    jrt_sleep_ms(2000);
+    cr_assert_eq(recorded("paused"), 0, "a job of a paused queue ran");
+    const char *st[] = {"stats", "-q", Q[1], "--json", NULL};
+    cr_assert_eq(cli(out, sizeof out, st), 0, "stats: %s", out);
+    cr_assert(strstr(out, "\"paused\":true") || strstr(out, "\"paused\": true"), "stats shows the pause: %s", out);
+    cr_assert_eq(cli(out, sizeof out, resume), 0, "resume: %s", out);
+    cr_assert_eq(wait_recorded("paused", 1, 10000), 1, "a resumed queue's job did not run");
+
+    /* Follow-ups: to the job's own queue and to a queue on another primary. */
+    char spec[64];
+    enqueue(Q[0], NULL, NULL, "follow", "q=,n=1", id, sizeof id);
+    snprintf(spec, sizeof spec, "q=%s,n=1", Q[2]);
+    enqueue(Q[0], NULL, NULL, "follow", spec, id2, sizeof id2);
+    char fp[JR_ID_MAX + 8];
+    snprintf(fp, sizeof fp, "%s#1", id);
+    cr_assert_eq(wait_recorded(fp, 1, 15000), 1, "a follow-up to the job's own queue did not run once (%s)", wlog);
+    snprintf(fp, sizeof fp, "%s#1", id2);
+    cr_assert_eq(wait_recorded(fp, 1, 15000), 1, "a follow-up to a queue on another primary did not run once (%s)",
+                 wlog);
+
+    /* Periodic jobs: fired by the scheduler, each tick once. */
+    const char *cron[] = {"cron", "add", "tick", "--every", "1s", "-q", Q[2], "record", "cron", NULL};
+    cr_assert_eq(cli(out, sizeof out, cron), 0, "cron add: %s", out);
+    cr_assert_geq(wait_recorded("cron", 2, 15000), 2, "an every-1s schedule did not fire twice");
+    const char *cronrm[] = {"cron", "remove", "tick", NULL};
+    cr_assert_eq(cli(out, sizeof out, cronrm), 0, "cron remove: %s", out);
+
+    /* workers, stats and metrics see the cluster's work. */
+    const char *workers[] = {"workers", NULL};
+    cr_assert_eq(cli(out, sizeof out, workers), 0, "workers: %s", out);
+    cr_assert(strstr(out, "worker") && strstr(out, "scheduler"), "workers lists both processes: %s", out);
+    const char *stall[] = {"stats", "--json", NULL};
+    cr_assert_eq(cli(out, sizeof out, stall), 0, "stats: %s", out);
+    for (int i = 0; i < 3; i++) cr_assert(strstr(out, Q[i]), "stats lists %s: %s", Q[i], out);
+    char *body = NULL;
+    cr_assert_eq(http_get(mport, "/metrics", &body), 200, "GET /metrics");
+    cr_assert(body && strstr(body, "jobrunner_jobs_total"), "the worker's metrics count jobs: %s", body ? body : "");
+    free(body);
+
+    /* Nothing ran twice: every recorded payload once (but the retried dead
+     * job, counted above, and the cron ticks). */
+    const char *once[] = {"ready-0", "ready-1", "ready-2", "near-0", "near-1", "near-2", "far-0", "far-1", "far-2",
+                          "later", "paused", NULL};
+    for (size_t i = 0; once[i]; i++) cr_assert_eq(recorded(once[i]), 1, "%s ran %d times", once[i], recorded(once[i]));
+    cr_assert_eq(recorded("deleted") + recorded("cancelled"), 0, "a deleted or cancelled job ran");
+
+    cr_assert_eq(jrt_stop(w, SIGTERM, 10000), 0, "the worker did not stop cleanly on SIGTERM (%s)", wlog);
+    cr_assert_eq(jrt_stop(s, SIGTERM, 10000), 0, "the scheduler did not stop cleanly on SIGTERM (%s)", slog);
+}
