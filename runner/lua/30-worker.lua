@@ -122,13 +122,18 @@ function ack(keys, args)
   local q, err = queue_of(fn, keys, {K_READY}, true)
   if not q then return err end
   -- keys 2..: any of ids, cancelled, stats, in this order
-  local given, pos = {}, 2
+  local given, pos, left = {}, 2, {}
   for _, s in ipairs({K_IDS, K_CANCELLED, K_STATS}) do
-    if keys[pos] == qkey(q, s) then given[s], pos = keys[pos], pos + 1 end
+    if keys[pos] == qkey(q, s) then
+      given[s], pos, left = keys[pos], pos + 1, {}
+    else
+      left[#left + 1] = shown(qkey(q, s))
+    end
   end
   if #keys >= pos then
-    return refuse(fn, 'takes the keys jr:{Q}:ready [jr:{Q}:ids] [jr:{Q}:cancelled] [jr:{Q}:stats], in this order: key ' ..
-                  pos .. ' is ' .. shown(keys[pos]))
+    return refuse(fn, 'key ' .. pos .. ' must be ' .. (#left > 0 and table.concat(left, ' or ') .. ' or ' or '') ..
+                  'left out (the keys are jr:{Q}:ready [jr:{Q}:ids] [jr:{Q}:cancelled] [jr:{Q}:stats], in this ' ..
+                  'order), got ' .. shown(keys[pos]))
   end
   local ready, ids = keys[1], given[K_IDS] and aux(given[K_IDS], 'hash')
   local cancelled = aux(given[K_CANCELLED] or qkey(q, K_CANCELLED), 'hash')
