@@ -257,14 +257,28 @@ end
 -- jr:{Q}:wheel:<start> (which buckets a call reaches is found inside it):
 -- it has the hash tag of the call's keys, so its slot. Returns a table
 -- suffix -> key and how many keys were declared (0 or #suffixes), or nil
--- and an error reply naming the key position and the key expected.
+-- and an error reply naming the key position and the key expected. A
+-- declared form gone wrong at its first key -- the first suffix of another
+-- queue, or another of the keys in its place -- is refused so too (what
+-- the older forms have at `pos`, a uniq key or a target queue's ready
+-- stream, is neither).
 local function reached(fn, keys, pos, q, suffixes)
   local t, given = {}, keys[pos] == qkey(q, suffixes[1])
+  local other = keys[pos] and string.match(keys[pos], '^jr:{(.*)}:' .. suffixes[1] .. '$')
+  local misplaced = other and queue_ok(other)
   for i, s in ipairs(suffixes) do
     t[s] = qkey(q, s)
+    if keys[pos] == t[s] and i > 1 then misplaced = true end
+  end
+  if not given and misplaced then
+    return nil, refuse(fn, 'key ' .. pos .. ' must be ' .. shown(t[suffixes[1]]) .. ' (keys ' .. pos .. '.. are jr:{Q}:' ..
+                       table.concat(suffixes, ' jr:{Q}:') .. '), got ' .. shown(keys[pos]))
+  end
+  for i, s in ipairs(suffixes) do
     if given and keys[pos + i - 1] ~= t[s] then
       return nil, refuse(fn, 'key ' .. (pos + i - 1) .. ' must be ' .. shown(t[s]) .. ' (keys ' .. pos .. '.. are jr:{Q}:' ..
-                         table.concat(suffixes, ' jr:{Q}:') .. '), got ' .. shown(keys[pos + i - 1]))
+                         table.concat(suffixes, ' jr:{Q}:') .. '), got ' ..
+                         (keys[pos + i - 1] and shown(keys[pos + i - 1]) or 'no key'))
     end
   end
   return t, given and #suffixes or 0
