@@ -210,7 +210,8 @@ static void check_monitor(redisContext *mon, const char *marker, verdict_t *v) {
             continue;
         }
         freeReplyObject(rep);
-        if (strcmp(m.src, "0 lua") != 0) { /* a client's own command */
+        size_t sl = strlen(m.src);
+        if (sl < 4 || strcmp(m.src + sl - 4, " lua") != 0) { /* a client's own command ("<db> lua": a script's) */
             int end = !strcasecmp(m.argv[0], "ECHO") && m.argc == 2 && !strcmp(m.argv[1], marker);
             mline_free(&call);
             in_fcall = 0;
