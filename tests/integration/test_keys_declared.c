@@ -442,3 +442,68 @@ Test(keys, every_key_a_function_reaches_is_declared_in_its_call) {
     }
     cr_expect_gt(v.buckets, 0, "no wheel bucket was reached: the workload missed the time wheel");
 }
+
+/* ---- the older forms ------------------------------------------------------ */
+
+#define OK(q) "jr:{" q "}:ready", "jr:{" q "}:delayed", "jr:{" q "}:wake", "jr:{" q "}:seq"
+
+/* The entry id of the next entry of jr:{o}:ready read by consumer c1. */
+static void read_one(redisContext *c, char *entry, size_t len) {
+    redisReply *r = jrt_cmd(c, "XREADGROUP", "GROUP", "jr", "c1", "COUNT", "1", "STREAMS", "jr:{o}:ready", ">", NULL);
+    cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 1 && r->element[0]->element[1]->elements == 1,
+              "XREADGROUP: no entry");
+    snprintf(entry, len, "%s", r->element[0]->element[1]->element[0]->element[0]->str);
+    freeReplyObject(r);
+}
+
+/* Producers in other languages and jobrunner processes of revision 17
+ * (during a rolling upgrade, beside a Redis holding revision 18) send the
+ * forms that leave out keys the call reaches: each is still taken, and
+ * reaches them by name as before. */
+Test(keys, the_key_forms_of_revision_17_still_work) {
+    jr_redis_free(jrt_jr_connect(&R)); /* loads the library */
+    redisContext *c = jrt_connect(&R);
+    redisReply *r = jrt_cmd(c, "FCALL", "jr_enqueue", "5", OK("o"), "jr:{o}:uniq:o-1", "+5000", "o-1", "0", "h",
+                            "echo", NULL);
+    cr_assert(r->type == REDIS_REPLY_ARRAY && r->element[1]->integer == 1, "jr_enqueue, 5 keys: %s",
+              r->type == REDIS_REPLY_ERROR ? r->str : "not [id, 1]");
+    freeReplyObject(r);
+    r = jrt_cmd(c, "FCALL", "jr_delayed_page", "1", "jr:{o}:delayed", "", "10", NULL);
+    cr_expect(r->type == REDIS_REPLY_ARRAY && r->elements == 3, "jr_delayed_page, 1 key: the job in the wheel: %s",
+              r->type == REDIS_REPLY_ERROR ? r->str : "another page");
+    freeReplyObject(r);
+    r = jrt_cmd(c, "FCALL", "jr_locate", "4", "jr:{o}:ready", "jr:{o}:delayed", "jr:{o}:ids", "jr:{o}:dead", "o-1",
+                NULL);
+    cr_expect(r->type == REDIS_REPLY_ARRAY && !strcmp(r->element[0]->str, "delayed"), "jr_locate, 4 keys");
+    freeReplyObject(r);
+    r = jrt_cmd(c, "FCALL", "jr_run_now", "3", "jr:{o}:ready", "jr:{o}:delayed", "jr:{o}:ids", "o-1", NULL);
+    cr_expect(r->type == REDIS_REPLY_ARRAY && !strcmp(r->element[0]->str, "delayed"), "jr_run_now, 3 keys: %s",
+              r->type == REDIS_REPLY_ERROR ? r->str : "another state");
+    freeReplyObject(r);
+    char e[64];
+    read_one(c, e, sizeof e);
+    r = jrt_cmd(c, "FCALL", "jr_heartbeat", "2", "jr:{o}:ready", "jr:{o}:cancelled", "c1", e, NULL);
+    cr_expect(r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->elements == 0,
+              "jr_heartbeat, 2 keys: the entry is held");
+    freeReplyObject(r);
+    r = jrt_cmd(c, "FCALL", "jr_ack", "3", "jr:{o}:ready", "jr:{o}:ids", "jr:{o}:cancelled", e, "o-1", NULL);
+    cr_expect(r->type == REDIS_REPLY_ARRAY && r->element[0]->integer == 1, "jr_ack, 3 keys: acknowledged");
+    freeReplyObject(r);
+    cr_expect_eq(jrt_int(c, "HEXISTS jr:{o}:ids o-1"), 0, "jr_ack, 3 keys: the index entry is gone");
+    r = jrt_cmd(c, "HGET", "jr:{o}:stats", "processed", NULL);
+    cr_expect(r->type == REDIS_REPLY_STRING && !strcmp(r->str, "1"), "jr_ack, 3 keys: counted in the stats");
+    freeReplyObject(r);
+    /* a follow-up with the 1 + 4 keys of revision 17 */
+    freeReplyObject(jrt_cmd(c, "FCALL", "jr_enqueue", "4", OK("o"), "", "", "0", "h", "echo", NULL));
+    read_one(c, e, sizeof e);
+    r = jrt_cmd(c, "FCALL", "jr_ack_follow", "5", "jr:{o}:ready", OK("o"), e, "1", "0", "1", "", "", "1", "h", "next",
+                NULL);
+    cr_expect(r->type == REDIS_REPLY_INTEGER && r->integer == 1, "jr_ack_follow, 5 keys: %s",
+              r->type == REDIS_REPLY_ERROR ? r->str : "not 1");
+    freeReplyObject(r);
+    cr_expect_eq(jrt_int(c, "XLEN jr:{o}:ready"), 1, "jr_ack_follow, 5 keys: the follow-up is the one entry");
+    /* a process whose entry is gone, forgotten with the 1-key form */
+    freeReplyObject(jrt_cmd(c, "ZADD", "jr:{procs}", "1", "ghost-2", NULL));
+    cr_expect_eq(jrt_int(c, "FCALL jr_procs_forget 1 jr:{procs} ghost-2"), 1, "jr_procs_forget, 1 key");
+    redisFree(c);
+}
