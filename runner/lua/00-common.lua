@@ -359,7 +359,7 @@ has an entry "@<score>" (in the delayed set at that score) or "<entry id>"
 says: a stale entry counts as not there. Small and local so any function
 that moves a job can call them.
 ]]
--- Count n jobs of a queue in its stats hash `stats` (count): `field` (processed: finished
+-- Count n jobs in `stats`, the stats hash of their queue: `field` (processed: finished
 -- with success; failed: attempts that failed) grows by n, and for processed
 -- also this second's slot of a 60-second ring (t<k> = the Unix second,
 -- c<k> = jobs in it, k = second mod 60), from which `stats` computes jobs

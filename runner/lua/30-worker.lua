@@ -111,7 +111,8 @@ jr_ack
   index entry that points at that entry is removed too. The 1-key form
   leaves index entries behind, which readers treat as stale. The entries
   leave by one XTRIM, but for those past the oldest pending entry (see trim_point).
-  Returns how many were acknowledged; with the cancelled key last,
+  Returns how many were acknowledged; with the cancelled key (last, or
+  before stats),
   {how many, {the entries among them that were flagged cancelled}}: the
   check and the acknowledgement are one step, so a job cancelled before
   its acknowledgement arrives is reported as cancelled (revision 15).
