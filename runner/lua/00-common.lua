@@ -1,5 +1,5 @@
 #!lua name=jobrunner
--- jobrunner: contract 1, revision 17.
+-- jobrunner: contract 1, revision 18.
 -- (Raise the revision with every change to any part of the library; tests/lua_revision.sh checks.
 -- A jobrunner process never replaces a newer revision loaded in Redis.)
 --[[
@@ -17,7 +17,10 @@ rules of the values, the helpers every part shares), 10-enqueue.lua
 the lookups by job id, the CLI's admin calls), 50-cron.lua, and
 90-register.lua (the one list of the functions and their flags).
 
-Keys of queue Q (all share the hash tag {Q}, so every call touches one slot):
+Keys of queue Q (all share the hash tag {Q}, so every call touches one slot;
+revision 18: every key a function reaches is in its KEYS, but for the
+time-wheel buckets jr:{Q}:wheel:<start>, which are found inside the call and
+share the tag of its keys -- see `reached` below):
   jr:{Q}:ready    stream, consumer group "jr": jobs ready to run
   jr:{Q}:delayed  sorted set, the near tier of delayed jobs: member = the
                   whole envelope as a sequence of msgpack strings: id,
@@ -243,6 +246,44 @@ local function queue_of(fn, keys, suffixes, more)
   return q
 end
 
+-- The keys of queue q a call reaches beyond those its form named before
+-- revision 18, `suffixes` in that order (revision 18: every key a function
+-- reaches is in its KEYS, so the library is Cluster-correct by the rules,
+-- not by the luck of the slot): when keys[pos] is the first of them, keys
+-- pos.. must be exactly jr:{Q}:<suffix> of each (the declared form);
+-- otherwise (the form of revision 17 and before, still sent by older
+-- processes during a rolling upgrade) they are built from q, in the same
+-- slot. The one key never declared is a time-wheel bucket
+-- jr:{Q}:wheel:<start> (which buckets a call reaches is found inside it):
+-- it has the hash tag of the call's keys, so its slot. Returns a table
+-- suffix -> key and how many keys were declared (0 or #suffixes), or nil
+-- and an error reply naming the key position and the key expected. A
+-- declared form gone wrong at its first key -- the first suffix of another
+-- queue, or another of the keys in its place -- is refused so too (what
+-- the older forms have at `pos`, a uniq key or a target queue's ready
+-- stream, is neither).
+local function reached(fn, keys, pos, q, suffixes)
+  local t, given = {}, keys[pos] == qkey(q, suffixes[1])
+  local other = keys[pos] and string.match(keys[pos], '^jr:{(.*)}:' .. suffixes[1] .. '$')
+  local misplaced = other and queue_ok(other)
+  for i, s in ipairs(suffixes) do
+    t[s] = qkey(q, s)
+    if keys[pos] == t[s] and i > 1 then misplaced = true end
+  end
+  if not given and misplaced then
+    return nil, refuse(fn, 'key ' .. pos .. ' must be ' .. shown(t[suffixes[1]]) .. ' (keys ' .. pos .. '.. are jr:{Q}:' ..
+                       table.concat(suffixes, ' jr:{Q}:') .. '), got ' .. shown(keys[pos]))
+  end
+  for i, s in ipairs(suffixes) do
+    if given and keys[pos + i - 1] ~= t[s] then
+      return nil, refuse(fn, 'key ' .. (pos + i - 1) .. ' must be ' .. shown(t[s]) .. ' (keys ' .. pos .. '.. are jr:{Q}:' ..
+                         table.concat(suffixes, ' jr:{Q}:') .. '), got ' ..
+                         (keys[pos + i - 1] and shown(keys[pos + i - 1]) or 'no key'))
+    end
+  end
+  return t, given and #suffixes or 0
+end
+
 -- Refuse unless every key of spec ({{key, type}, ...}) is missing or holds
 -- that type: a write to a key of another type would raise mid-way.
 local function check_types(fn, spec)
@@ -318,7 +359,7 @@ has an entry "@<score>" (in the delayed set at that score) or "<entry id>"
 says: a stale entry counts as not there. Small and local so any function
 that moves a job can call them.
 ]]
--- Count n jobs of queue q in its stats hash: `field` (processed: finished
+-- Count n jobs in `stats`, the stats hash of their queue: `field` (processed: finished
 -- with success; failed: attempts that failed) grows by n, and for processed
 -- also this second's slot of a 60-second ring (t<k> = the Unix second,
 -- c<k> = jobs in it, k = second mod 60), from which `stats` computes jobs
@@ -339,15 +380,15 @@ end
 -- else nil: such a key holding garbage (written by hand) is neither read
 -- nor written, and costs the lookups, cancels or counts of its queue, never
 -- the acknowledgement, failure, lease or hand-back of a job (revision 15).
--- jr_heartbeat names them (aux_note).
+-- jr_heartbeat names them (aux_note: keys = those three).
 local function aux(key, t)
   local kt = redis.call('TYPE', key)['ok']
   if kt == 'none' or kt == t then return key end
   return nil
 end
-local function aux_note(q)
+local function aux_note(keys)
   local bad = {}
-  for _, k in ipairs({qkey(q, K_IDS), qkey(q, K_CANCELLED), qkey(q, K_STATS)}) do
+  for _, k in ipairs(keys) do
     local kt = redis.call('TYPE', k)['ok']
     if kt ~= 'none' and kt ~= 'hash' then bad[#bad + 1] = 'key ' .. shown(k) .. ' holds a ' .. kt .. ', not a hash' end
   end
@@ -357,8 +398,8 @@ end
 local function flag_take(cancelled, entry)
   return cancelled ~= nil and redis.call('HDEL', cancelled, entry) == 1
 end
-local function count(q, field, n)
-  local key = aux(qkey(q, K_STATS), 'hash')
+local function count(stats, field, n)
+  local key = aux(stats, 'hash')
   if not key then return end
   bump(key, field, n)
   if field == 'processed' then

@@ -6,7 +6,10 @@ item). Its names are not in a block of their own: the later parts use them
 ]]
 --[[
 jr_enqueue
-  KEYS: ready delayed wake seq [uniq]   (uniq = jr:{Q}:uniq:ID, only with an id)
+  KEYS: ready delayed wake seq ids wheel wheel:n [uniq]
+        (uniq = jr:{Q}:uniq:ID, only with an id; revision 18: ids wheel
+        wheel:n may be left out, the form before it: then they are built
+        from Q, see reached)
   ARGV: when id uniq_ms field value [field value ...]
     when    "" or "0" = now; "+<ms>" = after a delay; "@<ms>" = at Unix ms
             (digits, optional fraction: "+1500", "@1764581400250.5"); due
@@ -141,11 +144,16 @@ local function wheel_item(us, n, sid, flat)
   return cmsgpack.pack(n, us - bucket_of(us) * 1000, sid, E, unpack(flat, 1, k))
 end
 
--- Refuse unless the wheel keys of queue q, and the bucket of each due time
--- in `dues`, hold their types (and the counter a count): the writes of
--- wheel_add cannot raise then.
-local function wheel_check(fn, q, dues)
-  local spec = {{qkey(q, K_WHEEL), 'zset'}}
+-- The keys beside ready delayed wake seq that an enqueue (and a job moved
+-- into the wheel) reaches, in their order in KEYS (see reached).
+local ENQ_MORE = {K_IDS, K_WHEEL, K_WHEEL_N}
+
+-- Refuse unless the wheel keys of queue k.q (k.wheel, k.wheel_n, k.seq), and
+-- the bucket of each due time in `dues`, hold their types (and the counters
+-- counts): the writes of wheel_add cannot raise then.
+local function wheel_check(fn, k, dues)
+  local q = k.q
+  local spec = {{k.wheel, 'zset'}}
   local seen, last = {}, nil
   for _, due in ipairs(dues) do
     if due ~= last then -- the jobs of a bulk call mostly share their due time
@@ -157,8 +165,7 @@ local function wheel_check(fn, q, dues)
       end
     end
   end
-  return check_types(fn, spec) or check_seq(fn, qkey(q, K_WHEEL_N), #dues) or
-         check_seq(fn, qkey(q, K_SEQ), #dues)
+  return check_types(fn, spec) or check_seq(fn, k.wheel_n, #dues) or check_seq(fn, k.seq, #dues)
 end
 
 -- A bucket of k jobs cascades NEAR_MS + k x LEAD_US_PER_JOB us (at most
@@ -177,7 +184,7 @@ local function lead_step(len)
   return math.floor(math.min(LEAD_MAX_MS, len * LEAD_US_PER_JOB / 1000) / 1000)
 end
 
--- Add a checked job to its bucket: k = {q, seq, wake, ids}; flat = its
+-- Add a checked job to its bucket: k = {q, seq, wake, ids, wheel, wheel_n}; flat = its
 -- fields without the id; id "" = generate one. Returns the id. With k.wbuf
 -- (a table) the items are gathered per bucket and written by wheel_flush;
 -- n still grows in call order, so each bucket stays in order of n.
@@ -187,7 +194,7 @@ local function wheel_flush(k)
     for i = 1, #items, 1000 do
       len = redis.call('RPUSH', bk, unpack(items, i, math.min(i + 999, #items)))
     end
-    local wheel = qkey(k.q, K_WHEEL)
+    local wheel = k.wheel
     if redis.call('ZADD', wheel, 'NX', b, ms_int(b)) == 1 and redis.call('ZRANGE', wheel, 0, 0)[1] == ms_int(b) then
       poke(k.wake) -- a new earliest bucket: the schedulers' next wake-up is sooner
     elseif lead_step(len) > lead_step(len - #items) then
@@ -195,7 +202,7 @@ local function wheel_flush(k)
       -- (at most LEAD_MAX_MS / 1 s pokes per bucket)
       poke(k.wake)
     end
-    redis.call('INCRBY', qkey(k.q, K_WHEEL_N), #items)
+    redis.call('INCRBY', k.wheel_n, #items)
   end
   k.wbuf = {order = {}}
 end
@@ -215,7 +222,7 @@ local function wheel_add(k, id, due, flat, E, args, first, last)
   if k.nseq and k.nseq <= k.nseq_last then -- numbers reserved by the caller (one INCRBY)
     n, k.nseq = k.nseq, k.nseq + 1
   else
-    n = redis.call('INCR', qkey(k.q, K_SEQ))
+    n = redis.call('INCR', k.seq)
   end
   local sid = id
   if id == '' then
@@ -243,8 +250,8 @@ local function wheel_add(k, id, due, flat, E, args, first, last)
   return id
 end
 
--- Enqueue one checked job: fields are args[first..last]; k = {ready,
--- delayed, wake, seq, uniq}. Cannot raise. Returns {id, 0|1}.
+-- Enqueue one checked job: fields are args[first..last]; k = {q, ready,
+-- delayed, wake, seq, uniq, ids, wheel, wheel_n}. Cannot raise. Returns {id, 0|1}.
 local function put(k, id, due, window, args, first, last, now)
   if id ~= '' then
     local ttl = math.floor(math.max(due - now, 0) + math.max(window, 1))
@@ -306,15 +313,15 @@ local function xadd_ready(fn, ready, args, span, n)
   return out
 end
 
-local function queue_types(fn, keys, q)
+local function queue_types(fn, keys, ids)
   return check_types(fn, {{keys[1], 'stream'}, {keys[2], 'zset'}, {keys[3], 'stream'}, {keys[4], 'string'},
-                          {qkey(q, K_IDS), 'hash'}})
+                          {ids, 'hash'}})
 end
 
 -- queue_types for the keys an enqueue writes only: the ready stream for
 -- jobs due now, the delayed set, wake stream and seq counter for jobs due
 -- later, the index for jobs with an id (each TYPE is a call).
-local function written_types(fn, keys, q, now, later, ids)
+local function written_types(fn, keys, idskey, now, later, ids)
   local spec = {}
   if now then spec[#spec + 1] = {keys[1], 'stream'} end
   if later then
@@ -322,7 +329,7 @@ local function written_types(fn, keys, q, now, later, ids)
     spec[#spec + 1] = {keys[3], 'stream'}
     spec[#spec + 1] = {keys[4], 'string'}
   end
-  if ids then spec[#spec + 1] = {qkey(q, K_IDS), 'hash'} end
+  if ids then spec[#spec + 1] = {idskey, 'hash'} end
   return check_types(fn, spec)
 end
 
@@ -330,15 +337,17 @@ local function enqueue(keys, args)
   local fn = 'jr_enqueue'
   local q, err = queue_of(fn, keys, {K_READY, K_DELAYED, K_WAKE, K_SEQ}, true)
   if not q then return err end
+  local x, nx = reached(fn, keys, 5, q, ENQ_MORE)
+  if not x then return nx end
   if #args < 5 then return refuse(fn, 'arguments: WHEN ID UNIQ_MS h HANDLER [field value ...]') end
   local when, id = args[1], args[2]
   local window, werr = window_arg(fn, args[3])
   if not window then return werr end
-  local uniq = uniq_key(q, id)
-  if id ~= '' and (#keys ~= 5 or keys[5] ~= uniq) then
-    return refuse(fn, 'an explicit id needs key 5 = ' .. shown(uniq))
-  elseif id == '' and #keys ~= 4 then
-    return refuse(fn, 'a job without an id takes 4 keys, got ' .. #keys)
+  local uniq, u = uniq_key(q, id), 5 + nx
+  if id ~= '' and (#keys ~= u or keys[u] ~= uniq) then
+    return refuse(fn, 'an explicit id needs key ' .. u .. ' = ' .. shown(uniq) .. ' (and no more keys)')
+  elseif id == '' and #keys ~= u - 1 then
+    return refuse(fn, 'a job without an id takes ' .. (u - 1) .. ' keys, got ' .. #keys)
   end
   -- Redis's TIME only for a job due later (a job due now is due at 0)
   local now = (when == '' or when == '0') and 0 or now_ms()
@@ -349,18 +358,20 @@ local function enqueue(keys, args)
     if not e then return xerr end
     return {e[1], 1}
   end
-  err = written_types(fn, keys, q, due <= now, due > now, id ~= '') or (due > now and check_seq(fn, keys[4], 1)) or
-        check_room(fn, due <= now and keys[1] or keys[3]) or (to_wheel(due, now) and wheel_check(fn, q, {due}))
+  local k = {q = q, ready = keys[1], delayed = keys[2], wake = keys[3], seq = keys[4], uniq = uniq, ids = x[K_IDS],
+             wheel = x[K_WHEEL], wheel_n = x[K_WHEEL_N]}
+  err = written_types(fn, keys, k.ids, due <= now, due > now, id ~= '') or (due > now and check_seq(fn, keys[4], 1)) or
+        check_room(fn, due <= now and keys[1] or keys[3]) or (to_wheel(due, now) and wheel_check(fn, k, {due}))
   if err then return err end
   if due <= now then ensure_group(keys[1]) end
-  local k = {q = q, ready = keys[1], delayed = keys[2], wake = keys[3], seq = keys[4], uniq = uniq, ids = qkey(q, K_IDS)}
   return put(k, id, due, window, args, 4, #args, now)
 end
 
 --[[
 jr_enqueue_many: jr_enqueue for many jobs of one queue in one call (bulk).
-  KEYS: ready delayed wake seq, then the uniq key of each job that has
-        an explicit id, in the order of those jobs
+  KEYS: ready delayed wake seq ids wheel wheel:n, then the uniq key of
+        each job that has an explicit id, in the order of those jobs
+        (ids wheel wheel:n may be left out, as for jr_enqueue)
   ARGV: uniq_ms, then per job: when id npairs field value ... (npairs
         field/value pairs)
   Every job is checked before any is written: one bad job refuses the whole
@@ -370,6 +381,9 @@ local function enqueue_many(keys, args)
   local fn = 'jr_enqueue_many'
   local q, err = queue_of(fn, keys, {K_READY, K_DELAYED, K_WAKE, K_SEQ}, true)
   if not q then return err end
+  local x, nx = reached(fn, keys, 5, q, ENQ_MORE)
+  if not x then return nx end
+  local nk = 4 + nx -- the keys before the uniq keys
   local window, werr = window_arg(fn, args[1])
   if not window then return werr end
   -- jobs: 5 slots per job (id, due, first, last, uniq) in one flat table,
@@ -403,8 +417,8 @@ local function enqueue_many(keys, args)
     if id ~= '' then
       nuniq = nuniq + 1
       uniq = uniq_key(q, id)
-      if keys[4 + nuniq] ~= uniq then
-        return refuse(fn, 'key ' .. (4 + nuniq) .. ' must be ' .. shown(uniq) .. ', the uniq key of job ' .. nj)
+      if keys[nk + nuniq] ~= uniq then
+        return refuse(fn, 'key ' .. (nk + nuniq) .. ' must be ' .. shown(uniq) .. ', the uniq key of job ' .. nj)
       end
     end
     if due <= now then any_now = true else any_later = true end
@@ -413,8 +427,8 @@ local function enqueue_many(keys, args)
     jobs[b - 4], jobs[b - 3], jobs[b - 2], jobs[b - 1], jobs[b] = id, due, first, last, uniq
     i = last + 1
   end
-  if #keys ~= 4 + nuniq then
-    return refuse(fn, 'takes 4 keys plus one uniq key per job with an id: ' .. (4 + nuniq) .. ', got ' .. #keys)
+  if #keys ~= nk + nuniq then
+    return refuse(fn, 'takes ' .. nk .. ' keys plus one uniq key per job with an id: ' .. (nk + nuniq) .. ', got ' .. #keys)
   end
   if not any_later and nuniq == 0 then -- all due now, no ids: only XADDs to the ready stream
     local span = {}
@@ -425,13 +439,13 @@ local function enqueue_many(keys, args)
     for j = 1, nj do out[2 * j - 1], out[2 * j] = e[j], 1 end
     return out
   end
-  err = written_types(fn, keys, q, any_now, any_later, nuniq > 0) or (any_later and check_seq(fn, keys[4], #jobs)) or
+  local k, out = {q = q, ready = keys[1], delayed = keys[2], wake = keys[3], seq = keys[4], ids = x[K_IDS],
+                  wheel = x[K_WHEEL], wheel_n = x[K_WHEEL_N], wbuf = {order = {}}}, {}
+  err = written_types(fn, keys, k.ids, any_now, any_later, nuniq > 0) or (any_later and check_seq(fn, keys[4], #jobs)) or
         (any_now and check_room(fn, keys[1])) or (any_later and check_room(fn, keys[3])) or
-        (#far > 0 and wheel_check(fn, q, far))
+        (#far > 0 and wheel_check(fn, k, far))
   if err then return err end
   if any_now then ensure_group(keys[1]) end
-  local k, out = {q = q, ready = keys[1], delayed = keys[2], wake = keys[3], seq = keys[4], ids = qkey(q, K_IDS),
-                  wbuf = {order = {}}}, {}
   if #far > 1 then -- the numbers of the jobs going to the wheel, in one INCRBY
     k.nseq_last = redis.call('INCRBY', keys[4], #far)
     k.nseq = k.nseq_last - #far + 1

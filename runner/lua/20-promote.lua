@@ -148,8 +148,9 @@ end
 -- reply. Garbage (written by hand) never stops the queue: an index member
 -- that is not a bucket start or whose bucket key is not a list, one whose
 -- score is not its start (revision 15), and a counter that is not a count.
-local function wheel_due_buckets(fn, q, now)
-  local wheel, counter = qkey(q, K_WHEEL), qkey(q, K_WHEEL_N)
+-- w = {q, wheel, wheel_n}: the queue and its wheel keys (as in KEYS).
+local function wheel_due_buckets(fn, w, now)
+  local q, wheel, counter = w.q, w.wheel, w.wheel_n
   local err = check_types(fn, {{wheel, 'zset'}})
   if err then return nil, err end
   local fix = {members = {}}
@@ -208,8 +209,8 @@ end
 -- "invalid", raw = the member) and out of the index; a counter that is not
 -- a count is set again to the number of items in the buckets (tombstones
 -- included: the stats are an estimate until they are promoted).
-local function wheel_repair(q, fix, dead, dead_max)
-  local wheel, counter = qkey(q, K_WHEEL), qkey(q, K_WHEEL_N)
+local function wheel_repair(w, fix, dead, dead_max)
+  local q, wheel, counter = w.q, w.wheel, w.wheel_n
   for _, m in ipairs(fix.members) do
     xadd_dead(dead, dead_max, {F_ERROR, 'time wheel index ' .. wheel .. ' member: ' .. m[2], F_WHY, 'invalid', F_RAW, m[1]})
     redis.call('ZREM', wheel, m[1])
@@ -239,7 +240,8 @@ end
 -- rest into the sorted set. Returns how many items were taken (tombstones
 -- included), how many of them were live or garbage (moved), and how many
 -- went into the sorted set; `idx`, `bad` as for promote_one.
-local function wheel_promote(q, starts, room, now, ready, delayed, idx, bad, direct)
+local function wheel_promote(w, starts, room, now, ready, delayed, idx, bad, direct)
+  local q = w.q
   local taken, moved, live, cascaded = 0, 0, 0, 0
   for _, b in ipairs(starts) do
     if taken >= room then break end
@@ -274,16 +276,18 @@ local function wheel_promote(q, starts, room, now, ready, delayed, idx, bad, dir
           moved = moved + 1
         end
       end
-      if redis.call('EXISTS', bk) == 0 then redis.call('ZREM', qkey(q, K_WHEEL), b) end
+      if redis.call('EXISTS', bk) == 0 then redis.call('ZREM', w.wheel, b) end
     end
   end
-  if live > 0 then redis.call('DECRBY', qkey(q, K_WHEEL_N), live) end
+  if live > 0 then redis.call('DECRBY', w.wheel_n, live) end
   return taken, moved + live, cascaded
 end
 
 --[[
 jr_promote
-  KEYS: ready delayed wake [dead]   (dead = jr:{Q}:dead; implied if left out)
+  KEYS: ready delayed wake dead ids wheel wheel:n   (revision 18; before
+        it ready delayed wake [dead], still taken: the others are then
+        built from Q, see reached)
   ARGV: limit [dead_max]
   Moves up to `limit` (1..PROMOTE_MAX) members whose due time has come out
   of the delayed set, atomically: each envelope into the ready stream, each
@@ -311,19 +315,24 @@ local function promote_impl(fn, keys, args, due_only)
   local q, err = queue_of(fn, keys, {K_READY, K_DELAYED, K_WAKE}, true)
   if not q then return err end
   local dead = qkey(q, K_DEAD)
-  if #keys > 4 or (keys[4] and keys[4] ~= dead) then
-    return refuse(fn, 'key 4 must be ' .. shown(dead) .. ' or left out')
+  if keys[4] and keys[4] ~= dead then return refuse(fn, 'key 4 must be ' .. shown(dead) .. ' or left out') end
+  local x, nx = reached(fn, keys, 5, q, {K_IDS, K_WHEEL, K_WHEEL_N})
+  if not x then return nx end
+  if #keys > 4 + nx then
+    return refuse(fn, 'takes the keys jr:{Q}:ready jr:{Q}:delayed jr:{Q}:wake jr:{Q}:dead jr:{Q}:ids jr:{Q}:wheel ' ..
+                  'jr:{Q}:wheel:n, got ' .. #keys .. ' keys')
   end
+  local w = {q = q, wheel = x[K_WHEEL], wheel_n = x[K_WHEEL_N]}
   local ready, delayed, wake = keys[1], keys[2], keys[3]
   local limit, dead_max = int_arg(args[1]), args[2] and count_arg(args[2])
   if not limit or limit < 1 or limit > PROMOTE_MAX or #args > 2 or (args[2] and not dead_max) then
     return refuse(fn, 'arguments: LIMIT (1..' .. PROMOTE_MAX .. ') [DEAD_MAX], got ' .. shown(table.concat(args, ' ')))
   end
-  local ids = aux(qkey(q, K_IDS), 'hash') -- garbage there costs the lookups only (revision 15)
+  local ids = aux(x[K_IDS], 'hash') -- garbage there costs the lookups only (revision 15)
   err = check_types(fn, {{ready, 'stream'}, {delayed, 'zset'}, {wake, 'stream'}, {dead, 'stream'}})
   if err then return err end
   local now = now_ms()
-  local starts, later, fix = wheel_due_buckets(fn, q, now)
+  local starts, later, fix = wheel_due_buckets(fn, w, now)
   if not starts then return later end
   local envs = redis.call('ZRANGE', delayed, '-inf', ms_str(now), 'BYSCORE', 'LIMIT', 0, limit)
   if #starts > 0 or #envs > 0 or fix then
@@ -331,7 +340,7 @@ local function promote_impl(fn, keys, args, due_only)
     if err then return err end
     ensure_group(ready)
   end
-  if fix then wheel_repair(q, fix, dead, dead_max) end
+  if fix then wheel_repair(w, fix, dead, dead_max) end
   init_upvalues()
   fmt_memo = {}
   local bad, idx, moved, cascaded = {}, {}, #envs, 0
@@ -344,10 +353,10 @@ local function promote_impl(fn, keys, args, due_only)
   local taken = #envs
   if #starts > 0 then
     -- 2. the buckets wholly due; 3. the cascades, with the room left
-    local t, m, c = wheel_promote(q, starts, limit - taken, now, ready, delayed, idx, bad, true)
+    local t, m, c = wheel_promote(w, starts, limit - taken, now, ready, delayed, idx, bad, true)
     taken, moved = taken + t, moved + m
     if not due_only and taken < limit then
-      t, m, c = wheel_promote(q, starts, limit - taken, now, ready, delayed, idx, bad, false)
+      t, m, c = wheel_promote(w, starts, limit - taken, now, ready, delayed, idx, bad, false)
       taken, moved, cascaded = taken + t, moved + m, c
     end
   end

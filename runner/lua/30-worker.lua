@@ -102,13 +102,17 @@ jr_ack
   KEYS: ready                ARGV: stream entry ids
   KEYS: ready ids            ARGV: entry jobid [entry jobid ...]
   KEYS: ready [ids] cancelled  (either form, jr:{Q}:cancelled last)
+  KEYS: ready [ids] cancelled stats  (revision 18: the forms that declare
+        every key the call reaches; a form without cancelled or stats
+        reaches them by name, see reached)
   Acknowledges the entries and deletes them from the stream, atomically,
   and forgets their cancel flags (jr:{Q}:cancelled). With the ids key, each
   entry comes with its job id ("" when the job id is the entry id): the job
   index entry that points at that entry is removed too. The 1-key form
   leaves index entries behind, which readers treat as stale. The entries
   leave by one XTRIM, but for those past the oldest pending entry (see trim_point).
-  Returns how many were acknowledged; with the cancelled key last,
+  Returns how many were acknowledged; with the cancelled key (last, or
+  before stats),
   {how many, {the entries among them that were flagged cancelled}}: the
   check and the acknowledgement are one step, so a job cancelled before
   its acknowledgement arrives is reported as cancelled (revision 15).
@@ -118,12 +122,26 @@ function ack(keys, args)
   local fn = 'jr_ack'
   local q, err = queue_of(fn, keys, {K_READY}, true)
   if not q then return err end
-  local ready, ids, cancelled = keys[1], aux(qkey(q, K_IDS), 'hash'), aux(qkey(q, K_CANCELLED), 'hash')
+  -- keys 2..: any of ids, cancelled, stats, in this order
+  local given, pos, left = {}, 2, {}
+  for _, s in ipairs({K_IDS, K_CANCELLED, K_STATS}) do
+    if keys[pos] == qkey(q, s) then
+      given[s], pos, left = keys[pos], pos + 1, {}
+    else
+      left[#left + 1] = shown(qkey(q, s))
+    end
+  end
+  if #keys >= pos then
+    return refuse(fn, 'key ' .. pos .. ' must be ' .. (#left > 0 and table.concat(left, ' or ') .. ' or ' or '') ..
+                  'left out (the keys are jr:{Q}:ready [jr:{Q}:ids] [jr:{Q}:cancelled] [jr:{Q}:stats], in this ' ..
+                  'order), got ' .. shown(keys[pos]))
+  end
+  local ready, ids = keys[1], given[K_IDS] and aux(given[K_IDS], 'hash')
+  local cancelled = aux(given[K_CANCELLED] or qkey(q, K_CANCELLED), 'hash')
+  local stats = given[K_STATS] or qkey(q, K_STATS)
   local entries, jobids = args, nil
-  local report = #keys >= 2 and keys[#keys] == qkey(q, K_CANCELLED)
-  if report then keys = {unpack(keys, 1, #keys - 1)} end
-  if #keys == 2 then
-    if keys[2] ~= qkey(q, K_IDS) then return refuse(fn, 'key 2 must be ' .. shown(qkey(q, K_IDS)) .. ' or left out') end
+  local report = given[K_CANCELLED] ~= nil
+  if given[K_IDS] then
     if #args % 2 ~= 0 then return refuse(fn, 'with the ids key, arguments come in pairs: ENTRY JOBID ...') end
     entries, jobids = {}, {}
     for i = 1, #args, 2 do
@@ -133,8 +151,6 @@ function ack(keys, args)
       end
       jobids[#jobids + 1] = args[i + 1]
     end
-  elseif #keys > 2 then
-    return refuse(fn, 'takes the keys jr:{Q}:ready [jr:{Q}:ids] [jr:{Q}:cancelled], got ' .. #keys .. ' keys')
   end
   err = check_ids(fn, entries, 1) or check_types(fn, {{ready, 'stream'}})
   if err then return err end
@@ -168,7 +184,7 @@ function ack(keys, args)
   for i, id in ipairs(jobids or {}) do
     if id ~= '' then index_forget(ids, id, entries[i]) end
   end
-  if n > 0 then count(q, 'processed', n) end
+  if n > 0 then count(stats, 'processed', n) end
   if report then return {n, flagged} end
   return n
 end
@@ -176,9 +192,13 @@ end
 --[[
 jr_ack_follow: acknowledge an entry together with the follow-up jobs its
 handler enqueued (plugin api->enqueue), atomically.
-  KEYS: ready (jr:{Q}:ready, the job's queue), then for each of NQ target
-        queues T: jr:{T}:ready jr:{T}:delayed jr:{T}:wake jr:{T}:seq, then
-        the uniq key jr:{T}:uniq:ID of each follow-up with an id, in order
+  KEYS: ready cancelled ids stats (of Q, the job's queue), then for each
+        of NQ target queues T: jr:{T}:ready jr:{T}:delayed jr:{T}:wake
+        jr:{T}:seq jr:{T}:ids jr:{T}:wheel jr:{T}:wheel:n, then the uniq
+        key jr:{T}:uniq:ID of each follow-up with an id, in order
+        (revision 18; the form before it, still taken, leaves out Q's
+        cancelled ids stats and each target's ids wheel wheel:n: they
+        are built from the names, see reached)
   ARGV: entry nq uniq_ms, then per follow-up: qi when id npairs field value
         ... (qi: 1..nq, its target queue; the rest as in jr_enqueue_many)
   Every follow-up is checked as jr_enqueue checks a job (check_job, same
@@ -196,26 +216,33 @@ function ack_follow(keys, args)
   local fn = 'jr_ack_follow'
   local q, err = queue_of(fn, {keys[1] or ''}, {K_READY})
   if not q then return err end
+  local x, nx = reached(fn, keys, 2, q, {K_CANCELLED, K_IDS, K_STATS})
+  if not x then return nx end
+  local stride = nx > 0 and 7 or 4 -- keys per target queue
   local entry, nq = args[1], int_arg(args[2])
   if entry and stream_id_ok(entry) and not string.find(entry, '-', 1, true) then entry = entry .. '-0' end -- see check_ids
-  if #args < 3 or not stream_id_ok(entry) or not nq or nq < 1 or nq > 1000 or #keys < 1 + 4 * nq then
+  if #args < 3 or not stream_id_ok(entry) or not nq or nq < 1 or nq > 1000 or #keys < 1 + nx + stride * nq then
     return refuse(fn, 'arguments: ENTRY NQ (1..1000) UNIQ_MS, then per follow-up QI WHEN ID NPAIRS field value ...; ' ..
-                  'keys: jr:{Q}:ready, then 4 keys per target queue, then the uniq keys; got ' .. #keys ..
+                  'keys: jr:{Q}:ready [jr:{Q}:cancelled jr:{Q}:ids jr:{Q}:stats], then 4 (7 with them) keys per ' ..
+                  'target queue, then the uniq keys; got ' .. #keys ..
                   ' keys and ' .. shown(table.concat(args, ' ', 1, math.min(#args, 3))))
   end
   local window, werr = window_arg(fn, args[3])
   if not window then return werr end
   local targets, seen = {}, {}
+  local tsuf = {K_READY, K_DELAYED, K_WAKE, K_SEQ, K_IDS, K_WHEEL, K_WHEEL_N}
   for t = 1, nq do
-    local b = 1 + 4 * (t - 1)
-    local tq, terr = queue_of(fn .. ': target queue ' .. t, {keys[b + 1], keys[b + 2], keys[b + 3], keys[b + 4]},
-                              {K_READY, K_DELAYED, K_WAKE, K_SEQ})
+    local b = 1 + nx + stride * (t - 1)
+    local tq, terr = queue_of(fn .. ': target queue ' .. t, {unpack(keys, b + 1, b + stride)},
+                              {unpack(tsuf, 1, stride)})
     if not tq then return terr end
     if seen[tq] then return refuse(fn, 'target queue ' .. shown(tq) .. ' is given twice') end
     seen[tq] = true
-    targets[t] = {name = tq, ready = keys[b + 1], delayed = keys[b + 2], wake = keys[b + 3], seq = keys[b + 4],
+    targets[t] = {name = tq, q = tq, ready = keys[b + 1], delayed = keys[b + 2], wake = keys[b + 3], seq = keys[b + 4],
+                  ids = qkey(tq, K_IDS), wheel = qkey(tq, K_WHEEL), wheel_n = qkey(tq, K_WHEEL_N),
                   now = false, later = false, gen = 0, far = {}}
   end
+  local nk = 1 + nx + stride * nq -- the keys before the uniq keys
   local now, jobs, i, nuniq = now_ms(), {}, 4, 0
   while i <= #args do
     local nj = #jobs + 1
@@ -231,8 +258,8 @@ function ack_follow(keys, args)
     if id ~= '' then
       nuniq = nuniq + 1
       uniq = uniq_key(tg.name, id)
-      if keys[1 + 4 * nq + nuniq] ~= uniq then
-        return refuse(fn, 'key ' .. (1 + 4 * nq + nuniq) .. ' must be ' .. shown(uniq) .. ', the uniq key of follow-up ' .. nj)
+      if keys[nk + nuniq] ~= uniq then
+        return refuse(fn, 'key ' .. (nk + nuniq) .. ' must be ' .. shown(uniq) .. ', the uniq key of follow-up ' .. nj)
       end
     end
     if due <= now then tg.now = true else tg.later = true end
@@ -242,30 +269,30 @@ function ack_follow(keys, args)
     i = last + 1
   end
   if #jobs == 0 then return refuse(fn, 'no follow-up given (use jr_ack)') end
-  if #keys ~= 1 + 4 * nq + nuniq then
-    return refuse(fn, 'takes 1 + 4 x NQ keys plus one uniq key per follow-up with an id: ' ..
-                  (1 + 4 * nq + nuniq) .. ', got ' .. #keys)
+  if #keys ~= nk + nuniq then
+    return refuse(fn, 'takes ' .. (1 + nx) .. ' + ' .. stride .. ' x NQ keys plus one uniq key per follow-up with an id: ' ..
+                  (nk + nuniq) .. ', got ' .. #keys)
   end
   err = check_types(fn, {{keys[1], 'stream'}})
   for _, tg in ipairs(targets) do
-    err = err or queue_types(fn, {tg.ready, tg.delayed, tg.wake, tg.seq}, tg.name) or check_seq(fn, tg.seq, tg.gen) or
+    err = err or queue_types(fn, {tg.ready, tg.delayed, tg.wake, tg.seq}, tg.ids) or check_seq(fn, tg.seq, tg.gen) or
           (tg.now and check_room(fn, tg.ready)) or (tg.later and check_room(fn, tg.wake)) or
-          (#tg.far > 0 and wheel_check(fn, tg.name, tg.far))
+          (#tg.far > 0 and wheel_check(fn, tg, tg.far))
   end
   if err then return err end
   if not grouped(keys[1]) then return 0 end
   local e = redis.call('XRANGE', keys[1], entry, entry)
   if redis.call('XACK', keys[1], GROUP, entry) == 0 then return 0 end
   redis.call('XDEL', keys[1], entry)
-  local was_cancelled = flag_take(aux(qkey(q, K_CANCELLED), 'hash'), entry)
+  local was_cancelled = flag_take(aux(x[K_CANCELLED], 'hash'), entry)
   local flat = e[1] and e[1][2] or {}
   for f = 1, #flat - 1, 2 do -- its job id (absent: the entry id, never in the index)
     if flat[f] == F_ID then
-      index_forget(aux(qkey(q, K_IDS), 'hash'), flat[f + 1], entry)
+      index_forget(aux(x[K_IDS], 'hash'), flat[f + 1], entry)
       break
     end
   end
-  count(q, 'processed', 1)
+  count(x[K_STATS], 'processed', 1)
   if was_cancelled then return 2 end
   for _, tg in ipairs(targets) do
     if tg.now then ensure_group(tg.ready) end
@@ -273,7 +300,7 @@ function ack_follow(keys, args)
   for _, j in ipairs(jobs) do
     local tg = j[1]
     put({q = tg.name, ready = tg.ready, delayed = tg.delayed, wake = tg.wake, seq = tg.seq, uniq = j[6],
-         ids = qkey(tg.name, K_IDS)},
+         ids = tg.ids, wheel = tg.wheel, wheel_n = tg.wheel_n},
         j[2], j[3], window, args, j[4], j[5], now)
   end
   return 1
@@ -323,7 +350,8 @@ local function entry_env(entry, flat)
 end
 
 -- Write job `id` (envelope m, rest) into queue k = {q, ready, delayed,
--- wake, ids} (ids nil: no job index): with `due` nil ready now, as a new
+-- wake, ids, seq, wheel, wheel_n} (ids nil: no job index; the last four
+-- only for a due time): with `due` nil ready now, as a new
 -- stream entry; else delayed until due, in the time wheel or the sorted
 -- set as to_wheel says against `now`. The job index says where it went.
 -- Cannot raise: the caller checked the keys, the room of the stream it
@@ -367,7 +395,9 @@ end
 
 --[[
 jr_fail: an attempt failed (or the entry cannot be run): retry or bury it.
-  KEYS: ready delayed wake dead
+  KEYS: ready delayed wake dead ids cancelled stats wheel wheel:n seq
+        (revision 18; the first four alone, the form before it, are
+        still taken: the others are then built from Q, see reached)
   ARGV: entry consumer action delay_ms error why dead_max
     action  "retry": attempt+1, due in delay_ms (0 = ready again now,
             at most DELAY_MAX_MS)
@@ -387,8 +417,14 @@ jr_fail: an attempt failed (or the entry cannot be run): retry or bury it.
 ]]
 function fail(keys, args)
   local fn = 'jr_fail'
-  local q, err = queue_of(fn, keys, {K_READY, K_DELAYED, K_WAKE, K_DEAD})
+  local q, err = queue_of(fn, keys, {K_READY, K_DELAYED, K_WAKE, K_DEAD}, true)
   if not q then return err end
+  local x, nx = reached(fn, keys, 5, q, {K_IDS, K_CANCELLED, K_STATS, K_WHEEL, K_WHEEL_N, K_SEQ})
+  if not x then return nx end
+  if #keys ~= 4 + nx then
+    return refuse(fn, 'takes the keys jr:{Q}:ready jr:{Q}:delayed jr:{Q}:wake jr:{Q}:dead [jr:{Q}:ids jr:{Q}:cancelled ' ..
+                  'jr:{Q}:stats jr:{Q}:wheel jr:{Q}:wheel:n jr:{Q}:seq], got ' .. #keys .. ' keys')
+  end
   local ready, delayed, wake, dead = keys[1], keys[2], keys[3], keys[4]
   local entry, consumer, action = args[1], args[2], args[3]
   if stream_id_ok(entry) and not string.find(entry, '-', 1, true) then entry = entry .. '-0' end -- see check_ids
@@ -406,14 +442,16 @@ function fail(keys, args)
   elseif not dead_max then
     return refuse(fn, 'DEAD_MAX must be an integer of at most 18 digits, got ' .. shown(args[7]))
   end
-  local ids, cancelled = aux(qkey(q, K_IDS), 'hash'), aux(qkey(q, K_CANCELLED), 'hash')
+  local ids, cancelled = aux(x[K_IDS], 'hash'), aux(x[K_CANCELLED], 'hash')
+  local k = {q = q, ready = ready, delayed = delayed, wake = wake, ids = ids, seq = x[K_SEQ], wheel = x[K_WHEEL],
+             wheel_n = x[K_WHEEL_N]}
   err = check_types(fn, {{ready, 'stream'}, {delayed, 'zset'}, {wake, 'stream'}, {dead, 'stream'}}) or
         check_room(fn, dead) or (action ~= 'dead' and check_room(fn, (action == 'retry' and delay == 0) and ready or wake))
   -- a retry due NEAR_MS or later waits in the time wheel (the due time
   -- checked here is a lower bound: the buckets it may reach are checked)
   local now = now_ms()
   if not err and action ~= 'dead' and to_wheel(tonumber(ms_str(now + delay)), now) then
-    err = wheel_check(fn, q, {tonumber(ms_str(now + delay))})
+    err = wheel_check(fn, k, {tonumber(ms_str(now + delay))})
   end
   if err then return err end
   if not grouped(ready) or owner(ready, entry) ~= consumer then return 0 end
@@ -422,7 +460,7 @@ function fail(keys, args)
   if e[1] then
     local flat = e[1][2]
     local id, m, rest = entry_env(entry, flat)
-    if action ~= 'defer' and not was_cancelled then count(q, 'failed', 1) end
+    if action ~= 'defer' and not was_cancelled then count(x[K_STATS], 'failed', 1) end
     if was_cancelled then
       index_forget(ids, id, entry)
     elseif action == 'dead' or too_large(flat) then
@@ -435,7 +473,6 @@ function fail(keys, args)
       elseif m[F_DUE] == nil then
         m[F_DUE] = m[F_ENQUEUED] -- defer: the same attempt, and d keeps the time it first fell due
       end
-      local k = {q = q, ready = ready, delayed = delayed, wake = wake, ids = ids}
       if delay == 0 and action == 'retry' then
         m[F_DUE] = nil
         requeue(k, id, m, rest)
@@ -453,7 +490,8 @@ end
 
 --[[
 jr_reclaim: take over entries whose worker stopped heartbeating.
-  KEYS: ready dead
+  KEYS: ready dead ids cancelled   (revision 18; ready dead alone, the
+        form before it, still taken: see reached)
   ARGV: consumer min_idle_ms cursor count max_deliveries dead_max
   One XAUTOCLAIM step. Entries delivered more than max_deliveries times are
   poison: they go to the dead stream instead of being run again. Entries
@@ -466,8 +504,13 @@ jr_reclaim: take over entries whose worker stopped heartbeating.
 ]]
 function reclaim(keys, args)
   local fn = 'jr_reclaim'
-  local q, err = queue_of(fn, keys, {K_READY, K_DEAD})
+  local q, err = queue_of(fn, keys, {K_READY, K_DEAD}, true)
   if not q then return err end
+  local x, nx = reached(fn, keys, 3, q, {K_IDS, K_CANCELLED})
+  if not x then return nx end
+  if #keys ~= 2 + nx then
+    return refuse(fn, 'takes the keys jr:{Q}:ready jr:{Q}:dead [jr:{Q}:ids jr:{Q}:cancelled], got ' .. #keys .. ' keys')
+  end
   local ready, dead = keys[1], keys[2]
   local consumer, cursor = args[1], args[3]
   local min_idle, count = count_arg(args[2]), int_arg(args[4])
@@ -477,7 +520,7 @@ function reclaim(keys, args)
     return refuse(fn, 'arguments: CONSUMER MIN_IDLE_MS CURSOR COUNT (1..' .. PROMOTE_MAX ..
                   ') MAX_DELIVERIES DEAD_MAX, got ' .. shown(table.concat(args, ' ')))
   end
-  local ids, cancelled = aux(qkey(q, K_IDS), 'hash'), aux(qkey(q, K_CANCELLED), 'hash')
+  local ids, cancelled = aux(x[K_IDS], 'hash'), aux(x[K_CANCELLED], 'hash')
   err = check_types(fn, {{ready, 'stream'}, {dead, 'stream'}}) or check_room(fn, dead)
   if err then return err end
   if not grouped(ready) then return {'0-0', 0, 0, {}} end
@@ -508,7 +551,9 @@ end
 
 --[[
 jr_heartbeat: extend the lease of running entries.
-  KEYS: ready [cancelled]
+  KEYS: ready, or ready cancelled, or (revision 18) ready cancelled ids
+        stats: with the cancel key, the keys the note reads too (left
+        out, they are reached by name, see reached)
   ARGV: consumer entry ...
   Resets the idle time of each entry this consumer still holds (XCLAIM
   JUSTID: no delivery counted). Returns the entries it no longer holds;
@@ -522,8 +567,13 @@ function heartbeat(keys, args)
   local q, err = queue_of(fn, keys, {K_READY}, true)
   if not q then return err end
   local ready, consumer = keys[1], args[1]
-  if #keys > 2 or (keys[2] and keys[2] ~= qkey(q, K_CANCELLED)) then
+  if keys[2] and keys[2] ~= qkey(q, K_CANCELLED) then
     return refuse(fn, 'key 2 must be ' .. shown(qkey(q, K_CANCELLED)) .. ' or left out')
+  end
+  local x, nx = reached(fn, keys, 3, q, {K_IDS, K_STATS})
+  if not x then return nx end
+  if #keys > 2 + nx then
+    return refuse(fn, 'takes the keys jr:{Q}:ready [jr:{Q}:cancelled [jr:{Q}:ids jr:{Q}:stats]], got ' .. #keys .. ' keys')
   end
   if not consumer or consumer == '' then return refuse(fn, 'arguments: CONSUMER ENTRY ...') end
   err = check_ids(fn, args, 2) or check_types(fn, {{ready, 'stream'}})
@@ -539,7 +589,7 @@ function heartbeat(keys, args)
     end
   end
   if keys[2] then
-    local note = aux_note(q)
+    local note = aux_note({x[K_IDS], keys[2], x[K_STATS]})
     if note ~= '' then return {lost, cancel, note} end
     return {lost, cancel}
   end
@@ -548,7 +598,8 @@ end
 
 --[[
 jr_handback: give back entries fetched but never started (shutdown).
-  KEYS: ready
+  KEYS: ready ids cancelled   (revision 18; ready alone, the form before
+        it, still taken: see reached)
   ARGV: consumer entry ...
   Each entry this consumer holds is added again as a new entry (so a
   blocked worker gets it at once) and the old one acknowledged and deleted.
@@ -560,11 +611,16 @@ jr_handback: give back entries fetched but never started (shutdown).
 ]]
 function handback(keys, args)
   local fn = 'jr_handback'
-  local q, err = queue_of(fn, keys, {K_READY})
+  local q, err = queue_of(fn, keys, {K_READY}, true)
   if not q then return err end
+  local x, nx = reached(fn, keys, 2, q, {K_IDS, K_CANCELLED})
+  if not x then return nx end
+  if #keys ~= 1 + nx then
+    return refuse(fn, 'takes the keys jr:{Q}:ready [jr:{Q}:ids jr:{Q}:cancelled], got ' .. #keys .. ' keys')
+  end
   local ready, consumer, n = keys[1], args[1], 0
   if not consumer or consumer == '' then return refuse(fn, 'arguments: CONSUMER ENTRY ...') end
-  local ids, cancelled = aux(qkey(q, K_IDS), 'hash'), aux(qkey(q, K_CANCELLED), 'hash')
+  local ids, cancelled = aux(x[K_IDS], 'hash'), aux(x[K_CANCELLED], 'hash')
   err = check_ids(fn, args, 2) or check_types(fn, {{ready, 'stream'}}) or check_room(fn, ready)
   if err then return err end
   if not grouped(ready) then return 0 end
@@ -592,7 +648,8 @@ end
 
 --[[
 jr_dead_retry: run dead jobs again, attempts reset.
-  KEYS: dead ready
+  KEYS: dead ready ids   (revision 18; dead ready alone, the form before
+        it, still taken: see reached)
   ARGV: dead entry ids
   Re-enqueues each dead entry that can run; one without a handler, or
   buried whole (a raw field: garbage, or too large to copy), stays in the
@@ -600,10 +657,15 @@ jr_dead_retry: run dead jobs again, attempts reset.
 ]]
 function dead_retry(keys, args)
   local fn = 'jr_dead_retry'
-  local q, err = queue_of(fn, keys, {K_DEAD, K_READY})
+  local q, err = queue_of(fn, keys, {K_DEAD, K_READY}, true)
   if not q then return err end
+  local x, nx = reached(fn, keys, 3, q, {K_IDS})
+  if not x then return nx end
+  if #keys ~= 2 + nx then
+    return refuse(fn, 'takes the keys jr:{Q}:dead jr:{Q}:ready [jr:{Q}:ids], got ' .. #keys .. ' keys')
+  end
   local dead, ready, n = keys[1], keys[2], 0
-  local ids = qkey(q, K_IDS)
+  local ids = x[K_IDS]
   err = check_ids(fn, args, 1) or check_types(fn, {{dead, 'stream'}, {ready, 'stream'}, {ids, 'hash'}}) or
         check_room(fn, ready)
   if err then return err end

@@ -219,20 +219,29 @@ local function locate(k, id)
 end
 
 -- Check the keys (the keys of queue Q that `names` name, see JOB_KEYS,
--- then jr:{Q}:uniq:ID if `uniq`) and the one argument ID of a job function.
--- Returns k (keys by name) and id, or nil and an error reply.
+-- then jr:{Q}:wheel jr:{Q}:wheel:n -- revision 18; left out in the form
+-- before it, then built from Q, see reached --, then jr:{Q}:uniq:ID if
+-- `uniq`) and the one argument ID of a job function. Returns k (keys by
+-- name) and id, or nil and an error reply.
 local JOB_KEYS = {ready = {K_READY, 'stream'}, delayed = {K_DELAYED, 'zset'}, ids = {K_IDS, 'hash'},
                   cancelled = {K_CANCELLED, 'hash'}, dead = {K_DEAD, 'stream'}}
 local function job_call(fn, keys, args, names, uniq)
   local suffixes = {}
   for i, n in ipairs(names) do suffixes[i] = JOB_KEYS[n][1] end
-  local q, err = queue_of(fn, keys, suffixes, uniq)
+  local q, err = queue_of(fn, keys, suffixes, true)
   if not q then return nil, err end
+  local x, nx = reached(fn, keys, #names + 1, q, {K_WHEEL, K_WHEEL_N})
+  if not x then return nil, nx end
+  local nk = #names + nx -- the keys before the uniq key
+  if not uniq and #keys ~= nk then
+    return nil, refuse(fn, 'takes the keys jr:{Q}:' .. table.concat(suffixes, ' jr:{Q}:') ..
+                       ' [jr:{Q}:wheel jr:{Q}:wheel:n], got ' .. #keys .. ' keys')
+  end
   local id = args[1]
   if #args ~= 1 or id == '' or #id > ID_MAX then
     return nil, refuse(fn, 'argument: ID (1..' .. ID_MAX .. ' bytes), got ' .. #args .. ' arguments')
   end
-  local k, spec = {q = q}, {{qkey(q, K_WHEEL), 'zset'}}
+  local k, spec = {q = q, wheel = x[K_WHEEL], wheel_n = x[K_WHEEL_N]}, {{x[K_WHEEL], 'zset'}}
   for i, n in ipairs(names) do
     k[n] = keys[i]
     spec[#spec + 1] = {keys[i], JOB_KEYS[n][2]}
@@ -247,12 +256,12 @@ local function job_call(fn, keys, args, names, uniq)
   end
   if uniq then
     local want = uniq_key(q, id)
-    if #keys ~= #names + 1 or keys[#names + 1] ~= want then
-      return nil, refuse(fn, 'key ' .. (#names + 1) .. ' must be ' .. shown(want) .. ' (and no more keys)')
+    if #keys ~= nk + 1 or keys[nk + 1] ~= want then
+      return nil, refuse(fn, 'key ' .. (nk + 1) .. ' must be ' .. shown(want) .. ' (and no more keys)')
     end
     k.uniq = want
   end
-  err = check_types(fn, spec) or check_seq(fn, qkey(q, K_WHEEL_N), 1)
+  err = check_types(fn, spec) or check_seq(fn, k.wheel_n, 1)
   if err then return nil, err end
   return k, id
 end
@@ -271,11 +280,11 @@ end
 -- with its index member. The counter was checked by job_call.
 local function wheel_forget(k, r)
   redis.call('LSET', r.bucket, r.pos, cmsgpack.pack(r.n))
-  redis.call('DECR', qkey(k.q, K_WHEEL_N))
+  redis.call('DECR', k.wheel_n)
   while is_tombstone(redis.call('LINDEX', r.bucket, 0)) do redis.call('LPOP', r.bucket) end
   while is_tombstone(redis.call('LINDEX', r.bucket, -1)) do redis.call('RPOP', r.bucket) end
   if redis.call('EXISTS', r.bucket) == 0 then
-    redis.call('ZREM', qkey(k.q, K_WHEEL), string.match(r.bucket, ':(%d+)$'))
+    redis.call('ZREM', k.wheel, string.match(r.bucket, ':(%d+)$'))
   end
 end
 
@@ -304,7 +313,7 @@ end
 
 --[[
 jr_locate: where a job is, read atomically (flag no-writes).
-  KEYS: ready delayed ids dead
+  KEYS: ready delayed ids dead wheel wheel:n   (see job_call)
   ARGV: id
   Returns {state, id, entry, due, consumer, idle_ms, deliveries, fields}:
   state delayed | retrying | ready | running | dead | not found; entry the
@@ -323,7 +332,8 @@ end
 
 --[[
 jr_cancel: cancel one job.
-  KEYS: ready delayed ids cancelled uniq   (uniq = jr:{Q}:uniq:ID)
+  KEYS: ready delayed ids cancelled wheel wheel:n uniq   (uniq =
+        jr:{Q}:uniq:ID; see job_call)
   ARGV: id
   A delayed, retrying or ready (not yet fetched) job is removed, with its
   index entry; its idempotency key stays until its window ends, as a
@@ -350,7 +360,7 @@ end
 
 --[[
 jr_run_now: make a delayed or retrying job ready now.
-  KEYS: ready delayed ids
+  KEYS: ready delayed ids wheel wheel:n   (see job_call)
   ARGV: id
   Returns {state before, entry id}: for delayed and retrying, the new
   stream entry (the job keeps its id, attempt and fields); for ready and
@@ -374,7 +384,8 @@ end
 
 --[[
 jr_delete: delete one job that is not running.
-  KEYS: ready delayed ids dead uniq   (uniq = jr:{Q}:uniq:ID)
+  KEYS: ready delayed ids dead wheel wheel:n uniq   (uniq =
+        jr:{Q}:uniq:ID; see job_call)
   ARGV: id
   Removes a delayed, retrying or ready job (with its index entry) or its
   newest dead entry; its idempotency key stays until its window ends, as a
@@ -399,7 +410,8 @@ end
 --[[
 jr_delayed_page: a page of a queue's delayed jobs, both tiers (flag
 no-writes), for `jobrunner jobs --state delayed`.
-  KEYS: delayed (jr:{Q}:delayed)
+  KEYS: delayed wheel (jr:{Q}:delayed jr:{Q}:wheel; revision 18: the
+        form before it, delayed alone, is still taken, see reached)
   ARGV: cursor count   cursor "" (first page) or the one a page returned;
         count 1..10000
   Returns {next cursor or "" at the end, member, score, member, score, ...}:
@@ -411,13 +423,18 @@ no-writes), for `jobrunner jobs --state delayed`.
 ]]
 function delayed_page(keys, args)
   local fn = 'jr_delayed_page'
-  local q, err = queue_of(fn, keys, {K_DELAYED})
+  local q, err = queue_of(fn, keys, {K_DELAYED}, true)
   if not q then return err end
+  local x, nx = reached(fn, keys, 2, q, {K_WHEEL})
+  if not x then return nx end
+  if #keys ~= 1 + nx then
+    return refuse(fn, 'takes the keys jr:{Q}:delayed [jr:{Q}:wheel], got ' .. #keys .. ' keys')
+  end
   local cursor, limit = args[1], int_arg(args[2])
   if #args ~= 2 or not limit or limit < 1 or limit > 10000 then
     return refuse(fn, 'arguments: CURSOR ("" or one a page returned) COUNT (1..10000)')
   end
-  local wheel = qkey(q, K_WHEEL)
+  local wheel = x[K_WHEEL]
   err = check_types(fn, {{keys[1], 'zset'}, {wheel, 'zset'}})
   if err then return err end
   init_upvalues()
@@ -518,11 +535,25 @@ end
 -- check and the ZREM are one atomic step: a process that announces itself
 -- again between a reader's look and its removal stays listed (its later
 -- refreshes only renew the entry's time to live, not the index).
--- ARGV: names. Returns how many were forgotten.
+-- KEYS: jr:{procs}, then jr:{procs}:<name> of each name, in their order
+-- (revision 18; jr:{procs} alone, the form before it, is still taken: the
+-- entries are then reached by name). ARGV: names. Returns how many were
+-- forgotten.
 function procs_forget(keys, args)
-  local n = 0
-  for _, name in ipairs(args) do
-    if redis.call('EXISTS', keys[1] .. ':' .. name) == 0 then
+  local fn, n = 'jr_procs_forget', 0
+  if #keys > 1 then
+    if #keys ~= 1 + #args then
+      return refuse(fn, 'takes the key jr:{procs}, then jr:{procs}:<name> of each of the ' .. #args ..
+                    ' names, got ' .. #keys .. ' keys')
+    end
+    for i, name in ipairs(args) do
+      if keys[i + 1] ~= keys[1] .. ':' .. name then
+        return refuse(fn, 'key ' .. (i + 1) .. ' must be ' .. shown(keys[1] .. ':' .. name) .. ', got ' .. shown(keys[i + 1]))
+      end
+    end
+  end
+  for i, name in ipairs(args) do
+    if redis.call('EXISTS', keys[i + 1] or keys[1] .. ':' .. name) == 0 then
       n = n + redis.call('ZREM', keys[1], name)
     end
   end

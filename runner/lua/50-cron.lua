@@ -43,7 +43,10 @@ local function cron_keys(fn, keys, want)
     for i = 1, #want do names[i] = CRON_KEYS[want[i]] end
     return refuse(fn, 'takes the keys ' .. table.concat(names, ' '))
   end
-  return check_types(fn, {{CRON_KEYS[1], 'hash'}, {CRON_KEYS[2], 'hash'}, {CRON_KEYS[3], 'stream'}})
+  -- the types of the keys the call names, which are all it reaches (revision 18)
+  local types, spec = {'hash', 'hash', 'stream'}, {}
+  for i = 1, #want do spec[i] = {CRON_KEYS[want[i]], types[want[i]]} end
+  return check_types(fn, spec)
 end
 
 function cron_set(keys, args)

@@ -14,12 +14,12 @@ int jr_redis_dead_retry(jr_redis_t *r, const char *queue, const char *const *ent
                         long long *moved) {
     jr_qkeys_t k;
     jr_qkeys(&k, queue);
-    const char **argv = malloc((n + 5) * sizeof *argv);
+    const char **argv = malloc((n + 6) * sizeof *argv);
     if (!argv) return jri_fail(r, JR_ENOMEM, "out of memory");
-    argv[0] = "FCALL", argv[1] = "jr_dead_retry", argv[2] = "2", argv[3] = k.dead, argv[4] = k.ready;
-    memcpy(argv + 5, entries, n * sizeof *entries);
+    argv[0] = "FCALL", argv[1] = "jr_dead_retry", argv[2] = "3", argv[3] = k.dead, argv[4] = k.ready, argv[5] = k.ids;
+    memcpy(argv + 6, entries, n * sizeof *entries);
     redisReply *rep;
-    int rc = jri_exec_argv(r, &rep, (int)(n + 5), argv, NULL);
+    int rc = jri_exec_argv(r, &rep, (int)(n + 6), argv, NULL);
     free(argv);
     if (rc) return rc;
     *moved = rep->type == REDIS_REPLY_INTEGER ? rep->integer : 0;
@@ -285,11 +285,29 @@ int jr_redis_proc_list(jr_redis_t *r, jr_proc_t **out, size_t *n) {
         freeReplyObject(h), freeReplyObject(t);
     }
     if (!rc && gone) { /* best effort: the index forgets expired processes (atomically: jr_procs_forget) */
-        stale[0] = "FCALL", stale[1] = "jr_procs_forget", stale[2] = "1", stale[3] = JR_PROCS_KEY;
-        redisReply *rep = NULL;
-        if (jri_exec_argv(r, &rep, (int)gone + 4, stale, NULL) == 0) freeReplyObject(rep);
-        if (!jr_redis_ok(r)) rc = JR_EIO;
-        else r->err[0] = '\0';
+        /* FCALL jr_procs_forget 1+gone jr:{procs} jr:{procs}:<name>... <name>...: every key it reaches */
+        const char **argv = calloc(4 + 2 * gone, sizeof *argv);
+        char **keys = calloc(gone, sizeof *keys);
+        char nkeys[24];
+        size_t made = 0;
+        for (; argv && keys && made < gone; made++) {
+            size_t len = strlen(JR_PROCS_KEY) + 1 + strlen(stale[4 + made]) + 1;
+            if (!(keys[made] = malloc(len))) break;
+            snprintf(keys[made], len, "%s:%s", JR_PROCS_KEY, stale[4 + made]);
+            argv[4 + made] = keys[made], argv[4 + gone + made] = stale[4 + made];
+        }
+        if (made < gone) {
+            rc = jri_fail(r, JR_ENOMEM, "out of memory");
+        } else {
+            snprintf(nkeys, sizeof nkeys, "%zu", 1 + gone);
+            argv[0] = "FCALL", argv[1] = "jr_procs_forget", argv[2] = nkeys, argv[3] = JR_PROCS_KEY;
+            redisReply *rep = NULL;
+            if (jri_exec_argv(r, &rep, (int)(4 + 2 * gone), argv, NULL) == 0) freeReplyObject(rep);
+            if (!jr_redis_ok(r)) rc = JR_EIO;
+            else r->err[0] = '\0';
+        }
+        for (size_t i = 0; keys && i < made; i++) free(keys[i]);
+        free(keys), free(argv);
     }
     if (!rc) snprintf(r->err, sizeof r->err, "%s", garbage);
     free(stale);
@@ -440,7 +458,7 @@ int jr_redis_delayed_page(jr_redis_t *r, const char *queue, const char *after, i
     char cnt[24];
     snprintf(cnt, sizeof cnt, "%lld", (long long)count);
     redisReply *rep;
-    int rc = jri_exec(r, &rep, "FCALL", "jr_delayed_page", "1", k.delayed, after ? after : "", cnt, NULL);
+    int rc = jri_exec(r, &rep, "FCALL", "jr_delayed_page", "2", k.delayed, k.wheel, after ? after : "", cnt, NULL);
     if (rc) return rc;
     if ((rc = jri_reply_error(r, rep))) return rc;
     if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1 || rep->element[0]->type != REDIS_REPLY_STRING ||

@@ -39,7 +39,7 @@ typedef struct enq_scratch {
 static int append_enqueue_many(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n, int64_t window_ms) {
     jr_qkeys_t k;
     jr_qkeys(&k, jobs[0].queue);
-    size_t max = 9 + n * (4 + 2 * JR_ENVELOPE_MAX_FIELDS);
+    size_t max = 12 + n * (4 + 2 * JR_ENVELOPE_MAX_FIELDS);
     /* argv, lens, then the per-job strings, in the connection's scratch. */
     char *buf = jri_scratch(r, max * (sizeof(const char *) + sizeof(size_t)) + n * sizeof(enq_scratch_t));
     if (!buf) return JR_ENOMEM;
@@ -50,7 +50,7 @@ static int append_enqueue_many(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n
     size_t a = 0, nuniq = 0;
     argv[a++] = "FCALL", argv[a++] = "jr_enqueue_many", argv[a++] = nkeys;
     argv[a++] = k.ready, argv[a++] = k.delayed, argv[a++] = k.wake;
-    argv[a++] = k.seq;
+    argv[a++] = k.seq, argv[a++] = k.ids, argv[a++] = k.wheel, argv[a++] = k.wheel_n; /* every key it reaches */
     for (size_t i = 0; i < n; i++)
         if (jobs[i].id && jobs[i].id[0]) {
             if (jr_uniq_key(sc[i].uniq, sizeof sc[i].uniq, jobs[i].queue, jobs[i].id, strlen(jobs[i].id)))
@@ -58,7 +58,7 @@ static int append_enqueue_many(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n
             argv[a++] = sc[i].uniq;
             nuniq++;
         }
-    snprintf(nkeys, sizeof nkeys, "%zu", 4 + nuniq);
+    snprintf(nkeys, sizeof nkeys, "%zu", 7 + nuniq);
     snprintf(window, sizeof window, "%lld", (long long)(window_ms > 0 ? window_ms : JR_UNIQ_DEFAULT_MS));
     argv[a++] = window;
     for (size_t i = 0; i < a; i++) lens[i] = strlen(argv[i]);
@@ -524,9 +524,10 @@ int jr_redis_enqueue(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n, char (*i
     return rc;
 }
 
-/* The keys of a job call: key which[i] of queue for each i < n, then the
- * uniq key of id if `uniq`, into keys[] (storage in buf). JR_EINVAL (with
- * r->err) if a key would not fit. */
+/* The keys of a job call: key which[i] of queue for each i < n (the last
+ * two: wheel, wheel:n, which every job function reaches), then the uniq key
+ * of id if `uniq`, into keys[] (storage in buf). JR_EINVAL (with r->err) if
+ * a key would not fit. */
 static int job_keys(jr_redis_t *r, const char *queue, const char *id, const enum jr_qkey *which, size_t n, int uniq,
                     char (*buf)[JR_UNIQ_KEY_MAX], const char **keys, size_t *nkeys) {
     for (size_t i = 0; i < n; i++) {
@@ -559,10 +560,10 @@ static int job_fcall(jr_redis_t *r, const char *fn, const char *queue, const cha
 }
 
 int jr_redis_job_locate(jr_redis_t *r, const char *queue, const char *id, jr_jobinfo_t *info) {
-    static const enum jr_qkey names[] = {JR_QK_READY, JR_QK_DELAYED, JR_QK_IDS, JR_QK_DEAD};
+    static const enum jr_qkey names[] = {JR_QK_READY, JR_QK_DELAYED, JR_QK_IDS, JR_QK_DEAD, JR_QK_WHEEL, JR_QK_WHEEL_N};
     jri_batch_reset(&info->fields);
     redisReply *rep;
-    int rc = job_fcall(r, "jr_locate", queue, id, names, 4, 0, &rep);
+    int rc = job_fcall(r, "jr_locate", queue, id, names, 6, 0, &rep);
     if (rc) return rc;
     if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 8 || rep->element[7]->type != REDIS_REPLY_ARRAY) {
         freeReplyObject(rep);
@@ -595,14 +596,15 @@ int jr_redis_job_locate(jr_redis_t *r, const char *queue, const char *id, jr_job
 
 int jr_redis_job_change(jr_redis_t *r, const char *fn, const char *queue, const char *id, char *state,
                         size_t statelen, char *detail, size_t detaillen) {
-    static const enum jr_qkey cancel[] = {JR_QK_READY, JR_QK_DELAYED, JR_QK_IDS, JR_QK_CANCELLED};
-    static const enum jr_qkey run_now[] = {JR_QK_READY, JR_QK_DELAYED, JR_QK_IDS};
-    static const enum jr_qkey del[] = {JR_QK_READY, JR_QK_DELAYED, JR_QK_IDS, JR_QK_DEAD};
+    static const enum jr_qkey cancel[] = {JR_QK_READY, JR_QK_DELAYED, JR_QK_IDS, JR_QK_CANCELLED, JR_QK_WHEEL,
+                                          JR_QK_WHEEL_N};
+    static const enum jr_qkey run_now[] = {JR_QK_READY, JR_QK_DELAYED, JR_QK_IDS, JR_QK_WHEEL, JR_QK_WHEEL_N};
+    static const enum jr_qkey del[] = {JR_QK_READY, JR_QK_DELAYED, JR_QK_IDS, JR_QK_DEAD, JR_QK_WHEEL, JR_QK_WHEEL_N};
     redisReply *rep;
     int rc;
-    if (!strcmp(fn, "jr_cancel")) rc = job_fcall(r, fn, queue, id, cancel, 4, 1, &rep);
-    else if (!strcmp(fn, "jr_run_now")) rc = job_fcall(r, fn, queue, id, run_now, 3, 0, &rep);
-    else if (!strcmp(fn, "jr_delete")) rc = job_fcall(r, fn, queue, id, del, 4, 1, &rep);
+    if (!strcmp(fn, "jr_cancel")) rc = job_fcall(r, fn, queue, id, cancel, 6, 1, &rep);
+    else if (!strcmp(fn, "jr_run_now")) rc = job_fcall(r, fn, queue, id, run_now, 5, 0, &rep);
+    else if (!strcmp(fn, "jr_delete")) rc = job_fcall(r, fn, queue, id, del, 6, 1, &rep);
     else return jri_fail(r, JR_EINVAL, "no job function %s", fn);
     if (rc) return rc;
     if (detail && detaillen) detail[0] = '\0';

@@ -131,20 +131,20 @@ int jr_redis_append_fail(jr_redis_t *r, const char *queue, const char *entry, co
     char delay[24], max[24];
     snprintf(delay, sizeof delay, "%lld", (long long)delay_ms);
     snprintf(max, sizeof max, "%lld", (long long)dead_max);
-    const char *argv[] = {"FCALL", "jr_fail", "4", k.ready, k.delayed, k.wake, k.dead,
-                          entry, consumer, action, delay, error, why, max};
-    return jri_append_argv(r, 14, argv, NULL);
+    const char *argv[] = {"FCALL", "jr_fail", "10", k.ready, k.delayed, k.wake, k.dead, k.ids, k.cancelled, k.stats,
+                          k.wheel, k.wheel_n, k.seq, entry, consumer, action, delay, error, why, max};
+    return jri_append_argv(r, (int)(sizeof argv / sizeof *argv), argv, NULL);
 }
 
-/* Append FCALL fn 1 <ready> consumer ids... */
+/* Append FCALL fn 3 <ready> <ids> <cancelled> consumer ids... */
 static int append_ids_call(jr_redis_t *r, const char *fn, const char *queue, const char *consumer,
                            const char *const *ids, size_t n) {
     jr_qkeys_t k;
     jr_qkeys(&k, queue);
-    const char **argv = malloc((n + 5) * sizeof *argv);
+    const char **argv = malloc((n + 7) * sizeof *argv);
     if (!argv) return jri_fail(r, JR_ENOMEM, "out of memory");
     size_t a = 0;
-    argv[a++] = "FCALL", argv[a++] = fn, argv[a++] = "1", argv[a++] = k.ready;
+    argv[a++] = "FCALL", argv[a++] = fn, argv[a++] = "3", argv[a++] = k.ready, argv[a++] = k.ids, argv[a++] = k.cancelled;
     if (consumer) argv[a++] = consumer;
     memcpy(argv + a, ids, n * sizeof *ids);
     int rc = jri_append_argv(r, (int)(a + n), argv, NULL);
@@ -176,11 +176,12 @@ int jr_redis_heartbeat(jr_redis_t *r, const char *queue, const char *consumer,
     if (cancelled) memset(cancelled, 0, n);
     jr_qkeys_t k;
     jr_qkeys(&k, queue);
-    const char **argv = malloc((n + 6) * sizeof *argv);
+    const char **argv = malloc((n + 8) * sizeof *argv);
     if (!argv) return jri_fail(r, JR_ENOMEM, "out of memory");
     size_t a = 0;
-    argv[a++] = "FCALL", argv[a++] = "jr_heartbeat", argv[a++] = cancelled ? "2" : "1", argv[a++] = k.ready;
-    if (cancelled) argv[a++] = k.cancelled;
+    /* with the cancel flags also the index and stats, which its note reads */
+    argv[a++] = "FCALL", argv[a++] = "jr_heartbeat", argv[a++] = cancelled ? "4" : "1", argv[a++] = k.ready;
+    if (cancelled) argv[a++] = k.cancelled, argv[a++] = k.ids, argv[a++] = k.stats;
     argv[a++] = consumer;
     memcpy(argv + a, ids, n * sizeof *ids);
     int rc = jri_append_argv(r, (int)(a + n), argv, NULL);
@@ -217,8 +218,8 @@ int jr_redis_reclaim(jr_redis_t *r, const char *queue, uint32_t qi, const char *
     snprintf(maxd, sizeof maxd, "%lld", (long long)max_deliveries);
     snprintf(dmax, sizeof dmax, "%lld", (long long)dead_max);
     redisReply *rep;
-    int rc = jri_exec(r, &rep, "FCALL", "jr_reclaim", "2", k.ready, k.dead, consumer, idle, cursor, cnt,
-                  maxd, dmax, NULL);
+    int rc = jri_exec(r, &rep, "FCALL", "jr_reclaim", "4", k.ready, k.dead, k.ids, k.cancelled, consumer, idle,
+                      cursor, cnt, maxd, dmax, NULL);
     if (rc) return rc;
     if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 4 ||
         rep->element[0]->type != REDIS_REPLY_STRING) {
@@ -266,7 +267,7 @@ int jr_redis_append_ack_follow(jr_redis_t *r, const char *queue, const char *ent
     char (*uniq)[JR_UNIQ_KEY_MAX] = calloc((size_t)n, sizeof *uniq);
     char (*when)[32] = calloc((size_t)n, sizeof *when);
     char (*qix)[12] = calloc((size_t)n, sizeof *qix);
-    size_t max = 8 + (size_t)n * (4 + 4 + 1 + 7);
+    size_t max = 11 + (size_t)n * (7 + 4 + 1 + 7);
     const char **argv = malloc(max * sizeof *argv);
     size_t *lens = malloc(max * sizeof *lens);
     int rc = 0;
@@ -306,13 +307,16 @@ int jr_redis_append_ack_follow(jr_redis_t *r, const char *queue, const char *ent
     jr_qkeys_t own;
     jr_qkeys(&own, queue);
     char nkeys[24], nqs[24], uniq_ms[24];
-    snprintf(nkeys, sizeof nkeys, "%zu", 1 + 4 * nq + nuniq);
+    snprintf(nkeys, sizeof nkeys, "%zu", 4 + 7 * nq + nuniq);
     snprintf(uniq_ms, sizeof uniq_ms, "%lld", (long long)JR_UNIQ_DEFAULT_MS);
     snprintf(nqs, sizeof nqs, "%zu", nq);
     a = 0;
     argv[a++] = "FCALL", argv[a++] = "jr_ack_follow", argv[a++] = nkeys, argv[a++] = own.ready;
-    for (size_t q = 0; q < nq; q++)
+    argv[a++] = own.cancelled, argv[a++] = own.ids, argv[a++] = own.stats;
+    for (size_t q = 0; q < nq; q++) {
         argv[a++] = qk[q].ready, argv[a++] = qk[q].delayed, argv[a++] = qk[q].wake, argv[a++] = qk[q].seq;
+        argv[a++] = qk[q].ids, argv[a++] = qk[q].wheel, argv[a++] = qk[q].wheel_n;
+    }
     for (size_t u = 0; u < nuniq; u++) argv[a++] = uniq[u];
     argv[a++] = entry, argv[a++] = nqs, argv[a++] = uniq_ms;
     for (size_t i = 0; i < a; i++) lens[i] = strlen(argv[i]);
@@ -339,12 +343,12 @@ int jr_redis_append_ack_report(jr_redis_t *r, const char *queue, const char *con
                                const char *const *jobids, size_t n) {
     jr_qkeys_t k;
     jr_qkeys(&k, queue);
-    const char **argv = malloc((2 * n + 6) * sizeof *argv);
+    const char **argv = malloc((2 * n + 7) * sizeof *argv);
     if (!argv) return jri_fail(r, JR_ENOMEM, "out of memory");
     size_t a = 0;
-    argv[a++] = "FCALL", argv[a++] = "jr_ack", argv[a++] = jobids ? "3" : "2", argv[a++] = k.ready;
+    argv[a++] = "FCALL", argv[a++] = "jr_ack", argv[a++] = jobids ? "4" : "3", argv[a++] = k.ready;
     if (jobids) argv[a++] = k.ids;
-    argv[a++] = k.cancelled;
+    argv[a++] = k.cancelled, argv[a++] = k.stats;
     for (size_t i = 0; i < n; i++) {
         argv[a++] = entries[i];
         if (jobids) argv[a++] = jobids[i] ? jobids[i] : "";
