@@ -152,7 +152,7 @@ static pid_t producer(int n, int spread_ms, const char *ledger, const char *log)
     if (pid) return pid;
     signal(SIGTERM, on_term);
     FILE *l = freopen(log, "a", stderr);
-    (void)l;
+    if (l) setvbuf(stderr, NULL, _IONBF, 0);
     FILE *f = fopen(ledger, "a");
     jr_client_options_t o = {.url = C.url, .connect_timeout_ms = 1000, .command_timeout_ms = 2000,
                              .wait_replicas = 1, .wait_timeout_ms = 1000};
@@ -191,6 +191,7 @@ out:
     fprintf(stderr, "producer: done, %d batches retried\n", failed);
     fclose(f);
     jr_client_free(c);
+    fflush(stderr); /* (a freopened stderr is fully buffered; _exit flushes nothing) */
     _exit(0);
 }
 
@@ -276,6 +277,18 @@ static int wait_child(pid_t pid, int timeout_ms) {
     return -1;
 }
 
+/* Node *arg says role:slave with its link to its primary up and no sync
+ * under way. */
+static int is_synced_replica(const void *arg) {
+    redisContext *x = jrt_cluster_connect(&C, *(const int *)arg);
+    redisReply *r = jrt_cmd(x, "INFO", "replication", NULL);
+    int ok = r->type == REDIS_REPLY_STRING && strstr(r->str, "role:slave") &&
+             strstr(r->str, "master_link_status:up") && strstr(r->str, "master_sync_in_progress:0");
+    freeReplyObject(r);
+    redisFree(x);
+    return ok;
+}
+
 static void cli_enqueue(const char *q, const char *in, const char *id) {
     char out[256], err[2048];
     const char *with_in[] = {"enqueue", "-c", cfg, "-q", q, "--in", in, "--id", id, "record", id, NULL};
@@ -334,6 +347,7 @@ Test(cluster_chaos, reshard_and_primary_killed_every_job_runs_once) {
              "%s --cluster reshard 127.0.0.1:%d --cluster-from %s --cluster-to %s --cluster-slots 1000 "
              "--cluster-yes >'%s' 2>&1",
              JRT_REDIS_CLI, C.port[0], from, to, in_dir("reshard.log"));
+    size_t runs_at_reshard = jrt_lines(record);
     int64_t reshard_us = jrt_wall_us();
     int st = wait_child(sh_bg(cmd), 120000);
     int64_t resharded_us = jrt_wall_us();
@@ -351,6 +365,7 @@ Test(cluster_chaos, reshard_and_primary_killed_every_job_runs_once) {
     jrt_wait_lines(record, jrt_lines(record) + (size_t)n / 10, 30000);
     int victim = node_of_queue(queue[4]);
     cr_assert_eq(victim, 2, "queue %s is on node %d before the kill", queue[4], victim);
+    size_t runs_at_kill = jrt_lines(record);
     int64_t killed_us = jrt_wall_us();
     jrt_cluster_kill(&C, victim);
     int heir = -1;
@@ -364,7 +379,9 @@ Test(cluster_chaos, reshard_and_primary_killed_every_job_runs_once) {
     /* The killed node comes back as the new primary's replica: WAIT 1 can
      * be met again on that shard. */
     jrt_cluster_restart(&C, victim);
-    cr_assert(jrt_cluster_wait_ok(&C, 60000), "node %d did not rejoin as a replica (logs in %s)", victim, C.dir);
+    const int node = victim;
+    cr_assert(jrt_wait_for(60000, 100, is_synced_replica, &node) && jrt_cluster_wait_ok(&C, 60000),
+              "node %d did not rejoin as a replica in sync (logs in %s)", victim, C.dir);
     int64_t rejoined_us = jrt_wall_us();
 
     /* The producer ends by itself; then every confirmed job must run. */
@@ -438,6 +455,21 @@ Test(cluster_chaos, reshard_and_primary_killed_every_job_runs_once) {
                       "the kill (outside the failover)", runs[i].id, k, (firstrun - killed_us) / 1000);
         }
     }
+    /* The first run of a job of the killed primary's queues that started
+     * after the kill: the service gap of that shard. */
+    long long first_after = 0;
+    for (size_t i = 0; i < nruns; i++) {
+        int q = runs[i].id[0] == 'c' && runs[i].id[1] != 'l' ? atoi(runs[i].id + 1) % NQ : -1;
+        if (q >= 4 && runs[i].us > killed_us && (!first_after || runs[i].us < first_after)) first_after = runs[i].us;
+    }
+    char *plog = jrt_slurp(in_dir("producer.log"));
+    const char *retried = strstr(plog, "done, ");
+    if (!retried) retried = "no summary line";
+    printf("during the run: %zu runs before the reshard, %zu before the kill of node %d (port %d); the producer: %.*s; "
+           "the killed primary's queues ran their first job %lld ms after the kill\n",
+           runs_at_reshard, runs_at_kill, victim, C.port[victim], (int)strcspn(retried, "\n"), retried,
+           first_after ? (first_after - killed_us) / 1000 : -1);
+    free(plog);
     double secs = (double)(drained_us - t0) / 1e6;
     printf("ledger: %zu enqueued and confirmed (%zu by the CLI), %zu runs; lost %zu, repeats %zu (%zu on the killed "
            "primary's queues, %zu not allowed); periodic: tick %zu jobs over %lld s, tock %zu over %lld s, repeats "
