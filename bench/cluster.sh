@@ -85,6 +85,8 @@ start_node() {
 }
 
 cpu_of() { redis-cli -p "$1" info cpu | tr -d '\r' | awk -F: '/^used_cpu_(sys|user):/ {s += $2} END {printf "%.6f", s}'; }
+# calls_of PORT: the commands Redis ran so far (INFO commandstats, every command; the INFO itself included).
+calls_of() { redis-cli -p "$1" info commandstats | tr -d '\r' | sed -n 's/^cmdstat_[^:]*:calls=\([0-9]*\).*/\1/p' | awk '{s += $1} END {print s + 0}'; }
 
 # The queue names: on the cluster, QUEUES/3 on each primary (PORTS, in order).
 # owner PORT... -> for each queue "NAME INDEX" (the index of its primary in PORTS).
@@ -138,12 +140,12 @@ wait_zero() {
 measure() {
   local mode=$1 phase=$2 jobs=$3 i t0 t1
   shift 3
-  local before=() after=()
-  for i in "${!PORTS[@]}"; do before[$i]=$(cpu_of "${PORTS[$i]}"); done
+  local before=() after=() calls0=0 calls1=0
+  for i in "${!PORTS[@]}"; do before[$i]=$(cpu_of "${PORTS[$i]}"); calls0=$((calls0 + $(calls_of "${PORTS[$i]}"))); done
   t0=$("$PEER" mono)
   "$@" || { log "$mode $phase failed"; echo "mode=$mode phase=$phase error=failed" >>"$RESULTS"; return 1; }
   t1=$("$PEER" mono)
-  for i in "${!PORTS[@]}"; do after[$i]=$(cpu_of "${PORTS[$i]}"); done
+  for i in "${!PORTS[@]}"; do after[$i]=$(cpu_of "${PORTS[$i]}"); calls1=$((calls1 + $(calls_of "${PORTS[$i]}"))); done
   local line="mode=$mode phase=$phase jobs=$jobs wall_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", (b - a) / 1000}')"
   local sum=0
   for i in "${!PORTS[@]}"; do
@@ -151,7 +153,7 @@ measure() {
     line="$line cpu$i=$d"
     sum=$(awk -v s="$sum" -v d="$d" 'BEGIN {printf "%.6f", s + d}')
   done
-  line="$line cpu_s=$sum us_per_job=$(awk -v s="$sum" -v n="$jobs" 'BEGIN {printf "%.2f", s * 1e6 / n}')"
+  line="$line calls=$((calls1 - calls0)) cpu_s=$sum us_per_job=$(awk -v s="$sum" -v n="$jobs" 'BEGIN {printf "%.2f", s * 1e6 / n}')"
   echo "$line" | tee -a "$RESULTS"
 }
 
@@ -242,15 +244,15 @@ awk -v queues="$QUEUES" -v n="$N" -v owners="${QOWNER[*]:-}" '
     for (i = 1; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
     m = f["mode"]; p = f["phase"]
     if (f["error"] != "") { err[m, p] = 1; next }
-    us[m, p] = f["us_per_job"]; wall[m, p] = f["wall_s"]; cpu[m, p] = f["cpu_s"]; jobs[p] = f["jobs"]
+    us[m, p] = f["us_per_job"]; wall[m, p] = f["wall_s"]; cpu[m, p] = f["cpu_s"]; jobs[p] = f["jobs"]; calls[m, p] = f["calls"]
     for (k = 0; k < 3; k++) if (("cpu" k) in f) c[m, p, k] = f["cpu" k]
     delete f
   }
   END {
     split(owners, o, " "); for (k = 0; k < 3; k++) share[k] = 0
     for (i in o) share[o[i]]++
-    printf "| phase | jobs | one Redis: µs Redis CPU/job | cluster (sum of 3 primaries): µs/job | cluster / one | jobs/s one | jobs/s cluster | primary 1 / 2 / 3: share of Redis CPU |\n"
-    printf "| --- | --- | --- | --- | --- | --- | --- | --- |\n"
+    printf "| phase | jobs | one Redis: µs Redis CPU/job | cluster (sum of 3 primaries): µs/job | cluster / one | the same less idle CPU: one · cluster · ratio | Redis calls per 1,000 jobs: one · cluster | jobs/s one | jobs/s cluster | primary 1 / 2 / 3: share of Redis CPU |\n"
+    printf "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
     np = split("enqueue_ready enqueue_delayed promotion drain", ph, " ")
     for (i = 1; i <= np; i++) {
       p = ph[i]
@@ -264,9 +266,17 @@ awk -v queues="$QUEUES" -v n="$N" -v owners="${QOWNER[*]:-}" '
         sh = sprintf("%.0f %% / %.0f %% / %.0f %%", 100 * c["cluster", p, 0] / cpu["cluster", p],
                      100 * c["cluster", p, 1] / cpu["cluster", p], 100 * c["cluster", p, 2] / cpu["cluster", p])
       if (("single", p) in err || ("cluster", p) in err) sh = sh " (a side failed: see above)"
-      printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", p, jobs[p], s, cl, ratio, js, jc, sh
+      net = "-"
+      if (s != "-" && cl != "-" && (("single", "idle") in cpu) && (("cluster", "idle") in cpu)) {
+        ns = (cpu["single", p] - cpu["single", "idle"] / jobs["idle"] * wall["single", p]) * 1e6 / jobs[p]
+        nc = (cpu["cluster", p] - cpu["cluster", "idle"] / jobs["idle"] * wall["cluster", p]) * 1e6 / jobs[p]
+        net = sprintf("%.2f · %.2f · %.2f", ns, nc, ns > 0 ? nc / ns : 0)
+      }
+      cj = sprintf("%s · %s", (s != "-") ? sprintf("%.0f", 1000 * calls["single", p] / jobs[p]) : "-",
+                   (cl != "-") ? sprintf("%.0f", 1000 * calls["cluster", p] / jobs[p]) : "-")
+      printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", p, jobs[p], s, cl, ratio, net, cj, js, jc, sh
     }
-    printf "| idle (cluster bus etc.), CPU s per s | | %s | %s | | | | |\n",
+    printf "| idle (cluster bus etc.), CPU s per s | | %s | %s | | | | | | |\n",
       (("single", "idle") in cpu) ? sprintf("%.4f", cpu["single", "idle"] / jobs["idle"]) : "-",
       (("cluster", "idle") in cpu) ? sprintf("%.4f", cpu["cluster", "idle"] / jobs["idle"]) : "-"
     if (owners != "")
