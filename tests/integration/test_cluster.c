@@ -263,6 +263,10 @@ Test(cluster, a_worker_and_a_scheduler_over_three_primaries_run_every_job_once) 
     int64_t stop_ms = (jrt_wall_us() - t0) / 1000;
     cr_expect_eq(st, 0, "the worker exited %d; log:\n%s", st, jrt_slurp(wlog));
     cr_expect_lt(stop_ms, 2500, "the worker took %lld ms to stop (block period 5 s)", (long long)stop_ms);
+    /* No Redis error on the way (a refused read, a reconnect). */
+    cr_expect_eq(jrt_count(wlog, "reconnecting"), 0, "worker log:\n%s", jrt_slurp(wlog));
+    cr_expect_eq(jrt_count(wlog, "Redis unavailable"), 0, "worker log:\n%s", jrt_slurp(wlog));
+    cr_expect_eq(jrt_count(slog, "error"), 0, "scheduler log:\n%s", jrt_slurp(slog));
 }
 
 /* MIGRATE every key of slot from node `from` to node `to` (both primaries,
