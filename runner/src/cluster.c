@@ -80,23 +80,31 @@ typedef struct held {
     redisReply *rep;
 } held_t;
 
-typedef struct node {
-    char host[256];
-    int port;
-    char addr[300]; /* "host:port", in messages */
-    jr_redis_t *r;  /* the connection commands go on; NULL until one is needed */
-    jr_redis_t *side; /* for CLIENT UNBLOCK of r's blocking read; opened on first need */
-    long long id;   /* CLIENT ID of r */
+/* A connection to a node: the first (0) takes every command; the others
+ * only the further parts of a blocking stream read (one slot each: Redis
+ * refuses a read of streams of several slots, even on one node). */
+typedef struct conn {
+    jr_redis_t *r;  /* NULL until needed */
+    long long id;   /* its CLIENT ID */
     int have_id;
     uint64_t next_seq, read_seq; /* seq of the next command sent / reply read from the socket */
     held_t *held;   /* replies read ahead of their turn */
     size_t nheld, heldcap;
-    int written;    /* a keyed command was sent since this node's last WAIT */
     int out;        /* appended, not flushed */
+} conn_t;
+
+typedef struct node {
+    char host[256];
+    int port;
+    char addr[300]; /* "host:port", in messages */
+    conn_t *c;      /* its connections (c[0] first) */
+    size_t nc;
+    jr_redis_t *side; /* for CLIENT UNBLOCK of a blocking read; opened on first need */
+    int written;    /* a keyed command was sent on c[0] since its last WAIT */
 } node_t;
 
 typedef struct part {
-    int node;
+    int node, conn;      /* the node and which of its connections */
     uint64_t seq;
     int asking;          /* an ASKING went before it: its reply (asking_seq) is dropped */
     uint64_t asking_seq;
@@ -199,27 +207,35 @@ static int node_fail(jr_redis_t *f, int i, int code, const char *why) {
     return jri_fail(f, code ? code : JR_EIO, "Redis Cluster node %s: %s", f->cl->nodes[i].addr, why);
 }
 
-/* Node i's connection, made if there is none yet (and its socket added to
+/* Connection k of node i, made if there is none yet (its socket added to
  * the facade's epoll set, its CLIENT ID read). 0, or an error (f broken). */
-static int node_use(jr_redis_t *f, int i) {
+static int conn_use(jr_redis_t *f, int i, int k) {
     node_t *n = &f->cl->nodes[i];
-    if (n->r) return jr_redis_ok(n->r) ? 0 : node_fail(f, i, JR_EIO, jr_redis_errstr(n->r));
+    if ((size_t)k >= n->nc) {
+        conn_t *v = realloc(n->c, (size_t)(k + 1) * sizeof *v);
+        if (!v) return jri_fail(f, JR_ENOMEM, "out of memory");
+        memset(v + n->nc, 0, ((size_t)k + 1 - n->nc) * sizeof *v);
+        n->c = v, n->nc = (size_t)k + 1;
+    }
+    conn_t *c = &n->c[k];
+    if (c->r) return jr_redis_ok(c->r) ? 0 : node_fail(f, i, JR_EIO, jr_redis_errstr(c->r));
     char err[JR_ERRLEN];
-    if (!(n->r = node_open(f, n->host, n->port, err, sizeof err))) return jri_fail(f, JR_EIO, "%s", err);
-    n->next_seq = n->read_seq = 0;
+    if (!(c->r = node_open(f, n->host, n->port, err, sizeof err))) return jri_fail(f, JR_EIO, "%s", err);
+    c->next_seq = c->read_seq = 0;
     redisReply *rep;
-    int rc = jri_exec(n->r, &rep, "CLIENT", "ID", NULL);
+    int rc = jri_exec(c->r, &rep, "CLIENT", "ID", NULL);
     if (rc == 0) {
-        n->have_id = rep->type == REDIS_REPLY_INTEGER;
-        n->id = rep->integer;
+        c->have_id = rep->type == REDIS_REPLY_INTEGER;
+        c->id = rep->integer;
         freeReplyObject(rep);
     } else if (rc != JR_EREDIS) {
-        return node_fail(f, i, rc, jr_redis_errstr(n->r));
+        return node_fail(f, i, rc, jr_redis_errstr(c->r));
     }
     struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
-    if (f->cl->epfd >= 0) epoll_ctl(f->cl->epfd, EPOLL_CTL_ADD, jr_redis_fd(n->r), &ev);
+    if (f->cl->epfd >= 0) epoll_ctl(f->cl->epfd, EPOLL_CTL_ADD, jr_redis_fd(c->r), &ev);
     return 0;
 }
+static int node_use(jr_redis_t *f, int i) { return conn_use(f, i, 0); }
 
 /* Read CLUSTER SLOTS over r (asked at `host`, named for a node of no
  * host) into the slot map, adding the nodes it names. 0, or -1 with why. */
@@ -271,13 +287,14 @@ static void refresh(jr_redis_t *f) {
     cl->refresh_due = 0;
     for (size_t i = 0; i < cl->nnodes; i++) {
         node_t *n = &cl->nodes[i];
-        if (!n->r || !jr_redis_ok(n->r) || n->read_seq != n->next_seq || n->nheld) continue;
+        conn_t *c = n->nc ? &n->c[0] : NULL;
+        if (!c || !c->r || !jr_redis_ok(c->r) || c->read_seq != c->next_seq || c->nheld) continue;
         int saved[JR_CLUSTER_SLOTS];
         memcpy(saved, cl->slot, sizeof saved);
         char why[JR_ERRLEN];
-        if (read_slots(cl, n->r, n->host, why, sizeof why) == 0) return;
+        if (read_slots(cl, c->r, n->host, why, sizeof why) == 0) return;
         memcpy(cl->slot, saved, sizeof saved);
-        if (!jr_redis_ok(n->r)) return; /* the next command on it fails, and the caller reconnects */
+        if (!jr_redis_ok(c->r)) return; /* the next command on it fails, and the caller reconnects */
     }
 }
 
@@ -380,10 +397,13 @@ void jrc_free(struct jr_cluster *cl) {
     free(cl->q);
     for (size_t i = 0; i < cl->nnodes; i++) {
         node_t *n = &cl->nodes[i];
-        jr_redis_free(n->r);
+        for (size_t k = 0; k < n->nc; k++) {
+            jr_redis_free(n->c[k].r);
+            for (size_t h = 0; h < n->c[k].nheld; h++) freeReplyObject(n->c[k].held[h].rep);
+            free(n->c[k].held);
+        }
+        free(n->c);
         jr_redis_free(n->side);
-        for (size_t h = 0; h < n->nheld; h++) freeReplyObject(n->held[h].rep);
-        free(n->held);
     }
     free(cl->nodes);
     if (cl->epfd >= 0) close(cl->epfd);
@@ -528,14 +548,14 @@ static int node_of_slot(const struct jr_cluster *cl, int slot) {
     return n >= 0 ? n : cl->slot[cl->home_slot] >= 0 ? cl->slot[cl->home_slot] : 0;
 }
 
-/* Append bytes to node i as a part's (seq into *seq). 0 or an error. */
-static int node_send(jr_redis_t *f, int i, const char *buf, size_t len, uint64_t *seq) {
-    int rc = node_use(f, i);
+/* Append bytes to connection k of node i (seq into *seq). 0 or an error. */
+static int node_send(jr_redis_t *f, int i, int k, const char *buf, size_t len, uint64_t *seq) {
+    int rc = conn_use(f, i, k);
     if (rc) return rc;
-    node_t *n = &f->cl->nodes[i];
-    if ((rc = jri_append_formatted(n->r, buf, len))) return node_fail(f, i, rc, jr_redis_errstr(n->r));
-    *seq = n->next_seq++;
-    n->out = 1;
+    conn_t *c = &f->cl->nodes[i].c[k];
+    if ((rc = jri_append_formatted(c->r, buf, len))) return node_fail(f, i, rc, jr_redis_errstr(c->r));
+    *seq = c->next_seq++;
+    c->out = 1;
     return 0;
 }
 
@@ -543,8 +563,8 @@ static int part_send(jr_redis_t *f, part_t *p, int asking) {
     static const char ask[] = "*1\r\n$6\r\nASKING\r\n";
     int rc;
     p->asking = asking;
-    if (asking && (rc = node_send(f, p->node, ask, sizeof ask - 1, &p->asking_seq))) return rc;
-    return node_send(f, p->node, p->buf, p->len, &p->seq);
+    if (asking && (rc = node_send(f, p->node, p->conn, ask, sizeof ask - 1, &p->asking_seq))) return rc;
+    return node_send(f, p->node, p->conn, p->buf, p->len, &p->seq);
 }
 
 static part_t *parts_new(jr_redis_t *f, cmd_t *c, size_t n) {
@@ -552,57 +572,62 @@ static part_t *parts_new(jr_redis_t *f, cmd_t *c, size_t n) {
     return c->parts;
 }
 
-/* Split stream read c into one part per node of its streams (same options,
- * that node's streams and ids), plus for a blocking read a wait on the home
- * node when none of them is there (XREAD BLOCK t STREAMS
- * JR_RESUMED_KEY $), so that one CLIENT UNBLOCK of the home connection
- * (pause, resume, stop) ends the whole read. */
+/* Split stream read c into one part per slot of its streams (same
+ * options, that slot's streams and ids: Redis refuses a read of several
+ * slots' streams, even on one node). The parts of a blocking read each
+ * take a connection of their node of their own (the first part on a node
+ * its first connection, the next ones further connections: a blocking
+ * command holds its connection); those of a read that does not block all
+ * go on the first. A blocking read with no part on the home node gets a
+ * wait there (XREAD BLOCK t STREAMS JR_RESUMED_KEY $), so that one CLIENT
+ * UNBLOCK of the home connection (pause, resume, stop) ends the whole read. */
 static int route_read(jr_redis_t *f, cmd_t *c) {
     struct jr_cluster *cl = f->cl;
     size_t used, argc;
     if (resp_parse(cl, c->buf, c->len, &used, &argc)) return jri_fail(f, JR_EINVAL, "internal: a malformed command");
     size_t s = streams_at(cl, argc), nk = s ? (argc - s - 1) / 2 : 0;
     int home = node_of_slot(cl, cl->home_slot);
-    int *of = calloc(nk ? nk : 1, sizeof *of), *nodes = calloc(nk + 1, sizeof *nodes);
+    int *of = calloc(nk ? nk : 1, sizeof *of), *slots = calloc(nk + 1, sizeof *slots);
     const char **av = malloc((s + 1 + 2 * nk + 6) * sizeof *av);
     size_t *al = malloc((s + 1 + 2 * nk + 6) * sizeof *al);
-    size_t nn = 0;
+    size_t ns = 0;
     int rc = 0, has_home = 0;
-    if (!of || !nodes || !av || !al) {
+    if (!of || !slots || !av || !al) {
         rc = jri_fail(f, JR_ENOMEM, "out of memory");
         goto out;
     }
     for (size_t i = 0; i < nk; i++) {
-        of[i] = node_of_slot(cl, jr_cluster_key_slot(cl->av[s + 1 + i], cl->al[s + 1 + i]));
+        of[i] = jr_cluster_key_slot(cl->av[s + 1 + i], cl->al[s + 1 + i]);
         size_t j = 0;
-        while (j < nn && nodes[j] != of[i]) j++;
-        if (j == nn) nodes[nn++] = of[i];
-        has_home |= of[i] == home;
+        while (j < ns && slots[j] != of[i]) j++;
+        if (j == ns) slots[ns++] = of[i];
+        has_home |= node_of_slot(cl, of[i]) == home;
     }
     int extra = c->block && !has_home;
-    if (nn <= 1 && !extra) { /* one node: the command as it is */
+    if (ns <= 1 && !extra) { /* one slot: the command as it is */
         part_t *p = parts_new(f, c, 1);
         if (!p) {
             rc = JR_ENOMEM;
             goto out;
         }
         c->nparts = 1;
-        p->node = nn ? nodes[0] : home, p->buf = c->buf, p->len = c->len;
+        p->node = ns ? node_of_slot(cl, slots[0]) : home, p->buf = c->buf, p->len = c->len;
         goto out;
     }
-    if (!parts_new(f, c, nn + (size_t)extra)) {
+    if (!parts_new(f, c, ns + (size_t)extra)) {
         rc = JR_ENOMEM;
         goto out;
     }
-    for (size_t j = 0; j < nn; j++) {
+    for (size_t j = 0; j < ns; j++) {
         size_t a = 0;
         for (size_t i = 0; i <= s; i++) av[a] = cl->av[i], al[a++] = cl->al[i];
         for (size_t i = 0; i < nk; i++)
-            if (of[i] == nodes[j]) av[a] = cl->av[s + 1 + i], al[a++] = cl->al[s + 1 + i];
+            if (of[i] == slots[j]) av[a] = cl->av[s + 1 + i], al[a++] = cl->al[s + 1 + i];
         for (size_t i = 0; i < nk; i++)
-            if (of[i] == nodes[j]) av[a] = cl->av[s + 1 + nk + i], al[a++] = cl->al[s + 1 + nk + i];
+            if (of[i] == slots[j]) av[a] = cl->av[s + 1 + nk + i], al[a++] = cl->al[s + 1 + nk + i];
         part_t *p = &c->parts[c->nparts++];
-        p->node = nodes[j], p->own = 1;
+        p->node = node_of_slot(cl, slots[j]), p->own = 1;
+        for (size_t k = 0; c->block && k + 1 < c->nparts; k++) p->conn += c->parts[k].node == p->node;
         int n = redisFormatCommandArgv(&p->buf, (int)a, av, al);
         if (n < 0) {
             rc = jri_fail(f, JR_ENOMEM, "out of memory");
@@ -627,7 +652,7 @@ static int route_read(jr_redis_t *f, cmd_t *c) {
         p->len = (size_t)n;
     }
 out:
-    free(of), free(nodes), free(av), free(al);
+    free(of), free(slots), free(av), free(al);
     return rc;
 }
 
@@ -646,10 +671,10 @@ static int route(jr_redis_t *f, size_t i) {
     if (c->kind == K_READ) return route_read(f, c);
     if (c->kind == K_WAIT) {
         size_t n = 0;
-        for (size_t k = 0; k < cl->nnodes; k++) n += cl->nodes[k].written && cl->nodes[k].r;
+        for (size_t k = 0; k < cl->nnodes; k++) n += cl->nodes[k].written;
         if (!parts_new(f, c, n ? n : 1)) return JR_ENOMEM;
         for (size_t k = 0; k < cl->nnodes; k++)
-            if (cl->nodes[k].written && cl->nodes[k].r) {
+            if (cl->nodes[k].written) {
                 cl->nodes[k].written = 0;
                 c->parts[c->nparts++] = (part_t){.node = (int)k, .buf = c->buf, .len = c->len};
             }
@@ -684,12 +709,13 @@ int jrc_flush(jr_redis_t *f) {
         }
         c->sent = 1;
     }
-    for (size_t k = 0; k < cl->nnodes; k++) {
-        node_t *n = &cl->nodes[k];
-        if (!n->out) continue;
-        n->out = 0;
-        if ((rc = jr_redis_flush(n->r))) return node_fail(f, (int)k, rc, jr_redis_errstr(n->r));
-    }
+    for (size_t k = 0; k < cl->nnodes; k++)
+        for (size_t j = 0; j < cl->nodes[k].nc; j++) {
+            conn_t *n = &cl->nodes[k].c[j];
+            if (!n->out) continue;
+            n->out = 0;
+            if ((rc = jr_redis_flush(n->r))) return node_fail(f, (int)k, rc, jr_redis_errstr(n->r));
+        }
     return 0;
 }
 
@@ -702,8 +728,8 @@ int jrc_flush(jr_redis_t *f) {
  * NOWAIT: only what can be read now, a reply begun being read to its end
  * within the command timeout).
  * 1 taken, 0 not there yet, or an error (f broken). */
-static int node_take(jr_redis_t *f, int i, uint64_t seq, redisReply **rep, int64_t wait_us) {
-    node_t *n = &f->cl->nodes[i];
+static int node_take(jr_redis_t *f, int i, int k, uint64_t seq, redisReply **rep, int64_t wait_us) {
+    conn_t *n = &f->cl->nodes[i].c[k];
     for (;;) {
         for (size_t h = 0; h < n->nheld; h++)
             if (n->held[h].seq == seq) {
@@ -711,7 +737,9 @@ static int node_take(jr_redis_t *f, int i, uint64_t seq, redisReply **rep, int64
                 n->held[h] = n->held[--n->nheld];
                 return 1;
             }
-        if (n->read_seq > seq) return jri_fail(f, JR_EPROTO, "internal: reply %llu of %s lost", (unsigned long long)seq, n->addr);
+        if (n->read_seq > seq)
+            return jri_fail(f, JR_EPROTO, "internal: reply %llu of %s lost", (unsigned long long)seq,
+                            f->cl->nodes[i].addr);
         if (!n->r || !jr_redis_ok(n->r)) return node_fail(f, i, JR_EIO, n->r ? jr_redis_errstr(n->r) : "not connected");
         if (wait_us == NOWAIT && !jr_redis_has_reply(n->r)) {
             int w = jr_redis_wait(n->r, 0, -1);
@@ -765,12 +793,12 @@ static int redirect_node(struct jr_cluster *cl, const char *text, int *slot) {
     return node_find(cl, host, atoi(colon + 1));
 }
 
-/* Send what node i was given. 0 or an error (f broken). */
-static int jrc_flush_node(jr_redis_t *f, int i) {
-    node_t *n = &f->cl->nodes[i];
+/* Send what part p's connection was given. 0 or an error (f broken). */
+static int jrc_flush_node(jr_redis_t *f, const part_t *p) {
+    conn_t *n = &f->cl->nodes[p->node].c[p->conn];
     n->out = 0;
     int rc = jr_redis_flush(n->r);
-    return rc ? node_fail(f, i, rc, jr_redis_errstr(n->r)) : 0;
+    return rc ? node_fail(f, p->node, rc, jr_redis_errstr(n->r)) : 0;
 }
 
 /* A reply of part p of c: follow MOVED and ASK (resend; a part of a split
@@ -786,16 +814,16 @@ static int part_reply(jr_redis_t *f, cmd_t *c, part_t *p, redisReply *rep) {
         cl->refresh_due = 1;
         freeReplyObject(rep);
         if (split) return p->done = 1, 0;
-        p->node = n;
+        p->node = n, p->conn = 0;
         int rc = part_send(f, p, 0);
-        return rc ? rc : (rc = jrc_flush_node(f, n)) ? rc : 1;
+        return rc ? rc : (rc = jrc_flush_node(f, p)) ? rc : 1;
     }
     if (starts(rep, "ASK") && (n = redirect_node(cl, rep->str, &slot)) >= 0) {
         freeReplyObject(rep);
         if (split) return c->ask_pause = 1, p->done = 1, 0;
-        p->node = n;
+        p->node = n, p->conn = 0;
         int rc = part_send(f, p, 1);
-        return rc ? rc : (rc = jrc_flush_node(f, n)) ? rc : 1;
+        return rc ? rc : (rc = jrc_flush_node(f, p)) ? rc : 1;
     }
     if (starts(rep, "TRYAGAIN") || starts(rep, "CLUSTERDOWN") || starts(rep, "LOADING")) {
         int64_t now = jr_mono_us();
@@ -804,9 +832,10 @@ static int part_reply(jr_redis_t *f, cmd_t *c, part_t *p, redisReply *rep) {
             freeReplyObject(rep);
             cl->rnd = cl->rnd * 1103515245u + 12345u;
             sleep_ms(50 + (int)((cl->rnd >> 16) % 51));
-            if (!split && c->slot >= 0) p->node = node_of_slot(cl, c->slot);
+            if (!split && c->slot >= 0 && node_of_slot(cl, c->slot) != p->node)
+                p->node = node_of_slot(cl, c->slot), p->conn = 0;
             int rc = part_send(f, p, 0);
-            return rc ? rc : (rc = jrc_flush_node(f, p->node)) ? rc : 1;
+            return rc ? rc : (rc = jrc_flush_node(f, p)) ? rc : 1;
         }
     }
     p->rep = rep, p->done = 1;
@@ -821,8 +850,9 @@ static int part_reply(jr_redis_t *f, cmd_t *c, part_t *p, redisReply *rep) {
  * (p ends with its BLOCK period). 0 or an error. */
 static int part_unblock(jr_redis_t *f, part_t *p) {
     node_t *n = &f->cl->nodes[p->node];
+    conn_t *c = &n->c[p->conn];
     int64_t now = jr_mono_us();
-    if (p->unblocked || !n->have_id || now < p->unblock_at) return 0;
+    if (p->unblocked || !c->have_id || now < p->unblock_at) return 0;
     if (n->side && !jr_redis_ok(n->side)) {
         jr_redis_free(n->side);
         n->side = NULL;
@@ -830,7 +860,7 @@ static int part_unblock(jr_redis_t *f, part_t *p) {
     char err[JR_ERRLEN];
     if (!n->side && !(n->side = node_open(f, n->host, n->port, err, sizeof err))) return jri_fail(f, JR_EIO, "%s", err);
     char id[32];
-    snprintf(id, sizeof id, "%lld", n->id);
+    snprintf(id, sizeof id, "%lld", c->id);
     redisReply *rep;
     int rc = jri_exec(n->side, &rep, "CLIENT", "UNBLOCK", id, NULL);
     if (rc == JR_EREDIS) { /* refused (an ACL without it): the part ends with its period */
@@ -905,11 +935,11 @@ static int step(jr_redis_t *f, cmd_t *c, int64_t wait) {
         while (!p->done) {
             redisReply *rep;
             if (p->asking) {
-                if ((rc = node_take(f, p->node, p->asking_seq, &rep, wait)) <= 0) break;
+                if ((rc = node_take(f, p->node, p->conn, p->asking_seq, &rep, wait)) <= 0) break;
                 freeReplyObject(rep); /* ASKING's +OK */
                 p->asking = 0;
             }
-            if ((rc = node_take(f, p->node, p->seq, &rep, wait)) <= 0) break;
+            if ((rc = node_take(f, p->node, p->conn, p->seq, &rep, wait)) <= 0) break;
             if ((rc = part_reply(f, c, p, rep)) < 0) return rc;
         }
         if (rc < 0) return rc;
@@ -933,7 +963,7 @@ static int wait_parts(jr_redis_t *f, cmd_t *c, int64_t deadline) {
     int retry = 0;
     for (size_t i = 0; i < c->nparts && n < 64; i++) {
         if (c->parts[i].done) continue;
-        node_t *nd = &f->cl->nodes[c->parts[i].node];
+        conn_t *nd = &f->cl->nodes[c->parts[i].node].c[c->parts[i].conn];
         if (nd->r) p[n++] = (struct pollfd){.fd = jr_redis_fd(nd->r), .events = POLLIN};
         retry |= !c->parts[i].unblocked && c->parts[i].unblock_at;
     }
@@ -987,7 +1017,7 @@ int jrc_has_reply(jr_redis_t *f) {
             if (c->block) return 1;
             continue;
         }
-        node_t *n = &cl->nodes[p->node];
+        conn_t *n = &cl->nodes[p->node].c[p->conn];
         for (size_t h = 0; h < n->nheld; h++)
             if (n->held[h].seq == (p->asking ? p->asking_seq : p->seq)) return 1;
         if (n->r && jr_redis_has_reply(n->r)) return 1;
@@ -1036,11 +1066,12 @@ int jrc_each_primary(jr_redis_t *f, int (*fn)(jr_redis_t *node, void *arg), void
         int rc = node_use(f, (int)i);
         if (rc) return rc;
         node_t *n = &cl->nodes[i];
-        lib_keys(cl, (int)i, n->r);
-        rc = fn(n->r, arg);
-        if (n->r->library_kept > f->library_kept) f->library_kept = n->r->library_kept;
-        if (rc) return jri_fail(f, jr_redis_ok(n->r) ? rc : JR_EIO, "Redis Cluster node %s: %s", n->addr,
-                                jr_redis_errstr(n->r));
+        jr_redis_t *nr = n->c[0].r;
+        lib_keys(cl, (int)i, nr);
+        rc = fn(nr, arg);
+        if (nr->library_kept > f->library_kept) f->library_kept = nr->library_kept;
+        if (rc) return jri_fail(f, jr_redis_ok(nr) ? rc : JR_EIO, "Redis Cluster node %s: %s", n->addr,
+                                jr_redis_errstr(nr));
     }
     return 0;
 }
