@@ -480,6 +480,19 @@ Test(cluster_chaos, reshard_and_primary_killed_every_job_runs_once) {
            secs, (double)(t_cluster - t0) / 1e6, (double)(resharded_us - reshard_us) / 1e6,
            (double)(failover_us - killed_us) / 1e6, (double)(rejoined_us - failover_us) / 1e6);
     fflush(stdout);
+    /* No process made a cross-slot call (Redis refuses one: CROSSSLOT);
+     * its errors are one line each, so a count of them shows how the
+     * reshard and the failover went. */
+    for (int i = 0; i < 6; i++) {
+        char log[32];
+        if (i < 3) snprintf(log, sizeof log, "worker%d.log", i);
+        else if (i < 5) snprintf(log, sizeof log, "scheduler%d.log", i - 3);
+        else snprintf(log, sizeof log, "producer.log");
+        int crossslot = jrt_count(in_dir(log), "CROSSSLOT"), errors = jrt_count(in_dir(log), " error ");
+        printf("%s: %d error lines\n", log, errors);
+        cr_expect_eq(crossslot, 0, "%s: %d calls refused as CROSSSLOT (a call over several slots): %s", log, crossslot,
+                     jrt_slurp(in_dir(log)));
+    }
     cr_expect(drained, "not every confirmed job ran within 90 s of the producer's end (%zu lost)", lost);
     cr_expect_eq(lost, 0, "%zu enqueues confirmed by a replica never ran", lost);
     cr_expect_eq(nok, (size_t)n + ncli, "the producer confirmed %zu of its %d jobs (see %s)", nok - ncli, n,
