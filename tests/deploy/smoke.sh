@@ -271,7 +271,7 @@ cur=$PC
 log "the cluster variant: starting 6 Redis nodes, cluster-create, a scheduler and 2 workers"
 pcc up -d --no-build >"$tmp/up-cluster.log" 2>&1 || { cat "$tmp/up-cluster.log"; fail "up (cluster)"; }
 workers=$(containers worker); sched=$(containers scheduler); redis=$(containers redis)
-nodes="$redis $(for i in 2 3 4 5 6; do containers "redis-$i"; done)"
+nodes="$redis $(for i in 2 3 4 5 6; do containers "redis-$i"; done | tr '\n' ' ')"
 [ "$(echo "$nodes" | wc -w)" = 6 ] || fail "expected 6 Redis nodes, got: $nodes"
 [ "$(echo "$workers" | wc -w)" = 2 ] || fail "expected 2 worker containers, got: $workers"
 create=$(containers cluster-create)
