@@ -20,7 +20,9 @@
 # polling (`jobrunner stats --json` every 0.5 s) is counted in the phase, on
 # both sides alike. The idle CPU of each side (the cluster bus's gossip) is
 # measured over IDLE_S seconds (default 3) and shown, not subtracted.
-# Prints one line per measure and then a markdown table: µs of Redis CPU per
+# Also the 4 commands that took most of Redis's time in each phase (INFO
+# commandstats, µs and calls per job). Prints one line per measure, those, and
+# then a markdown table: µs of Redis CPU per
 # job, single against cluster, and each primary's share of the jobs and of the
 # Redis CPU. Every process started here is stopped by its pid.
 set -u
@@ -85,6 +87,13 @@ start_node() {
 }
 
 cpu_of() { redis-cli -p "$1" info cpu | tr -d '\r' | awk -F: '/^used_cpu_(sys|user):/ {s += $2} END {printf "%.6f", s}'; }
+# cmdstats PORT...: "COMMAND CALLS USEC" per command, summed over the ports.
+cmdstats() {
+  local p
+  for p in "$@"; do redis-cli -p "$p" info commandstats; done | tr -d '\r' |
+    sed -n 's/^cmdstat_\([^:]*\):calls=\([0-9]*\),usec=\([0-9]*\),.*/\1 \2 \3/p' |
+    awk '{c[$1] += $2; u[$1] += $3} END {for (k in c) print k, c[k], u[k]}' | sort
+}
 # calls_of PORT: the commands Redis ran so far (INFO commandstats, every command; the INFO itself included).
 calls_of() { redis-cli -p "$1" info commandstats | tr -d '\r' | sed -n 's/^cmdstat_[^:]*:calls=\([0-9]*\).*/\1/p' | awk '{s += $1} END {print s + 0}'; }
 
@@ -142,10 +151,17 @@ measure() {
   shift 3
   local before=() after=() calls0=0 calls1=0
   for i in "${!PORTS[@]}"; do before[$i]=$(cpu_of "${PORTS[$i]}"); calls0=$((calls0 + $(calls_of "${PORTS[$i]}"))); done
+  cmdstats "${PORTS[@]}" >"$WORK/cmd.before"
   t0=$("$PEER" mono)
   "$@" || { log "$mode $phase failed"; echo "mode=$mode phase=$phase error=failed" >>"$RESULTS"; return 1; }
   t1=$("$PEER" mono)
   for i in "${!PORTS[@]}"; do after[$i]=$(cpu_of "${PORTS[$i]}"); calls1=$((calls1 + $(calls_of "${PORTS[$i]}"))); done
+  cmdstats "${PORTS[@]}" >"$WORK/cmd.after"
+  # the commands that took most of Redis's time in the phase (usec per job, calls per job)
+  join -a 2 "$WORK/cmd.before" "$WORK/cmd.after" |
+    awk -v n="$jobs" -v m="$mode" -v ph="$phase" 'NF == 5 {c = $4 - $2; u = $5 - $3} NF == 3 {c = $2; u = $3}
+      c > 0 {printf "top mode=%s phase=%s cmd=%s us_per_job=%.2f calls_per_job=%.3f\n", m, ph, $1, u / n, c / n}' |
+    sort -t= -k5 -g -r | head -4 >>"$WORK/top.txt"
   local line="mode=$mode phase=$phase jobs=$jobs wall_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", (b - a) / 1000}')"
   local sum=0
   for i in "${!PORTS[@]}"; do
@@ -237,6 +253,8 @@ for MODE in $MODES; do
   PORT_BASE=$((PORT_BASE + 10))
 done
 echo "queues: ${QNAMES[*]:-} (primary of each: ${QOWNER[*]:-})"
+echo "Redis time by command (INFO commandstats, summed over the primaries; excludes the cost outside commands):"
+sort -t' ' -k3,3 -k2,2 "$WORK/top.txt" 2>/dev/null
 echo
 # The table.
 awk -v queues="$QUEUES" -v n="$N" -v owners="${QOWNER[*]:-}" '
