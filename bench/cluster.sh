@@ -19,7 +19,8 @@
 # before and after; the cluster's figure is the sum over its primaries. The
 # polling (`jobrunner stats --json` every 0.5 s) is counted in the phase, on
 # both sides alike. The idle CPU of each side (the cluster bus's gossip) is
-# measured over IDLE_S seconds (default 3) and shown, not subtracted.
+# measured over IDLE_S seconds (default 3); the table shows the figures with
+# and without it.
 # Also the 4 commands that took most of Redis's time in each phase (INFO
 # commandstats, µs and calls per job). Prints one line per measure, those, and
 # then a markdown table: µs of Redis CPU per
