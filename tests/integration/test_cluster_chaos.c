@@ -238,6 +238,11 @@ static size_t runs_of(const entry_t *runs, size_t n, const char *id, long long *
     return k;
 }
 
+static int cmp_ll(const void *a, const void *b) {
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return (x > y) - (x < y);
+}
+
 /* Every id of `ok` has a run in the record file (re-read). */
 static int all_ran(const void *arg) {
     const entry_t *ok = ((const entry_t *const *)arg)[0];
@@ -462,6 +467,25 @@ Test(cluster_chaos, reshard_and_primary_killed_every_job_runs_once) {
         int q = runs[i].id[0] == 'c' && runs[i].id[1] != 'l' ? atoi(runs[i].id + 1) % NQ : -1;
         if (q >= 4 && runs[i].us > killed_us && (!first_after || runs[i].us < first_after)) first_after = runs[i].us;
     }
+    /* The longest stretch without a run start on the queues of the two
+     * primaries that stayed up, from the kill to the rejoin and 3 s more:
+     * whether the other shards were served through the failover. */
+    long long prev = killed_us, longest = 0, at = 0;
+    long long *starts = malloc(nruns * sizeof *starts);
+    size_t ns = 0;
+    for (size_t i = 0; i < nruns; i++) {
+        int q = runs[i].id[0] == 'c' && runs[i].id[1] != 'l' ? atoi(runs[i].id + 1) % NQ : -1;
+        if (q >= 0 && q < 4 && runs[i].us > killed_us && runs[i].us < rejoined_us + 3000000) starts[ns++] = runs[i].us;
+    }
+    qsort(starts, ns, sizeof *starts, cmp_ll);
+    for (size_t i = 0; i < ns; i++) {
+        if (starts[i] - prev > longest) longest = starts[i] - prev, at = prev;
+        prev = starts[i];
+    }
+    free(starts);
+    printf("the other two primaries' queues: %zu runs from the kill to 3 s after the rejoin, the longest stretch without "
+           "one %lld ms (from %+lld ms after the kill)\n",
+           ns, longest / 1000, (at - killed_us) / 1000);
     char *plog = jrt_slurp(in_dir("producer.log"));
     const char *retried = strstr(plog, "done, ");
     if (!retried) retried = "no summary line";
@@ -490,6 +514,13 @@ Test(cluster_chaos, reshard_and_primary_killed_every_job_runs_once) {
         else snprintf(log, sizeof log, "producer.log");
         int crossslot = jrt_count(in_dir(log), "CROSSSLOT"), errors = jrt_count(in_dir(log), " error ");
         printf("%s: %d error lines\n", log, errors);
+        if (i == 0 || i == 3) { /* what a worker and a scheduler said, for the reader */
+            char *text = jrt_slurp(in_dir(log));
+            int shown = 0;
+            for (char *save = NULL, *l = strtok_r(text, "\n", &save); l && shown < 12; l = strtok_r(NULL, "\n", &save))
+                if (strstr(l, " error ") || strstr(l, " warn ")) printf("  %.300s\n", l), shown++;
+            free(text);
+        }
         cr_expect_eq(crossslot, 0, "%s: %d calls refused as CROSSSLOT (a call over several slots): %s", log, crossslot,
                      jrt_slurp(in_dir(log)));
     }
