@@ -297,6 +297,10 @@ log "13 greet jobs ran on the cluster (3 of them delayed); stats: $st"
 # cluster-create again (as a second `up` would run it): it finds the cluster and makes nothing.
 out=$(podman start -a "$create" 2>&1) || fail "cluster-create, run again, failed: $out"
 echo "$out" | has "the cluster exists" || fail "cluster-create, run again, did not see the cluster: $out"
+# The scheduler and workers first: podman-compose 1.0.3 stops services in
+# the reverse of the files' order (the override's nodes before them), not
+# by depends_on, and a worker whose cluster is gone did not stop within 20 s.
+pcc stop -t 20 scheduler worker >/dev/null 2>&1 || true
 pcc stop -t 20 >/dev/null 2>&1 || true
 for c in $(podman ps -a --filter "label=io.podman.compose.project=$PC" --format '{{.Names}}'); do
   code=$(podman inspect --format '{{.State.ExitCode}}' "$c")
