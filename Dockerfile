@@ -5,7 +5,8 @@
 #            also loads every plugin in /opt/jobrunner/plugins (a volume, or
 #            COPY your .so files there in an image built FROM this one)
 #   redis    redis-server 7 with AOF on, noeviction and a password (and TLS
-#            with REDIS_TLS_DIR: config/redis-start)
+#            with REDIS_TLS_DIR, a cluster node with REDIS_CLUSTER=1: config/redis-start;
+#            config/redis-cluster-create makes the cluster of docker-compose.cluster.yml)
 #   certs    openssl: the one-shot service of docker-compose.tls.yml that
 #            makes the CA and certificates of the TLS variant (config/tls-certs)
 FROM debian:bookworm-slim AS sdk
@@ -46,6 +47,7 @@ FROM debian:bookworm-slim AS redis
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends redis-server \
     && rm -rf /var/lib/apt/lists/* && mkdir -p /data && chown redis:redis /data
 COPY config/redis-start /usr/local/bin/jobrunner-redis
+COPY config/redis-cluster-create /usr/local/bin/jobrunner-redis-cluster-create
 USER redis
 # The password comes from REDIS_PASSWORD (see .env); never baked into the image.
 CMD ["jobrunner-redis"]

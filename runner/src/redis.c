@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cluster.h"
 #include "contract.h"
 #include "jr.h"
 #include "jr_limits.h"
@@ -170,7 +171,7 @@ static int transport_fail(jr_redis_t *r) {
 }
 
 const char *jr_redis_errstr(const jr_redis_t *r) { return r->err; }
-int jr_redis_ok(const jr_redis_t *r) { return r && !r->broken && r->c && !r->c->err; }
+int jr_redis_ok(const jr_redis_t *r) { return r && !r->broken && (r->cl || (r->c && !r->c->err)); }
 
 /* Wait for fd readable (or extra_fd), up to timeout_us (-1 = forever). */
 static int poll_fd(int fd, int extra_fd, int64_t timeout_us) {
@@ -283,6 +284,7 @@ static int tls_wait(jr_redis_t *r, int64_t timeout_us, int extra_fd) {
 }
 
 int jr_redis_wait(jr_redis_t *r, int64_t timeout_us, int extra_fd) {
+    if (r->cl) return jrc_wait(r, timeout_us, extra_fd);
     if (!jr_redis_ok(r)) return jri_fail(r, JR_EIO, "Redis connection is broken");
     if (r->stash) return JR_WAIT_READY;
     void *rep = NULL;
@@ -300,9 +302,13 @@ int jr_redis_wait(jr_redis_t *r, int64_t timeout_us, int extra_fd) {
 /* With a subscription to the sentinels, an epoll set of both sockets: a
  * caller that polls it wakes for a reply or for a sentinel's message, and
  * its read (jri_recv_reply) hears the message. */
-int jr_redis_fd(const jr_redis_t *r) { return r && r->has_epfd ? r->epfd : r && r->c ? r->c->fd : -1; }
+int jr_redis_fd(const jr_redis_t *r) {
+    if (r && r->cl) return jrc_fd(r); /* an epoll set of the node connections */
+    return r && r->has_epfd ? r->epfd : r && r->c ? r->c->fd : -1;
+}
 
 int jr_redis_has_reply(jr_redis_t *r) {
+    if (r->cl) return jrc_has_reply(r);
     if (r->stash) return 1;
     if (!jr_redis_ok(r)) return 0;
     if (r->sub && sub_event(r)) return 1; /* let the caller read, and see the error */
@@ -320,6 +326,7 @@ static int recv_reply(jr_redis_t *r, redisReply **out, int64_t timeout_us);
 /* Read one reply, waiting at most timeout_us (-1 = forever). A timeout
  * breaks the connection: the reply may still arrive and would be misread. */
 int jri_recv_reply(jr_redis_t *r, redisReply **out, int64_t timeout_us) {
+    if (r->cl) return jrc_recv(r, out, timeout_us);
     int rc = recv_reply(r, out, timeout_us);
     /* Through the sentinels, a primary that is one no more (READONLY: it
      * was made a replica; MASTERDOWN: a replica lost its primary) breaks
@@ -363,6 +370,7 @@ static int recv_reply(jr_redis_t *r, redisReply **out, int64_t timeout_us) {
 }
 
 int jr_redis_flush(jr_redis_t *r) {
+    if (r->cl) return jrc_flush(r);
     if (!jr_redis_ok(r)) return jri_fail(r, JR_EIO, "Redis connection is broken");
     if (r->tls) { /* hiredis formatted into c->obuf (an sds): send it, drop what went */
         while (sdslen(r->c->obuf) > 0) {
@@ -384,8 +392,24 @@ int jr_redis_flush(jr_redis_t *r) {
 
 int jri_append_argv(jr_redis_t *r, int argc, const char **argv, const size_t *lens) {
     if (!jr_redis_ok(r)) return jri_fail(r, JR_EIO, "Redis connection is broken");
+    if (r->cl) { /* formatted, then routed by the facade */
+        char *cmd;
+        int n = redisFormatCommandArgv(&cmd, argc, argv, lens);
+        if (n < 0) return jri_fail(r, JR_ENOMEM, "cannot format command");
+        int rc = jrc_append(r, cmd, (size_t)n);
+        redisFreeCommand(cmd);
+        return rc;
+    }
     if (redisAppendCommandArgv(r->c, argc, argv, lens) != REDIS_OK)
         return jri_fail(r, JR_ENOMEM, "cannot format command");
+    return 0;
+}
+
+int jri_append_formatted(jr_redis_t *r, const char *buf, size_t len) {
+    if (!jr_redis_ok(r)) return jri_fail(r, JR_EIO, "Redis connection is broken");
+    if (r->cl) return jrc_append(r, buf, len);
+    if (redisAppendFormattedCommand(r->c, buf, len) != REDIS_OK)
+        return jri_fail(r, JR_ENOMEM, "cannot append %zu bytes of commands", len);
     return 0;
 }
 
@@ -487,8 +511,8 @@ static int read_password_file(const char *path, char *pw, size_t pwlen, char *er
  * the file it came from, for messages, or NULL) and select the db; `url` is
  * what messages show. 0, or -1 with err set (r->c and r->tls then as far as
  * they got: node_close drops them). */
-static int node_connect(jr_redis_t *r, const jr_redis_url_t *u, const char *url, const jr_redis_opts_t *o,
-                        const char *password, const char *pw_from, char *err, size_t errlen) {
+int jri_node_connect(jr_redis_t *r, const jr_redis_url_t *u, const char *url, const jr_redis_opts_t *o,
+                     const char *password, const char *pw_from, char *err, size_t errlen) {
     struct timeval tv = {(time_t)(r->timeout_us / 1000000), (suseconds_t)(r->timeout_us % 1000000)};
     r->c = u->is_unix ? redisConnectUnixWithTimeout(u->path, tv)
                       : redisConnectWithTimeout(u->host, u->port, tv);
@@ -607,7 +631,7 @@ static int sentinel_connect(jr_redis_t *r, const jr_redis_url_t *u, const jr_red
         snprintf(shown, sizeof shown, "%s (primary %s)", url, addr);
         jr_redis_url_t node = *u;
         node.is_sentinel = 0, node.host = host, node.port = port;
-        if (node_connect(r, &node, shown, o, password, pw_from, err, errlen)) {
+        if (jri_node_connect(r, &node, shown, o, password, pw_from, err, errlen)) {
             if (++unreachable >= u->nsentinels || jr_mono_us() >= give_up) return -1;
             node_close(r);
             first = (which + 1) % u->nsentinels;
@@ -699,8 +723,9 @@ jr_redis_t *jr_redis_open(const jr_redis_opts_t *o, char *err, size_t errlen) {
     r->timeout_us = (timeout_ms > 0 ? timeout_ms : 2000) * 1000;
     r->wait_replicas = o->wait_replicas > 0 ? o->wait_replicas : 0;
     r->wait_timeout_ms = o->wait_timeout_ms > 0 ? o->wait_timeout_ms : 1000; /* WAIT N 0 would wait forever */
-    int rc = u.is_sentinel ? sentinel_connect(r, &u, o, url, password, pw_from, err, errlen)
-                           : node_connect(r, &u, url, o, password, pw_from, err, errlen);
+    int rc = u.is_sentinel  ? sentinel_connect(r, &u, o, url, password, pw_from, err, errlen)
+             : u.is_cluster ? jrc_open(r, &u, url, o, password, pw_from, err, errlen)
+                            : jri_node_connect(r, &u, url, o, password, pw_from, err, errlen);
     jr_redis_url_free(&u);
     explicit_bzero(file_pw, sizeof file_pw);
     if (rc) {
@@ -717,6 +742,7 @@ void jr_redis_free(jr_redis_t *r) {
     if (r->c) redisFree(r->c);
     jr_sentinel_sub_free(r->sub);
     if (r->has_epfd) close(r->epfd);
+    jrc_free(r->cl);
     for (size_t i = 0; i < r->nregistered; i++) free(r->registered[i]);
     free(r->scratch);
     free(r);
@@ -794,6 +820,9 @@ static int library_state(jr_redis_t *r, long *c, long *rv) {
     return state;
 }
 
+/* The lock and fence keys of r (a cluster's node may have its own: cluster.h). */
+#define LIB_LOADING(r) ((r)->lib_loading[0] ? (r)->lib_loading : JR_LIB_LOADING_KEY)
+#define LIB_FENCE(r) ((r)->lib_fence[0] ? (r)->lib_fence : JR_LIB_FENCE_KEY)
 /* The lock JR_LIB_LOADING_KEY (contract.h) is held this long at most. */
 #define LIB_LOCK_MS 10000
 #define LIB_LOCK_PX "10000"
@@ -845,8 +874,8 @@ static int exec_quiet(jr_redis_t *r, int argc, const char **argv, const size_t *
 static int load_fenced(jr_redis_t *r, const char *token) {
     const char *load[] = {"FUNCTION", "LOAD", "REPLACE", jr_lua_library};
     size_t load_lens[] = {8, 4, 7, jr_lua_library_len};
-    const char *watch[] = {"WATCH", JR_LIB_FENCE_KEY}, *unwatch[] = {"UNWATCH"}, *multi[] = {"MULTI"},
-               *fence[] = {"SET", JR_LIB_FENCE_KEY, token}, *exec[] = {"EXEC"};
+    const char *watch[] = {"WATCH", LIB_FENCE(r)}, *unwatch[] = {"UNWATCH"}, *multi[] = {"MULTI"},
+               *fence[] = {"SET", LIB_FENCE(r), token}, *exec[] = {"EXEC"};
     for (int tries = 0; tries < LIB_FENCE_TRIES; tries++) {
         int rc;
         if ((rc = exec_quiet(r, 2, watch, NULL))) return rc;
@@ -888,7 +917,19 @@ static int load_fenced(jr_redis_t *r, const char *token) {
                     LIB_FENCE_TRIES);
 }
 
+static int load_library(jr_redis_t *r);
+static int load_library_node(jr_redis_t *node, void *arg) {
+    (void)arg;
+    return load_library(node);
+}
+
+/* A cluster: on every primary of its map, each with its own lock and fence
+ * keys (cluster.h, jrc_each_primary). */
 int jr_redis_load_library(jr_redis_t *r) {
+    return r->cl ? jrc_each_primary(r, load_library_node, NULL) : load_library(r);
+}
+
+static int load_library(jr_redis_t *r) {
     long c = 0, rv = 0;
     int rc = library_state(r, &c, &rv);
     if (rc < 0) return rc;
@@ -904,7 +945,7 @@ int jr_redis_load_library(jr_redis_t *r) {
     int64_t give_up = jr_mono_us() + (int64_t)(LIB_LOCK_MS + 2000) * 1000;
     for (;;) {
         redisReply *rep;
-        if ((rc = jri_exec(r, &rep, "SET", JR_LIB_LOADING_KEY, token, "NX", "PX", LIB_LOCK_PX, NULL)))
+        if ((rc = jri_exec(r, &rep, "SET", LIB_LOADING(r), token, "NX", "PX", LIB_LOCK_PX, NULL)))
             return r->loading = 0, rc;
         int got = rep->type == REDIS_REPLY_STATUS;
         freeReplyObject(rep);
@@ -912,7 +953,7 @@ int jr_redis_load_library(jr_redis_t *r) {
         /* Held. A key without a TTL is no lock of ours (garbage, of any
          * type), and a lock held past its time is a stalled holder: load
          * without it then; the fence keeps that safe. */
-        if ((rc = jri_exec(r, &rep, "PTTL", JR_LIB_LOADING_KEY, NULL))) return r->loading = 0, rc;
+        if ((rc = jri_exec(r, &rep, "PTTL", LIB_LOADING(r), NULL))) return r->loading = 0, rc;
         int no_ttl = rep->type == REDIS_REPLY_INTEGER && rep->integer == -1;
         freeReplyObject(rep);
         if (no_ttl || jr_mono_us() > give_up) break;
@@ -928,16 +969,16 @@ int jr_redis_load_library(jr_redis_t *r) {
     char err[JR_ERRLEN];
     memcpy(err, r->err, sizeof err);
     redisReply *rep;
-    int rrc = jri_exec(r, &rep, "EVAL", release, "1", JR_LIB_LOADING_KEY, token, NULL);
+    int rrc = jri_exec(r, &rep, "EVAL", release, "1", LIB_LOADING(r), token, NULL);
     if (rrc == 0) freeReplyObject(rep);
-    else if (rrc == JR_EREDIS && jri_exec(r, &rep, "GET", JR_LIB_LOADING_KEY, NULL) == 0) {
+    else if (rrc == JR_EREDIS && jri_exec(r, &rep, "GET", LIB_LOADING(r), NULL) == 0) {
         /* A user without EVAL (one that may not load, see docs/operations.md)
          * still leaves no lock behind to hold up the admin's load: GET and
          * DEL are not atomic, but the lock only spares Redis concurrent
          * loads (the fence keeps loads safe). */
         int ours = rep->type == REDIS_REPLY_STRING && !strcmp(rep->str, token);
         freeReplyObject(rep);
-        if (ours && jri_exec(r, &rep, "DEL", JR_LIB_LOADING_KEY, NULL) == 0) freeReplyObject(rep);
+        if (ours && jri_exec(r, &rep, "DEL", LIB_LOADING(r), NULL) == 0) freeReplyObject(rep);
     }
     memcpy(r->err, err, sizeof err);
     return rc;

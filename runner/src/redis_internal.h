@@ -7,6 +7,7 @@
 
 #include "jr.h"
 #include "redis.h"
+#include "util.h"
 
 #define REGISTERED_MAX 64
 
@@ -36,6 +37,11 @@ struct jr_redis {
     char primary[300];    /* the primary connected to, "host:port" */
     struct jr_sentinel_sub *sub; /* the sentinels' +switch-master, NULL = none (or broken) */
     int epfd, has_epfd;   /* an epoll set of c->fd and the subscription's: jr_redis_fd */
+    /* redis-cluster:// only: the facade over the nodes (cluster.h); c is NULL then */
+    struct jr_cluster *cl;
+    /* the function library's lock and fence keys; "" = JR_LIB_LOADING_KEY, JR_LIB_FENCE_KEY
+       (a cluster's node not serving their slot has its own: cluster.h) */
+    char lib_loading[48], lib_fence[48];
 };
 
 /* Set the connection's error text and return code; any code but JR_EREDIS
@@ -50,6 +56,13 @@ int jri_fail(jr_redis_t *r, int code, const char *fmt, ...) __attribute__((forma
 void jri_explain(const jr_redis_t *r, char *buf, size_t len);
 /* Append one command (argv, lens NULL = NUL-terminated) without sending. */
 int jri_append_argv(jr_redis_t *r, int argc, const char **argv, const size_t *lens);
+/* Append commands already formatted (RESP, one or more whole commands in
+ * buf[0..len)) without sending. */
+int jri_append_formatted(jr_redis_t *r, const char *buf, size_t len);
+/* Connect r (zeroed but for its role, timeouts and wait settings) to the
+ * node of u (see redis.c); cluster.c's node connections are made by it. */
+int jri_node_connect(jr_redis_t *r, const jr_redis_url_t *u, const char *url, const jr_redis_opts_t *o,
+                     const char *password, const char *pw_from, char *err, size_t errlen);
 /* Read one reply, waiting at most timeout_us (-1 = forever). */
 int jri_recv_reply(jr_redis_t *r, redisReply **out, int64_t timeout_us);
 /* An error reply: freed, its text kept, JR_EREDIS returned; else 0. */

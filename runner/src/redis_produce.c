@@ -142,10 +142,7 @@ static int append_ready_xadds(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n)
             p = resp_bulk(p, vals[f], vlens[f]);
         }
     }
-    if (!jr_redis_ok(r)) return jri_fail(r, JR_EIO, "Redis connection is broken");
-    if (redisAppendFormattedCommand(r->c, buf, (size_t)(p - buf)) != REDIS_OK)
-        return jri_fail(r, JR_ENOMEM, "cannot append %zu XADDs", n);
-    return 0;
+    return jri_append_formatted(r, buf, (size_t)(p - buf));
 }
 
 /* Check job i against the contract (the bounds of jr_limits.h), the way the

@@ -241,7 +241,8 @@ void jr_redis_url_redact(const char *s, char *out, size_t outlen) {
         if (rb) h = rb + 1; /* an IPv6 host's colons are no port */
         const char *colon = strchr(h, ':');
         size_t digits = colon ? strspn(colon + 1, "0123456789") : 0;
-        int list = jr_redis_url_is_sentinel(s) && colon && colon[1 + digits] == ','; /* the next sentinel */
+        int list = (jr_redis_url_is_sentinel(s) || jr_redis_url_is_cluster(s)) && colon &&
+                   colon[1 + digits] == ','; /* the next sentinel or node */
         if (colon && colon[1 + digits] != '\0' && colon[1 + digits] != '/' && !list) {
             put(out, outlen, &w, s, (size_t)(colon + 1 - s));
             put(out, outlen, &w, "***", 3);
@@ -539,21 +540,28 @@ int jr_redis_url_is_sentinel(const char *s) {
     return s && scheme_len(s) == 14 && strncasecmp(s, "redis-sentinel", 14) == 0;
 }
 
-/* One sentinel's "host[:port]" in [p, end), the n-th (1-based) of the
- * list, into *a. IPv6 hosts in brackets. */
-static int parse_sentinel_addr(const char *p, const char *end, size_t n, struct jr_redis_addr *a,
-                               const char *shown, char *err, size_t errlen) {
+int jr_redis_url_is_cluster(const char *s) {
+    size_t n = s ? scheme_len(s) : 0;
+    return (n == 13 && strncasecmp(s, "redis-cluster", 13) == 0) ||
+           (n == 14 && strncasecmp(s, "rediss-cluster", 14) == 0);
+}
+
+/* One address "host[:port]" in [p, end), the n-th (1-based) of a list of
+ * `what`s ("sentinel", "node"; default port def_port), into *a. IPv6 hosts
+ * in brackets. */
+static int parse_list_addr(const char *p, const char *end, size_t n, struct jr_redis_addr *a, const char *what,
+                           int def_port, const char *shown, char *err, size_t errlen) {
     const char *host = p, *host_end, *port = NULL;
     if (p == end) {
-        jr_errf(err, errlen, "empty sentinel address (number %zu in the list) in redis URL \"%s\"", n, shown);
+        jr_errf(err, errlen, "empty %s address (number %zu in the list) in redis URL \"%s\"", what, n, shown);
         return JR_EINVAL;
     }
     if (*p == '[') {
         host = p + 1;
         host_end = memchr(host, ']', (size_t)(end - host));
         if (!host_end || (host_end + 1 < end && host_end[1] != ':')) {
-            jr_errf(err, errlen, "bad IPv6 host of sentinel number %zu in redis URL \"%s\" (write [::1]:26379)", n,
-                    shown);
+            jr_errf(err, errlen, "bad IPv6 host of %s number %zu in redis URL \"%s\" (write [::1]:%d)", what, n,
+                    shown, def_port);
             return JR_EINVAL;
         }
         for (const char *q = host; q < host_end; q++)
@@ -567,12 +575,12 @@ static int parse_sentinel_addr(const char *p, const char *end, size_t n, struct 
             if (!host_char_ok(*q)) host_end = host;
     }
     if (host_end == host) {
-        jr_errf(err, errlen, "bad or missing host of sentinel number %zu in redis URL \"%s\"", n, shown);
+        jr_errf(err, errlen, "bad or missing host of %s number %zu in redis URL \"%s\"", what, n, shown);
         return JR_EINVAL;
     }
-    long v = 26379;
+    long v = def_port;
     if (port && (parse_uint(port, (size_t)(end - port), 65535, &v) || v == 0)) {
-        jr_errf(err, errlen, "bad port of sentinel number %zu in redis URL \"%s\" (1 to 65535)", n, shown);
+        jr_errf(err, errlen, "bad port of %s number %zu in redis URL \"%s\" (1 to 65535)", what, n, shown);
         return JR_EINVAL;
     }
     a->port = (int)v;
@@ -603,7 +611,8 @@ static int parse_sentinel(const char *p, const char *at, jr_redis_url_t *u, cons
     for (const char *q = p; u->nsentinels < n; q++) {
         const char *e = memchr(q, ',', (size_t)(slash - q));
         if (!e) e = slash;
-        if ((rc = parse_sentinel_addr(q, e, u->nsentinels + 1, &u->sentinels[u->nsentinels], shown, err, errlen)))
+        if ((rc = parse_list_addr(q, e, u->nsentinels + 1, &u->sentinels[u->nsentinels], "sentinel", 26379, shown,
+                                  err, errlen)))
             return rc;
         u->nsentinels++;
         q = e;
@@ -621,6 +630,38 @@ static int parse_sentinel(const char *p, const char *at, jr_redis_url_t *u, cons
     return 0;
 }
 
+/* Parse what follows "redis-cluster://": the userinfo (up to `at`) and
+ * the seed nodes; nothing may follow them (a cluster has only db 0). */
+static int parse_cluster(const char *p, const char *at, jr_redis_url_t *u, const char *shown, char *err,
+                         size_t errlen) {
+    int rc;
+    if (at) {
+        if ((rc = parse_userinfo(p, at, u, shown, err, errlen))) return rc;
+        p = at + 1;
+    }
+    const char *end = p + strcspn(p, "/?#");
+    if (*end) {
+        jr_errf(err, errlen,
+                "redis URL \"%s\": a Redis Cluster has only db 0, so nothing may follow the node list (write "
+                "redis-cluster://[user:password@]host:port[,host:port...])",
+                shown);
+        return JR_EINVAL;
+    }
+    size_t n = 1;
+    for (const char *q = p; q < end; q++) n += *q == ',';
+    if (!(u->seeds = calloc(n, sizeof *u->seeds))) return JR_ENOMEM;
+    for (const char *q = p; u->nseeds < n; q++) {
+        const char *e = memchr(q, ',', (size_t)(end - q));
+        if (!e) e = end;
+        if ((rc = parse_list_addr(q, e, u->nseeds + 1, &u->seeds[u->nseeds], "node", 6379, shown, err, errlen)))
+            return rc;
+        u->nseeds++;
+        q = e;
+    }
+    u->is_cluster = 1;
+    return 0;
+}
+
 int jr_redis_url_parse(const char *s, jr_redis_url_t *u, char *err, size_t errlen) {
     memset(u, 0, sizeof *u);
     if (!s || !*s) {
@@ -633,7 +674,7 @@ int jr_redis_url_parse(const char *s, jr_redis_url_t *u, char *err, size_t errle
     const char *sep = n ? s + n : NULL;
     int rc;
     if (!sep) {
-        jr_errf(err, errlen, "missing scheme in redis URL \"%s\" (use redis://, rediss://, unix:// or redis-sentinel://)",
+        jr_errf(err, errlen, "missing scheme in redis URL \"%s\" (use redis://, rediss://, unix://, redis-sentinel://, redis-cluster:// or rediss-cluster://)",
                 shown);
         rc = JR_EINVAL;
     } else if (sep - s == 5 && strncasecmp(s, "redis", 5) == 0) {
@@ -645,9 +686,12 @@ int jr_redis_url_parse(const char *s, jr_redis_url_t *u, char *err, size_t errle
         rc = parse_unix(sep + 3, userinfo_end(s), u, shown, err, errlen);
     } else if (jr_redis_url_is_sentinel(s)) {
         rc = parse_sentinel(sep + 3, userinfo_end(s), u, shown, err, errlen);
+    } else if (jr_redis_url_is_cluster(s)) {
+        rc = parse_cluster(sep + 3, userinfo_end(s), u, shown, err, errlen);
+        u->is_tls = sep - s == 14;
     } else {
         jr_errf(err, errlen,
-                "unsupported scheme \"%.*s\" in redis URL \"%s\" (use redis://, rediss://, unix:// or redis-sentinel://)",
+                "unsupported scheme \"%.*s\" in redis URL \"%s\" (use redis://, rediss://, unix://, redis-sentinel://, redis-cluster:// or rediss-cluster://)",
                 (int)(sep - s), s, shown);
         rc = JR_EINVAL;
     }
@@ -659,6 +703,8 @@ int jr_redis_url_parse(const char *s, jr_redis_url_t *u, char *err, size_t errle
 void jr_redis_url_free(jr_redis_url_t *u) {
     for (size_t i = 0; i < u->nsentinels; i++) free(u->sentinels[i].host);
     free(u->sentinels);
+    for (size_t i = 0; i < u->nseeds; i++) free(u->seeds[i].host);
+    free(u->seeds);
     free(u->master);
     free(u->host);
     free(u->path);

@@ -58,6 +58,12 @@ typedef struct jr_redis_url {
     } *sentinels;
     size_t nsentinels;
     char *master;
+    /* redis-cluster:// and rediss-cluster:// only (host, port and path
+     * unset; is_tls for rediss-cluster://): the nodes to ask for the
+     * cluster's slot map, in the URL's order. */
+    int is_cluster;
+    struct jr_redis_addr *seeds;
+    size_t nseeds;
 } jr_redis_url_t;
 
 /* Format a message into err (errlen bytes; nothing when err is NULL or
@@ -91,8 +97,17 @@ int jr_redis_url_parse(const char *s, jr_redis_url_t *u, char *err, size_t errle
  * unix://) being the primary's. Refused with a message: no master name, an
  * empty address in the list, a bad host or port (naming its place in the
  * list). */
+/* "redis-cluster://[[user:]password@]host[:port][,host[:port]...]" and
+ * "rediss-cluster://..." (TLS to every node) are parsed by
+ * jr_redis_url_parse too: the seed nodes (each host as in redis://, the
+ * port 6379 by default) and the userinfo, which is every node's. A cluster
+ * has only db 0: a "/N" (and any path or parameter) after the list is
+ * refused with a message saying so; an empty address in the list, a bad
+ * host or port are refused naming their place in the list. */
 /* 1 if s is a redis-sentinel:// URL (the scheme only is looked at). */
 int jr_redis_url_is_sentinel(const char *s);
+/* 1 if s is a redis-cluster:// or rediss-cluster:// URL (the scheme only). */
+int jr_redis_url_is_cluster(const char *s);
 
 /* Copy a Redis URL for logs and messages (the URL need not be valid),
  * cut to outlen: the userinfo's password (everything after the user's ':',

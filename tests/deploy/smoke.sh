@@ -5,9 +5,12 @@
 # worker container mid-job, stops the stack and checks every service exited
 # 0; then runs the TLS variant (docker-compose.tls.yml) with the same images
 # as a second project: jobs and a delayed job over TLS, Redis refusing a
-# plain connection and one without a client certificate. At the end it
-# removes every container, volume and network it made.
+# plain connection and one without a client certificate; then the Redis
+# Cluster variant (docker-compose.cluster.yml): 6 nodes made one cluster by
+# its one-shot service, jobs and a delayed job through the CLI, stats. At
+# the end it removes every container, volume and network it made.
 # usage: tests/deploy/smoke.sh [SOURCE_DIR]     (bounded: SMOKE_TIMEOUT, default 1200 s)
+# JR_SMOKE_ONLY=cluster builds the images and runs only the cluster variant.
 # Needs podman + podman-compose (.ci/container-base.sh sets them up).
 set -euo pipefail
 # The whole test is bounded: past the limit, timeout sends SIGTERM and the
@@ -20,8 +23,10 @@ trap 'exit 143' TERM
 src=$(cd "${1:-$(dirname "$0")/../..}" && pwd)
 cd "$src"
 export COMPOSE_PROJECT_NAME="jrsmoke$$"
-P=$COMPOSE_PROJECT_NAME PT="${P}tls"
-cur=$P   # the project the helpers below look at: $P, then $PT (TLS)
+P=$COMPOSE_PROJECT_NAME PT="${P}tls" PC="${P}cl"
+cur=$P   # the project the helpers below look at: $P, then $PT (TLS), then $PC (cluster)
+only=${JR_SMOKE_ONLY:-}
+case "$only" in ""|cluster) ;; *) echo "JR_SMOKE_ONLY: \"$only\" is not a part (cluster)" >&2; exit 2 ;; esac
 tmp=$(mktemp -d /tmp/jr-smoke.XXXXXX)
 app="localhost/$P-app:1" app2="localhost/$P-app:2"
 started=$(date +%s)
@@ -39,12 +44,14 @@ dump() {
 }
 pc() { podman-compose -p "$P" "$@"; }
 pct() { podman-compose -p "$PT" -f docker-compose.yml -f docker-compose.tls.yml "$@"; }
+pcc() { podman-compose -p "$PC" -f docker-compose.yml -f docker-compose.cluster.yml "$@"; }
 cleanup() {
   set +e
   log "cleaning up"
   pc down -v -t 20 >/dev/null 2>&1
   pct down -v -t 20 >/dev/null 2>&1
-  for p in "$P" "$PT"; do
+  pcc down -v -t 20 >/dev/null 2>&1
+  for p in "$P" "$PT" "$PC"; do
     for c in $(podman ps -a --filter "label=io.podman.compose.project=$p" --format '{{.ID}}'); do podman rm -f "$c" >/dev/null 2>&1; done
     for v in $(podman volume ls --filter "label=io.podman.compose.project=$p" --format '{{.Name}}'); do podman volume rm -f "$v" >/dev/null 2>&1; done
     podman network rm -f "${p}_default" >/dev/null 2>&1
@@ -71,13 +78,8 @@ JOBRUNNER_IMAGE=localhost/jobrunner:latest pc build >"$tmp/build.log" 2>&1 \
 podman build --target sdk -t localhost/jobrunner-sdk:latest . >>"$tmp/build.log" 2>&1 || fail "sdk image"
 podman build -t "$app" docs/examples/plugin >>"$tmp/build.log" 2>&1 || { tail -20 "$tmp/build.log"; fail "plugin image"; }
 
-log "starting the stack"
 export JOBRUNNER_IMAGE="$app"
-pc up -d >"$tmp/up.log" 2>&1 || { cat "$tmp/up.log"; fail "up"; }
 containers() { podman ps -a --filter "name=^${cur}_$1_[0-9]+$" --format "{{.Names}}" | sort; }
-workers=$(containers worker); sched=$(containers scheduler); redis=$(containers redis)
-[ "$(echo "$workers" | wc -w)" = 2 ] || fail "expected 2 worker containers, got: $workers"
-
 # Healthy: every container's healthcheck passes (podman runs them from
 # systemd timers where systemd runs; otherwise we run them here).
 healthy() {
@@ -88,8 +90,6 @@ healthy() {
   done
   return 1
 }
-for c in $redis $sched $workers; do healthy "$c" || fail "$c never became healthy"; done
-log "all healthy: $redis $sched $workers"
 
 # Run a command in the scheduler's container. podman 4.3's DNS server
 # (aardvark-dns) was seen to stop answering for a container network right
@@ -113,18 +113,28 @@ in_sched() {
 }
 jr() { in_sched jobrunner "$@"; }
 
-log "enqueueing through the CLI in a container"
-# One exec, many CLI calls (each exec costs about a second).
-in_sched sh -c 'for i in $(seq 1 40); do jobrunner enqueue greet "friend $i" || exit 1; done
-                            for i in $(seq 1 10); do jobrunner enqueue --in 3s greet "later $i" || exit 1; done' \
-  >/dev/null || fail "enqueue through the CLI"
-n=50
 count_ok() { local t=0 c; for c in $(containers worker); do t=$((t + $(podman logs "$c" 2>&1 | grep -c "handler=greet .*outcome=ok" || true))); done; echo $t; }
 wait_ok() {
   local want=$1 i got=0
   for i in $(seq 1 ${2:-60}); do got=$(count_ok); [ "$got" -ge "$want" ] && return 0; sleep 1; done
   fail "$got of $want greet jobs ran"
 }
+
+if [ -z "$only" ]; then  # (the plain stack and the TLS variant, to the cluster variant below)
+log "starting the stack"
+pc up -d >"$tmp/up.log" 2>&1 || { cat "$tmp/up.log"; fail "up"; }
+workers=$(containers worker); sched=$(containers scheduler); redis=$(containers redis)
+[ "$(echo "$workers" | wc -w)" = 2 ] || fail "expected 2 worker containers, got: $workers"
+
+for c in $redis $sched $workers; do healthy "$c" || fail "$c never became healthy"; done
+log "all healthy: $redis $sched $workers"
+
+log "enqueueing through the CLI in a container"
+# One exec, many CLI calls (each exec costs about a second).
+in_sched sh -c 'for i in $(seq 1 40); do jobrunner enqueue greet "friend $i" || exit 1; done
+                            for i in $(seq 1 10); do jobrunner enqueue --in 3s greet "later $i" || exit 1; done' \
+  >/dev/null || fail "enqueue through the CLI"
+n=50
 wait_ok $n
 log "$n greet jobs ran (10 of them delayed)"
 
@@ -250,3 +260,51 @@ for c in $(podman ps -a --filter "label=io.podman.compose.project=$PT" --format 
 done
 pct down -v -t 20 >/dev/null 2>&1 || fail "down -v (TLS)"
 log "TLS variant done in $(( $(date +%s) - tls_started ))s; every service exited 0; total $(( $(date +%s) - started ))s"
+fi  # (the plain stack and the TLS variant)
+
+# The Redis Cluster variant (docker-compose.cluster.yml, docs/operations.md)
+# as a project of its own, with the images built above: six nodes of the
+# redis image, made one cluster of 3 primaries + 3 replicas by the one-shot
+# cluster-create service; the scheduler and workers on redis-cluster://.
+cl_started=$(date +%s)
+cur=$PC
+log "the cluster variant: starting 6 Redis nodes, cluster-create, a scheduler and 2 workers"
+pcc up -d --no-build >"$tmp/up-cluster.log" 2>&1 || { cat "$tmp/up-cluster.log"; fail "up (cluster)"; }
+workers=$(containers worker); sched=$(containers scheduler); redis=$(containers redis)
+nodes="$redis $(for i in 2 3 4 5 6; do containers "redis-$i"; done | tr '\n' ' ')"
+[ "$(echo "$nodes" | wc -w)" = 6 ] || fail "expected 6 Redis nodes, got: $nodes"
+[ "$(echo "$workers" | wc -w)" = 2 ] || fail "expected 2 worker containers, got: $workers"
+create=$(containers cluster-create)
+for i in $(seq 1 120); do
+  [ "$(podman inspect --format '{{.State.Status}}' "$create")" = exited ] && break
+  sleep 1
+done
+[ "$(podman inspect --format '{{.State.Status}} {{.State.ExitCode}}' "$create")" = "exited 0" ] \
+  || fail "cluster-create did not complete: $(podman inspect --format '{{.State.Status}} {{.State.ExitCode}}' "$create"); $(podman logs "$create" 2>&1 | tail -20)"
+for c in $nodes $sched $workers; do healthy "$c" || fail "$c never became healthy"; done
+info=$(podman exec "$redis" sh -c 'REDISCLI_AUTH="$REDIS_PASSWORD" redis-cli cluster info' | tr -d '\r')
+echo "$info" | has '^cluster_state:ok' && echo "$info" | has '^cluster_size:3' \
+  && echo "$info" | has '^cluster_known_nodes:6' || fail "not one cluster of 3 primaries and 6 nodes: $info"
+podman logs "$sched" 2>&1 | has "redis=redis-cluster://" || fail "the scheduler does not use redis-cluster://"
+log "all healthy, one cluster of 3 primaries + 3 replicas: $nodes $sched $workers"
+in_sched sh -c 'for i in $(seq 1 10); do jobrunner enqueue greet "cluster $i" || exit 1; done
+                for i in $(seq 1 3); do jobrunner enqueue --in 2s greet "cluster later $i" || exit 1; done' \
+  >/dev/null || fail "enqueue through the CLI on the cluster"
+wait_ok 13
+st=$(jr stats --json) || fail "stats on the cluster"
+echo "$st" | has '"dead": *0' || fail "jobs went dead on the cluster: $st"
+log "13 greet jobs ran on the cluster (3 of them delayed); stats: $st"
+# cluster-create again (as a second `up` would run it): it finds the cluster and makes nothing.
+out=$(podman start -a "$create" 2>&1) || fail "cluster-create, run again, failed: $out"
+echo "$out" | has "the cluster exists" || fail "cluster-create, run again, did not see the cluster: $out"
+# The scheduler and workers first: podman-compose 1.0.3 stops services in
+# the reverse of the files' order (the override's nodes before them), not
+# by depends_on, and a worker whose cluster is gone did not stop within 20 s.
+pcc stop -t 20 scheduler worker >/dev/null 2>&1 || true
+pcc stop -t 20 >/dev/null 2>&1 || true
+for c in $(podman ps -a --filter "label=io.podman.compose.project=$PC" --format '{{.Names}}'); do
+  code=$(podman inspect --format '{{.State.ExitCode}}' "$c")
+  [ "$code" = 0 ] || fail "$c exited $code"
+done
+pcc down -v -t 20 >/dev/null 2>&1 || fail "down -v (cluster)"
+log "cluster variant done in $(( $(date +%s) - cl_started ))s; every service exited 0; total $(( $(date +%s) - started ))s"
