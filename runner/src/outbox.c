@@ -112,6 +112,111 @@ static int recv_confirm(worker_t *w, jr_redis_t *conn) {
     return 0;
 }
 
+/* A job's own-queue follow-ups stay in its op (fu rebuilt from them);
+ * the others have been written. None left: the op becomes the plain
+ * acknowledgement it now is. Returns 0 or JR_ENOMEM (op unchanged). */
+static int keep_own_followups(op_t *o, const char *own) {
+    jr_fu_list_t l = {.max_payload = INT64_MAX};
+    size_t off = 0;
+    jr_fu_item_t it;
+    char why[256];
+    while (jr_fu_next(o->fu, o->fu_len, &off, &it) == 1) {
+        if (it.queue_len != strlen(own) || memcmp(it.queue, own, it.queue_len)) continue;
+        char *h = strndup(it.handler, it.handler_len), *id = strndup(it.id, it.id_len);
+        jr_followup_t f = {.queue = own, .handler = h, .payload = it.payload, .payload_len = it.payload_len,
+                           .delay_ms = it.delay_ms, .at_ms = it.at_ms, .id = id};
+        int bad = !h || !id || jr_fu_append(&l, &f, own, why, sizeof why);
+        free(h), free(id);
+        if (bad) {
+            jr_fu_reset(&l);
+            return JR_ENOMEM;
+        }
+    }
+    free(o->fu);
+    o->fu = l.buf, o->fu_len = l.len;
+    if (!l.n) { /* no follow-up left for the atomic call: a plain acknowledgement */
+        o->kind = OP_ACK, o->fu = NULL, o->fu_len = 0;
+        free(l.buf);
+        if (o->done_id && strcmp(o->done_id, o->entry) != 0) snprintf(o->jobid, sizeof o->jobid, "%s", o->done_id);
+    }
+    return 0;
+}
+
+/* On a Redis Cluster a follow-up to another queue (another hash tag, so
+ * maybe another shard) cannot be written in the call that acknowledges
+ * the job (one call reaches one slot). Those are enqueued first, here, in
+ * their own calls, each under an id: its own, or one derived from the job
+ * (fu-<hash of the queue>-<entry id>-<k>, k its place among the job's
+ * follow-ups), so that a worker that dies between this and the
+ * acknowledgement, whose job then runs again, writes each once (the
+ * idempotency window of an id: a day). Then the op keeps its own-queue
+ * follow-ups for the atomic call. A follow-up Redis refuses makes the job
+ * go to the dead stream, as a refused jr_ack_follow does (op becomes
+ * OP_DEAD). On one Redis nothing happens here. Returns 0, a transport
+ * error (every op stays queued; the ids make the next try harmless) or
+ * JR_ENOMEM. */
+static int cross_queue_followups(worker_t *w, jr_redis_t *conn) {
+    if (!jr_redis_is_cluster(conn)) return 0;
+    int rc = 0;
+    for (size_t i = 0; i < w->nops && !rc; i++) {
+        op_t *o = &w->ops[i];
+        if (o->kind != OP_FOLLOW) continue;
+        const char *own = w->queues[o->queue];
+        long n = jr_fu_count(o->fu, o->fu_len);
+        if (n <= 0) continue; /* corrupt: jr_redis_append_ack_follow refuses it, the job goes dead */
+        jr_enqueue_t *jobs = calloc((size_t)n, sizeof *jobs);
+        char (*qs)[JR_QUEUE_MAX + 1] = calloc((size_t)n, sizeof *qs);
+        char (*ids)[JR_ID_MAX] = calloc((size_t)n, sizeof *ids);
+        char (*got)[JR_ID_MAX] = calloc((size_t)n, sizeof *got);
+        jr_enq_outcome_t *out = calloc((size_t)n, sizeof *out);
+        if (!jobs || !qs || !ids || !got || !out) rc = JR_ENOMEM;
+        size_t off = 0, m = 0;
+        jr_fu_item_t it;
+        uint64_t qh = jr_fnv1a64(own, strlen(own));
+        for (long k = 1; !rc && jr_fu_next(o->fu, o->fu_len, &off, &it) == 1; k++) {
+            if (it.queue_len > JR_QUEUE_MAX || it.id_len >= JR_ID_MAX) continue; /* refused by the ack's encoder */
+            if (it.queue_len == strlen(own) && !memcmp(it.queue, own, it.queue_len)) continue;
+            memcpy(qs[m], it.queue, it.queue_len);
+            if (it.id_len) memcpy(ids[m], it.id, it.id_len);
+            else snprintf(ids[m], sizeof ids[m], "fu-%016llx-%s-%ld", (unsigned long long)qh, o->entry, k);
+            jr_enqueue_t *j = &jobs[m++];
+            j->queue = qs[m - 1], j->id = ids[m - 1];
+            if (it.at_ms > 0) j->at_us = it.at_ms * 1000;
+            else j->delay_ms = it.delay_ms;
+            j->env.handler = it.handler, j->env.handler_len = it.handler_len;
+            j->env.payload = it.payload, j->env.payload_len = it.payload_len;
+            j->env.attempt = 1;
+        }
+        jr_strlist_t reasons = {0};
+        int erc = rc || !m ? 0 : jr_redis_enqueue_each(conn, jobs, m, got, out, &reasons);
+        int refused = 0;
+        for (size_t j = 0; j < m && !rc; j++) refused |= out[j].status == JR_ENQ_REFUSED;
+        if (!rc && refused) { /* into the dead stream, saying why (as a refused jr_ack_follow) */
+            char why[JR_ERRLEN + 80];
+            snprintf(why, sizeof why, "the handler succeeded but Redis refused its follow-ups: %s",
+                     reasons.n ? reasons.v[0] : jr_redis_errstr(conn));
+            jr_log_kv(JR_LOG_ERROR, "follow-ups refused by Redis; the job goes to the dead-letter stream", "entry",
+                      o->entry, "queue", own, "error", why, NULL);
+            free(o->fu), free(o->error);
+            o->fu = NULL, o->fu_len = 0;
+            o->kind = OP_DEAD, o->why = "failed";
+            o->error = strdup(why);
+            o->done_outcome = "dead";
+        } else if (!rc && erc && erc != JR_EREPLICAS && !jr_redis_ok(conn)) {
+            rc = erc; /* the connection failed: everything stays queued */
+        } else if (!rc && erc && erc != JR_EREPLICAS) {
+            rc = erc == JR_ENOMEM ? JR_ENOMEM : JR_EREDIS; /* refused as a whole (e.g. the registry): tried again */
+            jrw_refused(&w->ops_refused, "Redis refused follow-ups of finished jobs; keeping them and retrying",
+                        jr_redis_errstr(conn));
+        } else if (!rc && m) {
+            rc = keep_own_followups(o, own);
+        }
+        jr_strlist_free(&reasons);
+        free(jobs), free(qs), free(ids), free(got), free(out);
+    }
+    return rc;
+}
+
 /* Send every queued operation on conn in one pipeline and read the
  * replies. Acknowledgements and hand-backs of a queue go as one call each
  * (jr_ack, jr_handback); an acknowledgement with follow-ups (OP_FOLLOW) as
@@ -166,7 +271,8 @@ static int recv_confirm(worker_t *w, jr_redis_t *conn) {
  * connection); JR_EREDIS for a missing function (above); or JR_ENOMEM
  * (everything stays queued). */
 int jrw_flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t block) {
-    int rc = 0;
+    int rc = cross_queue_followups(w, conn);
+    if (rc) return rc;
     size_t calls = 0;
     const char **ids = malloc(w->nops * sizeof *ids);
     size_t *call = malloc(w->nops * sizeof *call); /* call carrying op i */

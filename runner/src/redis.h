@@ -142,6 +142,11 @@ int jr_redis_append_wait(jr_redis_t *r);
  * or a transport error. */
 int jr_redis_recv_wait(jr_redis_t *r, long long *acked);
 
+/* 1 if r is a connection to a Redis Cluster (redis-cluster://): a call
+ * then reaches one slot, so a caller that writes to several queues splits
+ * its work per queue (see outbox.c for follow-ups). */
+int jr_redis_is_cluster(const jr_redis_t *r);
+
 /* CLIENT ID of this connection / CLIENT UNBLOCK another one. */
 int jr_redis_client_id(jr_redis_t *r, long long *id);
 int jr_redis_unblock(jr_redis_t *r, long long client_id);

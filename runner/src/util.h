@@ -137,4 +137,8 @@ int64_t jr_days_from_civil(int64_t y, int m, int d);
 int64_t jr_wall_ms(void);
 int64_t jr_mono_us(void);
 
+/* FNV-1a, 64 bits, of len bytes: a stable hash for names derived from
+ * others (not for security). Pure. */
+uint64_t jr_fnv1a64(const void *data, size_t len);
+
 #endif
