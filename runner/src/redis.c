@@ -1269,7 +1269,7 @@ void jr_redis_set_timeout(jr_redis_t *r, int64_t timeout_ms) {
 
 int jr_redis_wait_replicas(const jr_redis_t *r) { return r->wait_replicas; }
 
-int jr_redis_is_cluster(const jr_redis_t *r) { return r != NULL && 0; /* TODO(cluster merge): r->cl != NULL */ }
+int jr_redis_is_cluster(const jr_redis_t *r) { return r != NULL && r->cl != NULL; }
 
 int jr_redis_append_wait(jr_redis_t *r) {
     if (r->wait_replicas <= 0) return 0;

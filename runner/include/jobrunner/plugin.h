@@ -165,6 +165,9 @@ typedef struct jr_host_api {
      * times out), none is written. A follow-up is never written twice for
      * one successful run, even when two workers both ran the job after a
      * lost lease: only the one whose acknowledgement lands writes them.
+     * (On a Redis Cluster, a follow-up to another queue is written just
+     * before the acknowledgement under its id or one derived from the job,
+     * so at most once too: README, "Follow-up jobs".)
      * At most 1000 per attempt. Returns 0, or -1 if `f` is refused (see
      * jr_followup_t: bad queue name, empty handler, payload too large, due
      * more than 10 years ahead, bad id, too many): the reason is logged
