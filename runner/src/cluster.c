@@ -292,9 +292,12 @@ static void refresh(jr_redis_t *f) {
         int saved[JR_CLUSTER_SLOTS];
         memcpy(saved, cl->slot, sizeof saved);
         char why[JR_ERRLEN];
-        if (read_slots(cl, c->r, n->host, why, sizeof why) == 0) return;
+        jr_redis_t *r = c->r; /* read_slots may move cl->nodes (a new node) */
+        char host[256];
+        snprintf(host, sizeof host, "%s", n->host);
+        if (read_slots(cl, r, host, why, sizeof why) == 0) return;
         memcpy(cl->slot, saved, sizeof saved);
-        if (!jr_redis_ok(c->r)) return; /* the next command on it fails, and the caller reconnects */
+        if (!jr_redis_ok(r)) return; /* the next command on it fails, and the caller reconnects */
     }
 }
 
@@ -357,9 +360,7 @@ int jrc_open(jr_redis_t *r, const jr_redis_url_t *u, const char *url, const jr_r
         jr_redis_t *n = node_open(r, host, port, why, sizeof why);
         if (n && read_slots(cl, n, host, why, sizeof why) == 0) {
             found = 1;
-            int i = node_find(cl, host, port);
             jr_redis_free(n); /* its node (if it is a primary) is connected again when needed */
-            (void)i;
             break;
         }
         jr_redis_free(n);
