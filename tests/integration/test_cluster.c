@@ -446,10 +446,18 @@ Test(cluster, ask_during_a_migration_and_tryagain_for_several_keys) {
     /* And jobrunner's own calls on that queue work after it. */
     jr_enqueue_t j = jrt_job(q, "record", "after");
     cr_assert_eq(jr_redis_enqueue(r, &j, 1, NULL, NULL), 0, "%s", jr_redis_errstr(r));
-    /* Keys of two slots in one call: refused, never sent. */
+    /* Keys of two slots in one call: refused, never sent (an error reply:
+     * the connection stays usable). */
+    long long evals = 0;
+    for (int n = 0; n < 3; n++) evals += node_calls(n, "eval");
     const char *two[] = {"EVAL", "return 1", "2", "jrt:{a}", "jrt:{b}"};
-    cr_expect_eq(jri_exec_argv(r, &got, 5, two, NULL), JR_EINVAL);
+    cr_expect_eq(jri_exec_argv(r, &got, 5, two, NULL), JR_EREDIS);
     cr_expect(strstr(jr_redis_errstr(r), "keys in 2 slots"), "%s", jr_redis_errstr(r));
+    cr_expect(jr_redis_ok(r), "the refusal broke the connection");
+    long long evals_after = 0;
+    for (int n = 0; n < 3; n++) evals_after += node_calls(n, "eval");
+    cr_expect_eq(evals_after, evals, "the call of two slots was sent");
+    cr_assert_eq(jr_redis_enqueue(r, &j, 1, NULL, NULL), 0, "after the refusal: %s", jr_redis_errstr(r));
     jr_redis_free(r);
 }
 
