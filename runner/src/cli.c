@@ -60,6 +60,7 @@ const char jr_cli_usage_common[] =
     "  -c, --config FILE   YAML configuration (see config/jobrunner.yaml)\n"
     "      --redis URL     redis://[[user:]password@]host:port[/db] or unix:///path\n"
     "                      or redis-sentinel://host:port[,host:port...]/MASTER\n"
+    "                      or redis-cluster://host:port[,host:port...]\n"
     "                      (rediss://... over TLS: see redis.tls in the file)\n"
     "                      (overrides the file and JOBRUNNER_REDIS_URL)\n"
     "      --wait DURATION wait up to DURATION for Redis to answer (e.g. right after\n"

@@ -129,6 +129,7 @@ typedef struct cmd {
     size_t nparts;
     int64_t retry_until;   /* TRYAGAIN, CLUSTERDOWN, LOADING: resent until then (0: not yet) */
     int ask_pause;         /* a part of a split read was asked elsewhere (ASK): pause before returning */
+    char *refused;         /* never sent: its reply is this error (keys in several slots) */
 } cmd_t;
 
 struct jr_cluster {
@@ -292,9 +293,12 @@ static void refresh(jr_redis_t *f) {
         int saved[JR_CLUSTER_SLOTS];
         memcpy(saved, cl->slot, sizeof saved);
         char why[JR_ERRLEN];
-        if (read_slots(cl, c->r, n->host, why, sizeof why) == 0) return;
+        jr_redis_t *r = c->r; /* read_slots may move cl->nodes (a new node) */
+        char host[256];
+        snprintf(host, sizeof host, "%s", n->host);
+        if (read_slots(cl, r, host, why, sizeof why) == 0) return;
         memcpy(cl->slot, saved, sizeof saved);
-        if (!jr_redis_ok(c->r)) return; /* the next command on it fails, and the caller reconnects */
+        if (!jr_redis_ok(r)) return; /* the next command on it fails, and the caller reconnects */
     }
 }
 
@@ -357,9 +361,7 @@ int jrc_open(jr_redis_t *r, const jr_redis_url_t *u, const char *url, const jr_r
         jr_redis_t *n = node_open(r, host, port, why, sizeof why);
         if (n && read_slots(cl, n, host, why, sizeof why) == 0) {
             found = 1;
-            int i = node_find(cl, host, port);
             jr_redis_free(n); /* its node (if it is a primary) is connected again when needed */
-            (void)i;
             break;
         }
         jr_redis_free(n);
@@ -388,6 +390,7 @@ static void cmd_free(cmd_t *c) {
     }
     free(c->parts);
     free(c->buf);
+    free(c->refused);
     memset(c, 0, sizeof *c);
 }
 
@@ -460,7 +463,9 @@ static size_t streams_at(const struct jr_cluster *cl, size_t argc) {
 
 /* Classify the command in cl->av: its kind, the slot of its keys (-1 for
  * none) and whether it blocks. Keys in several slots (other than a stream
- * read's): JR_EINVAL with f's error set (f broken: never sent). */
+ * read's): c->refused is the error its reply will be (it is never sent),
+ * so that the caller's pipeline stays in step and the connection usable;
+ * 0, or JR_ENOMEM. */
 static int classify(jr_redis_t *f, size_t argc, cmd_t *c) {
     struct jr_cluster *cl = f->cl;
     size_t k0 = 0, nk = 0;
@@ -504,9 +509,13 @@ static int classify(jr_redis_t *f, size_t argc, cmd_t *c) {
             slots -= seen;
         }
     }
-    if (slots > 1)
-        return jri_fail(f, JR_EINVAL, "internal: %.*s with keys in %zu slots cannot be sent to a Redis Cluster",
-                        (int)(cl->al[0] < 40 ? cl->al[0] : 40), cl->av[0], slots);
+    if (slots > 1) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "internal: %.*s with keys in %zu slots cannot be sent to a Redis Cluster",
+                 (int)(cl->al[0] < 40 ? cl->al[0] : 40), cl->av[0], slots);
+        if (!(c->refused = strdup(msg))) return jri_fail(f, JR_ENOMEM, "out of memory");
+        c->slot = -1;
+    }
     return 0;
 }
 
@@ -702,6 +711,10 @@ int jrc_flush(jr_redis_t *f) {
     for (size_t i = cl->qhead; i < cl->qn; i++) {
         cmd_t *c = &cl->q[i];
         if (c->sent) continue;
+        if (c->refused) { /* answered here (merge) */
+            c->sent = 1;
+            continue;
+        }
         if ((rc = route(f, i))) return rc;
         for (size_t k = 0; k < c->nparts; k++) {
             if ((rc = part_send(f, &c->parts[k], 0))) return rc;
@@ -882,7 +895,11 @@ static int part_unblock(jr_redis_t *f, part_t *p) {
  *   first error reply of a part. */
 static int merge(jr_redis_t *f, cmd_t *c, redisReply **out) {
     redisReply *res = NULL;
-    if (c->nparts == 1 && c->parts[0].rep) {
+    if (c->refused) {
+        if (!(res = calloc(1, sizeof *res))) return jri_fail(f, JR_ENOMEM, "out of memory");
+        res->type = REDIS_REPLY_ERROR, res->str = c->refused, res->len = strlen(c->refused);
+        c->refused = NULL;
+    } else if (c->nparts == 1 && c->parts[0].rep) {
         res = c->parts[0].rep, c->parts[0].rep = NULL;
     } else if (c->kind == K_WAIT) {
         size_t best = 0;

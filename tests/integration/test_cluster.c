@@ -363,6 +363,34 @@ Test(cluster, moved_slot_loses_nothing_and_runs_nothing_twice) {
               "node 0 sent no MOVED: %s", rep->str);
     freeReplyObject(rep);
     redisFree(x);
+
+    /* A primary without the library (as a node added by a reshard): the
+     * worker's result there is refused ("Function not found"), it
+     * reconnects, the reconnect loads the library on every primary, and the
+     * job is acknowledged (it ran once). */
+    jr_enqueue_t j = jrt_job(names[2], "nap", "700");
+    cr_assert_eq(jr_redis_enqueue(p, &j, 1, NULL, NULL), 0, "%s", jr_redis_errstr(p));
+    want++;
+    cr_assert_eq(jrt_wait_lines(record, want, 10000), want, "the nap job did not start");
+    redisContext *x2 = jrt_cluster_connect(&C, 2);
+    freeReplyObject(jrt_cmd(x2, "FUNCTION", "DELETE", "jobrunner", NULL));
+    int back = 0;
+    for (int t = 0; t < 100 && !back; t++) {
+        jrt_sleep_ms(100);
+        rep = jrt_cmd(x2, "FUNCTION", "LIST", "LIBRARYNAME", "jobrunner", NULL);
+        back = rep->type == REDIS_REPLY_ARRAY && rep->elements == 1;
+        freeReplyObject(rep);
+    }
+    redisFree(x2);
+    cr_expect(back, "the library was not loaded again on node 2; worker log:\n%s", jrt_slurp(wlog));
+    int settled = 0;
+    for (int t = 0; t < 100 && !settled; t++) {
+        cr_assert_eq(jr_redis_stats(p, names[2], &s), 0, "%s", jr_redis_errstr(p));
+        settled = s.ready + s.pending == 0;
+        if (!settled) jrt_sleep_ms(100);
+    }
+    cr_expect(settled, "the nap job was not acknowledged; worker log:\n%s", jrt_slurp(wlog));
+    cr_expect_eq(jrt_count(record, " 700\n"), 1, "the nap job ran %d times", jrt_count(record, " 700\n"));
     jr_redis_free(p);
 }
 
@@ -418,10 +446,18 @@ Test(cluster, ask_during_a_migration_and_tryagain_for_several_keys) {
     /* And jobrunner's own calls on that queue work after it. */
     jr_enqueue_t j = jrt_job(q, "record", "after");
     cr_assert_eq(jr_redis_enqueue(r, &j, 1, NULL, NULL), 0, "%s", jr_redis_errstr(r));
-    /* Keys of two slots in one call: refused, never sent. */
+    /* Keys of two slots in one call: refused, never sent (an error reply:
+     * the connection stays usable). */
+    long long evals = 0;
+    for (int n = 0; n < 3; n++) evals += node_calls(n, "eval");
     const char *two[] = {"EVAL", "return 1", "2", "jrt:{a}", "jrt:{b}"};
-    cr_expect_eq(jri_exec_argv(r, &got, 5, two, NULL), JR_EINVAL);
+    cr_expect_eq(jri_exec_argv(r, &got, 5, two, NULL), JR_EREDIS);
     cr_expect(strstr(jr_redis_errstr(r), "keys in 2 slots"), "%s", jr_redis_errstr(r));
+    cr_expect(jr_redis_ok(r), "the refusal broke the connection");
+    long long evals_after = 0;
+    for (int n = 0; n < 3; n++) evals_after += node_calls(n, "eval");
+    cr_expect_eq(evals_after, evals, "the call of two slots was sent");
+    cr_assert_eq(jr_redis_enqueue(r, &j, 1, NULL, NULL), 0, "after the refusal: %s", jr_redis_errstr(r));
     jr_redis_free(r);
 }
 
