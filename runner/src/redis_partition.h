@@ -1,0 +1,76 @@
+/* Partitioned queues, the Redis side (partition.h has the pure rules): the
+ * counts of JR_PARTITIONS_KEY cached per process, setting a count
+ * (jr_partitions_set), enqueueing to a queue that may be partitioned, and
+ * finding the partition of one job for a lookup by id.
+ * See redis.h for the connection and the conventions shared by every call. */
+#ifndef JR_REDIS_PARTITION_H
+#define JR_REDIS_PARTITION_H
+
+#include "partition.h"
+#include "redis.h"
+#include "redis_admin.h"
+#include "redis_produce.h"
+
+/* One queue's partitions as read from Redis. */
+typedef struct jr_qpart {
+    char queue[JR_QUEUE_MAX + 1];
+    unsigned n;                          /* 1 = not partitioned */
+    char (*names)[JR_INTERNAL_QUEUE_MAX + 1]; /* n internal names (n > 1), NULL when n == 1 */
+    unsigned next;                       /* the round robin of jobs with neither key nor id */
+    int64_t read_us;                     /* monotonic us of the read */
+} jr_qpart_t;
+
+/* The counts this process knows, one entry per queue asked about. */
+typedef struct jr_partmap {
+    jr_qpart_t *v;
+    size_t n, cap;
+    int64_t max_age_us; /* an entry older than this is read again; 0 = never */
+} jr_partmap_t;
+
+void jr_partmap_free(jr_partmap_t *m);
+
+/* The partitions of queue q (a valid queue name): cached, else one HGET of
+ * JR_PARTITIONS_KEY. *out points into m (valid until the next call on m).
+ * A field that is not a count 1..1024 is an error naming the key and the
+ * queue (JR_EREDIS, the connection stays usable). */
+int jr_partmap_get(jr_partmap_t *m, jr_redis_t *r, const char *q, jr_qpart_t **out);
+
+/* The internal queue of partition i of p (p->queue itself when n == 1). */
+const char *jr_qpart_name(const jr_qpart_t *p, unsigned i);
+
+/* The partition of an internal queue name of p (Q#J), or -1. */
+int jr_qpart_index(const jr_qpart_t *p, const char *internal);
+
+/* jr_redis_stats of every partition of p, summed (one queue when p->n == 1):
+ * the counts add up (a -1 count of garbage stays -1), the rate too, the
+ * oldest ready job is the oldest of all; problem names the first bad key. */
+int jr_redis_stats_parts(jr_redis_t *r, const jr_qpart_t *p, jr_qstats_t *s);
+
+/* Set the partitions of queue q to n (1..1024; 1 = not partitioned): HGET,
+ * then one FCALL jr_partitions_set over the keys of q and of every
+ * partition of the current and the new count, which refuses while any of
+ * them holds a job (the message names the queue, both counts and what it
+ * holds). *before = the count before. On a Redis Cluster that FCALL spans
+ * slots (see docs/redis-contract.md "Partitions"). */
+int jr_redis_partitions_set(jr_redis_t *r, const char *q, unsigned n, unsigned *before);
+
+/* The internal queue and id of job `id` of queue q for a lookup (job show,
+ * cancel, run-now, delete): the partition in a generated id's "~<i>", else
+ * of the key (key non-NULL, non-empty), else of the id. iq gets the
+ * internal queue name, iid the id as stored. One HGET at most (cached). */
+int jr_partition_locate(jr_partmap_t *m, jr_redis_t *r, const char *q, const char *id, const char *key,
+                        char iq[JR_INTERNAL_QUEUE_MAX + 1], char iid[JR_ID_MAX]);
+
+/* jr_redis_enqueue_each for jobs of queues that may be partitioned: each
+ * job of a queue of N > 1 partitions goes to partition hash(keys[i]) mod N
+ * when keys (may be NULL) has keys[i] non-NULL and non-empty, else
+ * hash(id) mod N for an explicit id, else the next partition of the
+ * queue's round robin; then one call per partition and chunk, as
+ * jr_redis_enqueue_each does. A generated id of a job in partition i comes
+ * back as "<id>~<i>" (partition.h). A queue name holding '#' (or otherwise
+ * not a queue name) refuses the call, nothing sent, as
+ * jr_redis_enqueue_each refuses a bad job. */
+int jr_redis_enqueue_parts(jr_redis_t *r, jr_partmap_t *m, const jr_enqueue_t *jobs, const char *const *keys,
+                           size_t n, char (*ids)[JR_ID_MAX], jr_enq_outcome_t *out, jr_strlist_t *reasons);
+
+#endif
