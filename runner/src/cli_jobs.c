@@ -15,6 +15,7 @@
 #include "jr_limits.h"
 #include "redis_admin.h"
 #include "redis_produce.h"
+#include "redis_partition.h"
 #include "redis_sched.h"
 #include "util.h"
 
@@ -116,7 +117,8 @@ int jr_cli_enqueue(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t
         return 1;
     }
     jr_client_result_t res;
-    int rc = jr_client_enqueue(c, &j, &res);
+    const char *key = f->v[JR_O_KEY];
+    int rc = jr_client_enqueue_many_keyed(c, &j, &key, 1, &res);
     if (rc && res.status == JR_CLIENT_JOB_UNKNOWN && res.id[0]) { /* written, not confirmed (redis.wait_replicas) */
         fprintf(stderr, "jobrunner: enqueue failed: job %s ", jr_cli_esc(res.id));
         fprintf(stderr, "%s\n", jr_cli_esc(res.error ? res.error : jr_client_errstr(c)));
@@ -210,12 +212,13 @@ static json_t *bytes_json(const char *v, size_t len) { return v ? jr_json_bytes(
 /* `jobrunner job show`: where job `id` of `queue` is (jr_client_job_show:
  * delayed, retrying, ready, running, dead or not found) with its fields, as
  * text or one JSON object. Returns 0 when found, 1 when not (or on error). */
-static int cmd_job_show(const jr_config_t *cfg, const char *queue, const char *id, int json, FILE *out) {
+static int cmd_job_show(const jr_config_t *cfg, const char *queue, const char *id, const char *key, int json,
+                        FILE *out) {
     jr_client_t *c = jr_cli_client(cfg, 1);
     if (!c) return 1;
     jr_client_job_info_t *in = NULL;
     int status = 0;
-    if (jr_client_job_show(c, queue, id, &in)) {
+    if (jr_client_job_show_keyed(c, queue, id, key, &in)) {
         fprintf(stderr, "jobrunner job show: %s\n", jr_cli_esc(jr_client_errstr(c)));
         jr_client_free(c);
         return 1;
@@ -281,13 +284,16 @@ static int cmd_job_show(const jr_config_t *cfg, const char *queue, const char *i
 
 /* `jobrunner job run-now|delete` (sub) for one job. Returns the exit
  * status: 1 when not found, and for delete of a running job. */
-static int cmd_job_change(const jr_config_t *cfg, const char *queue, const char *sub, const char *id, FILE *out) {
+static int cmd_job_change(const jr_config_t *cfg, const char *queue, const char *sub, const char *id,
+                          const char *key, FILE *out) {
     int run_now = !strcmp(sub, "run-now");
     jr_redis_t *r = jr_cli_connect(cfg, 1);
     if (!r) return 1;
-    char state[32], detail[JR_ID_MAX];
+    char state[32], detail[JR_ID_MAX], iq[JR_INTERNAL_QUEUE_MAX + 1], iid[JR_ID_MAX];
     int status = 0;
-    if (jr_redis_job_change(r, run_now ? "jr_run_now" : "jr_delete", queue, id, state, sizeof state, detail,
+    jr_partmap_t parts = {0};
+    if (jr_partition_locate(&parts, r, queue, id, key, iq, iid) ||
+        jr_redis_job_change(r, run_now ? "jr_run_now" : "jr_delete", iq, iid, state, sizeof state, detail,
                             sizeof detail)) {
         fprintf(stderr, "jobrunner job %s: %s\n", sub, jr_cli_esc(jr_redis_errstr(r)));
         status = 1;
@@ -306,6 +312,7 @@ static int cmd_job_change(const jr_config_t *cfg, const char *queue, const char 
     } else {
         fprintf(out, "%s deleted (was %s)\n", jr_cli_esc(id), jr_cli_esc(state));
     }
+    jr_partmap_free(&parts);
     jr_redis_free(r);
     return jr_cli_done(out, status);
 }
@@ -313,13 +320,13 @@ static int cmd_job_change(const jr_config_t *cfg, const char *queue, const char 
 /* `jobrunner cancel`: one line "ID cancelled|running|not found" per id (an
  * id the library refuses is named on stderr, and the others still go; a
  * lost connection stops). Returns 0 when every id was found, 1 otherwise. */
-static int cmd_cancel(const jr_config_t *cfg, const char *queue, char **ids, size_t n, FILE *out) {
+static int cmd_cancel(const jr_config_t *cfg, const char *queue, char **ids, size_t n, const char *key, FILE *out) {
     jr_client_t *c = jr_cli_client(cfg, 1);
     if (!c) return 1;
     int status = 0;
     for (size_t i = 0; i < n; i++) {
         jr_client_cancel_t o;
-        int rc = jr_client_cancel(c, queue, ids[i], &o);
+        int rc = jr_client_cancel_keyed(c, queue, ids[i], key, &o);
         if (rc) {
             fprintf(stderr, "jobrunner cancel: %s: %s\n", jr_cli_esc(ids[i]), jr_cli_esc(jr_client_errstr(c)));
             status = 1;
@@ -572,9 +579,10 @@ int jr_cli_job(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *cf
     const char *sub = argv[0], *id = argv[1];
     const char *rule = jr_contract_stored_id(id, strlen(id));
     if (rule) return jr_cli_die2(name, "job id", id, rule);
-    if (!strcmp(sub, "show")) return cmd_job_show(cfg, queue, id, jr_flag(f, JR_O_JSON), stdout);
+    if (!strcmp(sub, "show")) return cmd_job_show(cfg, queue, id, f->v[JR_O_KEY], jr_flag(f, JR_O_JSON), stdout);
     if (jr_flag(f, JR_O_JSON)) return jr_cli_die(name, "%s", "--json applies to job show");
-    if (!strcmp(sub, "run-now") || !strcmp(sub, "delete")) return cmd_job_change(cfg, queue, sub, id, stdout);
+    if (!strcmp(sub, "run-now") || !strcmp(sub, "delete"))
+        return cmd_job_change(cfg, queue, sub, id, f->v[JR_O_KEY], stdout);
     return jr_cli_die(name, "unknown subcommand \"%s\" (show, run-now or delete)", sub);
 }
 
@@ -593,5 +601,5 @@ int jr_cli_cancel(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t 
     const char *queue = one_queue(cmd, f, cfg);
     if (!queue) return 2;
     if (argc < 1) return jr_cli_die(cmd->name, "%s", "name one or more job ids");
-    return cmd_cancel(cfg, queue, argv, (size_t)argc, stdout);
+    return cmd_cancel(cfg, queue, argv, (size_t)argc, f->v[JR_O_KEY], stdout);
 }

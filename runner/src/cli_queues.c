@@ -12,7 +12,9 @@
 #include "envelope.h"
 #include "jr.h"
 #include "proc.h"
+#include "partition.h"
 #include "redis_admin.h"
+#include "redis_partition.h"
 #include "redis_sched.h"
 #include "util.h"
 
@@ -39,6 +41,29 @@ static const char *age_text(long long ms, char *buf, size_t len) {
     return buf;
 }
 
+/* The registry holds the partitions "Q#J" of a partitioned queue: one row
+ * of Q stands for them (its counts are their sums). Keeps the order of
+ * first appearance. 0, or JR_ENOMEM. */
+static int one_row_per_queue(jr_strlist_t *l) {
+    jr_strlist_t out = {0};
+    for (size_t i = 0; i < l->n; i++) {
+        size_t qlen;
+        uint32_t j;
+        char q[JR_INTERNAL_QUEUE_MAX + 1];
+        snprintf(q, sizeof q, "%s", l->v[i]);
+        if (jr_partition_split(q, strlen(q), &qlen, &j) && !jr_contract_queue_name(q, qlen)) q[qlen] = '\0';
+        int seen = 0;
+        for (size_t k = 0; k < out.n && !seen; k++) seen = !strcmp(out.v[k], q);
+        if (!seen && jr_strlist_push(&out, q)) {
+            jr_strlist_free(&out);
+            return JR_ENOMEM;
+        }
+    }
+    jr_strlist_free(l);
+    *l = out;
+    return 0;
+}
+
 /* One stats table, or JSON document, of `queues` (every registered queue if
  * none). The JSON is one object {"queues": [{"queue", "ready", "pending",
  * "delayed", "dead", "paused", "processed", "failed", "jobs_per_second",
@@ -58,6 +83,7 @@ static int stats_once(jr_client_t *c, const jr_strlist_t *queues, int json, FILE
             return 1;
         }
         if ((rc = jr_redis_queues(r, &all, wake))) fprintf(stderr, "jobrunner: stats: %s\n", jr_cli_esc(jr_redis_errstr(r)));
+        if (!rc && (rc = one_row_per_queue(&all))) fprintf(stderr, "jobrunner: stats: out of memory\n");
         queues = &all;
     }
     json_t *doc = NULL, *arr = NULL;
@@ -314,6 +340,49 @@ int jr_cli_dead(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *c
     if (all && argc > 1) return jr_cli_die(cmd->name, "%s", "give job ids or --all, not both");
     return cmd_dead(cfg, f->queues.n ? f->queues.v[0] : cfg->default_queue, argv[0], argv + 1, (size_t)(argc - 1), all,
                     jr_flag(f, JR_O_JSON), stdout);
+}
+
+/* ---- queue partitions ------------------------------------------------------- */
+
+/* `jobrunner queue partitions QUEUE [N]`: print QUEUE's count, or set it
+ * (jr_client_set_partitions: refused while the queue holds jobs). */
+int jr_cli_queue(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *cfg, int argc, char **argv) {
+    (void)f;
+    if (argc < 1 || strcmp(argv[0], "partitions"))
+        return jr_cli_die(cmd->name, "%s", "expected partitions QUEUE [N]");
+    if (argc < 2 || argc > 3) return jr_cli_die(cmd->name, "%s", "expected partitions QUEUE [N]");
+    const char *queue = argv[1], *rule = jr_contract_queue_name(queue, strlen(queue));
+    if (rule) return jr_cli_die2(cmd->name, "queue name", queue, rule);
+    int64_t n = 0;
+    if (argc == 3 && jr_cli_parse_count(argv[2], 1, JR_PARTITIONS_MAX, &n))
+        return jr_cli_die2(cmd->name, "partition count", argv[2], "must be an integer from 1 to 1024");
+    jr_client_t *c = jr_cli_client(cfg, 1);
+    if (!c) return 1;
+    int status = 0;
+    if (argc == 2) {
+        jr_partmap_t m = {0};
+        jr_qpart_t *p;
+        jr_redis_t *r = jr_client_redis(c);
+        if (!r || jr_partmap_get(&m, r, queue, &p)) {
+            fprintf(stderr, "jobrunner queue partitions: %s\n", r ? jr_cli_esc(jr_redis_errstr(r)) : "not connected");
+            status = 1;
+        } else {
+            printf("%s: %u partition%s\n", jr_cli_esc(queue), p->n, p->n == 1 ? " (not partitioned)" : "s");
+        }
+        jr_partmap_free(&m);
+    } else {
+        int before = 0;
+        if (jr_client_set_partitions(c, queue, (int)n, &before)) {
+            fprintf(stderr, "jobrunner queue partitions: %s\n", jr_cli_esc(jr_client_errstr(c)));
+            status = 1;
+        } else if (before == n) {
+            printf("%s: already %d partition%s\n", jr_cli_esc(queue), before, before == 1 ? "" : "s");
+        } else {
+            printf("%s: %d partition%s (was %d)\n", jr_cli_esc(queue), (int)n, n == 1 ? "" : "s", before);
+        }
+    }
+    jr_client_free(c);
+    return jr_cli_done(stdout, status);
 }
 
 /* ---- pause, resume ------------------------------------------------------------ */

@@ -53,6 +53,7 @@
 #include "presence.h"
 #include "proc.h"
 #include "redis.h"
+#include "redis_partition.h"
 #include "redis_produce.h"
 #include "redis_sched.h"
 #include "redis_admin.h"
@@ -96,6 +97,9 @@ typedef struct sched {
     char cron_wake[JR_ID_MAX]; /* last entry id seen on jr:{cron}:wake */
     double clock_redis_ms;    /* Redis's clock (Unix ms) at monotonic clock_mono_us */
     int64_t clock_mono_us, clock_half_rtt_us;
+    /* -q queues: their partition counts, read at connect and every JR_PARTITIONS_REREAD_MS */
+    jr_partmap_t parts;
+    int64_t parts_us;         /* monotonic time of the next read, 0 = at connect */
 } sched_t;
 
 /* One schedule as this scheduler keeps it. */
@@ -650,11 +654,52 @@ static int cron_load(sched_t *s) {
     return 0;
 }
 
+/* The -q queues, each partitioned one as its partitions Q#J (read from
+ * Redis, see redis_partition.h): served from now on when they changed (a
+ * change is logged). Returns 1 when the queues served changed, 0 when not,
+ * or an error (a count that is garbage is reported and the queues served
+ * stay: 0). */
+static int sched_expand(sched_t *s) {
+    jr_strlist_t q = {0};
+    int rc = 0, changed = 0;
+    s->parts.max_age_us = 1; /* read each count again now */
+    s->parts_us = jr_mono_us() + JR_PARTITIONS_REREAD_MS * 1000;
+    for (size_t i = 0; !rc && i < s->cfg->scheduler_queues.n; i++) {
+        const char *name = s->cfg->scheduler_queues.v[i];
+        jr_qpart_t *p;
+        unsigned before = 0;
+        for (size_t k = 0; k < s->parts.n; k++)
+            if (!strcmp(s->parts.v[k].queue, name)) before = s->parts.v[k].n;
+        if ((rc = jr_partmap_get(&s->parts, s->cmd, name, &p))) break;
+        if (before && before != p->n) {
+            char a[16], b[16];
+            snprintf(a, sizeof a, "%u", before), snprintf(b, sizeof b, "%u", p->n);
+            jr_log_kv(JR_LOG_INFO, "the partitions of a queue changed; serving them", "queue", name, "from", a, "to", b,
+                      NULL);
+        }
+        for (unsigned k = 0; !rc && k < p->n; k++)
+            if (jr_strlist_push(&q, jr_qpart_name(p, k))) rc = JR_ENOMEM;
+    }
+    if (rc == JR_EREDIS && jr_redis_ok(s->cmd)) {
+        jr_report_once(JR_LOG_ERROR, "Redis refused to read the partitions of the queues; serving the ones known",
+                       "key", JR_PARTITIONS_KEY, jr_redis_errstr(s->cmd));
+        rc = 0;
+        jr_strlist_free(&q);
+        return 0;
+    }
+    changed = !rc && q.n != s->queues.n;
+    for (size_t i = 0; !rc && !changed && i < q.n; i++) changed = strcmp(q.v[i], s->queues.v[i]) != 0;
+    if (changed) rc = sched_set_queues(s, &q, "0-0");
+    jr_strlist_free(&q);
+    return rc ? rc : changed;
+}
+
 /* Connect both connections and bring the state up to date. */
 static int sched_connect(sched_t *s) {
     if (!(s->cmd = jr_connect_retry(s->cfg))) return JR_EINTR;
     if (!(s->blk = jr_connect_retry(s->cfg))) return JR_EINTR;
-    int rc = s->follow ? sched_refresh(s) : 0;
+    int rc = s->follow ? sched_refresh(s) : sched_expand(s);
+    if (rc > 0) rc = 0;
     jr_presence_reset(&s->presence);
     if (!rc) rc = jr_presence_tick(&s->presence, s->cmd, 0);
     if (!rc) jr_metrics_redis_ok();
@@ -757,6 +802,8 @@ int jr_scheduler_run(const jr_config_t *cfg) {
         int rc = 0;
         jr_metrics_turned();
         if (!s.cmd && (rc = sched_connect(&s)) == JR_EINTR) break;
+        if (!rc && !s.blocked && !s.follow && jr_mono_us() >= s.parts_us && (rc = sched_expand(&s)) > 0)
+            rc = sched_promote_all(&s); /* other partitions: promote them now */
         if (!rc && !s.blocked) {
             rc = jr_redis_send_wake_read(s.blk, s.keyv, s.wake_ids, s.wake_off, s.nwake, cfg->scheduler_block_ms);
             s.blocked = rc == 0;
@@ -827,6 +874,7 @@ int jr_scheduler_run(const jr_config_t *cfg) {
     free(s.wake_ids), free(s.wake_keys), free(s.keyv), free(s.fired), free(s.wake_off);
     free(s.retry_at_us), free(s.backoff_ms), free(s.due_ms);
     jr_strlist_free(&s.queues);
+    jr_partmap_free(&s.parts);
     cron_free_all(s.crons, s.ncrons);
     return status;
 }
