@@ -85,8 +85,11 @@ int jrw_try_connect(worker_t *w) {
         w->backoff_ms = w->backoff_ms * 2 > jr_reconnect_cap_ms(w->cfg) ? jr_reconnect_cap_ms(w->cfg) : w->backoff_ms * 2;
         return JR_EIO;
     }
-    /* The partitions of the queues as Redis holds them now. */
-    int rc = jrw_partitions(w, 1);
+    /* The partitions of the queues: the configuration's (queues section)
+     * set once, then as Redis holds them now. */
+    int rc = 0;
+    if (!w->parts_applied && !(rc = jr_partitions_apply(w->ctl, &w->cfg->queue_partitions))) w->parts_applied = 1;
+    if (!rc) rc = jrw_partitions(w, 1);
     /* A queue whose stream key holds garbage costs that queue: it is not
      * read (as if paused) until it is fixed (jrw_check_broken). */
     if (!rc) rc = jr_redis_ensure_groups(w->ctl, w->queues, w->nq, w->broken);

@@ -9,6 +9,7 @@
 
 #include "contract.h"
 #include "jr.h"
+#include "log.h"
 #include "util.h"
 
 void jr_partmap_free(jr_partmap_t *m) {
@@ -174,6 +175,24 @@ int jr_redis_partitions_set(jr_redis_t *r, const char *q, unsigned n, unsigned *
     if (rc) return rc;
     if ((rc = jri_reply_error(r, rep))) return rc;
     freeReplyObject(rep);
+    return 0;
+}
+
+int jr_partitions_apply(jr_redis_t *r, const jr_strlist_t *pairs) {
+    for (size_t i = 0; i + 1 < pairs->n; i += 2) {
+        unsigned before = 0, n = (unsigned)strtoul(pairs->v[i + 1], NULL, 10);
+        int rc = jr_redis_partitions_set(r, pairs->v[i], n, &before);
+        if (rc && (rc != JR_EREDIS || !jr_redis_ok(r))) return rc;
+        if (rc) {
+            jr_log_kv(JR_LOG_ERROR, "cannot set the partitions of a queue from the configuration; its count in Redis stays",
+                      "queue", pairs->v[i], "partitions", pairs->v[i + 1], "error", jr_redis_errstr(r), NULL);
+        } else if (before != n) {
+            char b[16];
+            snprintf(b, sizeof b, "%u", before);
+            jr_log_kv(JR_LOG_INFO, "set the partitions of a queue from the configuration", "queue", pairs->v[i],
+                      "partitions", pairs->v[i + 1], "was", b, NULL);
+        }
+    }
     return 0;
 }
 

@@ -54,6 +54,13 @@ int jr_redis_stats_parts(jr_redis_t *r, const jr_qpart_t *p, jr_qstats_t *s);
  * slots (see docs/redis-contract.md "Partitions"). */
 int jr_redis_partitions_set(jr_redis_t *r, const char *q, unsigned n, unsigned *before);
 
+/* Set the counts of the configuration's queues section (pairs queue,
+ * count: jr_config_t.queue_partitions) with jr_redis_partitions_set, as a
+ * worker or scheduler does at start: a change is logged; a refusal (the
+ * queue holds jobs) is logged as an error naming the queue and what it
+ * holds, and the count in Redis stays. Returns 0 or a transport error. */
+int jr_partitions_apply(jr_redis_t *r, const jr_strlist_t *pairs);
+
 /* The internal queue and id of job `id` of queue q for a lookup (job show,
  * cancel, run-now, delete): the partition in a generated id's "~<i>", else
  * of the key (key non-NULL, non-empty), else of the id. iq gets the

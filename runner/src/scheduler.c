@@ -100,6 +100,7 @@ typedef struct sched {
     /* -q queues: their partition counts, read at connect and every JR_PARTITIONS_REREAD_MS */
     jr_partmap_t parts;
     int64_t parts_us;         /* monotonic time of the next read, 0 = at connect */
+    int parts_applied;        /* the configuration's counts (queues section) were set in Redis */
 } sched_t;
 
 /* One schedule as this scheduler keeps it. */
@@ -698,7 +699,9 @@ static int sched_expand(sched_t *s) {
 static int sched_connect(sched_t *s) {
     if (!(s->cmd = jr_connect_retry(s->cfg))) return JR_EINTR;
     if (!(s->blk = jr_connect_retry(s->cfg))) return JR_EINTR;
-    int rc = s->follow ? sched_refresh(s) : sched_expand(s);
+    int rc = 0;
+    if (!s->parts_applied && !(rc = jr_partitions_apply(s->cmd, &s->cfg->queue_partitions))) s->parts_applied = 1;
+    if (!rc) rc = s->follow ? sched_refresh(s) : sched_expand(s);
     if (rc > 0) rc = 0;
     jr_presence_reset(&s->presence);
     if (!rc) rc = jr_presence_tick(&s->presence, s->cmd, 0);

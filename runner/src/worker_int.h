@@ -99,6 +99,7 @@ typedef struct worker {
     int64_t *pweights;       /* the weights per queue read (w->weights points here when set) */
     jr_partmap_t parts;      /* their partition counts */
     int64_t next_parts_us;   /* when to read the counts again */
+    int parts_applied;       /* the configuration's counts were set in Redis */
     char consumer[128];
     uint64_t rng;           /* jrw_next_rand */
     jr_presence_t presence; /* this worker in the live list */
