@@ -216,7 +216,7 @@ const jr_cli_cmd_t jr_cli_commands[] = {
          "  run-now ID   a delayed or retrying job becomes ready now\n"
          "  delete ID    remove a waiting or dead job (a running one: use cancel)\n"
          "  -q, --queue QUEUE   the queue (default: 'default')\n"
-         "      --key KEY       a partitioned queue's job enqueued with --id and --key: its key\n"
+         "      --key KEY       the key a partitioned queue's job with an explicit id was enqueued with\n"
          "      --json          show: print one JSON object\n",
      .options = JR_OPT(JR_O_QUEUE) | JR_OPT(JR_O_JSON) | JR_OPT(JR_O_KEY),
      .mode = JR_CMD_PERMUTE | JR_CMD_OPERANDS,
@@ -249,7 +249,7 @@ const jr_cli_cmd_t jr_cli_commands[] = {
          "'ID running'. Otherwise 'ID not found'. Exit 0 when every id was found.\n"
          "\n"
          "  -q, --queue QUEUE   the queue (default: 'default')\n"
-         "      --key KEY       a partitioned queue's jobs enqueued with --id and --key: their key\n",
+         "      --key KEY       the key a partitioned queue's jobs with explicit ids were enqueued with\n",
      .options = JR_OPT(JR_O_QUEUE) | JR_OPT(JR_O_KEY),
      .mode = JR_CMD_PERMUTE | JR_CMD_OPERANDS,
      .run = jr_cli_cancel},

@@ -222,25 +222,16 @@ int jr_partition_locate(jr_partmap_t *m, jr_redis_t *r, const char *q, const cha
 
 int jr_redis_enqueue_parts(jr_redis_t *r, jr_partmap_t *m, const jr_enqueue_t *jobs, const char *const *keys,
                            size_t n, char (*ids)[JR_ID_MAX], jr_enq_outcome_t *out, jr_strlist_t *reasons) {
-    for (size_t i = 0; i < n; i++) {
-        const char *q = jobs[i].queue, *rule = jr_contract_queue_name(q, q ? strlen(q) : 0);
-        if (!rule) continue;
-        for (size_t k = 0; k < n; k++) out[k].status = JR_ENQ_NOT_SENT, out[k].why = UINT32_MAX;
-        if (ids)
-            for (size_t k = 0; k < n; k++) ids[k][0] = '\0';
-        out[i].status = JR_ENQ_REFUSED;
-        jri_fail(r, JR_EINVAL, "enqueue refused, nothing sent: job %zu: queue name \"%.64s\" %s", i + 1, q ? q : "",
-                 rule);
-        if (reasons && !jr_strlist_push(reasons, jr_redis_errstr(r))) out[i].why = (uint32_t)(reasons->n - 1);
-        return JR_EINVAL;
-    }
     jr_enqueue_t *v = calloc(n ? n : 1, sizeof *v);
     int *part = calloc(n ? n : 1, sizeof *part);
     int rc = v && part ? 0 : jri_fail(r, JR_ENOMEM, "out of memory");
     for (size_t i = 0; i < n && !rc; i++) {
         jr_qpart_t *p;
         v[i] = jobs[i];
+        v[i].partition = 0;
         part[i] = -1;
+        /* a bad name goes as it is: jr_redis_enqueue_each refuses the call */
+        if (!jr_queue_name_valid(jobs[i].queue)) continue;
         if ((rc = jr_partmap_get(m, r, jobs[i].queue, &p))) break;
         if (p->n == 1) continue;
         const char *key = keys && keys[i] && keys[i][0] ? keys[i] : NULL;
@@ -250,6 +241,7 @@ int jr_redis_enqueue_parts(jr_redis_t *r, jr_partmap_t *m, const jr_enqueue_t *j
                           : p->next++ % p->n;
         part[i] = (int)k;
         v[i].queue = p->names[k]; /* its own allocation: stays valid when m grows */
+        v[i].partition = 1;
     }
     if (rc) {
         for (size_t k = 0; k < n; k++) out[k].status = JR_ENQ_NOT_SENT, out[k].why = UINT32_MAX;

@@ -75,8 +75,9 @@ int jr_partition_locate(jr_partmap_t *m, jr_redis_t *r, const char *q, const cha
  * queue's round robin; then one call per partition and chunk, as
  * jr_redis_enqueue_each does. A generated id of a job in partition i comes
  * back as "<id>~<i>" (partition.h). A queue name holding '#' (or otherwise
- * not a queue name) refuses the call, nothing sent, as
- * jr_redis_enqueue_each refuses a bad job. */
+ * not a queue name) goes as it is: jr_redis_enqueue_each refuses the call,
+ * nothing sent. Reading a count may fail before anything is sent: then
+ * every job is NOT_SENT. */
 int jr_redis_enqueue_parts(jr_redis_t *r, jr_partmap_t *m, const jr_enqueue_t *jobs, const char *const *keys,
                            size_t n, char (*ids)[JR_ID_MAX], jr_enq_outcome_t *out, jr_strlist_t *reasons);
 
