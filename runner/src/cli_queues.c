@@ -207,6 +207,114 @@ static void dead_time(const jr_entry_t *e, char *buf) {
     jr_time_format(strtoll(e->id, NULL, 10), buf);
 }
 
+/* What `jobrunner dead` does over the partitions of a queue (one, when it
+ * is not partitioned). */
+typedef struct dead_run {
+    const char *sub;
+    int list, show, retry, all, json;
+    char **ids;
+    size_t nids;
+    FILE *out;
+    json_t *arr;          /* list, show --json: the entries so far */
+    unsigned char *found; /* per id: found in some partition */
+    int missing;          /* an id named no dead job */
+    size_t nsel, shown;   /* entries selected, entries shown (show) */
+    long long moved;      /* retry, purge: how many */
+} dead_run_t;
+
+/* 1 if dead entry e (its stored job id: id, len) of partition p (-1: not
+ * partitioned) is the job the user named `want`: its id, the id as shown
+ * (a generated id with "~p"), or the dead entry's own id. */
+static int dead_names(const jr_entry_t *e, const char *id, size_t len, int p, const char *want) {
+    size_t wl = strlen(want), gen;
+    unsigned i;
+    if (p >= 0 && jr_partition_id_parse(want, wl, &gen, &i))
+        return (int)i == p && id && gen == len && !memcmp(want, id, len);
+    return (id && wl == len && !memcmp(want, id, len)) || !strcmp(want, e->id);
+}
+
+/* `jobrunner dead` on one internal queue (partition p, -1: none). 0, or 1
+ * after saying why. */
+static int dead_part(jr_redis_t *r, dead_run_t *run, const char *queue, int p) {
+    jr_qkeys_t k;
+    jr_qkeys(&k, queue);
+    jr_batch_t b = {0};
+    int status = 0;
+    FILE *out = run->out;
+    const char **sel = NULL;
+    size_t nsel = 0;
+    if (jr_redis_xrange(r, k.dead, 0, &b) != 0) {
+        fprintf(stderr, "jobrunner dead: %s\n", jr_cli_esc(jr_redis_errstr(r)));
+        status = 1;
+        goto out;
+    }
+    /* Which entries the command is about: all, or those of the named jobs
+     * (a job id, or the dead entry's own id: garbage buried without a job
+     * id is named that way). */
+    if (!(sel = calloc(b.n + 1, sizeof *sel))) {
+        status = 1;
+        goto out;
+    }
+    for (size_t i = 0; i < b.n; i++) {
+        size_t len;
+        const char *id = jr_cli_field(&b.v[i], JR_F_ID, &len);
+        int want = run->all || (run->list && !run->nids);
+        for (size_t j = 0; j < run->nids; j++)
+            if (dead_names(&b.v[i], id, len, p, run->ids[j])) want = 1, run->found[j] = 1;
+        if (want) sel[nsel++] = b.v[i].id;
+    }
+    run->nsel += nsel;
+    if (run->list || run->show) {
+        for (size_t i = 0; i < b.n && (run->arr || !run->json); i++) {
+            const jr_entry_t *e = &b.v[i];
+            int pick = 0;
+            for (size_t s2 = 0; s2 < nsel && !pick; s2++) pick = sel[s2] == e->id;
+            if (!pick) continue;
+            char t[JR_TIME_LEN];
+            dead_time(e, t);
+            if (run->json) {
+                if (json_array_append_new(run->arr, dead_json(e, t))) status = jr_cli_json_oom(&run->arr);
+            } else if (run->list) {
+                fprintf(out, "%-24s ", t);
+                size_t len;
+                const char *id = jr_cli_field(e, JR_F_ID, &len);
+                jr_cli_print_field(out, e, JR_F_ID, "?");
+                if (p >= 0 && id && jr_contract_id_reserved(id, len)) fprintf(out, "~%d", p); /* as users see it */
+                fputs(" ", out);
+                jr_cli_print_field(out, e, JR_F_HANDLER, "?");
+                fputs(" ", out);
+                jr_cli_print_field(out, e, JR_F_ATTEMPT, "1");
+                fputs(" ", out);
+                jr_cli_print_field(out, e, JR_F_WHY, "?");
+                fputs(" ", out);
+                jr_cli_print_field(out, e, JR_F_ERROR, "");
+                fputs("\n", out);
+            } else {
+                fprintf(out, "%sdead_at: %s\nentry: %s\n", run->shown++ ? "\n" : "", t, jr_cli_esc(e->id));
+                for (size_t f = 0; f < e->nfields; f++) {
+                    jr_cli_print_bytes(out, e->names[f], e->name_lens[f]);
+                    fputs(": ", out);
+                    jr_cli_print_bytes(out, e->values[f], e->value_lens[f]);
+                    fputs("\n", out);
+                }
+            }
+        }
+    } else if (nsel) {
+        long long n = 0;
+        int rc = run->retry ? jr_redis_dead_retry(r, queue, sel, nsel, &n)
+                            : jr_redis_dead_purge(r, queue, run->all ? NULL : sel, run->all ? 0 : nsel, &n);
+        if (rc) {
+            fprintf(stderr, "jobrunner dead %s: %s\n", run->sub, jr_cli_esc(jr_redis_errstr(r)));
+            status = 1;
+        }
+        run->moved += n;
+    }
+out:
+    free(sel);
+    jr_batch_free(&b);
+    return status;
+}
+
 /* `jobrunner dead SUB`: sub is list, show, retry or purge; ids are job ids
  * or dead entry ids (all = every dead job). With json (list and show only)
  * it prints one JSON array of dead entries, one object each (dead_json), even
@@ -234,102 +342,41 @@ static int cmd_dead(const jr_config_t *cfg, const char *queue, const char *sub, 
     }
     jr_redis_t *r = jr_cli_connect(cfg, retry);
     if (!r) return 1;
-    jr_qkeys_t k;
-    jr_qkeys(&k, queue);
-    jr_batch_t b = {0};
+    jr_partmap_t parts = {0};
+    jr_qpart_t *qp = NULL;
+    dead_run_t run = {.sub = sub, .list = list, .show = show, .retry = retry, .all = all, .json = json,
+                      .ids = ids, .nids = nids, .out = out};
     int status = 0;
-    if (jr_redis_xrange(r, k.dead, 0, &b) != 0) {
+    if (!(run.found = calloc(nids + 1, 1))) status = 1;
+    else if (jr_partmap_get(&parts, r, queue, &qp)) {
         fprintf(stderr, "jobrunner dead: %s\n", jr_cli_esc(jr_redis_errstr(r)));
         status = 1;
-        goto out;
     }
-    /* Which entries the command is about: all, or those of the named jobs
-     * (a job id, or the dead entry's own id: garbage buried without a job
-     * id is named that way). */
-    const char **sel = calloc(b.n + 1, sizeof *sel);
-    size_t nsel = 0;
-    if (!sel) {
-        status = 1;
-        goto out;
-    }
-    for (size_t i = 0; i < b.n; i++) {
-        size_t len;
-        const char *id = jr_cli_field(&b.v[i], JR_F_ID, &len);
-        int want = all || (list && !nids);
-        for (size_t j = 0; j < nids && !want; j++)
-            want = (id && strlen(ids[j]) == len && !memcmp(ids[j], id, len)) || !strcmp(ids[j], b.v[i].id);
-        if (want) sel[nsel++] = b.v[i].id;
-    }
-    for (size_t j = 0; j < nids; j++) { /* a job id that is not dead is an error */
-        int found = 0;
-        for (size_t i = 0; i < b.n && !found; i++) {
-            size_t len;
-            const char *id = jr_cli_field(&b.v[i], JR_F_ID, &len);
-            found = (id && strlen(ids[j]) == len && !memcmp(ids[j], id, len)) || !strcmp(ids[j], b.v[i].id);
-        }
-        if (!found) {
+    if (!status && json && (list || show) && !(run.arr = json_array())) status = jr_cli_json_oom(&run.arr);
+    if (!status && list && !json)
+        fprintf(out, "%-24s %-28s %-16s %-8s %-8s %s\n", "DEAD AT", "JOB", "HANDLER", "ATTEMPT", "WHY", "ERROR");
+    /* a partitioned queue: every partition in turn, as one */
+    for (unsigned p = 0; !status && qp && p < qp->n; p++)
+        status = dead_part(r, &run, jr_qpart_name(qp, p), qp->n > 1 ? (int)p : -1);
+    for (size_t j = 0; !status && j < nids; j++) /* a job id that is not dead is an error */
+        if (!run.found[j]) {
             fprintf(stderr, "jobrunner dead %s: no dead job \"%s\" in queue %s\n", sub, ids[j], queue);
-            status = 1;
+            run.missing = 1;
         }
-    }
-    if (list || show) {
-        json_t *arr = json ? json_array() : NULL;
-        if (json && !arr) status = jr_cli_json_oom(&arr);
-        if (list && !json) fprintf(out, "%-24s %-28s %-16s %-8s %-8s %s\n", "DEAD AT", "JOB", "HANDLER", "ATTEMPT", "WHY", "ERROR");
-        size_t shown = 0;
-        for (size_t i = 0; i < b.n && (arr || !json); i++) {
-            const jr_entry_t *e = &b.v[i];
-            int pick = 0;
-            for (size_t s2 = 0; s2 < nsel && !pick; s2++) pick = sel[s2] == e->id;
-            if (!pick) continue;
-            char t[JR_TIME_LEN];
-            dead_time(e, t);
-            if (json) {
-                if (json_array_append_new(arr, dead_json(e, t))) status = jr_cli_json_oom(&arr);
-            } else if (list) {
-                fprintf(out, "%-24s ", t);
-                jr_cli_print_field(out, e, JR_F_ID, "?");
-                fputs(" ", out);
-                jr_cli_print_field(out, e, JR_F_HANDLER, "?");
-                fputs(" ", out);
-                jr_cli_print_field(out, e, JR_F_ATTEMPT, "1");
-                fputs(" ", out);
-                jr_cli_print_field(out, e, JR_F_WHY, "?");
-                fputs(" ", out);
-                jr_cli_print_field(out, e, JR_F_ERROR, "");
-                fputs("\n", out);
-            } else {
-                fprintf(out, "%sdead_at: %s\nentry: %s\n", shown++ ? "\n" : "", t, jr_cli_esc(e->id));
-                for (size_t f = 0; f < e->nfields; f++) {
-                    jr_cli_print_bytes(out, e->names[f], e->name_lens[f]);
-                    fputs(": ", out);
-                    jr_cli_print_bytes(out, e->values[f], e->value_lens[f]);
-                    fputs("\n", out);
-                }
-            }
-        }
-        if (arr && jr_cli_json_out(out, arr)) status = 1;
-    } else if (nsel) {
-        long long n = 0;
-        int rc = retry ? jr_redis_dead_retry(r, queue, sel, nsel, &n)
-                       : jr_redis_dead_purge(r, queue, all ? NULL : sel, all ? 0 : nsel, &n);
-        if (rc) {
-            fprintf(stderr, "jobrunner dead %s: %s\n", sub, jr_cli_esc(jr_redis_errstr(r)));
-            status = 1;
-        } else {
-            fprintf(out, "%s %lld dead job%s\n", retry ? "re-enqueued" : "purged", n, n == 1 ? "" : "s");
-            if (retry && (size_t)n < nsel)
-                fprintf(stderr, "jobrunner dead retry: %zu left in the dead stream: they cannot run "
-                        "(no handler, or kept whole in a raw field)\n", nsel - (size_t)n);
-        }
-    } else if (!status) {
+    if (run.arr && status) json_decref(run.arr);
+    else if (run.arr && jr_cli_json_out(out, run.arr)) status = 1; /* it takes the array */
+    if (!status && (retry || purge) && run.nsel) {
+        fprintf(out, "%s %lld dead job%s\n", retry ? "re-enqueued" : "purged", run.moved, run.moved == 1 ? "" : "s");
+        if (retry && (size_t)run.moved < run.nsel)
+            fprintf(stderr, "jobrunner dead retry: %zu left in the dead stream: they cannot run "
+                    "(no handler, or kept whole in a raw field)\n", run.nsel - (size_t)run.moved);
+    } else if (!status && !run.missing && (retry || purge)) {
         fprintf(out, "no dead jobs in queue %s\n", queue);
     }
-    free(sel);
-out:
-    jr_batch_free(&b);
+    free(run.found);
+    jr_partmap_free(&parts);
     jr_redis_free(r);
-    return jr_cli_done(out, status);
+    return jr_cli_done(out, status || run.missing);
 }
 
 

@@ -384,3 +384,31 @@ Test(partitions, names_users_may_not_give_and_the_longest_name) {
     jr_client_free(cl);
     redisFree(c);
 }
+
+/* dead list|show|retry|purge over every partition, ids as users see them. */
+Test(partitions, dead_jobs_of_every_partition_as_one, .timeout = 120) {
+    jr_client_t *cl = client();
+    cr_assert_eq(jr_client_set_partitions(cl, "orders", 4, NULL), 0, "%s", jr_client_errstr(cl));
+    static jr_client_job_t jobs[8];
+    jr_client_result_t res[8];
+    for (int i = 0; i < 8; i++) jobs[i] = (jr_client_job_t){.queue = "orders", .handler = "fail", .max_attempts = 1};
+    cr_assert_eq(jr_client_enqueue_many(cl, jobs, 8, res), 0, "%s", jr_client_errstr(cl));
+    pid_t w = jrt_worker(&R, NULL, NULL, wlog, (const char *[]){"-q", "orders", NULL});
+    jr_client_stats_t s = {0};
+    for (int i = 0; i < 400 && (jr_client_stats(cl, "orders", &s) || s.dead < 8); i++) jrt_sleep_ms(50);
+    cr_assert_eq(jrt_stop(w, SIGTERM, 10000), 0);
+    cr_assert_eq(s.dead, 8);
+    char out[1 << 14], err[1024];
+    cr_assert_eq(cli(out, sizeof out, err, sizeof err, 1, (const char *[]){"dead", "list", "-q", "orders", NULL}), 0, "%s",
+                 err);
+    for (int i = 0; i < 8; i++) cr_expect(strstr(out, res[i].id), "dead list lacks %s:\n%s", res[i].id, out);
+    cr_assert_eq(cli(out, sizeof out, err, sizeof err, 1, (const char *[]){"dead", "show", "-q", "orders", res[5].id, NULL}),
+                 0, "%s", err);
+    cr_expect(strstr(out, "why: failed"), "%s", out);
+    cr_assert_eq(cli(out, sizeof out, err, sizeof err, 1, (const char *[]){"dead", "purge", "-q", "orders", "--all", NULL}),
+                 0, "%s", err);
+    cr_expect(strstr(out, "purged 8 dead jobs"), "%s", out);
+    cr_assert_eq(jr_client_stats(cl, "orders", &s), 0);
+    cr_expect_eq(s.dead, 0);
+    jr_client_free(cl);
+}
