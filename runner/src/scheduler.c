@@ -313,19 +313,41 @@ static int sched_promote(sched_t *s, size_t i) {
 }
 
 /* Metrics: refresh the delayed and ready depth of every queue, at most once
- * a second (the loop turns at least once per scheduler.block). A refused
- * call skips that queue; a broken connection is returned. */
+ * a second (the loop turns at least once per scheduler.block), labelled
+ * with the queue's name: the partitions Q#J of a partitioned queue add up
+ * under Q. A refused call skips that queue (and the queue its partition
+ * belongs to); a broken connection is returned. */
 static int sched_depth(sched_t *s) {
     if (!jr_metrics_on() || !s->cmd || jr_mono_us() < s->next_depth_us) return 0;
     s->next_depth_us = jr_mono_us() + 1000000;
-    for (size_t i = 0; i < s->queues.n; i++) {
+    struct depth {
+        char queue[JR_INTERNAL_QUEUE_MAX + 1];
+        long long delayed, ready; /* -1: a part could not be read */
+    } *d = calloc(s->queues.n ? s->queues.n : 1, sizeof *d);
+    if (!d) return JR_ENOMEM;
+    size_t nd = 0;
+    int rc = 0;
+    for (size_t i = 0; i < s->queues.n && !rc; i++) {
         jr_qstats_t st;
-        int rc = jr_redis_stats(s->cmd, s->queues.v[i], &st);
-        if (rc == JR_EREDIS) continue;
-        if (rc) return rc;
-        if (st.delayed >= 0 && st.ready >= 0) jr_metrics_depth(s->queues.v[i], st.delayed, st.ready);
+        char q[JR_INTERNAL_QUEUE_MAX + 1];
+        size_t qlen;
+        uint32_t j;
+        snprintf(q, sizeof q, "%s", s->queues.v[i]);
+        if (jr_partition_split(q, strlen(q), &qlen, &j)) q[qlen] = '\0';
+        size_t k = 0;
+        while (k < nd && strcmp(d[k].queue, q)) k++;
+        if (k == nd) snprintf(d[nd++].queue, sizeof d->queue, "%s", q);
+        rc = jr_redis_stats(s->cmd, s->queues.v[i], &st);
+        if (rc == JR_EREDIS || (!rc && (st.delayed < 0 || st.ready < 0))) {
+            d[k].delayed = d[k].ready = -1, rc = 0;
+        } else if (!rc && d[k].delayed >= 0) {
+            d[k].delayed += st.delayed, d[k].ready += st.ready;
+        }
     }
-    return 0;
+    for (size_t k = 0; !rc && k < nd; k++)
+        if (d[k].delayed >= 0) jr_metrics_depth(d[k].queue, d[k].delayed, d[k].ready);
+    free(d);
+    return rc;
 }
 
 static int sched_promote_all(sched_t *s) {

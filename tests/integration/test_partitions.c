@@ -8,9 +8,13 @@
  * order, job show / cancel of generated and explicit ids in a constant
  * number of Redis calls whatever the count, stats summed over the
  * partitions, pause of every partition, and the names users may not give. */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <jansson.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +61,24 @@ static long long hget_count(redisContext *c, const char *q) {
     long long n = rep->type == REDIS_REPLY_STRING ? atoll(rep->str) : 0;
     freeReplyObject(rep);
     return n;
+}
+
+/* GET /metrics from 127.0.0.1:port: the body (malloc'd) or NULL. */
+static char *metrics(int port) {
+    char *body = NULL;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct timeval tv = {.tv_sec = 10};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    const char req[] = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (!connect(fd, (struct sockaddr *)&a, sizeof a) && write(fd, req, sizeof req - 1) == (ssize_t)(sizeof req - 1) &&
+        jrt_http_read(fd, 0, &body) != 200) {
+        free(body);
+        body = NULL;
+    }
+    close(fd);
+    return body;
 }
 
 static jr_client_t *client(void) {
@@ -146,7 +168,12 @@ Test(partitions, changing_the_count_is_refused_while_the_queue_holds_jobs) {
 Test(partitions, a_thousand_jobs_spread_and_run_exactly_once, .timeout = 200) {
     jrt_config(&R, "queues:\n  orders:\n    partitions: 8\n", cfgpath, sizeof cfgpath);
     /* the configuration sets the count (a scheduler applies it at start) */
-    pid_t sched = jrt_scheduler(&R, cfgpath, jrt_path(&R, "sched.log"));
+    int port = jrt_free_port();
+    char ytext[512], scfg[192];
+    snprintf(ytext, sizeof ytext, "redis:\n  url: %s\nqueues:\n  orders:\n    partitions: 8\nmetrics:\n  listen: 127.0.0.1:%d\n",
+             R.url, port);
+    jrt_write(&R, "sched.yaml", ytext, scfg, sizeof scfg);
+    pid_t sched = jrt_scheduler(&R, scfg, jrt_path(&R, "sched.log"));
     redisContext *c = jrt_connect(&R);
     for (int i = 0; i < 200 && jrt_int(c, "HEXISTS %s orders", JR_PARTITIONS_KEY) == 0; i++) jrt_sleep_ms(50);
     cr_assert_eq(hget_count(c, "orders"), 8);
@@ -195,6 +222,17 @@ Test(partitions, a_thousand_jobs_spread_and_run_exactly_once, .timeout = 200) {
     }
     cr_assert_eq(sum, TOTAL, "every job in a partition");
     cr_expect_eq(jrt_int(c, "EXISTS jr:{orders}:ready"), 0, "nothing in the unpartitioned queue");
+    /* the scheduler's depth gauge: one series for the queue, the sum */
+    const char *want_series = "jobrunner_queue_ready_jobs{queue=\"orders\"} 1000";
+    char *m = NULL;
+    for (int i = 0; i < 100; i++) {
+        free(m);
+        if ((m = metrics(port)) && strstr(m, want_series)) break;
+        jrt_sleep_ms(100);
+    }
+    cr_expect(m && strstr(m, want_series), "metrics: %s", m ? m : "(none)");
+    cr_expect(m && !strstr(m, "orders#"), "a partition in the metrics: %s", m ? m : "");
+    free(m);
     /* one worker over the queue runs each exactly once, under its id */
     pid_t w = jrt_worker(&R, cfgpath, NULL, wlog, (const char *[]){"-q", "orders", NULL});
     size_t got = jrt_wait_lines(record, TOTAL, 60000);
