@@ -4,6 +4,7 @@
  * has no call for them). */
 #include "cli.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -421,9 +422,14 @@ static int print_page(FILE *out, const char *state, const char *queue, const lis
 /* `jobrunner jobs --state`: a page of up to `limit` jobs in that state,
  * oldest first, after the cursor `after` (NULL: from the start), with the
  * cursor of the next page, as a table or one JSON object. Returns the exit
- * status (2: a bad state or cursor). */
-static int cmd_jobs(const jr_config_t *cfg, const char *queue, const char *state, int64_t limit, const char *after,
-                int json, FILE *out) {
+ * status (2: a bad state or cursor). Of a partitioned queue (nparts > 1),
+ * the page is of partition `part` (internal queue iq): its generated ids
+ * shown with "~<part>", its cursor "p<part>:<cursor in it>", or, at the
+ * end of the partition, "p<part+1>:" (the next one; none after the last).
+ * An empty page of a partition that is not the last prints nothing and
+ * returns -1: the caller asks the next partition. */
+static int cmd_jobs(const jr_config_t *cfg, const char *queue, const char *iq, int part, unsigned nparts,
+                    const char *state, int64_t limit, const char *after, int json, FILE *out) {
     int delayed = !strcmp(state, "delayed"), ready = !strcmp(state, "ready"), running = !strcmp(state, "running"),
         dead = !strcmp(state, "dead");
     if (!delayed && !ready && !running && !dead) {
@@ -456,9 +462,10 @@ static int cmd_jobs(const jr_config_t *cfg, const char *queue, const char *state
     jr_redis_t *r = jr_cli_connect(cfg, 0);
     if (!r) return 1;
     jr_qkeys_t k;
-    jr_qkeys(&k, queue);
+    jr_qkeys(&k, iq);
     jr_batch_t b = {0};
     jr_batch_t *each = NULL;
+    char (*shown)[JR_ID_MAX + 8] = NULL; /* the ids as users see them (a partition's generated ids) */
     jr_pending_t *pend = NULL;
     size_t npend = 0, n = 0;
     listed_t *v = NULL;
@@ -468,14 +475,14 @@ static int cmd_jobs(const jr_config_t *cfg, const char *queue, const char *state
     size_t *ml = NULL;
     char dnext[128] = "";
     if (delayed) {
-        rc = jr_redis_delayed_page(r, queue, after, limit, &b, dnext, sizeof dnext);
+        rc = jr_redis_delayed_page(r, iq, after, limit, &b, dnext, sizeof dnext);
     } else if (ready) {
         char last[JR_ID_MAX];
-        rc = jr_redis_group_last_id(r, queue, last);
+        rc = jr_redis_group_last_id(r, iq, last);
         if (!rc && (!after || id_cmp(after, last) < 0) && strcmp(last, "0-0")) snprintf(start, sizeof start, "(%s", last);
         if (!rc) rc = jr_redis_xrange_between(r, k.ready, start, "+", limit, &b);
     } else if (running) {
-        rc = jr_redis_pending_page(r, queue, start, limit, &pend, &npend);
+        rc = jr_redis_pending_page(r, iq, start, limit, &pend, &npend);
         if (!rc && npend && !(each = calloc(npend, sizeof *each))) rc = JR_ENOMEM;
         for (size_t i = 0; !rc && i < npend; i++)
             rc = jr_redis_xrange_between(r, k.ready, pend[i].entry, pend[i].entry, 1, &each[i]);
@@ -491,7 +498,8 @@ static int cmd_jobs(const jr_config_t *cfg, const char *queue, const char *state
     v = calloc(total ? total : 1, sizeof *v);
     mv = calloc(total ? total * MP_ITEMS : 1, sizeof *mv);
     ml = calloc(total ? total * MP_ITEMS : 1, sizeof *ml);
-    if (!v || !mv || !ml) {
+    shown = nparts > 1 ? calloc(total ? total : 1, sizeof *shown) : NULL;
+    if (!v || !mv || !ml || (nparts > 1 && !shown)) {
         fprintf(stderr, "jobrunner jobs: out of memory\n");
         status = 1;
         goto out;
@@ -543,6 +551,10 @@ static int cmd_jobs(const jr_config_t *cfg, const char *queue, const char *state
             const char *id = l->e ? jr_cli_field(l->e, JR_F_ID, &len) : NULL;
             l->id = id ? id : l->where, l->id_len = id ? len : strlen(l->where);
         }
+        if (shown && l->id_len < JR_ID_MAX && jr_contract_id_reserved(l->id, l->id_len)) {
+            snprintf(shown[n], sizeof shown[n], "%.*s~%d", (int)l->id_len, l->id, part);
+            l->id = shown[n], l->id_len = strlen(shown[n]);
+        }
         n++;
     }
     if (delayed) { /* the cursor jr_delayed_page returned */
@@ -551,10 +563,21 @@ static int cmd_jobs(const jr_config_t *cfg, const char *queue, const char *state
         snprintf(next, sizeof next, "%s", v[n - 1].where);
         nextp = next;
     }
+    if (nparts > 1) { /* the cursor over the partitions */
+        char inner[128];
+        snprintf(inner, sizeof inner, "%s", nextp ? nextp : "");
+        if (nextp) snprintf(next, sizeof next, "p%d:%.100s", part, inner), nextp = next;
+        else if ((unsigned)part + 1 < nparts) snprintf(next, sizeof next, "p%d:", part + 1), nextp = next;
+        if (n == 0 && (unsigned)part + 1 < nparts && !inner[0]) {
+            status = -1; /* nothing here: the next partition */
+            free(fake);
+            goto out;
+        }
+    }
     status = print_page(out, state, queue, v, n, nextp, json) ? 1 : 0;
     free(fake);
 out:
-    free(v), free(mv), free(ml);
+    free(v), free(mv), free(ml), free(shown);
     for (size_t i = 0; each && i < npend; i++) jr_batch_free(&each[i]);
     free(each), free(pend);
     jr_batch_free(&b);
@@ -594,7 +617,38 @@ int jr_cli_jobs(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *c
     if (!f->v[JR_O_STATE]) return jr_cli_die(cmd->name, "%s", "--state delayed|ready|running|dead is required");
     if (limit_s && jr_cli_parse_count(limit_s, 1, 10000, &limit))
         return jr_cli_die2(cmd->name, "--limit", limit_s, "must be an integer from 1 to 10000");
-    return cmd_jobs(cfg, queue, f->v[JR_O_STATE], limit, f->v[JR_O_AFTER], jr_flag(f, JR_O_JSON), stdout);
+    /* A partitioned queue: pages over its partitions in turn, the cursor
+     * "p<partition>:<cursor in it>" */
+    jr_redis_t *r = jr_cli_connect(cfg, 0);
+    if (!r) return 1;
+    jr_partmap_t parts = {0};
+    jr_qpart_t *qp;
+    if (jr_partmap_get(&parts, r, queue, &qp)) {
+        fprintf(stderr, "jobrunner jobs: %s\n", jr_cli_esc(jr_redis_errstr(r)));
+        jr_partmap_free(&parts);
+        jr_redis_free(r);
+        return 1;
+    }
+    jr_redis_free(r);
+    const char *after = f->v[JR_O_AFTER];
+    unsigned part = 0;
+    if (qp->n > 1 && after) {
+        char *end = NULL;
+        unsigned long p = after[0] == 'p' ? strtoul(after + 1, &end, 10) : ULONG_MAX;
+        if (p == ULONG_MAX || end == after + 1 || *end != ':' || p >= qp->n) {
+            jr_partmap_free(&parts);
+            return jr_cli_die2(cmd->name, "--after", after, "is not a cursor of this queue's pages (p<partition>:...)");
+        }
+        part = (unsigned)p;
+        after = end[1] ? end + 1 : NULL;
+    }
+    int st;
+    do
+        st = cmd_jobs(cfg, queue, jr_qpart_name(qp, part), (int)part, qp->n, f->v[JR_O_STATE], limit, after,
+                      jr_flag(f, JR_O_JSON), stdout);
+    while (st == -1 && (after = NULL, ++part < qp->n));
+    jr_partmap_free(&parts);
+    return st;
 }
 
 int jr_cli_cancel(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *cfg, int argc, char **argv) {

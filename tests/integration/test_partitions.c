@@ -450,3 +450,49 @@ Test(partitions, dead_jobs_of_every_partition_as_one, .timeout = 120) {
     cr_expect_eq(s.dead, 0);
     jr_client_free(cl);
 }
+
+/* jobs --state pages over the partitions in turn, the cursor saying where;
+ * every job once, under the id users see. */
+static void page_through(const char *state, jr_client_result_t *res, size_t n) {
+    char after[160] = "";
+    size_t seen = 0;
+    int pages = 0;
+    static char out[1 << 16];
+    for (;;) {
+        const char *args[] = {"jobs", "-q", "orders", "--state", state, "--limit", "3", "--json",
+                              after[0] ? "--after" : NULL, after, NULL};
+        cr_assert_eq(cli(out, sizeof out, NULL, 0, 1, args), 0, "%s", out);
+        json_error_t je;
+        json_t *doc = json_loads(out, 0, &je);
+        cr_assert(doc, "%s", out);
+        json_t *jobs = json_object_get(doc, "jobs");
+        cr_assert_leq(json_array_size(jobs), 3);
+        for (size_t i = 0; i < json_array_size(jobs); i++) {
+            const char *id = json_string_value(json_object_get(json_array_get(jobs, i), "job"));
+            int known = 0;
+            for (size_t k = 0; k < n && !known; k++) known = !strcmp(res[k].id, id);
+            cr_expect(known, "%s page: job %s was not enqueued", state, id);
+            seen++;
+        }
+        const char *next = json_string_value(json_object_get(doc, "next"));
+        if (next) snprintf(after, sizeof after, "%s", next);
+        json_decref(doc);
+        cr_assert_lt(++pages, 40, "the pages do not end");
+        if (!next) break;
+    }
+    cr_expect_eq(seen, n, "%s: %zu jobs listed of %zu", state, seen, n);
+}
+
+Test(partitions, jobs_pages_over_every_partition, .timeout = 120) {
+    jr_client_t *cl = client();
+    cr_assert_eq(jr_client_set_partitions(cl, "orders", 4, NULL), 0, "%s", jr_client_errstr(cl));
+    static jr_client_job_t jobs[10];
+    jr_client_result_t later[10], now[10];
+    for (int i = 0; i < 10; i++) jobs[i] = (jr_client_job_t){.queue = "orders", .handler = "record", .delay_ms = 3600000};
+    cr_assert_eq(jr_client_enqueue_many(cl, jobs, 10, later), 0, "%s", jr_client_errstr(cl));
+    for (int i = 0; i < 10; i++) jobs[i].delay_ms = 0;
+    cr_assert_eq(jr_client_enqueue_many(cl, jobs, 10, now), 0, "%s", jr_client_errstr(cl));
+    jr_client_free(cl);
+    page_through("delayed", later, 10);
+    page_through("ready", now, 10);
+}
