@@ -97,9 +97,11 @@ typedef struct sched {
     char cron_wake[JR_ID_MAX]; /* last entry id seen on jr:{cron}:wake */
     double clock_redis_ms;    /* Redis's clock (Unix ms) at monotonic clock_mono_us */
     int64_t clock_mono_us, clock_half_rtt_us;
-    /* -q queues: their partition counts, read at connect and every JR_PARTITIONS_REREAD_MS */
+    /* partition counts: of the -q queues, read at connect and every
+     * JR_PARTITIONS_REREAD_MS; of the schedules' queues, read at most that often */
     jr_partmap_t parts;
-    int64_t parts_us;         /* monotonic time of the next read, 0 = at connect */
+    int64_t parts_us;         /* monotonic time of the next read, 0 = at connect
+                                 (the schedules' jobs use the counts too) */
     int parts_applied;        /* the configuration's counts (queues section) were set in Redis */
 } sched_t;
 
@@ -446,7 +448,10 @@ static int cron_fire_one(sched_t *s, const jr_cron_def_t *d, int64_t tick, int c
     char id[JR_ID_MAX];
     jr_enqueue_t job;
     cron_job(d, tick, jr_cron_def_next(d, tick), catch_up, id, &job);
-    int created = 0, rc = jr_redis_enqueue(s->cmd, &job, 1, NULL, &created);
+    /* a partitioned queue: into the partition of the tick's id */
+    jr_enq_outcome_t o = {0};
+    int rc = jr_redis_enqueue_parts(s->cmd, &s->parts, &job, NULL, 1, NULL, &o, NULL);
+    int created = o.status == JR_ENQ_CREATED;
     if ((rc == JR_EREDIS && jr_redis_ok(s->cmd)) || rc == JR_EINVAL) {
         jr_report_once(JR_LOG_ERROR, "Redis refused the catch-up job of a periodic schedule", "schedule", d->name,
                        jr_redis_errstr(s->cmd));
@@ -570,7 +575,7 @@ static int cron_fire(sched_t *s) {
          * garbage) costs its schedule only, which tries again after 1 s;
          * the others are recorded. */
         jr_strlist_free(&reasons);
-        rc = jr_redis_enqueue_each(s->cmd, jobs, k, NULL, out, &reasons);
+        rc = jr_redis_enqueue_parts(s->cmd, &s->parts, jobs, NULL, k, NULL, out, &reasons);
         if (rc && !jr_redis_ok(s->cmd)) break;
         rc = 0;
         for (size_t j = 0; j < k; j++) {
@@ -714,6 +719,7 @@ static int sched_expand(sched_t *s) {
     for (size_t i = 0; !rc && !changed && i < q.n; i++) changed = strcmp(q.v[i], s->queues.v[i]) != 0;
     if (changed) rc = sched_set_queues(s, &q, "0-0");
     jr_strlist_free(&q);
+    s->parts.max_age_us = JR_PARTITIONS_REREAD_MS * 1000; /* the schedules' jobs read them at most that often */
     return rc ? rc : changed;
 }
 
@@ -791,7 +797,8 @@ static int sched_backstop(sched_t *s) {
 }
 
 int jr_scheduler_run(const jr_config_t *cfg) {
-    sched_t s = {.cfg = cfg, .deadline_us = -1, .cron_deadline_us = -1, .cron_wake = "0-0"};
+    sched_t s = {.cfg = cfg, .deadline_us = -1, .cron_deadline_us = -1, .cron_wake = "0-0",
+                 .parts = {.max_age_us = JR_PARTITIONS_REREAD_MS * 1000}};
     int sigfd = jr_signals_install();
     s.follow = cfg->scheduler_queues.n == 0;
     char name[JR_PROC_NAME_MAX];

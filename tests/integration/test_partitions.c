@@ -496,3 +496,24 @@ Test(partitions, jobs_pages_over_every_partition, .timeout = 120) {
     page_through("delayed", later, 10);
     page_through("ready", now, 10);
 }
+
+/* A periodic schedule of a partitioned queue: its jobs go into the
+ * partitions (where the workers read), not the unpartitioned queue. */
+Test(partitions, periodic_jobs_reach_the_partitions, .timeout = 120) {
+    jr_client_t *cl = client();
+    cr_assert_eq(jr_client_set_partitions(cl, "orders", 4, NULL), 0, "%s", jr_client_errstr(cl));
+    jr_client_free(cl);
+    char out[1024];
+    cr_assert_eq(jrt_cli(&R, out, sizeof out,
+                         (const char *[]){"cron", "add", "tick", "--every", "1s", "-q", "orders", "record", NULL}),
+                 0, "%s", out);
+    pid_t sched = jrt_scheduler(&R, NULL, jrt_path(&R, "sched.log"));
+    pid_t w = jrt_worker(&R, NULL, NULL, wlog, (const char *[]){"-q", "orders", NULL});
+    int got = jrt_wait_count(record, "tick@", 2, 20000);
+    cr_assert_eq(jrt_stop(w, SIGTERM, 10000), 0);
+    cr_assert_eq(jrt_stop(sched, SIGTERM, 10000), 0);
+    cr_expect_geq(got, 2, "the schedule's jobs ran %d times in 20 s", got);
+    redisContext *c = jrt_connect(&R);
+    cr_expect_eq(jrt_int(c, "XLEN jr:{orders}:ready"), 0, "a tick went to the unpartitioned queue");
+    redisFree(c);
+}
