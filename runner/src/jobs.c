@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "envelope.h"
+#include "followup.h"
 #include "jr_limits.h"
 #include "log.h"
 #include "metrics.h"
@@ -123,7 +124,17 @@ int jrw_finish(worker_t *w, jr_outcome_t *o) {
         o->followups = NULL;
         rc = push_ack(w, s);
     } else if (o->kind == JR_OUT_OK && o->followups) { /* the operation takes them */
-        rc = jrw_push_op(w, OP_FOLLOW, s->queue, s->entry, 0, NULL, NULL);
+        /* a job of a partition: its follow-ups to its own queue stay in its partition */
+        char *renamed = NULL;
+        size_t rlen = 0;
+        int ren = w->part[s->queue] >= 0 ? jr_fu_rename(o->followups, o->followups_len, w->shown[s->queue],
+                                                        w->queues[s->queue], &renamed, &rlen)
+                                         : 0;
+        if (ren == 1) {
+            free(o->followups);
+            o->followups = renamed, o->followups_len = rlen;
+        }
+        rc = ren == JR_ENOMEM ? JR_ENOMEM : jrw_push_op(w, OP_FOLLOW, s->queue, s->entry, 0, NULL, NULL);
         if (!rc) w->ops[w->nops - 1].fu = o->followups, w->ops[w->nops - 1].fu_len = o->followups_len;
         else free(o->followups);
         o->followups = NULL;

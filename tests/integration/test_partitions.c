@@ -517,3 +517,21 @@ Test(partitions, periodic_jobs_reach_the_partitions, .timeout = 120) {
     cr_expect_eq(jrt_int(c, "XLEN jr:{orders}:ready"), 0, "a tick went to the unpartitioned queue");
     redisFree(c);
 }
+
+/* Follow-ups of a partitioned queue's job to its own queue (by NULL or by
+ * name) stay in the job's partition and run. */
+Test(partitions, follow_ups_to_the_own_queue_stay_in_the_partition, .timeout = 120) {
+    jr_client_t *cl = client();
+    cr_assert_eq(jr_client_set_partitions(cl, "orders", 4, NULL), 0, "%s", jr_client_errstr(cl));
+    jr_client_job_t jobs[2] = {{.queue = "orders", .handler = "follow", .payload = "q=,n=3", .payload_len = 6},
+                               {.queue = "orders", .handler = "follow", .payload = "q=orders,n=2", .payload_len = 12}};
+    cr_assert_eq(jr_client_enqueue_many(cl, jobs, 2, NULL), 0, "%s", jr_client_errstr(cl));
+    jr_client_free(cl);
+    pid_t w = jrt_worker(&R, NULL, JRT_FOLLOW_PLUGIN, wlog, (const char *[]){"-q", "orders", NULL});
+    int got = jrt_wait_count(record, " record ", 5, 20000);
+    cr_assert_eq(jrt_stop(w, SIGTERM, 10000), 0);
+    cr_expect_eq(got, 5, "follow-ups run: %d of 5", got);
+    redisContext *c = jrt_connect(&R);
+    cr_expect_eq(jrt_int(c, "EXISTS jr:{orders}:ready"), 0, "a follow-up went to the unpartitioned queue");
+    redisFree(c);
+}
