@@ -134,6 +134,27 @@ static void push_check_keys(const char **argv, int *a, char (*keys)[JR_KEY_MAX],
     }
 }
 
+/* A paused queue stays paused over a change of its partitions: the new
+ * partitions get its time in JR_PAUSED_KEY (workers read the partitions'
+ * names there), the old ones that go are removed. Returns 0 or an error. */
+static int carry_pause(jr_redis_t *r, const char *q, const jr_qpart_t *was, const jr_qpart_t *now) {
+    redisReply *rep;
+    int rc = jri_exec(r, &rep, "HGET", JR_PAUSED_KEY, q, NULL);
+    if (rc || (rc = jri_reply_error(r, rep))) return rc;
+    char since[64] = "";
+    if (rep->type == REDIS_REPLY_STRING) snprintf(since, sizeof since, "%s", rep->str);
+    freeReplyObject(rep);
+    for (unsigned i = 0; !rc && was->names && i < was->n; i++)
+        if (jr_qpart_index(now, was->names[i]) < 0 &&
+            !(rc = jri_exec(r, &rep, "HDEL", JR_PAUSED_KEY, was->names[i], NULL)) && !(rc = jri_reply_error(r, rep)))
+            freeReplyObject(rep);
+    for (unsigned i = 0; !rc && since[0] && now->names && i < now->n; i++)
+        if (!(rc = jri_exec(r, &rep, "HSETNX", JR_PAUSED_KEY, now->names[i], since, NULL)) &&
+            !(rc = jri_reply_error(r, rep)))
+            freeReplyObject(rep);
+    return rc;
+}
+
 int jr_redis_partitions_set(jr_redis_t *r, const char *q, unsigned n, unsigned *before) {
     if (jr_contract_queue_name(q, strlen(q)))
         return jri_fail(r, JR_EINVAL, "queue name \"%.64s\" %s", q, jr_contract_queue_name(q, strlen(q)));
@@ -171,11 +192,13 @@ int jr_redis_partitions_set(jr_redis_t *r, const char *q, unsigned n, unsigned *
     argv[ac++] = q, argv[ac++] = ns, argv[ac++] = curs;
     redisReply *rep;
     rc = jri_exec_argv(r, &rep, ac, argv, NULL);
-    free(argv), free(keys), free(a.names), free(b.names);
-    if (rc) return rc;
-    if ((rc = jri_reply_error(r, rep))) return rc;
-    freeReplyObject(rep);
-    return 0;
+    free(argv), free(keys);
+    if (!rc && !(rc = jri_reply_error(r, rep))) {
+        freeReplyObject(rep);
+        rc = carry_pause(r, q, &a, &b);
+    }
+    free(a.names), free(b.names);
+    return rc;
 }
 
 int jr_partitions_apply(jr_redis_t *r, const jr_strlist_t *pairs) {

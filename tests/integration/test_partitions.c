@@ -366,9 +366,16 @@ Test(partitions, stats_sum_the_partitions_and_pause_stops_them_all, .timeout = 1
     json_decref(doc);
     /* pause: no partition is read */
     cr_assert_eq(cli(out, sizeof out, NULL, 0, 1, (const char *[]){"pause", "orders", NULL}), 0);
+    /* a queue paused before it is partitioned stays paused */
+    cr_assert_eq(cli(out, sizeof out, NULL, 0, 1, (const char *[]){"pause", "later", NULL}), 0);
+    cr_assert_eq(jr_client_set_partitions(cl, "later", 3, NULL), 0, "%s", jr_client_errstr(cl));
+    jobs[0].queue = "later";
+    cr_assert_eq(jr_client_enqueue_many(cl, jobs, 1, NULL), 0, "%s", jr_client_errstr(cl));
+    pid_t w2 = jrt_worker(&R, NULL, NULL, jrt_path(&R, "w2.log"), (const char *[]){"-q", "later", NULL});
     pid_t w = jrt_worker(&R, NULL, NULL, wlog, (const char *[]){"-q", "orders", NULL});
     jrt_sleep_ms(1500);
     cr_expect_eq(jrt_lines(record), 0, "a paused queue's jobs ran");
+    cr_assert_eq(jrt_stop(w2, SIGTERM, 10000), 0);
     cr_assert_eq(jr_client_stats(cl, "orders", &s), 0);
     cr_expect_eq(s.ready, 20);
     cr_expect_eq(s.paused, 1);
