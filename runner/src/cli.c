@@ -38,6 +38,7 @@ const jr_cli_option_t jr_cli_options[JR_O_COUNT] = {
     [JR_O_DISABLED] = {"disabled", 0, 0, NULL},
     [JR_O_WATCH] = {"watch", 0, 0, NULL},
     [JR_O_KEY] = {"key", 0, 1, NULL},
+    [JR_O_PARTITIONS] = {"partitions", 0, 0, NULL},
     [JR_O_HELP] = {"help", 'h', 0, NULL},
 };
 
@@ -145,7 +146,7 @@ const jr_cli_cmd_t jr_cli_commands[] = {
     {.name = "stats",
      .summary = "show ready, pending, delayed and dead counts per queue",
      .usage =
-         "usage: jobrunner stats [-c FILE] [--redis URL] [-q QUEUE]... [--json] [--watch]\n"
+         "usage: jobrunner stats [-c FILE] [--redis URL] [-q QUEUE]... [--json] [--watch] [--partitions]\n"
          "\n"
          "Per queue: ready (waiting for a worker), pending (running or unacknowledged),\n"
          "delayed (waiting for their due time), dead; processed (succeeded) and failed\n"
@@ -155,8 +156,10 @@ const jr_cli_cmd_t jr_cli_commands[] = {
          "\n"
          "  -q, --queue QUEUE   a queue to show (repeatable)\n"
          "      --json          print one JSON object: {\"queues\": [{\"queue\", \"ready\", ...}]}\n"
-         "      --watch         redraw every second until Ctrl-C\n",
-     .options = JR_OPT(JR_O_QUEUE) | JR_OPT(JR_O_JSON) | JR_OPT(JR_O_WATCH),
+         "      --watch         redraw every second until Ctrl-C\n"
+         "      --partitions    a partitioned queue's row (the sums) is followed by one per partition\n"
+         "                      (JSON: its \"partitions\" array)\n",
+     .options = JR_OPT(JR_O_QUEUE) | JR_OPT(JR_O_JSON) | JR_OPT(JR_O_WATCH) | JR_OPT(JR_O_PARTITIONS),
      .mode = 0,
      .run = jr_cli_stats},
     {.name = "dead",

@@ -72,7 +72,48 @@ static int one_row_per_queue(jr_strlist_t *l) {
  * and a paused state that cannot be read are null, as are jobs_per_second
  * when unknown and oldest_ready_ms when no job is ready. 0, or 1 after
  * saying why. */
-static int stats_once(jr_client_t *c, const jr_strlist_t *queues, int json, FILE *out) {
+/* The partition rows of queue q (--partitions): a table row per partition,
+ * named by its internal queue, or the JSON array "partitions" of the
+ * queue's object (obj), [{"partition", "name", "ready", "pending",
+ * "delayed", "dead", "processed", "failed"}, ...]. Nothing for a queue that
+ * is not partitioned. 0, or 1 after saying why. */
+static int stats_partitions(jr_client_t *c, const char *q, json_t *obj, FILE *out) {
+    jr_redis_t *r = jr_client_redis(c);
+    jr_partmap_t m = {0};
+    jr_qpart_t *p;
+    int status = 0;
+    if (!r || jr_partmap_get(&m, r, q, &p)) {
+        fprintf(stderr, "jobrunner: stats: %s: %s\n", jr_cli_esc(q), r ? jr_cli_esc(jr_redis_errstr(r)) : "not connected");
+        jr_partmap_free(&m);
+        return 1;
+    }
+    json_t *arr = obj && p->n > 1 ? json_array() : NULL;
+    if (arr && json_object_set_new(obj, "partitions", arr)) status = 1;
+    for (unsigned i = 0; !status && p->n > 1 && i < p->n; i++) {
+        jr_qstats_t s;
+        if (jr_redis_stats(r, p->names[i], &s)) {
+            fprintf(stderr, "jobrunner: stats: %s: %s\n", jr_cli_esc(p->names[i]), jr_cli_esc(jr_redis_errstr(r)));
+            status = 1;
+        } else if (arr) {
+            json_t *o = json_pack("{s:i,s:s,s:o,s:o,s:o,s:o,s:o,s:o}", "partition", (int)i, "name", p->names[i], "ready",
+                                  json_count(s.ready), "pending", json_count(s.pending), "delayed", json_count(s.delayed),
+                                  "dead", json_count(s.dead), "processed", json_count(s.processed), "failed",
+                                  json_count(s.failed));
+            if (!o || json_array_append_new(arr, o)) status = 1;
+        } else if (!obj) {
+            char n[6][24], label[JR_INTERNAL_QUEUE_MAX + 8];
+            snprintf(label, sizeof label, "  %s", p->names[i]);
+            jr_cli_print_cell(out, label, 20);
+            fprintf(out, " %9s %9s %9s %9s %11s %9s\n", count_text(s.ready, n[0]), count_text(s.pending, n[1]),
+                    count_text(s.delayed, n[2]), count_text(s.dead, n[3]), count_text(s.processed, n[4]),
+                    count_text(s.failed, n[5]));
+        }
+    }
+    jr_partmap_free(&m);
+    return status;
+}
+
+static int stats_once(jr_client_t *c, const jr_strlist_t *queues, int json, int parts, FILE *out) {
     jr_strlist_t all = {0};
     char wake[JR_ID_MAX];
     int rc = 0, failed = 0; /* rc: a Redis error; failed: JSON building or writing */
@@ -119,6 +160,10 @@ static int stats_once(jr_client_t *c, const jr_strlist_t *queues, int json, FILE
                 json_decref(q);
                 q = NULL;
             }
+            if (q && parts && stats_partitions(c, queues->v[i], q, out)) {
+                json_decref(q);
+                q = NULL;
+            }
             if (!q || json_array_append_new(arr, q)) failed = jr_cli_json_oom(&doc);
         } else {
             char t[JR_TIME_LEN], age[32], n[6][24], rate[24];
@@ -130,6 +175,7 @@ static int stats_once(jr_client_t *c, const jr_strlist_t *queues, int json, FILE
                     count_text(s.processed, n[4]), count_text(s.failed, n[5]), rate,
                     age_text(s.oldest_ready_ms, age, sizeof age), since >= 0 ? "since " : s.paused < 0 ? "?" : "-",
                     since >= 0 ? jr_time_format(since, t) : "");
+            if (parts && (rc = stats_partitions(c, queues->v[i], NULL, out))) break;
         }
     }
     if (rc || failed) json_decref(doc);
@@ -143,13 +189,13 @@ static int stats_once(jr_client_t *c, const jr_strlist_t *queues, int json, FILE
  * of the oldest ready job, paused; as a table or JSON on `out`. With
  * `watch`, clear the screen and redraw every second until interrupted.
  * Returns the exit status. */
-static int cmd_stats(const jr_config_t *cfg, const jr_strlist_t *queues, int json, int watch, FILE *out) {
+static int cmd_stats(const jr_config_t *cfg, const jr_strlist_t *queues, int json, int watch, int parts, FILE *out) {
     jr_client_t *c = jr_cli_client(cfg, 0);
     if (!c) return 1;
     int status;
     for (;;) {
         if (watch) fputs("\033[H\033[2J", out); /* home, clear: redraw in place */
-        status = stats_once(c, queues, json, out);
+        status = stats_once(c, queues, json, parts, out);
         if (!watch || status) break;
         char t[JR_TIME_LEN];
         fprintf(out, "\n%s  (every 1 s; Ctrl-C stops)\n", jr_time_format(jr_wall_ms(), t));
@@ -162,7 +208,7 @@ static int cmd_stats(const jr_config_t *cfg, const jr_strlist_t *queues, int jso
 
 int jr_cli_stats(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *cfg, int argc, char **argv) {
     (void)cmd, (void)argc, (void)argv;
-    return cmd_stats(cfg, &f->queues, jr_flag(f, JR_O_JSON), jr_flag(f, JR_O_WATCH), stdout);
+    return cmd_stats(cfg, &f->queues, jr_flag(f, JR_O_JSON), jr_flag(f, JR_O_WATCH), jr_flag(f, JR_O_PARTITIONS), stdout);
 }
 
 /* ---- dead ------------------------------------------------------------------- */

@@ -364,6 +364,10 @@ Test(partitions, stats_sum_the_partitions_and_pause_stops_them_all, .timeout = 1
     cr_expect_str_eq(json_string_value(json_object_get(json_array_get(qs, 0), "queue")), "orders");
     cr_expect_eq(json_integer_value(json_object_get(json_array_get(qs, 0), "ready")), 20);
     json_decref(doc);
+    cr_assert_eq(cli(out, sizeof out, NULL, 0, 1, (const char *[]){"stats", "-q", "orders", "--partitions", NULL}), 0);
+    char names[4][JR_INTERNAL_QUEUE_MAX + 1];
+    names_of("orders", 4, names);
+    for (int i = 0; i < 4; i++) cr_expect(strstr(out, names[i]), "stats --partitions lacks %s:\n%s", names[i], out);
     /* pause: no partition is read */
     cr_assert_eq(cli(out, sizeof out, NULL, 0, 1, (const char *[]){"pause", "orders", NULL}), 0);
     /* a queue paused before it is partitioned stays paused */
