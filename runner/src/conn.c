@@ -226,7 +226,15 @@ static long index_of(const char *const *names, size_t n, const char *name) {
 int jrw_partitions(worker_t *w, int connected) {
     static const char SAY_PARTS_REFUSED[] = "cannot read the partitions of the queues; reading the queues known";
     w->next_parts_us = jr_mono_us() + JR_PARTITIONS_REREAD_MS * 1000;
-    w->parts.max_age_us = 1; /* read each count again now */
+    w->parts.max_age_us = 0; /* read below, in one call */
+    if (connected) {
+        int rrc = jr_partmap_refresh(&w->parts, w->ctl, w->uq, w->nuq);
+        if (rrc == JR_EREDIS && jr_redis_ok(w->ctl)) {
+            jr_report_once(JR_LOG_ERROR, SAY_PARTS_REFUSED, "key", JR_PARTITIONS_KEY, jr_redis_errstr(w->ctl));
+            return 0;
+        }
+        if (rrc) return rrc;
+    }
     unsigned *counts = calloc(w->nuq ? w->nuq : 1, sizeof *counts);
     jr_qpart_t **qp = calloc(w->nuq ? w->nuq : 1, sizeof *qp);
     if (!counts || !qp) {

@@ -65,6 +65,59 @@ static int read_count(jr_redis_t *r, const char *q, unsigned *n) {
     return rc;
 }
 
+/* The entry of q in m, added (count 1, never read) if missing; NULL when
+ * out of memory. */
+static jr_qpart_t *entry_of(jr_partmap_t *m, const char *q) {
+    for (size_t i = 0; i < m->n; i++)
+        if (!strcmp(m->v[i].queue, q)) return &m->v[i];
+    if (m->n == m->cap) {
+        size_t cap = m->cap ? 2 * m->cap : 8;
+        jr_qpart_t *v = realloc(m->v, cap * sizeof *v);
+        if (!v) return NULL;
+        m->v = v, m->cap = cap;
+    }
+    jr_qpart_t *p = &m->v[m->n++];
+    memset(p, 0, sizeof *p);
+    p->n = 1;
+    /* each process starts its round robin elsewhere: one-job producers (a
+     * CLI enqueue each) spread too */
+    p->next = (unsigned)(jr_mono_us() ^ ((uint64_t)getpid() << 16));
+    snprintf(p->queue, sizeof p->queue, "%s", q);
+    return p;
+}
+
+int jr_partmap_refresh(jr_partmap_t *m, jr_redis_t *r, const char *const *queues, size_t n) {
+    if (!n) return 0;
+    const char **argv = malloc((n + 2) * sizeof *argv);
+    if (!argv) return jri_fail(r, JR_ENOMEM, "out of memory");
+    argv[0] = "HMGET", argv[1] = JR_PARTITIONS_KEY;
+    for (size_t i = 0; i < n; i++) argv[2 + i] = queues[i];
+    redisReply *rep;
+    int rc = jri_exec_argv(r, &rep, (int)(n + 2), argv, NULL);
+    free(argv);
+    if (rc || (rc = jri_reply_error(r, rep))) return rc;
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != n) {
+        freeReplyObject(rep);
+        return jri_fail(r, JR_EPROTO, "HMGET %s: unexpected reply", JR_PARTITIONS_KEY);
+    }
+    int64_t now = jr_mono_us();
+    for (size_t i = 0; i < n && !rc; i++) {
+        const redisReply *e = rep->element[i];
+        unsigned c = e->type == REDIS_REPLY_STRING ? parse_count(e->str) : 1;
+        if (!c) {
+            rc = jri_fail(r, JR_EREDIS, "key \"%s\" field \"%s\" holds \"%.32s\", not a partition count 1..%d",
+                          JR_PARTITIONS_KEY, queues[i], e->str, JR_PARTITIONS_MAX);
+            break;
+        }
+        jr_qpart_t *p = entry_of(m, queues[i]);
+        if (!p) rc = jri_fail(r, JR_ENOMEM, "out of memory");
+        else if ((rc = qpart_set(p, c))) rc = jri_fail(r, rc, "cannot name the %u partitions of queue \"%s\"", c, queues[i]);
+        else p->read_us = now;
+    }
+    freeReplyObject(rep);
+    return rc;
+}
+
 int jr_partmap_get(jr_partmap_t *m, jr_redis_t *r, const char *q, jr_qpart_t **out) {
     jr_qpart_t *p = NULL;
     for (size_t i = 0; i < m->n && !p; i++)
@@ -78,21 +131,7 @@ int jr_partmap_get(jr_partmap_t *m, jr_redis_t *r, const char *q, jr_qpart_t **o
     unsigned n;
     int rc = read_count(r, q, &n);
     if (rc) return rc;
-    if (!p) {
-        if (m->n == m->cap) {
-            size_t cap = m->cap ? 2 * m->cap : 8;
-            jr_qpart_t *v = realloc(m->v, cap * sizeof *v);
-            if (!v) return jri_fail(r, JR_ENOMEM, "out of memory");
-            m->v = v, m->cap = cap;
-        }
-        p = &m->v[m->n++];
-        memset(p, 0, sizeof *p);
-        p->n = 1;
-        /* each process starts its round robin elsewhere: one-job producers
-         * (a CLI enqueue each) spread too */
-        p->next = (unsigned)(jr_mono_us() ^ ((uint64_t)getpid() << 16));
-        snprintf(p->queue, sizeof p->queue, "%s", q);
-    }
+    if (!p && !(p = entry_of(m, q))) return jri_fail(r, JR_ENOMEM, "out of memory");
     if ((rc = qpart_set(p, n))) return jri_fail(r, rc, "cannot name the %u partitions of queue \"%s\"", n, q);
     p->read_us = now;
     *out = p;

@@ -35,6 +35,11 @@ void jr_partmap_free(jr_partmap_t *m);
  * queue (JR_EREDIS, the connection stays usable). */
 int jr_partmap_get(jr_partmap_t *m, jr_redis_t *r, const char *q, jr_qpart_t **out);
 
+/* Read the counts of queues[0..n) (valid queue names) again in one HMGET
+ * and keep them in m (as jr_partmap_get would, read now). Errors as
+ * jr_partmap_get's; on error m keeps what it held. */
+int jr_partmap_refresh(jr_partmap_t *m, jr_redis_t *r, const char *const *queues, size_t n);
+
 /* The internal queue of partition i of p (p->queue itself when n == 1). */
 const char *jr_qpart_name(const jr_qpart_t *p, unsigned i);
 

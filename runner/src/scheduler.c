@@ -690,14 +690,19 @@ static int cron_load(sched_t *s) {
 static int sched_expand(sched_t *s) {
     jr_strlist_t q = {0};
     int rc = 0, changed = 0;
-    s->parts.max_age_us = 1; /* read each count again now */
+    s->parts.max_age_us = 0; /* read just below, in one call */
     s->parts_us = jr_mono_us() + JR_PARTITIONS_REREAD_MS * 1000;
+    unsigned *before_n = calloc(s->cfg->scheduler_queues.n + 1, sizeof *before_n);
+    if (!before_n) return JR_ENOMEM;
+    for (size_t i = 0; i < s->cfg->scheduler_queues.n; i++)
+        for (size_t k = 0; k < s->parts.n; k++)
+            if (!strcmp(s->parts.v[k].queue, s->cfg->scheduler_queues.v[i])) before_n[i] = s->parts.v[k].n;
+    rc = jr_partmap_refresh(&s->parts, s->cmd, (const char *const *)s->cfg->scheduler_queues.v,
+                            s->cfg->scheduler_queues.n);
     for (size_t i = 0; !rc && i < s->cfg->scheduler_queues.n; i++) {
         const char *name = s->cfg->scheduler_queues.v[i];
         jr_qpart_t *p;
-        unsigned before = 0;
-        for (size_t k = 0; k < s->parts.n; k++)
-            if (!strcmp(s->parts.v[k].queue, name)) before = s->parts.v[k].n;
+        unsigned before = before_n[i];
         if ((rc = jr_partmap_get(&s->parts, s->cmd, name, &p))) break;
         if (before && before != p->n) {
             char a[16], b[16];
@@ -708,10 +713,11 @@ static int sched_expand(sched_t *s) {
         for (unsigned k = 0; !rc && k < p->n; k++)
             if (jr_strlist_push(&q, jr_qpart_name(p, k))) rc = JR_ENOMEM;
     }
+    free(before_n);
+    s->parts.max_age_us = JR_PARTITIONS_REREAD_MS * 1000; /* the schedules' jobs read them at most that often */
     if (rc == JR_EREDIS && jr_redis_ok(s->cmd)) {
         jr_report_once(JR_LOG_ERROR, "Redis refused to read the partitions of the queues; serving the ones known",
                        "key", JR_PARTITIONS_KEY, jr_redis_errstr(s->cmd));
-        rc = 0;
         jr_strlist_free(&q);
         return 0;
     }
@@ -719,7 +725,6 @@ static int sched_expand(sched_t *s) {
     for (size_t i = 0; !rc && !changed && i < q.n; i++) changed = strcmp(q.v[i], s->queues.v[i]) != 0;
     if (changed) rc = sched_set_queues(s, &q, "0-0");
     jr_strlist_free(&q);
-    s->parts.max_age_us = JR_PARTITIONS_REREAD_MS * 1000; /* the schedules' jobs read them at most that often */
     return rc ? rc : changed;
 }
 

@@ -546,3 +546,25 @@ Test(partitions, follow_ups_to_the_own_queue_stay_in_the_partition, .timeout = 1
     cr_expect_eq(jrt_int(c, "EXISTS jr:{orders}:ready"), 0, "a follow-up went to the unpartitioned queue");
     redisFree(c);
 }
+
+/* A running worker and scheduler follow a change of the count (they read it
+ * every 10 s): the worker logs it and runs the jobs of the new partitions,
+ * delayed ones promoted by a scheduler serving the queue by name. */
+Test(partitions, running_processes_follow_a_change_of_the_count, .timeout = 120) {
+    pid_t w = jrt_worker(&R, NULL, NULL, wlog, (const char *[]){"-q", "orders", NULL});
+    const char *sargs[] = {"scheduler", "--redis", R.url, "-q", "orders", NULL};
+    pid_t sched = jrt_spawn(jrt_path(&R, "sched.log"), sargs);
+    jrt_sleep_ms(500);
+    jr_client_t *cl = client();
+    cr_assert_eq(jr_client_set_partitions(cl, "orders", 4, NULL), 0, "%s", jr_client_errstr(cl));
+    static jr_client_job_t jobs[12];
+    for (int i = 0; i < 12; i++)
+        jobs[i] = (jr_client_job_t){.queue = "orders", .handler = "record", .delay_ms = i % 2 ? 1000 : 0};
+    cr_assert_eq(jr_client_enqueue_many(cl, jobs, 12, NULL), 0, "%s", jr_client_errstr(cl));
+    jr_client_free(cl);
+    size_t got = jrt_wait_lines(record, 12, 40000);
+    cr_assert_eq(jrt_stop(w, SIGTERM, 10000), 0);
+    cr_assert_eq(jrt_stop(sched, SIGTERM, 10000), 0);
+    cr_expect_eq(got, 12, "ran %zu of 12 after the change", got);
+    cr_expect_geq(jrt_count(wlog, "reading the partitions of the queues"), 1, "the worker did not log the change");
+}
