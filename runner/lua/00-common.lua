@@ -14,7 +14,8 @@ names of the parts before it): 00-common.lua (this: the contract block, the
 rules of the values, the helpers every part shares), 10-enqueue.lua
 (enqueue, the time wheel and the two stored formats), 20-promote.lua,
 30-worker.lua (the calls of a running worker), 40-admin.lua (the registry,
-the lookups by job id, the CLI's admin calls), 50-cron.lua, and
+the lookups by job id, the CLI's admin calls), 45-partitions.lua (the
+number of partitions of a queue), 50-cron.lua, and
 90-register.lua (the one list of the functions and their flags).
 
 Keys of queue Q (all share the hash tag {Q}, so every call touches one slot):
@@ -46,6 +47,10 @@ Not of one queue (each its own slot):
   jr:{queues}:paused hash: paused queues (jobrunner pause writes it, not
                      this library); jr:{queues}:resumed never written:
                      workers block on it
+  jr:{queues}:partitions hash: queue -> number of partitions (absent = 1),
+                     written by jr_partitions_set (45-partitions.lua); the
+                     keys of partition J of queue Q are those of the
+                     internal queue Q#J
   jr:{procs}         sorted set of live processes; jr:{procs}:<name> hash
                      with TTL, one process (the processes write them;
                      jr_procs_forget removes names of dead ones)
