@@ -401,9 +401,10 @@ static int cmd_dead(const jr_config_t *cfg, const char *queue, const char *sub, 
     if (!status && json && (list || show) && !(run.arr = json_array())) status = jr_cli_json_oom(&run.arr);
     if (!status && list && !json)
         fprintf(out, "%-24s %-28s %-16s %-8s %-8s %s\n", "DEAD AT", "JOB", "HANDLER", "ATTEMPT", "WHY", "ERROR");
-    /* a partitioned queue: every partition in turn, as one */
-    for (unsigned p = 0; !status && qp && p < qp->n; p++)
-        status = dead_part(r, &run, jr_qpart_name(qp, p), qp->n > 1 ? (int)p : -1);
+    /* a partitioned queue: every partition in turn, then Q itself (jobs a
+     * producer unaware of the partitions put there), as one */
+    for (unsigned p = 0; !status && qp && p < qp->n + (qp->n > 1); p++)
+        status = dead_part(r, &run, p < qp->n ? jr_qpart_name(qp, p) : queue, qp->n > 1 && p < qp->n ? (int)p : -1);
     for (size_t j = 0; !status && j < nids; j++) /* a job id that is not dead is an error */
         if (!run.found[j]) {
             fprintf(stderr, "jobrunner dead %s: no dead job \"%s\" in queue %s\n", sub, ids[j], queue);

@@ -179,10 +179,11 @@ static uint64_t gcd64(uint64_t a, uint64_t b) {
 }
 
 /* The weight of each queue read: Q's weight applies to Q as a whole, so
- * each of its N partitions gets W x L / N, L the least common multiple of
- * the counts (the shares stay exact). With L too large for that (counts
- * with no common factors, rare), W x 1024 / N, rounded up: said in the log.
- * NULL when every weight is 1 and no queue is partitioned. */
+ * each of the per[i] queues read for it (its N partitions and Q itself)
+ * gets W x L / per[i], L the least common multiple of the per[i] (the
+ * shares stay exact). With L too large for that (counts with no common
+ * factors, rare), W x 1024 / per[i], rounded up: said in the log. NULL
+ * when every weight is 1 and no queue is partitioned. */
 static int64_t *split_weights(worker_t *w, const unsigned *counts) {
     uint64_t l = 1;
     int any = 0;
@@ -246,7 +247,9 @@ int jrw_partitions(worker_t *w, int connected) {
     for (size_t i = 0; i < w->nuq && !rc; i++) {
         counts[i] = 1;
         if (connected && (rc = jr_partmap_get(&w->parts, w->ctl, w->uq[i], &qp[i]))) break;
-        if (connected) counts[i] = qp[i]->n;
+        /* a partitioned queue: its partitions and Q itself, for the jobs a
+         * producer unaware of the partitions puts there */
+        if (connected && qp[i]->n > 1) counts[i] = qp[i]->n + 1;
         n += counts[i];
     }
     if (rc) {
@@ -265,9 +268,10 @@ int jrw_partitions(worker_t *w, int connected) {
     size_t k = 0;
     for (size_t i = 0; i < w->nuq && !rc; i++)
         for (unsigned j = 0; j < counts[i] && !rc; j++, k++) {
-            names[k] = strdup(counts[i] > 1 ? jr_qpart_name(qp[i], j) : w->uq[i]);
+            int in_part = counts[i] > 1 && j + 1 < counts[i]; /* the last is Q itself */
+            names[k] = strdup(in_part ? jr_qpart_name(qp[i], j) : w->uq[i]);
             shown[k] = w->uq[i];
-            part[k] = counts[i] > 1 ? (int)j : -1;
+            part[k] = in_part ? (int)j : -1;
             if (!names[k]) rc = JR_ENOMEM;
         }
     int same = !rc && n == w->nq;
@@ -317,7 +321,8 @@ int jrw_partitions(worker_t *w, int connected) {
     if (w->queues && connected) {
         char what[1024] = "";
         for (size_t i = 0; i < w->nuq; i++)
-            snprintf(what + strlen(what), sizeof what - strlen(what), "%s%s:%u", i ? "," : "", w->uq[i], counts[i]);
+            snprintf(what + strlen(what), sizeof what - strlen(what), "%s%s:%u", i ? "," : "", w->uq[i],
+                     counts[i] > 1 ? counts[i] - 1 : 1);
         jr_log_kv(JR_LOG_INFO, "reading the partitions of the queues", "partitions", what, NULL);
     }
     jrw_free_fetch(w);

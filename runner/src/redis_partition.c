@@ -151,9 +151,10 @@ static long long add_count(long long a, long long b) { return a < 0 || b < 0 ? -
 
 int jr_redis_stats_parts(jr_redis_t *r, const jr_qpart_t *p, jr_qstats_t *s) {
     int rc = jr_redis_stats(r, jr_qpart_name(p, 0), s);
-    for (unsigned i = 1; !rc && i < p->n; i++) {
+    /* the partitions, then (partitioned) Q itself: the jobs put there */
+    for (unsigned i = 1; !rc && i < p->n + (p->n > 1); i++) {
         jr_qstats_t t;
-        if ((rc = jr_redis_stats(r, jr_qpart_name(p, i), &t))) break;
+        if ((rc = jr_redis_stats(r, i < p->n ? jr_qpart_name(p, i) : p->queue, &t))) break;
         s->ready = add_count(s->ready, t.ready), s->pending = add_count(s->pending, t.pending);
         s->delayed = add_count(s->delayed, t.delayed), s->dead = add_count(s->dead, t.dead);
         s->processed = add_count(s->processed, t.processed), s->failed = add_count(s->failed, t.failed);

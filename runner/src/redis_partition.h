@@ -46,7 +46,9 @@ const char *jr_qpart_name(const jr_qpart_t *p, unsigned i);
 /* The partition of an internal queue name of p (Q#J), or -1. */
 int jr_qpart_index(const jr_qpart_t *p, const char *internal);
 
-/* jr_redis_stats of every partition of p, summed (one queue when p->n == 1):
+/* jr_redis_stats of every partition of p and of p->queue itself (a
+ * producer unaware of the partitions may put jobs there), summed (one
+ * queue when p->n == 1):
  * the counts add up (a -1 count of garbage stays -1), the rate too, the
  * oldest ready job is the oldest of all; problem names the first bad key. */
 int jr_redis_stats_parts(jr_redis_t *r, const jr_qpart_t *p, jr_qstats_t *s);

@@ -712,6 +712,8 @@ static int sched_expand(sched_t *s) {
         }
         for (unsigned k = 0; !rc && k < p->n; k++)
             if (jr_strlist_push(&q, jr_qpart_name(p, k))) rc = JR_ENOMEM;
+        /* and Q itself, for the jobs a producer unaware of the partitions put there */
+        if (!rc && p->n > 1 && jr_strlist_push(&q, name)) rc = JR_ENOMEM;
     }
     free(before_n);
     s->parts.max_age_us = JR_PARTITIONS_REREAD_MS * 1000; /* the schedules' jobs read them at most that often */

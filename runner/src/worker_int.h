@@ -87,8 +87,8 @@ typedef struct worker {
     const jr_config_t *cfg;
     const jr_registry_t *reg;
     /* The queues read: the configured ones, a partitioned queue Q as its
-     * partitions Q#J (conn.c, jrw_partitions). shown[q] is the name users
-     * see (Q), part[q] the partition (-1: not partitioned). */
+     * partitions Q#J and Q itself (conn.c, jrw_partitions). shown[q] is
+     * the name users see (Q), part[q] the partition (-1: Q itself). */
     const char **queues;
     size_t nq;
     const char **shown;

@@ -81,6 +81,14 @@ static char *metrics(int port) {
     return body;
 }
 
+/* Jobs run from the unpartitioned queue "orders" itself (its stats). */
+static long long processed_unpartitioned(redisContext *c) {
+    redisReply *rep = jrt_cmd(c, "HGET", "jr:{orders}:stats", "processed", NULL);
+    long long n = rep->type == REDIS_REPLY_STRING ? atoll(rep->str) : 0;
+    freeReplyObject(rep);
+    return n;
+}
+
 static jr_client_t *client(void) {
     jr_client_t *c = jr_client_connect(R.url, 2000, 5000);
     cr_assert(c && jr_client_err(c) == 0, "connect: %s", c ? jr_client_errstr(c) : "out of memory");
@@ -221,7 +229,7 @@ Test(partitions, a_thousand_jobs_spread_and_run_exactly_once, .timeout = 200) {
                   TOTAL);
     }
     cr_assert_eq(sum, TOTAL, "every job in a partition");
-    cr_expect_eq(jrt_int(c, "EXISTS jr:{orders}:ready"), 0, "nothing in the unpartitioned queue");
+    cr_expect_eq(jrt_int(c, "XLEN jr:{orders}:ready"), 0, "nothing in the unpartitioned queue");
     /* the scheduler's depth gauge: one series for the queue, the sum */
     const char *want_series = "jobrunner_queue_ready_jobs{queue=\"orders\"} 1000";
     char *m = NULL;
@@ -525,7 +533,7 @@ Test(partitions, periodic_jobs_reach_the_partitions, .timeout = 120) {
     cr_assert_eq(jrt_stop(sched, SIGTERM, 10000), 0);
     cr_expect_geq(got, 2, "the schedule's jobs ran %d times in 20 s", got);
     redisContext *c = jrt_connect(&R);
-    cr_expect_eq(jrt_int(c, "XLEN jr:{orders}:ready"), 0, "a tick went to the unpartitioned queue");
+    cr_expect_eq(processed_unpartitioned(c), 0, "a tick went to the unpartitioned queue");
     redisFree(c);
 }
 
@@ -543,7 +551,7 @@ Test(partitions, follow_ups_to_the_own_queue_stay_in_the_partition, .timeout = 1
     cr_assert_eq(jrt_stop(w, SIGTERM, 10000), 0);
     cr_expect_eq(got, 5, "follow-ups run: %d of 5", got);
     redisContext *c = jrt_connect(&R);
-    cr_expect_eq(jrt_int(c, "EXISTS jr:{orders}:ready"), 0, "a follow-up went to the unpartitioned queue");
+    cr_expect_eq(processed_unpartitioned(c), 0, "a follow-up went to the unpartitioned queue");
     redisFree(c);
 }
 
@@ -567,4 +575,20 @@ Test(partitions, running_processes_follow_a_change_of_the_count, .timeout = 120)
     cr_assert_eq(jrt_stop(sched, SIGTERM, 10000), 0);
     cr_expect_eq(got, 12, "ran %zu of 12 after the change", got);
     cr_expect_geq(jrt_count(wlog, "reading the partitions of the queues"), 1, "the worker did not log the change");
+}
+
+/* A partitioned queue's own keys are still read: a job a producer unaware
+ * of the partitions put into Q itself runs, and stats count it. */
+Test(partitions, jobs_put_into_the_queue_itself_still_run, .timeout = 60) {
+    jr_client_t *cl = client();
+    cr_assert_eq(jr_client_set_partitions(cl, "orders", 4, NULL), 0, "%s", jr_client_errstr(cl));
+    jrt_enqueue(&R, jrt_job("orders", "record", "plain"), 3, NULL); /* the C layer, no partitions */
+    jr_client_stats_t s;
+    cr_assert_eq(jr_client_stats(cl, "orders", &s), 0);
+    cr_expect_eq(s.ready, 3, "stats count the queue itself too");
+    pid_t w = jrt_worker(&R, NULL, NULL, wlog, (const char *[]){"-q", "orders", NULL});
+    size_t got = jrt_wait_lines(record, 3, 20000);
+    cr_assert_eq(jrt_stop(w, SIGTERM, 10000), 0);
+    cr_expect_eq(got, 3);
+    jr_client_free(cl);
 }
