@@ -1240,16 +1240,19 @@ static int queues_partitions_env(jr_config_t *cfg, const char *v, char *err, siz
     for (const char *item = v;;) {
         const char *end = strchr(item, ','), *colon;
         if (!end) end = item + strlen(item);
-        for (colon = end; colon > item && colon[-1] != ':'; colon--) {}
-        if (colon == item) {
-            jr_errf(err, errlen, "%s: item \"%.*s\" is not QUEUE:PARTITIONS", name, (int)(end - item), item);
+        const char *a = item, *z = end; /* items trimmed of spaces, as a list's */
+        while (a < z && *a == ' ') a++;
+        while (z > a && z[-1] == ' ') z--;
+        for (colon = z; colon > a && colon[-1] != ':'; colon--) {}
+        if (colon == a) {
+            jr_errf(err, errlen, "%s: item \"%.*s\" is not QUEUE:PARTITIONS", name, (int)(z - a), a);
             free(flow);
             return JR_EINVAL;
         }
         if (item != v) *w++ = ',', *w++ = ' ';
-        w = put_quoted(w, item, (size_t)(colon - 1 - item));
+        w = put_quoted(w, a, (size_t)(colon - 1 - a));
         w += sprintf(w, ": {partitions: ");
-        w = put_quoted(w, colon, (size_t)(end - colon));
+        w = put_quoted(w, colon, (size_t)(z - colon));
         *w++ = '}';
         if (!*end) break;
         item = end + 1;
