@@ -592,3 +592,45 @@ Test(partitions, jobs_put_into_the_queue_itself_still_run, .timeout = 60) {
     cr_expect_eq(got, 3);
     jr_client_free(cl);
 }
+
+/* A partitioned queue's weight applies to the queue as a whole: hot:3 over
+ * 4 partitions against cold:1 still starts 3 hot jobs for each cold one. */
+Test(partitions, a_queues_weight_is_split_over_its_partitions, .timeout = 120) {
+    jr_client_t *cl = client();
+    cr_assert_eq(jr_client_set_partitions(cl, "hot", 4, NULL), 0, "%s", jr_client_errstr(cl));
+    enum { EACH = 1200, FIRST = 1200 };
+    static jr_client_job_t jobs[2 * EACH];
+    for (int i = 0; i < 2 * EACH; i++) {
+        const char *q = i < EACH ? "hot" : "cold";
+        jobs[i] = (jr_client_job_t){.queue = q, .handler = "record", .payload = q, .payload_len = strlen(q)};
+    }
+    cr_assert_eq(jr_client_enqueue_many(cl, jobs, 2 * EACH, NULL), 0, "%s", jr_client_errstr(cl));
+    jr_client_free(cl);
+    pid_t w = jrt_worker(&R, NULL, NULL, wlog, (const char *[]){"-q", "hot:3", "-q", "cold:1", NULL});
+    size_t got = jrt_wait_lines(record, FIRST + 200, 60000);
+    cr_assert_eq(jrt_stop(w, SIGTERM, 10000), 0);
+    cr_assert_geq(got, FIRST + 200);
+    /* the first FIRST jobs by start time */
+    char *text = jrt_slurp(record);
+    static struct {
+        long long us;
+        int hot;
+    } v[4 * EACH];
+    size_t k = 0;
+    for (char *line = strtok(text, "\n"); line && k < 4 * EACH; line = strtok(NULL, "\n")) {
+        char id[200], q[16];
+        unsigned attempt;
+        if (sscanf(line, "%199s %u %lld %15s", id, &attempt, &v[k].us, q) == 4) v[k].hot = !strcmp(q, "hot"), k++;
+    }
+    free(text);
+    for (size_t i = 1; i < k; i++) /* insertion sort by start time */
+        for (size_t j = i; j > 0 && v[j].us < v[j - 1].us; j--) {
+            long long u = v[j].us;
+            int h = v[j].hot;
+            v[j].us = v[j - 1].us, v[j].hot = v[j - 1].hot, v[j - 1].us = u, v[j - 1].hot = h;
+        }
+    size_t hot = 0;
+    for (size_t i = 0; i < FIRST && i < k; i++) hot += (size_t)v[i].hot;
+    cr_expect(hot >= FIRST * 0.75 * 0.92 && hot <= FIRST * 0.75 * 1.08, "hot: %zu of the first %d jobs, want %.0f +-8%%",
+              hot, FIRST, FIRST * 0.75);
+}
