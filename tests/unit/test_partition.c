@@ -137,3 +137,46 @@ Test(partition, id_forms) {
     for (size_t k = 0; k < sizeof free_ids / sizeof *free_ids; k++)
         cr_assert(!jr_contract_id_reserved(free_ids[k], strlen(free_ids[k])), "%s", free_ids[k]);
 }
+
+/* Over the slot ranges redis-cli --cluster create gives P primaries
+ * (contiguous, the first ones one slot larger): N a multiple of P spreads
+ * N/P per primary (9 over 3, 12 over 4), another N at most one more or
+ * less where a range straddles two primaries (8 over 3: "orders" gets 2
+ * or 3 each). DESIGN.md's trap: the plain tags {orders#0}..{orders#7} put
+ * 4 on one. */
+static void per_primary(const char *q, unsigned n, unsigned p, unsigned *count) {
+    uint32_t j[JR_PARTITIONS_MAX];
+    cr_assert_eq(jr_partition_numbers(q, n, j), 0);
+    for (unsigned k = 0; k < p; k++) count[k] = 0;
+    for (unsigned i = 0; i < n; i++) {
+        char name[JR_INTERNAL_QUEUE_MAX + 1];
+        jr_partition_name(name, sizeof name, q, j[i]);
+        unsigned slot = jr_slot_of_tag(name, strlen(name)), k = 0, lo = 0;
+        for (; k < p; k++) { /* primary k: slots [lo, lo + size) */
+            unsigned size = JR_SLOTS / p + (k < JR_SLOTS % p);
+            if (slot < lo + size) break;
+            lo += size;
+        }
+        count[k]++;
+    }
+}
+
+Test(partition, partitions_spread_over_contiguous_primaries) {
+    unsigned c[8];
+    per_primary("orders", 8, 3, c);
+    cr_expect(c[0] >= 2 && c[0] <= 3 && c[1] >= 2 && c[1] <= 3 && c[2] >= 2 && c[2] <= 3 && c[0] + c[1] + c[2] == 8,
+              "8 over 3: %u/%u/%u", c[0], c[1], c[2]);
+    per_primary("orders", 9, 3, c);
+    cr_expect(c[0] == 3 && c[1] == 3 && c[2] == 3, "9 over 3: %u/%u/%u", c[0], c[1], c[2]);
+    per_primary("emails", 12, 4, c);
+    cr_expect(c[0] == 3 && c[1] == 3 && c[2] == 3 && c[3] == 3, "12 over 4: %u/%u/%u/%u", c[0], c[1], c[2], c[3]);
+    /* the trap: the plain tags orders#0..orders#7 */
+    unsigned plain[3] = {0};
+    for (int i = 0; i < 8; i++) {
+        char t[16];
+        int len = snprintf(t, sizeof t, "orders#%d", i);
+        unsigned s = jr_slot_of_tag(t, (size_t)len);
+        plain[s < 5461 ? 0 : s < 10923 ? 1 : 2]++;
+    }
+    cr_log_info("plain tags over 3 primaries: %u/%u/%u", plain[0], plain[1], plain[2]);
+}
