@@ -6,7 +6,9 @@ jr_partitions_set
   KEYS: jr:{queues}:partitions, then for each internal queue to check (the
         unpartitioned queue Q and every partition Q#J of the current and of
         the new count, each once): jr:{X}:ready jr:{X}:delayed jr:{X}:wheel:n
-        jr:{X}:dead
+        jr:{X}:dead. Or jr:{queues}:partitions alone: the caller checked
+        that the queues hold no job (on a Redis Cluster, where those keys
+        span slots: see docs/redis-contract.md "Partitions").
   ARGV: Q, N (1..1024), the count the caller read (1 when absent)
   Sets the partitions of queue Q to N (N = 1 removes Q's field). Refuses,
   writing nothing, unless the hash holds the count the caller read (it
@@ -25,7 +27,7 @@ function partitions_set(keys, args)
   if not queue_ok(q) then return refuse(fn, 'queue name ' .. shown(q) .. ' is not valid (' .. QUEUE_RULE .. ')') end
   if not n or n < 1 or n > 1024 then return refuse(fn, 'partitions ' .. shown(args[2]) .. ' must be 1..1024') end
   if not seen or seen < 1 then return refuse(fn, 'the count read ' .. shown(args[3]) .. ' must be 1..1024') end
-  if keys[1] ~= 'jr:{queues}:partitions' or (#keys - 1) % 4 ~= 0 or #keys < 5 then
+  if keys[1] ~= 'jr:{queues}:partitions' or (#keys - 1) % 4 ~= 0 then
     return refuse(fn, 'takes the keys jr:{queues}:partitions and 4 keys per queue checked, got ' .. #keys .. ' keys')
   end
   local err = check_types(fn, {{keys[1], 'hash'}})

@@ -195,7 +195,39 @@ static int carry_pause(jr_redis_t *r, const char *q, const jr_qpart_t *was, cons
     return rc;
 }
 
+static int partitions_set(jr_redis_t *r, const char *q, unsigned n, unsigned *before, int split);
+
 int jr_redis_partitions_set(jr_redis_t *r, const char *q, unsigned n, unsigned *before) {
+    int rc = partitions_set(r, q, n, before, 0);
+    if (rc == JR_EREDIS && jr_redis_ok(r) && strstr(jr_redis_errstr(r), "CROSSSLOT"))
+        rc = partitions_set(r, q, n, before, 1);
+    return rc;
+}
+
+int jr_redis_partitions_set_split(jr_redis_t *r, const char *q, unsigned n, unsigned *before) {
+    return partitions_set(r, q, n, before, 1);
+}
+
+/* What the queues checked hold (split: read with jr_redis_stats): 0, or
+ * JR_EREDIS with jr_partitions_set's refusal when they hold a job. */
+static int check_empty(jr_redis_t *r, const char *q, unsigned cur, unsigned n, const char *const *names, size_t nn) {
+    long long ready = 0, delayed = 0, dead = 0;
+    for (size_t i = 0; i < nn; i++) {
+        jr_qstats_t s;
+        int rc = jr_redis_stats(r, names[i], &s);
+        if (rc) return rc;
+        if (s.problem[0]) return jri_fail(r, JR_EREDIS, "queue \"%s\": %s", names[i], s.problem);
+        ready += s.ready + s.pending, delayed += s.delayed, dead += s.dead;
+    }
+    if (ready + delayed + dead == 0) return 0;
+    return jri_fail(r, JR_EREDIS,
+                    "queue \"%s\" has %u partition(s) and holds jobs (%lld ready or "
+                    "running, %lld delayed, retrying or in the time wheel, %lld dead): its partitions cannot change to "
+                    "%u until it is empty (let the workers drain it; dead purge)",
+                    q, cur, ready, delayed, dead, n);
+}
+
+static int partitions_set(jr_redis_t *r, const char *q, unsigned n, unsigned *before, int split) {
     if (jr_contract_queue_name(q, strlen(q)))
         return jri_fail(r, JR_EINVAL, "queue name \"%.64s\" %s", q, jr_contract_queue_name(q, strlen(q)));
     if (n < 1 || n > JR_PARTITIONS_MAX) return jri_fail(r, JR_EINVAL, "partitions %u must be 1..%d", n, JR_PARTITIONS_MAX);
@@ -226,6 +258,24 @@ int jr_redis_partitions_set(jr_redis_t *r, const char *q, unsigned n, unsigned *
     for (unsigned i = 0; i < a.n && a.names; i++) push_check_keys(argv, &ac, keys, &k, a.names[i]);
     for (unsigned i = 0; i < b.n && b.names; i++)
         if (jr_qpart_index(&a, b.names[i]) < 0) push_check_keys(argv, &ac, keys, &k, b.names[i]);
+    if (split && cur != n) { /* the checks as calls of one slot each, then the hash key alone */
+        const char **names = malloc((1 + (size_t)cur + n) * sizeof *names);
+        size_t nn = 0;
+        if (!names) rc = jri_fail(r, JR_ENOMEM, "out of memory");
+        if (names) {
+            names[nn++] = q;
+            for (unsigned i = 0; a.names && i < a.n; i++) names[nn++] = a.names[i];
+            for (unsigned i = 0; b.names && i < b.n; i++)
+                if (jr_qpart_index(&a, b.names[i]) < 0) names[nn++] = b.names[i];
+            rc = check_empty(r, q, cur, n, names, nn);
+            free(names);
+        }
+        if (rc) {
+            free(argv), free(keys), free(a.names), free(b.names);
+            return rc;
+        }
+    }
+    if (split) k = 0, ac = 4;
     snprintf(nkeys, sizeof nkeys, "%zu", 1 + k);
     snprintf(ns, sizeof ns, "%u", n);
     snprintf(curs, sizeof curs, "%u", cur);

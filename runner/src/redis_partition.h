@@ -57,9 +57,18 @@ int jr_redis_stats_parts(jr_redis_t *r, const jr_qpart_t *p, jr_qstats_t *s);
  * then one FCALL jr_partitions_set over the keys of q and of every
  * partition of the current and the new count, which refuses while any of
  * them holds a job (the message names the queue, both counts and what it
- * holds). *before = the count before. On a Redis Cluster that FCALL spans
- * slots (see docs/redis-contract.md "Partitions"). */
+ * holds). *before = the count before. Where Redis refuses that call as
+ * CROSSSLOT (a Redis Cluster: the keys span slots), it is done as
+ * jr_redis_partitions_set_split does. */
 int jr_redis_partitions_set(jr_redis_t *r, const char *q, unsigned n, unsigned *before);
+
+/* The cluster way (docs/redis-contract.md "Partitions"): jr_redis_stats of
+ * q and of every partition of both counts (each a call of one slot), a
+ * refusal in C with the same message when any holds a job, else FCALL
+ * jr_partitions_set with the hash key alone (which still refuses if the
+ * count changed meanwhile). Not atomic: a job enqueued between the reads
+ * and the write is not seen. */
+int jr_redis_partitions_set_split(jr_redis_t *r, const char *q, unsigned n, unsigned *before);
 
 /* Set the counts of the configuration's queues section (pairs queue,
  * count: jr_config_t.queue_partitions) with jr_redis_partitions_set, as a

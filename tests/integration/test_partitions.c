@@ -25,6 +25,7 @@
 #include "harness.h"
 #include "jr.h"
 #include "partition.h"
+#include "redis_partition.h"
 
 JRT_RECORDED_SUITE(partitions, .timeout = 240);
 
@@ -633,4 +634,31 @@ Test(partitions, a_queues_weight_is_split_over_its_partitions, .timeout = 120) {
     for (size_t i = 0; i < FIRST && i < k; i++) hot += (size_t)v[i].hot;
     cr_expect(hot >= FIRST * 0.75 * 0.92 && hot <= FIRST * 0.75 * 1.08, "hot: %zu of the first %d jobs, want %.0f +-8%%",
               hot, FIRST, FIRST * 0.75);
+}
+
+/* The cluster way of setting the count (the checks as calls of one slot
+ * each, then the hash alone) refuses and allows as the atomic one. */
+Test(partitions, the_split_check_of_a_cluster_refuses_as_the_atomic_one) {
+    jr_redis_t *r = jrt_jr_connect(&R);
+    unsigned before = 0;
+    cr_assert_eq(jr_redis_partitions_set_split(r, "orders", 4, &before), 0, "%s", jr_redis_errstr(r));
+    cr_expect_eq(before, 1);
+    jr_client_t *cl = client();
+    jr_client_job_t j = {.queue = "orders", .handler = "record", .delay_ms = 3600000};
+    cr_assert_eq(jr_client_enqueue(cl, &j, NULL), 0, "%s", jr_client_errstr(cl));
+    jr_client_free(cl);
+    cr_assert_eq(jr_redis_partitions_set_split(r, "orders", 2, &before), JR_EREDIS);
+    cr_expect(strstr(jr_redis_errstr(r), "queue \"orders\" has 4 partition(s) and holds jobs") &&
+                  strstr(jr_redis_errstr(r), "1 delayed"),
+              "%s", jr_redis_errstr(r));
+    redisContext *c = jrt_connect(&R);
+    cr_expect_eq(hget_count(c, "orders"), 4, "nothing changed");
+    cr_assert_eq(jr_redis_partitions_set_split(r, "orders", 4, &before), 0, "the same count: a no-op");
+    /* the hash key alone still refuses a stale count */
+    redisReply *rep = jrt_cmd(c, "FCALL", "jr_partitions_set", "1", JR_PARTITIONS_KEY, "orders", "2", "1", NULL);
+    cr_expect_eq(rep->type, REDIS_REPLY_ERROR);
+    cr_expect(rep->type == REDIS_REPLY_ERROR && strstr(rep->str, "changed meanwhile"), "%s", rep->str ? rep->str : "");
+    freeReplyObject(rep);
+    redisFree(c);
+    jr_redis_free(r);
 }
