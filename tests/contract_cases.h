@@ -45,7 +45,7 @@ static const rc_case_t RC_CASES[] = {
     {RC_HANDLER, "x\n", 0, "is not valid (1-64 characters", 0},
     {RC_HANDLER, "\xff\x01junk", 0, "is not valid (1-64 characters", 0},
     {RC_HANDLER, "h\0x", 3, "is not valid (1-64 characters", 0},
-    /* explicit job ids: 1-158 bytes, no NUL, not d<n>-<n>, d<n>, <n>-<n> */
+    /* explicit job ids: 1-158 bytes, no NUL, not d<n>-<n>, d<n>, <n>-<n> (alone or with ~<n>) */
     {RC_ID, "order-1042", 0, NULL, 0},
     {RC_ID, "report-2026-12-01", 0, NULL, 0},
     {RC_ID, "nightly@1764581400000", 0, NULL, 0},
@@ -56,6 +56,15 @@ static const rc_case_t RC_CASES[] = {
     {RC_ID, "d05-00", 0, "has a reserved form", 1},
     {RC_ID, "1764581403250-0", 0, "has a reserved form", 1},
     {RC_ID, "5-5", 0, "has a reserved form", 1},
+    /* a generated id of a partition (revision 19) */
+    {RC_ID, "1764581403250-0~7", 0, "has a reserved form", 1},
+    {RC_ID, "d1764581403250-1~1023", 0, "has a reserved form", 1},
+    {RC_ID, "d5~0", 0, "has a reserved form", 1},
+    {RC_ID, "order~5", 0, NULL, 0},
+    {RC_ID, "5-5~", 0, NULL, 0},
+    {RC_ID, "5-5~x", 0, NULL, 0},
+    {RC_ID, "~5", 0, NULL, 0},
+    {RC_ID, "5-5~1~2", 0, NULL, 0},
     {RC_ID, "d", 0, NULL, 0},
     {RC_ID, "d-1", 0, NULL, 0},
     {RC_ID, "dd5", 0, NULL, 0},

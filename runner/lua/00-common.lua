@@ -1,5 +1,5 @@
 #!lua name=jobrunner
--- jobrunner: contract 1, revision 18.
+-- jobrunner: contract 1, revision 19.
 -- (Raise the revision with every change to any part of the library; tests/lua_revision.sh checks.
 -- A jobrunner process never replaces a newer revision loaded in Redis.)
 --[[
@@ -14,7 +14,8 @@ names of the parts before it): 00-common.lua (this: the contract block, the
 rules of the values, the helpers every part shares), 10-enqueue.lua
 (enqueue, the time wheel and the two stored formats), 20-promote.lua,
 30-worker.lua (the calls of a running worker), 40-admin.lua (the registry,
-the lookups by job id, the CLI's admin calls), 50-cron.lua, and
+the lookups by job id, the CLI's admin calls), 45-partitions.lua (the
+number of partitions of a queue), 50-cron.lua, and
 90-register.lua (the one list of the functions and their flags).
 
 Keys of queue Q (all share the hash tag {Q}, so every call touches one slot;
@@ -49,6 +50,10 @@ Not of one queue (each its own slot):
   jr:{queues}:paused hash: paused queues (jobrunner pause writes it, not
                      this library); jr:{queues}:resumed never written:
                      workers block on it
+  jr:{queues}:partitions hash: queue -> number of partitions (absent = 1),
+                     written by jr_partitions_set (45-partitions.lua); the
+                     keys of partition J of queue Q are those of the
+                     internal queue Q#J
   jr:{procs}         sorted set of live processes; jr:{procs}:<name> hash
                      with TTL, one process (the processes write them;
                      jr_procs_forget removes names of dead ones)
@@ -138,11 +143,23 @@ local function name_why(s, max, rule)
   return nil
 end
 local function queue_ok(q) return name_why(q, QUEUE_MAX, QUEUE_RULE) == nil end
+-- The queue part of a key: a queue name, or the internal name of partition
+-- J of one, "<queue>#<J>" with J 1-7 digits (runner/src/partition.h;
+-- revision 19). Users never name one: their names go through queue_ok.
+local function key_queue_ok(q)
+  if type(q) ~= 'string' then return false end
+  local base, j = string.match(q, '^(.*)#(%d+)$')
+  if base and #j <= 7 then return queue_ok(base) end
+  return queue_ok(q)
+end
 local function handler_why(h) return name_why(h, HANDLER_MAX, HANDLER_RULE) end
 local function cron_name_ok(n) return name_why(n, CRON_NAME_MAX, CRON_NAME_RULE) == nil end
 -- Ids of the forms "d<due ms>-<n>", "<digits>-<digits>" (and the older
--- "d<n>") are made by jobrunner.
+-- "d<n>") are made by jobrunner, and so are those forms followed by
+-- "~<digits>" (a job of partition <digits> of a partitioned queue).
 local function reserved_id(id)
+  local gen = string.match(id, '^(.*)~%d+$')
+  if gen then id = gen end
   return string.find(id, '^d%d+$') ~= nil or string.find(id, '^d%d+%-%d+$') ~= nil or
          string.find(id, '^%d+%-%d+$') ~= nil
 end
@@ -158,7 +175,7 @@ end
 local function job_id_why(id)
   local why = stored_id_why(id)
   if why then return why end
-  if reserved_id(id) then return 'has a reserved form (d<n>-<n>, d<n> or <n>-<n>)' end
+  if reserved_id(id) then return 'has a reserved form (d<n>-<n>, d<n> or <n>-<n>, alone or with ~<n>)' end
   return nil
 end
 
@@ -234,7 +251,7 @@ local function queue_of(fn, keys, suffixes, more)
     return nil, refuse(fn, 'takes the keys jr:{Q}:' .. table.concat(suffixes, ' jr:{Q}:') .. ', got ' .. #keys .. ' keys')
   end
   local q = string.match(keys[1], '^jr:{(.*)}:' .. suffixes[1] .. '$')
-  if not queue_ok(q) then
+  if not key_queue_ok(q) then
     return nil, refuse(fn, 'key 1 must be jr:{Q}:' .. suffixes[1] .. ' with Q a queue name (' .. QUEUE_RULE .. '), got ' .. shown(keys[1]))
   end
   for i = 2, #suffixes do

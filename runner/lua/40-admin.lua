@@ -12,7 +12,8 @@ do -- 40-admin.lua
 --[[
 jr_register
   KEYS: jr:{queues} jr:{queues}:wake
-  ARGV: queue names (each 1-128 characters of A-Z a-z 0-9 _ . : -)
+  ARGV: queue names (each 1-128 characters of A-Z a-z 0-9 _ . : -, or the
+        internal name <queue>#<J> of a partition, revision 19)
   Adds queues to the registry; pokes schedulers when one is new.
   Returns how many were new.
 
@@ -34,7 +35,7 @@ function register(keys, args)
   if err then return err end
   if #args == 0 then return refuse(fn, 'name at least one queue') end
   for i = 1, #args do
-    if not queue_ok(args[i]) then
+    if not key_queue_ok(args[i]) then
       return refuse(fn, 'queue name ' .. shown(args[i]) .. ' is not valid (' .. QUEUE_RULE .. ')')
     end
   end

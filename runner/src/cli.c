@@ -37,6 +37,8 @@ const jr_cli_option_t jr_cli_options[JR_O_COUNT] = {
     [JR_O_MISSED] = {"missed", 0, 1, NULL},
     [JR_O_DISABLED] = {"disabled", 0, 0, NULL},
     [JR_O_WATCH] = {"watch", 0, 0, NULL},
+    [JR_O_KEY] = {"key", 0, 1, NULL},
+    [JR_O_PARTITIONS] = {"partitions", 0, 0, NULL},
     [JR_O_HELP] = {"help", 'h', 0, NULL},
 };
 
@@ -123,7 +125,7 @@ const jr_cli_cmd_t jr_cli_commands[] = {
      .summary = "add a job (now, after a delay, or at a time)",
      .usage =
          "usage: jobrunner enqueue [-c FILE] [--redis URL] [-q QUEUE] [--in DURATION | --at TIME]\n"
-         "                         [--id ID] HANDLER [PAYLOAD | -]\n"
+         "                         [--id ID] [--key KEY] HANDLER [PAYLOAD | -]\n"
          "\n"
          "Enqueue a job and print its id. PAYLOAD '-' reads it from standard input.\n"
          "\n"
@@ -132,18 +134,20 @@ const jr_cli_cmd_t jr_cli_commands[] = {
          "      --at TIME       run at a time: RFC 3339 (2026-12-01T09:30:00.250Z) or Unix seconds\n"
          "                      (at most 10 years from now)\n"
          "      --id ID         the job's id; enqueueing the same id again does nothing\n"
+         "      --key KEY       a partitioned queue: the partition follows from KEY (one key's jobs\n"
+         "                      stay in one partition, in order); not stored\n"
          "      --max-attempts N  attempts before the job is dead, 1-1000 (default: the handler's)\n"
          "      --timeout DURATION  per-attempt time limit, at most 168h = 7 days (default: the handler's)\n"
          "      --backoff DURATION  first retry delay ceiling, doubling per attempt, at most 720h = 30 days\n"
          "                          (default: the handler's)\n",
      .options = JR_OPT(JR_O_QUEUE) | JR_OPT(JR_O_IN) | JR_OPT(JR_O_AT) | JR_OPT(JR_O_ID) | JR_OPT(JR_O_MAX) |
-                JR_OPT(JR_O_TIMEOUT) | JR_OPT(JR_O_BACKOFF),
+                JR_OPT(JR_O_TIMEOUT) | JR_OPT(JR_O_BACKOFF) | JR_OPT(JR_O_KEY),
      .mode = JR_CMD_OPERANDS,
      .run = jr_cli_enqueue},
     {.name = "stats",
      .summary = "show ready, pending, delayed and dead counts per queue",
      .usage =
-         "usage: jobrunner stats [-c FILE] [--redis URL] [-q QUEUE]... [--json] [--watch]\n"
+         "usage: jobrunner stats [-c FILE] [--redis URL] [-q QUEUE]... [--json] [--watch] [--partitions]\n"
          "\n"
          "Per queue: ready (waiting for a worker), pending (running or unacknowledged),\n"
          "delayed (waiting for their due time), dead; processed (succeeded) and failed\n"
@@ -153,8 +157,10 @@ const jr_cli_cmd_t jr_cli_commands[] = {
          "\n"
          "  -q, --queue QUEUE   a queue to show (repeatable)\n"
          "      --json          print one JSON object: {\"queues\": [{\"queue\", \"ready\", ...}]}\n"
-         "      --watch         redraw every second until Ctrl-C\n",
-     .options = JR_OPT(JR_O_QUEUE) | JR_OPT(JR_O_JSON) | JR_OPT(JR_O_WATCH),
+         "      --watch         redraw every second until Ctrl-C\n"
+         "      --partitions    a partitioned queue's row (the sums) is followed by one per partition\n"
+         "                      (JSON: its \"partitions\" array)\n",
+     .options = JR_OPT(JR_O_QUEUE) | JR_OPT(JR_O_JSON) | JR_OPT(JR_O_WATCH) | JR_OPT(JR_O_PARTITIONS),
      .mode = 0,
      .run = jr_cli_stats},
     {.name = "dead",
@@ -206,7 +212,7 @@ const jr_cli_cmd_t jr_cli_commands[] = {
     {.name = "job",
      .summary = "show, run-now or delete one job by its id",
      .usage =
-         "usage: jobrunner job show|run-now|delete [-c FILE] [--redis URL] [-q QUEUE] ID [--json]\n"
+         "usage: jobrunner job show|run-now|delete [-c FILE] [--redis URL] [-q QUEUE] ID [--key KEY] [--json]\n"
          "\n"
          "  show ID      where the job is: delayed (due at), retrying (attempt, due at), ready,\n"
          "               running (consumer, idle, deliveries), dead (why, error) or not found\n"
@@ -214,8 +220,9 @@ const jr_cli_cmd_t jr_cli_commands[] = {
          "  run-now ID   a delayed or retrying job becomes ready now\n"
          "  delete ID    remove a waiting or dead job (a running one: use cancel)\n"
          "  -q, --queue QUEUE   the queue (default: 'default')\n"
+         "      --key KEY       the key a partitioned queue's job with an explicit id was enqueued with\n"
          "      --json          show: print one JSON object\n",
-     .options = JR_OPT(JR_O_QUEUE) | JR_OPT(JR_O_JSON),
+     .options = JR_OPT(JR_O_QUEUE) | JR_OPT(JR_O_JSON) | JR_OPT(JR_O_KEY),
      .mode = JR_CMD_PERMUTE | JR_CMD_OPERANDS,
      .run = jr_cli_job},
     {.name = "jobs",
@@ -238,15 +245,16 @@ const jr_cli_cmd_t jr_cli_commands[] = {
     {.name = "cancel",
      .summary = "cancel jobs by id (waiting: removed; running: flagged)",
      .usage =
-         "usage: jobrunner cancel [-c FILE] [--redis URL] [-q QUEUE] ID...\n"
+         "usage: jobrunner cancel [-c FILE] [--redis URL] [-q QUEUE] [--key KEY] ID...\n"
          "\n"
          "Cancel jobs. A delayed, retrying or ready job is removed (and its id may be\n"
          "enqueued again): 'ID cancelled'. A running job is flagged: its handler sees\n"
          "api->cancelled within about a second, and when it ends it is not retried:\n"
          "'ID running'. Otherwise 'ID not found'. Exit 0 when every id was found.\n"
          "\n"
-         "  -q, --queue QUEUE   the queue (default: 'default')\n",
-     .options = JR_OPT(JR_O_QUEUE),
+         "  -q, --queue QUEUE   the queue (default: 'default')\n"
+         "      --key KEY       the key a partitioned queue's jobs with explicit ids were enqueued with\n",
+     .options = JR_OPT(JR_O_QUEUE) | JR_OPT(JR_O_KEY),
      .mode = JR_CMD_PERMUTE | JR_CMD_OPERANDS,
      .run = jr_cli_cancel},
     {.name = "pause",
@@ -272,6 +280,19 @@ const jr_cli_cmd_t jr_cli_commands[] = {
      .mode = JR_CMD_OPERANDS,
      .check = jr_cli_pause_check,
      .run = jr_cli_pause},
+    {.name = "queue",
+     .summary = "show or set the number of partitions of a queue",
+     .usage =
+         "usage: jobrunner queue partitions [-c FILE] [--redis URL] QUEUE [N]\n"
+         "\n"
+         "A queue of N partitions keeps its jobs in N internal queues, each in its own\n"
+         "slot of a Redis Cluster, placed evenly over the slots (docs/operations.md,\n"
+         "\"Partitioned queues\"). Without N, print QUEUE's count. N is 1 (not partitioned)\n"
+         "to 1024; it can change only while the queue holds no job (ready, running,\n"
+         "delayed, retrying or dead). Workers and schedulers follow within 10 s.\n",
+     .options = 0,
+     .mode = JR_CMD_PERMUTE | JR_CMD_OPERANDS,
+     .run = jr_cli_queue},
     {.name = "cron",
      .summary = "add, remove or list periodic schedules (fired by the schedulers)",
      .usage =

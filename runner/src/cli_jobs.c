@@ -4,6 +4,7 @@
  * has no call for them). */
 #include "cli.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +16,7 @@
 #include "jr_limits.h"
 #include "redis_admin.h"
 #include "redis_produce.h"
+#include "redis_partition.h"
 #include "redis_sched.h"
 #include "util.h"
 
@@ -116,7 +118,8 @@ int jr_cli_enqueue(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t
         return 1;
     }
     jr_client_result_t res;
-    int rc = jr_client_enqueue(c, &j, &res);
+    const char *key = f->v[JR_O_KEY];
+    int rc = jr_client_enqueue_many_keyed(c, &j, &key, 1, &res);
     if (rc && res.status == JR_CLIENT_JOB_UNKNOWN && res.id[0]) { /* written, not confirmed (redis.wait_replicas) */
         fprintf(stderr, "jobrunner: enqueue failed: job %s ", jr_cli_esc(res.id));
         fprintf(stderr, "%s\n", jr_cli_esc(res.error ? res.error : jr_client_errstr(c)));
@@ -210,12 +213,13 @@ static json_t *bytes_json(const char *v, size_t len) { return v ? jr_json_bytes(
 /* `jobrunner job show`: where job `id` of `queue` is (jr_client_job_show:
  * delayed, retrying, ready, running, dead or not found) with its fields, as
  * text or one JSON object. Returns 0 when found, 1 when not (or on error). */
-static int cmd_job_show(const jr_config_t *cfg, const char *queue, const char *id, int json, FILE *out) {
+static int cmd_job_show(const jr_config_t *cfg, const char *queue, const char *id, const char *key, int json,
+                        FILE *out) {
     jr_client_t *c = jr_cli_client(cfg, 1);
     if (!c) return 1;
     jr_client_job_info_t *in = NULL;
     int status = 0;
-    if (jr_client_job_show(c, queue, id, &in)) {
+    if (jr_client_job_show_keyed(c, queue, id, key, &in)) {
         fprintf(stderr, "jobrunner job show: %s\n", jr_cli_esc(jr_client_errstr(c)));
         jr_client_free(c);
         return 1;
@@ -281,13 +285,16 @@ static int cmd_job_show(const jr_config_t *cfg, const char *queue, const char *i
 
 /* `jobrunner job run-now|delete` (sub) for one job. Returns the exit
  * status: 1 when not found, and for delete of a running job. */
-static int cmd_job_change(const jr_config_t *cfg, const char *queue, const char *sub, const char *id, FILE *out) {
+static int cmd_job_change(const jr_config_t *cfg, const char *queue, const char *sub, const char *id,
+                          const char *key, FILE *out) {
     int run_now = !strcmp(sub, "run-now");
     jr_redis_t *r = jr_cli_connect(cfg, 1);
     if (!r) return 1;
-    char state[32], detail[JR_ID_MAX];
+    char state[32], detail[JR_ID_MAX], iq[JR_INTERNAL_QUEUE_MAX + 1], iid[JR_ID_MAX];
     int status = 0;
-    if (jr_redis_job_change(r, run_now ? "jr_run_now" : "jr_delete", queue, id, state, sizeof state, detail,
+    jr_partmap_t parts = {0};
+    if (jr_partition_locate(&parts, r, queue, id, key, iq, iid) ||
+        jr_redis_job_change(r, run_now ? "jr_run_now" : "jr_delete", iq, iid, state, sizeof state, detail,
                             sizeof detail)) {
         fprintf(stderr, "jobrunner job %s: %s\n", sub, jr_cli_esc(jr_redis_errstr(r)));
         status = 1;
@@ -306,6 +313,7 @@ static int cmd_job_change(const jr_config_t *cfg, const char *queue, const char 
     } else {
         fprintf(out, "%s deleted (was %s)\n", jr_cli_esc(id), jr_cli_esc(state));
     }
+    jr_partmap_free(&parts);
     jr_redis_free(r);
     return jr_cli_done(out, status);
 }
@@ -313,13 +321,13 @@ static int cmd_job_change(const jr_config_t *cfg, const char *queue, const char 
 /* `jobrunner cancel`: one line "ID cancelled|running|not found" per id (an
  * id the library refuses is named on stderr, and the others still go; a
  * lost connection stops). Returns 0 when every id was found, 1 otherwise. */
-static int cmd_cancel(const jr_config_t *cfg, const char *queue, char **ids, size_t n, FILE *out) {
+static int cmd_cancel(const jr_config_t *cfg, const char *queue, char **ids, size_t n, const char *key, FILE *out) {
     jr_client_t *c = jr_cli_client(cfg, 1);
     if (!c) return 1;
     int status = 0;
     for (size_t i = 0; i < n; i++) {
         jr_client_cancel_t o;
-        int rc = jr_client_cancel(c, queue, ids[i], &o);
+        int rc = jr_client_cancel_keyed(c, queue, ids[i], key, &o);
         if (rc) {
             fprintf(stderr, "jobrunner cancel: %s: %s\n", jr_cli_esc(ids[i]), jr_cli_esc(jr_client_errstr(c)));
             status = 1;
@@ -414,9 +422,14 @@ static int print_page(FILE *out, const char *state, const char *queue, const lis
 /* `jobrunner jobs --state`: a page of up to `limit` jobs in that state,
  * oldest first, after the cursor `after` (NULL: from the start), with the
  * cursor of the next page, as a table or one JSON object. Returns the exit
- * status (2: a bad state or cursor). */
-static int cmd_jobs(const jr_config_t *cfg, const char *queue, const char *state, int64_t limit, const char *after,
-                int json, FILE *out) {
+ * status (2: a bad state or cursor). Of a partitioned queue (nparts > 1),
+ * the page is of partition `part` (internal queue iq): its generated ids
+ * shown with "~<part>", its cursor "p<part>:<cursor in it>", or, at the
+ * end of the partition, "p<part+1>:" (the next one; none after the last).
+ * An empty page of a partition that is not the last prints nothing and
+ * returns -1: the caller asks the next partition. */
+static int cmd_jobs(const jr_config_t *cfg, const char *queue, const char *iq, int part, unsigned nparts,
+                    const char *state, int64_t limit, const char *after, int json, FILE *out) {
     int delayed = !strcmp(state, "delayed"), ready = !strcmp(state, "ready"), running = !strcmp(state, "running"),
         dead = !strcmp(state, "dead");
     if (!delayed && !ready && !running && !dead) {
@@ -449,9 +462,10 @@ static int cmd_jobs(const jr_config_t *cfg, const char *queue, const char *state
     jr_redis_t *r = jr_cli_connect(cfg, 0);
     if (!r) return 1;
     jr_qkeys_t k;
-    jr_qkeys(&k, queue);
+    jr_qkeys(&k, iq);
     jr_batch_t b = {0};
     jr_batch_t *each = NULL;
+    char (*shown)[JR_ID_MAX + 8] = NULL; /* the ids as users see them (a partition's generated ids) */
     jr_pending_t *pend = NULL;
     size_t npend = 0, n = 0;
     listed_t *v = NULL;
@@ -461,14 +475,14 @@ static int cmd_jobs(const jr_config_t *cfg, const char *queue, const char *state
     size_t *ml = NULL;
     char dnext[128] = "";
     if (delayed) {
-        rc = jr_redis_delayed_page(r, queue, after, limit, &b, dnext, sizeof dnext);
+        rc = jr_redis_delayed_page(r, iq, after, limit, &b, dnext, sizeof dnext);
     } else if (ready) {
         char last[JR_ID_MAX];
-        rc = jr_redis_group_last_id(r, queue, last);
+        rc = jr_redis_group_last_id(r, iq, last);
         if (!rc && (!after || id_cmp(after, last) < 0) && strcmp(last, "0-0")) snprintf(start, sizeof start, "(%s", last);
         if (!rc) rc = jr_redis_xrange_between(r, k.ready, start, "+", limit, &b);
     } else if (running) {
-        rc = jr_redis_pending_page(r, queue, start, limit, &pend, &npend);
+        rc = jr_redis_pending_page(r, iq, start, limit, &pend, &npend);
         if (!rc && npend && !(each = calloc(npend, sizeof *each))) rc = JR_ENOMEM;
         for (size_t i = 0; !rc && i < npend; i++)
             rc = jr_redis_xrange_between(r, k.ready, pend[i].entry, pend[i].entry, 1, &each[i]);
@@ -484,7 +498,8 @@ static int cmd_jobs(const jr_config_t *cfg, const char *queue, const char *state
     v = calloc(total ? total : 1, sizeof *v);
     mv = calloc(total ? total * MP_ITEMS : 1, sizeof *mv);
     ml = calloc(total ? total * MP_ITEMS : 1, sizeof *ml);
-    if (!v || !mv || !ml) {
+    shown = nparts > 1 ? calloc(total ? total : 1, sizeof *shown) : NULL;
+    if (!v || !mv || !ml || (nparts > 1 && !shown)) {
         fprintf(stderr, "jobrunner jobs: out of memory\n");
         status = 1;
         goto out;
@@ -536,6 +551,10 @@ static int cmd_jobs(const jr_config_t *cfg, const char *queue, const char *state
             const char *id = l->e ? jr_cli_field(l->e, JR_F_ID, &len) : NULL;
             l->id = id ? id : l->where, l->id_len = id ? len : strlen(l->where);
         }
+        if (shown && l->id_len < JR_ID_MAX && jr_contract_id_reserved(l->id, l->id_len)) {
+            snprintf(shown[n], sizeof shown[n], "%.*s~%d", (int)l->id_len, l->id, part);
+            l->id = shown[n], l->id_len = strlen(shown[n]);
+        }
         n++;
     }
     if (delayed) { /* the cursor jr_delayed_page returned */
@@ -544,10 +563,21 @@ static int cmd_jobs(const jr_config_t *cfg, const char *queue, const char *state
         snprintf(next, sizeof next, "%s", v[n - 1].where);
         nextp = next;
     }
+    if (nparts > 1) { /* the cursor over the partitions */
+        char inner[128];
+        snprintf(inner, sizeof inner, "%s", nextp ? nextp : "");
+        if (nextp) snprintf(next, sizeof next, "p%d:%.100s", part, inner), nextp = next;
+        else if ((unsigned)part + 1 < nparts) snprintf(next, sizeof next, "p%d:", part + 1), nextp = next;
+        if (n == 0 && (unsigned)part + 1 < nparts && !inner[0]) {
+            status = -1; /* nothing here: the next partition */
+            free(fake);
+            goto out;
+        }
+    }
     status = print_page(out, state, queue, v, n, nextp, json) ? 1 : 0;
     free(fake);
 out:
-    free(v), free(mv), free(ml);
+    free(v), free(mv), free(ml), free(shown);
     for (size_t i = 0; each && i < npend; i++) jr_batch_free(&each[i]);
     free(each), free(pend);
     jr_batch_free(&b);
@@ -572,9 +602,10 @@ int jr_cli_job(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *cf
     const char *sub = argv[0], *id = argv[1];
     const char *rule = jr_contract_stored_id(id, strlen(id));
     if (rule) return jr_cli_die2(name, "job id", id, rule);
-    if (!strcmp(sub, "show")) return cmd_job_show(cfg, queue, id, jr_flag(f, JR_O_JSON), stdout);
+    if (!strcmp(sub, "show")) return cmd_job_show(cfg, queue, id, f->v[JR_O_KEY], jr_flag(f, JR_O_JSON), stdout);
     if (jr_flag(f, JR_O_JSON)) return jr_cli_die(name, "%s", "--json applies to job show");
-    if (!strcmp(sub, "run-now") || !strcmp(sub, "delete")) return cmd_job_change(cfg, queue, sub, id, stdout);
+    if (!strcmp(sub, "run-now") || !strcmp(sub, "delete"))
+        return cmd_job_change(cfg, queue, sub, id, f->v[JR_O_KEY], stdout);
     return jr_cli_die(name, "unknown subcommand \"%s\" (show, run-now or delete)", sub);
 }
 
@@ -586,12 +617,43 @@ int jr_cli_jobs(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *c
     if (!f->v[JR_O_STATE]) return jr_cli_die(cmd->name, "%s", "--state delayed|ready|running|dead is required");
     if (limit_s && jr_cli_parse_count(limit_s, 1, 10000, &limit))
         return jr_cli_die2(cmd->name, "--limit", limit_s, "must be an integer from 1 to 10000");
-    return cmd_jobs(cfg, queue, f->v[JR_O_STATE], limit, f->v[JR_O_AFTER], jr_flag(f, JR_O_JSON), stdout);
+    /* A partitioned queue: pages over its partitions in turn, the cursor
+     * "p<partition>:<cursor in it>" */
+    jr_redis_t *r = jr_cli_connect(cfg, 0);
+    if (!r) return 1;
+    jr_partmap_t parts = {0};
+    jr_qpart_t *qp;
+    if (jr_partmap_get(&parts, r, queue, &qp)) {
+        fprintf(stderr, "jobrunner jobs: %s\n", jr_cli_esc(jr_redis_errstr(r)));
+        jr_partmap_free(&parts);
+        jr_redis_free(r);
+        return 1;
+    }
+    jr_redis_free(r);
+    const char *after = f->v[JR_O_AFTER];
+    unsigned part = 0;
+    if (qp->n > 1 && after) {
+        char *end = NULL;
+        unsigned long p = after[0] == 'p' ? strtoul(after + 1, &end, 10) : ULONG_MAX;
+        if (p == ULONG_MAX || end == after + 1 || *end != ':' || p >= qp->n) {
+            jr_partmap_free(&parts);
+            return jr_cli_die2(cmd->name, "--after", after, "is not a cursor of this queue's pages (p<partition>:...)");
+        }
+        part = (unsigned)p;
+        after = end[1] ? end + 1 : NULL;
+    }
+    int st;
+    do
+        st = cmd_jobs(cfg, queue, jr_qpart_name(qp, part), (int)part, qp->n, f->v[JR_O_STATE], limit, after,
+                      jr_flag(f, JR_O_JSON), stdout);
+    while (st == -1 && (after = NULL, ++part < qp->n));
+    jr_partmap_free(&parts);
+    return st;
 }
 
 int jr_cli_cancel(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *cfg, int argc, char **argv) {
     const char *queue = one_queue(cmd, f, cfg);
     if (!queue) return 2;
     if (argc < 1) return jr_cli_die(cmd->name, "%s", "name one or more job ids");
-    return cmd_cancel(cfg, queue, argv, (size_t)argc, stdout);
+    return cmd_cancel(cfg, queue, argv, (size_t)argc, f->v[JR_O_KEY], stdout);
 }

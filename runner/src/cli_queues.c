@@ -12,7 +12,9 @@
 #include "envelope.h"
 #include "jr.h"
 #include "proc.h"
+#include "partition.h"
 #include "redis_admin.h"
+#include "redis_partition.h"
 #include "redis_sched.h"
 #include "util.h"
 
@@ -39,6 +41,29 @@ static const char *age_text(long long ms, char *buf, size_t len) {
     return buf;
 }
 
+/* The registry holds the partitions "Q#J" of a partitioned queue: one row
+ * of Q stands for them (its counts are their sums). Keeps the order of
+ * first appearance. 0, or JR_ENOMEM. */
+static int one_row_per_queue(jr_strlist_t *l) {
+    jr_strlist_t out = {0};
+    for (size_t i = 0; i < l->n; i++) {
+        size_t qlen;
+        uint32_t j;
+        char q[JR_INTERNAL_QUEUE_MAX + 1];
+        snprintf(q, sizeof q, "%s", l->v[i]);
+        if (jr_partition_split(q, strlen(q), &qlen, &j) && !jr_contract_queue_name(q, qlen)) q[qlen] = '\0';
+        int seen = 0;
+        for (size_t k = 0; k < out.n && !seen; k++) seen = !strcmp(out.v[k], q);
+        if (!seen && jr_strlist_push(&out, q)) {
+            jr_strlist_free(&out);
+            return JR_ENOMEM;
+        }
+    }
+    jr_strlist_free(l);
+    *l = out;
+    return 0;
+}
+
 /* One stats table, or JSON document, of `queues` (every registered queue if
  * none). The JSON is one object {"queues": [{"queue", "ready", "pending",
  * "delayed", "dead", "paused", "processed", "failed", "jobs_per_second",
@@ -47,7 +72,48 @@ static const char *age_text(long long ms, char *buf, size_t len) {
  * and a paused state that cannot be read are null, as are jobs_per_second
  * when unknown and oldest_ready_ms when no job is ready. 0, or 1 after
  * saying why. */
-static int stats_once(jr_client_t *c, const jr_strlist_t *queues, int json, FILE *out) {
+/* The partition rows of queue q (--partitions): a table row per partition,
+ * named by its internal queue, or the JSON array "partitions" of the
+ * queue's object (obj), [{"partition", "name", "ready", "pending",
+ * "delayed", "dead", "processed", "failed"}, ...]. Nothing for a queue that
+ * is not partitioned. 0, or 1 after saying why. */
+static int stats_partitions(jr_client_t *c, const char *q, json_t *obj, FILE *out) {
+    jr_redis_t *r = jr_client_redis(c);
+    jr_partmap_t m = {0};
+    jr_qpart_t *p;
+    int status = 0;
+    if (!r || jr_partmap_get(&m, r, q, &p)) {
+        fprintf(stderr, "jobrunner: stats: %s: %s\n", jr_cli_esc(q), r ? jr_cli_esc(jr_redis_errstr(r)) : "not connected");
+        jr_partmap_free(&m);
+        return 1;
+    }
+    json_t *arr = obj && p->n > 1 ? json_array() : NULL;
+    if (arr && json_object_set_new(obj, "partitions", arr)) status = 1;
+    for (unsigned i = 0; !status && p->n > 1 && i < p->n; i++) {
+        jr_qstats_t s;
+        if (jr_redis_stats(r, p->names[i], &s)) {
+            fprintf(stderr, "jobrunner: stats: %s: %s\n", jr_cli_esc(p->names[i]), jr_cli_esc(jr_redis_errstr(r)));
+            status = 1;
+        } else if (arr) {
+            json_t *o = json_pack("{s:i,s:s,s:o,s:o,s:o,s:o,s:o,s:o}", "partition", (int)i, "name", p->names[i], "ready",
+                                  json_count(s.ready), "pending", json_count(s.pending), "delayed", json_count(s.delayed),
+                                  "dead", json_count(s.dead), "processed", json_count(s.processed), "failed",
+                                  json_count(s.failed));
+            if (!o || json_array_append_new(arr, o)) status = 1;
+        } else if (!obj) {
+            char n[6][24], label[JR_INTERNAL_QUEUE_MAX + 8];
+            snprintf(label, sizeof label, "  %s", p->names[i]);
+            jr_cli_print_cell(out, label, 20);
+            fprintf(out, " %9s %9s %9s %9s %11s %9s\n", count_text(s.ready, n[0]), count_text(s.pending, n[1]),
+                    count_text(s.delayed, n[2]), count_text(s.dead, n[3]), count_text(s.processed, n[4]),
+                    count_text(s.failed, n[5]));
+        }
+    }
+    jr_partmap_free(&m);
+    return status;
+}
+
+static int stats_once(jr_client_t *c, const jr_strlist_t *queues, int json, int parts, FILE *out) {
     jr_strlist_t all = {0};
     char wake[JR_ID_MAX];
     int rc = 0, failed = 0; /* rc: a Redis error; failed: JSON building or writing */
@@ -58,6 +124,7 @@ static int stats_once(jr_client_t *c, const jr_strlist_t *queues, int json, FILE
             return 1;
         }
         if ((rc = jr_redis_queues(r, &all, wake))) fprintf(stderr, "jobrunner: stats: %s\n", jr_cli_esc(jr_redis_errstr(r)));
+        if (!rc && (rc = one_row_per_queue(&all))) fprintf(stderr, "jobrunner: stats: out of memory\n");
         queues = &all;
     }
     json_t *doc = NULL, *arr = NULL;
@@ -93,6 +160,10 @@ static int stats_once(jr_client_t *c, const jr_strlist_t *queues, int json, FILE
                 json_decref(q);
                 q = NULL;
             }
+            if (q && parts && stats_partitions(c, queues->v[i], q, out)) {
+                json_decref(q);
+                q = NULL;
+            }
             if (!q || json_array_append_new(arr, q)) failed = jr_cli_json_oom(&doc);
         } else {
             char t[JR_TIME_LEN], age[32], n[6][24], rate[24];
@@ -104,6 +175,7 @@ static int stats_once(jr_client_t *c, const jr_strlist_t *queues, int json, FILE
                     count_text(s.processed, n[4]), count_text(s.failed, n[5]), rate,
                     age_text(s.oldest_ready_ms, age, sizeof age), since >= 0 ? "since " : s.paused < 0 ? "?" : "-",
                     since >= 0 ? jr_time_format(since, t) : "");
+            if (parts && (rc = stats_partitions(c, queues->v[i], NULL, out))) break;
         }
     }
     if (rc || failed) json_decref(doc);
@@ -117,13 +189,13 @@ static int stats_once(jr_client_t *c, const jr_strlist_t *queues, int json, FILE
  * of the oldest ready job, paused; as a table or JSON on `out`. With
  * `watch`, clear the screen and redraw every second until interrupted.
  * Returns the exit status. */
-static int cmd_stats(const jr_config_t *cfg, const jr_strlist_t *queues, int json, int watch, FILE *out) {
+static int cmd_stats(const jr_config_t *cfg, const jr_strlist_t *queues, int json, int watch, int parts, FILE *out) {
     jr_client_t *c = jr_cli_client(cfg, 0);
     if (!c) return 1;
     int status;
     for (;;) {
         if (watch) fputs("\033[H\033[2J", out); /* home, clear: redraw in place */
-        status = stats_once(c, queues, json, out);
+        status = stats_once(c, queues, json, parts, out);
         if (!watch || status) break;
         char t[JR_TIME_LEN];
         fprintf(out, "\n%s  (every 1 s; Ctrl-C stops)\n", jr_time_format(jr_wall_ms(), t));
@@ -136,7 +208,7 @@ static int cmd_stats(const jr_config_t *cfg, const jr_strlist_t *queues, int jso
 
 int jr_cli_stats(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *cfg, int argc, char **argv) {
     (void)cmd, (void)argc, (void)argv;
-    return cmd_stats(cfg, &f->queues, jr_flag(f, JR_O_JSON), jr_flag(f, JR_O_WATCH), stdout);
+    return cmd_stats(cfg, &f->queues, jr_flag(f, JR_O_JSON), jr_flag(f, JR_O_WATCH), jr_flag(f, JR_O_PARTITIONS), stdout);
 }
 
 /* ---- dead ------------------------------------------------------------------- */
@@ -181,6 +253,114 @@ static void dead_time(const jr_entry_t *e, char *buf) {
     jr_time_format(strtoll(e->id, NULL, 10), buf);
 }
 
+/* What `jobrunner dead` does over the partitions of a queue (one, when it
+ * is not partitioned). */
+typedef struct dead_run {
+    const char *sub;
+    int list, show, retry, all, json;
+    char **ids;
+    size_t nids;
+    FILE *out;
+    json_t *arr;          /* list, show --json: the entries so far */
+    unsigned char *found; /* per id: found in some partition */
+    int missing;          /* an id named no dead job */
+    size_t nsel, shown;   /* entries selected, entries shown (show) */
+    long long moved;      /* retry, purge: how many */
+} dead_run_t;
+
+/* 1 if dead entry e (its stored job id: id, len) of partition p (-1: not
+ * partitioned) is the job the user named `want`: its id, the id as shown
+ * (a generated id with "~p"), or the dead entry's own id. */
+static int dead_names(const jr_entry_t *e, const char *id, size_t len, int p, const char *want) {
+    size_t wl = strlen(want), gen;
+    unsigned i;
+    if (p >= 0 && jr_partition_id_parse(want, wl, &gen, &i))
+        return (int)i == p && id && gen == len && !memcmp(want, id, len);
+    return (id && wl == len && !memcmp(want, id, len)) || !strcmp(want, e->id);
+}
+
+/* `jobrunner dead` on one internal queue (partition p, -1: none). 0, or 1
+ * after saying why. */
+static int dead_part(jr_redis_t *r, dead_run_t *run, const char *queue, int p) {
+    jr_qkeys_t k;
+    jr_qkeys(&k, queue);
+    jr_batch_t b = {0};
+    int status = 0;
+    FILE *out = run->out;
+    const char **sel = NULL;
+    size_t nsel = 0;
+    if (jr_redis_xrange(r, k.dead, 0, &b) != 0) {
+        fprintf(stderr, "jobrunner dead: %s\n", jr_cli_esc(jr_redis_errstr(r)));
+        status = 1;
+        goto out;
+    }
+    /* Which entries the command is about: all, or those of the named jobs
+     * (a job id, or the dead entry's own id: garbage buried without a job
+     * id is named that way). */
+    if (!(sel = calloc(b.n + 1, sizeof *sel))) {
+        status = 1;
+        goto out;
+    }
+    for (size_t i = 0; i < b.n; i++) {
+        size_t len;
+        const char *id = jr_cli_field(&b.v[i], JR_F_ID, &len);
+        int want = run->all || (run->list && !run->nids);
+        for (size_t j = 0; j < run->nids; j++)
+            if (dead_names(&b.v[i], id, len, p, run->ids[j])) want = 1, run->found[j] = 1;
+        if (want) sel[nsel++] = b.v[i].id;
+    }
+    run->nsel += nsel;
+    if (run->list || run->show) {
+        for (size_t i = 0; i < b.n && (run->arr || !run->json); i++) {
+            const jr_entry_t *e = &b.v[i];
+            int pick = 0;
+            for (size_t s2 = 0; s2 < nsel && !pick; s2++) pick = sel[s2] == e->id;
+            if (!pick) continue;
+            char t[JR_TIME_LEN];
+            dead_time(e, t);
+            if (run->json) {
+                if (json_array_append_new(run->arr, dead_json(e, t))) status = jr_cli_json_oom(&run->arr);
+            } else if (run->list) {
+                fprintf(out, "%-24s ", t);
+                size_t len;
+                const char *id = jr_cli_field(e, JR_F_ID, &len);
+                jr_cli_print_field(out, e, JR_F_ID, "?");
+                if (p >= 0 && id && jr_contract_id_reserved(id, len)) fprintf(out, "~%d", p); /* as users see it */
+                fputs(" ", out);
+                jr_cli_print_field(out, e, JR_F_HANDLER, "?");
+                fputs(" ", out);
+                jr_cli_print_field(out, e, JR_F_ATTEMPT, "1");
+                fputs(" ", out);
+                jr_cli_print_field(out, e, JR_F_WHY, "?");
+                fputs(" ", out);
+                jr_cli_print_field(out, e, JR_F_ERROR, "");
+                fputs("\n", out);
+            } else {
+                fprintf(out, "%sdead_at: %s\nentry: %s\n", run->shown++ ? "\n" : "", t, jr_cli_esc(e->id));
+                for (size_t f = 0; f < e->nfields; f++) {
+                    jr_cli_print_bytes(out, e->names[f], e->name_lens[f]);
+                    fputs(": ", out);
+                    jr_cli_print_bytes(out, e->values[f], e->value_lens[f]);
+                    fputs("\n", out);
+                }
+            }
+        }
+    } else if (nsel) {
+        long long n = 0;
+        int rc = run->retry ? jr_redis_dead_retry(r, queue, sel, nsel, &n)
+                            : jr_redis_dead_purge(r, queue, run->all ? NULL : sel, run->all ? 0 : nsel, &n);
+        if (rc) {
+            fprintf(stderr, "jobrunner dead %s: %s\n", run->sub, jr_cli_esc(jr_redis_errstr(r)));
+            status = 1;
+        }
+        run->moved += n;
+    }
+out:
+    free(sel);
+    jr_batch_free(&b);
+    return status;
+}
+
 /* `jobrunner dead SUB`: sub is list, show, retry or purge; ids are job ids
  * or dead entry ids (all = every dead job). With json (list and show only)
  * it prints one JSON array of dead entries, one object each (dead_json), even
@@ -208,102 +388,42 @@ static int cmd_dead(const jr_config_t *cfg, const char *queue, const char *sub, 
     }
     jr_redis_t *r = jr_cli_connect(cfg, retry);
     if (!r) return 1;
-    jr_qkeys_t k;
-    jr_qkeys(&k, queue);
-    jr_batch_t b = {0};
+    jr_partmap_t parts = {0};
+    jr_qpart_t *qp = NULL;
+    dead_run_t run = {.sub = sub, .list = list, .show = show, .retry = retry, .all = all, .json = json,
+                      .ids = ids, .nids = nids, .out = out};
     int status = 0;
-    if (jr_redis_xrange(r, k.dead, 0, &b) != 0) {
+    if (!(run.found = calloc(nids + 1, 1))) status = 1;
+    else if (jr_partmap_get(&parts, r, queue, &qp)) {
         fprintf(stderr, "jobrunner dead: %s\n", jr_cli_esc(jr_redis_errstr(r)));
         status = 1;
-        goto out;
     }
-    /* Which entries the command is about: all, or those of the named jobs
-     * (a job id, or the dead entry's own id: garbage buried without a job
-     * id is named that way). */
-    const char **sel = calloc(b.n + 1, sizeof *sel);
-    size_t nsel = 0;
-    if (!sel) {
-        status = 1;
-        goto out;
-    }
-    for (size_t i = 0; i < b.n; i++) {
-        size_t len;
-        const char *id = jr_cli_field(&b.v[i], JR_F_ID, &len);
-        int want = all || (list && !nids);
-        for (size_t j = 0; j < nids && !want; j++)
-            want = (id && strlen(ids[j]) == len && !memcmp(ids[j], id, len)) || !strcmp(ids[j], b.v[i].id);
-        if (want) sel[nsel++] = b.v[i].id;
-    }
-    for (size_t j = 0; j < nids; j++) { /* a job id that is not dead is an error */
-        int found = 0;
-        for (size_t i = 0; i < b.n && !found; i++) {
-            size_t len;
-            const char *id = jr_cli_field(&b.v[i], JR_F_ID, &len);
-            found = (id && strlen(ids[j]) == len && !memcmp(ids[j], id, len)) || !strcmp(ids[j], b.v[i].id);
-        }
-        if (!found) {
+    if (!status && json && (list || show) && !(run.arr = json_array())) status = jr_cli_json_oom(&run.arr);
+    if (!status && list && !json)
+        fprintf(out, "%-24s %-28s %-16s %-8s %-8s %s\n", "DEAD AT", "JOB", "HANDLER", "ATTEMPT", "WHY", "ERROR");
+    /* a partitioned queue: every partition in turn, then Q itself (jobs a
+     * producer unaware of the partitions put there), as one */
+    for (unsigned p = 0; !status && qp && p < qp->n + (qp->n > 1); p++)
+        status = dead_part(r, &run, p < qp->n ? jr_qpart_name(qp, p) : queue, qp->n > 1 && p < qp->n ? (int)p : -1);
+    for (size_t j = 0; !status && j < nids; j++) /* a job id that is not dead is an error */
+        if (!run.found[j]) {
             fprintf(stderr, "jobrunner dead %s: no dead job \"%s\" in queue %s\n", sub, ids[j], queue);
-            status = 1;
+            run.missing = 1;
         }
-    }
-    if (list || show) {
-        json_t *arr = json ? json_array() : NULL;
-        if (json && !arr) status = jr_cli_json_oom(&arr);
-        if (list && !json) fprintf(out, "%-24s %-28s %-16s %-8s %-8s %s\n", "DEAD AT", "JOB", "HANDLER", "ATTEMPT", "WHY", "ERROR");
-        size_t shown = 0;
-        for (size_t i = 0; i < b.n && (arr || !json); i++) {
-            const jr_entry_t *e = &b.v[i];
-            int pick = 0;
-            for (size_t s2 = 0; s2 < nsel && !pick; s2++) pick = sel[s2] == e->id;
-            if (!pick) continue;
-            char t[JR_TIME_LEN];
-            dead_time(e, t);
-            if (json) {
-                if (json_array_append_new(arr, dead_json(e, t))) status = jr_cli_json_oom(&arr);
-            } else if (list) {
-                fprintf(out, "%-24s ", t);
-                jr_cli_print_field(out, e, JR_F_ID, "?");
-                fputs(" ", out);
-                jr_cli_print_field(out, e, JR_F_HANDLER, "?");
-                fputs(" ", out);
-                jr_cli_print_field(out, e, JR_F_ATTEMPT, "1");
-                fputs(" ", out);
-                jr_cli_print_field(out, e, JR_F_WHY, "?");
-                fputs(" ", out);
-                jr_cli_print_field(out, e, JR_F_ERROR, "");
-                fputs("\n", out);
-            } else {
-                fprintf(out, "%sdead_at: %s\nentry: %s\n", shown++ ? "\n" : "", t, jr_cli_esc(e->id));
-                for (size_t f = 0; f < e->nfields; f++) {
-                    jr_cli_print_bytes(out, e->names[f], e->name_lens[f]);
-                    fputs(": ", out);
-                    jr_cli_print_bytes(out, e->values[f], e->value_lens[f]);
-                    fputs("\n", out);
-                }
-            }
-        }
-        if (arr && jr_cli_json_out(out, arr)) status = 1;
-    } else if (nsel) {
-        long long n = 0;
-        int rc = retry ? jr_redis_dead_retry(r, queue, sel, nsel, &n)
-                       : jr_redis_dead_purge(r, queue, all ? NULL : sel, all ? 0 : nsel, &n);
-        if (rc) {
-            fprintf(stderr, "jobrunner dead %s: %s\n", sub, jr_cli_esc(jr_redis_errstr(r)));
-            status = 1;
-        } else {
-            fprintf(out, "%s %lld dead job%s\n", retry ? "re-enqueued" : "purged", n, n == 1 ? "" : "s");
-            if (retry && (size_t)n < nsel)
-                fprintf(stderr, "jobrunner dead retry: %zu left in the dead stream: they cannot run "
-                        "(no handler, or kept whole in a raw field)\n", nsel - (size_t)n);
-        }
-    } else if (!status) {
+    if (run.arr && status) json_decref(run.arr);
+    else if (run.arr && jr_cli_json_out(out, run.arr)) status = 1; /* it takes the array */
+    if (!status && (retry || purge) && run.nsel) {
+        fprintf(out, "%s %lld dead job%s\n", retry ? "re-enqueued" : "purged", run.moved, run.moved == 1 ? "" : "s");
+        if (retry && (size_t)run.moved < run.nsel)
+            fprintf(stderr, "jobrunner dead retry: %zu left in the dead stream: they cannot run "
+                    "(no handler, or kept whole in a raw field)\n", run.nsel - (size_t)run.moved);
+    } else if (!status && !run.missing && (retry || purge)) {
         fprintf(out, "no dead jobs in queue %s\n", queue);
     }
-    free(sel);
-out:
-    jr_batch_free(&b);
+    free(run.found);
+    jr_partmap_free(&parts);
     jr_redis_free(r);
-    return jr_cli_done(out, status);
+    return jr_cli_done(out, status || run.missing);
 }
 
 
@@ -314,6 +434,49 @@ int jr_cli_dead(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *c
     if (all && argc > 1) return jr_cli_die(cmd->name, "%s", "give job ids or --all, not both");
     return cmd_dead(cfg, f->queues.n ? f->queues.v[0] : cfg->default_queue, argv[0], argv + 1, (size_t)(argc - 1), all,
                     jr_flag(f, JR_O_JSON), stdout);
+}
+
+/* ---- queue partitions ------------------------------------------------------- */
+
+/* `jobrunner queue partitions QUEUE [N]`: print QUEUE's count, or set it
+ * (jr_client_set_partitions: refused while the queue holds jobs). */
+int jr_cli_queue(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *cfg, int argc, char **argv) {
+    (void)f;
+    if (argc < 1 || strcmp(argv[0], "partitions"))
+        return jr_cli_die(cmd->name, "%s", "expected partitions QUEUE [N]");
+    if (argc < 2 || argc > 3) return jr_cli_die(cmd->name, "%s", "expected partitions QUEUE [N]");
+    const char *queue = argv[1], *rule = jr_contract_queue_name(queue, strlen(queue));
+    if (rule) return jr_cli_die2(cmd->name, "queue name", queue, rule);
+    int64_t n = 0;
+    if (argc == 3 && jr_cli_parse_count(argv[2], 1, JR_PARTITIONS_MAX, &n))
+        return jr_cli_die2(cmd->name, "partition count", argv[2], "must be an integer from 1 to 1024");
+    jr_client_t *c = jr_cli_client(cfg, 1);
+    if (!c) return 1;
+    int status = 0;
+    if (argc == 2) {
+        jr_partmap_t m = {0};
+        jr_qpart_t *p;
+        jr_redis_t *r = jr_client_redis(c);
+        if (!r || jr_partmap_get(&m, r, queue, &p)) {
+            fprintf(stderr, "jobrunner queue partitions: %s\n", r ? jr_cli_esc(jr_redis_errstr(r)) : "not connected");
+            status = 1;
+        } else {
+            printf("%s: %u partition%s\n", jr_cli_esc(queue), p->n, p->n == 1 ? " (not partitioned)" : "s");
+        }
+        jr_partmap_free(&m);
+    } else {
+        int before = 0;
+        if (jr_client_set_partitions(c, queue, (int)n, &before)) {
+            fprintf(stderr, "jobrunner queue partitions: %s\n", jr_cli_esc(jr_client_errstr(c)));
+            status = 1;
+        } else if (before == n) {
+            printf("%s: already %d partition%s\n", jr_cli_esc(queue), before, before == 1 ? "" : "s");
+        } else {
+            printf("%s: %d partition%s (was %d)\n", jr_cli_esc(queue), (int)n, n == 1 ? "" : "s", before);
+        }
+    }
+    jr_client_free(c);
+    return jr_cli_done(stdout, status);
 }
 
 /* ---- pause, resume ------------------------------------------------------------ */

@@ -22,6 +22,7 @@
 #include "redis.h"
 #include "redis_admin.h"
 #include "redis_produce.h"
+#include "redis_partition.h"
 #include "util.h"
 
 struct jr_client {
@@ -32,12 +33,13 @@ struct jr_client {
     int err;                /* the last call's code */
     char errstr[JR_ERRLEN]; /* and its message */
     jr_strlist_t reasons;   /* the texts the last enqueue's results point at */
+    jr_partmap_t parts;     /* the partition counts of the queues used, read again after 10 s */
 };
 
 #define DEFAULT_TIMEOUT_MS 5000
 #define MAX_TIMEOUT_MS 3600000
 
-JR_CLIENT_EXPORT const char *jr_client_version(void) { return "1.1"; }
+JR_CLIENT_EXPORT const char *jr_client_version(void) { return "1.2"; }
 
 JR_CLIENT_EXPORT const char *jr_client_strerror(int code) {
     switch (code) {
@@ -229,6 +231,7 @@ JR_CLIENT_EXPORT void jr_client_free(jr_client_t *c) {
     if (!c) return;
     if (c->r) jr_redis_free(c->r);
     jr_strlist_free(&c->reasons);
+    jr_partmap_free(&c->parts);
     opts_free(&c->opts);
     free(c->url);
     free(c);
@@ -275,7 +278,14 @@ static long add_reason(jr_client_t *c, const char *text) {
     return (long)c->reasons.n - 1;
 }
 
-static int do_enqueue_many(jr_client_t *c, const jr_client_job_t *jobs, size_t n, jr_client_result_t *results) {
+/* The partition counts, read again when older than JR_PARTITIONS_REREAD_MS. */
+static jr_partmap_t *parts_of(jr_client_t *c) {
+    c->parts.max_age_us = JR_PARTITIONS_REREAD_MS * 1000;
+    return &c->parts;
+}
+
+static int do_enqueue_many(jr_client_t *c, const jr_client_job_t *jobs, const char *const *keys, size_t n,
+                           jr_client_result_t *results) {
     if (!c) return JR_CLIENT_EINVAL;
     c->err = 0;
     c->errstr[0] = '\0';
@@ -324,7 +334,7 @@ static int do_enqueue_many(jr_client_t *c, const jr_client_job_t *jobs, size_t n
         for (size_t i = 0; results && i < n; i++) results[i].error = c->errstr;
         goto done;
     }
-    int lrc = jr_redis_enqueue_each(c->r, in, n, ids, out, &reasons);
+    int lrc = jr_redis_enqueue_parts(c->r, parts_of(c), in, keys, n, ids, out, &reasons);
     if (lrc) redis_fail(c, lrc, NULL);
     rc = c->err;
     /* The layer's reasons become ours (they live until the next call). */
@@ -379,15 +389,16 @@ static int check_queue_id(jr_client_t *c, const char *queue, const char *id, int
     return 0;
 }
 
-static int do_cancel(jr_client_t *c, const char *queue, const char *id, jr_client_cancel_t *outcome) {
+static int do_cancel(jr_client_t *c, const char *queue, const char *id, const char *key, jr_client_cancel_t *outcome) {
     if (!c) return JR_CLIENT_EINVAL;
     c->err = 0, c->errstr[0] = '\0';
     if (outcome) *outcome = JR_CLIENT_CANCEL_NOT_FOUND;
     queue = queue_or_default(queue);
     int rc = check_queue_id(c, queue, id, 1);
     if (rc || (rc = begin(c))) return rc;
-    char state[32];
-    if ((rc = jr_redis_job_change(c->r, "jr_cancel", queue, id, state, sizeof state, NULL, 0)))
+    char state[32], iq[JR_INTERNAL_QUEUE_MAX + 1], iid[JR_ID_MAX];
+    if ((rc = jr_partition_locate(parts_of(c), c->r, queue, id, key, iq, iid)) ||
+        (rc = jr_redis_job_change(c->r, "jr_cancel", iq, iid, state, sizeof state, NULL, 0)))
         return redis_fail(c, rc, "cancel");
     jr_client_cancel_t o;
     if (!strcmp(state, "cancelled")) o = JR_CLIENT_CANCELLED;
@@ -429,7 +440,8 @@ JR_CLIENT_EXPORT void jr_client_job_info_free(jr_client_job_info_t *info) {
     free(b->fields), free(b->queue), free(b->id), free(b);
 }
 
-static int do_job_show(jr_client_t *c, const char *queue, const char *id, jr_client_job_info_t **info) {
+static int do_job_show(jr_client_t *c, const char *queue, const char *id, const char *key,
+                       jr_client_job_info_t **info) {
     if (!c) return JR_CLIENT_EINVAL;
     c->err = 0, c->errstr[0] = '\0';
     if (!info) return cfail(c, JR_CLIENT_EINVAL, "info is NULL");
@@ -442,7 +454,9 @@ static int do_job_show(jr_client_t *c, const char *queue, const char *id, jr_cli
         if (b) free(b->queue), free(b);
         return cfail(c, JR_CLIENT_ENOMEM, "out of memory");
     }
-    if ((rc = jr_redis_job_locate(c->r, queue, id, &b->in))) {
+    char iq[JR_INTERNAL_QUEUE_MAX + 1], iid[JR_ID_MAX];
+    if ((rc = jr_partition_locate(parts_of(c), c->r, queue, id, key, iq, iid)) ||
+        (rc = jr_redis_job_locate(c->r, iq, iid, &b->in))) {
         jr_client_job_info_free(&b->pub);
         return redis_fail(c, rc, "job show");
     }
@@ -508,7 +522,9 @@ static int do_stats(jr_client_t *c, const char *queue, jr_client_stats_t *stats)
     jr_qstats_t s;
     long long since = -1;
     int paused_unknown = 0;
-    if ((rc = jr_redis_stats(c->r, queue, &s))) return redis_fail(c, rc, "stats");
+    jr_qpart_t *qp;
+    if ((rc = jr_partmap_get(parts_of(c), c->r, queue, &qp)) || (rc = jr_redis_stats_parts(c->r, qp, &s)))
+        return redis_fail(c, rc, "stats");
     if ((rc = jr_redis_paused_since(c->r, &queue, 1, &since))) {
         /* garbage in the paused hash: whether the queue is paused is unknown */
         if (rc != JR_EREDIS || strncmp(jr_redis_errstr(c->r), "WRONGTYPE", 9)) return redis_fail(c, rc, "stats");
@@ -531,10 +547,16 @@ static int do_set_paused(jr_client_t *c, const char *queue, int on, int *changed
     queue = queue_or_default(queue);
     int rc = check_queue_id(c, queue, NULL, 0);
     if (rc || (rc = begin(c))) return rc;
-    int ch = 0;
+    int ch = 0, chp = 0;
     double now = 0; /* paused_since is on Redis's clock, like every time in Redis */
-    if ((on && (rc = jr_redis_time_ms(c->r, &now))) || (rc = jr_redis_pause(c->r, queue, on, (int64_t)now, &ch)))
+    jr_qpart_t *qp;
+    if ((on && (rc = jr_redis_time_ms(c->r, &now))) || (rc = jr_redis_pause(c->r, queue, on, (int64_t)now, &ch)) ||
+        (rc = jr_partmap_get(parts_of(c), c->r, queue, &qp)))
         return redis_fail(c, rc, on ? "pause" : "resume");
+    /* a partitioned queue: every partition too (workers read the partitions) */
+    for (unsigned i = 0; qp->n > 1 && i < qp->n; i++)
+        if ((rc = jr_redis_pause(c->r, qp->names[i], on, (int64_t)now, &chp)))
+            return redis_fail(c, rc, on ? "pause" : "resume");
     if (changed) *changed = ch;
     /* Wake the blocked workers: each reads the paused set again on waking.
      * One that was not blocked reads it with its next fetch anyway. */
@@ -578,7 +600,42 @@ JR_CLIENT_EXPORT int jr_client_enqueue_many(jr_client_t *c, const jr_client_job_
                                             jr_client_result_t *results) {
     sigpipe_guard_t g;
     sigpipe_block(&g);
-    int rc = do_enqueue_many(c, jobs, n, results);
+    int rc = do_enqueue_many(c, jobs, NULL, n, results);
+    sigpipe_restore(&g);
+    return rc;
+}
+
+JR_CLIENT_EXPORT int jr_client_enqueue_many_keyed(jr_client_t *c, const jr_client_job_t *jobs, const char *const *keys,
+                                                  size_t n, jr_client_result_t *results) {
+    sigpipe_guard_t g;
+    sigpipe_block(&g);
+    int rc = do_enqueue_many(c, jobs, keys, n, results);
+    sigpipe_restore(&g);
+    return rc;
+}
+
+static int do_set_partitions(jr_client_t *c, const char *queue, int n, int *before) {
+    if (!c) return JR_CLIENT_EINVAL;
+    c->err = 0, c->errstr[0] = '\0';
+    if (before) *before = 0;
+    queue = queue_or_default(queue);
+    int rc = check_queue_id(c, queue, NULL, 0);
+    if (rc) return rc;
+    if (n < 1 || n > JR_PARTITIONS_MAX)
+        return cfail(c, JR_CLIENT_EINVAL, "partitions %d of queue \"%s\" must be 1..%d", n, queue, JR_PARTITIONS_MAX);
+    if ((rc = begin(c))) return rc;
+    unsigned was = 1;
+    if ((rc = jr_redis_partitions_set(c->r, queue, (unsigned)n, &was))) return redis_fail(c, rc, "set partitions");
+    if (before) *before = (int)was;
+    c->parts.max_age_us = 0;
+    jr_partmap_free(&c->parts); /* read again at the next use */
+    return 0;
+}
+
+JR_CLIENT_EXPORT int jr_client_set_partitions(jr_client_t *c, const char *queue, int n, int *before) {
+    sigpipe_guard_t g;
+    sigpipe_block(&g);
+    int rc = do_set_partitions(c, queue, n, before);
     sigpipe_restore(&g);
     return rc;
 }
@@ -587,7 +644,16 @@ JR_CLIENT_EXPORT int jr_client_cancel(jr_client_t *c, const char *queue, const c
                                       jr_client_cancel_t *outcome) {
     sigpipe_guard_t g;
     sigpipe_block(&g);
-    int rc = do_cancel(c, queue, id, outcome);
+    int rc = do_cancel(c, queue, id, NULL, outcome);
+    sigpipe_restore(&g);
+    return rc;
+}
+
+JR_CLIENT_EXPORT int jr_client_cancel_keyed(jr_client_t *c, const char *queue, const char *id, const char *key,
+                                            jr_client_cancel_t *outcome) {
+    sigpipe_guard_t g;
+    sigpipe_block(&g);
+    int rc = do_cancel(c, queue, id, key, outcome);
     sigpipe_restore(&g);
     return rc;
 }
@@ -596,7 +662,16 @@ JR_CLIENT_EXPORT int jr_client_job_show(jr_client_t *c, const char *queue, const
                                         jr_client_job_info_t **info) {
     sigpipe_guard_t g;
     sigpipe_block(&g);
-    int rc = do_job_show(c, queue, id, info);
+    int rc = do_job_show(c, queue, id, NULL, info);
+    sigpipe_restore(&g);
+    return rc;
+}
+
+JR_CLIENT_EXPORT int jr_client_job_show_keyed(jr_client_t *c, const char *queue, const char *id, const char *key,
+                                              jr_client_job_info_t **info) {
+    sigpipe_guard_t g;
+    sigpipe_block(&g);
+    int rc = do_job_show(c, queue, id, key, info);
     sigpipe_restore(&g);
     return rc;
 }

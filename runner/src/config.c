@@ -15,6 +15,7 @@
 
 #include "contract.h"
 #include "jobrunner/plugin.h"
+#include "partition.h"
 #include "jr.h"
 #include "jr_limits.h"
 #include "metrics.h"
@@ -36,6 +37,7 @@ typedef enum {
     T_HANDLERS,  /* the handlers section: NAME -> mapping of "jobs" policy keys */
     T_PERIODIC,  /* the periodic section: a sequence of schedules (jr_cron_def_t) */
     T_PSETTINGS, /* the plugin_settings section: PLUGIN -> mapping of KEY: value */
+    T_QSECTION,  /* the queues section: QUEUE -> mapping of queue keys (partitions) */
 } key_type_t;
 
 typedef struct {
@@ -120,6 +122,7 @@ static const key_def_t keys[] = {
     {"enqueue", "queue", T_QUEUE, F(default_queue), JR_DEFAULT_QUEUE, 0, 0, NULL},
     {"periodic", "*", T_PERIODIC, 0, NULL, 0, 0, NULL},
     {"plugin_settings", "*", T_PSETTINGS, 0, NULL, 0, 0, NULL},
+    {"queues", "*", T_QSECTION, 0, NULL, 0, 0, NULL},
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -231,6 +234,7 @@ void jr_config_free(jr_config_t *cfg) {
     free(cfg->metrics_listen);
     jr_strlist_free(&cfg->plugin_paths);
     jr_strlist_free(&cfg->plugin_settings);
+    jr_strlist_free(&cfg->queue_partitions);
     jr_strlist_free(&cfg->worker_queues);
     free(cfg->worker_weights);
     jr_strlist_free(&cfg->scheduler_queues);
@@ -876,10 +880,74 @@ static int load_plugin_settings(loader_t *ld) {
     return rc;
 }
 
+/* The current event opens the "queues" section: a mapping of queue names
+ * (each a queue name by the rule of contract.h) to a mapping of the keys of
+ * a queue: partitions (1..1024, see partition.h). */
+static int load_queues(loader_t *ld) {
+    if (ev_is_null(ld)) return 0;
+    if (ld->ev.type != YAML_MAPPING_START_EVENT)
+        return fail(ld, "queues", "expected a mapping of queue names, got %s", ev_kind(ld));
+    int rc;
+    char path[PATH_LEN], key[2 * PATH_LEN];
+    while ((rc = next(ld)) == 0 && ld->ev.type != YAML_MAPPING_END_EVENT) {
+        if ((rc = check_key_event(ld, "queues"))) return rc;
+        snprintf(path, sizeof path, "queues.%s", ev_text(ld));
+        const char *rule = jr_contract_queue_name(ev_text(ld), strlen(ev_text(ld)));
+        if (rule) return fail(ld, path, "queue name %s", rule);
+        char *queue = strdup(ev_text(ld));
+        if (!queue) return JR_ENOMEM;
+        if ((rc = next(ld))) goto out;
+        if (ev_is_null(ld)) goto next_queue;
+        if (ld->ev.type != YAML_MAPPING_START_EVENT) {
+            rc = fail(ld, path, "expected a mapping of the queue's keys (partitions), got %s", ev_kind(ld));
+            goto out;
+        }
+        while ((rc = next(ld)) == 0 && ld->ev.type != YAML_MAPPING_END_EVENT) {
+            if ((rc = check_key_event(ld, path))) goto out;
+            snprintf(key, sizeof key, "%s.%s", path, ev_text(ld));
+            if (strcmp(ev_text(ld), "partitions")) {
+                rc = fail(ld, key, "unknown key (a queue takes: partitions)");
+                goto out;
+            }
+            int64_t n;
+            if (!(rc = next(ld)) && (ld->ev.type != YAML_SCALAR_EVENT || parse_int64(ev_text(ld), &n) || n < 1 ||
+                                     n > JR_PARTITIONS_MAX))
+                rc = fail(ld, key, "must be an integer from 1 to %d", JR_PARTITIONS_MAX);
+            if (rc) goto out;
+            char count[16];
+            snprintf(count, sizeof count, "%lld", (long long)n);
+            jr_strlist_t *l = &ld->cfg->queue_partitions;
+            size_t i = 0;
+            while (i + 1 < l->n && strcmp(l->v[i], queue)) i += 2;
+            if (i + 1 < l->n) {
+                char *v = strdup(count);
+                if (!v) {
+                    rc = JR_ENOMEM;
+                    goto out;
+                }
+                free(l->v[i + 1]);
+                l->v[i + 1] = v;
+            } else if (jr_strlist_push(l, queue) || jr_strlist_push(l, count)) {
+                rc = JR_ENOMEM;
+                goto out;
+            }
+        }
+        if (rc) goto out;
+    next_queue:
+        free(queue);
+        continue;
+    out:
+        free(queue);
+        return rc;
+    }
+    return rc;
+}
+
 /* The current event opens a section's value; read its keys (or hand the
  * sections set whole to their readers). */
 static int load_section(loader_t *ld, const char *section) {
     if (!strcmp(section, "handlers")) return load_handlers(ld);
+    if (!strcmp(section, "queues")) return load_queues(ld);
     if (!strcmp(section, "plugin_settings")) return load_plugin_settings(ld);
     if (!strcmp(section, "periodic")) return load_periodic(ld);
     if (ev_is_null(ld)) return 0; /* "worker:" with every key commented out */
@@ -1151,6 +1219,50 @@ static const char *env_get(char *const *envp, const char *name) {
     return NULL;
 }
 
+/* JOBRUNNER_QUEUES_PARTITIONS="orders:8,emails:4" (v; NULL or "": unset):
+ * the queues section's partitions, as the flow YAML {orders: {partitions:
+ * 8}, ...} it stands for (checked as that), after JOBRUNNER_QUEUES. Each
+ * item is QUEUE:N (the last ':' splits, as in -q QUEUE:WEIGHT). */
+static int queues_partitions_env(jr_config_t *cfg, const char *v, char *err, size_t errlen) {
+    if (!v || !*v) return 0;
+    const key_def_t *d = NULL;
+    for (size_t i = 0; i < NKEYS && !d; i++)
+        if (keys[i].type == T_QSECTION) d = &keys[i];
+    char name[PATH_LEN + 220];
+    snprintf(name, sizeof name, "%s=\"%.200s%s\"", JR_QUEUES_PARTITIONS_ENV, v, strlen(v) > 200 ? "..." : "");
+    size_t n = strlen(v);
+    char *flow = n < SIZE_MAX / 16 ? malloc(16 + n * 8 + 32 * (n + 1)) : NULL, *w = flow;
+    if (!flow) {
+        jr_errf(err, errlen, "%s", jr_strerror(JR_ENOMEM));
+        return JR_ENOMEM;
+    }
+    *w++ = '{';
+    for (const char *item = v;;) {
+        const char *end = strchr(item, ','), *colon;
+        if (!end) end = item + strlen(item);
+        const char *a = item, *z = end; /* items trimmed of spaces, as a list's */
+        while (a < z && *a == ' ') a++;
+        while (z > a && z[-1] == ' ') z--;
+        for (colon = z; colon > a && colon[-1] != ':'; colon--) {}
+        if (colon == a) {
+            jr_errf(err, errlen, "%s: item \"%.*s\" is not QUEUE:PARTITIONS", name, (int)(z - a), a);
+            free(flow);
+            return JR_EINVAL;
+        }
+        if (item != v) *w++ = ',', *w++ = ' ';
+        w = put_quoted(w, a, (size_t)(colon - 1 - a));
+        w += sprintf(w, ": {partitions: ");
+        w = put_quoted(w, colon, (size_t)(z - colon));
+        *w++ = '}';
+        if (!*end) break;
+        item = end + 1;
+    }
+    *w++ = '}', *w = '\0';
+    int rc = set_from_text(cfg, d, flow, name, err, errlen);
+    free(flow);
+    return rc;
+}
+
 int jr_config_apply_env(jr_config_t *cfg, char *const *envp, FILE *warn, char *err, size_t errlen) {
     char var[PATH_LEN];
     for (size_t i = 0; i < NKEYS; i++) {
@@ -1168,11 +1280,14 @@ int jr_config_apply_env(jr_config_t *cfg, char *const *envp, FILE *warn, char *e
         int rc = set_from_text(cfg, &keys[i], v, name, err, errlen);
         if (rc) return rc;
     }
+    int rc = queues_partitions_env(cfg, env_get(envp, JR_QUEUES_PARTITIONS_ENV), err, errlen);
+    if (rc) return rc;
     for (; warn && envp && *envp; envp++) {
         const char *eq = strchr(*envp, '=');
         if (strncmp(*envp, "JOBRUNNER_", 10) || !eq) continue;
         size_t n = (size_t)(eq - *envp);
         int known = (n == strlen(JR_CONFIG_ENV_FILE) && !strncmp(*envp, JR_CONFIG_ENV_FILE, n)) ||
+                    (n == strlen(JR_QUEUES_PARTITIONS_ENV) && !strncmp(*envp, JR_QUEUES_PARTITIONS_ENV, n)) ||
                     !strncmp(*envp, JR_PLUGIN_ENV_PREFIX, strlen(JR_PLUGIN_ENV_PREFIX));
         for (size_t i = 0; !known && i < NKEYS; i++) {
             env_name(&keys[i], var, sizeof var);

@@ -100,7 +100,16 @@ typedef struct jr_config {
      * (each checked with jr_cron_def_check; names distinct) */
     jr_cron_def_t *periodic;
     size_t nperiodic;
+
+    /* queues: the partition counts a worker or scheduler sets in Redis at
+     * start (pairs queue name, count 1..1024 as text; a later load replaces
+     * the count of the same queue). JOBRUNNER_QUEUES (YAML flow) or
+     * JOBRUNNER_QUEUES_PARTITIONS="orders:8,emails:4". */
+    jr_strlist_t queue_partitions;
 } jr_config_t;
+
+/* The environment variable of the queues section's partitions. */
+#define JR_QUEUES_PARTITIONS_ENV "JOBRUNNER_QUEUES_PARTITIONS"
 
 /* Fill *cfg with every key's default (its row in config.c, checked as a
  * value from the file would be): lists empty, no handler overrides, no

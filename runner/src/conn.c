@@ -85,9 +85,14 @@ int jrw_try_connect(worker_t *w) {
         w->backoff_ms = w->backoff_ms * 2 > jr_reconnect_cap_ms(w->cfg) ? jr_reconnect_cap_ms(w->cfg) : w->backoff_ms * 2;
         return JR_EIO;
     }
+    /* The partitions of the queues: the configuration's (queues section)
+     * set once, then as Redis holds them now. */
+    int rc = 0;
+    if (!w->parts_applied && !(rc = jr_partitions_apply(w->ctl, &w->cfg->queue_partitions))) w->parts_applied = 1;
+    if (!rc) rc = jrw_partitions(w, 1);
     /* A queue whose stream key holds garbage costs that queue: it is not
      * read (as if paused) until it is fixed (jrw_check_broken). */
-    int rc = jr_redis_ensure_groups(w->ctl, w->queues, w->nq, w->broken);
+    if (!rc) rc = jr_redis_ensure_groups(w->ctl, w->queues, w->nq, w->broken);
     for (size_t q = 0; !rc && q < w->nq; q++) {
         jr_qkeys_t k;
         jr_qkeys(&k, w->queues[q]);
@@ -147,4 +152,199 @@ int jrw_check_broken(worker_t *w) {
     }
     free(sel), free(bad), free(at);
     return rc == JR_EREDIS && jr_redis_ok(w->ctl) ? 0 : rc;
+}
+
+/* ---- partitioned queues --------------------------------------------------- */
+
+/* Free the list of queues read (the names are owned copies). */
+static void free_list(const char **names, const char **shown, int *part, size_t n) {
+    for (size_t i = 0; names && i < n; i++) free((char *)names[i]);
+    free(names), free(shown), free(part);
+}
+
+void jrw_free_partitions(worker_t *w) {
+    free_list(w->queues, w->shown, w->part, w->nq);
+    w->queues = w->shown = NULL, w->part = NULL, w->nq = 0;
+    free(w->pweights);
+    w->pweights = NULL;
+    jr_partmap_free(&w->parts);
+}
+
+static uint64_t gcd64(uint64_t a, uint64_t b) {
+    while (b) {
+        uint64_t t = a % b;
+        a = b, b = t;
+    }
+    return a;
+}
+
+/* The weight of each queue read: Q's weight applies to Q as a whole, so
+ * each of the per[i] queues read for it (its N partitions and Q itself)
+ * gets W x L / per[i], L the least common multiple of the per[i] (the
+ * shares stay exact). With L too large for that (counts with no common
+ * factors, rare), W x 1024 / per[i], rounded up: said in the log. NULL
+ * when every weight is 1 and no queue is partitioned. */
+static int64_t *split_weights(worker_t *w, const unsigned *counts) {
+    uint64_t l = 1;
+    int any = 0;
+    for (size_t i = 0; i < w->nuq; i++) {
+        any |= counts[i] > 1 || (w->uweights && w->uweights[i] != 1);
+        if (l <= (uint64_t)1 << 40) l = l / gcd64(l, counts[i]) * counts[i];
+    }
+    if (!any) return NULL;
+    int64_t *v = malloc(w->nq * sizeof *v);
+    if (!v) return NULL;
+    int exact = l <= (uint64_t)1 << 40;
+    if (!exact)
+        jr_log_kv(JR_LOG_WARN, "the partition counts of the queues have no small common multiple; "
+                               "each partition's weight is its queue's x 1024 / count, rounded up", NULL);
+    size_t k = 0;
+    for (size_t i = 0; i < w->nuq; i++) {
+        int64_t wt = w->uweights ? w->uweights[i] : 1;
+        for (unsigned j = 0; j < counts[i]; j++)
+            v[k++] = exact ? wt * (int64_t)(l / counts[i]) : (wt * 1024 + counts[i] - 1) / counts[i];
+    }
+    return v;
+}
+
+/* The index of name in the list (n names), or -1. */
+static long index_of(const char *const *names, size_t n, const char *name) {
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(names[i], name)) return (long)i;
+    return -1;
+}
+
+/* Read the partition counts of the configured queues (connected: from
+ * Redis on ctl; else every count 1, the first list before any connection)
+ * and read their partitions from now on: a partitioned queue Q becomes its
+ * partitions Q#J, with Q's weight split among them. A change is logged.
+ * While a read is in flight, or a job or result in hand belongs to a queue
+ * that would go, the change waits for the next look (every
+ * JR_PARTITIONS_REREAD_MS). After a change, connected: the consumer groups
+ * of the new queues are made and the paused set read (as at connect).
+ * Returns 0, a transport error, or JR_ENOMEM; a count that is garbage is
+ * reported and the queues stay. */
+int jrw_partitions(worker_t *w, int connected) {
+    static const char SAY_PARTS_REFUSED[] = "cannot read the partitions of the queues; reading the queues known";
+    w->next_parts_us = jr_mono_us() + JR_PARTITIONS_REREAD_MS * 1000;
+    w->parts.max_age_us = 0; /* read below, in one call */
+    if (connected) {
+        int rrc = jr_partmap_refresh(&w->parts, w->ctl, w->uq, w->nuq);
+        if (rrc == JR_EREDIS && jr_redis_ok(w->ctl)) {
+            jr_report_once(JR_LOG_ERROR, SAY_PARTS_REFUSED, "key", JR_PARTITIONS_KEY, jr_redis_errstr(w->ctl));
+            return 0;
+        }
+        if (rrc) return rrc;
+    }
+    unsigned *counts = calloc(w->nuq ? w->nuq : 1, sizeof *counts);
+    jr_qpart_t **qp = calloc(w->nuq ? w->nuq : 1, sizeof *qp);
+    if (!counts || !qp) {
+        free(counts), free(qp);
+        return JR_ENOMEM;
+    }
+    size_t n = 0;
+    int rc = 0;
+    for (size_t i = 0; i < w->nuq && !rc; i++) {
+        counts[i] = 1;
+        if (connected && (rc = jr_partmap_get(&w->parts, w->ctl, w->uq[i], &qp[i]))) break;
+        /* a partitioned queue: its partitions and Q itself, for the jobs a
+         * producer unaware of the partitions puts there */
+        if (connected && qp[i]->n > 1) counts[i] = qp[i]->n + 1;
+        n += counts[i];
+    }
+    if (rc) {
+        free(counts), free(qp);
+        if (rc == JR_EREDIS && jr_redis_ok(w->ctl)) {
+            jr_report_once(JR_LOG_ERROR, SAY_PARTS_REFUSED, "key", JR_PARTITIONS_KEY, jr_redis_errstr(w->ctl));
+            return 0;
+        }
+        return rc;
+    }
+    if (connected) jr_report_clear(SAY_PARTS_REFUSED, "the partitions of the queues can be read again", "key",
+                                   JR_PARTITIONS_KEY);
+    const char **names = calloc(n, sizeof *names), **shown = calloc(n, sizeof *shown);
+    int *part = calloc(n, sizeof *part);
+    rc = names && shown && part ? 0 : JR_ENOMEM;
+    size_t k = 0;
+    for (size_t i = 0; i < w->nuq && !rc; i++)
+        for (unsigned j = 0; j < counts[i] && !rc; j++, k++) {
+            int in_part = counts[i] > 1 && j + 1 < counts[i]; /* the last is Q itself */
+            names[k] = strdup(in_part ? jr_qpart_name(qp[i], j) : w->uq[i]);
+            shown[k] = w->uq[i];
+            part[k] = in_part ? (int)j : -1;
+            if (!names[k]) rc = JR_ENOMEM;
+        }
+    int same = !rc && n == w->nq;
+    for (size_t i = 0; same && i < n; i++) same = !strcmp(names[i], w->queues[i]);
+    /* what is in hand must keep its queue */
+    int busy = w->reading;
+    for (size_t i = 0; !rc && !same && !busy && w->queues && i < w->nslots; i++)
+        busy = w->slots[i].state != SLOT_FREE && index_of(names, n, w->queues[w->slots[i].queue]) < 0;
+    for (size_t i = 0; !rc && !same && !busy && w->queues && i < w->nops; i++)
+        busy = index_of(names, n, w->queues[w->ops[i].queue]) < 0;
+    int64_t *weights = NULL;
+    if (!rc && !same && !busy) {
+        size_t nq_old = w->nq;
+        w->nq = n; /* split_weights sizes by it */
+        weights = split_weights(w, counts);
+        w->nq = nq_old;
+        if (!weights && (w->uweights || n != w->nuq)) rc = JR_ENOMEM;
+    }
+    int64_t *swrr = NULL, *cnt = NULL, *got = NULL, *cur = NULL;
+    unsigned char *paused = NULL, *broken = NULL, *on = NULL, *scratch = NULL;
+    if (!rc && !same && !busy) {
+        swrr = calloc(n, sizeof *swrr), cnt = calloc(n, sizeof *cnt), got = calloc(n, sizeof *got);
+        cur = calloc(3 * n, sizeof *cur);
+        paused = calloc(n, 1), broken = calloc(n, 1), on = calloc(n, 1), scratch = calloc(n, 1);
+        if (!swrr || !cnt || !got || !cur || !paused || !broken || !on || !scratch) rc = JR_ENOMEM;
+    }
+    if (rc || same || busy) {
+        if (busy && !same)
+            jr_log_kv(JR_LOG_INFO, "the partitions of a queue changed; reading them once the jobs in hand are done",
+                      NULL);
+        free(swrr), free(cnt), free(got), free(cur), free(paused), free(broken), free(on), free(scratch);
+        free(weights);
+        free_list(names, shown, part, names ? n : 0);
+        free(counts), free(qp);
+        return rc;
+    }
+    /* the change: what is in hand moves to the new indices */
+    for (size_t i = 0; w->queues && i < w->nslots; i++)
+        if (w->slots[i].state != SLOT_FREE)
+            w->slots[i].queue = (uint32_t)index_of(names, n, w->queues[w->slots[i].queue]);
+    for (size_t i = 0; w->queues && i < w->nops; i++)
+        w->ops[i].queue = (uint32_t)index_of(names, n, w->queues[w->ops[i].queue]);
+    for (size_t i = 0; w->queues && i < w->nq; i++) {
+        long at = index_of(names, n, w->queues[i]);
+        if (at >= 0) paused[at] = w->paused[i], broken[at] = w->broken[i];
+    }
+    if (w->queues && connected) {
+        char what[1024] = "";
+        for (size_t i = 0; i < w->nuq; i++)
+            snprintf(what + strlen(what), sizeof what - strlen(what), "%s%s:%u", i ? "," : "", w->uq[i],
+                     counts[i] > 1 ? counts[i] - 1 : 1);
+        jr_log_kv(JR_LOG_INFO, "reading the partitions of the queues", "partitions", what, NULL);
+    }
+    jrw_free_fetch(w);
+    w->order = NULL, w->order_q = NULL, w->order_perm = NULL, w->order_cap = 0;
+    free_list(w->queues, w->shown, w->part, w->nq);
+    free(w->pweights);
+    w->queues = names, w->shown = shown, w->part = part, w->nq = n;
+    w->pweights = weights;
+    w->weights = weights;
+    w->swrr = swrr, w->counts = cnt, w->got = got, w->cur = cur;
+    w->paused = paused, w->broken = broken, w->on = on, w->order_scratch = scratch;
+    w->reclaim_q = 0;
+    snprintf(w->cursor, sizeof w->cursor, "0-0");
+    free(counts), free(qp);
+    if (!connected) return 0;
+    /* new queues: their groups, and the paused set (as at connect) */
+    rc = jr_redis_ensure_groups(w->ctl, w->queues, w->nq, w->broken);
+    if (!rc) {
+        int prc = jr_redis_paused(w->ctl, w->queues, w->nq, w->order_scratch);
+        if (!prc) memcpy(w->paused, w->order_scratch, w->nq);
+        else if (!jr_redis_ok(w->ctl)) rc = prc;
+        for (size_t q = 0; q < w->nq; q++) w->paused[q] |= w->broken[q];
+    }
+    return rc;
 }

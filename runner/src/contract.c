@@ -28,18 +28,18 @@ static const struct {
 
 /* Every key of a valid queue fits JR_KEY_MAX. */
 #define FITS_(NAME, member, suffix)                                                                      \
-    _Static_assert(sizeof KEY_PREFIX - 1 + JR_QUEUE_MAX + sizeof KEY_TAG_END - 1 + sizeof suffix <= JR_KEY_MAX, \
+    _Static_assert(sizeof KEY_PREFIX - 1 + JR_INTERNAL_QUEUE_MAX + sizeof KEY_TAG_END - 1 + sizeof suffix <= JR_KEY_MAX, \
                    "jr:{Q}:" suffix " fits JR_KEY_MAX");
 JR_QUEUE_KEYS(FITS_)
 #undef FITS_
-_Static_assert(sizeof KEY_PREFIX - 1 + JR_QUEUE_MAX + sizeof KEY_TAG_END - 1 + sizeof "uniq:" - 1 + JR_JOB_ID_MAX + 1 <=
+_Static_assert(sizeof KEY_PREFIX - 1 + JR_INTERNAL_QUEUE_MAX + sizeof KEY_TAG_END - 1 + sizeof "uniq:" - 1 + JR_JOB_ID_MAX + 1 <=
                    JR_UNIQ_KEY_MAX,
                "the uniq key of a valid queue and id fits JR_UNIQ_KEY_MAX");
 
 /* Write "jr:{q}:" into buf (at least JR_KEY_MAX bytes) and return its
- * length, or 0 when q is longer than JR_QUEUE_MAX. */
+ * length, or 0 when q is longer than JR_INTERNAL_QUEUE_MAX. */
 static size_t key_prefix(char *buf, const char *q, size_t qlen) {
-    if (qlen > JR_QUEUE_MAX) return 0;
+    if (qlen > JR_INTERNAL_QUEUE_MAX) return 0;
     char *p = buf;
     memcpy(p, KEY_PREFIX, sizeof KEY_PREFIX - 1), p += sizeof KEY_PREFIX - 1;
     memcpy(p, q, qlen), p += qlen;
@@ -121,6 +121,13 @@ const char *jr_contract_queue_name(const char *q, size_t n) {
 
 int jr_queue_name_valid(const char *q) { return q && !jr_contract_queue_name(q, strlen(q)); }
 
+const char *jr_contract_key_queue(const char *q, size_t n) {
+    size_t d = 0;
+    while (q && d < n && d < 8 && is_digit(q[n - 1 - d])) d++;
+    if (q && d >= 1 && d <= 7 && d < n && q[n - 1 - d] == '#') n -= d + 1;
+    return jr_contract_queue_name(q, n);
+}
+
 const char *jr_contract_schedule_name(const char *s, size_t n) {
     if (!s || n == 0) return "is empty (" JR_SCHEDULE_RULE ")";
     if (n > JR_CRON_NAME_MAX || !name_chars(s, n)) return "is not valid (" JR_SCHEDULE_RULE ")";
@@ -141,6 +148,11 @@ static const char *digits(const char *p, const char *end) {
 
 int jr_contract_id_reserved(const char *id, size_t n) {
     const char *p = id, *end = id + n;
+    const char *tilde = memchr(id, '~', n);
+    if (tilde) { /* <generated>~<digits>: the generated form is before it */
+        if (tilde + 1 == end || digits(tilde + 1, end) != end) return 0;
+        end = tilde, n = (size_t)(tilde - id);
+    }
     if (n && *p == 'd') {
         const char *q = digits(p + 1, end);
         if (q == p + 1) return 0;
@@ -163,7 +175,7 @@ const char *jr_contract_stored_id(const char *id, size_t n) {
 const char *jr_contract_job_id(const char *id, size_t n) {
     const char *why = jr_contract_stored_id(id, n);
     if (why) return why;
-    if (jr_contract_id_reserved(id, n)) return "has a reserved form (d<n>-<n>, d<n> or <n>-<n>)";
+    if (jr_contract_id_reserved(id, n)) return "has a reserved form (d<n>-<n>, d<n> or <n>-<n>, alone or with ~<n>)";
     return NULL;
 }
 

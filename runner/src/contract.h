@@ -24,9 +24,13 @@
 #include <stdint.h>
 
 #define JR_QUEUE_MAX 128 /* longest queue name, bytes */
+/* Longest internal queue name: a partition "<queue>#<J>" (partition.h) adds
+ * "#" and at most 7 digits to a queue name. */
+#define JR_INTERNAL_QUEUE_MAX (JR_QUEUE_MAX + 8)
 #define JR_ID_MAX 160    /* a buffer for a job id: JR_JOB_ID_MAX bytes, a NUL and one to spare */
-/* A buffer for any key of JR_QUEUE_KEYS of a valid queue (checked in contract.c). */
-#define JR_KEY_MAX (JR_QUEUE_MAX + 32)
+/* A buffer for any key of JR_QUEUE_KEYS of a valid internal queue name
+ * (checked in contract.c). */
+#define JR_KEY_MAX (JR_INTERNAL_QUEUE_MAX + 32)
 
 /* ---- the envelope: the fields of a job's stream entry ------------------- */
 
@@ -98,10 +102,11 @@ typedef struct jr_qkeys {
 #undef JR_QK_MEMBER_
 } jr_qkeys_t;
 
-/* Fill *k with every key of queue q. Returns 0, or JR_EINVAL when q is
- * longer than JR_QUEUE_MAX: then every key is "", never cut short into the
- * key of another queue. q is not checked otherwise: callers check it with
- * jr_contract_queue_name first (which refuses a name that long too). */
+/* Fill *k with every key of queue q (a queue or internal partition name).
+ * Returns 0, or JR_EINVAL when q is longer than JR_INTERNAL_QUEUE_MAX: then
+ * every key is "", never cut short into the key of another queue. q is not
+ * checked otherwise: callers check it with jr_contract_queue_name (or
+ * jr_contract_key_queue for a partition) first. */
 int jr_qkeys(jr_qkeys_t *k, const char *q);
 
 /* Write key `which` of queue q into buf (JR_KEY_MAX bytes). Returns 0, or
@@ -126,6 +131,7 @@ int jr_uniq_key(char *buf, size_t len, const char *q, const char *id, size_t id_
     X(REGISTRY, "jr:{queues}")             /* set: every queue ever enqueued to */     \
     X(REGISTRY_WAKE, "jr:{queues}:wake")   /* stream, <= 1 entry: a queue registered */ \
     X(PAUSED, "jr:{queues}:paused")        /* hash: paused queue -> since (Unix ms) */ \
+    X(PARTITIONS, "jr:{queues}:partitions") /* hash: queue -> partitions (absent = 1) */ \
     X(RESUMED, "jr:{queues}:resumed")      /* never written: blocked on (XREAD) */     \
     X(PROCS, "jr:{procs}")                 /* sorted set of process names, by start */ \
     X(CRON, "jr:{cron}")                   /* hash: schedule -> definition (JSON) */   \
@@ -137,6 +143,7 @@ int jr_uniq_key(char *buf, size_t len, const char *q, const char *id, size_t id_
 #define JR_REGISTRY_KEY "jr:{queues}"
 #define JR_REGISTRY_WAKE_KEY "jr:{queues}:wake"
 #define JR_PAUSED_KEY "jr:{queues}:paused"
+#define JR_PARTITIONS_KEY "jr:{queues}:partitions"
 #define JR_RESUMED_KEY "jr:{queues}:resumed"
 #define JR_PROCS_KEY "jr:{procs}"
 #define JR_CRON_KEY "jr:{cron}"
@@ -157,6 +164,12 @@ const char *jr_contract_queue_name(const char *q, size_t n);
 /* 1 if the C string q is a valid queue name (jr_contract_queue_name). */
 int jr_queue_name_valid(const char *q);
 
+/* The queue part of a key, jr:{<this>}:...: a queue name, or the internal
+ * name of a partition of one, "<queue name>#<1-7 digits>" (partition.h).
+ * Users never name a partition: their names go through
+ * jr_contract_queue_name, which refuses '#'. */
+const char *jr_contract_key_queue(const char *q, size_t n);
+
 /* A periodic schedule's name (cron.h): 1..JR_CRON_NAME_MAX (100) bytes of
  * [A-Za-z0-9_.:-]. */
 const char *jr_contract_schedule_name(const char *s, size_t n);
@@ -176,7 +189,9 @@ const char *jr_contract_job_id(const char *id, size_t n);
 const char *jr_contract_stored_id(const char *id, size_t n);
 
 /* 1 if id has a form jobrunner generates: "<digits>-<digits>" (a stream
- * entry id), "d<digits>-<digits>" (a delayed job) or the older "d<digits>". */
+ * entry id), "d<digits>-<digits>" (a delayed job) or the older "d<digits>",
+ * each alone or followed by "~<digits>" (the partition of a job of a
+ * partitioned queue, partition.h). */
 int jr_contract_id_reserved(const char *id, size_t n);
 
 /* Parse a duration: "0", or one to four <digits><unit> groups with the

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "contract.h"
+#include "jr.h"
 #include "jr_limits.h"
 #include "redis.h"
 
@@ -116,6 +117,35 @@ int jr_fu_next(const char *buf, size_t len, size_t *off, jr_fu_item_t *it) {
     it->payload = p, it->payload_len = (size_t)h.payload_len, p += h.payload_len;
     it->delay_ms = h.delay_ms, it->at_ms = h.at_ms;
     *off = (size_t)(p - buf);
+    return 1;
+}
+
+int jr_fu_rename(const char *buf, size_t len, const char *from, const char *to, char **out, size_t *outlen) {
+    size_t off = 0, flen = strlen(from), tlen = strlen(to), n = 0, need = 0;
+    jr_fu_item_t it;
+    int r;
+    *out = NULL, *outlen = 0;
+    while ((r = jr_fu_next(buf, len, &off, &it)) == 1)
+        if (it.queue_len == flen && !memcmp(it.queue, from, flen)) n++;
+    if (r < 0) return -1;
+    if (!n) return 0;
+    if (tlen > flen && n > (SIZE_MAX - len) / (tlen - flen)) return JR_ENOMEM;
+    need = len + n * (tlen > flen ? tlen - flen : 0);
+    char *p = malloc(need ? need : 1);
+    if (!p) return JR_ENOMEM;
+    size_t w = 0;
+    off = 0;
+    while (jr_fu_next(buf, len, &off, &it) == 1) {
+        int ren = it.queue_len == flen && !memcmp(it.queue, from, flen);
+        fu_hdr_t h;
+        memcpy(&h, it.queue - sizeof h, sizeof h);
+        if (ren) h.queue_len = (uint32_t)tlen;
+        memcpy(p + w, &h, sizeof h), w += sizeof h;
+        memcpy(p + w, ren ? to : it.queue, ren ? tlen : it.queue_len), w += ren ? tlen : it.queue_len;
+        size_t rest = it.handler_len + it.id_len + it.payload_len; /* contiguous after the queue */
+        memcpy(p + w, it.handler, rest), w += rest;
+    }
+    *out = p, *outlen = w;
     return 1;
 }
 

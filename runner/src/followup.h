@@ -67,6 +67,13 @@ int jr_fu_next(const char *buf, size_t len, size_t *off, jr_fu_item_t *it);
  * if the buffer is corrupt. */
 long jr_fu_count(const char *buf, size_t len);
 
+/* Re-encode buf[0..len) into *out (malloc'd, *outlen bytes) with every
+ * follow-up whose queue is `from` sent to `to` instead (a follow-up of a
+ * partitioned queue's job to its own queue stays in the job's partition,
+ * partition.h). Nothing else changes. Returns 1 when one was renamed, 0
+ * when none was (*out NULL), -1 for a corrupt buffer, or JR_ENOMEM. */
+int jr_fu_rename(const char *buf, size_t len, const char *from, const char *to, char **out, size_t *outlen);
+
 /* Check a buffer that came from a runner process (whose handlers could
  * write anything on its socket): at least one item, each as jr_fu_check
  * would accept it (queue and handler names, id, payload up to

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "envelope.h"
+#include "followup.h"
 #include "jr_limits.h"
 #include "log.h"
 #include "metrics.h"
@@ -20,14 +21,14 @@
  * (if any) and retry_in (if >= 0, ms). */
 void jrw_log_outcome(const worker_t *w, const slot_t *s, const char *outcome, int64_t duration_us,
                      const char *error, int64_t retry_in) {
-    jr_metrics_job_done(w->queues[s->queue], s->handler, outcome, (double)duration_us / 1e6);
+    jr_metrics_job_done(w->shown[s->queue], s->handler, outcome, (double)duration_us / 1e6);
     if (!jr_log_enabled(outcome[0] == 'o' ? JR_LOG_INFO : JR_LOG_WARN)) return;
     char attempt[16], dur[32], retry[32];
     snprintf(attempt, sizeof attempt, "%u", s->attempt);
     snprintf(dur, sizeof dur, "%lld.%03lld", (long long)(duration_us / 1000), (long long)(duration_us % 1000));
     snprintf(retry, sizeof retry, "%lldms", (long long)retry_in);
     jr_log_kv(outcome[0] == 'o' ? JR_LOG_INFO : JR_LOG_WARN, "job finished", "job", s->id, "queue",
-              w->queues[s->queue], "handler", s->handler, "attempt", attempt, "outcome", outcome,
+              w->shown[s->queue], "handler", s->handler, "attempt", attempt, "outcome", outcome,
               "duration_ms", dur, "error", error && error[0] ? error : NULL, "retry_in",
               retry_in >= 0 ? retry : NULL, NULL);
 }
@@ -35,7 +36,7 @@ void jrw_log_outcome(const worker_t *w, const slot_t *s, const char *outcome, in
 /* Bury an entry that cannot run, saying why. */
 static int reject(worker_t *w, uint32_t q, const char *entry, const char *reason) {
     jr_log_kv(JR_LOG_ERROR, "invalid job; moved to the dead-letter stream", "entry", entry, "queue",
-              w->queues[q], "reason", reason, NULL);
+              w->shown[q], "partition", w->part[q] >= 0 ? w->queues[q] : NULL, "reason", reason, NULL);
     return jrw_push_op(w, OP_DEAD, q, entry, 0, reason, "invalid");
 }
 
@@ -60,7 +61,7 @@ static int no_handler(worker_t *w, uint32_t q, const char *entry, const jr_envel
     char in[32];
     snprintf(in, sizeof in, "%lldms", (long long)delay);
     jr_log_kv(JR_LOG_WARN, "no handler for this job here: deferred for a worker that has it", "entry", entry,
-              "queue", w->queues[q], "handler", env->handler, "retry_in", in, NULL);
+              "queue", w->shown[q], "handler", env->handler, "retry_in", in, NULL);
     return jrw_push_op(w, OP_DEFER, q, entry, delay, err, NULL);
 }
 
@@ -76,11 +77,20 @@ void jrw_free_slot(worker_t *w, slot_t *s) {
     w->used--;
 }
 
+/* The length of slot s's job id as stored: a generated id of a partition
+ * is shown with "~<partition>" (see dispatch), which Redis never holds. */
+static size_t stored_id_len(const worker_t *w, const slot_t *s) {
+    size_t n = strlen(s->id), gen;
+    unsigned i;
+    return w->part[s->queue] >= 0 && jr_partition_id_parse(s->id, n, &gen, &i) ? gen : n;
+}
+
 /* Queue the acknowledgement of slot s's entry, with its job id. */
 static int push_ack(worker_t *w, const slot_t *s) {
     int rc = jrw_push_op(w, OP_ACK, s->queue, s->entry, 0, NULL, NULL);
-    if (!rc && strcmp(s->id, s->entry) != 0)
-        snprintf(w->ops[w->nops - 1].jobid, sizeof w->ops[w->nops - 1].jobid, "%s", s->id);
+    size_t n = stored_id_len(w, s);
+    if (!rc && (n != strlen(s->entry) || strncmp(s->id, s->entry, n) != 0))
+        snprintf(w->ops[w->nops - 1].jobid, sizeof w->ops[w->nops - 1].jobid, "%.*s", (int)n, s->id);
     return rc;
 }
 
@@ -114,7 +124,17 @@ int jrw_finish(worker_t *w, jr_outcome_t *o) {
         o->followups = NULL;
         rc = push_ack(w, s);
     } else if (o->kind == JR_OUT_OK && o->followups) { /* the operation takes them */
-        rc = jrw_push_op(w, OP_FOLLOW, s->queue, s->entry, 0, NULL, NULL);
+        /* a job of a partition: its follow-ups to its own queue stay in its partition */
+        char *renamed = NULL;
+        size_t rlen = 0;
+        int ren = w->part[s->queue] >= 0 ? jr_fu_rename(o->followups, o->followups_len, w->shown[s->queue],
+                                                        w->queues[s->queue], &renamed, &rlen)
+                                         : 0;
+        if (ren == 1) {
+            free(o->followups);
+            o->followups = renamed, o->followups_len = rlen;
+        }
+        rc = ren == JR_ENOMEM ? JR_ENOMEM : jrw_push_op(w, OP_FOLLOW, s->queue, s->entry, 0, NULL, NULL);
         if (!rc) w->ops[w->nops - 1].fu = o->followups, w->ops[w->nops - 1].fu_len = o->followups_len;
         else free(o->followups);
         o->followups = NULL;
@@ -214,7 +234,7 @@ static int start(worker_t *w) {
         for (size_t i = 0; i < n; i++) {
             uint32_t k = w->waitq[w->wq_head + i];
             const slot_t *s = &w->slots[k];
-            w->tasks[i] = (jr_task_t){.tag = k, .id = s->id, .queue = w->queues[s->queue],
+            w->tasks[i] = (jr_task_t){.tag = k, .id = s->id, .queue = w->shown[s->queue],
                                       .handler = s->handler, .payload = s->payload,
                                       .payload_len = s->payload_len, .attempt = s->attempt,
                                       .timeout_ms = s->timeout_ms};
@@ -252,7 +272,7 @@ int jrw_dispatch(worker_t *w, const jr_batch_t *b, int reclaimed) {
         int rc = 0;
         if (reclaimed && strlen(e->id) < ENTRY_MAX && jrw_held(w, e->queue, e->id)) {
             jr_log_kv(JR_LOG_WARN, "Redis gave back a job this worker already holds; not running it again",
-                      "entry", e->id, "queue", w->queues[e->queue], NULL);
+                      "entry", e->id, "queue", w->shown[e->queue], NULL);
         } else if (w->stopping || w->paused[e->queue]) { /* paused: fetched before it was seen */
             rc = jrw_push_op(w, OP_HANDBACK, e->queue, e->id, 0, NULL, NULL);
         } else if (strlen(e->id) >= ENTRY_MAX) {
@@ -278,7 +298,15 @@ int jrw_dispatch(worker_t *w, const jr_batch_t *b, int reclaimed) {
             w->waitq[w->wq_n++] = k;
             s->queue = e->queue;
             snprintf(s->entry, sizeof s->entry, "%s", e->id);
-            s->id = strndup(env.id, env.id_len);
+            /* a generated id in a partition: shown with its partition
+             * (partition.h), so that a lookup by it finds the job at once */
+            if (w->part[e->queue] >= 0 && jr_contract_id_reserved(env.id, env.id_len)) {
+                char shown[JR_ID_MAX + 16];
+                snprintf(shown, sizeof shown, "%.*s~%d", (int)env.id_len, env.id, w->part[e->queue]);
+                s->id = strdup(shown);
+            } else {
+                s->id = strndup(env.id, env.id_len);
+            }
             s->handler = strdup(env.handler);
             s->payload = malloc(env.payload_len + 1);
             if (!s->id || !s->handler || !s->payload) return JR_ENOMEM;

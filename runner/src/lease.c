@@ -64,7 +64,7 @@ static int mark_cancelled(worker_t *w, uint32_t q, const char *const *ids, size_
             slot_t *s = &w->slots[k];
             if (s->state == SLOT_FREE || s->queue != q || strcmp(s->entry, ids[i])) continue;
             if (!s->cancelled)
-                jr_log_kv(JR_LOG_INFO, "job cancelled while it runs", "job", s->id, "queue", w->queues[q], NULL);
+                jr_log_kv(JR_LOG_INFO, "job cancelled while it runs", "job", s->id, "queue", w->shown[q], NULL);
             s->cancelled = 1;
             if (s->state == SLOT_SUBMITTED) jr_exec_cancel(w->exec, (uint32_t)k);
             waiting |= s->state == SLOT_WAITING;

@@ -154,7 +154,8 @@ static int check_job(jr_redis_t *r, size_t i, const jr_enqueue_t *j, int64_t now
     const jr_envelope_t *e = &j->env;
     const char *rule;
     why[0] = '\0';
-    if ((rule = jr_contract_queue_name(j->queue, j->queue ? strlen(j->queue) : 0)))
+    if ((rule = j->partition ? jr_contract_key_queue(j->queue, j->queue ? strlen(j->queue) : 0)
+                             : jr_contract_queue_name(j->queue, j->queue ? strlen(j->queue) : 0)))
         snprintf(why, sizeof why, "queue name \"%.*s\" %s", 64, j->queue ? j->queue : "", rule);
     else if (j->id && j->id[0] && (rule = jr_contract_job_id(j->id, strlen(j->id))))
         snprintf(why, sizeof why, "job id \"%.64s%s\" %s", j->id, strlen(j->id) > 64 ? "..." : "", rule);

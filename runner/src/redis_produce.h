@@ -15,6 +15,7 @@ typedef struct jr_enqueue {
     int64_t at_us;      /* > 0: due at this Unix time (us); wins over delay */
     int64_t uniq_ms;    /* idempotency window after the due time; 0 = 24 h */
     jr_envelope_t env;  /* handler, payload, max_attempts, timeout_ms */
+    int partition;      /* 1: queue is the internal name of a partition, Q#J (redis_partition.h) */
 } jr_enqueue_t;
 
 /* 1 if err (Redis's text of a refused jr_register) says a registry key

@@ -65,7 +65,8 @@ int jr_redis_queues(jr_redis_t *r, jr_strlist_t *out, char *wake_id) {
     snprintf(wake_id, JR_ID_MAX, "%s", rep->element[0]->str);
     jr_strlist_free(out);
     for (size_t i = 1; i < rep->elements; i++)
-        if (rep->element[i]->type == REDIS_REPLY_STRING && jr_queue_name_valid(rep->element[i]->str))
+        if (rep->element[i]->type == REDIS_REPLY_STRING && /* a queue or a partition Q#J */
+            !jr_contract_key_queue(rep->element[i]->str, rep->element[i]->len))
             if (jr_strlist_push(out, rep->element[i]->str)) {
                 rc = jri_fail(r, JR_ENOMEM, "out of memory");
                 break;

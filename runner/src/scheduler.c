@@ -53,6 +53,7 @@
 #include "presence.h"
 #include "proc.h"
 #include "redis.h"
+#include "redis_partition.h"
 #include "redis_produce.h"
 #include "redis_sched.h"
 #include "redis_admin.h"
@@ -96,6 +97,12 @@ typedef struct sched {
     char cron_wake[JR_ID_MAX]; /* last entry id seen on jr:{cron}:wake */
     double clock_redis_ms;    /* Redis's clock (Unix ms) at monotonic clock_mono_us */
     int64_t clock_mono_us, clock_half_rtt_us;
+    /* partition counts: of the -q queues, read at connect and every
+     * JR_PARTITIONS_REREAD_MS; of the schedules' queues, read at most that often */
+    jr_partmap_t parts;
+    int64_t parts_us;         /* monotonic time of the next read, 0 = at connect
+                                 (the schedules' jobs use the counts too) */
+    int parts_applied;        /* the configuration's counts (queues section) were set in Redis */
 } sched_t;
 
 /* One schedule as this scheduler keeps it. */
@@ -308,19 +315,41 @@ static int sched_promote(sched_t *s, size_t i) {
 }
 
 /* Metrics: refresh the delayed and ready depth of every queue, at most once
- * a second (the loop turns at least once per scheduler.block). A refused
- * call skips that queue; a broken connection is returned. */
+ * a second (the loop turns at least once per scheduler.block), labelled
+ * with the queue's name: the partitions Q#J of a partitioned queue add up
+ * under Q. A refused call skips that queue (and the queue its partition
+ * belongs to); a broken connection is returned. */
 static int sched_depth(sched_t *s) {
     if (!jr_metrics_on() || !s->cmd || jr_mono_us() < s->next_depth_us) return 0;
     s->next_depth_us = jr_mono_us() + 1000000;
-    for (size_t i = 0; i < s->queues.n; i++) {
+    struct depth {
+        char queue[JR_INTERNAL_QUEUE_MAX + 1];
+        long long delayed, ready; /* -1: a part could not be read */
+    } *d = calloc(s->queues.n ? s->queues.n : 1, sizeof *d);
+    if (!d) return JR_ENOMEM;
+    size_t nd = 0;
+    int rc = 0;
+    for (size_t i = 0; i < s->queues.n && !rc; i++) {
         jr_qstats_t st;
-        int rc = jr_redis_stats(s->cmd, s->queues.v[i], &st);
-        if (rc == JR_EREDIS) continue;
-        if (rc) return rc;
-        if (st.delayed >= 0 && st.ready >= 0) jr_metrics_depth(s->queues.v[i], st.delayed, st.ready);
+        char q[JR_INTERNAL_QUEUE_MAX + 1];
+        size_t qlen;
+        uint32_t j;
+        snprintf(q, sizeof q, "%s", s->queues.v[i]);
+        if (jr_partition_split(q, strlen(q), &qlen, &j)) q[qlen] = '\0';
+        size_t k = 0;
+        while (k < nd && strcmp(d[k].queue, q)) k++;
+        if (k == nd) snprintf(d[nd++].queue, sizeof d->queue, "%s", q);
+        rc = jr_redis_stats(s->cmd, s->queues.v[i], &st);
+        if (rc == JR_EREDIS || (!rc && (st.delayed < 0 || st.ready < 0))) {
+            d[k].delayed = d[k].ready = -1, rc = 0;
+        } else if (!rc && d[k].delayed >= 0) {
+            d[k].delayed += st.delayed, d[k].ready += st.ready;
+        }
     }
-    return 0;
+    for (size_t k = 0; !rc && k < nd; k++)
+        if (d[k].delayed >= 0) jr_metrics_depth(d[k].queue, d[k].delayed, d[k].ready);
+    free(d);
+    return rc;
 }
 
 static int sched_promote_all(sched_t *s) {
@@ -419,7 +448,10 @@ static int cron_fire_one(sched_t *s, const jr_cron_def_t *d, int64_t tick, int c
     char id[JR_ID_MAX];
     jr_enqueue_t job;
     cron_job(d, tick, jr_cron_def_next(d, tick), catch_up, id, &job);
-    int created = 0, rc = jr_redis_enqueue(s->cmd, &job, 1, NULL, &created);
+    /* a partitioned queue: into the partition of the tick's id */
+    jr_enq_outcome_t o = {0};
+    int rc = jr_redis_enqueue_parts(s->cmd, &s->parts, &job, NULL, 1, NULL, &o, NULL);
+    int created = o.status == JR_ENQ_CREATED;
     if ((rc == JR_EREDIS && jr_redis_ok(s->cmd)) || rc == JR_EINVAL) {
         jr_report_once(JR_LOG_ERROR, "Redis refused the catch-up job of a periodic schedule", "schedule", d->name,
                        jr_redis_errstr(s->cmd));
@@ -543,7 +575,7 @@ static int cron_fire(sched_t *s) {
          * garbage) costs its schedule only, which tries again after 1 s;
          * the others are recorded. */
         jr_strlist_free(&reasons);
-        rc = jr_redis_enqueue_each(s->cmd, jobs, k, NULL, out, &reasons);
+        rc = jr_redis_enqueue_parts(s->cmd, &s->parts, jobs, NULL, k, NULL, out, &reasons);
         if (rc && !jr_redis_ok(s->cmd)) break;
         rc = 0;
         for (size_t j = 0; j < k; j++) {
@@ -650,11 +682,62 @@ static int cron_load(sched_t *s) {
     return 0;
 }
 
+/* The -q queues, each partitioned one as its partitions Q#J (read from
+ * Redis, see redis_partition.h): served from now on when they changed (a
+ * change is logged). Returns 1 when the queues served changed, 0 when not,
+ * or an error (a count that is garbage is reported and the queues served
+ * stay: 0). */
+static int sched_expand(sched_t *s) {
+    jr_strlist_t q = {0};
+    int rc = 0, changed = 0;
+    s->parts.max_age_us = 0; /* read just below, in one call */
+    s->parts_us = jr_mono_us() + JR_PARTITIONS_REREAD_MS * 1000;
+    unsigned *before_n = calloc(s->cfg->scheduler_queues.n + 1, sizeof *before_n);
+    if (!before_n) return JR_ENOMEM;
+    for (size_t i = 0; i < s->cfg->scheduler_queues.n; i++)
+        for (size_t k = 0; k < s->parts.n; k++)
+            if (!strcmp(s->parts.v[k].queue, s->cfg->scheduler_queues.v[i])) before_n[i] = s->parts.v[k].n;
+    rc = jr_partmap_refresh(&s->parts, s->cmd, (const char *const *)s->cfg->scheduler_queues.v,
+                            s->cfg->scheduler_queues.n);
+    for (size_t i = 0; !rc && i < s->cfg->scheduler_queues.n; i++) {
+        const char *name = s->cfg->scheduler_queues.v[i];
+        jr_qpart_t *p;
+        unsigned before = before_n[i];
+        if ((rc = jr_partmap_get(&s->parts, s->cmd, name, &p))) break;
+        if (before && before != p->n) {
+            char a[16], b[16];
+            snprintf(a, sizeof a, "%u", before), snprintf(b, sizeof b, "%u", p->n);
+            jr_log_kv(JR_LOG_INFO, "the partitions of a queue changed; serving them", "queue", name, "from", a, "to", b,
+                      NULL);
+        }
+        for (unsigned k = 0; !rc && k < p->n; k++)
+            if (jr_strlist_push(&q, jr_qpart_name(p, k))) rc = JR_ENOMEM;
+        /* and Q itself, for the jobs a producer unaware of the partitions put there */
+        if (!rc && p->n > 1 && jr_strlist_push(&q, name)) rc = JR_ENOMEM;
+    }
+    free(before_n);
+    s->parts.max_age_us = JR_PARTITIONS_REREAD_MS * 1000; /* the schedules' jobs read them at most that often */
+    if (rc == JR_EREDIS && jr_redis_ok(s->cmd)) {
+        jr_report_once(JR_LOG_ERROR, "Redis refused to read the partitions of the queues; serving the ones known",
+                       "key", JR_PARTITIONS_KEY, jr_redis_errstr(s->cmd));
+        jr_strlist_free(&q);
+        return 0;
+    }
+    changed = !rc && q.n != s->queues.n;
+    for (size_t i = 0; !rc && !changed && i < q.n; i++) changed = strcmp(q.v[i], s->queues.v[i]) != 0;
+    if (changed) rc = sched_set_queues(s, &q, "0-0");
+    jr_strlist_free(&q);
+    return rc ? rc : changed;
+}
+
 /* Connect both connections and bring the state up to date. */
 static int sched_connect(sched_t *s) {
     if (!(s->cmd = jr_connect_retry(s->cfg))) return JR_EINTR;
     if (!(s->blk = jr_connect_retry(s->cfg))) return JR_EINTR;
-    int rc = s->follow ? sched_refresh(s) : 0;
+    int rc = 0;
+    if (!s->parts_applied && !(rc = jr_partitions_apply(s->cmd, &s->cfg->queue_partitions))) s->parts_applied = 1;
+    if (!rc) rc = s->follow ? sched_refresh(s) : sched_expand(s);
+    if (rc > 0) rc = 0;
     jr_presence_reset(&s->presence);
     if (!rc) rc = jr_presence_tick(&s->presence, s->cmd, 0);
     if (!rc) jr_metrics_redis_ok();
@@ -721,7 +804,8 @@ static int sched_backstop(sched_t *s) {
 }
 
 int jr_scheduler_run(const jr_config_t *cfg) {
-    sched_t s = {.cfg = cfg, .deadline_us = -1, .cron_deadline_us = -1, .cron_wake = "0-0"};
+    sched_t s = {.cfg = cfg, .deadline_us = -1, .cron_deadline_us = -1, .cron_wake = "0-0",
+                 .parts = {.max_age_us = JR_PARTITIONS_REREAD_MS * 1000}};
     int sigfd = jr_signals_install();
     s.follow = cfg->scheduler_queues.n == 0;
     char name[JR_PROC_NAME_MAX];
@@ -757,6 +841,8 @@ int jr_scheduler_run(const jr_config_t *cfg) {
         int rc = 0;
         jr_metrics_turned();
         if (!s.cmd && (rc = sched_connect(&s)) == JR_EINTR) break;
+        if (!rc && !s.blocked && !s.follow && jr_mono_us() >= s.parts_us && (rc = sched_expand(&s)) > 0)
+            rc = sched_promote_all(&s); /* other partitions: promote them now */
         if (!rc && !s.blocked) {
             rc = jr_redis_send_wake_read(s.blk, s.keyv, s.wake_ids, s.wake_off, s.nwake, cfg->scheduler_block_ms);
             s.blocked = rc == 0;
@@ -827,6 +913,7 @@ int jr_scheduler_run(const jr_config_t *cfg) {
     free(s.wake_ids), free(s.wake_keys), free(s.keyv), free(s.fired), free(s.wake_off);
     free(s.retry_at_us), free(s.backoff_ms), free(s.due_ms);
     jr_strlist_free(&s.queues);
+    jr_partmap_free(&s.parts);
     cron_free_all(s.crons, s.ncrons);
     return status;
 }

@@ -155,6 +155,8 @@ static int turn(worker_t *w, int sigfd) {
     /* Stopping, and the last results (left by the turn before for a read
      * that a signal then called off) just went: done, back to the loop. */
     if (w->stopping && !w->reading && w->used == 0 && w->nops == 0) return 0;
+    /* The partitions of the queues, every JR_PARTITIONS_REREAD_MS, between reads. */
+    if (connected && !w->reading && now >= w->next_parts_us && (rc = jrw_partitions(w, 1))) return rc;
     int may_fetch = connected && !w->stopping && !w->reading && w->nops == 0, again = 0;
     if (piggyback) { /* the operations, then the read, in one write on rd */
         if ((rc = jrw_flush_ops_on(w, w->rd, pwant, pblock))) return rc;
@@ -269,17 +271,10 @@ static int turn(worker_t *w, int sigfd) {
 int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
     static const char *dflt[] = {JR_DEFAULT_QUEUE};
     worker_t w = {.cfg = cfg, .reg = reg, .backoff_ms = 100, .keep_mu = PTHREAD_MUTEX_INITIALIZER};
-    w.queues = cfg->worker_queues.n ? (const char **)cfg->worker_queues.v : dflt;
-    w.nq = cfg->worker_queues.n ? cfg->worker_queues.n : 1;
-    w.weights = cfg->worker_queues.n ? cfg->worker_weights : NULL;
-    w.swrr = calloc(w.nq, sizeof *w.swrr);
-    w.counts = calloc(w.nq, sizeof *w.counts);
-    w.got = calloc(w.nq, sizeof *w.got);
-    w.cur = calloc(3 * w.nq, sizeof *w.cur);
-    w.paused = calloc(w.nq, 1);
-    w.broken = calloc(w.nq, 1);
-    w.on = calloc(w.nq, 1);
-    w.order_scratch = calloc(w.nq, 1);
+    w.uq = cfg->worker_queues.n ? (const char **)cfg->worker_queues.v : dflt;
+    w.nuq = cfg->worker_queues.n ? cfg->worker_queues.n : 1;
+    w.uweights = cfg->worker_queues.n ? cfg->worker_weights : NULL;
+    int parts_nomem = jrw_partitions(&w, 0) != 0; /* the queues as configured, until Redis tells their partitions */
     jr_consumer_name(w.consumer, sizeof w.consumer);
     w.rng = (uint64_t)jr_mono_us() ^ ((uint64_t)getpid() << 32) ^ 0x9E3779B97F4A7C15ULL;
     snprintf(w.cursor, sizeof w.cursor, "0-0");
@@ -292,7 +287,7 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
     w.outcomes = calloc(w.noutcomes, sizeof *w.outcomes);
     int sigfd = jr_signals_install();
     char err[JR_ERRLEN];
-    int nomem = jr_presence_init(&w.presence, "worker", w.consumer, w.queues, w.nq, cfg->worker_lease_ms) ||
+    int nomem = parts_nomem || jr_presence_init(&w.presence, "worker", w.consumer, w.uq, w.nuq, cfg->worker_lease_ms) ||
                 !w.tasks || !w.outcomes || !w.swrr || !w.counts || !w.got || !w.cur || !w.paused || !w.broken || !w.on ||
                 !w.order_scratch;
     if (nomem ||
@@ -301,6 +296,7 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
         jr_log_kv(JR_LOG_ERROR, "cannot start the worker", "error", nomem ? "out of memory" : err, NULL);
         free(w.tasks), free(w.outcomes);
         jrw_free_fetch(&w);
+        jrw_free_partitions(&w);
         jr_presence_free(&w.presence);
         return 1;
     }
@@ -320,6 +316,7 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
         jr_exec_free(w.exec);
         free(w.tasks), free(w.outcomes);
         jrw_free_fetch(&w);
+        jrw_free_partitions(&w);
         jr_presence_free(&w.presence);
         return 1;
     }
@@ -329,6 +326,7 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
         jr_exec_free(w.exec);
         free(w.tasks), free(w.outcomes);
         jrw_free_fetch(&w);
+        jrw_free_partitions(&w);
         jr_presence_free(&w.presence);
         return 1;
     }
@@ -392,5 +390,6 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
     jr_batch_free(&w.batch);
     free(w.slots), free(w.freeslots), free(w.waitq), free(w.tasks), free(w.outcomes);
     jrw_free_fetch(&w);
+    jrw_free_partitions(&w);
     return status;
 }

@@ -22,6 +22,7 @@
 #include "plugin.h"
 #include "presence.h"
 #include "redis.h"
+#include "redis_partition.h"
 #include "redis_worker.h"
 
 #define ENTRY_MAX 48 /* "<20 digits>-<20 digits>" */
@@ -85,8 +86,20 @@ typedef struct worker {
     /* What it runs, and as whom (set at start). */
     const jr_config_t *cfg;
     const jr_registry_t *reg;
+    /* The queues read: the configured ones, a partitioned queue Q as its
+     * partitions Q#J and Q itself (conn.c, jrw_partitions). shown[q] is
+     * the name users see (Q), part[q] the partition (-1: Q itself). */
     const char **queues;
     size_t nq;
+    const char **shown;
+    int *part;
+    const char **uq;         /* the configured queues */
+    size_t nuq;
+    const int64_t *uweights; /* their weights, NULL = all 1 */
+    int64_t *pweights;       /* the weights per queue read (w->weights points here when set) */
+    jr_partmap_t parts;      /* their partition counts */
+    int64_t next_parts_us;   /* when to read the counts again */
+    int parts_applied;       /* the configuration's counts were set in Redis */
     char consumer[128];
     uint64_t rng;           /* jrw_next_rand */
     jr_presence_t presence; /* this worker in the live list */
@@ -193,6 +206,8 @@ void jrw_refused(refusal_t *r, const char *what, const char *err);
 void jrw_accepted(refusal_t *r, const char *what);
 
 /* conn.c */
+int jrw_partitions(worker_t *w, int connected);
+void jrw_free_partitions(worker_t *w);
 int jrw_try_connect(worker_t *w);
 void jrw_drop_conns(worker_t *w, int rc);
 int jrw_check_broken(worker_t *w);

@@ -1071,3 +1071,37 @@ Test(config, man_page_lists_every_key_of_each_section) {
     }
     free(man);
 }
+
+/* The queues section: partition counts per queue, from the file and from
+ * JOBRUNNER_QUEUES / JOBRUNNER_QUEUES_PARTITIONS; bad ones named. */
+Test(config, queues_section_sets_partition_counts) {
+    cr_assert_eq(load("queues:\n  orders:\n    partitions: 8\n  mail: {partitions: 1024}\n"), 0, "%s", err);
+    cr_assert_eq(cfg.queue_partitions.n, 4);
+    cr_expect_str_eq(cfg.queue_partitions.v[0], "orders");
+    cr_expect_str_eq(cfg.queue_partitions.v[1], "8");
+    cr_expect_str_eq(cfg.queue_partitions.v[3], "1024");
+    /* a later file replaces one queue's count */
+    cr_assert_eq(load("queues: {orders: {partitions: 3}}\n"), 0, "%s", err);
+    cr_expect_str_eq(cfg.queue_partitions.v[1], "3");
+    cr_expect_eq(cfg.queue_partitions.n, 4);
+    cr_expect_eq(load("queues:\n  orders:\n    partitions: 1025\n"), JR_EINVAL);
+    cr_expect(strstr(err, "t.yaml:3: queues.orders.partitions: must be an integer from 1 to 1024"), "%s", err);
+    cr_expect_eq(load("queues:\n  orders:\n    partitons: 2\n"), JR_EINVAL);
+    cr_expect(strstr(err, "queues.orders.partitons: unknown key"), "%s", err);
+    cr_expect_eq(load("queues:\n  \"orders#1\":\n    partitions: 2\n"), JR_EINVAL);
+    cr_expect(strstr(err, "queue name is not valid"), "%s", err);
+    char *env[] = {"JOBRUNNER_QUEUES_PARTITIONS=emails:4, a:b:2", NULL};
+    cr_assert_eq(jr_config_apply_env(&cfg, env, NULL, err, sizeof err), 0, "%s", err);
+    int seen = 0;
+    for (size_t i = 0; i + 1 < cfg.queue_partitions.n; i += 2) {
+        if (!strcmp(cfg.queue_partitions.v[i], "emails")) seen += !strcmp(cfg.queue_partitions.v[i + 1], "4");
+        if (!strcmp(cfg.queue_partitions.v[i], "a:b")) seen += !strcmp(cfg.queue_partitions.v[i + 1], "2");
+    }
+    cr_expect_eq(seen, 2, "the variable's queues (the last ':' splits)");
+    char *bad[] = {"JOBRUNNER_QUEUES_PARTITIONS=emails", NULL};
+    cr_expect_eq(jr_config_apply_env(&cfg, bad, NULL, err, sizeof err), JR_EINVAL);
+    cr_expect(strstr(err, "JOBRUNNER_QUEUES_PARTITIONS=\"emails\": item \"emails\" is not QUEUE:PARTITIONS"), "%s", err);
+    char *zero[] = {"JOBRUNNER_QUEUES_PARTITIONS=emails:0", NULL};
+    cr_expect_eq(jr_config_apply_env(&cfg, zero, NULL, err, sizeof err), JR_EINVAL);
+    cr_expect(strstr(err, "must be an integer from 1 to 1024"), "%s", err);
+}

@@ -213,12 +213,15 @@ Test(contract, the_key_builders_build_every_key_or_refuse) {
     cr_expect(!jr_queue_key_is("jr:{mail}:readyx", "mail", JR_QK_READY));
     cr_expect(!jr_queue_key_is("jr:{mail}:dead", "mail", JR_QK_READY));
 
-    /* the longest queue name fits every key; one byte more is refused, never cut */
-    char q[JR_QUEUE_MAX + 2];
-    memset(q, 'q', JR_QUEUE_MAX), q[JR_QUEUE_MAX] = '\0';
+    /* the longest queue name fits every key, and so does the longest internal
+     * (partition) name; one byte more is refused, never cut */
+    char q[JR_INTERNAL_QUEUE_MAX + 2];
+    memset(q, 'q', JR_INTERNAL_QUEUE_MAX + 1), q[JR_QUEUE_MAX] = '\0';
     cr_assert_eq(jr_qkeys(&k, q), 0);
     cr_expect_eq(strlen(k.cancelled), 4 + JR_QUEUE_MAX + 2 + strlen("cancelled"));
-    q[JR_QUEUE_MAX] = 'q', q[JR_QUEUE_MAX + 1] = '\0';
+    q[JR_QUEUE_MAX] = 'q', q[JR_INTERNAL_QUEUE_MAX] = '\0';
+    cr_assert_eq(jr_qkeys(&k, q), 0);
+    q[JR_INTERNAL_QUEUE_MAX] = 'q', q[JR_INTERNAL_QUEUE_MAX + 1] = '\0';
     cr_expect_eq(jr_qkeys(&k, q), JR_EINVAL);
     cr_expect_str_eq(k.ready, "");
     cr_expect_str_eq(k.wheel_n, "");

@@ -126,3 +126,30 @@ Test(followup, validate_refuses_what_api_enqueue_would) {
     free(c);
     jr_fu_reset(&l);
 }
+
+/* jr_fu_rename: the follow-ups to one queue go to another, byte for byte
+ * otherwise (a partitioned queue's job keeps them in its partition). */
+Test(followup, rename_sends_one_queues_follow_ups_elsewhere) {
+    jr_fu_list_t l = {.max_payload = 1 << 20};
+    char why[256];
+    cr_assert_eq(jr_fu_append(&l, &(jr_followup_t){.handler = "h", .payload = "p1", .payload_len = 2}, "orders", why,
+                              sizeof why), 0);
+    cr_assert_eq(jr_fu_append(&l, &(jr_followup_t){.queue = "mail", .handler = "m", .id = "x"}, "orders", why, sizeof why),
+                 0);
+    char *out;
+    size_t len;
+    cr_assert_eq(jr_fu_rename(l.buf, l.len, "nope", "orders#7", &out, &len), 0);
+    cr_assert_null(out);
+    cr_assert_eq(jr_fu_rename(l.buf, l.len, "orders", "orders#17", &out, &len), 1);
+    size_t off = 0;
+    jr_fu_item_t it;
+    cr_assert_eq(jr_fu_next(out, len, &off, &it), 1);
+    cr_assert(it.queue_len == 9 && !memcmp(it.queue, "orders#17", 9));
+    cr_assert(it.handler_len == 1 && it.payload_len == 2 && !memcmp(it.payload, "p1", 2));
+    cr_assert_eq(jr_fu_next(out, len, &off, &it), 1);
+    cr_assert(it.queue_len == 4 && !memcmp(it.queue, "mail", 4) && it.id_len == 1 && it.id[0] == 'x');
+    cr_assert_eq(jr_fu_next(out, len, &off, &it), 0);
+    free(out);
+    cr_assert_eq(jr_fu_rename(l.buf, l.len - 1, "orders", "o#1", &out, &len), -1, "corrupt");
+    jr_fu_reset(&l);
+}

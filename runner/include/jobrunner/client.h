@@ -38,7 +38,7 @@ extern "C" {
 #endif
 
 #define JR_CLIENT_VERSION_MAJOR 1
-#define JR_CLIENT_VERSION_MINOR 1
+#define JR_CLIENT_VERSION_MINOR 2
 
 /* Longest job id, with its terminating NUL (ids are at most 158 bytes). */
 #define JR_CLIENT_ID_MAX 160
@@ -174,6 +174,27 @@ JR_CLIENT_EXPORT int jr_client_enqueue(jr_client_t *c, const jr_client_job_t *jo
 JR_CLIENT_EXPORT int jr_client_enqueue_many(jr_client_t *c, const jr_client_job_t *jobs, size_t n,
                                             jr_client_result_t *results);
 
+/* jr_client_enqueue_many with a partition key per job (since 1.2): keys (n
+ * of them; NULL = none) names, for a job of a partitioned queue (see
+ * jr_client_set_partitions), what picks its partition: keys[i] non-NULL and
+ * non-empty sends it to partition hash(key) mod N, so one key's jobs stay in
+ * one partition and a single worker runs them in order; else an explicit id
+ * picks it (hash(id) mod N), else the jobs spread over the partitions. A
+ * key is not stored: find a keyed job with an explicit id by its key
+ * (jr_client_job_show_keyed). A generated id of a partitioned queue's job
+ * ends in "~<partition>". (The key is an argument, not a field of
+ * jr_client_job_t: the structs never change size within a major version.) */
+JR_CLIENT_EXPORT int jr_client_enqueue_many_keyed(jr_client_t *c, const jr_client_job_t *jobs,
+                                                  const char *const *keys, size_t n, jr_client_result_t *results);
+
+/* Set the number of partitions of queue `queue` (NULL = "default") to n
+ * (1..1024; 1 = not partitioned), since 1.2. Refused (JR_CLIENT_EREFUSED,
+ * nothing changed; errstr names the queue, both counts and the jobs it
+ * holds) while the queue holds any job; the same n is a no-op. *before
+ * (may be NULL) = the count before. Workers and schedulers see the change
+ * within 10 s (docs/operations.md "Partitioned queues"). */
+JR_CLIENT_EXPORT int jr_client_set_partitions(jr_client_t *c, const char *queue, int n, int *before);
+
 /* ---- one job by id ------------------------------------------------------- */
 
 typedef enum jr_client_cancel {
@@ -186,6 +207,11 @@ typedef enum jr_client_cancel {
  * what happened (a job not found is not an error). */
 JR_CLIENT_EXPORT int jr_client_cancel(jr_client_t *c, const char *queue, const char *id,
                                       jr_client_cancel_t *outcome);
+/* jr_client_cancel of a job of a partitioned queue enqueued with an
+ * explicit id and a key: the key finds its partition (since 1.2; key NULL
+ * or "": as jr_client_cancel). */
+JR_CLIENT_EXPORT int jr_client_cancel_keyed(jr_client_t *c, const char *queue, const char *id, const char *key,
+                                            jr_client_cancel_t *outcome);
 
 typedef enum jr_client_state {
     JR_CLIENT_STATE_NOT_FOUND = 0, /* finished jobs are not kept */
@@ -237,6 +263,10 @@ typedef struct jr_client_job_info {
 JR_CLIENT_EXPORT int jr_client_job_show(jr_client_t *c, const char *queue, const char *id,
                                         jr_client_job_info_t **info);
 JR_CLIENT_EXPORT void jr_client_job_info_free(jr_client_job_info_t *info);
+/* jr_client_job_show with the key a job was enqueued with (since 1.2; see
+ * jr_client_cancel_keyed). */
+JR_CLIENT_EXPORT int jr_client_job_show_keyed(jr_client_t *c, const char *queue, const char *id, const char *key,
+                                              jr_client_job_info_t **info);
 
 /* ---- queues -------------------------------------------------------------- */
 
