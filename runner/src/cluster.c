@@ -28,17 +28,9 @@
 
 #include "contract.h"
 #include "jr.h"
+#include "partition.h" /* jr_crc16 */
 
 /* ---- slots (pure) --------------------------------------------------------- */
-
-uint16_t jr_crc16(const char *s, size_t len) {
-    uint16_t crc = 0;
-    for (size_t i = 0; i < len; i++) {
-        crc ^= (uint16_t)((unsigned char)s[i] << 8);
-        for (int b = 0; b < 8; b++) crc = (uint16_t)(crc & 0x8000 ? (crc << 1) ^ 0x1021 : crc << 1);
-    }
-    return crc;
-}
 
 int jr_cluster_key_slot(const char *key, size_t len) {
     const char *open = memchr(key, '{', len);

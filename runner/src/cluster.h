@@ -22,9 +22,7 @@
 
 struct jr_cluster;
 
-/* CRC16 (XMODEM: polynomial 0x1021, initial 0, as the Cluster spec's) of
- * s[0..len). */
-uint16_t jr_crc16(const char *s, size_t len);
+/* (jr_crc16, the CRC16 of the Cluster spec, is in partition.h.) */
 /* The slot of a key: the CRC16 of its hash tag (what lies between the
  * first '{' and the first '}' after it, when that is not empty) or of the
  * whole key, mod 16384. Pure. */
