@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "jobrunner/client.h"
 
 static jrt_cluster_t C;
 static jrt_redis_t V; /* the cluster as the harness's helpers see a Redis: its URL and a dir */
@@ -223,4 +224,88 @@ Test(cluster_features, every_feature_across_three_primaries, .fini = teardown, .
 
     cr_assert_eq(jrt_stop(w, SIGTERM, 10000), 0, "the worker did not stop cleanly on SIGTERM (%s)", wlog);
     cr_assert_eq(jrt_stop(s, SIGTERM, 10000), 0, "the scheduler did not stop cleanly on SIGTERM (%s)", slog);
+}
+
+/* Jobs of the record plugin recorded so far whose payload starts with
+ * prefix. */
+static int recorded_prefix(const char *prefix) {
+    char needle[64];
+    snprintf(needle, sizeof needle, " record %s", prefix);
+    return jrt_count(record, needle);
+}
+
+/* A queue of 9 partitions on 3 primaries is one queue to its users and
+ * spreads over the primaries: 3 partitions and about a third of the jobs
+ * on each; lookups of generated ids work; every job runs once. */
+Test(cluster_features, a_partitioned_queue_spreads_over_the_primaries, .fini = teardown, .timeout = 240) {
+    jrt_cluster_start(&C, 3, 0, NULL);
+    memset(&V, 0, sizeof V);
+    snprintf(V.dir, sizeof V.dir, "%s", C.dir);
+    snprintf(V.url, sizeof V.url, "%s", C.url);
+    snprintf(record, sizeof record, "%s/record.txt", C.dir);
+    snprintf(wlog, sizeof wlog, "%s/worker.log", C.dir);
+    setenv("JRT_RECORD", record, 1);
+    char out[8192];
+    const char *set[] = {"queue", "partitions", "hot", "9", NULL};
+    cr_assert_eq(cli(out, sizeof out, set), 0, "queue partitions hot 9: %s", out);
+    /* Each partition's stream is on a primary: count them per primary. */
+    int per[3] = {0};
+    jr_client_options_t o = {.url = C.url};
+    jr_client_t *c = jr_client_open(&o);
+    cr_assert(c && !jr_client_errstr(c)[0], "client: %s", c ? jr_client_errstr(c) : "out of memory");
+    enum { N = 900 };
+    static jr_client_job_t jobs[N];
+    static jr_client_result_t res[N];
+    static char payloads[N][16];
+    for (int i = 0; i < N; i++) {
+        snprintf(payloads[i], sizeof payloads[i], "hot-%d", i);
+        jobs[i] = (jr_client_job_t){.queue = "hot", .handler = "record", .payload = payloads[i],
+                                    .payload_len = strlen(payloads[i])};
+    }
+    cr_assert_eq(jr_client_enqueue_many(c, jobs, N, res), 0, "enqueue: %s", jr_client_errstr(c));
+    /* A generated id names its partition (~i): job show finds it. */
+    cr_assert(strchr(res[0].id, '~'), "a generated id of a partitioned queue names its partition: %s", res[0].id);
+    const char *show[] = {"job", "show", "-q", "hot", res[0].id, NULL};
+    cr_assert_eq(cli(out, sizeof out, show), 0, "job show %s: %s", res[0].id, out);
+    cr_assert(strstr(out, "ready"), "job show says ready: %s", out);
+    /* Where the jobs are: XLEN of each partition's stream, by primary. */
+    long long total = 0;
+    for (int n = 0; n < 3; n++) {
+        redisContext *x = jrt_cluster_connect(&C, n);
+        redisReply *keys = redisCommand(x, "KEYS jr:{hot#*}:ready");
+        cr_assert(keys && keys->type == REDIS_REPLY_ARRAY, "KEYS on node %d", n);
+        long long here = 0;
+        for (size_t k = 0; k < keys->elements; k++) {
+            redisReply *l = redisCommand(x, "XLEN %s", keys->element[k]->str);
+            here += l && l->type == REDIS_REPLY_INTEGER ? l->integer : 0;
+            if (l) freeReplyObject(l);
+        }
+        per[n] = (int)keys->elements;
+        cr_log_info("primary %d: %zu partitions, %lld jobs", n, keys->elements, here);
+        cr_assert(here >= N / 3 * 85 / 100 && here <= N / 3 * 115 / 100,
+                  "primary %d holds %lld of %d jobs: not within 15%% of a third", n, here, N);
+        total += here;
+        freeReplyObject(keys);
+        redisFree(x);
+    }
+    cr_assert_eq(total, N, "the partitions hold %lld jobs, not %d", total, N);
+    cr_assert(per[0] == 3 && per[1] == 3 && per[2] == 3, "9 partitions over 3 primaries: %d/%d/%d", per[0], per[1],
+              per[2]);
+    /* stats treats the queue as one; a worker of "hot" runs every job once. */
+    const char *st[] = {"stats", "-q", "hot", "--json", NULL};
+    cr_assert_eq(cli(out, sizeof out, st), 0, "stats: %s", out);
+    cr_assert(strstr(out, "\"ready\":900") || strstr(out, "\"ready\": 900"), "stats -q hot counts 900 ready: %s", out);
+    const char *wargs[] = {"-q", "hot", NULL};
+    char cfg[192];
+    jrt_config(&V, "worker:\n  block: 1s\n", cfg, sizeof cfg);
+    pid_t w = jrt_worker(&V, cfg, JRT_FOLLOW_PLUGIN, wlog, wargs);
+    for (int t = 0; t < 300 && recorded_prefix("hot-") < N; t++) jrt_sleep_ms(100);
+    cr_assert_eq(recorded_prefix("hot-"), N, "%d of %d jobs ran (%s)", recorded_prefix("hot-"), N, wlog);
+    char *text = NULL;
+    size_t n = 0, distinct = 0;
+    char **ids = jrt_record_ids(record, N + 10, &text, &n, &distinct);
+    cr_assert_eq(distinct, n, "a job ran twice (%zu runs, %zu ids)", n, distinct);
+    free(ids), free(text);
+    cr_assert_eq(jrt_stop(w, SIGTERM, 10000), 0, "the worker did not stop cleanly (%s)", wlog);
+    jr_client_free(c);
 }
