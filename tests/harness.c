@@ -659,12 +659,8 @@ pid_t jrt_spawn_skewed(const char *skew, const char *log, const char *const *arg
 
 /* ---- TLS (test_tls) ----------------------------------------------------- */
 
-void jrt_redis_start_tls(jrt_redis_t *r, const char *auth_clients, char *plain_url, char *tls_url) {
-    memset(r, 0, sizeof *r);
-    snprintf(r->dir, sizeof r->dir, "/tmp/jrt.XXXXXX");
-    cr_assert(mkdtemp(r->dir), "mkdtemp: %s", strerror(errno));
-    snprintf(r->sock, sizeof r->sock, "%s/redis.sock", r->dir);
-    snprintf(r->url, sizeof r->url, "unix://%s", r->sock);
+/* The test CA and certificates of jrt_redis_start_tls, made in dir. */
+static void make_certs(const char *dir) {
     char cmd[4096];
     /* x509 -req signs with the CA; faketime moves the signing clock, so the
      * validity window (-days 2) lies in the past or in the future. */
@@ -682,11 +678,11 @@ void jrt_redis_start_tls(jrt_redis_t *r, const char *auth_clients, char *plain_u
              "openssl req -newkey rsa:2048 -nodes -keyout client.key -out client.csr -subj '/CN=jrt client' && "
              "openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out client.crt -days 2 && "
              "openssl genrsa -out other.key 2048",
-             r->dir);
+             dir);
     /* Once in a CI run the openssl commands failed and the log went with
      * the directory: a failure is tried once more, and its log shown. */
     char log[256];
-    snprintf(log, sizeof log, "%s/openssl.log", r->dir);
+    snprintf(log, sizeof log, "%s/openssl.log", dir);
     int rc = system(cmd);
     if (rc != 0) {
         char *first = jrt_slurp(log);
@@ -696,6 +692,15 @@ void jrt_redis_start_tls(jrt_redis_t *r, const char *auth_clients, char *plain_u
         rc = system(cmd);
     }
     cr_assert_eq(rc, 0, "making the test certificates failed twice (status %d):\n%s", rc, jrt_slurp(log));
+}
+
+void jrt_redis_start_tls(jrt_redis_t *r, const char *auth_clients, char *plain_url, char *tls_url) {
+    memset(r, 0, sizeof *r);
+    snprintf(r->dir, sizeof r->dir, "/tmp/jrt.XXXXXX");
+    cr_assert(mkdtemp(r->dir), "mkdtemp: %s", strerror(errno));
+    snprintf(r->sock, sizeof r->sock, "%s/redis.sock", r->dir);
+    snprintf(r->url, sizeof r->url, "unix://%s", r->sock);
+    make_certs(r->dir);
     char pp[16], tp[16], cert[160], key[160], ca[160];
     snprintf(pp, sizeof pp, "%d", jrt_free_port());
     snprintf(tp, sizeof tp, "%d", jrt_free_port());
@@ -728,7 +733,7 @@ static int cluster_port(const jrt_cluster_t *c, int upto) {
     for (int tries = 0; tries < 2000; tries++) {
         int p = 20000 + (int)(((unsigned)rand() ^ (unsigned)getpid() * 2654435761u) % 10000u);
         int taken = 0;
-        for (int i = 0; i < upto; i++) taken |= c->port[i] == p;
+        for (int i = 0; i < upto; i++) taken |= c->port[i] == p || c->tls_port[i] == p;
         if (!taken && port_free(p) && port_free(p + 10000)) return p;
     }
     cr_assert_fail("no free port pair for a cluster node");
@@ -746,6 +751,16 @@ static void cluster_launch(jrt_cluster_t *c, int i) {
                             "--cluster-enabled", "yes", "--cluster-config-file", nodes,
                             "--cluster-node-timeout", "2000", "--save", "", "--appendonly", "no"};
     size_t n = 17;
+    char tport[16], cert[160], key[160];
+    if (c->tls) {
+        snprintf(tport, sizeof tport, "%d", c->tls_port[i]);
+        snprintf(cert, sizeof cert, "%s/server.crt", c->dir);
+        snprintf(key, sizeof key, "%s/server.key", c->dir);
+        const char *t[] = {"--tls-port", tport, "--tls-cluster", "yes", "--tls-replication", "yes",
+                           "--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", c->ca,
+                           "--tls-auth-clients", "no"};
+        for (size_t k = 0; k < sizeof t / sizeof *t; k++) argv[n++] = t[k];
+    }
     for (size_t k = 0; c->extra && c->extra[k] && n < 62; k++) argv[n++] = c->extra[k];
     argv[n] = NULL;
     int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
@@ -767,20 +782,36 @@ static void cluster_launch(jrt_cluster_t *c, int i) {
     cr_assert_fail("cluster node %d did not start (see %s)", i, log);
 }
 
-void jrt_cluster_start(jrt_cluster_t *c, int primaries, int replicas_each, const char *const *extra) {
+static void cluster_start(jrt_cluster_t *c, int primaries, int replicas_each, const char *const *extra, int tls) {
     memset(c, 0, sizeof *c);
-    c->primaries = primaries, c->n = primaries * (1 + replicas_each), c->extra = extra;
+    c->primaries = primaries, c->n = primaries * (1 + replicas_each), c->extra = extra, c->tls = tls;
     cr_assert(primaries >= 1 && c->n <= JRT_CLUSTER_MAX, "a cluster of %d nodes", c->n);
     snprintf(c->dir, sizeof c->dir, "/tmp/jrc.XXXXXX");
     cr_assert(mkdtemp(c->dir), "mkdtemp: %s", strerror(errno));
+    if (tls) {
+        make_certs(c->dir);
+        snprintf(c->ca, sizeof c->ca, "%s/ca.crt", c->dir);
+    }
     char cmd[2048];
-    size_t off = (size_t)snprintf(cmd, sizeof cmd, "%s --cluster create", JRT_REDIS_CLI);
+    /* Over TLS the nodes meet on their TLS ports (the bus is TLS port + 10000). */
+    size_t off = (size_t)snprintf(cmd, sizeof cmd, "%s%s%s --cluster create", JRT_REDIS_CLI,
+                                  tls ? " --tls --cacert " : "", tls ? c->ca : "");
     size_t u = (size_t)snprintf(c->url, sizeof c->url, "redis-cluster://");
+    size_t tu = (size_t)snprintf(c->tls_url, sizeof c->tls_url, "rediss-cluster://");
     for (int i = 0; i < c->n; i++) {
-        c->port[i] = cluster_port(c, i);
+        if (tls) { /* its TLS port with the bus beside it; the plain port needs no bus */
+            c->tls_port[i] = cluster_port(c, i);
+            do c->port[i] = 20000 + (int)((unsigned)rand() % 10000u);
+            while (c->port[i] == c->tls_port[i] || !port_free(c->port[i]));
+        } else {
+            c->port[i] = cluster_port(c, i);
+        }
         cluster_launch(c, i);
-        off += (size_t)snprintf(cmd + off, sizeof cmd - off, " 127.0.0.1:%d", c->port[i]);
+        off += (size_t)snprintf(cmd + off, sizeof cmd - off, " 127.0.0.1:%d", tls ? c->tls_port[i] : c->port[i]);
         u += (size_t)snprintf(c->url + u, sizeof c->url - u, "%s127.0.0.1:%d", i ? "," : "", c->port[i]);
+        if (tls)
+            tu += (size_t)snprintf(c->tls_url + tu, sizeof c->tls_url - tu, "%s127.0.0.1:%d", i ? "," : "",
+                                   c->tls_port[i]);
     }
     snprintf(cmd + off, sizeof cmd - off, " --cluster-replicas %d --cluster-yes >'%s/create.log' 2>&1", replicas_each,
              c->dir);
@@ -791,6 +822,14 @@ void jrt_cluster_start(jrt_cluster_t *c, int primaries, int replicas_each, const
         cr_assert_fail("redis-cli --cluster create failed:\n%s", text ? text : "(no log)");
     }
     cr_assert(jrt_cluster_wait_ok(c, 30000), "the cluster did not settle (logs in %s)", c->dir);
+}
+
+void jrt_cluster_start(jrt_cluster_t *c, int primaries, int replicas_each, const char *const *extra) {
+    cluster_start(c, primaries, replicas_each, extra, 0);
+}
+
+void jrt_cluster_start_tls(jrt_cluster_t *c, int primaries, int replicas_each, const char *const *extra) {
+    cluster_start(c, primaries, replicas_each, extra, 1);
 }
 
 void jrt_cluster_stop(jrt_cluster_t *c) {

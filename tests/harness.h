@@ -240,6 +240,13 @@ typedef struct jrt_cluster {
     char dir[64];
     char url[192];                      /* redis-cluster://127.0.0.1:p0,127.0.0.1:p1,... (every node) */
     const char *const *extra;            /* the extra redis-server args given to start (kept for restart) */
+    /* jrt_cluster_start_tls only (tls 0 otherwise): every node also listens
+     * on tls_port[i] (the cluster bus and replication over TLS too, bus on
+     * tls_port + 10000); port[i] stays plain, for the harness's looks. */
+    int tls;
+    int tls_port[JRT_CLUSTER_MAX];
+    char tls_url[192]; /* rediss-cluster://127.0.0.1:t0,... (every node's TLS port) */
+    char ca[128];      /* the CA file that signs the nodes' certificate (IP 127.0.0.1) */
 } jrt_cluster_t;
 /* Start primaries (1..) with replicas_each replicas each (n = primaries x
  * (1 + replicas_each) <= JRT_CLUSTER_MAX), extra redis-server args
@@ -248,6 +255,10 @@ typedef struct jrt_cluster {
  * until every node says cluster_state:ok and each replica is in sync.
  * Fails the test if it cannot. */
 void jrt_cluster_start(jrt_cluster_t *c, int primaries, int replicas_each, const char *const *extra);
+/* jrt_cluster_start with TLS on every node (the test CA of
+ * jrt_redis_start_tls in dir, no client certificate asked): clients over
+ * TLS learn the TLS ports from CLUSTER SLOTS. */
+void jrt_cluster_start_tls(jrt_cluster_t *c, int primaries, int replicas_each, const char *const *extra);
 /* Stop every node by pid and remove dir. Safe if never started. */
 void jrt_cluster_stop(jrt_cluster_t *c);
 /* SIGKILL node i (a crash); jrt_cluster_restart starts it again with its

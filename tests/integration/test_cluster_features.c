@@ -309,3 +309,47 @@ Test(cluster_features, a_partitioned_queue_spreads_over_the_primaries, .fini = t
     cr_assert_eq(jrt_stop(w, SIGTERM, 10000), 0, "the worker did not stop cleanly (%s)", wlog);
     jr_client_free(c);
 }
+
+/* rediss-cluster://: every node over TLS (the test CA), the worker, the
+ * scheduler and the CLI; the cluster's own bus and replication over TLS
+ * too. Jobs on the three primaries run, a delayed one too; a client
+ * without the CA is refused naming the node and why. */
+Test(cluster_features, over_tls_to_every_node, .fini = teardown, .timeout = 240) {
+    jrt_cluster_start_tls(&C, 3, 0, NULL);
+    memset(&V, 0, sizeof V);
+    snprintf(V.dir, sizeof V.dir, "%s", C.dir);
+    snprintf(V.url, sizeof V.url, "%s", C.tls_url);
+    snprintf(record, sizeof record, "%s/record.txt", C.dir);
+    snprintf(wlog, sizeof wlog, "%s/worker.log", C.dir);
+    snprintf(slog, sizeof slog, "%s/scheduler.log", C.dir);
+    setenv("JRT_RECORD", record, 1);
+    pick_queues();
+    char extra[512], out[4096], err[4096];
+    snprintf(extra, sizeof extra, "  tls:\n    ca_file: %s\nworker:\n  block: 1s\nscheduler:\n  block: 1s\n", C.ca);
+    jrt_config(&V, extra, cfgpath, sizeof cfgpath);
+    const char *wargs[] = {"-q", Q[0], "-q", Q[1], "-q", Q[2], NULL};
+    pid_t w = jrt_worker(&V, cfgpath, JRT_FOLLOW_PLUGIN, wlog, wargs);
+    pid_t s = jrt_scheduler(&V, cfgpath, slog);
+    for (int i = 0; i < 3; i++) {
+        char p[32];
+        snprintf(p, sizeof p, "tls-%d", i);
+        enqueue(Q[i], NULL, NULL, "record", p, NULL, 0);
+        snprintf(p, sizeof p, "tls-later-%d", i);
+        enqueue(Q[i], "--in", "1s", "record", p, NULL, 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        char p[32];
+        snprintf(p, sizeof p, "tls-%d", i);
+        cr_assert_eq(wait_recorded(p, 1, 15000), 1, "a job on %s over TLS did not run once (%s)", Q[i], wlog);
+        snprintf(p, sizeof p, "tls-later-%d", i);
+        cr_assert_eq(wait_recorded(p, 1, 15000), 1, "a delayed job on %s over TLS did not run once (%s)", Q[i], slog);
+    }
+    /* Without the CA the server is not trusted: refused, saying so. */
+    const char *noca[] = {"stats", "--redis", C.tls_url, NULL};
+    int st = jrt_run(out, sizeof out, err, sizeof err, noca);
+    cr_assert_eq(st, 1, "stats over TLS without the CA exited %d: %s", st, err);
+    cr_assert(strstr(err, "not signed by a trusted CA") && strstr(err, "node 127.0.0.1:"),
+              "the refusal names the node and the reason: %s", err);
+    cr_assert_eq(jrt_stop(w, SIGTERM, 10000), 0, "the worker did not stop cleanly (%s)", wlog);
+    cr_assert_eq(jrt_stop(s, SIGTERM, 10000), 0, "the scheduler did not stop cleanly (%s)", slog);
+}
