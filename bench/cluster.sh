@@ -8,6 +8,8 @@
 #   MODES=single bench/cluster.sh         # one side only (default "cluster single": the cluster first,
 #                                         # for its choice of queue names, which the single Redis reuses)
 #   PARTITIONS=9 bench/cluster.sh         # partitioned mode: one queue "hot" of 9 partitions (below)
+#   PARTITIONS=8 PQUEUE=hot2 bench/cluster.sh  # another name: 8 partitions of "hot" are 2/4/2 on the 3
+#                                         # primaries, of "hot2" 3/3/2 (docs/operations.md, Partitioned queues)
 #
 # The same workload on each: QUEUES queues (default 12; on the cluster 4 on
 # each primary, chosen by CLUSTER KEYSLOT), N jobs in all (default 200000),
@@ -16,7 +18,7 @@
 #   enqueue_delayed  N/2 jobs delayed DELAY_MS (default 4000: the time wheel), `jr_peer bulkdelayed`
 #   promotion        once they are due: 1 scheduler, from its start until no queue has a delayed job
 #   drain            2 workers (noop handler, log level warn) of every queue, until nothing is ready or pending
-# PARTITIONS=K: instead, one queue `hot` of K partitions (`jobrunner queue
+# PARTITIONS=K: instead, one queue `hot` (PQUEUE) of K partitions (`jobrunner queue
 # partitions hot K` on each side, the single Redis too, so the workload is the
 # same), the same N jobs in QUEUES producer processes of N/2/QUEUES jobs each,
 # enqueued with `jr_peer clientbulk` (jr_client_enqueue_many of the client
@@ -47,6 +49,7 @@ DELAY_MS=${DELAY_MS:-4000}
 IDLE_S=${IDLE_S:-3}
 MODES=${MODES:-cluster single}
 PARTITIONS=${PARTITIONS:-}
+PQUEUE=${PQUEUE:-hot}
 if [ -n "$PARTITIONS" ]; then
   [ "$PARTITIONS" -ge 2 ] 2>/dev/null && [ "$PARTITIONS" -le 1024 ] ||
     { echo "PARTITIONS must be 2..1024, not \"$PARTITIONS\"" >&2; exit 2; }
@@ -208,7 +211,7 @@ measure() {
 # PARTITIONS=K: QUEUES producers of the one queue, through the client library (it routes partitions).
 enqueue_ready() {
   if [ -n "$PARTITIONS" ]; then
-    for _ in $(seq "$QUEUES"); do BENCH_URL=$URL BENCH_QUEUE=hot BENCH_HANDLER=noop "$PEER" clientbulk "$PER_Q" 0 >/dev/null || return 1; done
+    for _ in $(seq "$QUEUES"); do BENCH_URL=$URL BENCH_QUEUE=$PQUEUE BENCH_HANDLER=noop "$PEER" clientbulk "$PER_Q" 0 >/dev/null || return 1; done
     return 0
   fi
   for q in "${QNAMES[@]}"; do BENCH_URL=$URL BENCH_QUEUE=$q BENCH_HANDLER=noop "$PEER" bulk "$PER_Q" >/dev/null || return 1; done
@@ -218,7 +221,7 @@ enqueue_delayed() {
   now=$("$PEER" mono)
   DUE_AT=$(( ${now%.*} + DELAY_MS ))
   if [ -n "$PARTITIONS" ]; then
-    for _ in $(seq "$QUEUES"); do BENCH_URL=$URL BENCH_QUEUE=hot BENCH_HANDLER=noop "$PEER" clientbulk "$PER_Q" "$DELAY_MS" >/dev/null || return 1; done
+    for _ in $(seq "$QUEUES"); do BENCH_URL=$URL BENCH_QUEUE=$PQUEUE BENCH_HANDLER=noop "$PEER" clientbulk "$PER_Q" "$DELAY_MS" >/dev/null || return 1; done
     return 0
   fi
   for q in "${QNAMES[@]}"; do BENCH_URL=$URL BENCH_QUEUE=$q BENCH_HANDLER=noop "$PEER" bulkdelayed "$PER_Q" "$DELAY_MS" >/dev/null || return 1; done
@@ -277,9 +280,9 @@ for MODE in $MODES; do
     *) log "unknown mode $MODE (single or cluster)"; exit 2 ;;
   esac
   if [ -n "$PARTITIONS" ]; then
-    QNAMES=(hot)
-    "$JR" queue partitions hot "$PARTITIONS" --redis "$URL" >>"$WORK/partitions.log" 2>&1 ||
-      { log "$MODE: jobrunner queue partitions hot $PARTITIONS failed (see $WORK/partitions.log)"; cat "$WORK/partitions.log" >&2; exit 1; }
+    QNAMES=("$PQUEUE")
+    "$JR" queue partitions "$PQUEUE" "$PARTITIONS" --redis "$URL" >>"$WORK/partitions.log" 2>&1 ||
+      { log "$MODE: jobrunner queue partitions $PQUEUE $PARTITIONS failed (see $WORK/partitions.log)"; cat "$WORK/partitions.log" >&2; exit 1; }
   elif [ "$MODE" = cluster ]; then
     choose_queues
   elif [ -z "${QNAMES+x}" ]; then # one Redis alone: any names (CLUSTER KEYSLOT needs a cluster)
@@ -303,7 +306,7 @@ for MODE in $MODES; do
   PORT_BASE=$((PORT_BASE + 10))
 done
 if [ -n "$PARTITIONS" ]; then
-  echo "queue: hot of $PARTITIONS partitions, $QUEUES producer processes (jr_peer clientbulk) per enqueue phase"
+  echo "queue: $PQUEUE of $PARTITIONS partitions, $QUEUES producer processes (jr_peer clientbulk) per enqueue phase"
 else
   echo "queues: ${QNAMES[*]:-} (primary of each: ${QOWNER[*]:-})"
 fi
