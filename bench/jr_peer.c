@@ -19,7 +19,8 @@
  *                                       (for the memory figure of delayed jobs)
  *   jr_peer clientbulk N DELAY_MS       N jobs as bulk (DELAY_MS 0 = ready),
  *                                       BENCH_BATCH per jr_client_enqueue_many
- *                                       call of the client library: the path
+ *                                       call of the client library (client.c,
+ *                                       in jrcore as in libjobrunner): the path
  *                                       that routes the jobs of a partitioned
  *                                       queue over its partitions (bulk and
  *                                       bulkdelayed write into the queue
