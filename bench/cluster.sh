@@ -8,6 +8,8 @@
 #   MODES=single bench/cluster.sh         # one side only (default "cluster single": the cluster first,
 #                                         # for its choice of queue names, which the single Redis reuses)
 #   PARTITIONS=9 bench/cluster.sh         # partitioned mode: one queue "hot" of 9 partitions (below)
+#   PARTITIONS=9 PRIMARIES=1 bench/cluster.sh  # a "cluster" of one primary holding every slot:
+#                                         # cluster mode's own cost, without 3 Redis sharing the cores
 #   PARTITIONS=8 PQUEUE=hot2 bench/cluster.sh  # another name: 8 partitions of "hot" are 2/4/2 on the 3
 #                                         # primaries, of "hot2" 3/3/2 (docs/operations.md, Partitioned queues)
 #
@@ -50,6 +52,12 @@ IDLE_S=${IDLE_S:-3}
 MODES=${MODES:-cluster single}
 PARTITIONS=${PARTITIONS:-}
 PQUEUE=${PQUEUE:-hot}
+PRIMARIES=${PRIMARIES:-3}
+case "$PRIMARIES" in
+  3) ;;
+  1) [ -n "$PARTITIONS" ] || { echo "PRIMARIES=1 needs PARTITIONS (the plain queues are chosen per primary of 3)" >&2; exit 2; } ;;
+  *) echo "PRIMARIES must be 3 or 1, not \"$PRIMARIES\"" >&2; exit 2 ;;
+esac
 if [ -n "$PARTITIONS" ]; then
   [ "$PARTITIONS" -ge 2 ] 2>/dev/null && [ "$PARTITIONS" -le 1024 ] ||
     { echo "PARTITIONS must be 2..1024, not \"$PARTITIONS\"" >&2; exit 2; }
@@ -262,13 +270,17 @@ for MODE in $MODES; do
     cluster)
       PORTS=()
       p=$PORT_BASE
-      for i in 0 1 2; do
+      for i in $(seq 0 $((PRIMARIES - 1))); do
         p=$(free_port $((p + 1)))
         start_node "$WORK/node$i" "$p" --cluster-enabled yes --cluster-config-file "nodes-$p.conf" || exit 1
         PORTS+=("$p")
       done
-      redis-cli --cluster create "127.0.0.1:${PORTS[0]}" "127.0.0.1:${PORTS[1]}" "127.0.0.1:${PORTS[2]}" \
-        --cluster-replicas 0 --cluster-yes >"$WORK/create.log" 2>&1 || { cat "$WORK/create.log" >&2; exit 1; }
+      if [ "$PRIMARIES" = 1 ]; then # --cluster create wants 3 primaries: give the one every slot
+        redis-cli -p "${PORTS[0]}" cluster addslotsrange 0 16383 >"$WORK/create.log" 2>&1 || { cat "$WORK/create.log" >&2; exit 1; }
+      else
+        redis-cli --cluster create "127.0.0.1:${PORTS[0]}" "127.0.0.1:${PORTS[1]}" "127.0.0.1:${PORTS[2]}" \
+          --cluster-replicas 0 --cluster-yes >"$WORK/create.log" 2>&1 || { cat "$WORK/create.log" >&2; exit 1; }
+      fi
       for _ in $(seq 300); do
         ok=1
         for p in "${PORTS[@]}"; do redis-cli -p "$p" cluster info | grep -q '^cluster_state:ok' || ok=0; done
@@ -276,7 +288,8 @@ for MODE in $MODES; do
         sleep 0.1
       done
       [ $ok = 1 ] || { log "the cluster did not settle"; exit 1; }
-      URL="redis-cluster://127.0.0.1:${PORTS[0]},127.0.0.1:${PORTS[1]},127.0.0.1:${PORTS[2]}" ;;
+      URL="redis-cluster://$(printf '127.0.0.1:%s,' "${PORTS[@]}")"
+      URL=${URL%,} ;;
     *) log "unknown mode $MODE (single or cluster)"; exit 2 ;;
   esac
   if [ -n "$PARTITIONS" ]; then
@@ -328,7 +341,7 @@ awk -v queues="$QUEUES" -v n="$N" -v owners="${QOWNER[*]:-}" '
   END {
     split(owners, o, " "); for (k = 0; k < 3; k++) share[k] = 0
     for (i in o) share[o[i]]++
-    printf "| phase | jobs | one Redis: µs Redis CPU/job | cluster (sum of 3 primaries): µs/job | cluster / one | the same less idle CPU: one · cluster · ratio | Redis calls per 1,000 jobs: one · cluster | jobs/s one | jobs/s cluster | primary 1 / 2 / 3: share of Redis CPU |\n"
+    printf "| phase | jobs | one Redis: µs Redis CPU/job | cluster (sum of its primaries): µs/job | cluster / one | the same less idle CPU: one · cluster · ratio | Redis calls per 1,000 jobs: one · cluster | jobs/s one | jobs/s cluster | primary 1 / 2 / 3: share of Redis CPU |\n"
     printf "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
     np = split("enqueue_ready enqueue_delayed promotion drain", ph, " ")
     for (i = 1; i <= np; i++) {
