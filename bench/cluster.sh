@@ -7,6 +7,11 @@
 #   N=20000 bench/cluster.sh              # a small run
 #   MODES=single bench/cluster.sh         # one side only (default "cluster single": the cluster first,
 #                                         # for its choice of queue names, which the single Redis reuses)
+#   PARTITIONS=9 bench/cluster.sh         # partitioned mode: one queue "hot" of 9 partitions (below)
+#   PARTITIONS=9 PRIMARIES=1 bench/cluster.sh  # a "cluster" of one primary holding every slot:
+#                                         # cluster mode's own cost, without 3 Redis sharing the cores
+#   PARTITIONS=8 PQUEUE=hot2 bench/cluster.sh  # another name: 8 partitions of "hot" are 2/4/2 on the 3
+#                                         # primaries, of "hot2" 3/3/2 (docs/operations.md, Partitioned queues)
 #
 # The same workload on each: QUEUES queues (default 12; on the cluster 4 on
 # each primary, chosen by CLUSTER KEYSLOT), N jobs in all (default 200000),
@@ -15,6 +20,15 @@
 #   enqueue_delayed  N/2 jobs delayed DELAY_MS (default 4000: the time wheel), `jr_peer bulkdelayed`
 #   promotion        once they are due: 1 scheduler, from its start until no queue has a delayed job
 #   drain            2 workers (noop handler, log level warn) of every queue, until nothing is ready or pending
+# PARTITIONS=K: instead, one queue `hot` (PQUEUE) of K partitions (`jobrunner queue
+# partitions hot K` on each side, the single Redis too, so the workload is the
+# same), the same N jobs in QUEUES producer processes of N/2/QUEUES jobs each,
+# enqueued with `jr_peer clientbulk` (jr_client_enqueue_many of the client
+# library, which spreads them over the partitions; `jr_peer bulk` writes into
+# the queue itself), the workers of `-q hot`, the scheduler as before.
+# Each primary's share of the jobs: after the enqueues, before the promotion,
+# the jobs in its keys (XLEN of each jr:{..}:ready, ZCARD of each :delayed, the
+# value of each :wheel:n), and how many of the partitions it holds.
 # For each phase and each Redis process: INFO cpu (used_cpu_sys + used_cpu_user)
 # before and after; the cluster's figure is the sum over its primaries. The
 # polling (`jobrunner stats --json` every 0.5 s) is counted in the phase, on
@@ -36,6 +50,18 @@ QUEUES=${QUEUES:-12}
 DELAY_MS=${DELAY_MS:-4000}
 IDLE_S=${IDLE_S:-3}
 MODES=${MODES:-cluster single}
+PARTITIONS=${PARTITIONS:-}
+PQUEUE=${PQUEUE:-hot}
+PRIMARIES=${PRIMARIES:-3}
+case "$PRIMARIES" in
+  3) ;;
+  1) [ -n "$PARTITIONS" ] || { echo "PRIMARIES=1 needs PARTITIONS (the plain queues are chosen per primary of 3)" >&2; exit 2; } ;;
+  *) echo "PRIMARIES must be 3 or 1, not \"$PRIMARIES\"" >&2; exit 2 ;;
+esac
+if [ -n "$PARTITIONS" ]; then
+  [ "$PARTITIONS" -ge 2 ] 2>/dev/null && [ "$PARTITIONS" -le 1024 ] ||
+    { echo "PARTITIONS must be 2..1024, not \"$PARTITIONS\"" >&2; exit 2; }
+fi
 [ $((QUEUES % 3)) = 0 ] && [ "$QUEUES" -ge 3 ] || { echo "QUEUES must be a multiple of 3" >&2; exit 2; }
 PER_Q=$((N / 2 / QUEUES))
 [ "$PER_Q" -ge 1 ] || { echo "N=$N is too small for $QUEUES queues" >&2; exit 2; }
@@ -123,6 +149,22 @@ choose_queues() {
   [ ${#QNAMES[@]} = "$QUEUES" ] || { log "could not spread $QUEUES queues over 3 primaries"; exit 1; }
 }
 
+# jobs_of PORT: "JOBS READY_KEYS" of one Redis: the jobs in its queues' keys
+# (XLEN of each jr:{Q}:ready, ZCARD of each jr:{Q}:delayed, the value of each
+# jr:{Q}:wheel:n) and how many ready streams (queues or partitions) it holds.
+jobs_of() {
+  local p=$1 k n=0 qs=0
+  while read -r k; do
+    [ -n "$k" ] || continue
+    case "$k" in
+      *:ready) n=$((n + $(redis-cli -p "$p" xlen "$k"))) qs=$((qs + 1)) ;;
+      *:delayed) n=$((n + $(redis-cli -p "$p" zcard "$k"))) ;;
+      *:wheel:n) n=$((n + $(redis-cli -p "$p" get "$k"))) ;;
+    esac
+  done < <(redis-cli -p "$p" --scan --pattern 'jr:{*}:*' | grep -E ':(ready|delayed|wheel:n)$' | grep -v '^jr:{queues}')
+  echo "$n $qs"
+}
+
 # total KEY URL: the sum of one counter ("ready", "delayed", ...) over every queue (stats --json).
 total() {
   local out
@@ -174,11 +216,22 @@ measure() {
   echo "$line" | tee -a "$RESULTS"
 }
 
-enqueue_ready() { for q in "${QNAMES[@]}"; do BENCH_URL=$URL BENCH_QUEUE=$q BENCH_HANDLER=noop "$PEER" bulk "$PER_Q" >/dev/null || return 1; done; }
+# PARTITIONS=K: QUEUES producers of the one queue, through the client library (it routes partitions).
+enqueue_ready() {
+  if [ -n "$PARTITIONS" ]; then
+    for _ in $(seq "$QUEUES"); do BENCH_URL=$URL BENCH_QUEUE=$PQUEUE BENCH_HANDLER=noop "$PEER" clientbulk "$PER_Q" 0 >/dev/null || return 1; done
+    return 0
+  fi
+  for q in "${QNAMES[@]}"; do BENCH_URL=$URL BENCH_QUEUE=$q BENCH_HANDLER=noop "$PEER" bulk "$PER_Q" >/dev/null || return 1; done
+}
 enqueue_delayed() {
   local now
   now=$("$PEER" mono)
   DUE_AT=$(( ${now%.*} + DELAY_MS ))
+  if [ -n "$PARTITIONS" ]; then
+    for _ in $(seq "$QUEUES"); do BENCH_URL=$URL BENCH_QUEUE=$PQUEUE BENCH_HANDLER=noop "$PEER" clientbulk "$PER_Q" "$DELAY_MS" >/dev/null || return 1; done
+    return 0
+  fi
   for q in "${QNAMES[@]}"; do BENCH_URL=$URL BENCH_QUEUE=$q BENCH_HANDLER=noop "$PEER" bulkdelayed "$PER_Q" "$DELAY_MS" >/dev/null || return 1; done
 }
 promote() {
@@ -217,13 +270,17 @@ for MODE in $MODES; do
     cluster)
       PORTS=()
       p=$PORT_BASE
-      for i in 0 1 2; do
+      for i in $(seq 0 $((PRIMARIES - 1))); do
         p=$(free_port $((p + 1)))
         start_node "$WORK/node$i" "$p" --cluster-enabled yes --cluster-config-file "nodes-$p.conf" || exit 1
         PORTS+=("$p")
       done
-      redis-cli --cluster create "127.0.0.1:${PORTS[0]}" "127.0.0.1:${PORTS[1]}" "127.0.0.1:${PORTS[2]}" \
-        --cluster-replicas 0 --cluster-yes >"$WORK/create.log" 2>&1 || { cat "$WORK/create.log" >&2; exit 1; }
+      if [ "$PRIMARIES" = 1 ]; then # --cluster create wants 3 primaries: give the one every slot
+        redis-cli -p "${PORTS[0]}" cluster addslotsrange 0 16383 >"$WORK/create.log" 2>&1 || { cat "$WORK/create.log" >&2; exit 1; }
+      else
+        redis-cli --cluster create "127.0.0.1:${PORTS[0]}" "127.0.0.1:${PORTS[1]}" "127.0.0.1:${PORTS[2]}" \
+          --cluster-replicas 0 --cluster-yes >"$WORK/create.log" 2>&1 || { cat "$WORK/create.log" >&2; exit 1; }
+      fi
       for _ in $(seq 300); do
         ok=1
         for p in "${PORTS[@]}"; do redis-cli -p "$p" cluster info | grep -q '^cluster_state:ok' || ok=0; done
@@ -231,10 +288,15 @@ for MODE in $MODES; do
         sleep 0.1
       done
       [ $ok = 1 ] || { log "the cluster did not settle"; exit 1; }
-      URL="redis-cluster://127.0.0.1:${PORTS[0]},127.0.0.1:${PORTS[1]},127.0.0.1:${PORTS[2]}" ;;
+      URL="redis-cluster://$(printf '127.0.0.1:%s,' "${PORTS[@]}")"
+      URL=${URL%,} ;;
     *) log "unknown mode $MODE (single or cluster)"; exit 2 ;;
   esac
-  if [ "$MODE" = cluster ]; then
+  if [ -n "$PARTITIONS" ]; then
+    QNAMES=("$PQUEUE")
+    "$JR" queue partitions "$PQUEUE" "$PARTITIONS" --redis "$URL" >>"$WORK/partitions.log" 2>&1 ||
+      { log "$MODE: jobrunner queue partitions $PQUEUE $PARTITIONS failed (see $WORK/partitions.log)"; cat "$WORK/partitions.log" >&2; exit 1; }
+  elif [ "$MODE" = cluster ]; then
     choose_queues
   elif [ -z "${QNAMES+x}" ]; then # one Redis alone: any names (CLUSTER KEYSLOT needs a cluster)
     QNAMES=()
@@ -244,6 +306,9 @@ for MODE in $MODES; do
   measure "$MODE" idle "$IDLE_S" idle
   measure "$MODE" enqueue_ready "$N_READY" enqueue_ready || continue
   measure "$MODE" enqueue_delayed "$N_DELAYED" enqueue_delayed || continue
+  line="jobs mode=$MODE"
+  for i in "${!PORTS[@]}"; do read -r nj nq < <(jobs_of "${PORTS[$i]}"); line="$line jobs$i=$nj streams$i=$nq"; done
+  echo "$line" | tee -a "$WORK/jobs.txt"
   now=$("$PEER" mono)
   wait_ms=$((DUE_AT + 500 - ${now%.*}))
   [ "$wait_ms" -gt 0 ] && sleep "$(awk -v m="$wait_ms" 'BEGIN {printf "%.3f", m / 1000}')"
@@ -253,7 +318,13 @@ for MODE in $MODES; do
   REDIS_PIDS=()
   PORT_BASE=$((PORT_BASE + 10))
 done
-echo "queues: ${QNAMES[*]:-} (primary of each: ${QOWNER[*]:-})"
+if [ -n "$PARTITIONS" ]; then
+  echo "queue: $PQUEUE of $PARTITIONS partitions, $QUEUES producer processes (jr_peer clientbulk) per enqueue phase"
+else
+  echo "queues: ${QNAMES[*]:-} (primary of each: ${QOWNER[*]:-})"
+fi
+echo "jobs in each Redis after the enqueues (jobsI: ready + delayed; streamsI: ready streams, i.e. queues or partitions, on it):"
+cat "$WORK/jobs.txt" 2>/dev/null
 echo "Redis time by command (INFO commandstats, summed over the primaries; excludes the cost outside commands):"
 sort -t' ' -k3,3 -k2,2 "$WORK/top.txt" 2>/dev/null
 echo
@@ -270,7 +341,7 @@ awk -v queues="$QUEUES" -v n="$N" -v owners="${QOWNER[*]:-}" '
   END {
     split(owners, o, " "); for (k = 0; k < 3; k++) share[k] = 0
     for (i in o) share[o[i]]++
-    printf "| phase | jobs | one Redis: µs Redis CPU/job | cluster (sum of 3 primaries): µs/job | cluster / one | the same less idle CPU: one · cluster · ratio | Redis calls per 1,000 jobs: one · cluster | jobs/s one | jobs/s cluster | primary 1 / 2 / 3: share of Redis CPU |\n"
+    printf "| phase | jobs | one Redis: µs Redis CPU/job | cluster (sum of its primaries): µs/job | cluster / one | the same less idle CPU: one · cluster · ratio | Redis calls per 1,000 jobs: one · cluster | jobs/s one | jobs/s cluster | primary 1 / 2 / 3: share of Redis CPU |\n"
     printf "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
     np = split("enqueue_ready enqueue_delayed promotion drain", ph, " ")
     for (i = 1; i <= np; i++) {
@@ -302,3 +373,7 @@ awk -v queues="$QUEUES" -v n="$N" -v owners="${QOWNER[*]:-}" '
       printf "\nEach primary'"'"'s share of the jobs (by its queues): %.0f %% / %.0f %% / %.0f %%\n",
         100 * share[0] / queues, 100 * share[1] / queues, 100 * share[2] / queues
   }' "$RESULTS"
+awk '$2 == "mode=cluster" {for (i = 3; i <= NF; i++) {split($i, kv, "="); f[kv[1]] = kv[2]}
+  t = f["jobs0"] + f["jobs1"] + f["jobs2"]
+  if (t > 0) printf "Each primary'"'"'s share of the jobs (counted in its keys): %.1f %% / %.1f %% / %.1f %% (%d / %d / %d ready streams)\n",
+    100 * f["jobs0"] / t, 100 * f["jobs1"] / t, 100 * f["jobs2"] / t, f["streams0"], f["streams1"], f["streams2"]}' "$WORK/jobs.txt" 2>/dev/null

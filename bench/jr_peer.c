@@ -17,6 +17,14 @@
  *                                       before the call + DELAY_MS
  *   jr_peer bulkdelayed N DELAY_MS      N delayed jobs, as bulk
  *                                       (for the memory figure of delayed jobs)
+ *   jr_peer clientbulk N DELAY_MS       N jobs as bulk (DELAY_MS 0 = ready),
+ *                                       BENCH_BATCH per jr_client_enqueue_many
+ *                                       call of the client library (client.c,
+ *                                       in jrcore as in libjobrunner): the path
+ *                                       that routes the jobs of a partitioned
+ *                                       queue over its partitions (bulk and
+ *                                       bulkdelayed write into the queue
+ *                                       itself); bench/cluster.sh PARTITIONS=K
  *   jr_peer mono                        print CLOCK_MONOTONIC ms (for scripts)
  *   jr_peer waitkey get|llen KEY TARGET TIMEOUT_S
  *                                       poll GET KEY (or LLEN KEY) every 10 ms on one
@@ -51,6 +59,8 @@
 #include <time.h>
 
 #include <hiredis/hiredis.h>
+
+#include <jobrunner/client.h>
 
 #include "jr.h"
 #include "redis.h"
@@ -126,6 +136,48 @@ static void bulk(long n, int64_t delay_ms, size_t batch, size_t chunk) {
     printf("enqueue_mode=jr_redis_enqueue(pipeline,chunk=%zu,batch=%zu%s) enqueue_s=%.3f enqueue_jobs_per_s=%.0f\n",
            chunk, batch, delay_ms > 0 ? ",delayed" : "", s, (double)n / s);
     free(jobs);
+}
+
+/* clientbulk: N jobs through the client library (jr_client_enqueue_many,
+ * `batch` per call), which spreads a partitioned queue's jobs over its
+ * partitions; delay_ms 0 = ready. Uses its own connection (url); exits on
+ * the first job not CREATED, naming it. */
+static void clientbulk(const char *url, long n, int64_t delay_ms, size_t batch) {
+    jr_client_options_t o = {.url = url, .connect_timeout_ms = 5000, .command_timeout_ms = 60000};
+    jr_client_t *c = jr_client_open(&o);
+    if (!c || jr_client_err(c)) {
+        fprintf(stderr, "jr_peer: clientbulk: %s\n", c ? jr_client_errstr(c) : "out of memory");
+        exit(1);
+    }
+    char buf[PAYLOAD_MAX];
+    size_t len = payload(buf, 0);
+    jr_client_job_t *jobs = calloc(batch, sizeof *jobs);
+    jr_client_result_t *res = calloc(batch, sizeof *res);
+    if (!jobs || !res) die("out of memory");
+    for (size_t i = 0; i < batch; i++)
+        jobs[i] = (jr_client_job_t){.queue = queue, .handler = handler, .payload = buf, .payload_len = len,
+                                    .delay_ms = delay_ms};
+    double t0 = mono_ms();
+    for (long done = 0; done < n;) {
+        size_t k = (size_t)(n - done) < batch ? (size_t)(n - done) : batch;
+        if (jr_client_enqueue_many(c, jobs, k, res) != 0) {
+            fprintf(stderr, "jr_peer: clientbulk: %s\n", jr_client_errstr(c));
+            exit(1);
+        }
+        for (size_t i = 0; i < k; i++)
+            if (res[i].status != JR_CLIENT_JOB_CREATED) {
+                fprintf(stderr, "jr_peer: clientbulk: job %zu of a call not created: %s\n", i,
+                        res[i].error ? res[i].error : "(no reason)");
+                exit(1);
+            }
+        done += (long)k;
+    }
+    double s = (mono_ms() - t0) / 1000.0;
+    printf("enqueue_mode=jr_client_enqueue_many(batch=%zu%s) enqueue_s=%.3f enqueue_jobs_per_s=%.0f\n", batch,
+           delay_ms > 0 ? ",delayed" : "", s, (double)n / s);
+    free(jobs);
+    free(res);
+    jr_client_free(c);
 }
 
 /* One at a time on an absolute schedule of `rate` per second. delay_ms > 0:
@@ -237,7 +289,7 @@ int main(int argc, char **argv) {
         return waitkey(argv[2], argv[3], atoll(argv[4]), strtod(argv[5], NULL));
     if (argc < 3) {
         fprintf(stderr, "usage: jr_peer bulk N | warm N | paced N RATE | delayed N SPREAD_MS DELAY_MS"
-                        " | bulkdelayed N DELAY_MS | waitempty TIMEOUT_S | mono | stallprobe SECONDS"
+                        " | bulkdelayed N DELAY_MS | clientbulk N DELAY_MS | waitempty TIMEOUT_S | mono | stallprobe SECONDS"
                         " | waitkey get|llen KEY TARGET TIMEOUT_S\n");
         return 2;
     }
@@ -274,6 +326,8 @@ int main(int argc, char **argv) {
         bulk(n, 0, batch, chunk);
     } else if (!strcmp(mode, "bulkdelayed") && argc >= 4) {
         bulk(n, arg_long(argv[3]), batch, chunk);
+    } else if (!strcmp(mode, "clientbulk") && argc >= 4) {
+        clientbulk(url, n, arg_long(argv[3]), batch);
     } else if (!strcmp(mode, "waitempty")) {
         double end = mono_ms() + (double)n * 1000.0;
         for (;;) {
