@@ -54,6 +54,25 @@ static pid_t start(const char *path, const char *const *argv, int out, int err) 
     return pid;
 }
 
+/* 1 once a redis-server answers PING on unix socket sock (NULL: on
+ * 127.0.0.1:port), trying every 10 ms for 5 s; else 0. */
+static int wait_ping(const char *sock, int port) {
+    for (int t = 0; t < 500; t++) {
+        redisContext *x = sock ? redisConnectUnix(sock) : redisConnect("127.0.0.1", port);
+        if (x && !x->err) {
+            redisReply *rep = redisCommand(x, "PING");
+            int ok = rep && rep->type == REDIS_REPLY_STATUS;
+            if (rep) freeReplyObject(rep);
+            redisFree(x);
+            if (ok) return 1;
+        } else if (x) {
+            redisFree(x);
+        }
+        jrt_sleep_ms(10);
+    }
+    return 0;
+}
+
 /* Start redis-server in r->dir (already made) and wait for PING. */
 static void redis_launch(jrt_redis_t *r, const char *const *extra) {
     const char *argv[64] = {JRT_REDIS_SERVER, "--port", "0", "--unixsocket", r->sock,
@@ -66,19 +85,7 @@ static void redis_launch(jrt_redis_t *r, const char *const *extra) {
     int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
     r->pid = start(JRT_REDIS_SERVER, argv, fd, fd);
     close(fd);
-    for (int i = 0; i < 500; i++) {
-        redisContext *c = redisConnectUnix(r->sock);
-        if (c && !c->err) {
-            redisReply *rep = redisCommand(c, "PING");
-            int ok = rep && rep->type == REDIS_REPLY_STATUS;
-            if (rep) freeReplyObject(rep);
-            redisFree(c);
-            if (ok) return;
-        } else if (c) {
-            redisFree(c);
-        }
-        jrt_sleep_ms(10);
-    }
+    if (wait_ping(r->sock, 0)) return;
     cr_assert_fail("redis-server did not start (see %s)", log);
 }
 
@@ -488,6 +495,24 @@ int jrt_free_port(void) {
     return ntohs(a.sin_port);
 }
 
+int jrt_http_get(int port, const char *path, char **body) {
+    *body = NULL;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct timeval tv = {.tv_sec = 10};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a)) {
+        close(fd);
+        return -1;
+    }
+    char req[256];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
+    int status = n > 0 && (size_t)n < sizeof req && write(fd, req, (size_t)n) == n ? jrt_http_read(fd, 0, body) : -1;
+    close(fd);
+    return status;
+}
+
 int jrt_http_status(const char *text, char **body) {
     int status = -1;
     const char *sep = strstr(text, "\r\n\r\n");
@@ -766,19 +791,7 @@ static void cluster_launch(jrt_cluster_t *c, int i) {
     int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
     c->pid[i] = start(JRT_REDIS_SERVER, argv, fd, fd);
     close(fd);
-    for (int t = 0; t < 500; t++) {
-        redisContext *x = redisConnect("127.0.0.1", c->port[i]);
-        if (x && !x->err) {
-            redisReply *rep = redisCommand(x, "PING");
-            int ok = rep && rep->type == REDIS_REPLY_STATUS;
-            if (rep) freeReplyObject(rep);
-            redisFree(x);
-            if (ok) return;
-        } else if (x) {
-            redisFree(x);
-        }
-        jrt_sleep_ms(10);
-    }
+    if (wait_ping(NULL, c->port[i])) return;
     cr_assert_fail("cluster node %d did not start (see %s)", i, log);
 }
 
@@ -826,6 +839,12 @@ static void cluster_start(jrt_cluster_t *c, int primaries, int replicas_each, co
 
 void jrt_cluster_start(jrt_cluster_t *c, int primaries, int replicas_each, const char *const *extra) {
     cluster_start(c, primaries, replicas_each, extra, 0);
+}
+
+void jrt_cluster_view(const jrt_cluster_t *c, jrt_redis_t *v) {
+    memset(v, 0, sizeof *v);
+    snprintf(v->dir, sizeof v->dir, "%s", c->dir);
+    snprintf(v->url, sizeof v->url, "%s", c->tls ? c->tls_url : c->url);
 }
 
 void jrt_cluster_start_tls(jrt_cluster_t *c, int primaries, int replicas_each, const char *const *extra) {

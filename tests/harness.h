@@ -159,6 +159,10 @@ long long jrt_redis_ms(redisContext *c);
  * read, closed). */
 int jrt_free_port(void);
 
+/* GET path from 127.0.0.1:port (HTTP/1.0, a 10 s receive timeout): the
+ * status (-1 if no connection or no complete answer) and the body
+ * (malloc'd, or NULL) into *body. */
+int jrt_http_get(int port, const char *path, char **body);
 /* The status of the HTTP/1.x response in text, -1 if it is none or has no
  * end of headers; its body (malloc'd) into *body unless -1. */
 int jrt_http_status(const char *text, char **body);
@@ -259,6 +263,10 @@ void jrt_cluster_start(jrt_cluster_t *c, int primaries, int replicas_each, const
  * jrt_redis_start_tls in dir, no client certificate asked): clients over
  * TLS learn the TLS ports from CLUSTER SLOTS. */
 void jrt_cluster_start_tls(jrt_cluster_t *c, int primaries, int replicas_each, const char *const *extra);
+/* The cluster as the helpers taking a jrt_redis_t see a Redis (jrt_cli,
+ * jrt_worker, jrt_config, ...): dir, and url = c's URL (the TLS one if the
+ * cluster has TLS); no socket, no pid. */
+void jrt_cluster_view(const jrt_cluster_t *c, jrt_redis_t *v);
 /* Stop every node by pid and remove dir. Safe if never started. */
 void jrt_cluster_stop(jrt_cluster_t *c);
 /* SIGKILL node i (a crash); jrt_cluster_restart starts it again with its

@@ -36,9 +36,7 @@ static pid_t worker, scheduler;
 
 static void start(int replicas) {
     jrt_cluster_start(&C, 3, replicas, NULL);
-    memset(&R, 0, sizeof R);
-    snprintf(R.dir, sizeof R.dir, "%s", C.dir);
-    snprintf(R.url, sizeof R.url, "%.159s", C.url);
+    jrt_cluster_view(&C, &R);
     snprintf(record, sizeof record, "%s/record.txt", C.dir);
     snprintf(wlog, sizeof wlog, "%s/worker.log", C.dir);
     snprintf(slog, sizeof slog, "%s/scheduler.log", C.dir);

@@ -6,13 +6,10 @@
  * each assert naming the step. */
 #include <criterion/criterion.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -63,35 +60,22 @@ static int wait_recorded(const char *payload, int n, int timeout_ms) {
     return jrt_wait_count(record, needle, n, timeout_ms);
 }
 
-static int http_get(int port, const char *path, char **body) {
-    *body = NULL;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    struct timeval tv = {.tv_sec = 10};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a)) {
-        close(fd);
-        return -1;
-    }
-    char req[128];
-    int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
-    int status = write(fd, req, (size_t)n) == n ? jrt_http_read(fd, 0, body) : -1;
-    close(fd);
-    return status;
-}
-
 static void teardown(void) { jrt_cluster_stop(&C); }
 
-Test(cluster_features, every_feature_across_three_primaries, .fini = teardown, .timeout = 300) {
-    jrt_cluster_start(&C, 3, 0, NULL);
-    memset(&V, 0, sizeof V);
-    snprintf(V.dir, sizeof V.dir, "%s", C.dir);
-    snprintf(V.url, sizeof V.url, "%s", C.url);
+/* A cluster of 3 primaries (over TLS: tls), seen as V; the record file
+ * and the logs in its dir. */
+static void start(int tls) {
+    if (tls) jrt_cluster_start_tls(&C, 3, 0, NULL);
+    else jrt_cluster_start(&C, 3, 0, NULL);
+    jrt_cluster_view(&C, &V);
     snprintf(record, sizeof record, "%s/record.txt", C.dir);
     snprintf(wlog, sizeof wlog, "%s/worker.log", C.dir);
     snprintf(slog, sizeof slog, "%s/scheduler.log", C.dir);
     setenv("JRT_RECORD", record, 1);
+}
+
+Test(cluster_features, every_feature_across_three_primaries, .fini = teardown, .timeout = 300) {
+    start(0);
     pick_queues();
     int mport = jrt_free_port();
     char extra[256];
@@ -211,7 +195,7 @@ Test(cluster_features, every_feature_across_three_primaries, .fini = teardown, .
     cr_assert_eq(cli(out, sizeof out, stall), 0, "stats: %s", out);
     for (int i = 0; i < 3; i++) cr_assert(strstr(out, Q[i]), "stats lists %s: %s", Q[i], out);
     char *body = NULL;
-    cr_assert_eq(http_get(mport, "/metrics", &body), 200, "GET /metrics");
+    cr_assert_eq(jrt_http_get(mport, "/metrics", &body), 200, "GET /metrics");
     cr_assert(body && strstr(body, "jobrunner_jobs_total"), "the worker's metrics count jobs: %s", body ? body : "");
     free(body);
 
@@ -238,13 +222,7 @@ static int recorded_prefix(const char *prefix) {
  * spreads over the primaries: 3 partitions and about a third of the jobs
  * on each; lookups of generated ids work; every job runs once. */
 Test(cluster_features, a_partitioned_queue_spreads_over_the_primaries, .fini = teardown, .timeout = 240) {
-    jrt_cluster_start(&C, 3, 0, NULL);
-    memset(&V, 0, sizeof V);
-    snprintf(V.dir, sizeof V.dir, "%s", C.dir);
-    snprintf(V.url, sizeof V.url, "%s", C.url);
-    snprintf(record, sizeof record, "%s/record.txt", C.dir);
-    snprintf(wlog, sizeof wlog, "%s/worker.log", C.dir);
-    setenv("JRT_RECORD", record, 1);
+    start(0);
     char out[8192];
     const char *set[] = {"queue", "partitions", "hot", "9", NULL};
     cr_assert_eq(cli(out, sizeof out, set), 0, "queue partitions hot 9: %s", out);
@@ -315,14 +293,7 @@ Test(cluster_features, a_partitioned_queue_spreads_over_the_primaries, .fini = t
  * too. Jobs on the three primaries run, a delayed one too; a client
  * without the CA is refused naming the node and why. */
 Test(cluster_features, over_tls_to_every_node, .fini = teardown, .timeout = 240) {
-    jrt_cluster_start_tls(&C, 3, 0, NULL);
-    memset(&V, 0, sizeof V);
-    snprintf(V.dir, sizeof V.dir, "%s", C.dir);
-    snprintf(V.url, sizeof V.url, "%s", C.tls_url);
-    snprintf(record, sizeof record, "%s/record.txt", C.dir);
-    snprintf(wlog, sizeof wlog, "%s/worker.log", C.dir);
-    snprintf(slog, sizeof slog, "%s/scheduler.log", C.dir);
-    setenv("JRT_RECORD", record, 1);
+    start(1);
     pick_queues();
     char extra[512], out[4096], err[4096];
     snprintf(extra, sizeof extra, "  tls:\n    ca_file: %s\nworker:\n  block: 1s\nscheduler:\n  block: 1s\n", C.ca);

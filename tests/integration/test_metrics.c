@@ -27,29 +27,7 @@ static void teardown(void) { jrt_redis_stop(&R); }
 
 TestSuite(metrics, .init = setup, .fini = teardown, .timeout = 180);
 
-/* GET path from 127.0.0.1:port. Returns the HTTP status (-1 if no
- * connection or no complete answer) and the body (malloc'd) in *body. */
-static int http_get(int port, const char *path, char **body) {
-    *body = NULL;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    struct timeval tv = {.tv_sec = 10};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a)) {
-        close(fd);
-        return -1;
-    }
-    char req[256];
-    int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
-    if (write(fd, req, (size_t)n) != n) {
-        close(fd);
-        return -1;
-    }
-    int status = jrt_http_read(fd, 0, body);
-    close(fd);
-    return status;
-}
+static int http_get(int port, const char *path, char **body) { return jrt_http_get(port, path, body); }
 
 /* Wait until the server answers (any status); returns that status. */
 static int wait_http(int port, const char *path, int timeout_ms) {
