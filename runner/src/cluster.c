@@ -149,6 +149,7 @@ struct jr_cluster {
     const char **av;            /* the arguments of the command being routed */
     size_t *al, acap;
     unsigned rnd;
+    int64_t open_deadline;      /* mono us: jrc_open's end (0 after it); node_open's connects stop there */
 };
 
 static char *dup_or_null(const char *s, int *bad) {
@@ -159,17 +160,24 @@ static char *dup_or_null(const char *s, int *bad) {
 }
 
 /* Connect to host:port as every node of this cluster is (user, password,
- * TLS, the facade's timeouts and role) and read its CLIENT ID (a refusal:
- * none, and a blocking read there is not ended early). NULL with err set. */
+ * TLS, the facade's timeouts and role). During jrc_open the connect (and
+ * every command on r until the caller sets r->timeout_us back to the
+ * facade's) waits only until open_deadline: the whole open takes at most
+ * the connect timeout, however many nodes it tries. NULL with err set. */
 static jr_redis_t *node_open(jr_redis_t *f, const char *host, int port, char *err, size_t errlen) {
     struct jr_cluster *cl = f->cl;
+    int64_t left = cl->open_deadline ? cl->open_deadline - jr_mono_us() : f->timeout_us;
+    if (left <= 0) {
+        snprintf(err, errlen, "not tried: the connect timeout (%lld ms) passed", (long long)(f->timeout_us / 1000));
+        return NULL;
+    }
     jr_redis_t *r = calloc(1, sizeof *r);
     if (!r) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
     memcpy(r->role, f->role, sizeof r->role);
-    r->timeout_us = f->timeout_us;
+    r->timeout_us = left < f->timeout_us ? left : f->timeout_us;
     r->wait_replicas = f->wait_replicas;
     r->wait_timeout_ms = f->wait_timeout_ms;
     jr_redis_url_t u = {.is_tls = cl->tls, .host = (char *)host, .port = port, .user = cl->user};
@@ -225,6 +233,7 @@ static int conn_use(jr_redis_t *f, int i, int k) {
     c->next_seq = c->read_seq = 0;
     redisReply *rep;
     int rc = jri_exec(c->r, &rep, "CLIENT", "ID", NULL);
+    c->r->timeout_us = f->timeout_us;
     if (rc == 0) {
         c->have_id = rep->type == REDIS_REPLY_INTEGER;
         c->id = rep->integer;
@@ -341,6 +350,7 @@ int jrc_open(jr_redis_t *r, const jr_redis_url_t *u, const char *url, const jr_r
         return -1;
     }
     ntry += nk;
+    cl->open_deadline = jr_mono_us() + r->timeout_us;
     size_t used = (size_t)snprintf(err, errlen, "cannot reach Redis Cluster %s:", url);
     int found = 0;
     for (size_t t = 0; t < ntry && !found; t++) {
@@ -376,7 +386,9 @@ int jrc_open(jr_redis_t *r, const jr_redis_url_t *u, const char *url, const jr_r
         snprintf(err, errlen, "Redis Cluster %s: no node serves slot %d (of %s)", url, cl->home_slot, JR_REGISTRY_KEY);
         return -1;
     }
-    if (node_use(r, home)) {
+    int rc = node_use(r, home);
+    cl->open_deadline = 0;
+    if (rc) {
         snprintf(err, errlen, "%s", r->err);
         return -1;
     }

@@ -34,8 +34,10 @@ int jr_cluster_key_slot(const char *key, size_t len);
  * seeds in turn, then the nodes this process learnt earlier, for CLUSTER
  * SLOTS; a node connection is made only when a command needs that node.
  * o, password and pw_from as node_connect takes them; they are copied (a
- * node may be connected to later). 0, or -1 with err naming the URL and
- * each node tried and why. */
+ * node may be connected to later). The whole of it (every node asked, and
+ * the home node's connection) takes at most r->timeout_us, the connect
+ * timeout: the nodes not asked by then are named "not tried". 0, or -1
+ * with err naming the URL and each node tried and why. */
 int jrc_open(jr_redis_t *r, const jr_redis_url_t *u, const char *url, const jr_redis_opts_t *o,
              const char *password, const char *pw_from, char *err, size_t errlen);
 void jrc_free(struct jr_cluster *cl);

@@ -652,7 +652,7 @@ static int cron_load(sched_t *s) {
 
 /* Connect both connections and bring the state up to date. */
 static int sched_connect(sched_t *s) {
-    if (!(s->cmd = jr_connect_retry(s->cfg))) return JR_EINTR;
+    if (!(s->cmd = jr_connect_retry(s->cfg)) || jr_signals_count()) return JR_EINTR;
     if (!(s->blk = jr_connect_retry(s->cfg))) return JR_EINTR;
     int rc = s->follow ? sched_refresh(s) : 0;
     jr_presence_reset(&s->presence);

@@ -461,6 +461,38 @@ Test(cluster, ask_during_a_migration_and_tryagain_for_several_keys) {
     jr_redis_free(r);
 }
 
+/* Every node stopped (SIGSTOP: connects are taken by the kernel, nothing
+ * answers): a worker and a scheduler that keep trying to connect act on
+ * SIGTERM within about the connect timeout (2 s), not the timeout per node
+ * asked (3 nodes: 6 s), and the scheduler does not lose a signal that
+ * arrived during an attempt. */
+Test(cluster, sigterm_with_every_node_unresponsive_stops_within_the_connect_timeout) {
+    jrt_config(&R, "  connect_timeout: 2s\nworker:\n  queues: [q0]\n  block: 5s\nscheduler:\n  block: 5s\n", cfgpath,
+               sizeof cfgpath);
+    for (int i = 0; i < C.n; i++) kill(C.pid[i], SIGSTOP);
+    worker = jrt_worker(&R, cfgpath, NULL, wlog, NULL);
+    scheduler = jrt_scheduler(&R, cfgpath, slog);
+    int wtried = jrt_wait_count(wlog, "Redis unavailable", 1, 20000);
+    int stried = jrt_wait_count(slog, "Redis unavailable", 1, 20000);
+    jrt_sleep_ms(300); /* both in their next attempt */
+    kill(worker, SIGTERM);
+    kill(scheduler, SIGTERM);
+    int64_t t0 = jrt_wall_us();
+    int wst = jrt_stop(worker, SIGTERM, 10000);
+    int64_t wms = (jrt_wall_us() - t0) / 1000;
+    int sst = jrt_stop(scheduler, SIGTERM, 10000);
+    int64_t sms = (jrt_wall_us() - t0) / 1000;
+    worker = scheduler = 0;
+    for (int i = 0; i < C.n; i++) kill(C.pid[i], SIGCONT);
+    cr_assert(wtried && stried, "no failed connect logged; worker log:\n%s\nscheduler log:\n%s", jrt_slurp(wlog),
+              jrt_slurp(slog));
+    cr_expect_eq(wst, 0, "the worker's exit status %d; log:\n%s", wst, jrt_slurp(wlog));
+    cr_expect_lt(wms, 3500, "the worker stopped %lld ms after SIGTERM; log:\n%s", (long long)wms, jrt_slurp(wlog));
+    cr_expect_eq(sst, 0, "the scheduler's exit status %d (-1: it had to be SIGKILLed); log:\n%s", sst,
+                 jrt_slurp(slog));
+    cr_expect_lt(sms, 3500, "the scheduler stopped %lld ms after SIGTERM; log:\n%s", (long long)sms, jrt_slurp(slog));
+}
+
 TestSuite(cluster_replicas, .init = setup_replicas, .fini = teardown, .timeout = 180);
 
 Test(cluster_replicas, wait_replicas_waits_on_every_node_written) {
