@@ -53,8 +53,10 @@ int jrc_has_reply(jr_redis_t *r);
 /* Run fn(node, arg) on a connection to every primary of the slot map,
  * each node's lock and fence keys of the function library set
  * (jr:{lib}:... on the node that serves that slot, jr:{lib.K}:... on the
- * others, K the first number whose slot the node serves). Stops at the
- * first error, copied into r's error (naming the node). */
+ * others, K the first number whose slot the node serves). A primary that
+ * cannot be reached is skipped (logged; it is down for the facade, see
+ * docs/operations.md "Redis Cluster"). Stops at the first other error,
+ * copied into r's error (naming the node). */
 int jrc_each_primary(jr_redis_t *r, int (*fn)(jr_redis_t *node, void *arg), void *arg);
 
 #endif

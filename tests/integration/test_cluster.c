@@ -14,7 +14,10 @@
  *   - ASK and TRYAGAIN (a slot half migrated): a call reaching a moved key
  *     follows ASK (ASKING counted on the target), a call of several keys
  *     gets TRYAGAIN and succeeds once the migration completes;
- *   - WAIT per node (wait_replicas: 1) with a replica for each primary. */
+ *   - WAIT per node (wait_replicas: 1) with a replica for each primary;
+ *   - every node unresponsive: SIGTERM is acted on within about the
+ *     connect timeout; a primary killed (no replica): the other primaries'
+ *     queues run on, and its own once it is back. */
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdio.h>
@@ -491,6 +494,57 @@ Test(cluster, sigterm_with_every_node_unresponsive_stops_within_the_connect_time
     cr_expect_eq(sst, 0, "the scheduler's exit status %d (-1: it had to be SIGKILLed); log:\n%s", sst,
                  jrt_slurp(slog));
     cr_expect_lt(sms, 3500, "the scheduler stopped %lld ms after SIGTERM; log:\n%s", (long long)sms, jrt_slurp(slog));
+}
+
+/* ---- one primary dead, no replica to take over ---------------------------- */
+
+static void setup_no_full_coverage(void) {
+    static const char *const extra[] = {"--cluster-require-full-coverage", "no", NULL};
+    jrt_cluster_start(&C, 3, 0, extra);
+    memset(&R, 0, sizeof R);
+    snprintf(R.dir, sizeof R.dir, "%s", C.dir);
+    snprintf(R.url, sizeof R.url, "%.159s", C.url);
+    snprintf(record, sizeof record, "%s/record.txt", C.dir);
+    snprintf(wlog, sizeof wlog, "%s/worker.log", C.dir);
+    snprintf(slog, sizeof slog, "%s/scheduler.log", C.dir);
+    setenv("JRT_RECORD", record, 1);
+}
+TestSuite(cluster_down, .init = setup_no_full_coverage, .fini = teardown, .timeout = 120);
+
+/* A primary SIGKILLed (the others serve on: cluster-require-full-coverage
+ * no) costs its own queues only: jobs due on the other two primaries after
+ * the kill are promoted by the scheduler and run by the worker while it is
+ * down; once it is back, a job on its queue runs too. */
+Test(cluster_down, a_dead_primary_stops_only_its_own_queues) {
+    char names[3][16];
+    queues_per_node(names, 1);
+    char list[64];
+    snprintf(list, sizeof list, "%s, %s, %s", names[0], names[1], names[2]);
+    config(list, NULL);
+    worker = jrt_worker(&R, cfgpath, NULL, wlog, NULL);
+    scheduler = jrt_scheduler(&R, cfgpath, slog);
+    for (int q = 0; q < 3; q++) {
+        const char *a[] = {"-q", names[q], "record", "warm", NULL};
+        jrt_cli_enqueue(&R, cfgpath, a, NULL, 0);
+    }
+    cr_assert_eq(jrt_wait_lines(record, 3, 20000), 3, "warm-up; worker log:\n%s", jrt_slurp(wlog));
+    for (int q = 0; q < 2; q++) { /* due after the kill */
+        char pay[64];
+        snprintf(pay, sizeof pay, "late-%s", names[q]);
+        const char *a[] = {"-q", names[q], "--in", "2s", "record", pay, NULL};
+        jrt_cli_enqueue(&R, cfgpath, a, NULL, 0);
+    }
+    jrt_sleep_ms(1500); /* idle: the worker's and the scheduler's reads blocked on every primary */
+    jrt_cluster_kill(&C, 2);
+    size_t got = jrt_wait_lines(record, 5, 8000);
+    cr_assert_eq(got, 5, "%zu of the 2 jobs due on the live primaries ran with node 2 dead; worker log:\n%s\n"
+                 "scheduler log:\n%s", got - 3, jrt_slurp(wlog), jrt_slurp(slog));
+    jrt_cluster_restart(&C, 2);
+    cr_assert(jrt_cluster_wait_ok(&C, 30000), "the cluster did not settle after node 2 came back");
+    const char *a[] = {"-q", names[2], "record", "back", NULL};
+    jrt_cli_enqueue(&R, cfgpath, a, NULL, 0);
+    got = jrt_wait_lines(record, 6, 15000);
+    cr_assert_eq(got, 6, "the job on %s (node 2, back) did not run; worker log:\n%s", names[2], jrt_slurp(wlog));
 }
 
 TestSuite(cluster_replicas, .init = setup_replicas, .fini = teardown, .timeout = 180);
