@@ -185,6 +185,7 @@ static jr_redis_t *node_open(jr_redis_t *f, const char *host, int port, char *er
         return NULL;
     }
     memcpy(r->role, f->role, sizeof r->role);
+    snprintf(r->primary, sizeof r->primary, "%s:%d", host, port); /* named in messages (r->master stays empty) */
     r->timeout_us = left < f->timeout_us ? left : f->timeout_us;
     r->wait_replicas = f->wait_replicas;
     r->wait_timeout_ms = f->wait_timeout_ms;

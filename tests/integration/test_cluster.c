@@ -496,6 +496,21 @@ Test(cluster, sigterm_with_every_node_unresponsive_stops_within_the_connect_time
     cr_expect_lt(sms, 3500, "the scheduler stopped %lld ms after SIGTERM; log:\n%s", (long long)sms, jrt_slurp(slog));
 }
 
+/* A primary other than the home node with an evicting maxmemory-policy:
+ * the worker warns at connect, naming it. */
+Test(cluster, an_evicting_primary_is_warned_about_by_name) {
+    int home = jrt_cluster_primary_of(&C, 0, "jr:{queues}"), other = (home + 1) % 3;
+    redisContext *x = jrt_cluster_connect(&C, other);
+    freeReplyObject(jrt_cmd(x, "CONFIG", "SET", "maxmemory-policy", "allkeys-lru", NULL));
+    redisFree(x);
+    config("q0", NULL);
+    worker = jrt_worker(&R, cfgpath, NULL, wlog, NULL);
+    char want[64];
+    snprintf(want, sizeof want, "allkeys-lru (node 127.0.0.1:%d)", C.port[other]);
+    cr_expect(jrt_wait_count(wlog, want, 1, 10000) >= 1 && jrt_count(wlog, "Redis may evict keys") >= 1,
+              "no warning naming node %d (%s); worker log:\n%s", other, want, jrt_slurp(wlog));
+}
+
 /* ---- one primary dead, no replica to take over ---------------------------- */
 
 static void setup_no_full_coverage(void) {
