@@ -136,6 +136,7 @@ typedef struct cmd {
     int64_t retry_until;   /* TRYAGAIN, CLUSTERDOWN, LOADING: resent until then (0: not yet) */
     int ask_pause;         /* a part of a split read was asked elsewhere (ASK): pause before returning */
     char *refused;         /* never sent: its reply is this error (keys in several slots) */
+    int end_early;         /* a blocking read to end now (reap_idle): every part unblocked */
 } cmd_t;
 
 struct jr_cluster {
@@ -1072,7 +1073,7 @@ static int step(jr_redis_t *f, cmd_t *c, int64_t wait) {
         if (!p->done && wait != NOWAIT) return 0; /* in order: the next one waits */
     }
     if (all) return 1;
-    if (c->block && any)
+    if (c->block && (any || c->end_early))
         for (size_t i = 0; i < c->nparts; i++)
             if (!c->parts[i].done && (rc = part_unblock(f, &c->parts[i]))) return rc;
     return 0;
@@ -1105,13 +1106,41 @@ static int wait_parts(jr_redis_t *f, cmd_t *c, int64_t deadline) {
     return k > 0 ? JR_WAIT_READY : JR_WAIT_TIMEOUT;
 }
 
+/* A node connection with nothing outstanding that polls readable: the
+ * node closed it (it died, or was restarted): node_down now, rather than
+ * leaving jr_redis_fd readable for a caller that would then wait for a
+ * reply that never comes; a blocking read outstanding is then ended early
+ * (end_early: its parts unblocked, what they read returned). One
+ * epoll_wait without waiting. 0 or JR_ENOMEM. */
+static int reap_idle(jr_redis_t *f) {
+    struct jr_cluster *cl = f->cl;
+    struct epoll_event ev[16];
+    int n = epoll_wait(cl->epfd, ev, 16, 0);
+    for (int e = 0; e < n; e++) {
+        uint32_t i = ev[e].data.u32;
+        if (i >= cl->nnodes) continue; /* the timer */
+        node_t *nd = &cl->nodes[i];
+        for (size_t k = 0; k < nd->nc; k++) {
+            conn_t *c = &nd->c[k];
+            if (!c->r || c->read_seq != c->next_seq || c->nheld) continue;
+            struct pollfd p = {.fd = jr_redis_fd(c->r), .events = POLLIN};
+            if (poll(&p, 1, 0) <= 0) continue;
+            if (node_down(f, (int)i, "the node closed an idle connection") < 0) return JR_ENOMEM;
+            if (cl->qhead < cl->qn && cl->q[cl->qhead].sent && cl->q[cl->qhead].block) cl->q[cl->qhead].end_early = 1;
+            break;
+        }
+    }
+    return 0;
+}
+
 int jrc_recv(jr_redis_t *f, redisReply **out, int64_t timeout_us) {
     struct jr_cluster *cl = f->cl;
     *out = NULL;
     if (f->broken) return jri_fail(f, JR_EIO, "Redis connection is broken");
     if (cl->qhead == cl->qn) return jri_fail(f, JR_EPROTO, "internal: a reply read with no command sent");
-    cmd_t *c = &cl->q[cl->qhead];
     int rc;
+    if ((rc = reap_idle(f))) return rc;
+    cmd_t *c = &cl->q[cl->qhead];
     if (!c->sent && (rc = jrc_flush(f))) return rc;
     int64_t deadline = timeout_us < 0 ? -1 : jr_mono_us() + timeout_us;
     for (;;) {
@@ -1139,6 +1168,7 @@ int jrc_recv(jr_redis_t *f, redisReply **out, int64_t timeout_us) {
 int jrc_has_reply(jr_redis_t *f) {
     struct jr_cluster *cl = f->cl;
     if (f->broken) return 0;
+    if (reap_idle(f)) return 0;
     if (cl->qhead == cl->qn || !cl->q[cl->qhead].sent) return 0;
     cmd_t *c = &cl->q[cl->qhead];
     int64_t now = jr_mono_us();
@@ -1148,6 +1178,7 @@ int jrc_has_reply(jr_redis_t *f) {
             if (c->block && part_counts(cl, p, now)) return 1;
             continue;
         }
+        if (c->block && c->end_early) return 1;
         conn_t *n = &cl->nodes[p->node].c[p->conn];
         for (size_t h = 0; h < n->nheld; h++)
             if (n->held[h].seq == (p->asking ? p->asking_seq : p->seq)) return 1;

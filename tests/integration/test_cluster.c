@@ -562,6 +562,29 @@ Test(cluster_down, a_dead_primary_stops_only_its_own_queues) {
     cr_assert_eq(got, 6, "the job on %s (node 2, back) did not run; worker log:\n%s", names[2], jrt_slurp(wlog));
 }
 
+/* A primary none of the worker's queues is on, connected (the library
+ * load) and idle, SIGKILLed: the worker is not thrown off its blocked read
+ * (no reconnect, no wait for the command timeout); a job on its queue runs
+ * promptly. */
+Test(cluster_down, a_primary_dying_while_idle_does_not_stall_the_read) {
+    char names[3][16];
+    queues_per_node(names, 1);
+    int home = jrt_cluster_primary_of(&C, 0, "jr:{queues}"), victim = (home + 1) % 3;
+    config(names[home], NULL);
+    worker = jrt_worker(&R, cfgpath, NULL, wlog, NULL);
+    const char *a[] = {"-q", names[home], "record", "warm", NULL};
+    jrt_cli_enqueue(&R, cfgpath, a, NULL, 0);
+    cr_assert_eq(jrt_wait_lines(record, 1, 20000), 1, "warm-up; worker log:\n%s", jrt_slurp(wlog));
+    jrt_sleep_ms(500);
+    jrt_cluster_kill(&C, victim);
+    jrt_sleep_ms(3000); /* past the command timeout (2 s) */
+    const char *b[] = {"-q", names[home], "record", "after", NULL};
+    jrt_cli_enqueue(&R, cfgpath, b, NULL, 0);
+    int64_t ms = ms_until_lines(2, 5000);
+    cr_expect_lt(ms, 1500, "the job ran %lld ms after it was enqueued; worker log:\n%s", (long long)ms, jrt_slurp(wlog));
+    cr_expect_eq(jrt_count(wlog, "reconnecting"), 0, "the worker reconnected; log:\n%s", jrt_slurp(wlog));
+}
+
 TestSuite(cluster_replicas, .init = setup_replicas, .fini = teardown, .timeout = 180);
 
 Test(cluster_replicas, wait_replicas_waits_on_every_node_written) {
