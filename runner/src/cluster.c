@@ -10,7 +10,8 @@
  * sent (seq); the replies come back in the caller's order, read from each
  * reply's node, a reply read ahead of its turn held by its node. The
  * formatted bytes are kept until the reply is read, so that a MOVED, ASK
- * or TRYAGAIN (Redis ran nothing) is resent transparently. */
+ * or TRYAGAIN (Redis ran nothing) is resent transparently. A node that
+ * cannot be reached fails only what went to it (node_down). */
 #include "cluster.h"
 
 #include <hiredis/hiredis.h>
@@ -23,12 +24,14 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/epoll.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "contract.h"
 #include "jr.h"
 #include "partition.h" /* jr_crc16 */
+#include "log.h"
 
 /* ---- slots (pure) --------------------------------------------------------- */
 
@@ -93,6 +96,8 @@ typedef struct node {
     size_t nc;
     jr_redis_t *side; /* for CLIENT UNBLOCK of a blocking read; opened on first need */
     int written;    /* a keyed command was sent on c[0] since its last WAIT */
+    int64_t down_until; /* mono us: unreachable, not tried again before then (0: up) */
+    char why[JR_ERRLEN]; /* why it is down, in its parts' error replies */
 } node_t;
 
 typedef struct part {
@@ -108,6 +113,7 @@ typedef struct part {
     redisReply *rep;     /* its reply once done (NULL: counts as nil) */
     int unblocked;       /* CLIENT UNBLOCK ended it */
     int64_t unblock_at;  /* the next CLIENT UNBLOCK try, mono us */
+    int down;            /* done by node_down: rep is its CLUSTERDOWN ... unreachable error */
 } part_t;
 
 enum { K_PLAIN, K_READ, K_WAIT, K_MULTI };
@@ -122,6 +128,7 @@ typedef struct cmd {
     int64_t retry_until;   /* TRYAGAIN, CLUSTERDOWN, LOADING: resent until then (0: not yet) */
     int ask_pause;         /* a part of a split read was asked elsewhere (ASK): pause before returning */
     char *refused;         /* never sent: its reply is this error (keys in several slots) */
+    int end_early;         /* a blocking read to end now (reap_idle): every part unblocked */
 } cmd_t;
 
 struct jr_cluster {
@@ -132,7 +139,9 @@ struct jr_cluster {
     cmd_t *q;                   /* the FIFO [qhead, qn) */
     size_t qhead, qn, qcap;
     int refresh_due;
-    int epfd;                   /* every node connection's socket: jr_redis_fd */
+    int64_t refresh_at;         /* mono us: not before then (a node down: the map is read again shortly) */
+    int epfd;                   /* every node connection's socket, and timerfd: jr_redis_fd */
+    int timerfd;                /* readable when a down node may be tried again (ends a blocking read) */
     /* what a node connect needs (copies; node_open) */
     jr_redis_opts_t o;
     char *user, *password, *pw_from, *url;
@@ -141,6 +150,7 @@ struct jr_cluster {
     const char **av;            /* the arguments of the command being routed */
     size_t *al, acap;
     unsigned rnd;
+    int64_t open_deadline;      /* mono us: jrc_open's end (0 after it); node_open's connects stop there */
 };
 
 static char *dup_or_null(const char *s, int *bad) {
@@ -151,17 +161,25 @@ static char *dup_or_null(const char *s, int *bad) {
 }
 
 /* Connect to host:port as every node of this cluster is (user, password,
- * TLS, the facade's timeouts and role) and read its CLIENT ID (a refusal:
- * none, and a blocking read there is not ended early). NULL with err set. */
+ * TLS, the facade's timeouts and role). During jrc_open the connect (and
+ * every command on r until the caller sets r->timeout_us back to the
+ * facade's) waits only until open_deadline: the whole open takes at most
+ * the connect timeout, however many nodes it tries. NULL with err set. */
 static jr_redis_t *node_open(jr_redis_t *f, const char *host, int port, char *err, size_t errlen) {
     struct jr_cluster *cl = f->cl;
+    int64_t left = cl->open_deadline ? cl->open_deadline - jr_mono_us() : f->timeout_us;
+    if (left <= 0) {
+        snprintf(err, errlen, "not tried: the connect timeout (%lld ms) passed", (long long)(f->timeout_us / 1000));
+        return NULL;
+    }
     jr_redis_t *r = calloc(1, sizeof *r);
     if (!r) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
     memcpy(r->role, f->role, sizeof r->role);
-    r->timeout_us = f->timeout_us;
+    snprintf(r->primary, sizeof r->primary, "%s:%d", host, port); /* named in messages (r->master stays empty) */
+    r->timeout_us = left < f->timeout_us ? left : f->timeout_us;
     r->wait_replicas = f->wait_replicas;
     r->wait_timeout_ms = f->wait_timeout_ms;
     jr_redis_url_t u = {.is_tls = cl->tls, .host = (char *)host, .port = port, .user = cl->user};
@@ -194,14 +212,77 @@ static int node_find(struct jr_cluster *cl, const char *host, int port) {
     return (int)cl->nnodes++;
 }
 
-/* A node failed: the facade is broken (the caller reconnects, and the
- * reconnect rediscovers the map). Returns the code. */
-static int node_fail(jr_redis_t *f, int i, int code, const char *why) {
-    return jri_fail(f, code ? code : JR_EIO, "Redis Cluster node %s: %s", f->cl->nodes[i].addr, why);
+#define DOWN 2                 /* node_down's return: the node is unreachable, its parts are answered */
+#define DOWN_RETRY_US 500000   /* a node down is tried again, and the map read again, after this */
+
+/* Arm the facade's timer for us from now (0: disarm, and empty it). */
+static void timer_set(struct jr_cluster *cl, int64_t us) {
+    if (cl->timerfd < 0) return;
+    struct itimerspec t = {.it_value = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000}};
+    if (us > 0 && t.it_value.tv_sec == 0 && t.it_value.tv_nsec == 0) t.it_value.tv_nsec = 1;
+    timerfd_settime(cl->timerfd, 0, &t, NULL);
+}
+
+/* Part p counts as answered: done, and when node_down answered it, once
+ * its node may be tried again (a blocking read is not ended at once by a
+ * part of a dead node: it would be sent again at once, and fail again). */
+static int part_counts(const struct jr_cluster *cl, const part_t *p, int64_t now) {
+    return p->done && (!p->down || now >= cl->nodes[p->node].down_until);
+}
+
+/* Node i is unreachable (why; NULL: it was found so already and is not
+ * tried again yet). With why: its connections are closed (their replies
+ * outstanding lost: Redis may or may not have run those commands, as with
+ * any broken connection), it is not tried again for DOWN_RETRY_US, and the
+ * slot map is read again then (a failover names another primary). Every
+ * part in the FIFO for node i not done is done with the error reply
+ * `CLUSTERDOWN node HOST:PORT unreachable: why`; the facade stays usable
+ * for the other nodes. Returns DOWN, or JR_ENOMEM (f broken). */
+static int node_down(jr_redis_t *f, int i, const char *why) {
+    struct jr_cluster *cl = f->cl;
+    node_t *n = &cl->nodes[i];
+    int64_t now = jr_mono_us();
+    if (why) {
+        snprintf(n->why, sizeof n->why, "%s", why); /* before the connection holding the text is freed */
+        for (size_t k = 0; k < n->nc; k++) {
+            conn_t *c = &n->c[k];
+            jr_redis_free(c->r); /* closed: out of the epoll set */
+            for (size_t h = 0; h < c->nheld; h++) freeReplyObject(c->held[h].rep);
+            c->r = NULL, c->nheld = 0, c->have_id = 0, c->out = 0, c->next_seq = c->read_seq = 0;
+        }
+        jr_redis_free(n->side);
+        n->side = NULL;
+        n->written = 0;
+        n->down_until = now + DOWN_RETRY_US;
+        cl->refresh_due = 1, cl->refresh_at = n->down_until;
+    }
+    char text[JR_ERRLEN + 350];
+    snprintf(text, sizeof text, "CLUSTERDOWN node %s unreachable: %s", n->addr, n->why);
+    int blocked = 0;
+    for (size_t q = cl->qhead; q < cl->qn; q++) {
+        cmd_t *c = &cl->q[q];
+        for (size_t k = 0; k < c->nparts; k++) {
+            part_t *p = &c->parts[k];
+            if (p->done || p->node != i) continue;
+            redisReply *e = calloc(1, sizeof *e);
+            char *str = strdup(text);
+            if (!e || !str) {
+                free(e), free(str);
+                return jri_fail(f, JR_ENOMEM, "out of memory");
+            }
+            e->type = REDIS_REPLY_ERROR, e->str = str, e->len = strlen(str);
+            p->rep = e, p->done = 1, p->down = 1, p->asking = 0;
+            blocked |= c->block && c->nparts > 1;
+        }
+    }
+    if (blocked) timer_set(cl, n->down_until > now ? n->down_until - now : 0); /* wakes the read then */
+    return DOWN;
 }
 
 /* Connection k of node i, made if there is none yet (its socket added to
- * the facade's epoll set, its CLIENT ID read). 0, or an error (f broken). */
+ * the facade's epoll set, its CLIENT ID read). 0; DOWN when node i is
+ * unreachable (node_down: not tried again before its down_until); or an
+ * error (f broken). */
 static int conn_use(jr_redis_t *f, int i, int k) {
     node_t *n = &f->cl->nodes[i];
     if ((size_t)k >= n->nc) {
@@ -211,19 +292,22 @@ static int conn_use(jr_redis_t *f, int i, int k) {
         n->c = v, n->nc = (size_t)k + 1;
     }
     conn_t *c = &n->c[k];
-    if (c->r) return jr_redis_ok(c->r) ? 0 : node_fail(f, i, JR_EIO, jr_redis_errstr(c->r));
+    if (c->r) return jr_redis_ok(c->r) ? 0 : node_down(f, i, jr_redis_errstr(c->r));
+    if (n->down_until > jr_mono_us()) return node_down(f, i, NULL);
     char err[JR_ERRLEN];
-    if (!(c->r = node_open(f, n->host, n->port, err, sizeof err))) return jri_fail(f, JR_EIO, "%s", err);
+    if (!(c->r = node_open(f, n->host, n->port, err, sizeof err))) return node_down(f, i, err);
     c->next_seq = c->read_seq = 0;
     redisReply *rep;
     int rc = jri_exec(c->r, &rep, "CLIENT", "ID", NULL);
+    c->r->timeout_us = f->timeout_us;
     if (rc == 0) {
         c->have_id = rep->type == REDIS_REPLY_INTEGER;
         c->id = rep->integer;
         freeReplyObject(rep);
     } else if (rc != JR_EREDIS) {
-        return node_fail(f, i, rc, jr_redis_errstr(c->r));
+        return node_down(f, i, jr_redis_errstr(c->r));
     }
+    n->down_until = 0;
     struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
     if (f->cl->epfd >= 0) epoll_ctl(f->cl->epfd, EPOLL_CTL_ADD, jr_redis_fd(c->r), &ev);
     return 0;
@@ -303,7 +387,9 @@ int jrc_open(jr_redis_t *r, const jr_redis_url_t *u, const char *url, const jr_r
     }
     r->cl = cl;
     cl->epfd = epoll_create1(EPOLL_CLOEXEC);
-    int bad = cl->epfd < 0;
+    cl->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    struct epoll_event tev = {.events = EPOLLIN, .data.u32 = UINT32_MAX};
+    int bad = cl->epfd < 0 || cl->timerfd < 0 || epoll_ctl(cl->epfd, EPOLL_CTL_ADD, cl->timerfd, &tev);
     cl->o = *o;
     cl->user = dup_or_null(u->user, &bad), cl->password = dup_or_null(password, &bad);
     cl->pw_from = dup_or_null(pw_from, &bad), cl->url = dup_or_null(url, &bad);
@@ -333,6 +419,7 @@ int jrc_open(jr_redis_t *r, const jr_redis_url_t *u, const char *url, const jr_r
         return -1;
     }
     ntry += nk;
+    cl->open_deadline = jr_mono_us() + r->timeout_us;
     size_t used = (size_t)snprintf(err, errlen, "cannot reach Redis Cluster %s:", url);
     int found = 0;
     for (size_t t = 0; t < ntry && !found; t++) {
@@ -368,7 +455,13 @@ int jrc_open(jr_redis_t *r, const jr_redis_url_t *u, const char *url, const jr_r
         snprintf(err, errlen, "Redis Cluster %s: no node serves slot %d (of %s)", url, cl->home_slot, JR_REGISTRY_KEY);
         return -1;
     }
-    if (node_use(r, home)) {
+    int rc = node_use(r, home);
+    cl->open_deadline = 0;
+    if (rc == DOWN) {
+        snprintf(err, errlen, "%s", cl->nodes[home].why);
+        return -1;
+    }
+    if (rc) {
         snprintf(err, errlen, "%s", r->err);
         return -1;
     }
@@ -402,6 +495,7 @@ void jrc_free(struct jr_cluster *cl) {
     }
     free(cl->nodes);
     if (cl->epfd >= 0) close(cl->epfd);
+    if (cl->timerfd >= 0) close(cl->timerfd);
     if (cl->password) explicit_bzero(cl->password, strlen(cl->password));
     free(cl->user), free(cl->password), free(cl->pw_from), free(cl->url);
     free(cl->ca_file), free(cl->ca_dir), free(cl->cert_file), free(cl->key_file), free(cl->server_name);
@@ -549,12 +643,13 @@ static int node_of_slot(const struct jr_cluster *cl, int slot) {
     return n >= 0 ? n : cl->slot[cl->home_slot] >= 0 ? cl->slot[cl->home_slot] : 0;
 }
 
-/* Append bytes to connection k of node i (seq into *seq). 0 or an error. */
+/* Append bytes to connection k of node i (seq into *seq). 0, DOWN
+ * (node_down: the parts for node i are answered), or an error. */
 static int node_send(jr_redis_t *f, int i, int k, const char *buf, size_t len, uint64_t *seq) {
     int rc = conn_use(f, i, k);
     if (rc) return rc;
     conn_t *c = &f->cl->nodes[i].c[k];
-    if ((rc = jri_append_formatted(c->r, buf, len))) return node_fail(f, i, rc, jr_redis_errstr(c->r));
+    if ((rc = jri_append_formatted(c->r, buf, len))) return node_down(f, i, jr_redis_errstr(c->r));
     *seq = c->next_seq++;
     c->out = 1;
     return 0;
@@ -698,7 +793,8 @@ static int route(jr_redis_t *f, size_t i) {
 int jrc_flush(jr_redis_t *f) {
     struct jr_cluster *cl = f->cl;
     if (f->broken) return jri_fail(f, JR_EIO, "Redis connection is broken");
-    if (cl->refresh_due && (cl->qhead == cl->qn || !cl->q[cl->qhead].sent)) refresh(f);
+    if (cl->refresh_due && (cl->qhead == cl->qn || !cl->q[cl->qhead].sent) && jr_mono_us() >= cl->refresh_at)
+        refresh(f);
     int rc;
     for (size_t i = cl->qhead; i < cl->qn; i++) {
         cmd_t *c = &cl->q[i];
@@ -709,7 +805,9 @@ int jrc_flush(jr_redis_t *f) {
         }
         if ((rc = route(f, i))) return rc;
         for (size_t k = 0; k < c->nparts; k++) {
-            if ((rc = part_send(f, &c->parts[k], 0))) return rc;
+            if (c->parts[k].done) continue; /* its node found down meanwhile */
+            if ((rc = part_send(f, &c->parts[k], 0)) == DOWN) continue;
+            if (rc) return rc;
             if (c->kind == K_PLAIN && c->slot >= 0) cl->nodes[c->parts[k].node].written = 1;
         }
         c->sent = 1;
@@ -719,7 +817,7 @@ int jrc_flush(jr_redis_t *f) {
             conn_t *n = &cl->nodes[k].c[j];
             if (!n->out) continue;
             n->out = 0;
-            if ((rc = jr_redis_flush(n->r))) return node_fail(f, (int)k, rc, jr_redis_errstr(n->r));
+            if ((rc = jr_redis_flush(n->r)) && (rc = node_down(f, (int)k, jr_redis_errstr(n->r))) < 0) return rc;
         }
     return 0;
 }
@@ -732,7 +830,8 @@ int jrc_flush(jr_redis_t *f) {
  * (holding the replies before it), waiting up to wait_us (-1 = forever;
  * NOWAIT: only what can be read now, a reply begun being read to its end
  * within the command timeout).
- * 1 taken, 0 not there yet, or an error (f broken). */
+ * 1 taken, 0 not there yet, DOWN (node i unreachable: node_down answered
+ * its parts), or an error (f broken). */
 static int node_take(jr_redis_t *f, int i, int k, uint64_t seq, redisReply **rep, int64_t wait_us) {
     conn_t *n = &f->cl->nodes[i].c[k];
     for (;;) {
@@ -745,15 +844,15 @@ static int node_take(jr_redis_t *f, int i, int k, uint64_t seq, redisReply **rep
         if (n->read_seq > seq)
             return jri_fail(f, JR_EPROTO, "internal: reply %llu of %s lost", (unsigned long long)seq,
                             f->cl->nodes[i].addr);
-        if (!n->r || !jr_redis_ok(n->r)) return node_fail(f, i, JR_EIO, n->r ? jr_redis_errstr(n->r) : "not connected");
+        if (!n->r || !jr_redis_ok(n->r)) return node_down(f, i, n->r ? jr_redis_errstr(n->r) : "not connected");
         if (wait_us == NOWAIT && !jr_redis_has_reply(n->r)) {
             int w = jr_redis_wait(n->r, 0, -1);
-            if (w < 0) return node_fail(f, i, w, jr_redis_errstr(n->r));
+            if (w < 0) return node_down(f, i, jr_redis_errstr(n->r));
             if (w != JR_WAIT_READY) return 0;
         }
         redisReply *r;
         int rc = jri_recv_reply(n->r, &r, wait_us == NOWAIT ? f->timeout_us : wait_us);
-        if (rc) return node_fail(f, i, rc, jr_redis_errstr(n->r));
+        if (rc) return node_down(f, i, jr_redis_errstr(n->r));
         if (n->read_seq == seq) {
             n->read_seq++;
             *rep = r;
@@ -798,12 +897,12 @@ static int redirect_node(struct jr_cluster *cl, const char *text, int *slot) {
     return node_find(cl, host, atoi(colon + 1));
 }
 
-/* Send what part p's connection was given. 0 or an error (f broken). */
+/* Send what part p's connection was given. 0, DOWN or an error (f broken). */
 static int jrc_flush_node(jr_redis_t *f, const part_t *p) {
     conn_t *n = &f->cl->nodes[p->node].c[p->conn];
     n->out = 0;
     int rc = jr_redis_flush(n->r);
-    return rc ? node_fail(f, p->node, rc, jr_redis_errstr(n->r)) : 0;
+    return rc ? node_down(f, p->node, jr_redis_errstr(n->r)) : 0;
 }
 
 /* A reply of part p of c: follow MOVED and ASK (resend; a part of a split
@@ -863,7 +962,8 @@ static int part_unblock(jr_redis_t *f, part_t *p) {
         n->side = NULL;
     }
     char err[JR_ERRLEN];
-    if (!n->side && !(n->side = node_open(f, n->host, n->port, err, sizeof err))) return jri_fail(f, JR_EIO, "%s", err);
+    if (!n->side && !(n->side = node_open(f, n->host, n->port, err, sizeof err)))
+        return node_down(f, p->node, err) < 0 ? JR_ENOMEM : 0;
     char id[32];
     snprintf(id, sizeof id, "%lld", c->id);
     redisReply *rep;
@@ -872,7 +972,7 @@ static int part_unblock(jr_redis_t *f, part_t *p) {
         p->unblocked = 1;
         return 0;
     }
-    if (rc) return node_fail(f, p->node, rc, jr_redis_errstr(n->side));
+    if (rc) return node_down(f, p->node, jr_redis_errstr(n->side)) < 0 ? JR_ENOMEM : 0;
     p->unblocked = rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
     p->unblock_at = now + 10000;
     freeReplyObject(rep);
@@ -883,8 +983,9 @@ static int part_unblock(jr_redis_t *f, part_t *p) {
  * - one part: its reply (a part with none, nil);
  * - WAIT: the fewest replicas any node confirmed (an error reply first);
  * - a split stream read: the streams of every part in one array (the home
- *   node's wait left out; UNBLOCKED counts as nil; all nil: nil), or the
- *   first error reply of a part. */
+ *   node's wait left out; UNBLOCKED, and a part of a node down, count as
+ *   nil; all nil: nil), or the first error reply of a part (of a node down
+ *   only when every part was). */
 static int merge(jr_redis_t *f, cmd_t *c, redisReply **out) {
     redisReply *res = NULL;
     if (c->refused) {
@@ -903,10 +1004,14 @@ static int merge(jr_redis_t *f, cmd_t *c, redisReply **out) {
         }
         res = c->parts[best].rep, c->parts[best].rep = NULL;
     } else {
-        size_t n = 0;
+        size_t n = 0, up = 0, first_down = c->nparts;
+        for (size_t i = 0; i < c->nparts; i++)
+            if (!c->parts[i].extra && !c->parts[i].down) up++;
+            else if (!c->parts[i].extra && first_down == c->nparts) first_down = i;
+        if (!up && first_down < c->nparts) res = c->parts[first_down].rep, c->parts[first_down].rep = NULL;
         for (size_t i = 0; i < c->nparts && !res; i++) {
             redisReply *r = c->parts[i].rep;
-            if (!r || c->parts[i].extra) continue;
+            if (!r || c->parts[i].extra || c->parts[i].down) continue;
             if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "UNBLOCKED", 9)) res = r, c->parts[i].rep = NULL;
             else if (r->type == REDIS_REPLY_ARRAY) n += r->elements;
         }
@@ -938,39 +1043,47 @@ static int merge(jr_redis_t *f, cmd_t *c, redisReply **out) {
  * or an error. */
 static int step(jr_redis_t *f, cmd_t *c, int64_t wait) {
     int any = 0, all = 1, rc;
+    int64_t now = jr_mono_us();
     for (size_t i = 0; i < c->nparts; i++) {
         part_t *p = &c->parts[i];
         rc = 0;
         while (!p->done) {
             redisReply *rep;
             if (p->asking) {
-                if ((rc = node_take(f, p->node, p->conn, p->asking_seq, &rep, wait)) <= 0) break;
+                if ((rc = node_take(f, p->node, p->conn, p->asking_seq, &rep, wait)) == DOWN) continue;
+                if (rc <= 0) break;
                 freeReplyObject(rep); /* ASKING's +OK */
                 p->asking = 0;
             }
-            if ((rc = node_take(f, p->node, p->conn, p->seq, &rep, wait)) <= 0) break;
+            if ((rc = node_take(f, p->node, p->conn, p->seq, &rep, wait)) == DOWN) continue; /* p done */
+            if (rc <= 0) break;
             if ((rc = part_reply(f, c, p, rep)) < 0) return rc;
         }
         if (rc < 0) return rc;
-        any |= p->done;
+        any |= part_counts(f->cl, p, now);
         all &= p->done;
         if (!p->done && wait != NOWAIT) return 0; /* in order: the next one waits */
     }
     if (all) return 1;
-    if (c->block && any)
+    if (c->block && (any || c->end_early))
         for (size_t i = 0; i < c->nparts; i++)
             if (!c->parts[i].done && (rc = part_unblock(f, &c->parts[i]))) return rc;
     return 0;
 }
 
 /* Wait until a node of c's parts not done is readable, up to deadline
- * (mono us, -1 = none) and at most 10 ms when a CLIENT UNBLOCK is to be
- * tried again. JR_WAIT_READY or JR_WAIT_TIMEOUT. */
+ * (mono us, -1 = none), at most until a part answered by node_down counts
+ * (part_counts), and at most 10 ms when a CLIENT UNBLOCK is to be tried
+ * again. JR_WAIT_READY or JR_WAIT_TIMEOUT. */
 static int wait_parts(jr_redis_t *f, cmd_t *c, int64_t deadline) {
     struct pollfd p[64];
     nfds_t n = 0;
     int retry = 0;
     for (size_t i = 0; i < c->nparts && n < 64; i++) {
+        if (c->parts[i].down) { /* until its node may be tried again (part_counts) */
+            int64_t until = f->cl->nodes[c->parts[i].node].down_until;
+            if (deadline < 0 || until < deadline) deadline = until;
+        }
         if (c->parts[i].done) continue;
         conn_t *nd = &f->cl->nodes[c->parts[i].node].c[c->parts[i].conn];
         if (nd->r) p[n++] = (struct pollfd){.fd = jr_redis_fd(nd->r), .events = POLLIN};
@@ -985,13 +1098,41 @@ static int wait_parts(jr_redis_t *f, cmd_t *c, int64_t deadline) {
     return k > 0 ? JR_WAIT_READY : JR_WAIT_TIMEOUT;
 }
 
+/* A node connection with nothing outstanding that polls readable: the
+ * node closed it (it died, or was restarted): node_down now, rather than
+ * leaving jr_redis_fd readable for a caller that would then wait for a
+ * reply that never comes; a blocking read outstanding is then ended early
+ * (end_early: its parts unblocked, what they read returned). One
+ * epoll_wait without waiting. 0 or JR_ENOMEM. */
+static int reap_idle(jr_redis_t *f) {
+    struct jr_cluster *cl = f->cl;
+    struct epoll_event ev[16];
+    int n = epoll_wait(cl->epfd, ev, 16, 0);
+    for (int e = 0; e < n; e++) {
+        uint32_t i = ev[e].data.u32;
+        if (i >= cl->nnodes) continue; /* the timer */
+        node_t *nd = &cl->nodes[i];
+        for (size_t k = 0; k < nd->nc; k++) {
+            conn_t *c = &nd->c[k];
+            if (!c->r || c->read_seq != c->next_seq || c->nheld) continue;
+            struct pollfd p = {.fd = jr_redis_fd(c->r), .events = POLLIN};
+            if (poll(&p, 1, 0) <= 0) continue;
+            if (node_down(f, (int)i, "the node closed an idle connection") < 0) return JR_ENOMEM;
+            if (cl->qhead < cl->qn && cl->q[cl->qhead].sent && cl->q[cl->qhead].block) cl->q[cl->qhead].end_early = 1;
+            break;
+        }
+    }
+    return 0;
+}
+
 int jrc_recv(jr_redis_t *f, redisReply **out, int64_t timeout_us) {
     struct jr_cluster *cl = f->cl;
     *out = NULL;
     if (f->broken) return jri_fail(f, JR_EIO, "Redis connection is broken");
     if (cl->qhead == cl->qn) return jri_fail(f, JR_EPROTO, "internal: a reply read with no command sent");
-    cmd_t *c = &cl->q[cl->qhead];
     int rc;
+    if ((rc = reap_idle(f))) return rc;
+    cmd_t *c = &cl->q[cl->qhead];
     if (!c->sent && (rc = jrc_flush(f))) return rc;
     int64_t deadline = timeout_us < 0 ? -1 : jr_mono_us() + timeout_us;
     for (;;) {
@@ -1009,6 +1150,7 @@ int jrc_recv(jr_redis_t *f, redisReply **out, int64_t timeout_us) {
         }
     }
     if (c->ask_pause) sleep_ms(10); /* a slot migrating: the next read is asked elsewhere again */
+    if (c->block) timer_set(cl, 0);
     rc = merge(f, c, out);
     cmd_free(c);
     cl->qhead++;
@@ -1018,14 +1160,17 @@ int jrc_recv(jr_redis_t *f, redisReply **out, int64_t timeout_us) {
 int jrc_has_reply(jr_redis_t *f) {
     struct jr_cluster *cl = f->cl;
     if (f->broken) return 0;
+    if (reap_idle(f)) return 0;
     if (cl->qhead == cl->qn || !cl->q[cl->qhead].sent) return 0;
     cmd_t *c = &cl->q[cl->qhead];
+    int64_t now = jr_mono_us();
     for (size_t i = 0; i < c->nparts; i++) {
         part_t *p = &c->parts[i];
         if (p->done) {
-            if (c->block) return 1;
+            if (c->block && part_counts(cl, p, now)) return 1;
             continue;
         }
+        if (c->block && c->end_early) return 1;
         conn_t *n = &cl->nodes[p->node].c[p->conn];
         for (size_t h = 0; h < n->nheld; h++)
             if (n->held[h].seq == (p->asking ? p->asking_seq : p->seq)) return 1;
@@ -1073,14 +1218,24 @@ int jrc_each_primary(jr_redis_t *f, int (*fn)(jr_redis_t *node, void *arg), void
         for (int s = 0; s < JR_CLUSTER_SLOTS && !serves; s++) serves = cl->slot[s] == (int)i;
         if (!serves) continue;
         int rc = node_use(f, (int)i);
-        if (rc) return rc;
         node_t *n = &cl->nodes[i];
+        if (rc == DOWN) {
+            jr_log_kv(JR_LOG_WARN, "a Redis Cluster primary is unreachable: skipped; its queues wait for it (or its replica)",
+                      "node", n->addr, "error", n->why, NULL);
+            continue;
+        }
+        if (rc) return rc;
         jr_redis_t *nr = n->c[0].r;
         lib_keys(cl, (int)i, nr);
         rc = fn(nr, arg);
         if (nr->library_kept > f->library_kept) f->library_kept = nr->library_kept;
-        if (rc) return jri_fail(f, jr_redis_ok(nr) ? rc : JR_EIO, "Redis Cluster node %s: %s", n->addr,
-                                jr_redis_errstr(nr));
+        if (rc && !jr_redis_ok(nr)) {
+            if ((rc = node_down(f, (int)i, jr_redis_errstr(nr))) < 0) return rc;
+            jr_log_kv(JR_LOG_WARN, "a Redis Cluster primary is unreachable: skipped; its queues wait for it (or its replica)",
+                      "node", n->addr, "error", n->why, NULL);
+            continue;
+        }
+        if (rc) return jri_fail(f, rc, "Redis Cluster node %s: %s", n->addr, jr_redis_errstr(nr));
     }
     return 0;
 }

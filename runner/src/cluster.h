@@ -32,8 +32,10 @@ int jr_cluster_key_slot(const char *key, size_t len);
  * seeds in turn, then the nodes this process learnt earlier, for CLUSTER
  * SLOTS; a node connection is made only when a command needs that node.
  * o, password and pw_from as node_connect takes them; they are copied (a
- * node may be connected to later). 0, or -1 with err naming the URL and
- * each node tried and why. */
+ * node may be connected to later). The whole of it (every node asked, and
+ * the home node's connection) takes at most r->timeout_us, the connect
+ * timeout: the nodes not asked by then are named "not tried". 0, or -1
+ * with err naming the URL and each node tried and why. */
 int jrc_open(jr_redis_t *r, const jr_redis_url_t *u, const char *url, const jr_redis_opts_t *o,
              const char *password, const char *pw_from, char *err, size_t errlen);
 void jrc_free(struct jr_cluster *cl);
@@ -49,8 +51,10 @@ int jrc_has_reply(jr_redis_t *r);
 /* Run fn(node, arg) on a connection to every primary of the slot map,
  * each node's lock and fence keys of the function library set
  * (jr:{lib}:... on the node that serves that slot, jr:{lib.K}:... on the
- * others, K the first number whose slot the node serves). Stops at the
- * first error, copied into r's error (naming the node). */
+ * others, K the first number whose slot the node serves). A primary that
+ * cannot be reached is skipped (logged; it is down for the facade, see
+ * docs/operations.md "Redis Cluster"). Stops at the first other error,
+ * copied into r's error (naming the node). */
 int jrc_each_primary(jr_redis_t *r, int (*fn)(jr_redis_t *node, void *arg), void *arg);
 
 #endif

@@ -69,15 +69,20 @@ void jrw_drop_conns(worker_t *w, int rc) {
  * Redis's clock. A queue whose stream key holds another type is left out
  * (broken, reported once), not an error. Returns 0; or an error, with the
  * connections dropped and the next try after a backoff doubling from
- * 100 ms to 5 s (1 s through Sentinel: jr_reconnect_cap_ms) (JR_EIO when a connection could not be made). */
+ * 100 ms to 5 s (1 s through Sentinel: jr_reconnect_cap_ms) (JR_EIO when a connection could not be made;
+ * JR_EINTR, none kept and no backoff, when a stop signal arrived between them). */
 int jrw_try_connect(worker_t *w) {
     char err[JR_ERRLEN];
-    if (!(w->ctl = jr_connect_once(w->cfg, err, sizeof err)) ||
-        !(w->rd = jr_connect_once(w->cfg, err, sizeof err)) ||
+    /* A stop signal between the connects: not the next (each may take the
+     * connect timeout); the main loop then acts on it. */
+    if (!(w->ctl = jr_connect_once(w->cfg, err, sizeof err)) || jr_signals_count() != w->signals_seen ||
+        !(w->rd = jr_connect_once(w->cfg, err, sizeof err)) || jr_signals_count() != w->signals_seen ||
         (w->keeper_on && !(w->keep_conn = jr_connect_once(w->cfg, err, sizeof err)))) {
+        int stop = w->ctl && jr_signals_count() != w->signals_seen;
         jr_redis_free(w->ctl);
         jr_redis_free(w->rd);
         w->ctl = w->rd = NULL;
+        if (stop) return JR_EINTR; /* tried again at once if the stop needs Redis */
         char retry[32];
         snprintf(retry, sizeof retry, "%lldms", (long long)w->backoff_ms);
         jr_log_kv(JR_LOG_ERROR, "Redis unavailable, retrying", "error", err, "retry_in", retry, NULL);

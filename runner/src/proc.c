@@ -112,6 +112,7 @@ jr_redis_t *jr_connect_once(const jr_config_t *cfg, char *err, size_t errlen) {
 
 jr_redis_t *jr_connect_retry(const jr_config_t *cfg) {
     int64_t backoff = 100;
+    int seen = jr_signals_count(); /* a signal during an attempt counts too */
     for (int attempt = 1;; attempt++) {
         char err[JR_ERRLEN];
         jr_redis_t *r = jr_connect_once(cfg, err, sizeof err);
@@ -127,7 +128,7 @@ jr_redis_t *jr_connect_retry(const jr_config_t *cfg) {
         snprintf(n, sizeof n, "%d", attempt);
         jr_log_kv(JR_LOG_ERROR, "Redis unavailable, retrying", "error", err, "attempt", n, "retry_in",
                   next, NULL);
-        if (jr_sleep_interruptible(backoff)) return NULL;
+        if (jr_signals_count() != seen || jr_sleep_interruptible(backoff)) return NULL;
         backoff = backoff * 2 > jr_reconnect_cap_ms(cfg) ? jr_reconnect_cap_ms(cfg) : backoff * 2;
     }
 }

@@ -40,7 +40,8 @@ jr_redis_t *jr_connect_once(const jr_config_t *cfg, char *err, size_t errlen);
 /* Connect to Redis, load the Function library and warn if the server may
  * evict keys. Retries with capped exponential backoff (100 ms doubling to
  * 5 s; 1 s through Sentinel: jr_reconnect_cap_ms), logging each failure, until it succeeds or a stop signal arrives
- * (then returns NULL). */
+ * (then returns NULL; one that arrived during an attempt is seen when it
+ * fails: a cluster attempt takes at most about the connect timeout). */
 jr_redis_t *jr_connect_retry(const jr_config_t *cfg);
 
 /* The longest wait between two tries to connect (a backoff's cap): 1 s

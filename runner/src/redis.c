@@ -1005,7 +1005,7 @@ int jr_redis_unblock(jr_redis_t *r, long long client_id) {
     return rc;
 }
 
-int jr_redis_maxmemory_policy(jr_redis_t *r, char *buf, size_t len) {
+static int maxmemory_policy(jr_redis_t *r, char *buf, size_t len) {
     buf[0] = '\0';
     redisReply *rep;
     int rc = jri_exec(r, &rep, "CONFIG", "GET", "maxmemory-policy", NULL);
@@ -1015,6 +1015,31 @@ int jr_redis_maxmemory_policy(jr_redis_t *r, char *buf, size_t len) {
         snprintf(buf, len, "%s", rep->element[1]->str);
     freeReplyObject(rep);
     return 0;
+}
+
+typedef struct {
+    char *buf;
+    size_t len;
+} policy_arg_t;
+
+/* jrc_each_primary's step: the first primary whose policy evicts, named
+ * ("allkeys-lru (node HOST:PORT)"), into a->buf; a refused CONFIG GET is
+ * skipped (that node is not known to evict). */
+static int policy_of_node(jr_redis_t *node, void *arg) {
+    policy_arg_t *a = arg;
+    if (a->buf[0]) return 0;
+    char p[64];
+    int rc = maxmemory_policy(node, p, sizeof p);
+    if (rc) return rc == JR_EREDIS && jr_redis_ok(node) ? 0 : rc;
+    if (p[0] && strcmp(p, "noeviction")) snprintf(a->buf, a->len, "%s (node %s)", p, node->primary);
+    return 0;
+}
+
+int jr_redis_maxmemory_policy(jr_redis_t *r, char *buf, size_t len) {
+    if (!r->cl) return maxmemory_policy(r, buf, len);
+    buf[0] = '\0';
+    policy_arg_t a = {buf, len};
+    return jrc_each_primary(r, policy_of_node, &a);
 }
 
 void jr_batch_free(jr_batch_t *b) {

@@ -151,7 +151,10 @@ int jr_redis_is_cluster(const jr_redis_t *r);
 int jr_redis_client_id(jr_redis_t *r, long long *id);
 int jr_redis_unblock(jr_redis_t *r, long long client_id);
 
-/* CONFIG GET maxmemory-policy into buf ("" if not readable). */
+/* CONFIG GET maxmemory-policy into buf ("" if not readable). On a Redis
+ * Cluster, of every primary: the first one that is not noeviction, with
+ * its node ("allkeys-lru (node HOST:PORT)"), else "" (a primary that
+ * cannot be reached, or refuses CONFIG GET, is not looked at). */
 int jr_redis_maxmemory_policy(jr_redis_t *r, char *buf, size_t len);
 
 /* The keys of a queue (jr_qkeys_t, jr_qkeys) and the registry's keys:

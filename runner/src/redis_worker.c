@@ -11,12 +11,23 @@
 #include "jr_limits.h"
 #include "util.h"
 
+/* 1 if rep is the error reply cluster.c gives a command whose Redis
+ * Cluster primary is unreachable ("CLUSTERDOWN node HOST:PORT unreachable:
+ * why"): that queue's shard is down, the others are not. */
+static int node_down_reply(const redisReply *rep) {
+    return rep->type == REDIS_REPLY_ERROR && !strncmp(rep->str, "CLUSTERDOWN node ", 17) &&
+           strstr(rep->str, " unreachable: ");
+}
+
 /* Send `head... <ready key of queue i> tail...` for each queue in one
  * pipeline. An error reply containing `ignore` counts as success; the first
  * other one is returned as JR_EREDIS with its queue and Redis's text. With
  * `found` (XINFO GROUPS), found[i] = 1 if queue i has the group JR_GROUP.
  * With `bad`, a refusal sets bad[i] = 1 instead (its text kept in r->err,
- * the first one's) and the call returns 0.
+ * the first one's) and the call returns 0. With `found`, a queue on a
+ * Redis Cluster primary that is down ("CLUSTERDOWN node ... unreachable")
+ * counts as found: neither refused nor created (its reads fail until it,
+ * or its replica, serves again).
  * nhead + 1 + ntail <= 8 (the callers below). */
 static int pipeline_per_queue(jr_redis_t *r, const char *const *queues, size_t n, const char *const *head,
                               int nhead, const char *const *tail, int ntail, const char *ignore,
@@ -37,7 +48,9 @@ static int pipeline_per_queue(jr_redis_t *r, const char *const *queues, size_t n
     for (size_t i = 0; i < n; i++) {
         redisReply *rep;
         if ((rc = jri_recv_reply(r, &rep, r->timeout_us))) return rc; /* the connection is broken */
-        if (rep->type == REDIS_REPLY_ERROR && !strstr(rep->str, ignore) && bad) {
+        if (found && node_down_reply(rep)) {
+            found[i] = 1; /* its primary is down (cluster.c): looked at again when a read there fails */
+        } else if (rep->type == REDIS_REPLY_ERROR && !strstr(rep->str, ignore) && bad) {
             if (!bad[i] && !r->err[0]) jri_fail(r, JR_EREDIS, "%s %s of queue %s: %s", head[0], head[1], queues[i], rep->str);
             bad[i] = 1;
         } else if (rep->type == REDIS_REPLY_ERROR && !strstr(rep->str, ignore) && !first_err) {
@@ -458,6 +471,11 @@ int jr_redis_read_each(jr_redis_t *r, const char *consumer, const char *const *q
     for (size_t i = 0; i < k; i++) {
         redisReply *rep;
         if ((rc = jri_recv_reply(r, &rep, r->timeout_us))) return rc;
+        if (node_down_reply(rep)) { /* as if empty: that queue comes back short (not the others) */
+            freeReplyObject(rep);
+            if (!(rep = calloc(1, sizeof *rep))) return jri_fail(r, JR_ENOMEM, "out of memory");
+            rep->type = REDIS_REPLY_NIL;
+        }
         if (i == 0) b->reply = rep;
         else b->more[b->nmore++] = rep;
         if (rep->type == REDIS_REPLY_ERROR) {

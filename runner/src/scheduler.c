@@ -732,7 +732,7 @@ static int sched_expand(sched_t *s) {
 
 /* Connect both connections and bring the state up to date. */
 static int sched_connect(sched_t *s) {
-    if (!(s->cmd = jr_connect_retry(s->cfg))) return JR_EINTR;
+    if (!(s->cmd = jr_connect_retry(s->cfg)) || jr_signals_count()) return JR_EINTR;
     if (!(s->blk = jr_connect_retry(s->cfg))) return JR_EINTR;
     int rc = 0;
     if (!s->parts_applied && !(rc = jr_partitions_apply(s->cmd, &s->cfg->queue_partitions))) s->parts_applied = 1;

@@ -14,7 +14,10 @@
  *   - ASK and TRYAGAIN (a slot half migrated): a call reaching a moved key
  *     follows ASK (ASKING counted on the target), a call of several keys
  *     gets TRYAGAIN and succeeds once the migration completes;
- *   - WAIT per node (wait_replicas: 1) with a replica for each primary. */
+ *   - WAIT per node (wait_replicas: 1) with a replica for each primary;
+ *   - every node unresponsive: SIGTERM is acted on within about the
+ *     connect timeout; a primary killed (no replica): the other primaries'
+ *     queues run on, and its own once it is back. */
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdio.h>
@@ -457,6 +460,127 @@ Test(cluster, ask_during_a_migration_and_tryagain_for_several_keys) {
     cr_expect_eq(evals_after, evals, "the call of two slots was sent");
     cr_assert_eq(jr_redis_enqueue(r, &j, 1, NULL, NULL), 0, "after the refusal: %s", jr_redis_errstr(r));
     jr_redis_free(r);
+}
+
+/* Every node stopped (SIGSTOP: connects are taken by the kernel, nothing
+ * answers): a worker and a scheduler that keep trying to connect act on
+ * SIGTERM within about the connect timeout (2 s), not the timeout per node
+ * asked (3 nodes: 6 s), and the scheduler does not lose a signal that
+ * arrived during an attempt. */
+Test(cluster, sigterm_with_every_node_unresponsive_stops_within_the_connect_timeout) {
+    jrt_config(&R, "  connect_timeout: 2s\nworker:\n  queues: [q0]\n  block: 5s\nscheduler:\n  block: 5s\n", cfgpath,
+               sizeof cfgpath);
+    for (int i = 0; i < C.n; i++) kill(C.pid[i], SIGSTOP);
+    worker = jrt_worker(&R, cfgpath, NULL, wlog, NULL);
+    scheduler = jrt_scheduler(&R, cfgpath, slog);
+    int wtried = jrt_wait_count(wlog, "Redis unavailable", 1, 20000);
+    int stried = jrt_wait_count(slog, "Redis unavailable", 1, 20000);
+    jrt_sleep_ms(300); /* both in their next attempt */
+    kill(worker, SIGTERM);
+    kill(scheduler, SIGTERM);
+    int64_t t0 = jrt_wall_us();
+    int wst = jrt_stop(worker, SIGTERM, 10000);
+    int64_t wms = (jrt_wall_us() - t0) / 1000;
+    int sst = jrt_stop(scheduler, SIGTERM, 10000);
+    int64_t sms = (jrt_wall_us() - t0) / 1000;
+    worker = scheduler = 0;
+    for (int i = 0; i < C.n; i++) kill(C.pid[i], SIGCONT);
+    cr_assert(wtried && stried, "no failed connect logged; worker log:\n%s\nscheduler log:\n%s", jrt_slurp(wlog),
+              jrt_slurp(slog));
+    cr_expect_eq(wst, 0, "the worker's exit status %d; log:\n%s", wst, jrt_slurp(wlog));
+    cr_expect_lt(wms, 3500, "the worker stopped %lld ms after SIGTERM; log:\n%s", (long long)wms, jrt_slurp(wlog));
+    cr_expect_eq(sst, 0, "the scheduler's exit status %d (-1: it had to be SIGKILLed); log:\n%s", sst,
+                 jrt_slurp(slog));
+    cr_expect_lt(sms, 3500, "the scheduler stopped %lld ms after SIGTERM; log:\n%s", (long long)sms, jrt_slurp(slog));
+}
+
+/* A primary other than the home node with an evicting maxmemory-policy:
+ * the worker warns at connect, naming it. */
+Test(cluster, an_evicting_primary_is_warned_about_by_name) {
+    int home = jrt_cluster_primary_of(&C, 0, "jr:{queues}"), other = (home + 1) % 3;
+    redisContext *x = jrt_cluster_connect(&C, other);
+    freeReplyObject(jrt_cmd(x, "CONFIG", "SET", "maxmemory-policy", "allkeys-lru", NULL));
+    redisFree(x);
+    config("q0", NULL);
+    worker = jrt_worker(&R, cfgpath, NULL, wlog, NULL);
+    char want[64];
+    snprintf(want, sizeof want, "allkeys-lru (node 127.0.0.1:%d)", C.port[other]);
+    cr_expect(jrt_wait_count(wlog, want, 1, 10000) >= 1 && jrt_count(wlog, "Redis may evict keys") >= 1,
+              "no warning naming node %d (%s); worker log:\n%s", other, want, jrt_slurp(wlog));
+}
+
+/* ---- one primary dead, no replica to take over ---------------------------- */
+
+static void setup_no_full_coverage(void) {
+    static const char *const extra[] = {"--cluster-require-full-coverage", "no", NULL};
+    jrt_cluster_start(&C, 3, 0, extra);
+    memset(&R, 0, sizeof R);
+    snprintf(R.dir, sizeof R.dir, "%s", C.dir);
+    snprintf(R.url, sizeof R.url, "%.159s", C.url);
+    snprintf(record, sizeof record, "%s/record.txt", C.dir);
+    snprintf(wlog, sizeof wlog, "%s/worker.log", C.dir);
+    snprintf(slog, sizeof slog, "%s/scheduler.log", C.dir);
+    setenv("JRT_RECORD", record, 1);
+}
+TestSuite(cluster_down, .init = setup_no_full_coverage, .fini = teardown, .timeout = 120);
+
+/* A primary SIGKILLed (the others serve on: cluster-require-full-coverage
+ * no) costs its own queues only: jobs due on the other two primaries after
+ * the kill are promoted by the scheduler and run by the worker while it is
+ * down; once it is back, a job on its queue runs too. */
+Test(cluster_down, a_dead_primary_stops_only_its_own_queues) {
+    char names[3][16];
+    queues_per_node(names, 1);
+    char list[64];
+    snprintf(list, sizeof list, "%s, %s, %s", names[0], names[1], names[2]);
+    config(list, NULL);
+    worker = jrt_worker(&R, cfgpath, NULL, wlog, NULL);
+    scheduler = jrt_scheduler(&R, cfgpath, slog);
+    for (int q = 0; q < 3; q++) {
+        const char *a[] = {"-q", names[q], "record", "warm", NULL};
+        jrt_cli_enqueue(&R, cfgpath, a, NULL, 0);
+    }
+    cr_assert_eq(jrt_wait_lines(record, 3, 20000), 3, "warm-up; worker log:\n%s", jrt_slurp(wlog));
+    for (int q = 0; q < 2; q++) { /* due after the kill */
+        char pay[64];
+        snprintf(pay, sizeof pay, "late-%s", names[q]);
+        const char *a[] = {"-q", names[q], "--in", "2s", "record", pay, NULL};
+        jrt_cli_enqueue(&R, cfgpath, a, NULL, 0);
+    }
+    jrt_sleep_ms(1500); /* idle: the worker's and the scheduler's reads blocked on every primary */
+    jrt_cluster_kill(&C, 2);
+    size_t got = jrt_wait_lines(record, 5, 8000);
+    cr_assert_eq(got, 5, "%zu of the 2 jobs due on the live primaries ran with node 2 dead; worker log:\n%s\n"
+                 "scheduler log:\n%s", got - 3, jrt_slurp(wlog), jrt_slurp(slog));
+    jrt_cluster_restart(&C, 2);
+    cr_assert(jrt_cluster_wait_ok(&C, 30000), "the cluster did not settle after node 2 came back");
+    const char *a[] = {"-q", names[2], "record", "back", NULL};
+    jrt_cli_enqueue(&R, cfgpath, a, NULL, 0);
+    got = jrt_wait_lines(record, 6, 15000);
+    cr_assert_eq(got, 6, "the job on %s (node 2, back) did not run; worker log:\n%s", names[2], jrt_slurp(wlog));
+}
+
+/* A primary none of the worker's queues is on, connected (the library
+ * load) and idle, SIGKILLed: the worker is not thrown off its blocked read
+ * (no reconnect, no wait for the command timeout); a job on its queue runs
+ * promptly. */
+Test(cluster_down, a_primary_dying_while_idle_does_not_stall_the_read) {
+    char names[3][16];
+    queues_per_node(names, 1);
+    int home = jrt_cluster_primary_of(&C, 0, "jr:{queues}"), victim = (home + 1) % 3;
+    config(names[home], NULL);
+    worker = jrt_worker(&R, cfgpath, NULL, wlog, NULL);
+    const char *a[] = {"-q", names[home], "record", "warm", NULL};
+    jrt_cli_enqueue(&R, cfgpath, a, NULL, 0);
+    cr_assert_eq(jrt_wait_lines(record, 1, 20000), 1, "warm-up; worker log:\n%s", jrt_slurp(wlog));
+    jrt_sleep_ms(500);
+    jrt_cluster_kill(&C, victim);
+    jrt_sleep_ms(3000); /* past the command timeout (2 s) */
+    const char *b[] = {"-q", names[home], "record", "after", NULL};
+    jrt_cli_enqueue(&R, cfgpath, b, NULL, 0);
+    int64_t ms = ms_until_lines(2, 5000);
+    cr_expect_lt(ms, 1500, "the job ran %lld ms after it was enqueued; worker log:\n%s", (long long)ms, jrt_slurp(wlog));
+    cr_expect_eq(jrt_count(wlog, "reconnecting"), 0, "the worker reconnected; log:\n%s", jrt_slurp(wlog));
 }
 
 TestSuite(cluster_replicas, .init = setup_replicas, .fini = teardown, .timeout = 180);
