@@ -17,6 +17,9 @@ static const char SAY_REGISTRY_GARBAGE[] =
     "the queue registry holds garbage; writing follow-ups without registering their queues";
 
 #define RETRY_MAX_MS 5000 /* longest wait between tries of a refused operation */
+/* How the cluster layer refuses a command for a node it cannot reach
+ * (cluster.c): such a result waits for that node alone. */
+static const char NODE_DOWN[] = "CLUSTERDOWN node ";
 
 /* Forget which follow-up targets are registered (a new connection, or the
  * worker's end). */
@@ -360,7 +363,7 @@ int jrw_flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t block) 
     if (!rc && first_fail > first_follow &&
         !(follow_err = calloc(first_fail - first_follow, sizeof *follow_err)))
         rc = JR_ENOMEM;
-    int nofunc = 0;
+    int nofunc = 0, all_down = 1; /* all_down: every refusal so far is of a cluster node that is down */
     for (size_t c = 0; c < calls && !rc; c++) {
         int follow = c >= first_follow && c < first_fail;
         int reg = follow && regs[c - first_follow];
@@ -407,6 +410,7 @@ int jrw_flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t block) 
             }
             bad[c] = 1; /* a refused call must not wedge the others */
             if (!err[0]) snprintf(err, sizeof err, "%s", e);
+            all_down &= !strncmp(e, NODE_DOWN, sizeof NODE_DOWN - 1);
             nofunc |= strstr(e, "Function not found") != NULL;
         }
     }
@@ -453,8 +457,15 @@ int jrw_flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t block) 
         w->nops = kept + failed;
         if (kept) {
             jrw_refused(&w->ops_refused, "Redis refused results of finished jobs; keeping them and retrying", err);
+            /* Only results for a cluster node that is down are kept: the
+             * others went, and the worker fetches on from the live nodes
+             * (a down node's refusal costs no round trip), trying those
+             * again every 100 ms, so the results of jobs fetched
+             * meanwhile go within that too. */
+            w->ops_down = all_down;
             w->next_flush = jr_mono_us() + w->flush_backoff_ms * 1000;
-            w->flush_backoff_ms = w->flush_backoff_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : w->flush_backoff_ms * 2;
+            if (!all_down)
+                w->flush_backoff_ms = w->flush_backoff_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : w->flush_backoff_ms * 2;
             /* Reconnect: connecting loads the library. With a read sent
              * after them (jrw_flush_ops_on with want), first take its entries
              * (else they would wait a lease in Redis): end its wait now
@@ -465,7 +476,7 @@ int jrw_flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t block) 
                 rc = JR_EREDIS;
         } else {
             jrw_accepted(&w->ops_refused, "Redis accepts results again; the kept ones went through");
-            w->next_flush = 0, w->flush_backoff_ms = 100;
+            w->next_flush = 0, w->flush_backoff_ms = 100, w->ops_down = 0;
         }
     }
     free(follow_err), free(regs);

@@ -157,15 +157,18 @@ static int turn(worker_t *w, int sigfd) {
     if (w->stopping && !w->reading && w->used == 0 && w->nops == 0) return 0;
     /* The partitions of the queues, every JR_PARTITIONS_REREAD_MS, between reads. */
     if (connected && !w->reading && now >= w->next_parts_us && (rc = jrw_partitions(w, 1))) return rc;
-    int may_fetch = connected && !w->stopping && !w->reading && w->nops == 0, again = 0;
+    /* Results first: nothing is fetched while results wait to be taken, but
+     * for results that wait for a cluster node that is down (ops_down). */
+    int may_fetch = connected && !w->stopping && !w->reading && (w->nops == 0 || w->ops_down), again = 0;
     if (piggyback) { /* the operations, then the read, in one write on rd */
         if ((rc = jrw_flush_ops_on(w, w->rd, pwant, pblock))) return rc;
         may_fetch = 0;
     }
-    if (may_fetch && now >= w->next_reclaim && jrw_room(w) > 0 && (rc = jrw_reclaim(w, jrw_room(w)))) return rc;
+    if (may_fetch && w->nops == 0 && now >= w->next_reclaim && jrw_room(w) > 0 && (rc = jrw_reclaim(w, jrw_room(w))))
+        return rc;
     size_t want = 0;
     int64_t block = 0;
-    if (may_fetch && w->nops == 0 && read_due(w, now, &want, &block)) {
+    if (may_fetch && read_due(w, now, &want, &block)) {
         size_t before = w->used + w->nops;
         if ((rc = jrw_fetch(w, want, block))) return rc;
         /* Entries taken without blocking: fetch again at once if there is room. */

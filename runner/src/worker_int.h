@@ -136,6 +136,7 @@ typedef struct worker {
     size_t nops, opcap;
     int64_t next_flush, flush_backoff_ms;
     refusal_t ops_refused;
+    int ops_down; /* every result kept is for a Redis Cluster node that is down: fetching goes on (outbox.c) */
     int unconfirmed;        /* the last flush's results were not confirmed by redis.wait_replicas replicas (outbox.c) */
     char *fu_registered[FU_REGISTERED_MAX]; /* see FU_REGISTERED_MAX; cleared on reconnect */
     size_t nfu_registered;

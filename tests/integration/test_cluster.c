@@ -560,6 +560,32 @@ Test(cluster_down, a_dead_primary_stops_only_its_own_queues) {
     cr_assert_eq(got, 6, "the job on %s (node 2, back) did not run; worker log:\n%s", names[2], jrt_slurp(wlog));
 }
 
+/* A job of a primary that dies while it runs: its result waits for that
+ * node, and the worker goes on taking the other primaries' jobs
+ * meanwhile (results first holds back only for results it can give). */
+Test(cluster_down, a_result_held_for_a_dead_primary_does_not_stop_the_others) {
+    char names[3][16];
+    queues_per_node(names, 1);
+    char list[64];
+    snprintf(list, sizeof list, "%s, %s, %s", names[0], names[1], names[2]);
+    config(list, NULL);
+    worker = jrt_worker(&R, cfgpath, NULL, wlog, NULL);
+    const char *a[] = {"-q", names[2], "nap", "1500", NULL};
+    jrt_cli_enqueue(&R, cfgpath, a, NULL, 0);
+    cr_assert_eq(jrt_wait_lines(record, 1, 20000), 1, "the nap did not start; worker log:\n%s", jrt_slurp(wlog));
+    jrt_cluster_kill(&C, 2); /* while it naps: its acknowledgement will be refused */
+    jrt_sleep_ms(2500);      /* it has ended, its result is held */
+    for (int q = 0; q < 2; q++) {
+        char pay[64];
+        snprintf(pay, sizeof pay, "after-%s", names[q]);
+        const char *b[] = {"-q", names[q], "record", pay, NULL};
+        jrt_cli_enqueue(&R, cfgpath, b, NULL, 0);
+    }
+    size_t got = jrt_wait_lines(record, 3, 5000);
+    cr_assert_eq(got, 3, "%zu of the 2 jobs of the live primaries ran while a result for dead node 2 was held; worker "
+                 "log:\n%s", got - 1, jrt_slurp(wlog));
+}
+
 /* A primary none of the worker's queues is on, connected (the library
  * load) and idle, SIGKILLed: the worker is not thrown off its blocked read
  * (no reconnect, no wait for the command timeout); a job on its queue runs
