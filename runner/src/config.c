@@ -909,7 +909,7 @@ static int load_queues(loader_t *ld) {
                 rc = fail(ld, key, "unknown key (a queue takes: partitions)");
                 goto out;
             }
-            int64_t n;
+            int64_t n = 0;
             if (!(rc = next(ld)) && (ld->ev.type != YAML_SCALAR_EVENT || parse_int64(ev_text(ld), &n) || n < 1 ||
                                      n > JR_PARTITIONS_MAX))
                 rc = fail(ld, key, "must be an integer from 1 to %d", JR_PARTITIONS_MAX);
