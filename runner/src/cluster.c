@@ -126,6 +126,7 @@ typedef struct cmd {
     part_t *parts;
     size_t nparts;
     int64_t retry_until;   /* TRYAGAIN, CLUSTERDOWN, LOADING: resent until then (0: not yet) */
+    int redirects;         /* MOVED and ASK followed so far (at most REDIRECTS_MAX) */
     int ask_pause;         /* a part of a split read was asked elsewhere (ASK): pause before returning */
     char *refused;         /* never sent: its reply is this error (keys in several slots) */
     int end_early;         /* a blocking read to end now (reap_idle): every part unblocked */
@@ -905,14 +906,26 @@ static int jrc_flush_node(jr_redis_t *f, const part_t *p) {
     return rc ? node_down(f, p->node, jr_redis_errstr(n->r)) : 0;
 }
 
-/* A reply of part p of c: follow MOVED and ASK (resend; a part of a split
- * read counts as nil instead: Redis ran nothing, and the next read goes to
- * the node now known), and TRYAGAIN, CLUSTERDOWN and LOADING (resend after
- * 50-100 ms, until the command timeout; then Redis's error is the reply).
- * 0 with p done, 1 resent, or an error. */
+/* Redirections one command follows at most: nodes that disagree on a
+ * slot's owner (one gave it away, none took it) would send it back and
+ * forth for ever; past this many, the last MOVED or ASK is its reply. */
+#define REDIRECTS_MAX 16
+
+/* A reply of part p of c: follow MOVED and ASK (resend, up to
+ * REDIRECTS_MAX times; a part of a split read counts as nil instead:
+ * Redis ran nothing, and the next read goes to the node now known), and
+ * TRYAGAIN, CLUSTERDOWN and LOADING (resend after 50-100 ms, until the
+ * command timeout; then Redis's error is the reply). 0 with p done, 1
+ * resent, or an error. */
 static int part_reply(jr_redis_t *f, cmd_t *c, part_t *p, redisReply *rep) {
     struct jr_cluster *cl = f->cl;
     int split = c->nparts > 1, slot = -1, n;
+    int redirect = starts(rep, "MOVED") || starts(rep, "ASK");
+    if (redirect && c->redirects >= REDIRECTS_MAX) {
+        p->rep = rep, p->done = 1;
+        return 0;
+    }
+    c->redirects += redirect;
     if (starts(rep, "MOVED") && (n = redirect_node(cl, rep->str, &slot)) >= 0) {
         cl->slot[slot] = n;
         cl->refresh_due = 1;

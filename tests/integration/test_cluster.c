@@ -395,6 +395,29 @@ Test(cluster, moved_slot_loses_nothing_and_runs_nothing_twice) {
     jr_redis_free(p);
 }
 
+/* Nodes that disagree on a slot's owner for good (node 0 gives the slot
+ * of a queue to node 1, which never took it: each answers MOVED to the
+ * other): a call of that queue is refused with the MOVED, after a bounded
+ * number of redirections, within its command timeout, instead of going
+ * back and forth for ever; the queues of other slots are served. */
+Test(cluster, a_slot_no_node_takes_is_refused_not_followed_for_ever) {
+    char names[3][16];
+    queues_per_node(names, 1);
+    long long slot = slot_of(names[0]);
+    setslot(0, slot, "NODE", 1);
+    char out[512], err[2048];
+    const char *a[] = {"enqueue", "--redis", C.url, "-q", names[0], "record", "loop", NULL};
+    int64_t t0 = jrt_wall_us();
+    int st = jrt_run(out, sizeof out, err, sizeof err, a);
+    int64_t ms = (jrt_wall_us() - t0) / 1000;
+    cr_assert_eq(st, 1, "enqueue to a slot both nodes disown exited %d after %lld ms: %s", st, (long long)ms, err);
+    cr_assert(strstr(err, "MOVED"), "the refusal is Redis's MOVED: %s", err);
+    cr_assert_lt(ms, 10000, "it took %lld ms", (long long)ms);
+    const char *b[] = {"enqueue", "--redis", C.url, "-q", names[1], "record", "other", NULL};
+    cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, b), 0, "a queue of another slot: %s", err);
+    setslot(0, slot, "NODE", 0);
+}
+
 Test(cluster, ask_during_a_migration_and_tryagain_for_several_keys) {
     char names[3][16];
     queues_per_node(names, 1);
