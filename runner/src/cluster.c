@@ -148,6 +148,8 @@ struct jr_cluster {
     char *user, *password, *pw_from, *url;
     char *ca_file, *ca_dir, *cert_file, *key_file, *server_name;
     int tls;
+    struct pollfd *pfd;         /* wait_parts' poll set, one per part (pfdcap) */
+    size_t pfdcap;
     const char **av;            /* the arguments of the command being routed */
     size_t *al, acap;
     unsigned rnd;
@@ -500,7 +502,7 @@ void jrc_free(struct jr_cluster *cl) {
     if (cl->password) explicit_bzero(cl->password, strlen(cl->password));
     free(cl->user), free(cl->password), free(cl->pw_from), free(cl->url);
     free(cl->ca_file), free(cl->ca_dir), free(cl->cert_file), free(cl->key_file), free(cl->server_name);
-    free(cl->av), free(cl->al);
+    free(cl->av), free(cl->al), free(cl->pfd);
     free(cl);
 }
 
@@ -1089,10 +1091,16 @@ static int step(jr_redis_t *f, cmd_t *c, int64_t wait) {
  * (part_counts), and at most 10 ms when a CLIENT UNBLOCK is to be tried
  * again. JR_WAIT_READY or JR_WAIT_TIMEOUT. */
 static int wait_parts(jr_redis_t *f, cmd_t *c, int64_t deadline) {
-    struct pollfd p[64];
+    struct jr_cluster *cl = f->cl;
+    if (c->nparts > cl->pfdcap) { /* one per part: a read over any number of slots */
+        struct pollfd *v = realloc(cl->pfd, c->nparts * sizeof *v);
+        if (!v) return jri_fail(f, JR_ENOMEM, "out of memory");
+        cl->pfd = v, cl->pfdcap = c->nparts;
+    }
+    struct pollfd *p = cl->pfd;
     nfds_t n = 0;
     int retry = 0;
-    for (size_t i = 0; i < c->nparts && n < 64; i++) {
+    for (size_t i = 0; i < c->nparts; i++) {
         if (c->parts[i].down) { /* until its node may be tried again (part_counts) */
             int64_t until = f->cl->nodes[c->parts[i].node].down_until;
             if (deadline < 0 || until < deadline) deadline = until;

@@ -395,6 +395,29 @@ Test(cluster, moved_slot_loses_nothing_and_runs_nothing_twice) {
     jr_redis_free(p);
 }
 
+/* A worker blocked over 80 queues (80 slots, so 80 blocking parts): a job
+ * on the last of them wakes it within a fraction of its 5 s block period,
+ * as one on the first does. */
+Test(cluster, a_blocked_read_over_eighty_slots_wakes_for_any_of_them) {
+    enum { NQ = 80 };
+    static char text[NQ * 8 + 256];
+    size_t off = 0;
+    for (int q = 0; q < NQ; q++) off += (size_t)snprintf(text + off, sizeof text - off, "%sw%d", q ? ", " : "", q);
+    config(text, NULL);
+    worker = jrt_worker(&R, cfgpath, NULL, wlog, NULL);
+    jr_redis_t *p = open_url(C.url, 0);
+    const char *order[] = {"w0", "w79", "w41"};
+    for (int k = 0; k < 3; k++) {
+        jrt_sleep_ms(1500); /* idle: blocked on every slot */
+        jr_enqueue_t j = jrt_job(order[k], "record", "wake");
+        cr_assert_eq(jr_redis_enqueue(p, &j, 1, NULL, NULL), 0, "%s", jr_redis_errstr(p));
+        int64_t ms = ms_until_lines((size_t)k + 1, 8000);
+        cr_expect_lt(ms, 1500, "a job on %s woke the worker after %lld ms (block period 5 s); log:\n%s", order[k],
+                     (long long)ms, jrt_slurp(wlog));
+    }
+    jr_redis_free(p);
+}
+
 /* Nodes that disagree on a slot's owner for good (node 0 gives the slot
  * of a queue to node 1, which never took it: each answers MOVED to the
  * other): a call of that queue is refused with the MOVED, after a bounded
