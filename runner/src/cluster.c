@@ -33,6 +33,14 @@
 #include "partition.h" /* jr_crc16 */
 #include "log.h"
 
+/* The reply of a command for a node that is down (see node_down). */
+#define NODE_DOWN_PREFIX "CLUSTERDOWN node "
+#define NODE_DOWN_SEP " unreachable: "
+
+int jr_redis_node_down(const char *err) {
+    return err && !strncmp(err, NODE_DOWN_PREFIX, sizeof NODE_DOWN_PREFIX - 1) && strstr(err, NODE_DOWN_SEP);
+}
+
 /* ---- slots (pure) --------------------------------------------------------- */
 
 int jr_cluster_key_slot(const char *key, size_t len) {
@@ -260,7 +268,7 @@ static int node_down(jr_redis_t *f, int i, const char *why) {
         cl->refresh_due = 1, cl->refresh_at = n->down_until;
     }
     char text[JR_ERRLEN + 350];
-    snprintf(text, sizeof text, "CLUSTERDOWN node %s unreachable: %s", n->addr, n->why);
+    snprintf(text, sizeof text, NODE_DOWN_PREFIX "%s" NODE_DOWN_SEP "%s", n->addr, n->why);
     int blocked = 0;
     for (size_t q = cl->qhead; q < cl->qn; q++) {
         cmd_t *c = &cl->q[q];

@@ -17,9 +17,6 @@ static const char SAY_REGISTRY_GARBAGE[] =
     "the queue registry holds garbage; writing follow-ups without registering their queues";
 
 #define RETRY_MAX_MS 5000 /* longest wait between tries of a refused operation */
-/* How the cluster layer refuses a command for a node it cannot reach
- * (cluster.c): such a result waits for that node alone. */
-static const char NODE_DOWN[] = "CLUSTERDOWN node ";
 
 /* Forget which follow-up targets are registered (a new connection, or the
  * worker's end). */
@@ -410,7 +407,7 @@ int jrw_flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t block) 
             }
             bad[c] = 1; /* a refused call must not wedge the others */
             if (!err[0]) snprintf(err, sizeof err, "%s", e);
-            all_down &= !strncmp(e, NODE_DOWN, sizeof NODE_DOWN - 1);
+            all_down &= jr_redis_node_down(e);
             nofunc |= strstr(e, "Function not found") != NULL;
         }
     }

@@ -147,6 +147,12 @@ int jr_redis_recv_wait(jr_redis_t *r, long long *acked);
  * its work per queue (see outbox.c for follow-ups). */
 int jr_redis_is_cluster(const jr_redis_t *r);
 
+/* 1 if err (a reply's error text) is how a cluster connection answers a
+ * command for a primary it cannot reach ("CLUSTERDOWN node HOST:PORT
+ * unreachable: why", cluster.c): that shard is down, the others are not,
+ * and nothing was sent. Pure. */
+int jr_redis_node_down(const char *err);
+
 /* CLIENT ID of this connection / CLIENT UNBLOCK another one. */
 int jr_redis_client_id(jr_redis_t *r, long long *id);
 int jr_redis_unblock(jr_redis_t *r, long long client_id);

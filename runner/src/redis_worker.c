@@ -11,12 +11,10 @@
 #include "jr_limits.h"
 #include "util.h"
 
-/* 1 if rep is the error reply cluster.c gives a command whose Redis
- * Cluster primary is unreachable ("CLUSTERDOWN node HOST:PORT unreachable:
- * why"): that queue's shard is down, the others are not. */
+/* 1 if rep is the refusal of a command for a Redis Cluster primary that
+ * is down (jr_redis_node_down): that queue's shard, not the others. */
 static int node_down_reply(const redisReply *rep) {
-    return rep->type == REDIS_REPLY_ERROR && !strncmp(rep->str, "CLUSTERDOWN node ", 17) &&
-           strstr(rep->str, " unreachable: ");
+    return rep->type == REDIS_REPLY_ERROR && jr_redis_node_down(rep->str);
 }
 
 /* Send `head... <ready key of queue i> tail...` for each queue in one
