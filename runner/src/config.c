@@ -882,20 +882,36 @@ static int load_plugin_settings(loader_t *ld) {
 
 /* The current event opens the "queues" section: a mapping of queue names
  * (each a queue name by the rule of contract.h) to a mapping of the keys of
- * a queue: partitions (1..1024, see partition.h). */
+ * a queue: partitions (1..1024, see partition.h). A queue named twice in
+ * one section is refused; a later layer (the environment after the file)
+ * replaces what an earlier one set. */
 static int load_queues(loader_t *ld) {
     if (ev_is_null(ld)) return 0;
     if (ld->ev.type != YAML_MAPPING_START_EVENT)
         return fail(ld, "queues", "expected a mapping of queue names, got %s", ev_kind(ld));
     int rc;
     char path[PATH_LEN], key[2 * PATH_LEN];
+    jr_strlist_t seen = {0}; /* the queues of this section */
     while ((rc = next(ld)) == 0 && ld->ev.type != YAML_MAPPING_END_EVENT) {
-        if ((rc = check_key_event(ld, "queues"))) return rc;
+        if ((rc = check_key_event(ld, "queues"))) break;
         snprintf(path, sizeof path, "queues.%s", ev_text(ld));
         const char *rule = jr_contract_queue_name(ev_text(ld), strlen(ev_text(ld)));
-        if (rule) return fail(ld, path, "queue name %s", rule);
+        if (rule) {
+            rc = fail(ld, path, "queue name %s", rule);
+            break;
+        }
+        size_t k = 0;
+        while (k < seen.n && strcmp(seen.v[k], ev_text(ld))) k++;
+        if (k < seen.n) {
+            rc = fail(ld, path, "queue \"%s\" is given twice", ev_text(ld));
+            break;
+        }
+        if ((rc = jr_strlist_push(&seen, ev_text(ld)))) break;
         char *queue = strdup(ev_text(ld));
-        if (!queue) return JR_ENOMEM;
+        if (!queue) {
+            rc = JR_ENOMEM;
+            break;
+        }
         if ((rc = next(ld))) goto out;
         if (ev_is_null(ld)) goto next_queue;
         if (ld->ev.type != YAML_MAPPING_START_EVENT) {
@@ -938,8 +954,9 @@ static int load_queues(loader_t *ld) {
         continue;
     out:
         free(queue);
-        return rc;
+        break;
     }
+    jr_strlist_free(&seen);
     return rc;
 }
 

@@ -1104,4 +1104,11 @@ Test(config, queues_section_sets_partition_counts) {
     char *zero[] = {"JOBRUNNER_QUEUES_PARTITIONS=emails:0", NULL};
     cr_expect_eq(jr_config_apply_env(&cfg, zero, NULL, err, sizeof err), JR_EINVAL);
     cr_expect(strstr(err, "must be an integer from 1 to 1024"), "%s", err);
+    /* one queue twice in one section (the file, or the variable): which
+     * count was meant is not known, so neither is taken */
+    cr_expect_eq(load("queues:\n  orders: {partitions: 4}\n  orders: {partitions: 8}\n"), JR_EINVAL);
+    cr_expect(strstr(err, "t.yaml:3: queues.orders: queue \"orders\" is given twice"), "%s", err);
+    char *twice[] = {"JOBRUNNER_QUEUES_PARTITIONS=orders:5,orders:6", NULL};
+    cr_expect_eq(jr_config_apply_env(&cfg, twice, NULL, err, sizeof err), JR_EINVAL);
+    cr_expect(strstr(err, "queue \"orders\" is given twice"), "%s", err);
 }
