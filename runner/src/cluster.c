@@ -38,7 +38,8 @@
 #define NODE_DOWN_SEP " unreachable: "
 
 int jr_redis_node_down(const char *err) {
-    return err && !strncmp(err, NODE_DOWN_PREFIX, sizeof NODE_DOWN_PREFIX - 1) && strstr(err, NODE_DOWN_SEP);
+    const char *p = err ? strstr(err, NODE_DOWN_PREFIX) : NULL;
+    return p && strstr(p, NODE_DOWN_SEP);
 }
 
 /* ---- slots (pure) --------------------------------------------------------- */

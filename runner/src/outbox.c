@@ -152,12 +152,15 @@ static int keep_own_followups(op_t *o, const char *own) {
  * idempotency window of an id: a day). Then the op keeps its own-queue
  * follow-ups for the atomic call. A follow-up Redis refuses makes the job
  * go to the dead stream, as a refused jr_ack_follow does (op becomes
- * OP_DEAD). On one Redis nothing happens here. Returns 0, a transport
- * error (every op stays queued; the ids make the next try harmless) or
- * JR_ENOMEM. */
-static int cross_queue_followups(worker_t *w, jr_redis_t *conn) {
-    if (!jr_redis_is_cluster(conn)) return 0;
+ * OP_DEAD); one whose target's primary is down, or a refusal of the call
+ * as a whole (the registry), holds that op (held: left out of this flush
+ * and kept, its reason into held_err), not the others. On one Redis
+ * nothing happens here. Returns 0, a transport error (every op stays
+ * queued; the ids make the next try harmless) or JR_ENOMEM. */
+static int cross_queue_followups(worker_t *w, jr_redis_t *conn, char *held_err, size_t held_len) {
     int rc = 0;
+    for (size_t i = 0; i < w->nops; i++) w->ops[i].held = 0;
+    if (!jr_redis_is_cluster(conn)) return 0;
     for (size_t i = 0; i < w->nops && !rc; i++) {
         op_t *o = &w->ops[i];
         if (o->kind != OP_FOLLOW) continue;
@@ -190,8 +193,16 @@ static int cross_queue_followups(worker_t *w, jr_redis_t *conn) {
         jr_strlist_t reasons = {0};
         int erc = rc || !m ? 0 : jr_redis_enqueue_each(conn, jobs, m, got, out, &reasons);
         int refused = 0;
-        for (size_t j = 0; j < m && !rc; j++) refused |= out[j].status == JR_ENQ_REFUSED;
-        if (!rc && refused) { /* into the dead stream, saying why (as a refused jr_ack_follow) */
+        const char *down = NULL; /* the refusal of a target whose primary is down */
+        for (size_t j = 0; j < m && !rc; j++)
+            if (out[j].status == JR_ENQ_REFUSED) {
+                refused = 1;
+                if (out[j].why < reasons.n && jr_redis_node_down(reasons.v[out[j].why])) down = reasons.v[out[j].why];
+            }
+        if (!rc && down) { /* a target's primary is down: this job waits for it, the others go on */
+            o->held = 1;
+            snprintf(held_err, held_len, "%s", down);
+        } else if (!rc && refused) { /* into the dead stream, saying why (as a refused jr_ack_follow) */
             char why[JR_ERRLEN + 80];
             snprintf(why, sizeof why, "the handler succeeded but Redis refused its follow-ups: %s",
                      reasons.n ? reasons.v[0] : jr_redis_errstr(conn));
@@ -204,10 +215,11 @@ static int cross_queue_followups(worker_t *w, jr_redis_t *conn) {
             o->done_outcome = "dead";
         } else if (!rc && erc && erc != JR_EREPLICAS && !jr_redis_ok(conn)) {
             rc = erc; /* the connection failed: everything stays queued */
-        } else if (!rc && erc && erc != JR_EREPLICAS) {
-            rc = erc == JR_ENOMEM ? JR_ENOMEM : JR_EREDIS; /* refused as a whole (e.g. the registry): tried again */
-            jrw_refused(&w->ops_refused, "Redis refused follow-ups of finished jobs; keeping them and retrying",
-                        jr_redis_errstr(conn));
+        } else if (!rc && erc == JR_ENOMEM) {
+            rc = erc;
+        } else if (!rc && erc && erc != JR_EREPLICAS) { /* refused as a whole (e.g. the registry): tried again */
+            o->held = 1;
+            snprintf(held_err, held_len, "%s", jr_redis_errstr(conn));
         } else if (!rc && m) {
             rc = keep_own_followups(o, own);
         }
@@ -271,7 +283,8 @@ static int cross_queue_followups(worker_t *w, jr_redis_t *conn) {
  * connection); JR_EREDIS for a missing function (above); or JR_ENOMEM
  * (everything stays queued). */
 int jrw_flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t block) {
-    int rc = cross_queue_followups(w, conn);
+    char held_err[JR_ERRLEN] = ""; /* why ops were held (cross_queue_followups) */
+    int rc = cross_queue_followups(w, conn, held_err, sizeof held_err);
     if (rc) return rc;
     size_t calls = 0;
     const char **ids = malloc(w->nops * sizeof *ids);
@@ -318,7 +331,7 @@ int jrw_flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t block) 
     if (!regs) rc = JR_ENOMEM;
     for (size_t i = 0; i < w->nops && !rc; i++) {
         const op_t *o = &w->ops[i];
-        if (o->kind != OP_FOLLOW) continue;
+        if (o->kind != OP_FOLLOW || o->held) continue;
         regs[calls - first_follow] = !targets_registered(w, o, 0);
         rc = jr_redis_append_ack_follow(conn, w->queues[o->queue], o->entry, o->fu, o->fu_len,
                                         regs[calls - first_follow]);
@@ -416,6 +429,12 @@ int jrw_flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t block) 
         size_t kept = 0, failed = 0;
         for (size_t i = 0; i < w->nops; i++) {
             op_t *o = &w->ops[i];
+            if (o->held) { /* not sent: kept, as refused */
+                w->ops[kept++] = *o;
+                all_down &= jr_redis_node_down(held_err);
+                if (!err[0]) snprintf(err, sizeof err, "%s", held_err);
+                continue;
+            }
             if (bad[call[i]] == 2) { /* into the dead stream, saying why */
                 const char *e = follow_err[call[i] - first_follow];
                 char why[JR_ERRLEN + 80];

@@ -147,10 +147,11 @@ int jr_redis_recv_wait(jr_redis_t *r, long long *acked);
  * its work per queue (see outbox.c for follow-ups). */
 int jr_redis_is_cluster(const jr_redis_t *r);
 
-/* 1 if err (a reply's error text) is how a cluster connection answers a
- * command for a primary it cannot reach ("CLUSTERDOWN node HOST:PORT
- * unreachable: why", cluster.c): that shard is down, the others are not,
- * and nothing was sent. Pure. */
+/* 1 if err (a reply's error text, or a message quoting one, as an
+ * enqueue's reason "queue Q: Redis refused 1 job: ...") is how a cluster
+ * connection answers a command for a primary it cannot reach ("CLUSTERDOWN
+ * node HOST:PORT unreachable: why", cluster.c): that shard is down, the
+ * others are not, and nothing was sent. Pure. */
 int jr_redis_node_down(const char *err);
 
 /* CLIENT ID of this connection / CLIENT UNBLOCK another one. */

@@ -66,6 +66,8 @@ typedef struct op {
     const char *why; /* DEAD: failed | invalid */
     char jobid[JR_ID_MAX]; /* ACK: the job id, "" when it is the entry id */
     char *fu;        /* FOLLOW: the follow-ups (followup.h encoding), owned */
+    int held;        /* FOLLOW on a cluster: its follow-ups to other queues not written yet (a refusal
+                        that may pass): left out of this flush, kept (outbox.c) */
     size_t fu_len;
     /* ACK, FOLLOW, RETRY, DEAD of a job that ran: its log line (outcome
      * done_outcome) waits for the reply, which says whether the job was

@@ -632,6 +632,46 @@ Test(cluster_down, a_result_held_for_a_dead_primary_does_not_stop_the_others) {
                  "log:\n%s", got - 1, jrt_slurp(wlog));
 }
 
+/* A job whose follow-up goes to a queue of a primary that is down: the
+ * job is neither dead-lettered nor acknowledged without it; it waits, the
+ * worker goes on with the other primaries' jobs, and once the primary is
+ * back the follow-up is written (once) and runs. */
+Test(cluster_down, a_follow_up_to_a_dead_primary_waits_for_it) {
+    char names[3][16];
+    queues_per_node(names, 1);
+    char list[64];
+    snprintf(list, sizeof list, "%s, %s, %s", names[0], names[1], names[2]);
+    config(list, NULL);
+    worker = jrt_worker(&R, cfgpath, JRT_FOLLOW_PLUGIN, wlog, NULL);
+    const char *warm[] = {"-q", names[2], "record", "warm", NULL};
+    jrt_cli_enqueue(&R, cfgpath, warm, NULL, 0);
+    cr_assert_eq(jrt_wait_count(record, " record warm", 1, 20000), 1, "warm-up; log:\n%s", jrt_slurp(wlog));
+    jrt_cluster_kill(&C, 2);
+    char spec[64], id[JR_ID_MAX], out[4096];
+    snprintf(spec, sizeof spec, "q=%s,n=1", names[2]);
+    const char *a[] = {"-q", names[0], "follow", spec, NULL};
+    jrt_cli_enqueue(&R, cfgpath, a, id, sizeof id);
+    char ran[JR_ID_MAX + 8];
+    snprintf(ran, sizeof ran, "%s 1\n", id);
+    cr_assert_eq(jrt_wait_count(record, ran, 1, 10000), 1, "the job did not run; log:\n%s", jrt_slurp(wlog));
+    const char *b[] = {"-q", names[1], "record", "meanwhile", NULL};
+    jrt_cli_enqueue(&R, cfgpath, b, NULL, 0);
+    cr_assert_eq(jrt_wait_count(record, " record meanwhile", 1, 5000), 1,
+                 "a job of a live primary did not run while the follow-up waited; log:\n%s", jrt_slurp(wlog));
+    const char *dead[] = {"dead", "list", "-q", names[0], NULL};
+    cr_assert_eq(jrt_cli(&R, out, sizeof out, dead), 0, "dead list: %s", out);
+    cr_assert(!strstr(out, id), "the job went to the dead stream for want of its follow-up's primary: %s", out);
+    jrt_cluster_restart(&C, 2);
+    cr_assert(jrt_cluster_wait_ok(&C, 30000), "the cluster did not settle after node 2 came back");
+    char fu[JR_ID_MAX + 16];
+    snprintf(fu, sizeof fu, " record %s#1\n", id);
+    cr_assert_eq(jrt_wait_count(record, fu, 1, 20000), 1, "the follow-up did not run once node 2 was back; log:\n%s",
+                 jrt_slurp(wlog));
+    jrt_sleep_ms(1500);
+    cr_assert_eq(jrt_count(record, fu), 1, "the follow-up ran %d times", jrt_count(record, fu));
+    cr_assert_eq(jrt_count(record, ran), 1, "the job ran %d times", jrt_count(record, ran));
+}
+
 /* A primary none of the worker's queues is on, connected (the library
  * load) and idle, SIGKILLed: the worker is not thrown off its blocked read
  * (no reconnect, no wait for the command timeout); a job on its queue runs
