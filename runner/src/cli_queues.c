@@ -189,10 +189,41 @@ static int stats_once(jr_client_t *c, const jr_strlist_t *queues, int json, int 
  * of the oldest ready job, paused; as a table or JSON on `out`. With
  * `watch`, clear the screen and redraw every second until interrupted.
  * Returns the exit status. */
+/* Warn on stderr, for each of the n queues that nothing ever used, that it
+ * may be a typo: a queue is known once it is in the registry (jr:{queues}:
+ * every queue ever enqueued to, a partition Q#J standing for Q) or is
+ * paused. The command then goes on (a pause ahead of time is meant to
+ * work), so only the message is added. Reads the registry once (SMEMBERS
+ * of a set with one member per queue, and a stats call per queue not in
+ * it); says nothing when Redis cannot tell. */
+static void warn_unknown_queues(jr_client_t *c, const char *cmd, const char *const *queues, size_t n) {
+    jr_redis_t *r = jr_client_redis(c);
+    jr_strlist_t all = {0};
+    char wake[JR_ID_MAX];
+    if (!r || !n || jr_redis_queues(r, &all, wake)) {
+        jr_strlist_free(&all);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(queues[i]);
+        int known = 0;
+        for (size_t j = 0; j < all.n && !known; j++)
+            known = !strcmp(all.v[j], queues[i]) ||
+                    (!strncmp(all.v[j], queues[i], len) && all.v[j][len] == '#');
+        jr_client_stats_t s;
+        if (!known && jr_client_stats(c, queues[i], &s) == 0 && s.paused > 0) known = 1;
+        if (!known)
+            fprintf(stderr, "jobrunner: %s: warning: queue \"%s\" is not known: no job was ever enqueued to it "
+                            "(a typo? 'jobrunner stats' lists the known queues)\n", cmd, jr_cli_esc(queues[i]));
+    }
+    jr_strlist_free(&all);
+}
+
 static int cmd_stats(const jr_config_t *cfg, const jr_strlist_t *queues, int json, int watch, int parts, FILE *out) {
     jr_client_t *c = jr_cli_client(cfg, 0);
     if (!c) return 1;
     int status;
+    if (queues->n) warn_unknown_queues(c, "stats", (const char *const *)queues->v, queues->n);
     for (;;) {
         if (watch) fputs("\033[H\033[2J", out); /* home, clear: redraw in place */
         status = stats_once(c, queues, json, parts, out);
@@ -497,6 +528,7 @@ static int cmd_pause(const jr_config_t *cfg, const char *queue, int on, FILE *ou
     jr_client_t *c = jr_cli_client(cfg, 0);
     if (!c) return 1;
     int changed = 0, woken = 0;
+    warn_unknown_queues(c, on ? "pause" : "resume", &queue, 1);
     if (jr_client_set_paused(c, queue, on, &changed, &woken)) {
         fprintf(stderr, "jobrunner: %s %s: %s\n", on ? "pause" : "resume", jr_cli_esc(queue),
                 jr_cli_esc(jr_client_errstr(c)));

@@ -613,3 +613,37 @@ Test(cli, wait_lets_a_command_wait_for_redis_to_come_up) {
     cr_expect_eq(jrt_run(out, sizeof out, err, sizeof err, bad), 2, "--wait 2h accepted");
     cr_expect(strstr(err, "redis.wait"), "the refusal does not name the key: %s", err);
 }
+
+/* A queue name nothing ever used is probably a typo: pause, resume and
+ * stats -q say so on stderr (and still do what was asked: a pause ahead of
+ * time is meant to work); a queue with jobs, one of a partitioned queue's
+ * name, or one already paused gets no warning. */
+Test(cli, a_queue_never_used_is_named_as_such) {
+    setenv("JOBRUNNER_REDIS_URL", R.url, 1);
+    const char *enq[] = {"enqueue", "-q", "orders", "echo", "a", NULL};
+    cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, enq), 0, "%s", err);
+    const char *typo[] = {"pause", "ordres", NULL};
+    cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, typo), 0, "%s", err);
+    cr_expect(strstr(err, "warning: queue \"ordres\" is not known"), "pause of a never-used queue: %s", err);
+    cr_expect(strstr(out, "ordres paused"), "%s", out);
+    const char *again[] = {"pause", "ordres", NULL};
+    cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, again), 0, "%s", err);
+    cr_expect(!strstr(err, "warning"), "a paused queue is known: %s", err);
+    const char *good[] = {"pause", "orders", NULL};
+    cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, good), 0, "%s", err);
+    cr_expect(!strstr(err, "warning"), "a queue with a job is known: %s", err);
+    const char *res[] = {"resume", "nosuch", NULL};
+    cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, res), 0, "%s", err);
+    cr_expect(strstr(err, "warning: queue \"nosuch\" is not known"), "resume: %s", err);
+    const char *st[] = {"stats", "-q", "orders", "-q", "typo", NULL};
+    cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, st), 0, "%s", err);
+    cr_expect(strstr(err, "warning: queue \"typo\" is not known") && !strstr(err, "\"orders\""), "stats -q: %s", err);
+    const char *parts[] = {"queue", "partitions", "split", "3", NULL};
+    cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, parts), 0, "%s", err);
+    const char *enq2[] = {"enqueue", "-q", "split", "echo", "b", NULL};
+    cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, enq2), 0, "%s", err);
+    const char *st2[] = {"stats", "-q", "split", NULL};
+    cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, st2), 0, "%s", err);
+    cr_expect(!strstr(err, "warning"), "a partitioned queue is known by its name: %s", err);
+    unsetenv("JOBRUNNER_REDIS_URL");
+}
