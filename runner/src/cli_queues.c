@@ -184,41 +184,44 @@ static int stats_once(jr_client_t *c, const jr_strlist_t *queues, int json, int 
     return rc || failed ? 1 : 0;
 }
 
+/* Warn on stderr, for each of the n queues that nothing ever used, that it
+ * may be a typo: a queue is known once it is in the registry (jr:{queues}:
+ * every queue ever enqueued to; a partition Q#J stands for Q) or is paused.
+ * The command then goes on (a pause ahead of time is meant to work), so
+ * only the message is added. Costs two reads: the registry (SMEMBERS, one
+ * member per queue or partition) and, when some queue is not in it, the
+ * paused set (one HMGET); says nothing when Redis cannot tell. */
+static void warn_unknown_queues(jr_client_t *c, const char *cmd, const char *const *queues, size_t n) {
+    jr_redis_t *r = jr_client_redis(c);
+    jr_strlist_t all = {0};
+    char wake[JR_ID_MAX];
+    unsigned char *known = n ? calloc(n, 1) : NULL, *paused = n ? calloc(n, 1) : NULL;
+    size_t nunknown = 0;
+    if (r && known && paused && !jr_redis_queues(r, &all, wake)) {
+        for (size_t i = 0; i < n; i++) {
+            size_t len = strlen(queues[i]);
+            for (size_t j = 0; j < all.n && !known[i]; j++)
+                known[i] = !strcmp(all.v[j], queues[i]) ||
+                           (!strncmp(all.v[j], queues[i], len) && all.v[j][len] == '#');
+            nunknown += !known[i];
+        }
+        if (nunknown && !jr_redis_paused(r, queues, n, paused))
+            for (size_t i = 0; i < n; i++)
+                if (!known[i] && !paused[i])
+                    fprintf(stderr, "jobrunner: %s: warning: queue \"%s\" is not known: no job was ever "
+                                    "enqueued to it (a typo? 'jobrunner stats' lists the known queues)\n",
+                            cmd, jr_cli_esc(queues[i]));
+    }
+    free(known);
+    free(paused);
+    jr_strlist_free(&all);
+}
+
 /* Print, per queue of `queues`: ready, pending, delayed and dead counts,
  * processed and failed totals, jobs per second over the last minute, the age
  * of the oldest ready job, paused; as a table or JSON on `out`. With
  * `watch`, clear the screen and redraw every second until interrupted.
  * Returns the exit status. */
-/* Warn on stderr, for each of the n queues that nothing ever used, that it
- * may be a typo: a queue is known once it is in the registry (jr:{queues}:
- * every queue ever enqueued to, a partition Q#J standing for Q) or is
- * paused. The command then goes on (a pause ahead of time is meant to
- * work), so only the message is added. Reads the registry once (SMEMBERS
- * of a set with one member per queue, and a stats call per queue not in
- * it); says nothing when Redis cannot tell. */
-static void warn_unknown_queues(jr_client_t *c, const char *cmd, const char *const *queues, size_t n) {
-    jr_redis_t *r = jr_client_redis(c);
-    jr_strlist_t all = {0};
-    char wake[JR_ID_MAX];
-    if (!r || !n || jr_redis_queues(r, &all, wake)) {
-        jr_strlist_free(&all);
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        size_t len = strlen(queues[i]);
-        int known = 0;
-        for (size_t j = 0; j < all.n && !known; j++)
-            known = !strcmp(all.v[j], queues[i]) ||
-                    (!strncmp(all.v[j], queues[i], len) && all.v[j][len] == '#');
-        jr_client_stats_t s;
-        if (!known && jr_client_stats(c, queues[i], &s) == 0 && s.paused > 0) known = 1;
-        if (!known)
-            fprintf(stderr, "jobrunner: %s: warning: queue \"%s\" is not known: no job was ever enqueued to it "
-                            "(a typo? 'jobrunner stats' lists the known queues)\n", cmd, jr_cli_esc(queues[i]));
-    }
-    jr_strlist_free(&all);
-}
-
 static int cmd_stats(const jr_config_t *cfg, const jr_strlist_t *queues, int json, int watch, int parts, FILE *out) {
     jr_client_t *c = jr_cli_client(cfg, 0);
     if (!c) return 1;
