@@ -15,7 +15,7 @@ import os
 
 # The peer harness's own helpers, so both tables read numbers the same way.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
-from summarize import med, num  # noqa: E402
+from summarize import med, num, spread  # noqa: E402
 
 TARGETS = {  # issue 4
     "drain_jobs_per_s": 50000,
@@ -293,6 +293,25 @@ def main():
             print(f"  {r['peer']:16s} {f0(r['drain']):>8s} {f0(r['wall']):>8s} {f0(r['enq']):>10s} {r['lat_p50']:>11s} {r['lat_p99']:>11s} "
                   f"{r['del_p50']:>9s} {r['del_p99']:>9s} {r['del_max']:>9s} {r['early']:>5s} {f0(r['mem']):>6s}"
                   + (f"  INCOMPLETE x{r['incomplete']}" if r["incomplete"] else ""))
+    cpu_rows = [(r["peer"], by["throughput"].get(r["peer"], [])) for r in table]
+    cpu_rows = [(p, [x for x in t if "redis_drain_us_per_job" in x]) for p, t in cpu_rows]
+    own = [r for r in ex["drain_noop"] if r.get("config", "defaults") == "defaults" and "redis_drain_us_per_job" in r]
+    if any(t for _, t in cpu_rows) or own:
+        print("\n== A'. Redis CPU per job (user+sys of redis-server, all threads): median [min-max] us")
+        print("  peers: the harness's job body (its INCR and two SETs included, the same for every peer);"
+              " jobrunner own: the no-op handler, N=%s, 2 workers" % n_drain)
+        print(f"  {'peer':22s} {'enqueue':>22s} {'drain':>22s} {'total':>8s}")
+
+        def cpu_line(name, rs):
+            e = [num(x["redis_enqueue_us_per_job"]) for x in rs]
+            d = [num(x["redis_drain_us_per_job"]) for x in rs]
+            print(f"  {name:22s} {spread(e, '%.2f'):>22s} {spread(d, '%.2f'):>22s} {med(e) + med(d):8.2f}")
+            return med(e) + med(d)
+        for p, t in cpu_rows:
+            if t:
+                kv[f"peer.{p}.redis_us_per_job"] = "%.2f" % cpu_line(p, t)
+        if own:
+            kv["jobrunner.own_noop.redis_us_per_job"] = "%.2f" % cpu_line("jobrunner own (no-op)", own)
     print("\n== jobrunner against the issue-4 targets (ratio = figure / ceiling of this run)")
     print(f"  {'figure':58s} {'value':>26s} {'unit':6s} {'ceiling':>22s} {'ratio':>6s}  {'target':26s} result")
     for name, v, unit, c, rt, tgt, ok, _ in figs:

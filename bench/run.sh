@@ -105,6 +105,8 @@ variant_conf() { # name -> prints the path of its YAML
 CONF=$(variant_conf defaults)
 export BENCH_PORT=$PORT BENCH_QUEUE=bench BENCH_SOCKET= BENCH_URL=
 emit() { echo "$BATCH $*" | tee -a "$EXTRAS"; }
+# Redis's own CPU seconds so far (INFO cpu: user + system, all threads)
+redis_cpu() { rc info cpu | tr -d '\r' | awk -F: '/^used_cpu_(user|sys):/ { s += $2 } END { printf "%.6f", s }'; }
 used_memory() { rc info memory | sed -n 's/^used_memory:\([0-9]*\).*/\1/p'; }
 start_workers() { # n, then env assignments
   local n=$1 i; shift
@@ -192,18 +194,21 @@ for v in $DRAIN_VARIANTS; do
   WCONF=$(variant_conf "$v")
   for k in $(seq "$REPS"); do
     rc flushall >/dev/null
+    c0=$(redis_cpu)
     BENCH_HANDLER=noop "$PEER" bulk "$N_BULK" >/dev/null
+    c1=$(redis_cpu)
     t_launch=$("$PEER" mono)
     start_workers 2 BENCH_N=0
     out=$(BENCH_HANDLER=noop "$PEER" waitempty 60)
     ok=$?
+    c2=$(redis_cpu)
     stop_all
     t_empty=$(kv t_empty "$out")
     if [ $ok != 0 ]; then
       emit "workload=drain_noop config=$v rep=$k jobs=$N_BULK error=queue_not_empty_after_60s $out"
       continue
     fi
-    emit "workload=drain_noop config=$v rep=$k jobs=$N_BULK wall_s=$(awk -v a="$t_launch" -v b="$t_empty" 'BEGIN{printf "%.3f", (b-a)/1000}') jobs_per_s=$(awk -v a="$t_launch" -v b="$t_empty" -v n="$N_BULK" 'BEGIN{printf "%.0f", n/((b-a)/1000)}') measure=launch_to_empty"
+    emit "workload=drain_noop config=$v rep=$k jobs=$N_BULK wall_s=$(awk -v a="$t_launch" -v b="$t_empty" 'BEGIN{printf "%.3f", (b-a)/1000}') jobs_per_s=$(awk -v a="$t_launch" -v b="$t_empty" -v n="$N_BULK" 'BEGIN{printf "%.0f", n/((b-a)/1000)}') measure=launch_to_empty redis_enqueue_us_per_job=$(awk -v a="$c0" -v b="$c1" -v n="$N_BULK" 'BEGIN{printf "%.2f", (b-a)*1e6/n}') redis_drain_us_per_job=$(awk -v a="$c1" -v b="$c2" -v n="$N_BULK" 'BEGIN{printf "%.2f", (b-a)*1e6/n}')"
   done
   for k in $(seq "$REPS"); do
     rc flushall >/dev/null

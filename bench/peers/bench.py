@@ -217,7 +217,9 @@ def throughput(r, peer, run):
     prod, wargv, desc, xenv = peer_spec(peer, "throughput")
     env = base_env(BENCH_N=n, **xenv)
     r.flushall()
+    cpu0 = redis_cpu_s(r)
     enq = run_producer(prod, ["bulk", n], env, 180)
+    cpu1 = redis_cpu_s(r)
     t_launch = mono_ms()
     w = Workers(wargv, env, f"{peer}.throughput.{run}")
     try:
@@ -226,6 +228,7 @@ def throughput(r, peer, run):
         t_seen = mono_ms()
     finally:
         w.stop()
+    cpu2 = redis_cpu_s(r)
     cnt = int(r.get("bench:done") or 0)
     complete = int(cnt >= n)
     t_first = float(r.get("bench:t_first") or "nan")
@@ -238,7 +241,10 @@ def throughput(r, peer, run):
                startup_s="%.3f" % ((t_first - t_launch) / 1000.0),
                drain_s="%.3f" % drain_s, jobs_per_s="%.0f" % ((cnt - 1) / max(drain_s, 1e-9)),
                wall_s="%.3f" % wall_s, wall_jobs_per_s="%.0f" % (cnt / wall_s),
-               completed=cnt, complete=complete)
+               completed=cnt, complete=complete,
+               # Redis's own CPU (all its threads) per job: the one resource every peer shares
+               redis_enqueue_us_per_job="%.2f" % ((cpu1 - cpu0) * 1e6 / n),
+               redis_drain_us_per_job="%.2f" % ((cpu2 - cpu1) * 1e6 / max(cnt, 1)))
     if not done:
         res["note"] = "deadline_or_worker_exit"
     return res
@@ -330,6 +336,12 @@ def main():
     except Exception as e:  # one failed line instead of silence
         res = dict(peer=peer, workload=workload, run=run, error=repr(e)[:300].replace(" ", "_"))
     print(fmt(res), flush=True)
+
+
+def redis_cpu_s(r):
+    """CPU seconds redis-server has used so far (user + system, all threads)."""
+    c = r.info("cpu")
+    return float(c["used_cpu_user"]) + float(c["used_cpu_sys"])
 
 
 if __name__ == "__main__":
