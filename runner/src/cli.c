@@ -317,16 +317,20 @@ const jr_cli_cmd_t jr_cli_commands[] = {
      .mode = JR_CMD_PERMUTE | JR_CMD_OPERANDS,
      .run = jr_cli_queue},
     {.name = "cron",
-     .summary = "add, remove or list periodic schedules (fired by the schedulers)",
+     .summary = "add, remove, enable, disable, fire or list periodic schedules",
      .usage =
          "usage: jobrunner cron add NAME (--cron EXPR | --every DURATION) [--tz ZONE] [-q QUEUE]\n"
          "                          [--missed skip|once] [--disabled] HANDLER [PAYLOAD]\n"
-         "       jobrunner cron remove NAME...\n"
+         "       jobrunner cron remove|enable|disable NAME...\n"
+         "       jobrunner cron fire NAME\n"
          "       jobrunner cron list [--json]\n"
          "\n"
          "Periodic schedules live in Redis; every running scheduler fires them, each tick\n"
          "exactly once, as a job with id NAME@TICK (the tick in Unix ms).\n"
          "\n"
+         "  enable, disable     let the schedulers fire it, or not (a schedule of a scheduler's\n"
+         "                      configuration is written again as configured when it starts)\n"
+         "  fire NAME           one job of it now, id NAME@fire-<Unix us> (never a tick's id)\n"
          "  --cron EXPR         5 fields (min hour day-of-month month day-of-week) or 6 (seconds\n"
          "                      first); *, N, N-M, lists, /STEP, JAN..DEC, SUN..SAT, @daily, @hourly...\n"
          "  --every DURATION    a fixed interval from 1s (ticks at multiples of it since the epoch)\n"
