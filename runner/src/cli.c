@@ -44,7 +44,6 @@ const jr_cli_option_t jr_cli_options[JR_O_COUNT] = {
     [JR_O_YES] = {"yes", 0, 0, NULL},
     [JR_O_WIDE] = {"wide", 0, 0, NULL},
     [JR_O_ALL_QUEUES] = {"all-queues", 0, 0, NULL},
-    [JR_O_CREATE] = {"create", 0, 0, NULL},
     [JR_O_HELP] = {"help", 'h', 0, NULL},
 };
 
@@ -224,6 +223,7 @@ const jr_cli_cmd_t jr_cli_commands[] = {
      .summary = "show, run-now or delete one job by its id, or every job a filter passes",
      .usage =
          "usage: jobrunner job show|run-now|delete [-c FILE] [--redis URL] [-q QUEUE] ID [--key KEY] [--json]\n"
+         "       jobrunner job show --all-queues ID [--json]\n"
          "       jobrunner job run-now|delete [-q QUEUE] --state delayed|retrying|dead --handler H\n"
          "                 [--match TEXT] [--yes]\n"
          "\n"
@@ -235,13 +235,14 @@ const jr_cli_cmd_t jr_cli_commands[] = {
          "  -q, --queue QUEUE   the queue (default: 'default')\n"
          "      --key KEY       the key a partitioned queue's job with an explicit id was enqueued with\n"
          "      --json          show: print one JSON object\n"
+         "      --all-queues    show: look for the id in every registered queue (by id, no scan)\n"
          "      --state STATE   a bulk: every job in STATE (delayed, retrying or dead; run-now of a\n"
          "                      dead job retries it) ...\n"
          "      --handler H     ... of handler H ...\n"
          "      --match TEXT    ... (or of any handler) whose payload bytes contain TEXT\n"
          "      --yes           do the bulk without asking (needed when stdin is not a terminal)\n",
      .options = JR_OPT(JR_O_QUEUE) | JR_OPT(JR_O_JSON) | JR_OPT(JR_O_KEY) | JR_OPT(JR_O_STATE) | JR_OPT(JR_O_HANDLER) |
-                JR_OPT(JR_O_MATCH) | JR_OPT(JR_O_YES),
+                JR_OPT(JR_O_MATCH) | JR_OPT(JR_O_YES) | JR_OPT(JR_O_ALL_QUEUES),
      .mode = JR_CMD_PERMUTE | JR_CMD_OPERANDS,
      .run = jr_cli_job},
     {.name = "jobs",

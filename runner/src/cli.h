@@ -25,7 +25,7 @@ typedef enum jr_cli_opt {
     JR_O_TIMEOUT, JR_O_ORDERS, JR_O_ALL, JR_O_BACKOFF, JR_O_METRICS, JR_O_CONCURRENCY, JR_O_LOG_LEVEL,
     JR_O_LOG_FORMAT, JR_O_WAIT, JR_O_STATE, JR_O_LIMIT, JR_O_AFTER, JR_O_ORDER, JR_O_CRON, JR_O_EVERY,
     JR_O_TZ, JR_O_MISSED, JR_O_DISABLED, JR_O_WATCH, JR_O_KEY, JR_O_PARTITIONS,
-    JR_O_HANDLER, JR_O_MATCH, JR_O_YES, JR_O_WIDE, JR_O_ALL_QUEUES, JR_O_CREATE, /* wt-cli */
+    JR_O_HANDLER, JR_O_MATCH, JR_O_YES, JR_O_WIDE, JR_O_ALL_QUEUES, /* wt-cli */
     JR_O_HELP,
     JR_O_COUNT
 } jr_cli_opt_t;
@@ -143,6 +143,15 @@ void jr_cli_print_cell(FILE *out, const char *s, int width);
  * to 4 can appear in one call; cut with "..." past about 2 KiB (4 *
  * JR_ERRLEN). */
 const char *jr_cli_esc(const char *s);
+
+/* Name on stderr each of the n queues nothing ever used (cli_queues.c):
+ * an error, or with fatal = 0 a warning. Returns how many (0 when Redis
+ * cannot tell). */
+int jr_cli_unknown_queues(jr_redis_t *r, const char *cmd, const char *const *queues, size_t n, int fatal);
+
+/* A list of registered queues (jr_redis_queues) with each partitioned
+ * queue once, as Q, for its partitions Q#J (cli_queues.c). 0 or JR_ENOMEM. */
+int jr_cli_queue_rows(jr_strlist_t *l);
 
 /* A bulk over a filter (bulk.h) asks first. `what` says what it will do
  * ("retry every dead job of queue Q with handler H"). With yes (--yes),

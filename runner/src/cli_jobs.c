@@ -195,6 +195,10 @@ static int cmd_job_show(const jr_config_t *cfg, const char *queue, const char *i
     if (!c) return 1;
     jr_client_job_info_t *in = NULL;
     int status = 0;
+    if (jr_cli_unknown_queues(jr_client_redis(c), "job show", &queue, 1, 1)) {
+        jr_client_free(c);
+        return 1;
+    }
     if (jr_client_job_show_keyed(c, queue, id, key, &in)) {
         fprintf(stderr, "jobrunner job show: %s\n", jr_cli_esc(jr_client_errstr(c)));
         jr_client_free(c);
@@ -253,10 +257,58 @@ static int cmd_job_show(const jr_config_t *cfg, const char *queue, const char *i
             fputs("\n", out);
         }
     }
-    if (!found) status = 1;
+    if (!found) {
+        fprintf(stderr, "jobrunner job show: job %s is not in queue %s (neither delayed, retrying, ready, running "
+                        "nor dead there); 'jobrunner job show --all-queues %s' looks in every queue\n",
+                jr_cli_esc(id), jr_cli_esc(queue), jr_cli_esc(id));
+        status = 1;
+    }
     jr_client_job_info_free(in);
     jr_client_free(c);
     return jr_cli_done(out, status);
+}
+
+/* `jobrunner job show --all-queues ID`: job id looked up by id (as `job
+ * show` does: no scan of jobs) in every registered queue (a partitioned
+ * one as one), then shown as `job show -q Q ID` shows it, for each queue
+ * that has it (--json: the first; the others named on stderr). Returns 0
+ * when found somewhere, 1 when not (saying how many queues it looked in). */
+static int cmd_job_show_all(const jr_config_t *cfg, const char *id, int json, FILE *out) {
+    jr_client_t *c = jr_cli_client(cfg, 1);
+    if (!c) return 1;
+    jr_redis_t *r = jr_client_redis(c);
+    jr_strlist_t all = {0}, hits = {0};
+    char wake[JR_ID_MAX];
+    int rc = r ? jr_redis_queues(r, &all, wake) : JR_EIO;
+    if (!rc) rc = jr_cli_queue_rows(&all);
+    for (size_t i = 0; !rc && i < all.n; i++) {
+        jr_client_job_info_t *in = NULL;
+        if (jr_client_job_show_keyed(c, all.v[i], id, NULL, &in)) {
+            fprintf(stderr, "jobrunner job show: %s: %s\n", jr_cli_esc(all.v[i]), jr_cli_esc(jr_client_errstr(c)));
+            rc = JR_EREDIS;
+        } else if (in->state != JR_CLIENT_STATE_NOT_FOUND && jr_strlist_push(&hits, all.v[i])) {
+            rc = JR_ENOMEM;
+        }
+        jr_client_job_info_free(in);
+    }
+    if (rc && rc != JR_EREDIS)
+        fprintf(stderr, "jobrunner job show: %s\n", rc == JR_ENOMEM ? "out of memory" : r ? jr_cli_esc(jr_redis_errstr(r)) : "not connected");
+    jr_client_free(c);
+    int status = rc ? 1 : 0;
+    if (!rc && !hits.n) {
+        fprintf(stderr, "jobrunner job show: job %s is in none of the %zu queues (neither delayed, retrying, ready, "
+                        "running nor dead in any; finished jobs are not kept)\n", jr_cli_esc(id), all.n);
+        status = 1;
+    }
+    for (size_t i = 0; !rc && i < hits.n && (!json || i == 0); i++) {
+        if (i) fputs("\n", out);
+        status |= cmd_job_show(cfg, hits.v[i], id, NULL, json, out);
+    }
+    for (size_t i = 1; json && i < hits.n; i++)
+        fprintf(stderr, "jobrunner job show: job %s is also in queue %s\n", jr_cli_esc(id), jr_cli_esc(hits.v[i]));
+    jr_strlist_free(&all);
+    jr_strlist_free(&hits);
+    return status;
 }
 
 /* `jobrunner job run-now|delete` (sub) for one job. Returns the exit
@@ -301,6 +353,7 @@ static int cmd_cancel(const jr_config_t *cfg, const char *queue, char **ids, siz
     jr_client_t *c = jr_cli_client(cfg, 1);
     if (!c) return 1;
     int status = 0;
+    if (jr_cli_unknown_queues(jr_client_redis(c), "cancel", &queue, 1, 1)) n = 0, status = 1;
     for (size_t i = 0; i < n; i++) {
         jr_client_cancel_t o;
         int rc = jr_client_cancel_keyed(c, queue, ids[i], key, &o);
@@ -631,6 +684,11 @@ int jr_cli_job(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *cf
     const char *sub = argv[0], *id = argv[1];
     const char *rule = jr_contract_stored_id(id, strlen(id));
     if (rule) return jr_cli_die2(name, "job id", id, rule);
+    if (jr_flag(f, JR_O_ALL_QUEUES)) {
+        if (strcmp(sub, "show") || f->queues.n || jr_flag(f, JR_O_KEY))
+            return jr_cli_die(name, "%s", "--all-queues goes with job show ID (without -q and --key)");
+        return cmd_job_show_all(cfg, id, jr_flag(f, JR_O_JSON), stdout);
+    }
     if (!strcmp(sub, "show")) return cmd_job_show(cfg, queue, id, f->v[JR_O_KEY], jr_flag(f, JR_O_JSON), stdout);
     if (jr_flag(f, JR_O_JSON)) return jr_cli_die(name, "%s", "--json applies to job show");
     if (!strcmp(sub, "run-now") || !strcmp(sub, "delete"))
@@ -652,6 +710,10 @@ int jr_cli_jobs(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *c
     if (!r) return 1;
     jr_partmap_t parts = {0};
     jr_qpart_t *qp;
+    if (jr_cli_unknown_queues(r, "jobs", &queue, 1, 1)) {
+        jr_redis_free(r);
+        return 1;
+    }
     if (jr_partmap_get(&parts, r, queue, &qp)) {
         fprintf(stderr, "jobrunner jobs: %s\n", jr_cli_esc(jr_redis_errstr(r)));
         jr_partmap_free(&parts);

@@ -45,7 +45,7 @@ static const char *age_text(long long ms, char *buf, size_t len) {
 /* The registry holds the partitions "Q#J" of a partitioned queue: one row
  * of Q stands for them (its counts are their sums). Keeps the order of
  * first appearance. 0, or JR_ENOMEM. */
-static int one_row_per_queue(jr_strlist_t *l) {
+int jr_cli_queue_rows(jr_strlist_t *l) {
     jr_strlist_t out = {0};
     for (size_t i = 0; i < l->n; i++) {
         size_t qlen;
@@ -125,7 +125,7 @@ static int stats_once(jr_client_t *c, const jr_strlist_t *queues, int json, int 
             return 1;
         }
         if ((rc = jr_redis_queues(r, &all, wake))) fprintf(stderr, "jobrunner: stats: %s\n", jr_cli_esc(jr_redis_errstr(r)));
-        if (!rc && (rc = one_row_per_queue(&all))) fprintf(stderr, "jobrunner: stats: out of memory\n");
+        if (!rc && (rc = jr_cli_queue_rows(&all))) fprintf(stderr, "jobrunner: stats: out of memory\n");
         queues = &all;
     }
     json_t *doc = NULL, *arr = NULL;
@@ -185,37 +185,25 @@ static int stats_once(jr_client_t *c, const jr_strlist_t *queues, int json, int 
     return rc || failed ? 1 : 0;
 }
 
-/* Warn on stderr, for each of the n queues that nothing ever used, that it
- * may be a typo: a queue is known once it is in the registry (jr:{queues}:
- * every queue ever enqueued to; a partition Q#J stands for Q) or is paused.
- * The command then goes on (a pause ahead of time is meant to work), so
- * only the message is added. Costs two reads: the registry (SMEMBERS, one
- * member per queue or partition) and, when some queue is not in it, the
- * paused set (one HMGET); says nothing when Redis cannot tell. */
-static void warn_unknown_queues(jr_client_t *c, const char *cmd, const char *const *queues, size_t n) {
-    jr_redis_t *r = jr_client_redis(c);
-    jr_strlist_t all = {0};
-    char wake[JR_ID_MAX];
-    unsigned char *known = n ? calloc(n, 1) : NULL, *paused = n ? calloc(n, 1) : NULL;
+/* Say on stderr, for each of the n queues nothing ever used
+ * (jr_redis_queues_known: not registered, not paused, no key of it), that it
+ * may be a typo: "jobrunner CMD: queue "X" is not known: ...", as an error,
+ * or with fatal = 0 as a warning (pause, resume and stats go on: a pause
+ * ahead of time is meant to work). Returns how many; 0 also when Redis
+ * cannot tell (the command then goes on and meets the error itself). */
+int jr_cli_unknown_queues(jr_redis_t *r, const char *cmd, const char *const *queues, size_t n, int fatal) {
+    unsigned char *known = n ? calloc(n, 1) : NULL;
     size_t nunknown = 0;
-    if (r && known && paused && !jr_redis_queues(r, &all, wake)) {
-        for (size_t i = 0; i < n; i++) {
-            size_t len = strlen(queues[i]);
-            for (size_t j = 0; j < all.n && !known[i]; j++)
-                known[i] = !strcmp(all.v[j], queues[i]) ||
-                           (!strncmp(all.v[j], queues[i], len) && all.v[j][len] == '#');
-            nunknown += !known[i];
-        }
-        if (nunknown && !jr_redis_paused(r, queues, n, paused))
-            for (size_t i = 0; i < n; i++)
-                if (!known[i] && !paused[i])
-                    fprintf(stderr, "jobrunner: %s: warning: queue \"%s\" is not known: no job was ever "
-                                    "enqueued to it (a typo? 'jobrunner stats' lists the known queues)\n",
-                            cmd, jr_cli_esc(queues[i]));
-    }
+    if (r && known && !jr_redis_queues_known(r, queues, n, known))
+        for (size_t i = 0; i < n; i++)
+            if (!known[i]) {
+                nunknown++;
+                fprintf(stderr, "jobrunner: %s: %squeue \"%s\" is not known: no job was ever "
+                                "enqueued to it (a typo? 'jobrunner stats' lists the known queues)\n",
+                        cmd, fatal ? "" : "warning: ", jr_cli_esc(queues[i]));
+            }
     free(known);
-    free(paused);
-    jr_strlist_free(&all);
+    return (int)nunknown;
 }
 
 /* Print, per queue of `queues`: ready, pending, delayed and dead counts,
@@ -227,7 +215,7 @@ static int cmd_stats(const jr_config_t *cfg, const jr_strlist_t *queues, int jso
     jr_client_t *c = jr_cli_client(cfg, 0);
     if (!c) return 1;
     int status;
-    if (queues->n) warn_unknown_queues(c, "stats", (const char *const *)queues->v, queues->n);
+    if (queues->n) jr_cli_unknown_queues(jr_client_redis(c), "stats", (const char *const *)queues->v, queues->n, 0);
     for (;;) {
         if (watch) fputs("\033[H\033[2J", out); /* home, clear: redraw in place */
         status = stats_once(c, queues, json, parts, out);
@@ -554,7 +542,7 @@ static int cmd_pause(const jr_config_t *cfg, const char *queue, int on, FILE *ou
     jr_client_t *c = jr_cli_client(cfg, 0);
     if (!c) return 1;
     int changed = 0, woken = 0;
-    warn_unknown_queues(c, on ? "pause" : "resume", &queue, 1);
+    jr_cli_unknown_queues(jr_client_redis(c), on ? "pause" : "resume", &queue, 1, 0);
     if (jr_client_set_paused(c, queue, on, &changed, &woken)) {
         fprintf(stderr, "jobrunner: %s %s: %s\n", on ? "pause" : "resume", jr_cli_esc(queue),
                 jr_cli_esc(jr_client_errstr(c)));

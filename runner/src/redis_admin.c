@@ -8,6 +8,7 @@
 
 #include "jr.h"
 #include "jr_limits.h"
+#include "redis_sched.h"
 #include "util.h"
 
 int jr_redis_dead_retry(jr_redis_t *r, const char *queue, const char *const *entries, size_t n,
@@ -484,6 +485,35 @@ int jr_redis_pause(jr_redis_t *r, const char *queue, int on, int64_t now_ms, int
     rc = rep->type == REDIS_REPLY_INTEGER ? (*changed = rep->integer != 0, 0)
                                           : jri_fail(r, JR_EPROTO, "pause: unexpected reply");
     freeReplyObject(rep);
+    return rc;
+}
+
+int jr_redis_queues_known(jr_redis_t *r, const char *const *queues, size_t n, unsigned char *known) {
+    jr_strlist_t all = {0};
+    char wake[JR_ID_MAX];
+    size_t left = 0;
+    int rc = jr_redis_queues(r, &all, wake);
+    for (size_t i = 0; !rc && i < n; i++) {
+        size_t len = strlen(queues[i]);
+        known[i] = 0;
+        for (size_t j = 0; j < all.n && !known[i]; j++)
+            known[i] = !strcmp(all.v[j], queues[i]) || (!strncmp(all.v[j], queues[i], len) && all.v[j][len] == '#');
+        left += !known[i];
+    }
+    jr_strlist_free(&all);
+    unsigned char *paused = left ? calloc(n, 1) : NULL;
+    if (!rc && left && !paused) rc = jri_fail(r, JR_ENOMEM, "out of memory");
+    if (!rc && left) rc = jr_redis_paused(r, queues, n, paused);
+    for (size_t i = 0; !rc && i < n; i++) {
+        if (known[i] || (known[i] = paused[i])) continue;
+        jr_qkeys_t k;
+        redisReply *rep;
+        jr_qkeys(&k, queues[i]);
+        if ((rc = jri_exec(r, &rep, "EXISTS", k.ready, k.delayed, k.dead, k.wheel, k.stats, NULL))) break;
+        known[i] = rep->type == REDIS_REPLY_INTEGER && rep->integer > 0;
+        freeReplyObject(rep);
+    }
+    free(paused);
     return rc;
 }
 
