@@ -206,24 +206,58 @@ int jr_cli_unknown_queues(jr_redis_t *r, const char *cmd, const char *const *que
     return (int)nunknown;
 }
 
+/* A connection for `stats --watch` after Redis went away: as jr_cli_client
+ * without its messages (the screen says why). NULL with why (len bytes). */
+static jr_client_t *watch_connect(const jr_config_t *cfg, char *why, size_t len) {
+    jr_redis_opts_t o;
+    jr_config_redis_opts(cfg, &o);
+    jr_redis_t *r = jr_redis_open(&o, why, len);
+    if (!r) return NULL;
+    if (jr_redis_load_library(r) && !jr_redis_ok(r)) { /* a library Redis refuses is met by the reads */
+        snprintf(why, len, "%s", jr_redis_errstr(r));
+        jr_redis_free(r);
+        return NULL;
+    }
+    jr_client_t *c = jr_client_adopt(r);
+    if (!c) {
+        snprintf(why, len, "out of memory");
+        jr_redis_free(r);
+    }
+    return c;
+}
+
 /* Print, per queue of `queues`: ready, pending, delayed and dead counts,
  * processed and failed totals, jobs per second over the last minute, the age
  * of the oldest ready job, paused; as a table or JSON on `out`. With
- * `watch`, clear the screen and redraw every second until interrupted.
- * Returns the exit status. */
+ * `watch`, clear the screen and redraw every second until interrupted
+ * (exit status 0), and when Redis cannot be read (gone, frozen, refusing)
+ * show "Redis unreachable: WHY, retrying" instead and keep trying every
+ * second with a new connection: only output that cannot be written ends
+ * it (jr_cli_done says so). Returns the exit status. */
 static int cmd_stats(const jr_config_t *cfg, const jr_strlist_t *queues, int json, int watch, int parts, FILE *out) {
     jr_client_t *c = jr_cli_client(cfg, 0);
     if (!c) return 1;
     int status;
     if (queues->n) jr_cli_unknown_queues(jr_client_redis(c), "stats", (const char *const *)queues->v, queues->n, 0);
     for (;;) {
+        char why[JR_ERRLEN] = "", t[JR_TIME_LEN];
+        if (!c) c = watch_connect(cfg, why, sizeof why);
         if (watch) fputs("\033[H\033[2J", out); /* home, clear: redraw in place */
-        status = stats_once(c, queues, json, parts, out);
-        if (!watch || status) break;
-        char t[JR_TIME_LEN];
+        status = c ? stats_once(c, queues, json, parts, out) : 1;
+        if (!watch) break;
+        if (status) { /* show why, and start again on a new connection */
+            jr_redis_t *r = c ? jr_client_redis(c) : NULL;
+            if (c) snprintf(why, sizeof why, "%s", jr_client_errstr(c)[0] ? jr_client_errstr(c) : r ? jr_redis_errstr(r) : "");
+            fprintf(out, "Redis unreachable: %s, retrying\n", jr_cli_esc(why[0] ? why : "the connection was lost"));
+            jr_client_free(c);
+            c = NULL;
+        }
         fprintf(out, "\n%s  (every 1 s; Ctrl-C stops)\n", jr_time_format(jr_wall_ms(), t));
         if (fflush(out) || ferror(out)) break; /* its reader is gone: out_done says so */
-        if (jr_sleep_interruptible(1000)) break;
+        if (jr_sleep_interruptible(1000)) {
+            status = 0;
+            break;
+        }
     }
     jr_client_free(c);
     return jr_cli_done(out, status);
