@@ -152,7 +152,7 @@ const jr_cli_cmd_t jr_cli_commands[] = {
     {.name = "stats",
      .summary = "show ready, pending, delayed and dead counts per queue",
      .usage =
-         "usage: jobrunner stats [-c FILE] [--redis URL] [-q QUEUE]... [--json] [--watch] [--partitions]\n"
+         "usage: jobrunner stats [-c FILE] [--redis URL] [-q QUEUE]... [--json] [--watch] [--partitions] [--wide]\n"
          "\n"
          "Per queue: ready (waiting for a worker), pending (running or unacknowledged),\n"
          "delayed (waiting for their due time), dead; processed (succeeded) and failed\n"
@@ -164,8 +164,10 @@ const jr_cli_cmd_t jr_cli_commands[] = {
          "      --json          print one JSON object: {\"queues\": [{\"queue\", \"ready\", ...}]}\n"
          "      --watch         redraw every second until Ctrl-C\n"
          "      --partitions    a partitioned queue's row (the sums) is followed by one per partition\n"
-         "                      (JSON: its \"partitions\" array)\n",
-     .options = JR_OPT(JR_O_QUEUE) | JR_OPT(JR_O_JSON) | JR_OPT(JR_O_WATCH) | JR_OPT(JR_O_PARTITIONS),
+         "                      (JSON: its \"partitions\" array)\n"
+         "      --wide          every cell whole (on a terminal a table fits 80 columns or\n"
+         "                      $COLUMNS, long names and texts cut, ending in an ellipsis)\n",
+     .options = JR_OPT(JR_O_QUEUE) | JR_OPT(JR_O_JSON) | JR_OPT(JR_O_WATCH) | JR_OPT(JR_O_PARTITIONS) | JR_OPT(JR_O_WIDE),
      .mode = 0,
      .run = jr_cli_stats},
     {.name = "dead",
@@ -187,23 +189,27 @@ const jr_cli_cmd_t jr_cli_commands[] = {
          "      --match TEXT    ... (or of any handler) whose payload bytes contain TEXT\n"
          "      --yes           do it without asking (needed when stdin is not a terminal)\n"
          "      --json          list, show: print one JSON array, an object per dead job\n"
-         "                      (text that is not UTF-8 as {\"base64\": ...})\n",
+         "                      (text that is not UTF-8 as {\"base64\": ...})\n"
+         "      --wide          every cell whole (on a terminal a table fits 80 columns or\n"
+         "                      $COLUMNS, long names and texts cut, ending in an ellipsis)\n",
      .options = JR_OPT(JR_O_QUEUE) | JR_OPT(JR_O_ALL) | JR_OPT(JR_O_JSON) | JR_OPT(JR_O_HANDLER) | JR_OPT(JR_O_MATCH) |
-                JR_OPT(JR_O_YES),
+                JR_OPT(JR_O_YES) | JR_OPT(JR_O_WIDE),
      .mode = JR_CMD_PERMUTE | JR_CMD_OPERANDS,
      .run = jr_cli_dead},
     {.name = "workers",
      .summary = "list the live workers and schedulers",
      .usage =
-         "usage: jobrunner workers [-c FILE] [--redis URL] [--json]\n"
+         "usage: jobrunner workers [-c FILE] [--redis URL] [--json] [--wide]\n"
          "\n"
          "The live workers and schedulers: name (a worker's consumer name), role, host,\n"
          "pid, queues ('*' = every registered queue), version, start time, jobs running\n"
          "and how long ago it last refreshed its entry. A process is listed within a\n"
          "moment of starting, until it exits, or for at most worker.lease after it dies.\n"
          "\n"
-         "      --json          print JSON\n",
-     .options = JR_OPT(JR_O_JSON),
+         "      --json          print JSON\n"
+         "      --wide          every cell whole (on a terminal a table fits 80 columns or\n"
+         "                      $COLUMNS, long names and texts cut, ending in an ellipsis)\n",
+     .options = JR_OPT(JR_O_JSON) | JR_OPT(JR_O_WIDE),
      .mode = 0,
      .run = jr_cli_workers},
     {.name = "functions",
@@ -249,7 +255,7 @@ const jr_cli_cmd_t jr_cli_commands[] = {
      .summary = "list a page of the jobs in one state",
      .usage =
          "usage: jobrunner jobs [-c FILE] [--redis URL] [-q QUEUE] --state delayed|ready|running|dead\n"
-         "                      [--limit N] [--after CURSOR] [--handler H] [--match TEXT] [--json]\n"
+         "                      [--limit N] [--after CURSOR] [--handler H] [--match TEXT] [--json] [--wide]\n"
          "\n"
          "A page of the queue's jobs in one state, oldest first (delayed: by due time,\n"
          "jobs due 2 s or more after they were written by the second of their due time),\n"
@@ -261,9 +267,11 @@ const jr_cli_cmd_t jr_cli_commands[] = {
          "      --handler H     show the page's jobs of handler H only ...\n"
          "      --match TEXT    ... (or of any handler) whose payload bytes contain TEXT\n"
          "                      (the page is read as without them: its cursor goes on from it)\n"
-         "      --json          print one JSON object {\"queue\", \"state\", \"jobs\": [...], \"next\"}\n",
+         "      --json          print one JSON object {\"queue\", \"state\", \"jobs\": [...], \"next\"}\n"
+         "      --wide          every cell whole (on a terminal a table fits 80 columns or\n"
+         "                      $COLUMNS, long names and texts cut, ending in an ellipsis)\n",
      .options = JR_OPT(JR_O_QUEUE) | JR_OPT(JR_O_STATE) | JR_OPT(JR_O_LIMIT) | JR_OPT(JR_O_AFTER) | JR_OPT(JR_O_JSON) |
-                JR_OPT(JR_O_HANDLER) | JR_OPT(JR_O_MATCH),
+                JR_OPT(JR_O_HANDLER) | JR_OPT(JR_O_MATCH) | JR_OPT(JR_O_WIDE),
      .mode = JR_CMD_PERMUTE,
      .run = jr_cli_jobs},
     {.name = "cancel",
@@ -324,7 +332,7 @@ const jr_cli_cmd_t jr_cli_commands[] = {
          "                          [--missed skip|once] [--disabled] HANDLER [PAYLOAD]\n"
          "       jobrunner cron remove|enable|disable NAME...\n"
          "       jobrunner cron fire NAME\n"
-         "       jobrunner cron list [--json]\n"
+         "       jobrunner cron list [--json] [--wide]\n"
          "\n"
          "Periodic schedules live in Redis; every running scheduler fires them, each tick\n"
          "exactly once, as a job with id NAME@TICK (the tick in Unix ms).\n"
@@ -340,9 +348,11 @@ const jr_cli_cmd_t jr_cli_commands[] = {
          "  --missed skip|once  after all schedulers were down: fire nothing (skip, default)\n"
          "                      or one job for the latest missed tick (once)\n"
          "  --disabled          store it without firing it\n"
-         "  --json              list: print {\"schedules\": [...]}\n",
+         "  --json              list: print {\"schedules\": [...]}\n"
+         "  --wide              list: one whole row per schedule (on a terminal the table fits 80\n"
+         "                      columns or $COLUMNS: the zone's times and the last job go under it)\n",
      .options = JR_OPT(JR_O_QUEUE) | JR_OPT(JR_O_CRON) | JR_OPT(JR_O_EVERY) | JR_OPT(JR_O_TZ) | JR_OPT(JR_O_MISSED) |
-                JR_OPT(JR_O_DISABLED) | JR_OPT(JR_O_JSON),
+                JR_OPT(JR_O_DISABLED) | JR_OPT(JR_O_JSON) | JR_OPT(JR_O_WIDE),
      .mode = JR_CMD_PERMUTE | JR_CMD_OPERANDS,
      .run = jr_cli_cron},
     {.name = "dev",

@@ -139,6 +139,50 @@ void jr_cli_print_bytes(FILE *out, const char *s, size_t n);
 /* One table cell: s (NULL: "") escaped, then spaces up to `width` columns
  * (none past it: a long value shifts the row, never loses bytes). */
 void jr_cli_print_cell(FILE *out, const char *s, int width);
+/* ---- tables ----------------------------------------------------------------
+ * A table is padded to its widest cell or header in each column, columns
+ * two spaces apart (one when two would not fit), and fits `limit` display columns: the columns that may
+ * shrink (text: names, handlers, errors) are shortened, widest first, down
+ * to their header's width (at least 4), each shortened cell ending in the
+ * ellipsis mark "…"; counts and times never shrink (a table of them alone
+ * may stay wider). The limit: $COLUMNS when set to a number, else 80 on a
+ * terminal, else none (output piped to a program is never cut); --wide
+ * (limit 0) shows every cell whole. */
+#define JR_TABLE_ELLIPSIS "\xe2\x80\xa6" /* U+2026, one display column */
+typedef struct jr_table {
+    size_t ncols, nrows, cap;
+    const char *const *heads; /* ncols headers */
+    const char *kinds;        /* per column: 'l' text that may shrink, 'L' text that may not (times),
+                                 'r' right-aligned, never shrinks (counts) */
+    char **cells;             /* nrows * ncols, escaped as jr_cli_print_bytes escapes */
+    char **notes;             /* per row: a line printed under it, indented (NULL: none) */
+} jr_table_t;
+/* An empty table of strlen(kinds) columns (heads and kinds are kept, not copied). */
+void jr_table_init(jr_table_t *t, const char *const *heads, const char *kinds);
+/* Add a row of ncols cells (NULL: ""), each escaped; lens (NULL: strlen
+ * of each) the length of each, as a value read from Redis may hold a NUL.
+ * 0, or JR_ENOMEM. */
+int jr_table_add(jr_table_t *t, const char *const *cells);
+int jr_table_add_n(jr_table_t *t, const char *const *cells, const size_t *lens);
+/* Give the last row a line under it: "    " and text, escaped, cut to the
+ * limit like a cell. 0, or JR_ENOMEM. */
+int jr_table_note(jr_table_t *t, const char *text);
+/* Print the header and the rows within limit columns (0: no limit). */
+void jr_table_print(const jr_table_t *t, FILE *out, size_t limit);
+void jr_table_free(jr_table_t *t);
+/* The width limit of a table on out, as said above (wide: 0). */
+size_t jr_table_limit(FILE *out, int wide);
+/* The widths of n columns of natural widths nat[], the minimum widths
+ * min[] (min[i] == nat[i]: never shrinks), so that they fit limit (0: no
+ * limit) as far as the minima allow: two columns between them, or one if
+ * two would not fit whole; then the widest shrinkable column loses a
+ * column at a time. Into w[]; returns the columns between them. Pure. */
+size_t jr_table_fit(const size_t *nat, const size_t *min, size_t n, size_t limit, size_t *w);
+/* s (ASCII, len bytes) cut to width columns: s itself when it fits, else
+ * its first width - 1 bytes and the ellipsis mark, into buf (width + 3
+ * bytes). Returns buf or s. Pure. */
+const char *jr_table_cut(const char *s, size_t width, char *buf);
+
 /* s escaped for a printf argument: one of 4 static buffers in turn, so up
  * to 4 can appear in one call; cut with "..." past about 2 KiB (4 *
  * JR_ERRLEN). */

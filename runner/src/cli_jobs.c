@@ -393,7 +393,7 @@ typedef struct listed {
 } listed_t;
 
 static int print_page(FILE *out, const char *state, const char *queue, const listed_t *v, size_t n,
-                      const char *next, int json) {
+                      const char *next, int json, size_t limit) {
     if (json) {
         json_t *arr = json_array();
         for (size_t i = 0; arr && i < n; i++) {
@@ -425,23 +425,41 @@ static int print_page(FILE *out, const char *state, const char *queue, const lis
         return jr_cli_json_out(out, doc);
     }
     const jr_entry_t none = {0}; /* an entry gone between two reads */
-    fprintf(out, "%-32s %-24s %-16s %-7s %s\n", "JOB", !strcmp(state, "delayed") ? "DUE" : !strcmp(state, "dead") ? "DEAD AT" : "ENQUEUED",
-            "HANDLER", "ATTEMPT", !strcmp(state, "running") ? "CONSUMER" : !strcmp(state, "dead") ? "WHY" : "");
-    for (size_t i = 0; i < n; i++) {
+    int running = !strcmp(state, "running"), dead = !strcmp(state, "dead");
+    const char *heads[] = {"JOB", !strcmp(state, "delayed") ? "DUE" : dead ? "DEAD AT" : "ENQUEUED", "HANDLER",
+                           "ATTEMPT", running ? "CONSUMER" : "WHY"};
+    jr_table_t tab;
+    jr_table_init(&tab, heads, running || dead ? "lLlrl" : "lLlr");
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
         const listed_t *l = &v[i];
-        char t[JR_TIME_LEN];
+        const jr_entry_t *e = l->e ? l->e : &none;
+        char t[JR_TIME_LEN], consumer[JR_PROC_NAME_MAX + 64];
         if (!strcmp(state, "delayed")) score_time(l->where, t);
         else jr_time_format(strtoll(l->where, NULL, 10), t);
-        jr_cli_print_bytes(out, l->id, l->id_len);
-        fprintf(out, "%*s %-24s ", l->id_len < 32 ? (int)(32 - l->id_len) : 0, "", t);
-        jr_cli_print_field(out, l->e ? l->e : &none, JR_F_HANDLER, "?");
-        fputs(" ", out);
-        jr_cli_print_field(out, l->e ? l->e : &none, JR_F_ATTEMPT, "1");
-        fputs(" ", out);
-        if (l->p) fprintf(out, "%s (idle %.1fs, delivered %lld)", jr_cli_esc(l->p->consumer), (double)l->p->idle_ms / 1000.0,
-                          l->p->deliveries);
-        if (!strcmp(state, "dead")) jr_cli_print_field(out, l->e ? l->e : &none, JR_F_WHY, "?");
-        fputs("\n", out);
+        const char *row[5] = {l->id, t};
+        size_t lens[5] = {l->id_len, strlen(t)};
+        row[2] = jr_cli_field(e, JR_F_HANDLER, &lens[2]);
+        row[3] = jr_cli_field(e, JR_F_ATTEMPT, &lens[3]);
+        if (!row[2]) row[2] = "?", lens[2] = 1;
+        if (!row[3]) row[3] = "1", lens[3] = 1;
+        if (l->p) {
+            snprintf(consumer, sizeof consumer, "%s (idle %.1fs, delivered %lld)", l->p->consumer,
+                     (double)l->p->idle_ms / 1000.0, l->p->deliveries);
+            row[4] = consumer, lens[4] = strlen(consumer);
+        } else if (dead) {
+            row[4] = jr_cli_field(e, JR_F_WHY, &lens[4]);
+            if (!row[4]) row[4] = "?", lens[4] = 1;
+        } else {
+            row[4] = "", lens[4] = 0;
+        }
+        rc = jr_table_add_n(&tab, row, lens);
+    }
+    if (!rc) jr_table_print(&tab, out, limit);
+    jr_table_free(&tab);
+    if (rc) {
+        fprintf(stderr, "jobrunner jobs: out of memory\n");
+        return 1;
     }
     if (next) fprintf(out, "next page: --after %s\n", jr_cli_esc(next));
     else fprintf(out, "(end)\n");
@@ -459,7 +477,7 @@ static int print_page(FILE *out, const char *state, const char *queue, const lis
  * returns -1: the caller asks the next partition. */
 static int cmd_jobs(const jr_config_t *cfg, const char *queue, const char *iq, int part, unsigned nparts,
                     const char *state, int64_t limit, const char *after, const jr_filter_t *flt, int json,
-                    FILE *out) {
+                    size_t limit_cols, FILE *out) {
     int delayed = !strcmp(state, "delayed"), ready = !strcmp(state, "ready"), running = !strcmp(state, "running"),
         dead = !strcmp(state, "dead");
     if (!delayed && !ready && !running && !dead) {
@@ -615,7 +633,7 @@ static int cmd_jobs(const jr_config_t *cfg, const char *queue, const char *iq, i
         }
         n = kept;
     }
-    status = print_page(out, state, queue, v, n, nextp, json) ? 1 : 0;
+    status = print_page(out, state, queue, v, n, nextp, json, limit_cols) ? 1 : 0;
     free(fake);
 out:
     free(v), free(mv), free(ml), free(shown);
@@ -738,7 +756,8 @@ int jr_cli_jobs(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *c
     int st;
     do
         st = cmd_jobs(cfg, queue, jr_qpart_name(qp, part), (int)part, qp->n, f->v[JR_O_STATE], limit, after,
-                      filtered ? &flt : NULL, jr_flag(f, JR_O_JSON), stdout);
+                      filtered ? &flt : NULL, jr_flag(f, JR_O_JSON), jr_table_limit(stdout, jr_flag(f, JR_O_WIDE)),
+                      stdout);
     while (st == -1 && (after = NULL, ++part < qp->n));
     jr_partmap_free(&parts);
     return st;

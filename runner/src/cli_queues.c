@@ -78,7 +78,7 @@ int jr_cli_queue_rows(jr_strlist_t *l) {
  * queue's object (obj), [{"partition", "name", "ready", "pending",
  * "delayed", "dead", "processed", "failed"}, ...]. Nothing for a queue that
  * is not partitioned. 0, or 1 after saying why. */
-static int stats_partitions(jr_client_t *c, const char *q, json_t *obj, FILE *out) {
+static int stats_partitions(jr_client_t *c, const char *q, json_t *obj, jr_table_t *tab) {
     jr_redis_t *r = jr_client_redis(c);
     jr_partmap_t m = {0};
     jr_qpart_t *p;
@@ -104,17 +104,22 @@ static int stats_partitions(jr_client_t *c, const char *q, json_t *obj, FILE *ou
         } else if (!obj) {
             char n[6][24], label[JR_INTERNAL_QUEUE_MAX + 8];
             snprintf(label, sizeof label, "  %s", p->names[i]);
-            jr_cli_print_cell(out, label, 20);
-            fprintf(out, " %9s %9s %9s %9s %11s %9s\n", count_text(s.ready, n[0]), count_text(s.pending, n[1]),
-                    count_text(s.delayed, n[2]), count_text(s.dead, n[3]), count_text(s.processed, n[4]),
-                    count_text(s.failed, n[5]));
+            const char *row[] = {label, count_text(s.ready, n[0]), count_text(s.pending, n[1]),
+                                 count_text(s.delayed, n[2]), count_text(s.dead, n[3]), count_text(s.processed, n[4]),
+                                 count_text(s.failed, n[5]), "", "", ""};
+            if (jr_table_add(tab, row)) status = 1;
         }
     }
     jr_partmap_free(&m);
     return status;
 }
 
-static int stats_once(jr_client_t *c, const jr_strlist_t *queues, int json, int parts, FILE *out) {
+static const char *const stats_heads[] = {"QUEUE", "READY", "PENDING", "DELAYED", "DEAD", "PROCESSED",
+                                           "FAILED", "JOBS/S", "OLDEST", "PAUSED"};
+
+static int stats_once(jr_client_t *c, const jr_strlist_t *queues, int json, int parts, size_t limit, FILE *out) {
+    jr_table_t tab;
+    jr_table_init(&tab, stats_heads, "lrrrrrrrrl");
     jr_strlist_t all = {0};
     char wake[JR_ID_MAX];
     int rc = 0, failed = 0; /* rc: a Redis error; failed: JSON building or writing */
@@ -133,9 +138,6 @@ static int stats_once(jr_client_t *c, const jr_strlist_t *queues, int json, int 
         doc = json_object();
         arr = json_array();
         if (!doc || !arr || json_object_set_new(doc, "queues", arr)) failed = jr_cli_json_oom(&doc);
-    } else if (!rc) {
-        fprintf(out, "%-20s %9s %9s %9s %9s %11s %9s %8s %8s  %s\n", "QUEUE", "READY", "PENDING", "DELAYED", "DEAD",
-                "PROCESSED", "FAILED", "JOBS/S", "OLDEST", "PAUSED");
     }
     for (size_t i = 0; !rc && !failed && i < queues->n; i++) {
         jr_client_stats_t s;
@@ -161,26 +163,33 @@ static int stats_once(jr_client_t *c, const jr_strlist_t *queues, int json, int 
                 json_decref(q);
                 q = NULL;
             }
-            if (q && parts && stats_partitions(c, queues->v[i], q, out)) {
+            if (q && parts && stats_partitions(c, queues->v[i], q, NULL)) {
                 json_decref(q);
                 q = NULL;
             }
             if (!q || json_array_append_new(arr, q)) failed = jr_cli_json_oom(&doc);
         } else {
-            char t[JR_TIME_LEN], age[32], n[6][24], rate[24];
-            jr_cli_print_cell(out, queues->v[i], 20);
+            char t[JR_TIME_LEN], age[32], n[6][24], rate[24], paused[JR_TIME_LEN + 8];
             if (s.jobs_per_second >= 0) snprintf(rate, sizeof rate, "%.1f", s.jobs_per_second);
             else snprintf(rate, sizeof rate, "?");
-            fprintf(out, " %9s %9s %9s %9s %11s %9s %8s %8s  %s%s\n", count_text(s.ready, n[0]),
-                    count_text(s.pending, n[1]), count_text(s.delayed, n[2]), count_text(s.dead, n[3]),
-                    count_text(s.processed, n[4]), count_text(s.failed, n[5]), rate,
-                    age_text(s.oldest_ready_ms, age, sizeof age), since >= 0 ? "since " : s.paused < 0 ? "?" : "-",
-                    since >= 0 ? jr_time_format(since, t) : "");
-            if (parts && (rc = stats_partitions(c, queues->v[i], NULL, out))) break;
+            /* within a width limit: "yes" (the time with --wide or --json) */
+            snprintf(paused, sizeof paused, "%s%s", since >= 0 ? (limit ? "yes" : "since ") : s.paused < 0 ? "?" : "-",
+                     since >= 0 && !limit ? jr_time_format(since, t) : "");
+            const char *row[] = {queues->v[i], count_text(s.ready, n[0]), count_text(s.pending, n[1]),
+                                 count_text(s.delayed, n[2]), count_text(s.dead, n[3]), count_text(s.processed, n[4]),
+                                 count_text(s.failed, n[5]), rate, age_text(s.oldest_ready_ms, age, sizeof age), paused};
+            if (jr_table_add(&tab, row)) {
+                fprintf(stderr, "jobrunner: stats: out of memory\n");
+                rc = 1;
+                break;
+            }
+            if (parts && (rc = stats_partitions(c, queues->v[i], NULL, &tab))) break;
         }
     }
     if (rc || failed) json_decref(doc);
     else if (json) failed = jr_cli_json_out(out, doc);
+    else jr_table_print(&tab, out, limit);
+    jr_table_free(&tab);
     jr_strlist_free(&all);
     return rc || failed ? 1 : 0;
 }
@@ -234,7 +243,8 @@ static jr_client_t *watch_connect(const jr_config_t *cfg, char *why, size_t len)
  * show "Redis unreachable: WHY, retrying" instead and keep trying every
  * second with a new connection: only output that cannot be written ends
  * it (jr_cli_done says so). Returns the exit status. */
-static int cmd_stats(const jr_config_t *cfg, const jr_strlist_t *queues, int json, int watch, int parts, FILE *out) {
+static int cmd_stats(const jr_config_t *cfg, const jr_strlist_t *queues, int json, int watch, int parts, int wide,
+                     FILE *out) {
     jr_client_t *c = jr_cli_client(cfg, 0);
     if (!c) return 1;
     int status;
@@ -243,7 +253,7 @@ static int cmd_stats(const jr_config_t *cfg, const jr_strlist_t *queues, int jso
         char why[JR_ERRLEN] = "", t[JR_TIME_LEN];
         if (!c) c = watch_connect(cfg, why, sizeof why);
         if (watch) fputs("\033[H\033[2J", out); /* home, clear: redraw in place */
-        status = c ? stats_once(c, queues, json, parts, out) : 1;
+        status = c ? stats_once(c, queues, json, parts, jr_table_limit(out, wide), out) : 1;
         if (!watch) break;
         if (status) { /* show why, and start again on a new connection */
             jr_redis_t *r = c ? jr_client_redis(c) : NULL;
@@ -265,7 +275,8 @@ static int cmd_stats(const jr_config_t *cfg, const jr_strlist_t *queues, int jso
 
 int jr_cli_stats(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *cfg, int argc, char **argv) {
     (void)cmd, (void)argc, (void)argv;
-    return cmd_stats(cfg, &f->queues, jr_flag(f, JR_O_JSON), jr_flag(f, JR_O_WATCH), jr_flag(f, JR_O_PARTITIONS), stdout);
+    return cmd_stats(cfg, &f->queues, jr_flag(f, JR_O_JSON), jr_flag(f, JR_O_WATCH), jr_flag(f, JR_O_PARTITIONS),
+                     jr_flag(f, JR_O_WIDE), stdout);
 }
 
 /* ---- dead ------------------------------------------------------------------- */
@@ -322,6 +333,7 @@ typedef struct dead_run {
     unsigned char *found; /* per id: found in some partition */
     int missing;          /* an id named no dead job */
     size_t shown;         /* entries shown (show) */
+    jr_table_t tab;       /* list: the rows so far */
 } dead_run_t;
 
 /* 1 if dead entry e (its stored job id: id, len) of partition p (-1: not
@@ -376,20 +388,22 @@ static int dead_part(jr_redis_t *r, dead_run_t *run, const char *queue, int p) {
             if (run->json) {
                 if (json_array_append_new(run->arr, dead_json(e, t))) status = jr_cli_json_oom(&run->arr);
             } else if (run->list) {
-                fprintf(out, "%-24s ", t);
                 size_t len;
                 const char *id = jr_cli_field(e, JR_F_ID, &len);
-                jr_cli_print_field(out, e, JR_F_ID, "?");
-                if (p >= 0 && id && jr_contract_id_reserved(id, len)) fprintf(out, "~%d", p); /* as users see it */
-                fputs(" ", out);
-                jr_cli_print_field(out, e, JR_F_HANDLER, "?");
-                fputs(" ", out);
-                jr_cli_print_field(out, e, JR_F_ATTEMPT, "1");
-                fputs(" ", out);
-                jr_cli_print_field(out, e, JR_F_WHY, "?");
-                fputs(" ", out);
-                jr_cli_print_field(out, e, JR_F_ERROR, "");
-                fputs("\n", out);
+                static const char *const names[] = {JR_F_HANDLER, JR_F_ATTEMPT, JR_F_WHY, JR_F_ERROR};
+                static const char *const dflt[] = {"?", "1", "?", ""};
+                const char *row[6] = {t, id ? id : "?"};
+                size_t lens[6] = {strlen(t), id ? len : 1};
+                char shown[JR_ID_MAX + 16]; /* a partition's generated id as users see it: "~p" */
+                if (id && p >= 0 && len < JR_ID_MAX && jr_contract_id_reserved(id, len)) {
+                    snprintf(shown, sizeof shown, "%.*s~%d", (int)len, id, p);
+                    row[1] = shown, lens[1] = strlen(shown);
+                }
+                for (int c = 0; c < 4; c++) {
+                    row[2 + c] = jr_cli_field(e, names[c], &lens[2 + c]);
+                    if (!row[2 + c]) row[2 + c] = dflt[c], lens[2 + c] = strlen(dflt[c]);
+                }
+                if (jr_table_add_n(&run->tab, row, lens)) status = 1;
             } else {
                 fprintf(out, "%sdead_at: %s\nentry: %s\n", run->shown++ ? "\n" : "", t, jr_cli_esc(e->id));
                 for (size_t f = 0; f < e->nfields; f++) {
@@ -454,7 +468,7 @@ static int cmd_dead_change(const jr_config_t *cfg, const char *queue, const char
  * one object each (dead_json), even for one id. Returns the exit status:
  * 1 when a named job is not dead or Redis fails. */
 static int cmd_dead(const jr_config_t *cfg, const char *queue, const char *sub, char **ids, size_t nids, int json,
-                    FILE *out) {
+                    int wide, FILE *out) {
     int list = !strcmp(sub, "list"), show = !strcmp(sub, "show");
     jr_redis_t *r = jr_cli_connect(cfg, 0);
     if (!r) return 1;
@@ -468,8 +482,8 @@ static int cmd_dead(const jr_config_t *cfg, const char *queue, const char *sub, 
         status = 1;
     }
     if (!status && json && !(run.arr = json_array())) status = jr_cli_json_oom(&run.arr);
-    if (!status && list && !json)
-        fprintf(out, "%-24s %-28s %-16s %-8s %-8s %s\n", "DEAD AT", "JOB", "HANDLER", "ATTEMPT", "WHY", "ERROR");
+    static const char *const heads[] = {"DEAD AT", "JOB", "HANDLER", "ATTEMPT", "WHY", "ERROR"};
+    jr_table_init(&run.tab, heads, "LllLll");
     /* a partitioned queue: every partition in turn, then Q itself (jobs a
      * producer unaware of the partitions put there), as one */
     for (unsigned p = 0; !status && qp && p < qp->n + (qp->n > 1); p++)
@@ -481,6 +495,8 @@ static int cmd_dead(const jr_config_t *cfg, const char *queue, const char *sub, 
         }
     if (run.arr && status) json_decref(run.arr);
     else if (run.arr && jr_cli_json_out(out, run.arr)) status = 1; /* it takes the array */
+    if (!status && list && !json) jr_table_print(&run.tab, out, jr_table_limit(out, wide));
+    jr_table_free(&run.tab);
     free(run.found);
     jr_partmap_free(&parts);
     jr_redis_free(r);
@@ -512,7 +528,7 @@ int jr_cli_dead(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *c
     if (retry || purge)
         return cmd_dead_change(cfg, queue, retry ? "retry" : "purge", ids, nids, &flt, filtered, jr_flag(f, JR_O_YES),
                                stdout);
-    return cmd_dead(cfg, queue, sub, ids, nids, json, stdout);
+    return cmd_dead(cfg, queue, sub, ids, nids, json, jr_flag(f, JR_O_WIDE), stdout);
 }
 
 /* ---- queue partitions ------------------------------------------------------- */

@@ -45,3 +45,63 @@ Test(typos, job_show_cancel_and_jobs_name_a_queue_never_used_and_exit_1) {
     /* and the job is still there: nothing was cancelled in the typo */
     cr_expect_eq(RUN("job", "show", "-q", "orders", "close-1042"), 0, "%s", err);
 }
+
+/* The display columns of a line: the ellipsis mark (3 bytes) is one. */
+static size_t cols(const char *line, size_t n) {
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++) c += ((unsigned char)line[i] & 0xc0) != 0x80;
+    return c;
+}
+
+/* Every line of text within max display columns. */
+static void expect_within(const char *text, size_t max) {
+    for (const char *p = text; *p;) {
+        size_t n = strcspn(p, "\n");
+        cr_expect_leq(cols(p, n), max, "a line of %zu columns: %.*s", cols(p, n), (int)n, p);
+        p += n + (p[n] == '\n');
+    }
+}
+
+Test(typos, tables_fit_80_columns_padded_to_their_headers_and_wide_shows_all) {
+    const char *q = "orders-of-the-european-region-by-priority-and-customer-class";
+    const char *id = "close-order-1042-of-customer-77-after-thirty-minutes-unpaid";
+    cr_assert_eq(RUN("enqueue", "-q", q, "--in", "1h", "--id", id, "order_autoclose", "/srv/orders/1042"), 0, "%s", err);
+    cr_assert_eq(RUN("cron", "add", "nightly-summary-of-all-the-orders", "--cron", "0 2 * * *", "--tz", "Europe/Berlin",
+                     "-q", q, "order_autoclose", "{}"),
+                 0, "%s", err);
+    setenv("COLUMNS", "80", 1);
+    const char *const cmds[][8] = {{"stats", NULL}, {"jobs", "-q", q, "--state", "delayed", NULL},
+                                   {"cron", "list", NULL}, {"dead", "list", "-q", q, NULL}, {"workers", NULL}};
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
+        cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, cmds[i]), 0, "%s: %s", cmds[i][0], err);
+        expect_within(out, 80);
+    }
+    cr_assert_eq(RUN("stats"), 0);
+    cr_expect(strstr(out, "orders-of-the-") && strstr(out, "\xe2\x80\xa6") && !strstr(out, q),
+              "the long queue name cut with an ellipsis:\n%s", out);
+    /* padded to the header: each count ends where its header ends */
+    const char *head = out, *row = strstr(out, "orders-of-the-");
+    cr_assert(row);
+    const char *ready = strstr(head, "READY");
+    size_t head_end = (size_t)(ready - head) + 5;
+    size_t row_end = 0, c = 0;
+    const char *cut = strstr(row, "\xe2\x80\xa6");
+    cr_assert(cut);
+    for (const char *p = row; *p && *p != '\n'; p++) { /* the end of the count after the name, in columns */
+        if (((unsigned char)*p & 0xc0) != 0x80) c++;
+        if (p > cut && *p >= '0' && *p <= '9' && (p[1] == ' ' || p[1] == '\n')) {
+            row_end = c;
+            break;
+        }
+    }
+    cr_expect_eq(row_end, head_end, "READY column: header ends at %zu, its count at %zu:\n%s", head_end, row_end, out);
+    cr_assert_eq(RUN("jobs", "-q", q, "--state", "delayed", "--wide"), 0);
+    cr_expect(strstr(out, id), "--wide shows the whole id:\n%s", out);
+    cr_assert_eq(RUN("cron", "list", "--wide"), 0);
+    cr_expect(strstr(out, "nightly-summary-of-all-the-orders") && strstr(out, "+01:00"), "%s", out);
+    cr_assert_eq(RUN("cron", "list"), 0);
+    cr_expect(strstr(out, "Europe/Berlin: next ") && strstr(out, "+01:00"), "the zone's times under the row:\n%s", out);
+    unsetenv("COLUMNS");
+    cr_assert_eq(RUN("jobs", "-q", q, "--state", "delayed"), 0);
+    cr_expect(strstr(out, id), "output to a program is not cut (no COLUMNS, not a terminal):\n%s", out);
+}
