@@ -7,6 +7,7 @@ most 200 locals at once), but for the functions it gives the registration
 list.
 ]]
 local version, register, queues, job_locate, job_cancel, job_run_now, job_delete, delayed_page, prune_consumers, procs_forget
+local queue_remove
 do -- 40-admin.lua
 
 --[[
@@ -55,6 +56,39 @@ function queues(keys)
   local r = {last_wake(keys[2])}
   for _, q in ipairs(redis.call('SMEMBERS', keys[1])) do r[#r + 1] = q end
   return r
+end
+
+--[[
+jr_queue_remove (revision 20): delete the keys of a queue that holds no job.
+  KEYS: jr:{Q}:ready delayed dead wheel wheel:n wake seq ids cancelled stats
+        (every key of the queue, in that order)
+  Refuses, naming what it holds, while Q holds a job: ready or running (its
+  stream's length), delayed or retrying (the sorted set, the time wheel),
+  dead; or while a key holds another type than its own. Otherwise deletes
+  every key; returns how many existed. The registry (jr:{queues}, another
+  slot) is the caller's to update, after.
+]]
+local QUEUE_KEYS = {{K_READY, 'stream'}, {K_DELAYED, 'zset'}, {K_DEAD, 'stream'}, {K_WHEEL, 'zset'},
+                    {K_WHEEL_N, 'string'}, {K_WAKE, 'stream'}, {K_SEQ, 'string'}, {K_IDS, 'hash'},
+                    {K_CANCELLED, 'hash'}, {K_STATS, 'hash'}}
+function queue_remove(keys, args)
+  local fn = 'jr_queue_remove'
+  local suffixes, spec = {}, {}
+  for i, k in ipairs(QUEUE_KEYS) do suffixes[i] = k[1] end
+  local q, err = queue_of(fn, keys, suffixes)
+  if not q then return err end
+  if #args ~= 0 then return refuse(fn, 'takes no arguments') end
+  for i, k in ipairs(QUEUE_KEYS) do spec[i] = {keys[i], k[2]} end
+  err = check_types(fn, spec)
+  if err then return err end
+  local ready, delayed = redis.call('XLEN', keys[1]), redis.call('ZCARD', keys[2])
+  local dead, wheel = redis.call('XLEN', keys[3]), tonumber(redis.call('GET', keys[5]) or '0') or 0
+  if redis.call('ZCARD', keys[4]) > 0 and wheel == 0 then wheel = 1 end
+  if ready + delayed + dead + wheel > 0 then
+    return refuse(fn, 'queue ' .. shown(q) .. ' holds jobs (' .. ready .. ' ready or running, ' .. delayed ..
+                  ' delayed or retrying, ' .. wheel .. ' in the time wheel, ' .. dead .. ' dead): it is removed only empty')
+  end
+  return redis.call('DEL', unpack(keys))
 end
 
 -- The contract version of this library (docs/redis-contract.md).

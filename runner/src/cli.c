@@ -313,9 +313,13 @@ const jr_cli_cmd_t jr_cli_commands[] = {
      .check = jr_cli_pause_check,
      .run = jr_cli_pause},
     {.name = "queue",
-     .summary = "show or set the number of partitions of a queue",
+     .summary = "show or set the number of partitions of a queue, or remove an empty queue",
      .usage =
          "usage: jobrunner queue partitions [-c FILE] [--redis URL] QUEUE [N]\n"
+         "       jobrunner queue remove [-c FILE] [--redis URL] QUEUE\n"
+         "\n"
+         "remove: delete the keys and the registration of QUEUE, refused (naming what it\n"
+         "holds) unless it holds no job and no live worker or scheduler names it.\n"
          "\n"
          "A queue of N partitions keeps its jobs in N internal queues, each in its own\n"
          "slot of a Redis Cluster, placed evenly over the slots (docs/operations.md,\n"

@@ -535,10 +535,36 @@ int jr_cli_dead(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *c
 
 /* `jobrunner queue partitions QUEUE [N]`: print QUEUE's count, or set it
  * (jr_client_set_partitions: refused while the queue holds jobs). */
+/* `jobrunner queue remove QUEUE`: jr_redis_queue_remove (refused, naming
+ * what is in the way, unless the queue is empty and served by no live
+ * process); "QUEUE removed (N keys deleted)". A queue nothing ever used is
+ * an error. Returns the exit status. */
+static int cmd_queue_remove(const jr_config_t *cfg, const char *queue, FILE *out) {
+    jr_redis_t *r = jr_cli_connect(cfg, 1);
+    if (!r) return 1;
+    long long deleted = 0;
+    int status = 1;
+    if (!jr_cli_unknown_queues(r, "queue remove", &queue, 1, 1)) {
+        if (jr_redis_queue_remove(r, queue, &deleted))
+            fprintf(stderr, "jobrunner queue remove: %s\n", jr_cli_esc(jr_redis_errstr(r)));
+        else
+            fprintf(out, "%s removed (%lld key%s deleted)\n", jr_cli_esc(queue), deleted, deleted == 1 ? "" : "s"),
+                status = 0;
+    }
+    jr_redis_free(r);
+    return jr_cli_done(out, status);
+}
+
 int jr_cli_queue(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *cfg, int argc, char **argv) {
     (void)f;
+    if (argc >= 1 && !strcmp(argv[0], "remove")) {
+        if (argc != 2) return jr_cli_die(cmd->name, "%s", "expected remove QUEUE");
+        const char *rule = jr_contract_queue_name(argv[1], strlen(argv[1]));
+        if (rule) return jr_cli_die2(cmd->name, "queue name", argv[1], rule);
+        return cmd_queue_remove(cfg, argv[1], stdout);
+    }
     if (argc < 1 || strcmp(argv[0], "partitions"))
-        return jr_cli_die(cmd->name, "%s", "expected partitions QUEUE [N]");
+        return jr_cli_die(cmd->name, "%s", "expected partitions QUEUE [N] or remove QUEUE");
     if (argc < 2 || argc > 3) return jr_cli_die(cmd->name, "%s", "expected partitions QUEUE [N]");
     const char *queue = argv[1], *rule = jr_contract_queue_name(queue, strlen(queue));
     if (rule) return jr_cli_die2(cmd->name, "queue name", queue, rule);

@@ -8,6 +8,7 @@
 
 #include "jr.h"
 #include "jr_limits.h"
+#include "redis_partition.h"
 #include "redis_sched.h"
 #include "util.h"
 
@@ -514,6 +515,53 @@ int jr_redis_queues_known(jr_redis_t *r, const char *const *queues, size_t n, un
         freeReplyObject(rep);
     }
     free(paused);
+    return rc;
+}
+
+/* 1 if the comma-separated queue list of a process names q (as "q" or
+ * with its weight, "q:N"). */
+static int serves(const char *list, const char *q) {
+    size_t n = strlen(q);
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, ","), i = n;
+        if (len >= n && !memcmp(p, q, n) && (len == n || p[n] == ':')) {
+            for (i = n + 1; i < len && p[i] >= '0' && p[i] <= '9'; i++) {}
+            if (len == n || (i == len && len > n + 1)) return 1;
+        }
+        p += len + (p[len] == ',');
+    }
+    return 0;
+}
+
+int jr_redis_queue_remove(jr_redis_t *r, const char *q, long long *deleted) {
+    *deleted = 0;
+    jr_partmap_t m = {0};
+    jr_qpart_t *p;
+    int rc = jr_partmap_get(&m, r, q, &p);
+    if (!rc && p->n > 1)
+        rc = jri_fail(r, JR_EREDIS, "queue %s has %u partitions: make it one first ('jobrunner queue partitions %s 1', "
+                                    "which it allows only while empty)", q, p->n, q);
+    jr_partmap_free(&m);
+    jr_proc_t *procs = NULL;
+    size_t np = 0;
+    if (!rc && !(rc = jr_redis_proc_list(r, &procs, &np)))
+        for (size_t i = 0; i < np && !rc; i++)
+            if (serves(procs[i].queues, q))
+                rc = jri_fail(r, JR_EREDIS, "queue %s is served by the live %s %s: stop it (or take the queue out "
+                                            "of its queues) first", q, procs[i].role, procs[i].name);
+    jr_procs_free(procs, np);
+    if (rc) return rc;
+    jr_qkeys_t k;
+    jr_qkeys(&k, q);
+    redisReply *rep;
+    rc = jri_exec(r, &rep, "FCALL", "jr_queue_remove", "10", k.ready, k.delayed, k.dead, k.wheel, k.wheel_n, k.wake,
+                  k.seq, k.ids, k.cancelled, k.stats, NULL);
+    if (rc) return rc;
+    *deleted = rep->type == REDIS_REPLY_INTEGER ? rep->integer : 0;
+    freeReplyObject(rep);
+    const char *cmds[3][3] = {{"SREM", JR_REGISTRY_KEY, q}, {"HDEL", JR_PAUSED_KEY, q}, {"HDEL", JR_PARTITIONS_KEY, q}};
+    for (int i = 0; i < 3 && !rc; i++)
+        if (!(rc = jri_exec(r, &rep, cmds[i][0], cmds[i][1], cmds[i][2], NULL))) freeReplyObject(rep);
     return rc;
 }
 

@@ -100,6 +100,18 @@ int jr_redis_delayed_page(jr_redis_t *r, const char *queue, const char *after, i
  * paused hash and one EXISTS each: no scan. */
 int jr_redis_queues_known(jr_redis_t *r, const char *const *queues, size_t n, unsigned char *known);
 
+/* Remove queue q (`jobrunner queue remove`): refused (JR_EREDIS, the
+ * reason in jr_redis_errstr naming what is in the way) while it is
+ * partitioned, while a live worker or scheduler names it in its queues, or
+ * while it holds a job (ready, running, delayed, retrying, dead: checked
+ * and deleted in one atomic call, jr_queue_remove, with every key of it).
+ * Then its registration: SREM from the registry, HDEL from the paused set
+ * and the partition counts (another slot: after the keys). *deleted = the
+ * keys that existed. Its idempotency keys (jr:{Q}:uniq:ID) are not
+ * touched: they end with their window. A producer still connected that
+ * registered q before re-registers it only on its next connection. */
+int jr_redis_queue_remove(jr_redis_t *r, const char *q, long long *deleted);
+
 /* paused[i] = 1 if queues[i] is paused now (one HMGET). */
 int jr_redis_paused(jr_redis_t *r, const char *const *queues, size_t n, unsigned char *paused);
 /* since_ms[i] = when queues[i] was paused (Unix ms), -1 if it is not. */

@@ -3,6 +3,7 @@
  * id, and `queue remove` deletes an empty queue only. Real processes
  * against a real redis-server. */
 #include <criterion/criterion.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,4 +105,41 @@ Test(typos, tables_fit_80_columns_padded_to_their_headers_and_wide_shows_all) {
     unsetenv("COLUMNS");
     cr_assert_eq(RUN("jobs", "-q", q, "--state", "delayed"), 0);
     cr_expect(strstr(out, id), "output to a program is not cut (no COLUMNS, not a terminal):\n%s", out);
+}
+
+Test(typos, queue_remove_deletes_an_empty_queue_only) {
+    char id[256];
+    cr_assert_eq(RUN("enqueue", "-q", "tmp", "--in", "1h", "echo", "x"), 0, "%s", err);
+    snprintf(id, sizeof id, "%.200s", out);
+    id[strcspn(id, "\n")] = '\0';
+    cr_expect_eq(RUN("queue", "remove", "tmp"), 1);
+    cr_expect(strstr(err, "queue \"tmp\" holds jobs") && strstr(err, "1 in the time wheel"), "%s", err);
+    cr_expect_eq(RUN("job", "show", "-q", "tmp", id), 0, "the job stays: %s", err);
+    cr_assert_eq(RUN("cancel", "-q", "tmp", id), 0, "%s", err);
+    cr_expect_eq(RUN("queue", "remove", "tmp"), 0, "%s", err);
+    cr_expect(strstr(out, "tmp removed"), "%s", out);
+    redisContext *c = jrt_connect(&R);
+    cr_expect_eq(jrt_int(c, "EXISTS jr:{tmp}:ready jr:{tmp}:delayed jr:{tmp}:wheel jr:{tmp}:wheel:n jr:{tmp}:ids "
+                            "jr:{tmp}:seq jr:{tmp}:wake jr:{tmp}:stats"),
+                 0, "keys of the removed queue are left");
+    cr_expect_eq(jrt_int(c, "SISMEMBER jr:{queues} tmp"), 0, "still registered");
+    redisFree(c);
+    cr_expect_eq(RUN("stats"), 0);
+    cr_expect(!strstr(out, "tmp"), "stats still lists it:\n%s", out);
+    cr_expect_eq(RUN("jobs", "-q", "tmp", "--state", "ready"), 1, "a removed queue is not known");
+    cr_expect_eq(RUN("queue", "remove", "tmp"), 1);
+    cr_expect(strstr(err, "queue \"tmp\" is not known"), "%s", err);
+
+    /* a queue a live worker serves stays */
+    cr_assert_eq(RUN("enqueue", "-q", "busy", "echo", "y"), 0, "%s", err);
+    pid_t w = jrt_worker(&R, NULL, NULL, NULL, (const char *const[]){"-q", "busy", NULL});
+    int listed = 0;
+    for (int t = 0; t < 15000 && !listed; t += 100) {
+        listed = RUN("workers") == 0 && strstr(out, "busy");
+        if (!listed) jrt_sleep_ms(100);
+    }
+    cr_assert(listed, "the worker was not listed:\n%s", out);
+    cr_expect_eq(RUN("queue", "remove", "busy"), 1);
+    cr_expect(strstr(err, "is served by the live worker"), "%s", err);
+    jrt_stop(w, SIGTERM, 10000);
 }
