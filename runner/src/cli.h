@@ -136,12 +136,11 @@ int jr_cli_parse_count(const char *s, int64_t min, int64_t max, int64_t *out);
  * or hide what follows; the JSON outputs escape with jansson instead). */
 /* Print n bytes of s so escaped. */
 void jr_cli_print_bytes(FILE *out, const char *s, size_t n);
-/* One table cell: s (NULL: "") escaped, then spaces up to `width` columns
- * (none past it: a long value shifts the row, never loses bytes). */
-void jr_cli_print_cell(FILE *out, const char *s, int width);
+
 /* ---- tables ----------------------------------------------------------------
  * A table is padded to its widest cell or header in each column, columns
- * two spaces apart (one when two would not fit), and fits `limit` display columns: the columns that may
+ * two spaces apart (one when two would not fit), and fits `limit` display
+ * columns: the columns that may
  * shrink (text: names, handlers, errors) are shortened, widest first, down
  * to their header's width (at least 4), each shortened cell ending in the
  * ellipsis mark "…"; counts and times never shrink (a table of them alone
@@ -213,8 +212,6 @@ const char *jr_cli_filter_text(const jr_filter_t *flt, char *buf, size_t len);
 /* The value of field `name` of a stream entry, or NULL (its length in *len
  * when len is not NULL). */
 const char *jr_cli_field(const jr_entry_t *e, const char *name, size_t *len);
-/* Print field `name` of e escaped, or dflt when e has none. */
-void jr_cli_print_field(FILE *out, const jr_entry_t *e, const char *name, const char *dflt);
 
 /* How a command ends. Its output may go to a pipe whose reader is gone and
  * its connection to a Redis that went away: either ends the command with a

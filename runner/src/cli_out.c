@@ -60,13 +60,6 @@ void jr_cli_print_bytes(FILE *out, const char *s, size_t n) {
     }
 }
 
-void jr_cli_print_cell(FILE *out, const char *s, int width) {
-    size_t n = s ? strlen(s) : 0, cols = 0;
-    for (size_t i = 0; i < n; i++) cols += plain((unsigned char)s[i]) ? 1 : 4;
-    jr_cli_print_bytes(out, s ? s : "", n);
-    for (; (int)cols < width; cols++) fputc(' ', out);
-}
-
 #define ESC_BUFS 4
 #define ESC_LEN (4 * JR_ERRLEN + 8)
 const char *jr_cli_esc(const char *s) {
@@ -247,13 +240,6 @@ const char *jr_cli_field(const jr_entry_t *e, const char *name, size_t *len) {
             return e->values[i];
         }
     return NULL;
-}
-
-void jr_cli_print_field(FILE *out, const jr_entry_t *e, const char *name, const char *dflt) {
-    size_t len = 0;
-    const char *v = jr_cli_field(e, name, &len);
-    if (!v) v = dflt, len = strlen(dflt);
-    jr_cli_print_bytes(out, v, len);
 }
 
 /* ---- how a command ends -------------------------------------------------------- */

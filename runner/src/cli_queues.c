@@ -1,7 +1,7 @@
-/* The queues: stats, dead, pause, resume (rows of cli.c; see cli.h).
- * stats, pause and resume go through the client library; dead reads and
- * changes the dead-letter stream through the Redis layer (the library has
- * no call for it). */
+/* The queues: stats, dead, pause, resume, queue partitions|remove (rows of
+ * cli.c; see cli.h). stats, pause and resume go through the client
+ * library; dead lists the dead-letter stream through the Redis layer and
+ * changes it through bulk.h; queue remove through the Redis layer. */
 #include "cli.h"
 
 #include <stdlib.h>
