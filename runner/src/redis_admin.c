@@ -551,12 +551,18 @@ int jr_redis_queue_remove(jr_redis_t *r, const char *q, long long *deleted) {
                                             "of its queues) first", q, procs[i].role, procs[i].name);
     jr_procs_free(procs, np);
     if (rc) return rc;
+    /* every key of the queue (JR_QUEUE_KEYS), ready first */
     jr_qkeys_t k;
     jr_qkeys(&k, q);
+    char nkeys[8];
+    const char *argv[3 + JR_QK_COUNT] = {"FCALL", "jr_queue_remove", nkeys};
+    int argc = 3;
+#define JR_QK_ARG_(NAME, member, suffix) argv[argc++] = k.member;
+    JR_QUEUE_KEYS(JR_QK_ARG_)
+#undef JR_QK_ARG_
+    snprintf(nkeys, sizeof nkeys, "%d", argc - 3);
     redisReply *rep;
-    rc = jri_exec(r, &rep, "FCALL", "jr_queue_remove", "10", k.ready, k.delayed, k.dead, k.wheel, k.wheel_n, k.wake,
-                  k.seq, k.ids, k.cancelled, k.stats, NULL);
-    if (rc) return rc;
+    if ((rc = jri_exec_argv(r, &rep, argc, argv, NULL))) return rc;
     *deleted = rep->type == REDIS_REPLY_INTEGER ? rep->integer : 0;
     freeReplyObject(rep);
     const char *cmds[3][3] = {{"SREM", JR_REGISTRY_KEY, q}, {"HDEL", JR_PAUSED_KEY, q}, {"HDEL", JR_PARTITIONS_KEY, q}};
