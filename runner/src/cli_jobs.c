@@ -188,7 +188,9 @@ static json_t *bytes_json(const char *v, size_t len) { return v ? jr_json_bytes(
 
 /* `jobrunner job show`: where job `id` of `queue` is (jr_client_job_show:
  * delayed, retrying, ready, running, dead or not found) with its fields, as
- * text or one JSON object. Returns 0 when found, 1 when not (or on error). */
+ * text or one JSON object; when not found, stderr names the queue it looked
+ * in and --all-queues. A queue nothing ever used is said so, looked in no
+ * further. Returns 0 when found, 1 when not (or on error). */
 static int cmd_job_show(const jr_config_t *cfg, const char *queue, const char *id, const char *key, int json,
                         FILE *out) {
     jr_client_t *c = jr_cli_client(cfg, 1);
@@ -348,7 +350,8 @@ static int cmd_job_change(const jr_config_t *cfg, const char *queue, const char 
 
 /* `jobrunner cancel`: one line "ID cancelled|running|not found" per id (an
  * id the library refuses is named on stderr, and the others still go; a
- * lost connection stops). Returns 0 when every id was found, 1 otherwise. */
+ * lost connection stops); of a queue nothing ever used, that alone, on
+ * stderr. Returns 0 when every id was found, 1 otherwise. */
 static int cmd_cancel(const jr_config_t *cfg, const char *queue, char **ids, size_t n, const char *key, FILE *out) {
     jr_client_t *c = jr_cli_client(cfg, 1);
     if (!c) return 1;
@@ -468,7 +471,9 @@ static int print_page(FILE *out, const char *state, const char *queue, const lis
 
 /* `jobrunner jobs --state`: a page of up to `limit` jobs in that state,
  * oldest first, after the cursor `after` (NULL: from the start), with the
- * cursor of the next page, as a table or one JSON object. Returns the exit
+ * cursor of the next page, as a table (within limit_cols columns, 0: none)
+ * or one JSON object; with flt, only the page's jobs it passes (the cursor
+ * as without it). Returns the exit
  * status (2: a bad state or cursor). Of a partitioned queue (nparts > 1),
  * the page is of partition `part` (internal queue iq): its generated ids
  * shown with "~<part>", its cursor "p<part>:<cursor in it>", or, at the
