@@ -85,7 +85,8 @@
     X(CANCELLED, cancelled, "cancelled") /* hash: running entries asked to cancel */   \
     X(STATS, stats, "stats")             /* hash: counters of jobrunner stats */       \
     X(WHEEL, wheel, "wheel")             /* sorted set: the time-wheel buckets */      \
-    X(WHEEL_N, wheel_n, "wheel:n")       /* counter: jobs in the buckets */
+    X(WHEEL_N, wheel_n, "wheel:n")       /* counter: jobs in the buckets */        \
+    X(HISTORY, history, "history")       /* hash, <= 1440 fields: per-minute counts */
 
 /* JR_QK_READY, ...: the index of a key in JR_QUEUE_KEYS. */
 enum jr_qkey {

@@ -335,3 +335,76 @@ Test(metrics, bad_listen_address_is_a_startup_error) {
     cr_expect(strstr(err, "metrics.listen") && strstr(err, "HOST:PORT"), "%s", err);
     close(fd);
 }
+
+/* ---- the per-minute history (jr:{Q}:history, written by the workers) ---- */
+
+/* The sums of the last `minutes` minutes of queue q's history; fails the
+ * test if the read fails. */
+static void history_sums(jr_redis_t *r, const char *q, int64_t minutes, long long *p, long long *f) {
+    long long proc[JR_HISTORY_MINUTES], failed[JR_HISTORY_MINUTES];
+    int64_t start = -1;
+    cr_assert_eq(jr_redis_history(r, q, minutes, &start, proc, failed), 0, "%s", jr_redis_errstr(r));
+    redisContext *c = jrt_connect(&R);
+    long long now_min = jrt_redis_ms(c) / 60000;
+    redisFree(c);
+    cr_expect(start + minutes - 1 == now_min || start + minutes - 1 == now_min - 1,
+              "the last minute read is the current one: start %lld + %lld, now %lld", (long long)start,
+              (long long)minutes, now_min);
+    *p = *f = 0;
+    for (int64_t i = 0; i < minutes; i++) *p += proc[i], *f += failed[i];
+}
+
+/* What the dashboard charts: the jobs a worker finished and the attempts
+ * that failed are in the queue's history, in the minutes they happened,
+ * equal to the totals of `jobrunner stats`; the ring stays bounded and a
+ * slot of another day reads as 0. */
+Test(metrics, history_counts_processed_and_failed_per_minute) {
+    enum { N = 300, F = 5 };
+    redisContext *c = jrt_connect(&R);
+    long long now_min = jrt_redis_ms(c) / 60000;
+    /* a slot of yesterday at this minute (stale: must read 0 and be reused),
+     * and garbage in the slot of a minute ago */
+    char slot[32], stale[64];
+    snprintf(slot, sizeof slot, "%lld", now_min % JR_HISTORY_MINUTES);
+    snprintf(stale, sizeof stale, "%lld 1000 1000", now_min - JR_HISTORY_MINUTES);
+    freeReplyObject(jrt_cmd(c, "HSET", "jr:{default}:history", slot, stale, NULL));
+    snprintf(slot, sizeof slot, "%lld", (now_min + JR_HISTORY_MINUTES - 1) % JR_HISTORY_MINUTES);
+    freeReplyObject(jrt_cmd(c, "HSET", "jr:{default}:history", slot, "not a count", NULL));
+    jr_redis_t *r = jrt_jr_connect(&R);
+    long long p, f;
+    history_sums(r, "default", 60, &p, &f);
+    cr_expect(p == 0 && f == 0, "stale and garbage slots read as 0: %lld %lld", p, f);
+
+    int port = jrt_free_port();
+    pid_t w = start("worker", port, NULL);
+    enqueue_n("default", "record", N, 0);
+    enqueue_n("default", "fail", F, 0);
+    double dead = wait_sample(port, "jobrunner_jobs_total{queue=\"default\",handler=\"fail\",outcome=\"dead\"}", F, 30000);
+    cr_assert_eq(dead, F);
+    cr_assert_eq(wait_sample(port, "jobrunner_jobs_total{queue=\"default\",handler=\"record\",outcome=\"ok\"}", N, 30000), N);
+    jrt_stop(w, SIGTERM, 10000);
+
+    jr_qstats_t s = jrt_stats(&R, "default");
+    history_sums(r, "default", 60, &p, &f);
+    cr_expect_eq(p, N, "processed in the last hour of the history: %lld of %d", p, N);
+    cr_expect_eq(f, F, "failed attempts in the last hour of the history: %lld of %d", f, F);
+    cr_expect(p == s.processed && f == s.failed, "the history agrees with stats: %lld/%lld vs %lld/%lld", p, f,
+              s.processed, s.failed);
+    history_sums(r, "default", JR_HISTORY_MINUTES, &p, &f);
+    cr_expect(p == N && f == F, "the whole day: %lld %lld", p, f);
+    /* bounded: one field per minute that saw work (the two planted ones too) */
+    long long fields = jrt_int(c, "HLEN jr:{default}:history");
+    cr_expect(fields >= 2 && fields <= 4, "one field per minute used, the stale slot reused: %lld", fields);
+
+    /* out of range is refused, naming the range */
+    long long a[2], b[2];
+    int64_t st;
+    cr_expect_eq(jr_redis_history(r, "default", 0, &st, a, b), JR_EINVAL);
+    cr_expect(strstr(jr_redis_errstr(r), "1..1440"), "%s", jr_redis_errstr(r));
+    /* another type in the key: refused, naming the key */
+    freeReplyObject(jrt_cmd(c, "SET", "jr:{gq}:history", "x", NULL));
+    cr_expect_eq(jr_redis_history(r, "gq", 2, &st, a, b), JR_EREDIS);
+    cr_expect(strstr(jr_redis_errstr(r), "WRONGTYPE"), "%s", jr_redis_errstr(r));
+    jr_redis_free(r);
+    redisFree(c);
+}
