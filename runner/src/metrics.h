@@ -88,8 +88,14 @@ void jr_metrics_redis_ok(void);
 /* Microseconds since Redis last answered (INT64_MAX if never). */
 int64_t jr_metrics_redis_age_us(void);
 
-/* Worker hooks. outcome: ok | retry | dead | interrupted. */
+/* Worker hooks. outcome: ok | retry | dead | cancelled | interrupted |
+ * unrecorded, as logged; exported as outcome="retried" for retry (it
+ * counts attempts, not jobs). */
 void jr_metrics_job_done(const char *queue, const char *handler, const char *outcome, double seconds);
+/* The worker's capacity: how many jobs it runs at once (its runners). */
+void jr_metrics_capacity(size_t n);
+/* A job was deferred: no handler of that name here (jobs.c, no_handler). */
+void jr_metrics_deferred(const char *queue, const char *handler);
 void jr_metrics_running(size_t n);
 void jr_metrics_fetched(size_t n);
 /* Both roles: a Redis connection was lost (or refused) and is re-made. */
@@ -97,6 +103,20 @@ void jr_metrics_reconnect(void);
 
 /* Scheduler hooks. lateness_s < 0: not measured in this call. */
 void jr_metrics_promoted(const char *queue, int64_t n, double lateness_s);
-void jr_metrics_depth(const char *queue, long long delayed, long long ready);
+/* The gauges of one queue (its partitions added up), as Redis holds them:
+ * every scheduler exports the same values for the queues it serves, so
+ * duplicates across schedulers are harmless: aggregate with max by
+ * (queue), never sum (docs/operations.md, Metrics for alerting). A count
+ * < 0 is unknown (a key holds garbage) and leaves its gauge as it was;
+ * paused is 0/1, oldest_ready_s 0 when nothing is ready. */
+typedef struct jr_qgauges {
+    long long ready, pending, delayed, dead;
+    int paused;
+    double oldest_ready_s;
+} jr_qgauges_t;
+void jr_metrics_queue(const char *queue, const jr_qgauges_t *g);
+/* A schedule's tick whose job this scheduler enqueued: the tick's time
+ * (Unix ms) and how late it was enqueued (s, by Redis's clock). */
+void jr_metrics_cron_fired(const char *schedule, int64_t tick_ms, double lateness_s);
 
 #endif

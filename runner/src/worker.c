@@ -323,6 +323,7 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
         jr_presence_free(&w.presence);
         return 1;
     }
+    jr_metrics_capacity(w.runners);
     if (inline_mode && jrw_keeper_start(&w, err, sizeof err) != 0) {
         jr_log_kv(JR_LOG_ERROR, "cannot start the worker", "error", err, NULL);
         jr_metrics_stop();

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -407,4 +408,161 @@ Test(metrics, history_counts_processed_and_failed_per_minute) {
     cr_expect(strstr(jr_redis_errstr(r), "WRONGTYPE"), "%s", jr_redis_errstr(r));
     jr_redis_free(r);
     redisFree(c);
+}
+
+/* ---- metrics for alerting (issue 22, part 3) ---------------------------- */
+
+/* Run `promtool check metrics` on text (stdin) or `promtool check rules
+ * FILE` / `promtool test rules FILE` (text NULL); returns its exit status
+ * and its output in out. Skips the test, saying so, without promtool. */
+static int promtool(const char *text, const char *const *args, char *out, size_t outlen) {
+    if (access("/usr/bin/promtool", X_OK) && system("command -v promtool >/dev/null 2>&1")) {
+        cr_skip_test("promtool is not installed (Debian package prometheus; .ci/deps.sh installs it)");
+    }
+    char in[256], cmd[1024] = "promtool";
+    snprintf(in, sizeof in, "%s/promtool.in", R.dir);
+    for (size_t i = 0; args[i]; i++) snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " '%s'", args[i]);
+    if (text) {
+        FILE *f = fopen(in, "w");
+        cr_assert(f);
+        fputs(text, f);
+        fclose(f);
+        snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " < '%s'", in);
+    }
+    snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " 2>&1");
+    FILE *p = popen(cmd, "r");
+    cr_assert(p, "cannot run %s", cmd);
+    size_t n = fread(out, 1, outlen - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char *scrape_body(int port) {
+    char *body;
+    cr_assert_eq(http_get(port, "/metrics", &body), 200);
+    return body;
+}
+
+/* A worker's process metrics (up, build_info, capacity, busy), the
+ * retried outcome named for what it counts, deferrals by handler; and a
+ * real scrape passes promtool check metrics. */
+Test(metrics, worker_exports_up_build_capacity_busy_retried_deferred) {
+    int port = jrt_free_port();
+    char cfg[256];
+    jrt_write(&R, "w.yaml", "worker:\n  concurrency: 3\n", cfg, sizeof cfg);
+    pid_t w = start("worker", port, cfg), sched = jrt_scheduler(&R, NULL, NULL); /* promotes the retries */
+    jr_enqueue_t crash = jrt_job("default", "crash", "x");
+    crash.env.max_attempts = 2, crash.env.backoff_ms = 1;
+    jrt_enqueue(&R, crash, 2, NULL);     /* each: attempt 1 retried, attempt 2 dead */
+    enqueue_n("default", "nosuch", 1, 0); /* no such handler here: deferred */
+    enqueue_n("default", "nap", 1, 0);    /* payload "x": 0 ms; then a long one below */
+    double dead = wait_sample(port, "jobrunner_jobs_total{queue=\"default\",handler=\"crash\",outcome=\"dead\"}", 2, 30000);
+    cr_assert_eq(dead, 2, "crashed jobs dead after 2 attempts: %g", dead);
+    jr_enqueue_t nap = jrt_job("default", "nap", "3000");
+    jrt_enqueue(&R, nap, 1, NULL);
+    cr_expect_eq(wait_sample(port, "jobrunner_jobs_running", 1, 10000), 1, "busy: the napping job");
+
+    char *body = scrape_body(port);
+    check_format(body);
+    cr_expect_eq(sample(body, "jobrunner_jobs_total{queue=\"default\",handler=\"crash\",outcome=\"retried\"}"), 2,
+                 "one retried attempt per crashed job:\n%s", body);
+    cr_expect(!strstr(body, "outcome=\"retry\""), "the old label is gone");
+    cr_expect(strstr(body, "retried (this attempt failed and the job will run again"), "HELP says it counts attempts");
+    cr_expect_eq(sample(body, "jobrunner_up"), 1);
+    char build[128];
+    snprintf(build, sizeof build, "jobrunner_build_info{version=\"%s\",role=\"worker\",library_revision=\"", JR_VERSION);
+    cr_expect(strstr(body, build), "build_info with version and role:\n%s", body);
+    cr_expect_eq(sample(body, "jobrunner_worker_capacity"), 3);
+    cr_expect_geq(sample(body, "jobrunner_jobs_deferred_total{queue=\"default\",handler=\"nosuch\"}"), 1,
+                  "the deferral counted by handler");
+    char out[8192];
+    const char *check[] = {"check", "metrics", NULL};
+    int st = promtool(body, check, out, sizeof out);
+    cr_expect_eq(st, 0, "promtool check metrics on a worker's scrape: %d\n%s\n%s", st, out, body);
+    free(body);
+    jrt_stop(w, SIGTERM, 10000);
+    jrt_stop(sched, SIGTERM, 10000);
+}
+
+/* Every scheduler exports each queue's gauges as Redis holds them: two
+ * schedulers give the same values (max by (queue) is the queue's value),
+ * including pending, dead, paused and the oldest ready job's age; cron
+ * schedules fired by a scheduler have their last fire time and lateness;
+ * a real scrape passes promtool check metrics. */
+Test(metrics, schedulers_export_the_same_queue_gauges_and_cron_times) {
+    int p1 = jrt_free_port(), p2 = jrt_free_port();
+    char cfg[256];
+    jrt_write(&R, "s.yaml",
+              "scheduler:\n  block: 500ms\nperiodic:\n  - name: tick\n    handler: record\n    queue: cq\n"
+              "    every: 1s\n",
+              cfg, sizeof cfg);
+    enqueue_n("gq", "record", 5, 0);       /* ready: 2 of them are then held (pending) */
+    enqueue_n("gq", "record", 4, 3600000); /* delayed */
+    pid_t s1 = start_with("scheduler", p1, cfg, 1), s2 = start_with("scheduler", p2, cfg, 1);
+    const char *pause[] = {"pause", "gq", NULL};
+    cr_assert_eq(jrt_cli(&R, NULL, 0, pause), 0);
+    /* pending: a consumer holds 2 entries (read, not acknowledged) */
+    redisContext *c = jrt_connect(&R);
+    freeReplyObject(jrt_cmd(c, "XREADGROUP", "GROUP", "jr", "holder", "COUNT", "2", "STREAMS", "jr:{gq}:ready", ">",
+                            NULL));
+    /* dead: 2 entries */
+    freeReplyObject(jrt_cmd(c, "XADD", "jr:{gq}:dead", "*", "id", "x1", "h", "record", NULL));
+    freeReplyObject(jrt_cmd(c, "XADD", "jr:{gq}:dead", "*", "id", "x2", "h", "record", NULL));
+    jrt_sleep_ms(1500); /* the oldest ready job waits more than a second */
+    int ports[] = {p1, p2};
+    for (int i = 0; i < 2; i++) {
+        int port = ports[i];
+        cr_expect_eq(wait_sample(port, "jobrunner_queue_dead_jobs{queue=\"gq\"}", 2, 10000), 2, "dead (%d)", i);
+        cr_expect_eq(wait_sample(port, "jobrunner_queue_paused{queue=\"gq\"}", 1, 10000), 1, "paused (%d)", i);
+        cr_expect_eq(wait_sample(port, "jobrunner_queue_pending_jobs{queue=\"gq\"}", 2, 10000), 2, "pending (%d)", i);
+        cr_expect_eq(wait_sample(port, "jobrunner_queue_ready_jobs{queue=\"gq\"}", 3, 10000), 3, "ready (%d)", i);
+        cr_expect_eq(wait_sample(port, "jobrunner_queue_delayed_jobs{queue=\"gq\"}", 4, 10000), 4, "delayed (%d)", i);
+        double age = scrape(port, "jobrunner_queue_oldest_ready_age_seconds{queue=\"gq\"}");
+        cr_expect(age >= 1 && age < 120, "the oldest ready job's age (%d): %g s", i, age);
+        cr_expect_eq(scrape(port, "jobrunner_up"), 1);
+    }
+    const char *resume[] = {"resume", "gq", NULL};
+    cr_assert_eq(jrt_cli(&R, NULL, 0, resume), 0);
+    cr_expect_eq(wait_sample(p1, "jobrunner_queue_paused{queue=\"gq\"}", 0, 10000), 0, "resumed");
+
+    /* cron: the ticks are fired by one scheduler or the other; each shows the
+     * ticks it fired, and together they cover the latest ones */
+    double last = -1, late = -1;
+    for (int t = 0; t < 100 && last < 0; t++) {
+        for (int i = 0; i < 2 && last < 0; i++) {
+            last = scrape(ports[i], "jobrunner_cron_last_fire_timestamp_seconds{schedule=\"tick\"}");
+            late = scrape(ports[i], "jobrunner_cron_lateness_seconds{schedule=\"tick\"}");
+        }
+        if (last < 0) jrt_sleep_ms(100);
+    }
+    long long now_s = jrt_redis_ms(c) / 1000;
+    cr_expect(last > now_s - 30 && last <= now_s + 1, "the last tick fired is recent: %g (now %lld)", last, now_s);
+    cr_expect(late >= 0 && late < 30, "its lateness: %g s", late);
+
+    char *body = scrape_body(p1);
+    check_format(body);
+    char build[128];
+    snprintf(build, sizeof build, "jobrunner_build_info{version=\"%s\",role=\"scheduler\",library_revision=\"", JR_VERSION);
+    cr_expect(strstr(body, build), "build_info:\n%s", body);
+    char out[8192];
+    const char *check[] = {"check", "metrics", NULL};
+    int st = promtool(body, check, out, sizeof out);
+    cr_expect_eq(st, 0, "promtool check metrics on a scheduler's scrape: %d\n%s\n%s", st, out, body);
+    free(body);
+    redisFree(c);
+    jrt_stop(s1, SIGTERM, 10000);
+    jrt_stop(s2, SIGTERM, 10000);
+}
+
+/* The example alert rules of docs/operations.md are a valid rules file,
+ * and its unit tests (promtool test rules) pass. */
+Test(metrics, example_alert_rules_pass_promtool) {
+    char out[8192];
+    const char *check[] = {"check", "rules", JRT_SOURCE_DIR "/config/prometheus/jobrunner-alerts.yml", NULL};
+    int st = promtool(NULL, check, out, sizeof out);
+    cr_expect_eq(st, 0, "promtool check rules: %d\n%s", st, out);
+    const char *test[] = {"test", "rules", JRT_SOURCE_DIR "/config/prometheus/jobrunner-alerts.test.yml", NULL};
+    st = promtool(NULL, test, out, sizeof out);
+    cr_expect_eq(st, 0, "promtool test rules: %d\n%s", st, out);
 }
