@@ -65,6 +65,25 @@ int jr_metrics_parse_addr(const char *addr, char *host, size_t hostlen, int *por
     return 0;
 }
 
+int jr_metrics_addr_offset(const char *addr, int64_t offset, char *out, size_t outlen, char *err,
+                           size_t errlen) {
+    char host[256];
+    int port;
+    if (jr_metrics_parse_addr(addr, host, sizeof host, &port, err, errlen)) return JR_EINVAL;
+    if (port && offset && port + offset > 65535) {
+        snprintf(err, errlen, "metrics.listen \"%s\" with metrics.port_offset %lld is port %lld, past 65535", addr,
+                 (long long)offset, (long long)(port + offset));
+        return JR_EINVAL;
+    }
+    int n = snprintf(out, outlen, strchr(host, ':') ? "[%s]:%lld" : "%s:%lld", host,
+                     (long long)(port ? port + offset : 0));
+    if (n < 0 || (size_t)n >= outlen) {
+        snprintf(err, errlen, "metrics.listen \"%s\": too long", addr);
+        return JR_EINVAL;
+    }
+    return 0;
+}
+
 /* ---- registry ------------------------------------------------------------ */
 
 typedef struct series {
@@ -712,9 +731,11 @@ static int listen_on(const char *addr, int *port_out, int *v6, char *err, size_t
     return fd;
 }
 
-int jr_metrics_start(const char *addr, jr_metrics_role_t role, int64_t stale_ms, char *err,
+int jr_metrics_start(const char *given, int64_t port_offset, jr_metrics_role_t role, int64_t stale_ms, char *err,
                      size_t errlen) {
     int v6 = 0;
+    char addr[300];
+    if (jr_metrics_addr_offset(given, port_offset, addr, sizeof addr, err, errlen)) return JR_EIO;
     jr_metrics_stop();
     M.role = role;
     M.stale_us = stale_ms * 1000;

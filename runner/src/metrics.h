@@ -28,6 +28,14 @@
 int jr_metrics_parse_addr(const char *addr, char *host, size_t hostlen, int *port, char *err,
                           size_t errlen);
 
+/* addr (as jr_metrics_parse_addr takes it) with offset added to its port,
+ * into out: "127.0.0.1:9464" + 2 -> "127.0.0.1:9466" (metrics.port_offset;
+ * systemd's jobrunner-worker@N gives N). Port 0 (any free port) stays 0.
+ * Returns 0, or JR_EINVAL with a message naming both in err when addr is
+ * not an address or the sum is past 65535. Pure. */
+int jr_metrics_addr_offset(const char *addr, int64_t offset, char *out, size_t outlen, char *err,
+                           size_t errlen);
+
 /* ---- registry (pure) ---------------------------------------------------- */
 
 typedef enum { JR_MT_COUNTER, JR_MT_GAUGE, JR_MT_HISTOGRAM } jr_mtype_t;
@@ -68,12 +76,12 @@ char *jr_mreg_encode(const jr_mreg_t *m, size_t *len);
 
 typedef enum { JR_METRICS_WORKER, JR_METRICS_SCHEDULER } jr_metrics_role_t;
 
-/* Start serving on addr (jr_metrics_parse_addr) with the families of the
- * role. /healthz answers 503 until Redis first answers, and once the loop
+/* Start serving on addr (jr_metrics_parse_addr) with port_offset added to
+ * its port (jr_metrics_addr_offset) with the families of the role. /healthz answers 503 until Redis first answers, and once the loop
  * has not turned, or Redis has not answered, for longer than stale_ms.
  * Returns 0, or JR_EIO with a message naming the address in err (bad
  * address, port in use, ...), or JR_ENOMEM. */
-int jr_metrics_start(const char *addr, jr_metrics_role_t role, int64_t stale_ms, char *err,
+int jr_metrics_start(const char *addr, int64_t port_offset, jr_metrics_role_t role, int64_t stale_ms, char *err,
                      size_t errlen);
 /* Stop the server and free everything. Safe if never started. */
 void jr_metrics_stop(void);

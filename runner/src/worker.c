@@ -314,7 +314,7 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
     /* /healthz: stale after a block period and a second (the loop turns and
      * asks Redis at least every half block period). */
     if (cfg->metrics_listen &&
-        jr_metrics_start(cfg->metrics_listen, JR_METRICS_WORKER, cfg->worker_block_ms + 1000, err, sizeof err)) {
+        jr_metrics_start(cfg->metrics_listen, cfg->metrics_port_offset, JR_METRICS_WORKER, cfg->worker_block_ms + 1000, err, sizeof err)) {
         jr_log_kv(JR_LOG_ERROR, "cannot start the worker", "error", err, NULL);
         jr_exec_free(w.exec);
         free(w.tasks), free(w.outcomes);

@@ -566,3 +566,32 @@ Test(metrics, example_alert_rules_pass_promtool) {
     st = promtool(NULL, test, out, sizeof out);
     cr_expect_eq(st, 0, "promtool test rules: %d\n%s", st, out);
 }
+
+/* systemd's jobrunner-worker@N sets JOBRUNNER_METRICS_PORT_OFFSET=N: two
+ * workers with one metrics.listen serve on PORT + 1 and PORT + 2, side by
+ * side, each answering for itself. */
+Test(metrics, port_offset_gives_each_instance_its_own_port) {
+    int base = 0, p1 = 0, p2 = 0;
+    for (int tries = 0; tries < 50 && !base; tries++) { /* a base with the next two free as well */
+        int b = jrt_free_port();
+        if (b < 65000) base = b, p1 = b + 1, p2 = b + 2;
+    }
+    char cfg[256], text[256];
+    snprintf(text, sizeof text, "metrics:\n  listen: 127.0.0.1:%d\n", base);
+    jrt_write(&R, "w.yaml", text, cfg, sizeof cfg);
+    const char *url[] = {"--redis", R.url, NULL};
+    setenv("JOBRUNNER_METRICS_PORT_OFFSET", "1", 1);
+    pid_t w1 = jrt_worker(&R, cfg, NULL, wlog, url);
+    setenv("JOBRUNNER_METRICS_PORT_OFFSET", "2", 1);
+    pid_t w2 = jrt_worker(&R, cfg, NULL, wlog, url);
+    unsetenv("JOBRUNNER_METRICS_PORT_OFFSET");
+    cr_expect_gt(wait_http(p1, "/healthz", 10000), 0, "instance 1 on %d", p1);
+    cr_expect_gt(wait_http(p2, "/healthz", 10000), 0, "instance 2 on %d", p2);
+    cr_expect_eq(scrape(p1, "jobrunner_up"), 1);
+    cr_expect_eq(scrape(p2, "jobrunner_up"), 1);
+    cr_expect_eq(jrt_stop(w1, SIGTERM, 10000), 0, "instance 1 ran (no port clash)");
+    cr_expect_eq(jrt_stop(w2, SIGTERM, 10000), 0, "instance 2 ran (no port clash)");
+    char *log = jrt_slurp(wlog);
+    cr_expect(log && !strstr(log, "cannot start"), "%s", log ? log : "");
+    free(log);
+}
