@@ -851,10 +851,12 @@ int jr_scheduler_run(const jr_config_t *cfg) {
               s.follow ? "(every registered queue)" : qs, NULL);
     int status = 0;
     char err[JR_ERRLEN];
+    jr_proc_title("jobrunner-sched", "jobrunner: scheduler %s", s.follow ? "(every registered queue)" : qs);
     /* /healthz: stale after a block period and a second (the XREAD backstop
      * answers every block period while Redis is up). */
     if (cfg->metrics_listen &&
-        jr_metrics_start(cfg->metrics_listen, cfg->metrics_port_offset, JR_METRICS_SCHEDULER, cfg->scheduler_block_ms + 1000, err, sizeof err)) {
+        jr_metrics_start(cfg->metrics_listen, cfg->metrics_port_offset, JR_METRICS_SCHEDULER,
+                         cfg->scheduler_block_ms + 1000, err, sizeof err)) {
         jr_log_kv(JR_LOG_ERROR, "cannot start the scheduler", "error", err, NULL);
         status = 1;
     }

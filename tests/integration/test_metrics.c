@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
+#include <dirent.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -594,4 +595,87 @@ Test(metrics, port_offset_gives_each_instance_its_own_port) {
     char *log = jrt_slurp(wlog);
     cr_expect(log && !strstr(log, "cannot start"), "%s", log ? log : "");
     free(log);
+}
+
+/* ---- process titles ----------------------------------------------------- */
+
+/* /proc/PID/<file> up to its first NUL (cmdline: the title; comm: the name,
+ * without its newline) into out. */
+static void proc_read(pid_t pid, const char *file, char *out, size_t len) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, file);
+    FILE *f = fopen(path, "r");
+    out[0] = '\0';
+    if (!f) return;
+    size_t n = fread(out, 1, len - 1, f);
+    fclose(f);
+    out[n] = '\0';
+    out[strcspn(out, "\n")] = '\0';
+}
+
+/* The first process whose parent is ppid (from /proc/PID/stat), or -1. */
+static pid_t child_of(pid_t ppid) {
+    DIR *d = opendir("/proc");
+    cr_assert(d);
+    pid_t found = -1;
+    for (struct dirent *e; found < 0 && (e = readdir(d));) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        char stat[512];
+        proc_read((pid_t)atoi(e->d_name), "stat", stat, sizeof stat);
+        const char *rp = strrchr(stat, ')'); /* after the name, which may hold spaces */
+        int pp;
+        if (rp && sscanf(rp + 1, " %*c %d", &pp) == 1 && pp == ppid) found = (pid_t)atoi(e->d_name);
+    }
+    closedir(d);
+    return found;
+}
+
+static int title_is(pid_t pid, const char *want) {
+    char t[512];
+    proc_read(pid, "cmdline", t, sizeof t);
+    return !strcmp(t, want);
+}
+
+/* ps tells a worker (its queues, how many of its runners are busy), its
+ * runners (whose worker) and a scheduler apart: /proc/PID/cmdline (ps -o
+ * args) and /proc/PID/comm (ps -o comm, top). */
+Test(metrics, process_titles_tell_worker_runner_and_scheduler_apart) {
+    char cfg[256];
+    jrt_write(&R, "w.yaml", "worker:\n  concurrency: 2\n  queues: [tq1, tq2]\n", cfg, sizeof cfg);
+    const char *url[] = {"--redis", R.url, NULL};
+    pid_t w = jrt_worker(&R, cfg, NULL, wlog, url), s = jrt_scheduler(&R, NULL, NULL);
+    char want[128], got[512];
+    int ok = 0;
+    for (int t = 0; t < 100 && !ok; t++, jrt_sleep_ms(100))
+        ok = title_is(w, "jobrunner: worker tq1,tq2 (0 of 2 busy)");
+    proc_read(w, "cmdline", got, sizeof got);
+    cr_expect(ok, "the worker's title: \"%s\"", got);
+    proc_read(w, "comm", got, sizeof got);
+    cr_expect_str_eq(got, "jobrunner-work");
+
+    jr_enqueue_t nap = jrt_job("tq2", "nap", "3000");
+    jrt_enqueue(&R, nap, 1, NULL);
+    ok = 0;
+    for (int t = 0; t < 100 && !ok; t++, jrt_sleep_ms(100)) ok = title_is(w, "jobrunner: worker tq1,tq2 (1 of 2 busy)");
+    proc_read(w, "cmdline", got, sizeof got);
+    cr_expect(ok, "the worker's title while a job runs: \"%s\"", got);
+
+    pid_t r = child_of(w);
+    cr_assert_gt(r, 0, "the worker has runner processes");
+    snprintf(want, sizeof want, "jobrunner: runner of worker %d", (int)w);
+    proc_read(r, "cmdline", got, sizeof got);
+    cr_expect_str_eq(got, want);
+    proc_read(r, "comm", got, sizeof got);
+    cr_expect_str_eq(got, "jobrunner-run");
+
+    ok = 0;
+    for (int t = 0; t < 100 && !ok; t++, jrt_sleep_ms(100))
+        ok = title_is(s, "jobrunner: scheduler (every registered queue)");
+    proc_read(s, "cmdline", got, sizeof got);
+    cr_expect(ok, "the scheduler's title: \"%s\"", got);
+    proc_read(s, "comm", got, sizeof got);
+    cr_expect_str_eq(got, "jobrunner-sched");
+    /* the environment survived the move: the worker still found Redis and runs */
+    cr_expect_eq(jrt_stop(w, SIGTERM, 15000), 0);
+    cr_expect_eq(jrt_stop(s, SIGTERM, 10000), 0);
 }
