@@ -151,14 +151,14 @@ void jr_consumer_name(char *buf, size_t len) {
 
 extern char **environ;
 static char *title_area; /* argv[0] .. the end of the last environment string */
-static size_t title_len;
+static size_t title_len, title_argv_len, title_used; /* the whole, argv's part, the most written */
 
 void jr_proc_title_init(int argc, char **argv) {
     if (argc < 1 || !argv[0]) return;
     char *start = argv[0], *end = argv[0] + strlen(argv[0]) + 1;
     for (int i = 1; i < argc; i++) /* only strings that follow one another */
         if (argv[i] == end) end += strlen(argv[i]) + 1;
-    size_t n = 0;
+    size_t argv_len = (size_t)(end - start), n = 0;
     while (environ && environ[n]) n++;
     char **copy = calloc(n + 1, sizeof *copy);
     if (!copy) return;
@@ -171,7 +171,7 @@ void jr_proc_title_init(int argc, char **argv) {
         }
     }
     environ = copy; /* never freed: the environment of the process */
-    title_area = start, title_len = (size_t)(end - start);
+    title_area = start, title_len = (size_t)(end - start), title_argv_len = title_used = argv_len;
 }
 
 void jr_proc_title(const char *comm, const char *fmt, ...) {
@@ -182,8 +182,11 @@ void jr_proc_title(const char *comm, const char *fmt, ...) {
     char buf[512];
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
+    /* argv's memory, and the environment's after it only for a title too
+     * long for argv (then /proc/PID/environ shows the title's end) */
     size_t n = strlen(buf);
     if (n > title_len - 1) n = title_len - 1;
+    if (n + 1 > title_used) title_used = n + 1;
     memcpy(title_area, buf, n);
-    memset(title_area + n, 0, title_len - n);
+    memset(title_area + n, 0, title_used - n);
 }
