@@ -151,7 +151,8 @@ void jr_consumer_name(char *buf, size_t len) {
 
 extern char **environ;
 static char *title_area; /* argv[0] .. the end of the last environment string */
-static size_t title_len, title_argv_len, title_used; /* the whole, argv's part, the most written */
+static size_t title_len, title_used; /* the whole; the most written (at first: argv's part) */
+static char **volatile title_environ; /* the copy, still reachable (volatile: kept) should environ change */
 
 void jr_proc_title_init(int argc, char **argv) {
     if (argc < 1 || !argv[0]) return;
@@ -170,8 +171,8 @@ void jr_proc_title_init(int argc, char **argv) {
             return;
         }
     }
-    environ = copy; /* never freed: the environment of the process */
-    title_area = start, title_len = (size_t)(end - start), title_argv_len = title_used = argv_len;
+    environ = title_environ = copy; /* never freed: the environment of the process */
+    title_area = start, title_len = (size_t)(end - start), title_used = argv_len;
 }
 
 void jr_proc_title(const char *comm, const char *fmt, ...) {

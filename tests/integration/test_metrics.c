@@ -679,3 +679,21 @@ Test(metrics, process_titles_tell_worker_runner_and_scheduler_apart) {
     cr_expect_eq(jrt_stop(w, SIGTERM, 15000), 0);
     cr_expect_eq(jrt_stop(s, SIGTERM, 10000), 0);
 }
+
+/* A job acknowledged with its follow-up jobs (jr_ack_follow) is in the
+ * history too. */
+Test(metrics, history_counts_jobs_acknowledged_with_follow_ups) {
+    enum { N = 3 };
+    pid_t w = jrt_worker(&R, NULL, JRT_FOLLOW_PLUGIN, wlog, NULL);
+    jr_enqueue_t job = jrt_job("default", "follow", "n=1");
+    jrt_enqueue(&R, job, N, NULL);
+    jr_qstats_t s = {0};
+    for (int t = 0; t < 200 && s.processed < N; t++, jrt_sleep_ms(100)) s = jrt_stats(&R, "default");
+    cr_assert_eq(s.processed, N, "the follow jobs ran: %lld", s.processed);
+    jrt_stop(w, SIGTERM, 10000);
+    jr_redis_t *r = jrt_jr_connect(&R);
+    long long p, f;
+    history_sums(r, "default", 60, &p, &f);
+    cr_expect(p == N && f == 0, "acknowledged with follow-ups, in the history: %lld processed, %lld failed", p, f);
+    jr_redis_free(r);
+}
