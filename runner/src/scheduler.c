@@ -10,7 +10,7 @@
  * Redis ends blocked commands on its hz tick, up to 100 ms late. While idle
  * the Redis traffic is that one XREAD per backstop period, the presence
  * refresh (one PEXPIRE every third of worker.lease) and, with metrics on,
- * the depth of each queue once a second.
+ * the gauges of each queue once a second (sched_depth).
  *
  * Any number of schedulers may run: jr_promote is atomic, and the wake
  * streams are read (not popped), so every scheduler learns of an earlier job.
