@@ -340,8 +340,9 @@ static const jr_mfamily_t worker_fams[] = {
     UP_FAMILY,
     BUILD_FAMILY,
     REDIS_UP_FAMILY,
-    {"jobrunner_worker_capacity", "Jobs this worker can run at once (worker.concurrency); busy: jobrunner_jobs_running.",
-     JR_MT_GAUGE, 0, {0}, NULL, 0},
+    {"jobrunner_worker_capacity",
+     "Jobs this worker can run at once (worker.concurrency); busy: jobrunner_jobs_running.", JR_MT_GAUGE, 0, {0},
+     NULL, 0},
     {"jobrunner_jobs_deferred_total",
      "Jobs this worker fetched but has no handler for, put back for a worker that has it (worker.handler_wait); "
      "one job counts once per deferral.",

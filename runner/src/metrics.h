@@ -77,10 +77,12 @@ char *jr_mreg_encode(const jr_mreg_t *m, size_t *len);
 typedef enum { JR_METRICS_WORKER, JR_METRICS_SCHEDULER } jr_metrics_role_t;
 
 /* Start serving on addr (jr_metrics_parse_addr) with port_offset added to
- * its port (jr_metrics_addr_offset) with the families of the role. /healthz answers 503 until Redis first answers, and once the loop
- * has not turned, or Redis has not answered, for longer than stale_ms.
- * Returns 0, or JR_EIO with a message naming the address in err (bad
- * address, port in use, ...), or JR_ENOMEM. */
+ * its port (jr_metrics_addr_offset), with the families of the role (and
+ * jobrunner_up, build_info at 1). /healthz answers 503 until Redis first
+ * answers, and once the loop has not turned, or Redis has not answered,
+ * for longer than stale_ms. Returns 0, or JR_EIO with a message naming the
+ * address in err (bad address, port in use, a port past 65535 with the
+ * offset, ...), or JR_ENOMEM. */
 int jr_metrics_start(const char *addr, int64_t port_offset, jr_metrics_role_t role, int64_t stale_ms, char *err,
                      size_t errlen);
 /* Stop the server and free everything. Safe if never started. */
