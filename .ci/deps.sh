@@ -1,7 +1,7 @@
 #!/bin/sh
 # Install the Debian packages jobrunner needs to build and test, if missing.
 set -eu
-pkgs="cmake gcc make pkg-config libhiredis-dev libyaml-dev libjansson-dev libmicrohttpd-dev libcriterion-dev redis-server redis-tools valgrind groff-base faketime libssl-dev openssl"
+pkgs="cmake gcc make pkg-config libhiredis-dev libyaml-dev libjansson-dev libmicrohttpd-dev libcriterion-dev redis-server redis-tools valgrind groff-base faketime libssl-dev openssl prometheus"
 missing=""
 for p in $pkgs; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -119,6 +119,7 @@ static const key_def_t keys[] = {
     {"scheduler", "batch", T_INT, F(scheduler_batch), "1000", 1, 100000, NULL},
     {"scheduler", "block", T_DURATION, F(scheduler_block_ms), "5s", 100, 60 * MS_S, NULL},
     {"metrics", "listen", T_ADDR, F(metrics_listen), NULL, 0, 0, NULL}, /* NULL: off */
+    {"metrics", "port_offset", T_INT, F(metrics_port_offset), "0", 0, 65535, NULL},
     {"enqueue", "queue", T_QUEUE, F(default_queue), JR_DEFAULT_QUEUE, 0, 0, NULL},
     {"periodic", "*", T_PERIODIC, 0, NULL, 0, 0, NULL},
     {"plugin_settings", "*", T_PSETTINGS, 0, NULL, 0, 0, NULL},
