@@ -7,6 +7,7 @@ most 200 locals at once), but for the functions it gives the registration
 list.
 ]]
 local version, register, queues, job_locate, job_cancel, job_run_now, job_delete, delayed_page, prune_consumers, procs_forget
+local job_wait -- revision 20 (job wait)
 do -- 40-admin.lua
 
 --[[
@@ -559,6 +560,63 @@ function procs_forget(keys, args)
     end
   end
   return n
+end
+
+--[[
+jr_wait: register a waiter for the end of a job, or tell its end now
+(revision 20, `jobrunner job wait`).
+  KEYS: ready delayed ids dead wheel wheel:n finished finished:ids waiters
+        done
+  ARGV: id timeout_ms (1..DELAY_MAX_MS)
+  A job waiting or running (as jr_locate finds it): its id goes into
+  jr:{Q}:waiters with the deadline (Redis's clock, the latest of its
+  waiters') and {"wait", the last entry id of jr:{Q}:done} is returned:
+  the waiter blocks (XREAD) on jr:{Q}:done after that id, where the call
+  that ends the job writes its end (30-worker.lua, Finished jobs). The
+  check and the registration are one step, so no end is missed. Else its
+  finished record (keep_finished): {"finished", fields}; else its dead
+  entry: {"dead", fields}; else {"unknown"} (never there, or finished
+  without a record).
+]]
+function job_wait(keys, args)
+  local fn = 'jr_wait'
+  local k, id = job_call(fn, {unpack(keys, 1, 6)}, {args[1]}, {'ready', 'delayed', 'ids', 'dead'})
+  if not k then return id end
+  local q = k.q
+  for i, suf in ipairs({K_FINISHED, K_FINISHED_IDS, K_WAITERS, K_DONE}) do
+    if keys[6 + i] ~= qkey(q, suf) then
+      return refuse(fn, 'key ' .. (6 + i) .. ' must be ' .. shown(qkey(q, suf)) .. ' (keys 7..10 are jr:{Q}:finished ' ..
+                    'jr:{Q}:finished:ids jr:{Q}:waiters jr:{Q}:done; 10 keys)')
+    end
+  end
+  local timeout = int_arg(args[2])
+  if #keys ~= 10 or #args ~= 2 or not timeout or timeout < 1 or timeout > DELAY_MAX_MS then
+    return refuse(fn, 'arguments: ID TIMEOUT_MS (1..' .. DELAY_MAX_MS .. '), 10 keys')
+  end
+  local err = check_types(fn, {{keys[7], 'stream'}, {keys[8], 'hash'}, {keys[9], 'hash'}, {keys[10], 'stream'}})
+  if err then return err end
+  local dead = k.dead
+  k.dead = nil
+  local r = locate(k, id)
+  if r then
+    local deadline = math.floor(now_ms()) + timeout
+    local d = tonumber(redis.call('HGET', keys[9], id) or '')
+    if not d or d < deadline then redis.call('HSET', keys[9], id, string.format('%d', deadline)) end
+    local last = redis.call('XREVRANGE', keys[10], '+', '-', 'COUNT', 1)
+    return {'wait', last[1] and last[1][1] or '0-0'}
+  end
+  local at = redis.call('HGET', keys[8], id)
+  if at and stream_id_ok(at) then
+    local e = redis.call('XRANGE', keys[7], at, at)
+    if e[1] then
+      local m = to_map(e[1][2])
+      if m[F_ID] == id then return {'finished', e[1][2]} end
+    end
+  end
+  k.dead = dead
+  r = k.dead and in_dead(k, id)
+  if r then return {'dead', r.flat} end
+  return {'unknown'}
 end
 
 end -- 40-admin.lua

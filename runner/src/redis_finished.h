@@ -21,10 +21,6 @@
 #define JR_FIN_ERROR "err"          /* the error of a failure */
 #define JR_FIN_RESULT "result"      /* what the handler set with api->set_result */
 
-/* The most a keep_finished count may be (config.c refuses more; the Lua
- * function refuses more too). */
-#define JR_KEEP_FINISHED_MAX 1000000
-
 /* A page of queue's finished records, newest first (XREVRANGE
  * jr:{Q}:finished): at most count (1..) entries into *b, each entry id the
  * record's stream entry id and its fields as above. after = NULL/"" for the
