@@ -15,6 +15,7 @@
 #include "proc.h"
 #include "jr_limits.h"
 #include "redis_admin.h"
+#include "redis_finished.h"
 #include "redis_produce.h"
 #include "redis_partition.h"
 #include "redis_sched.h"
@@ -253,14 +254,15 @@ static int cmd_job_show(const jr_config_t *cfg, const char *queue, const char *i
             if (dead) json_object_set_new(doc, "why", bytes_json(in->why, in->why_len));
             json_object_set_new(doc, "fields", info_fields_json(in));
         } else if (doc) {
-            json_object_set_new(doc, "note", json_string("finished jobs are not kept"));
+            json_object_set_new(doc, "note", json_string("finished jobs are not kept but with keep_finished"));
         }
         if (jr_cli_json_out(out, doc)) status = 1;
     } else {
         fprintf(out, "job: ");
         jr_cli_print_bytes(out, id, strlen(id));
         fprintf(out, "\nqueue: %s\nstate: %s%s\n", jr_cli_esc(queue), jr_cli_esc(in->state_name),
-                found ? "" : " (finished jobs are not kept; a job that ran is gone)");
+                found ? "" : " (finished jobs are not kept but in a queue or handler with keep_finished; a job "
+                             "that ran is gone)");
         if (in->state == JR_CLIENT_STATE_DELAYED || in->state == JR_CLIENT_STATE_RETRYING)
             fprintf(out, "due: %s (%s)\n", due, score);
         if (found) fprintf(out, "attempt: %lld\n", (long long)in->attempt);
@@ -280,6 +282,68 @@ static int cmd_job_show(const jr_config_t *cfg, const char *queue, const char *i
     if (!found) status = 1;
     jr_client_job_info_free(in);
     jr_client_free(c);
+    return jr_cli_done(out, status);
+}
+
+/* `jobrunner job wait`: block until job `id` of `queue` has finished
+ * (jr_client_wait, at most timeout_ms) and print how it ended, as text or
+ * one JSON object. Returns 0 for ok, 1 for failed, cancelled, unknown (or
+ * an error), JR_CLI_WAIT_TIMEOUT (3) when it had not finished in time. */
+#define JR_CLI_WAIT_TIMEOUT 3
+static int cmd_job_wait(const jr_config_t *cfg, const char *queue, const char *id, const char *key,
+                        int64_t timeout_ms, int json, FILE *out) {
+    jr_client_t *c = jr_cli_client(cfg, 1);
+    if (!c) return 1;
+    jr_client_end_t e;
+    if (jr_client_wait(c, queue, id, key, timeout_ms, &e)) {
+        fprintf(stderr, "jobrunner job wait: %s\n", jr_cli_esc(jr_client_errstr(c)));
+        jr_client_free(c);
+        return 1;
+    }
+    jr_client_free(c);
+    static const char unknown_note[] = "not waiting, running, dead or kept: never there, or it finished before the "
+                                       "wait began in a queue without keep_finished (these cannot be told apart)";
+    char at[JR_TIME_LEN] = "";
+    if (e.finished_ms > 0) jr_time_format(e.finished_ms, at);
+    int status = e.outcome == JR_CLIENT_END_OK ? 0 : e.outcome == JR_CLIENT_END_TIMEOUT ? JR_CLI_WAIT_TIMEOUT : 1;
+    if (json) {
+        json_t *doc = json_pack("{s:o,s:o,s:s}", "job", jr_json_bytes(id, strlen(id)), "queue",
+                                jr_json_bytes(queue, strlen(queue)), "outcome", e.outcome_name);
+        if (doc) {
+            json_object_set_new(doc, "result", e.result ? jr_json_bytes(e.result, e.result_len) : json_null());
+            json_object_set_new(doc, "error", e.error ? jr_json_bytes(e.error, e.error_len) : json_null());
+            json_object_set_new(doc, "attempt", e.attempt ? json_integer(e.attempt) : json_null());
+            json_object_set_new(doc, "duration_ms", e.duration_ms >= 0 ? json_real(e.duration_ms) : json_null());
+            json_object_set_new(doc, "worker", e.worker[0] ? jr_json_bytes(e.worker, strlen(e.worker)) : json_null());
+            json_object_set_new(doc, "finished_at", at[0] ? json_string(at) : json_null());
+            if (e.outcome == JR_CLIENT_END_UNKNOWN) json_object_set_new(doc, "note", json_string(unknown_note));
+        }
+        if (jr_cli_json_out(out, doc)) status = 1;
+    } else if (e.outcome == JR_CLIENT_END_TIMEOUT) {
+        fprintf(stderr, "jobrunner job wait: timeout: job %s of queue %s had not finished within %lld ms\n",
+                jr_cli_esc(id), jr_cli_esc(queue), (long long)timeout_ms);
+    } else {
+        fprintf(out, "job: ");
+        jr_cli_print_bytes(out, id, strlen(id));
+        fprintf(out, "\nqueue: %s\noutcome: %s%s%s%s\n", jr_cli_esc(queue), e.outcome_name,
+                e.outcome == JR_CLIENT_END_UNKNOWN ? " (" : "", e.outcome == JR_CLIENT_END_UNKNOWN ? unknown_note : "",
+                e.outcome == JR_CLIENT_END_UNKNOWN ? ")" : "");
+        if (e.attempt) fprintf(out, "attempt: %lld\n", (long long)e.attempt);
+        if (e.duration_ms >= 0) fprintf(out, "duration_ms: %.3f\n", e.duration_ms);
+        if (e.worker[0]) fprintf(out, "worker: %s\n", jr_cli_esc(e.worker));
+        if (at[0]) fprintf(out, "finished_at: %s\n", at);
+        if (e.error) {
+            fputs("error: ", out);
+            jr_cli_print_bytes(out, e.error, e.error_len);
+            fputs("\n", out);
+        }
+        if (e.result) {
+            fputs("result: ", out);
+            jr_cli_print_bytes(out, e.result, e.result_len);
+            fputs("\n", out);
+        }
+    }
+    jr_client_end_free(&e);
     return jr_cli_done(out, status);
 }
 
@@ -374,7 +438,9 @@ static int print_page(FILE *out, const char *state, const char *queue, const lis
             else jr_time_format(strtoll(l->where, NULL, 10), t);
             json_t *o = json_pack("{s:o,s:s,s:s,s:o,s:o,s:o}", "job", jr_json_bytes(l->id, l->id_len),
                                   !strcmp(state, "delayed") ? "due_ms" : "entry", l->where,
-                                  !strcmp(state, "delayed") ? "due" : !strcmp(state, "dead") ? "dead_at" : "enqueued",
+                                  !strcmp(state, "delayed") ? "due" : !strcmp(state, "dead") ? "dead_at"
+                                                                      : !strcmp(state, "finished") ? "finished_at"
+                                                                                                   : "enqueued",
                                   t, "handler", field_json(l->e, JR_F_HANDLER), "attempt", field_json(l->e, JR_F_ATTEMPT),
                                   "fields", fields_json(l->e));
             if (o && l->p) {
@@ -386,6 +452,11 @@ static int print_page(FILE *out, const char *state, const char *queue, const lis
                 json_object_set_new(o, "why", field_json(l->e, JR_F_WHY));
                 json_object_set_new(o, "error", field_json(l->e, JR_F_ERROR));
             }
+            if (o && !strcmp(state, "finished")) { /* the record (redis_finished.h) */
+                json_object_set_new(o, "outcome", field_json(l->e, JR_FIN_OUTCOME));
+                json_object_set_new(o, "error", field_json(l->e, JR_FIN_ERROR));
+                json_object_set_new(o, "result", field_json(l->e, JR_FIN_RESULT));
+            }
             if (!o || json_array_append_new(arr, o)) {
                 json_decref(arr);
                 arr = NULL;
@@ -396,8 +467,11 @@ static int print_page(FILE *out, const char *state, const char *queue, const lis
         return jr_cli_json_out(out, doc);
     }
     const jr_entry_t none = {0}; /* an entry gone between two reads */
-    fprintf(out, "%-32s %-24s %-16s %-7s %s\n", "JOB", !strcmp(state, "delayed") ? "DUE" : !strcmp(state, "dead") ? "DEAD AT" : "ENQUEUED",
-            "HANDLER", "ATTEMPT", !strcmp(state, "running") ? "CONSUMER" : !strcmp(state, "dead") ? "WHY" : "");
+    int fin = !strcmp(state, "finished");
+    fprintf(out, "%-32s %-24s %-16s %-7s %s\n", "JOB", !strcmp(state, "delayed") ? "DUE" : !strcmp(state, "dead") ? "DEAD AT"
+                                                     : fin ? "FINISHED AT" : "ENQUEUED",
+            "HANDLER", "ATTEMPT", !strcmp(state, "running") ? "CONSUMER" : !strcmp(state, "dead") ? "WHY"
+                                  : fin ? "OUTCOME" : "");
     for (size_t i = 0; i < n; i++) {
         const listed_t *l = &v[i];
         char t[JR_TIME_LEN];
@@ -412,6 +486,7 @@ static int print_page(FILE *out, const char *state, const char *queue, const lis
         if (l->p) fprintf(out, "%s (idle %.1fs, delivered %lld)", jr_cli_esc(l->p->consumer), (double)l->p->idle_ms / 1000.0,
                           l->p->deliveries);
         if (!strcmp(state, "dead")) jr_cli_print_field(out, l->e ? l->e : &none, JR_F_WHY, "?");
+        if (fin) jr_cli_print_field(out, l->e ? l->e : &none, JR_FIN_OUTCOME, "?");
         fputs("\n", out);
     }
     if (next) fprintf(out, "next page: --after %s\n", jr_cli_esc(next));
@@ -431,9 +506,10 @@ static int print_page(FILE *out, const char *state, const char *queue, const lis
 static int cmd_jobs(const jr_config_t *cfg, const char *queue, const char *iq, int part, unsigned nparts,
                     const char *state, int64_t limit, const char *after, int json, FILE *out) {
     int delayed = !strcmp(state, "delayed"), ready = !strcmp(state, "ready"), running = !strcmp(state, "running"),
-        dead = !strcmp(state, "dead");
-    if (!delayed && !ready && !running && !dead) {
-        fprintf(stderr, "jobrunner jobs: --state must be delayed, ready, running or dead, not \"%s\"\n", state);
+        dead = !strcmp(state, "dead"), finished = !strcmp(state, "finished");
+    if (!delayed && !ready && !running && !dead && !finished) {
+        fprintf(stderr, "jobrunner jobs: --state must be delayed, ready, running, dead or finished, not \"%s\"\n",
+                state);
         return 2;
     }
     char start[JR_ID_MAX + 2] = "-";
@@ -486,6 +562,8 @@ static int cmd_jobs(const jr_config_t *cfg, const char *queue, const char *iq, i
         if (!rc && npend && !(each = calloc(npend, sizeof *each))) rc = JR_ENOMEM;
         for (size_t i = 0; !rc && i < npend; i++)
             rc = jr_redis_xrange_between(r, k.ready, pend[i].entry, pend[i].entry, 1, &each[i]);
+    } else if (finished) { /* newest first; the cursor is the last record shown */
+        rc = jr_redis_finished_page(r, iq, after, limit, &b, dnext, sizeof dnext);
     } else {
         rc = jr_redis_xrange_between(r, k.dead, start, "+", limit, &b);
     }
@@ -557,7 +635,7 @@ static int cmd_jobs(const jr_config_t *cfg, const char *queue, const char *iq, i
         }
         n++;
     }
-    if (delayed) { /* the cursor jr_delayed_page returned */
+    if (delayed || finished) { /* the cursor jr_delayed_page or jr_redis_finished_page returned */
         if (dnext[0]) snprintf(next, sizeof next, "%s", dnext), nextp = next;
     } else if ((int64_t)n == limit && n > 0) {
         snprintf(next, sizeof next, "%s", v[n - 1].where);
@@ -598,15 +676,24 @@ static const char *one_queue(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, c
 int jr_cli_job(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *cfg, int argc, char **argv) {
     const char *queue = one_queue(cmd, f, cfg), *name = cmd->name;
     if (!queue) return 2;
-    if (argc != 2) return jr_cli_die(name, "%s", "expected show|run-now|delete ID");
+    if (argc != 2) return jr_cli_die(name, "%s", "expected show|run-now|delete|wait ID");
     const char *sub = argv[0], *id = argv[1];
     const char *rule = jr_contract_stored_id(id, strlen(id));
     if (rule) return jr_cli_die2(name, "job id", id, rule);
+    if (f->v[JR_O_TIMEOUT] && strcmp(sub, "wait")) return jr_cli_die(name, "%s", "--timeout applies to job wait");
     if (!strcmp(sub, "show")) return cmd_job_show(cfg, queue, id, f->v[JR_O_KEY], jr_flag(f, JR_O_JSON), stdout);
-    if (jr_flag(f, JR_O_JSON)) return jr_cli_die(name, "%s", "--json applies to job show");
+    if (!strcmp(sub, "wait")) {
+        int64_t timeout_ms = JR_DELAY_MAX_MS; /* no --timeout: as long as it takes (10 years at most) */
+        char why[JR_ERRLEN];
+        if (f->v[JR_O_TIMEOUT] &&
+            jr_duration_parse_range(f->v[JR_O_TIMEOUT], 1, JR_DELAY_MAX_MS, &timeout_ms, why, sizeof why))
+            return jr_cli_die2(name, "--timeout", f->v[JR_O_TIMEOUT], why);
+        return cmd_job_wait(cfg, queue, id, f->v[JR_O_KEY], timeout_ms, jr_flag(f, JR_O_JSON), stdout);
+    }
+    if (jr_flag(f, JR_O_JSON)) return jr_cli_die(name, "%s", "--json applies to job show and job wait");
     if (!strcmp(sub, "run-now") || !strcmp(sub, "delete"))
         return cmd_job_change(cfg, queue, sub, id, f->v[JR_O_KEY], stdout);
-    return jr_cli_die(name, "unknown subcommand \"%s\" (show, run-now or delete)", sub);
+    return jr_cli_die(name, "unknown subcommand \"%s\" (show, run-now, delete or wait)", sub);
 }
 
 int jr_cli_jobs(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *cfg, int argc, char **argv) {
@@ -614,7 +701,7 @@ int jr_cli_jobs(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *c
     const char *queue = one_queue(cmd, f, cfg), *limit_s = f->v[JR_O_LIMIT];
     if (!queue) return 2;
     int64_t limit = 100;
-    if (!f->v[JR_O_STATE]) return jr_cli_die(cmd->name, "%s", "--state delayed|ready|running|dead is required");
+    if (!f->v[JR_O_STATE]) return jr_cli_die(cmd->name, "%s", "--state delayed|ready|running|dead|finished is required");
     if (limit_s && jr_cli_parse_count(limit_s, 1, 10000, &limit))
         return jr_cli_die2(cmd->name, "--limit", limit_s, "must be an integer from 1 to 10000");
     /* A partitioned queue: pages over its partitions in turn, the cursor

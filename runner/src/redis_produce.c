@@ -1,5 +1,6 @@
 /* The Redis layer, produce part: see redis_produce.h. */
 #include "redis_produce.h"
+#include "redis_finished.h"
 #include "redis_internal.h"
 
 #include <stdio.h>
@@ -589,7 +590,20 @@ int jr_redis_job_locate(jr_redis_t *r, const char *queue, const char *id, jr_job
     entries->type = REDIS_REPLY_ARRAY, entries->elements = 1, entries->element = pe;
     pe[0] = en;
     freeReplyObject(rep);
-    return jri_batch_of_entries(r, "job", entries, &info->fields);
+    rc = jri_batch_of_entries(r, "job", entries, &info->fields);
+    if (rc || strcmp(info->state, "not found")) return rc;
+    /* not waiting, running or dead: a finished record (keep_finished)? */
+    jr_batch_t fin = {0};
+    int got = jr_redis_finished_get(r, queue, id, &fin);
+    if (got == 1) {
+        jr_batch_free(&info->fields);
+        info->fields = fin;
+        snprintf(info->state, sizeof info->state, "finished");
+        snprintf(info->entry, sizeof info->entry, "%s", fin.v[0].id);
+        return 0;
+    }
+    jr_batch_free(&fin);
+    return got < 0 ? got : 0;
 }
 
 int jr_redis_job_change(jr_redis_t *r, const char *fn, const char *queue, const char *id, char *state,
