@@ -37,10 +37,12 @@ KEEP_COUNT and KEEP_AGE_MS of its call) has the acknowledgement, the
 dead-lettering or the cancel of each job write a record into
 jr:{Q}:finished (a stream; entry id = when, by Redis's clock) with the
 job's index entry in jr:{Q}:finished:ids (job id -> record entry id), in
-the same call. Both are trimmed in that call: to KEEP_COUNT records, and
-of records older than KEEP_AGE_MS (0 = no age limit), at most
-TRIM_STEP_MAX a call (each call adds one record a job and removes up to
-that many, so the trim keeps up), their index entries with them. A job
+the same call. Both are trimmed in that call, once after its records: to
+KEEP_COUNT records, and of records older than KEEP_AGE_MS (0 = no age
+limit), at most TRIM_STEP_MAX a call (a call adds at most one record a job
+and removes up to that many, so the trim keeps up), their index entries
+with them; a call whose jobs have different settings (handlers of one
+queue) trims to the largest count and age among them. A job
 someone waits for (jr_wait put its id in jr:{Q}:waiters) has its end
 written into jr:{Q}:done (capped at about DONE_MAX entries) whether or not
 it is kept; one EXISTS of jr:{Q}:waiters a call tells whether anyone
@@ -85,28 +87,37 @@ local function forget_records(fids, old)
   end
 end
 
+-- Trim the records of a call's queue (fk) to `keep`, and of those older
+-- than `age` ms (0: no age limit) at most TRIM_STEP_MAX, their index
+-- entries with them: once per call, after its records (the trims of many
+-- jobs in one). Cannot raise.
+local function records_trim(fk, keep, age, now)
+  local len = redis.call('XLEN', fk.finished)
+  if len > keep then
+    forget_records(fk.ids, redis.call('XRANGE', fk.finished, '-', '+', 'COUNT', len - keep))
+    redis.call('XTRIM', fk.finished, 'MAXLEN', keep)
+  end
+  if age > 0 and now - age > 1 then
+    local limit = string.format('%d', math.floor(now - age) - 1)
+    local old = redis.call('XRANGE', fk.finished, '-', limit, 'COUNT', TRIM_STEP_MAX)
+    if #old > 0 then
+      forget_records(fk.ids, old)
+      for i = 1, #old do redis.call('XDEL', fk.finished, old[i][1]) end
+    end
+  end
+end
+
 -- The end of a job: its record when kept (fk = {finished, ids}, keys of
--- the right types: see finished_keys), and its note in jr:{Q}:done when
--- someone waits for it (wk = {waiters, done}, nil when nobody waits on the
--- queue). Cannot raise.
-local function job_end(fk, wk, rec, keep, age, now)
+-- the right types: see finished_keys; keep > 0), and its note in
+-- jr:{Q}:done when someone waits for it (wk = {waiters, done}, nil when
+-- nobody waits on the queue). Returns whether it wrote a record: the
+-- caller then trims (records_trim) after the call's last one. Cannot
+-- raise.
+local function job_end(fk, wk, rec, keep, now)
+  local wrote = false
   if fk and keep and keep > 0 then
-    local id = rec[2]
-    local e = redis.call('XADD', fk.finished, '*', unpack(rec))
-    redis.call('HSET', fk.ids, id, e)
-    local len = redis.call('XLEN', fk.finished)
-    if len > keep then
-      forget_records(fk.ids, redis.call('XRANGE', fk.finished, '-', '+', 'COUNT', len - keep))
-      redis.call('XTRIM', fk.finished, 'MAXLEN', keep)
-    end
-    if age > 0 and now - age > 1 then
-      local limit = string.format('%d', math.floor(now - age) - 1)
-      local old = redis.call('XRANGE', fk.finished, '-', limit, 'COUNT', TRIM_STEP_MAX)
-      if #old > 0 then
-        forget_records(fk.ids, old)
-        for i = 1, #old do redis.call('XDEL', fk.finished, old[i][1]) end
-      end
-    end
+    redis.call('HSET', fk.ids, rec[2], redis.call('XADD', fk.finished, '*', unpack(rec)))
+    wrote = true
   end
   if wk then
     local d = redis.call('HGET', wk.waiters, rec[2])
@@ -117,6 +128,7 @@ local function job_end(fk, wk, rec, keep, age, now)
       end
     end
   end
+  return wrote
 end
 
 -- The keys of records and waits of a call, fk and wk for job_end (nil
@@ -353,14 +365,20 @@ function ack(keys, args)
   if ended then
     local now = now_ms()
     local at = string.format('%d', math.floor(now))
+    local keep, age, wrote = 0, 0, false -- one trim for the call: its largest count and age
     for i = 1, #entries do
       if ended[i] then
         local id = jobids and jobids[i] ~= '' and jobids[i] or entries[i]
         local r = recs and recs[i] or {0, 0}
-        job_end(fk, wk, finished_record(id, r[3], was[i] and 'cancelled' or 'ok', r[4], r[5], consumer, at, nil, r[6]),
-                r[1], r[2], now)
+        if job_end(fk, wk, finished_record(id, r[3], was[i] and 'cancelled' or 'ok', r[4], r[5], consumer, at, nil, r[6]),
+                   r[1], now) then
+          wrote = true
+          if r[1] > keep then keep = r[1] end
+          if r[2] > age then age = r[2] end
+        end
       end
     end
+    if wrote then records_trim(fk, keep, age, now) end
   end
   if report then return {n, flagged} end
   return n
@@ -501,9 +519,11 @@ function ack_follow(keys, args)
   if fk or wk then
     local m = to_map(flat)
     local now = now_ms()
-    job_end(fk, wk, finished_record(m[F_ID] or entry, m[F_HANDLER], was_cancelled and 'cancelled' or 'ok', m[F_ATTEMPT],
-                                    fin[4], fin[1], string.format('%d', math.floor(now)), nil, fin[5]),
-            fin[2], fin[3], now)
+    if job_end(fk, wk, finished_record(m[F_ID] or entry, m[F_HANDLER], was_cancelled and 'cancelled' or 'ok',
+                                       m[F_ATTEMPT], fin[4], fin[1], string.format('%d', math.floor(now)), nil, fin[5]),
+               fin[2], now) then
+      records_trim(fk, fin[2], fin[3], now)
+    end
   end
   if was_cancelled then return 2 end
   for _, tg in ipairs(targets) do
@@ -695,10 +715,12 @@ function fail(keys, args)
   if e[1] and (fk or wk) and (was_cancelled or action == 'dead') then
     local m = to_map(e[1][2])
     local t = now_ms()
-    job_end(fk, wk, finished_record(m[F_ID] or entry, m[F_HANDLER], was_cancelled and 'cancelled' or 'failed',
-                                    m[F_ATTEMPT], fin[3], consumer, string.format('%d', math.floor(t)),
-                                    not was_cancelled and errtext or nil, fin[4]),
-            fin[1], fin[2], t)
+    if job_end(fk, wk, finished_record(m[F_ID] or entry, m[F_HANDLER], was_cancelled and 'cancelled' or 'failed',
+                                       m[F_ATTEMPT], fin[3], consumer, string.format('%d', math.floor(t)),
+                                       not was_cancelled and errtext or nil, fin[4]),
+               fin[1], t) then
+      records_trim(fk, fin[1], fin[2], t)
+    end
   end
   if e[1] then
     local flat = e[1][2]
