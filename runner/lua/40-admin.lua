@@ -223,7 +223,8 @@ end
 -- Check the keys (the keys of queue Q that `names` name, see JOB_KEYS,
 -- then jr:{Q}:wheel jr:{Q}:wheel:n -- revision 18; left out in the form
 -- before it, then built from Q, see reached --, then jr:{Q}:uniq:ID if
--- `uniq`) and the one argument ID of a job function. Returns k (keys by
+-- `uniq`, which jr:{Q}:waiters jr:{Q}:done may follow, revision 20: see
+-- tell_waiters) and the one argument ID of a job function. Returns k (keys by
 -- name) and id, or nil and an error reply.
 local JOB_KEYS = {ready = {K_READY, 'stream'}, delayed = {K_DELAYED, 'zset'}, ids = {K_IDS, 'hash'},
                   cancelled = {K_CANCELLED, 'hash'}, dead = {K_DEAD, 'stream'}}
@@ -258,14 +259,40 @@ local function job_call(fn, keys, args, names, uniq)
   end
   if uniq then
     local want = uniq_key(q, id)
-    if #keys ~= nk + 1 or keys[nk + 1] ~= want then
-      return nil, refuse(fn, 'key ' .. (nk + 1) .. ' must be ' .. shown(want) .. ' (and no more keys)')
+    -- revision 20: then jr:{Q}:waiters jr:{Q}:done may follow (tell_waiters)
+    local told = #keys == nk + 3 and keys[nk + 2] == qkey(q, K_WAITERS) and keys[nk + 3] == qkey(q, K_DONE)
+    if (#keys ~= nk + 1 and not told) or keys[nk + 1] ~= want then
+      return nil, refuse(fn, 'key ' .. (nk + 1) .. ' must be ' .. shown(want) .. ' (then jr:{Q}:waiters ' ..
+                         'jr:{Q}:done, or no more keys)')
     end
     k.uniq = want
+    if told then
+      k.waiters, k.done = aux(keys[nk + 2], 'hash'), aux(keys[nk + 3], 'stream')
+      if k.done then
+        err = check_room(fn, k.done)
+        if err then return nil, err end
+      end
+    end
   end
   err = check_types(fn, spec) or check_seq(fn, k.wheel_n, 1)
   if err then return nil, err end
   return k, id
+end
+
+-- A waiting job removed (jr_cancel, jr_delete; revision 20): those waiting
+-- for it (jr_wait) are told, outcome cancelled (with err saying how), as
+-- the worker's calls tell the end of a job that ran (30-worker.lua).
+-- Nothing when nobody waits on the queue, or its keys hold garbage. Cannot
+-- raise (job_call checked the room of k.done).
+local function tell_waiters(k, id, how)
+  if not (k.waiters and k.done) or redis.call('EXISTS', k.waiters) == 0 then return end
+  local d = redis.call('HGET', k.waiters, id)
+  if not d then return end
+  redis.call('HDEL', k.waiters, id)
+  local now = now_ms()
+  if (tonumber(d) or 0) < now then return end
+  redis.call('XADD', k.done, 'MAXLEN', '~', 1000, '*', 'id', id, 'outcome', 'cancelled', 'finished_at',
+             string.format('%d', math.floor(now)), 'err', how)
 end
 
 -- A tombstone (msgpack of a number alone, at most 9 bytes; a job's item
@@ -334,8 +361,10 @@ end
 
 --[[
 jr_cancel: cancel one job.
-  KEYS: ready delayed ids cancelled wheel wheel:n uniq   (uniq =
-        jr:{Q}:uniq:ID; see job_call)
+  KEYS: ready delayed ids cancelled wheel wheel:n uniq [waiters done]
+        (uniq = jr:{Q}:uniq:ID; see job_call; with waiters and done,
+        revision 20, those waiting for a waiting job it removes are told:
+        see tell_waiters)
   ARGV: id
   A delayed, retrying or ready (not yet fetched) job is removed, with its
   index entry; its idempotency key stays until its window ends, as a
@@ -357,6 +386,7 @@ function job_cancel(keys, args)
     return 'running'
   end
   remove_waiting(k, id, r, 'cancelled')
+  tell_waiters(k, id, 'cancelled before it ran (jobrunner cancel)')
   return 'cancelled'
 end
 
@@ -386,8 +416,8 @@ end
 
 --[[
 jr_delete: delete one job that is not running.
-  KEYS: ready delayed ids dead wheel wheel:n uniq   (uniq =
-        jr:{Q}:uniq:ID; see job_call)
+  KEYS: ready delayed ids dead wheel wheel:n uniq [waiters done]
+        (uniq = jr:{Q}:uniq:ID; see job_call and jr_cancel)
   ARGV: id
   Removes a delayed, retrying or ready job (with its index entry) or its
   newest dead entry; its idempotency key stays until its window ends, as a
@@ -405,6 +435,7 @@ function job_delete(keys, args)
     tombstone(k, 'deleted')
   else
     remove_waiting(k, id, r, 'deleted')
+    tell_waiters(k, id, 'deleted before it ran (jobrunner job delete)')
   end
   return {r.state, 1}
 end

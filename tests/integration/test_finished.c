@@ -5,7 +5,8 @@
  * the index job show reads); nothing written without keep_finished;
  * api->set_result round trips (text, binary, too large: refused); `job
  * wait` answering at once, blocking until a worker finishes the job, timing
- * out, and saying when a job is unknown. */
+ * out, ending when the job is cancelled before it ran, and saying when a job
+ * is unknown. */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <signal.h>
@@ -277,6 +278,23 @@ Test(finished, job_wait_answers_at_once_blocks_until_the_end_and_times_out) {
     cr_expect(strstr(err, "timeout") && strstr(err, never), "%s", err);
     FILE *f = fopen(go, "w"); /* let it end */
     if (f) fclose(f);
+
+    /* a waiting job cancelled while someone waits for it: the wait ends, cancelled */
+    char later2[128];
+    jrt_cli_enqueue(&R, cfgpath, (const char *[]){"-q", "plain", "--in", "1h", "answer", "x", NULL}, later2, 128);
+    pid_t canceller = fork();
+    if (canceller == 0) {
+        usleep(1000000);
+        const char *cargs[] = {"cancel", "-c", cfgpath, "-q", "plain", later2, NULL};
+        char o[256];
+        _exit(jrt_run(o, sizeof o, NULL, 0, cargs) == 0 ? 0 : 1);
+    }
+    t = jrt_wall_us();
+    cr_expect_eq(jrt_cli(&R, out, sizeof out, (const char *[]){"job", "wait", "-q", "plain", later2, "--timeout", "20s", NULL}),
+                 1, "%s", out);
+    cr_expect(strstr(out, "outcome: cancelled") && strstr(out, "cancelled before it ran"), "%s", out);
+    cr_expect_lt(jrt_wall_us() - t, 15000000, "the cancel ended the wait");
+    cr_expect_eq(jrt_stop(canceller, 0, 10000), 0, "the cancel");
 
     /* unknown: never there (or finished without keep_finished before the wait) */
     cr_expect_eq(jrt_cli(&R, out, sizeof out, (const char *[]){"job", "wait", "-q", "plain", "no-such-job", NULL}), 1,
