@@ -252,6 +252,20 @@ static int cmd_job_show(const jr_config_t *cfg, const char *queue, const char *i
             json_object_set_new(doc, "payload", info_has(in, JR_F_PAYLOAD) ? bytes_json(in->payload, in->payload_len) : json_null());
             json_object_set_new(doc, "error", bytes_json(in->error, in->error_len));
             if (dead) json_object_set_new(doc, "why", bytes_json(in->why, in->why_len));
+            if (in->state == JR_CLIENT_STATE_FINISHED) { /* its record's own fields (redis_finished.h) */
+                static const char *const rec[] = {JR_FIN_OUTCOME, JR_FIN_DURATION, JR_FIN_WORKER, JR_FIN_AT,
+                                                  JR_FIN_RESULT};
+                for (size_t r = 0; r < sizeof rec / sizeof *rec; r++) {
+                    json_t *v = json_null();
+                    for (size_t f = 0; f < in->nfields; f++)
+                        if (in->fields[f].name_len == strlen(rec[r]) && !memcmp(in->fields[f].name, rec[r], strlen(rec[r]))) {
+                            json_decref(v);
+                            v = jr_json_bytes(in->fields[f].value, in->fields[f].value_len);
+                            break;
+                        }
+                    json_object_set_new(doc, rec[r], v);
+                }
+            }
             json_object_set_new(doc, "fields", info_fields_json(in));
         } else if (doc) {
             json_object_set_new(doc, "note", json_string("finished jobs are not kept but with keep_finished"));

@@ -154,9 +154,9 @@ int jr_redis_append_fail_end(jr_redis_t *r, const char *queue, const char *entry
     const char *argv[] = {"FCALL", "jr_fail", "14", k.ready, k.delayed, k.wake, k.dead, k.ids, k.cancelled, k.stats,
                           k.wheel, k.wheel_n, k.seq, k.finished, k.finished_ids, k.waiters, k.done, entry, consumer,
                           action, delay, error, why, max, keep, age, dur, rec && rec->result ? rec->result : ""};
-    size_t lens[sizeof argv / sizeof *argv];
-    for (size_t i = 0; i < sizeof argv / sizeof *argv; i++) lens[i] = strlen(argv[i]);
-    lens[sizeof argv / sizeof *argv - 1] = rec && rec->result ? rec->result_len : 0;
+    size_t lens[sizeof argv / sizeof *argv], last = sizeof argv / sizeof *argv - 1;
+    for (size_t i = 0; i < last; i++) lens[i] = strlen(argv[i]);
+    lens[last] = rec && rec->result ? rec->result_len : 0; /* the result: bytes, no NUL */
     return jri_append_argv(r, (int)(sizeof argv / sizeof *argv), argv, lens);
 }
 
@@ -371,8 +371,8 @@ int jr_redis_append_ack_follow_end(jr_redis_t *r, const char *queue, const char 
         argv[a++] = rec && rec->result ? rec->result : "";
     }
     argv[a++] = entry, argv[a++] = nqs, argv[a++] = uniq_ms;
-    for (size_t i = 0; i < a; i++) lens[i] = strlen(argv[i]);
-    if (ended) lens[result_at] = rec && rec->result ? rec->result_len : 0;
+    for (size_t i = 0; i < a; i++) /* the result: bytes, no NUL */
+        lens[i] = ended && i == result_at ? (rec && rec->result ? rec->result_len : 0) : strlen(argv[i]);
     for (long i = 0; i < n; i++) {
         const jr_fu_item_t *it = &items[i];
         snprintf(qix[i], sizeof qix[i], "%u", qi[i] + 1);
@@ -434,8 +434,8 @@ int jr_redis_append_ack_records(jr_redis_t *r, const char *queue, const char *co
         snprintf(att[i], sizeof att[i], "%u", e->attempt);
         const char *v[8] = {e->entry, e->jobid ? e->jobid : "", nums[i][0], nums[i][1], e->handler ? e->handler : "",
                             att[i], nums[i][2], e->result ? e->result : ""};
-        for (int j = 0; j < 8; j++) argv[a] = v[j], lens[a++] = strlen(v[j]);
-        lens[a - 1] = e->result ? e->result_len : 0;
+        for (int j = 0; j < 7; j++) argv[a] = v[j], lens[a++] = strlen(v[j]);
+        argv[a] = v[7], lens[a++] = e->result ? e->result_len : 0; /* the result: bytes, no NUL */
     }
     int rc = jri_append_argv(r, (int)a, argv, lens);
     free(argv), free(lens), free(nums), free(att);

@@ -136,6 +136,11 @@ Test(finished, records_ok_dead_and_cancelled_jobs_with_every_field) {
     cr_expect_eq(jrt_cli(&R, out, sizeof out, (const char *[]){"job", "show", "-q", "orders", ok, NULL}), 0, "%s", out);
     cr_expect(strstr(out, "state: finished") && strstr(out, "outcome: ok") && strstr(out, "result: order 1042 closed"),
               "%s", out);
+    cr_expect_eq(jrt_cli(&R, out, sizeof out, (const char *[]){"job", "show", "-q", "orders", ok, "--json", NULL}), 0,
+                 "%s", out);
+    cr_expect(strstr(out, "\"state\":\"finished\"") && strstr(out, "\"outcome\":\"ok\"") &&
+                  strstr(out, "\"result\":\"order 1042 closed\""),
+              "%s", out);
     /* and jobs --state finished lists them, newest first */
     cr_expect_eq(jrt_cli(&R, out, sizeof out, (const char *[]){"jobs", "-q", "orders", "--state", "finished", NULL}), 0,
                  "%s", out);
