@@ -146,11 +146,14 @@ local function finished_keys(fn, finished, fids, waiters, done, keeping)
       fk = {finished = f, ids = i}
     end
   end
-  local w, d = aux(waiters, 'hash'), aux(done, 'stream')
-  if w and d and redis.call('EXISTS', w) == 1 then
-    local err = check_room(fn, d)
-    if err then return nil, nil, err end
-    wk = {waiters = w, done = d}
+  -- nobody waits (the usual case): one EXISTS, nothing else
+  if redis.call('EXISTS', waiters) == 1 then
+    local w, d = aux(waiters, 'hash'), aux(done, 'stream')
+    if w and d then
+      local err = check_room(fn, d)
+      if err then return nil, nil, err end
+      wk = {waiters = w, done = d}
+    end
   end
   return fk, wk
 end
