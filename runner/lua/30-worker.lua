@@ -258,16 +258,19 @@ function ack(keys, args)
   local fn = 'jr_ack'
   local q, err = queue_of(fn, keys, {K_READY}, true)
   if not q then return err end
-  -- keys 2..: any of ids, cancelled, stats, in this order
+  -- keys 2..: any of ids, cancelled, stats, waiters done, finished
+  -- finished:ids, in this order (the names for a refusal made only then)
   local given, pos, left = {}, 2, {}
   for _, s in ipairs({K_IDS, K_CANCELLED, K_STATS, K_WAITERS, K_DONE, K_FINISHED, K_FINISHED_IDS}) do
+    if pos > #keys then break end
     if keys[pos] == qkey(q, s) then
       given[s], pos, left = keys[pos], pos + 1, {}
     else
-      left[#left + 1] = shown(qkey(q, s))
+      left[#left + 1] = s
     end
   end
   if #keys >= pos then
+    for i = 1, #left do left[i] = shown(qkey(q, left[i])) end
     return refuse(fn, 'key ' .. pos .. ' must be ' .. (#left > 0 and table.concat(left, ' or ') .. ' or ' or '') ..
                   'left out (the keys are jr:{Q}:ready [jr:{Q}:ids] [jr:{Q}:cancelled] [jr:{Q}:stats] ' ..
                   '[jr:{Q}:waiters jr:{Q}:done] [jr:{Q}:finished jr:{Q}:finished:ids], in this ' ..
