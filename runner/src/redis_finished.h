@@ -2,7 +2,8 @@
  * the reading side of jr:{Q}:finished, jr:{Q}:finished:ids, jr:{Q}:waiters
  * and jr:{Q}:done (docs/redis-contract.md, "Finished jobs"). The records
  * are written by the worker's calls (jr_ack, jr_ack_follow, jr_fail) in the
- * same FCALL as the acknowledgement; nothing here writes a record.
+ * same FCALL as the acknowledgement; nothing here writes a record (only
+ * jr_redis_job_wait writes: its waiter's entry in jr:{Q}:waiters).
  * See redis.h for the connection and the conventions shared by every call. */
 #ifndef JR_REDIS_FINISHED_H
 #define JR_REDIS_FINISHED_H
