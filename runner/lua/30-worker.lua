@@ -30,6 +30,134 @@ local function check_ids(fn, args, first)
   return nil
 end
 
+--[[
+Finished jobs (revision 20): keep_finished and job wait. A worker whose
+queue or handler keeps finished jobs (its configuration says so, in
+KEEP_COUNT and KEEP_AGE_MS of its call) has the acknowledgement, the
+dead-lettering or the cancel of each job write a record into
+jr:{Q}:finished (a stream; entry id = when, by Redis's clock) with the
+job's index entry in jr:{Q}:finished:ids (job id -> record entry id), in
+the same call. Both are trimmed in that call, once after its records: to
+KEEP_COUNT records, and of records older than KEEP_AGE_MS (0 = no age
+limit), at most TRIM_STEP_MAX a call (a call adds at most one record a job
+and removes up to that many, so the trim keeps up), their index entries
+with them; a call whose jobs have different settings (handlers of one
+queue) trims to the largest count and age among them. A job
+someone waits for (jr_wait put its id in jr:{Q}:waiters) has its end
+written into jr:{Q}:done (capped at about DONE_MAX entries) whether or not
+it is kept; one EXISTS of jr:{Q}:waiters a call tells whether anyone
+waits at all.
+]]
+local KEEP_MAX = 1000000   -- JR_KEEP_FINISHED_MAX: the largest KEEP_COUNT
+local TRIM_STEP_MAX = 1000 -- records an age trim removes in one call, at most
+local DONE_MAX = 1000      -- about how many entries jr:{Q}:done keeps
+
+-- The record of a finished job, as a flat field list (the fields of
+-- docs/redis-contract.md, Finished jobs; err and result only when given).
+local function finished_record(id, handler, outcome, attempt, duration, worker, at, err, result)
+  local f = {'id', id, 'h', handler or '', 'outcome', outcome, 'a', attempt or '1', 'duration_ms', duration or '',
+             'worker', worker or '', 'finished_at', at}
+  if err and err ~= '' then f[#f + 1] = 'err'; f[#f + 1] = err end
+  if result and result ~= '' then f[#f + 1] = 'result'; f[#f + 1] = result end
+  return f
+end
+
+-- The keep arguments KEEP_COUNT KEEP_AGE_MS: the count (0 = not kept) and
+-- the age, or nil and what is wrong.
+local function keep_args(c, a)
+  local n, age = int_arg(c), int_arg(a)
+  if not n or n > KEEP_MAX then return nil, 'KEEP_COUNT must be an integer 0..' .. KEEP_MAX .. ', got ' .. shown(c) end
+  if not age or age > DELAY_MAX_MS then
+    return nil, 'KEEP_AGE_MS must be an integer 0..' .. DELAY_MAX_MS .. ', got ' .. shown(a)
+  end
+  return n, age
+end
+
+-- Forget the index entries of records `old` ({{entry, fields}, ...}) that
+-- still point at them.
+local function forget_records(fids, old)
+  for _, en in ipairs(old) do
+    local f = en[2]
+    for i = 1, #f - 1, 2 do
+      if f[i] == 'id' then
+        if redis.call('HGET', fids, f[i + 1]) == en[1] then redis.call('HDEL', fids, f[i + 1]) end
+        break
+      end
+    end
+  end
+end
+
+-- Trim the records of a call's queue (fk) to `keep`, and of those older
+-- than `age` ms (0: no age limit) at most TRIM_STEP_MAX, their index
+-- entries with them: once per call, after its records (the trims of many
+-- jobs in one). Cannot raise.
+local function records_trim(fk, keep, age, now)
+  local len = redis.call('XLEN', fk.finished)
+  if len > keep then
+    forget_records(fk.ids, redis.call('XRANGE', fk.finished, '-', '+', 'COUNT', len - keep))
+    redis.call('XTRIM', fk.finished, 'MAXLEN', keep)
+  end
+  if age > 0 and now - age > 1 then
+    local limit = string.format('%d', math.floor(now - age) - 1)
+    local old = redis.call('XRANGE', fk.finished, '-', limit, 'COUNT', TRIM_STEP_MAX)
+    if #old > 0 then
+      forget_records(fk.ids, old)
+      for i = 1, #old do redis.call('XDEL', fk.finished, old[i][1]) end
+    end
+  end
+end
+
+-- The end of a job: its record when kept (fk = {finished, ids}, keys of
+-- the right types: see finished_keys; keep > 0), and its note in
+-- jr:{Q}:done when someone waits for it (wk = {waiters, done}, nil when
+-- nobody waits on the queue). Returns whether it wrote a record: the
+-- caller then trims (records_trim) after the call's last one. Cannot
+-- raise.
+local function job_end(fk, wk, rec, keep, now)
+  local wrote = false
+  if fk and keep and keep > 0 then
+    redis.call('HSET', fk.ids, rec[2], redis.call('XADD', fk.finished, '*', unpack(rec)))
+    wrote = true
+  end
+  if wk then
+    local d = redis.call('HGET', wk.waiters, rec[2])
+    if d then
+      redis.call('HDEL', wk.waiters, rec[2])
+      if (tonumber(d) or 0) >= now then
+        redis.call('XADD', wk.done, 'MAXLEN', '~', DONE_MAX, '*', unpack(rec))
+      end
+    end
+  end
+  return wrote
+end
+
+-- The keys of records and waits of a call, fk and wk for job_end (nil
+-- where a key holds another type: garbage there costs the records or the
+-- waits, never the acknowledgement; wk nil too when nobody waits), or
+-- nil and an error reply when jr:{Q}:finished or jr:{Q}:done cannot take
+-- an entry (see check_room).
+local function finished_keys(fn, finished, fids, waiters, done, keeping)
+  local fk, wk
+  if keeping then
+    local f, i = aux(finished, 'stream'), aux(fids, 'hash')
+    if f and i then
+      local err = check_room(fn, f)
+      if err then return nil, nil, err end
+      fk = {finished = f, ids = i}
+    end
+  end
+  -- nobody waits (the usual case): one EXISTS, nothing else
+  if redis.call('EXISTS', waiters) == 1 then
+    local w, d = aux(waiters, 'hash'), aux(done, 'stream')
+    if w and d then
+      local err = check_room(fn, d)
+      if err then return nil, nil, err end
+      wk = {waiters = w, done = d}
+    end
+  end
+  return fk, wk
+end
+
 -- The deletion of acknowledged entries as one trim (jr_ack): XDEL finds
 -- each entry from the start of its stream node, past the entries deleted
 -- before it (acknowledged jobs leave from the head, so about half a node
@@ -105,9 +233,17 @@ jr_ack
   KEYS: ready [ids] cancelled stats  (revision 18: the forms that declare
         every key the call reaches; a form without cancelled or stats
         reaches them by name, see reached)
-  KEYS: ready [ids] cancelled stats history  (revision 20: the history
-        key last; the jobs acknowledged are counted in this minute's slot,
-        see count. A form without it leaves the history alone)
+  KEYS: ready [ids] cancelled stats waiters done  (revision 20: the
+        worker's form; the ends of jobs someone waits for go to done, see
+        Finished jobs above)
+  KEYS: ready ids cancelled stats waiters done finished finished:ids
+        ARGV: CONSUMER, then per entry ENTRY JOBID KEEP_COUNT KEEP_AGE_MS
+        HANDLER ATTEMPT DURATION_MS RESULT  (revision 20, the record form:
+        each entry with KEEP_COUNT > 0 gets its record, outcome ok, or
+        cancelled when flagged)
+  Any of these forms may end with jr:{Q}:history (revision 21): the jobs
+        acknowledged are counted in this minute's slot, see count; a form
+        without it leaves the history alone.
   Acknowledges the entries and deletes them from the stream, atomically,
   and forgets their cancel flags (jr:{Q}:cancelled). With the ids key, each
   entry comes with its job id ("" when the job id is the entry id): the job
@@ -125,19 +261,47 @@ function ack(keys, args)
   local fn = 'jr_ack'
   local q, err = queue_of(fn, keys, {K_READY}, true)
   if not q then return err end
-  -- keys 2..: any of ids, cancelled, stats, history, in this order
+  -- keys 2..: any of ids, cancelled, stats, waiters done, finished
+  -- finished:ids, history, in this order (the names for a refusal made only then)
   local given, pos, left = {}, 2, {}
-  for _, s in ipairs({K_IDS, K_CANCELLED, K_STATS, K_HISTORY}) do
+  for _, s in ipairs({K_IDS, K_CANCELLED, K_STATS, K_WAITERS, K_DONE, K_FINISHED, K_FINISHED_IDS, K_HISTORY}) do
+    if pos > #keys then break end
     if keys[pos] == qkey(q, s) then
       given[s], pos, left = keys[pos], pos + 1, {}
     else
-      left[#left + 1] = shown(qkey(q, s))
+      left[#left + 1] = s
     end
   end
   if #keys >= pos then
+    for i = 1, #left do left[i] = shown(qkey(q, left[i])) end
     return refuse(fn, 'key ' .. pos .. ' must be ' .. (#left > 0 and table.concat(left, ' or ') .. ' or ' or '') ..
-                  'left out (the keys are jr:{Q}:ready [jr:{Q}:ids] [jr:{Q}:cancelled] [jr:{Q}:stats] [jr:{Q}:history], in this ' ..
+                  'left out (the keys are jr:{Q}:ready [jr:{Q}:ids] [jr:{Q}:cancelled] [jr:{Q}:stats] ' ..
+                  '[jr:{Q}:waiters jr:{Q}:done] [jr:{Q}:finished jr:{Q}:finished:ids] [jr:{Q}:history], in this ' ..
                   'order), got ' .. shown(keys[pos]))
+  end
+  local keeping = given[K_FINISHED] ~= nil
+  if (given[K_WAITERS] == nil) ~= (given[K_DONE] == nil) or (given[K_FINISHED] == nil) ~= (given[K_FINISHED_IDS] == nil) or
+     (keeping and not (given[K_IDS] and given[K_CANCELLED] and given[K_STATS] and given[K_WAITERS])) then
+    return refuse(fn, 'the record form takes the keys jr:{Q}:ready jr:{Q}:ids jr:{Q}:cancelled jr:{Q}:stats ' ..
+                  'jr:{Q}:waiters jr:{Q}:done jr:{Q}:finished jr:{Q}:finished:ids, and waiters comes with done')
+  end
+  local recs, consumer -- record form: per entry {keep, age, handler, attempt, duration, result}
+  if keeping then
+    consumer = args[1]
+    if not consumer or consumer == '' or (#args - 1) % 8 ~= 0 then
+      return refuse(fn, 'the record form takes the arguments CONSUMER, then per entry ENTRY JOBID KEEP_COUNT ' ..
+                    'KEEP_AGE_MS HANDLER ATTEMPT DURATION_MS RESULT')
+    end
+    local pairs_ = {}
+    recs = {}
+    for i = 2, #args, 8 do
+      local keep, age = keep_args(args[i + 2], args[i + 3])
+      if not keep then return refuse(fn, 'argument ' .. (i + 2) .. ': ' .. age) end
+      pairs_[#pairs_ + 1] = args[i]
+      pairs_[#pairs_ + 1] = args[i + 1]
+      recs[#recs + 1] = {keep, age, args[i + 4], args[i + 5], args[i + 6], args[i + 7]}
+    end
+    args = pairs_
   end
   local ready, ids = keys[1], given[K_IDS] and aux(given[K_IDS], 'hash')
   local cancelled = aux(given[K_CANCELLED] or qkey(q, K_CANCELLED), 'hash')
@@ -157,7 +321,26 @@ function ack(keys, args)
   end
   err = check_ids(fn, entries, 1) or check_types(fn, {{ready, 'stream'}})
   if err then return err end
+  local fk, wk
+  if given[K_WAITERS] then
+    fk, wk, err = finished_keys(fn, given[K_FINISHED], given[K_FINISHED_IDS], given[K_WAITERS], given[K_DONE], keeping)
+    if err then return err end
+  end
   if #entries == 0 or not grouped(ready) then return report and {0, {}} or 0 end
+  -- which entries are ours to finish: pending now (XACK below acknowledges
+  -- only those); read before the acknowledgement, for the records and waits
+  -- (only those kept, or waited for)
+  local ended
+  if fk or wk then
+    ended = {}
+    for i = 1, #entries do
+      local id = jobids and jobids[i] ~= '' and jobids[i] or entries[i]
+      if ((fk and recs[i][1] > 0) or (wk and redis.call('HEXISTS', wk.waiters, id) == 1)) and
+         redis.call('XPENDING', ready, GROUP, entries[i], entries[i], 1)[1] then
+        ended[i] = true
+      end
+    end
+  end
   local n = 0
   for i = 1, #entries, 1000 do
     n = n + redis.call('XACK', ready, GROUP, unpack(entries, i, math.min(i + 999, #entries)))
@@ -173,13 +356,13 @@ function ack(keys, args)
   for i = 1, #del, 1000 do
     redis.call('XDEL', ready, unpack(del, i, math.min(i + 999, #del)))
   end
-  local flagged = {}
+  local flagged, was = {}, {}
   for i = 1, flags and #entries or 0, 1000 do
     local part = {unpack(entries, i, math.min(i + 999, #entries))}
     if report then
       local v = redis.call('HMGET', cancelled, unpack(part))
       for j = 1, #part do
-        if v[j] then flagged[#flagged + 1] = part[j] end
+        if v[j] then flagged[#flagged + 1] = part[j]; was[i + j - 1] = true end
       end
     end
     redis.call('HDEL', cancelled, unpack(part))
@@ -188,6 +371,24 @@ function ack(keys, args)
     if id ~= '' then index_forget(ids, id, entries[i]) end
   end
   if n > 0 then count(stats, 'processed', n, given[K_HISTORY]) end
+  if ended then
+    local now = now_ms()
+    local at = string.format('%d', math.floor(now))
+    local keep, age, wrote = 0, 0, false -- one trim for the call: its largest count and age
+    for i = 1, #entries do
+      if ended[i] then
+        local id = jobids and jobids[i] ~= '' and jobids[i] or entries[i]
+        local r = recs and recs[i] or {0, 0}
+        if job_end(fk, wk, finished_record(id, r[3], was[i] and 'cancelled' or 'ok', r[4], r[5], consumer, at, nil, r[6]),
+                   r[1], now) then
+          wrote = true
+          if r[1] > keep then keep = r[1] end
+          if r[2] > age then age = r[2] end
+        end
+      end
+    end
+    if wrote then records_trim(fk, keep, age, now) end
+  end
   if report then return {n, flagged} end
   return n
 end
@@ -201,11 +402,17 @@ handler enqueued (plugin api->enqueue), atomically.
         key jr:{T}:uniq:ID of each follow-up with an id, in order
         (revision 18; the form before it, still taken, leaves out Q's
         cancelled ids stats and each target's ids wheel wheel:n: they
-        are built from the names, see reached); revision 20: after
-        stats, jr:{Q}:history may follow (the job is counted in this
-        minute's slot, see count; left alone without it)
+        are built from the names, see reached); revision 21: after
+        stats (and after the finished keys below when they are given),
+        jr:{Q}:history may follow (the job is counted in this minute's
+        slot, see count; left alone without it)
   ARGV: entry nq uniq_ms, then per follow-up: qi when id npairs field value
         ... (qi: 1..nq, its target queue; the rest as in jr_enqueue_many)
+  Revision 20: after Q's four keys, jr:{Q}:finished jr:{Q}:finished:ids
+  jr:{Q}:waiters jr:{Q}:done may follow (the worker's form), and then
+  ARGV starts with CONSUMER KEEP_COUNT KEEP_AGE_MS DURATION_MS RESULT: the
+  job's record (KEEP_COUNT > 0) and its note to waiters, outcome ok or
+  cancelled (see Finished jobs above).
   Every follow-up is checked as jr_enqueue checks a job (check_job, same
   refusals) and every key it may write before anything is written. Then
   the entry is acknowledged: only if that XACK acknowledged it (it was
@@ -223,6 +430,25 @@ function ack_follow(keys, args)
   if not q then return err end
   local x, nx = reached(fn, keys, 2, q, {K_CANCELLED, K_IDS, K_STATS})
   if not x then return nx end
+  local fin -- revision 20: {consumer, keep, age, duration, result}, and the keys
+  if nx > 0 and keys[5] == qkey(q, K_FINISHED) then
+    for i, suf in ipairs({K_FINISHED, K_FINISHED_IDS, K_WAITERS, K_DONE}) do
+      if keys[4 + i] ~= qkey(q, suf) then
+        return refuse(fn, 'key ' .. (4 + i) .. ' must be ' .. shown(qkey(q, suf)) .. ' (keys 5..8 are jr:{Q}:finished ' ..
+                      'jr:{Q}:finished:ids jr:{Q}:waiters jr:{Q}:done)')
+      end
+    end
+    local keep, age = keep_args(args[2], args[3])
+    if not keep or not args[1] or args[1] == '' or not args[5] then
+      return refuse(fn, 'with jr:{Q}:finished, the arguments start with CONSUMER KEEP_COUNT KEEP_AGE_MS DURATION_MS ' ..
+                    'RESULT' .. (keep and '' or ': ' .. tostring(age)))
+    end
+    fin = {args[1], keep, age, args[4], args[5]}
+    local rest = {}
+    for i = 6, #args do rest[i - 5] = args[i] end
+    args = rest
+    nx = nx + 4
+  end
   local stride = nx > 0 and 7 or 4 -- keys per target queue
   local history = nx > 0 and keys[2 + nx] == qkey(q, K_HISTORY) and keys[2 + nx] or nil
   if history then nx = nx + 1 end
@@ -281,6 +507,10 @@ function ack_follow(keys, args)
                   (nk + nuniq) .. ', got ' .. #keys)
   end
   err = check_types(fn, {{keys[1], 'stream'}})
+  local fk, wk
+  if not err and fin then
+    fk, wk, err = finished_keys(fn, keys[5], keys[6], keys[7], keys[8], fin[2] > 0)
+  end
   for _, tg in ipairs(targets) do
     err = err or queue_types(fn, {tg.ready, tg.delayed, tg.wake, tg.seq}, tg.ids) or check_seq(fn, tg.seq, tg.gen) or
           (tg.now and check_room(fn, tg.ready)) or (tg.later and check_room(fn, tg.wake)) or
@@ -300,6 +530,15 @@ function ack_follow(keys, args)
     end
   end
   count(x[K_STATS], 'processed', 1, history)
+  if fk or wk then
+    local m = to_map(flat)
+    local now = now_ms()
+    if job_end(fk, wk, finished_record(m[F_ID] or entry, m[F_HANDLER], was_cancelled and 'cancelled' or 'ok',
+                                       m[F_ATTEMPT], fin[4], fin[1], string.format('%d', math.floor(now)), nil, fin[5]),
+               fin[2], now) then
+      records_trim(fk, fin[2], fin[3], now)
+    end
+  end
   if was_cancelled then return 2 end
   for _, tg in ipairs(targets) do
     if tg.now then ensure_group(tg.ready) end
@@ -405,9 +644,15 @@ jr_fail: an attempt failed (or the entry cannot be run): retry or bury it.
   KEYS: ready delayed wake dead ids cancelled stats wheel wheel:n seq
         (revision 18; the first four alone, the form before it, are
         still taken: the others are then built from Q, see reached)
-        [history]  (revision 20: a failed attempt -- retry or dead, not a
-        defer -- is also counted in this minute's slot, see count)
+        [history]  (revision 21, last, after the finished keys when they
+        are given: a failed attempt -- retry or dead, not a defer -- is
+        also counted in this minute's slot, see count)
   ARGV: entry consumer action delay_ms error why dead_max
+  Revision 20: the 10 keys, then jr:{Q}:finished jr:{Q}:finished:ids
+  jr:{Q}:waiters jr:{Q}:done, with ARGV ... dead_max KEEP_COUNT KEEP_AGE_MS
+  DURATION_MS RESULT (the worker's form): a job that ends here -- dead
+  (outcome failed, with its error) or cancelled -- gets its record
+  (KEEP_COUNT > 0) and its note to waiters (see Finished jobs above).
     action  "retry": attempt+1, due in delay_ms (0 = ready again now,
             at most DELAY_MAX_MS)
             "defer": the same attempt again in delay_ms, with err = error and
@@ -430,11 +675,29 @@ function fail(keys, args)
   if not q then return err end
   local x, nx = reached(fn, keys, 5, q, {K_IDS, K_CANCELLED, K_STATS, K_WHEEL, K_WHEEL_N, K_SEQ})
   if not x then return nx end
-  local history = nx > 0 and keys[11] == qkey(q, K_HISTORY) and keys[11] or nil
-  if history then nx = nx + 1 end
-  if #keys ~= 4 + nx then
+  -- revision 21: jr:{Q}:history may end either form (key 11 or 15)
+  local nk = #keys
+  local history = nx > 0 and (nk == 11 or nk == 15) and keys[nk] == qkey(q, K_HISTORY) and keys[nk] or nil
+  if history then nk = nk - 1 end
+  local fin -- revision 20: {keep, age, duration, result}
+  if nx > 0 and nk == 14 then
+    for i, suf in ipairs({K_FINISHED, K_FINISHED_IDS, K_WAITERS, K_DONE}) do
+      if keys[10 + i] ~= qkey(q, suf) then
+        return refuse(fn, 'key ' .. (10 + i) .. ' must be ' .. shown(qkey(q, suf)) .. ' (keys 11..14 are ' ..
+                      'jr:{Q}:finished jr:{Q}:finished:ids jr:{Q}:waiters jr:{Q}:done)')
+      end
+    end
+    local keep, age = keep_args(args[8], args[9])
+    if #args ~= 11 or not keep then
+      return refuse(fn, 'with jr:{Q}:finished, the arguments are ENTRY CONSUMER ACTION DELAY_MS ERROR WHY DEAD_MAX ' ..
+                    'KEEP_COUNT KEEP_AGE_MS DURATION_MS RESULT' .. (keep and '' or ': ' .. tostring(age)))
+    end
+    fin = {keep, age, args[10], args[11]}
+    args = {unpack(args, 1, 7)}
+  elseif nk ~= 4 + nx then
     return refuse(fn, 'takes the keys jr:{Q}:ready jr:{Q}:delayed jr:{Q}:wake jr:{Q}:dead [jr:{Q}:ids jr:{Q}:cancelled ' ..
-                  'jr:{Q}:stats jr:{Q}:wheel jr:{Q}:wheel:n jr:{Q}:seq [jr:{Q}:history]], got ' .. #keys .. ' keys')
+                  'jr:{Q}:stats jr:{Q}:wheel jr:{Q}:wheel:n jr:{Q}:seq [jr:{Q}:finished jr:{Q}:finished:ids ' ..
+                  'jr:{Q}:waiters jr:{Q}:done] [jr:{Q}:history]], got ' .. #keys .. ' keys')
   end
   local ready, delayed, wake, dead = keys[1], keys[2], keys[3], keys[4]
   local entry, consumer, action = args[1], args[2], args[3]
@@ -464,10 +727,22 @@ function fail(keys, args)
   if not err and action ~= 'dead' and to_wheel(tonumber(ms_str(now + delay)), now) then
     err = wheel_check(fn, k, {tonumber(ms_str(now + delay))})
   end
+  local fk, wk
+  if not err and fin then fk, wk, err = finished_keys(fn, keys[11], keys[12], keys[13], keys[14], fin[1] > 0) end
   if err then return err end
   if not grouped(ready) or owner(ready, entry) ~= consumer then return 0 end
   local e = redis.call('XRANGE', ready, entry, entry)
   local was_cancelled = flag_take(cancelled, entry)
+  if e[1] and (fk or wk) and (was_cancelled or action == 'dead') then
+    local m = to_map(e[1][2])
+    local t = now_ms()
+    if job_end(fk, wk, finished_record(m[F_ID] or entry, m[F_HANDLER], was_cancelled and 'cancelled' or 'failed',
+                                       m[F_ATTEMPT], fin[3], consumer, string.format('%d', math.floor(t)),
+                                       not was_cancelled and errtext or nil, fin[4]),
+               fin[1], t) then
+      records_trim(fk, fin[1], fin[2], t)
+    end
+  end
   if e[1] then
     local flat = e[1][2]
     local id, m, rest = entry_env(entry, flat)

@@ -8,6 +8,7 @@ list.
 ]]
 local version, register, queues, job_locate, job_cancel, job_run_now, job_delete, delayed_page, prune_consumers, procs_forget
 local queue_remove
+local job_wait -- revision 20 (job wait)
 do -- 40-admin.lua
 
 --[[
@@ -266,7 +267,8 @@ end
 -- Check the keys (the keys of queue Q that `names` name, see JOB_KEYS,
 -- then jr:{Q}:wheel jr:{Q}:wheel:n -- revision 18; left out in the form
 -- before it, then built from Q, see reached --, then jr:{Q}:uniq:ID if
--- `uniq`) and the one argument ID of a job function. Returns k (keys by
+-- `uniq`, which jr:{Q}:waiters jr:{Q}:done may follow, revision 20: see
+-- tell_waiters) and the one argument ID of a job function. Returns k (keys by
 -- name) and id, or nil and an error reply.
 local JOB_KEYS = {ready = {K_READY, 'stream'}, delayed = {K_DELAYED, 'zset'}, ids = {K_IDS, 'hash'},
                   cancelled = {K_CANCELLED, 'hash'}, dead = {K_DEAD, 'stream'}}
@@ -301,14 +303,40 @@ local function job_call(fn, keys, args, names, uniq)
   end
   if uniq then
     local want = uniq_key(q, id)
-    if #keys ~= nk + 1 or keys[nk + 1] ~= want then
-      return nil, refuse(fn, 'key ' .. (nk + 1) .. ' must be ' .. shown(want) .. ' (and no more keys)')
+    -- revision 20: then jr:{Q}:waiters jr:{Q}:done may follow (tell_waiters)
+    local told = #keys == nk + 3 and keys[nk + 2] == qkey(q, K_WAITERS) and keys[nk + 3] == qkey(q, K_DONE)
+    if (#keys ~= nk + 1 and not told) or keys[nk + 1] ~= want then
+      return nil, refuse(fn, 'key ' .. (nk + 1) .. ' must be ' .. shown(want) .. ' (then jr:{Q}:waiters ' ..
+                         'jr:{Q}:done, or no more keys)')
     end
     k.uniq = want
+    if told then
+      k.waiters, k.done = aux(keys[nk + 2], 'hash'), aux(keys[nk + 3], 'stream')
+      if k.done then
+        err = check_room(fn, k.done)
+        if err then return nil, err end
+      end
+    end
   end
   err = check_types(fn, spec) or check_seq(fn, k.wheel_n, 1)
   if err then return nil, err end
   return k, id
+end
+
+-- A waiting job removed (jr_cancel, jr_delete; revision 20): those waiting
+-- for it (jr_wait) are told, outcome cancelled (with err saying how), as
+-- the worker's calls tell the end of a job that ran (30-worker.lua).
+-- Nothing when nobody waits on the queue, or its keys hold garbage. Cannot
+-- raise (job_call checked the room of k.done).
+local function tell_waiters(k, id, how)
+  if not (k.waiters and k.done) or redis.call('EXISTS', k.waiters) == 0 then return end
+  local d = redis.call('HGET', k.waiters, id)
+  if not d then return end
+  redis.call('HDEL', k.waiters, id)
+  local now = now_ms()
+  if (tonumber(d) or 0) < now then return end
+  redis.call('XADD', k.done, 'MAXLEN', '~', 1000, '*', 'id', id, 'outcome', 'cancelled', 'finished_at',
+             string.format('%d', math.floor(now)), 'err', how)
 end
 
 -- A tombstone (msgpack of a number alone, at most 9 bytes; a job's item
@@ -377,8 +405,10 @@ end
 
 --[[
 jr_cancel: cancel one job.
-  KEYS: ready delayed ids cancelled wheel wheel:n uniq   (uniq =
-        jr:{Q}:uniq:ID; see job_call)
+  KEYS: ready delayed ids cancelled wheel wheel:n uniq [waiters done]
+        (uniq = jr:{Q}:uniq:ID; see job_call; with waiters and done,
+        revision 20, those waiting for a waiting job it removes are told:
+        see tell_waiters)
   ARGV: id
   A delayed, retrying or ready (not yet fetched) job is removed, with its
   index entry; its idempotency key stays until its window ends, as a
@@ -400,6 +430,7 @@ function job_cancel(keys, args)
     return 'running'
   end
   remove_waiting(k, id, r, 'cancelled')
+  tell_waiters(k, id, 'cancelled before it ran (jobrunner cancel)')
   return 'cancelled'
 end
 
@@ -429,8 +460,8 @@ end
 
 --[[
 jr_delete: delete one job that is not running.
-  KEYS: ready delayed ids dead wheel wheel:n uniq   (uniq =
-        jr:{Q}:uniq:ID; see job_call)
+  KEYS: ready delayed ids dead wheel wheel:n uniq [waiters done]
+        (uniq = jr:{Q}:uniq:ID; see job_call and jr_cancel)
   ARGV: id
   Removes a delayed, retrying or ready job (with its index entry) or its
   newest dead entry; its idempotency key stays until its window ends, as a
@@ -448,6 +479,7 @@ function job_delete(keys, args)
     tombstone(k, 'deleted')
   else
     remove_waiting(k, id, r, 'deleted')
+    tell_waiters(k, id, 'deleted before it ran (jobrunner job delete)')
   end
   return {r.state, 1}
 end
@@ -603,6 +635,63 @@ function procs_forget(keys, args)
     end
   end
   return n
+end
+
+--[[
+jr_wait: register a waiter for the end of a job, or tell its end now
+(revision 20, `jobrunner job wait`).
+  KEYS: ready delayed ids dead wheel wheel:n finished finished:ids waiters
+        done
+  ARGV: id timeout_ms (1..DELAY_MAX_MS)
+  A job waiting or running (as jr_locate finds it): its id goes into
+  jr:{Q}:waiters with the deadline (Redis's clock, the latest of its
+  waiters') and {"wait", the last entry id of jr:{Q}:done} is returned:
+  the waiter blocks (XREAD) on jr:{Q}:done after that id, where the call
+  that ends the job writes its end (30-worker.lua, Finished jobs). The
+  check and the registration are one step, so no end is missed. Else its
+  finished record (keep_finished): {"finished", fields}; else its dead
+  entry: {"dead", fields}; else {"unknown"} (never there, or finished
+  without a record).
+]]
+function job_wait(keys, args)
+  local fn = 'jr_wait'
+  local k, id = job_call(fn, {unpack(keys, 1, 6)}, {args[1]}, {'ready', 'delayed', 'ids', 'dead'})
+  if not k then return id end
+  local q = k.q
+  for i, suf in ipairs({K_FINISHED, K_FINISHED_IDS, K_WAITERS, K_DONE}) do
+    if keys[6 + i] ~= qkey(q, suf) then
+      return refuse(fn, 'key ' .. (6 + i) .. ' must be ' .. shown(qkey(q, suf)) .. ' (keys 7..10 are jr:{Q}:finished ' ..
+                    'jr:{Q}:finished:ids jr:{Q}:waiters jr:{Q}:done; 10 keys)')
+    end
+  end
+  local timeout = int_arg(args[2])
+  if #keys ~= 10 or #args ~= 2 or not timeout or timeout < 1 or timeout > DELAY_MAX_MS then
+    return refuse(fn, 'arguments: ID TIMEOUT_MS (1..' .. DELAY_MAX_MS .. '), 10 keys')
+  end
+  local err = check_types(fn, {{keys[7], 'stream'}, {keys[8], 'hash'}, {keys[9], 'hash'}, {keys[10], 'stream'}})
+  if err then return err end
+  local dead = k.dead
+  k.dead = nil
+  local r = locate(k, id)
+  if r then
+    local deadline = math.floor(now_ms()) + timeout
+    local d = tonumber(redis.call('HGET', keys[9], id) or '')
+    if not d or d < deadline then redis.call('HSET', keys[9], id, string.format('%d', deadline)) end
+    local last = redis.call('XREVRANGE', keys[10], '+', '-', 'COUNT', 1)
+    return {'wait', last[1] and last[1][1] or '0-0'}
+  end
+  local at = redis.call('HGET', keys[8], id)
+  if at and stream_id_ok(at) then
+    local e = redis.call('XRANGE', keys[7], at, at)
+    if e[1] then
+      local m = to_map(e[1][2])
+      if m[F_ID] == id then return {'finished', e[1][2]} end
+    end
+  end
+  k.dead = dead
+  r = k.dead and in_dead(k, id)
+  if r then return {'dead', r.flat} end
+  return {'unknown'}
 end
 
 end -- 40-admin.lua

@@ -38,6 +38,7 @@ local FUNCTIONS = {
   {'jr_prune_consumers', prune_consumers, 'allow-oom'},
   {'jr_procs_forget', procs_forget, 'allow-oom'},
   {'jr_queue_remove', queue_remove, 'allow-oom'},
+  {'jr_wait', job_wait},
   -- 45-partitions.lua
   {'jr_partitions_set', partitions_set},
   -- 50-cron.lua

@@ -226,21 +226,28 @@ const jr_cli_cmd_t jr_cli_commands[] = {
      .mode = JR_CMD_PERMUTE | JR_CMD_OPERANDS,
      .run = jr_cli_functions},
     {.name = "job",
-     .summary = "show, run-now or delete one job by its id, or every job a filter passes",
+     .summary = "show, run-now, delete or wait for one job by its id, or run-now/delete every job a filter passes",
      .usage =
          "usage: jobrunner job show|run-now|delete [-c FILE] [--redis URL] [-q QUEUE] ID [--key KEY] [--json]\n"
+         "       jobrunner job wait [-c FILE] [--redis URL] [-q QUEUE] ID [--timeout DURATION] [--json]\n"
          "       jobrunner job show --all-queues ID [--json]\n"
          "       jobrunner job run-now|delete [-q QUEUE] --state delayed|retrying|dead --handler H\n"
          "                 [--match TEXT] [--yes]\n"
          "\n"
          "  show ID      where the job is: delayed (due at), retrying (attempt, due at), ready,\n"
-         "               running (consumer, idle, deliveries), dead (why, error) or not found\n"
-         "               (finished jobs are not kept), with its fields; exit 0 found, 1 not\n"
+         "               running (consumer, idle, deliveries), dead (why, error), finished (its\n"
+         "               record: outcome, result, ..., with keep_finished) or not found, with its\n"
+         "               fields; exit 0 found, 1 not\n"
          "  run-now ID   a delayed or retrying job becomes ready now\n"
          "  delete ID    remove a waiting or dead job (a running one: use cancel)\n"
+         "  wait ID      block until the job has finished, then print its outcome (ok, failed,\n"
+         "               cancelled), result and error; exit 0 ok, 1 failed, cancelled or unknown\n"
+         "               (never there, or finished before the wait without keep_finished),\n"
+         "               3 timeout\n"
          "  -q, --queue QUEUE   the queue (default: 'default')\n"
          "      --key KEY       the key a partitioned queue's job with an explicit id was enqueued with\n"
-         "      --json          show: print one JSON object\n"
+         "      --json          show, wait: print one JSON object\n"
+         "      --timeout DURATION  wait: give up after this long (default: no limit)\n"
          "      --all-queues    show: look for the id in every registered queue (by id, no scan)\n"
          "      --state STATE   a bulk: every job in STATE (delayed, retrying or dead; run-now of a\n"
          "                      dead job retries it) ...\n"
@@ -248,18 +255,19 @@ const jr_cli_cmd_t jr_cli_commands[] = {
          "      --match TEXT    ... (or of any handler) whose payload bytes contain TEXT\n"
          "      --yes           do the bulk without asking (needed when stdin is not a terminal)\n",
      .options = JR_OPT(JR_O_QUEUE) | JR_OPT(JR_O_JSON) | JR_OPT(JR_O_KEY) | JR_OPT(JR_O_STATE) | JR_OPT(JR_O_HANDLER) |
-                JR_OPT(JR_O_MATCH) | JR_OPT(JR_O_YES) | JR_OPT(JR_O_ALL_QUEUES),
+                JR_OPT(JR_O_MATCH) | JR_OPT(JR_O_YES) | JR_OPT(JR_O_ALL_QUEUES) | JR_OPT(JR_O_TIMEOUT),
      .mode = JR_CMD_PERMUTE | JR_CMD_OPERANDS,
      .run = jr_cli_job},
     {.name = "jobs",
      .summary = "list a page of the jobs in one state",
      .usage =
-         "usage: jobrunner jobs [-c FILE] [--redis URL] [-q QUEUE] --state delayed|ready|running|dead\n"
+         "usage: jobrunner jobs [-c FILE] [--redis URL] [-q QUEUE] --state delayed|ready|running|dead|finished\n"
          "                      [--limit N] [--after CURSOR] [--handler H] [--match TEXT] [--json] [--wide]\n"
          "\n"
          "A page of the queue's jobs in one state, oldest first (delayed: by due time,\n"
-         "jobs due 2 s or more after they were written by the second of their due time),\n"
-         "and the cursor of the next page.\n"
+         "jobs due 2 s or more after they were written by the second of their due time;\n"
+         "finished: the records keep_finished keeps, newest first), and the cursor of the\n"
+         "next page.\n"
          "\n"
          "  -q, --queue QUEUE   the queue (default: 'default')\n"
          "      --limit N       jobs per page, 1-10000 (default 100)\n"

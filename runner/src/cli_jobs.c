@@ -16,6 +16,7 @@
 #include "proc.h"
 #include "jr_limits.h"
 #include "redis_admin.h"
+#include "redis_finished.h"
 #include "redis_produce.h"
 #include "redis_partition.h"
 #include "redis_sched.h"
@@ -233,16 +234,31 @@ static int cmd_job_show(const jr_config_t *cfg, const char *queue, const char *i
             json_object_set_new(doc, "payload", info_has(in, JR_F_PAYLOAD) ? bytes_json(in->payload, in->payload_len) : json_null());
             json_object_set_new(doc, "error", bytes_json(in->error, in->error_len));
             if (dead) json_object_set_new(doc, "why", bytes_json(in->why, in->why_len));
+            if (in->state == JR_CLIENT_STATE_FINISHED) { /* its record's own fields (redis_finished.h) */
+                static const char *const rec[] = {JR_FIN_OUTCOME, JR_FIN_DURATION, JR_FIN_WORKER, JR_FIN_AT,
+                                                  JR_FIN_RESULT};
+                for (size_t r = 0; r < sizeof rec / sizeof *rec; r++) {
+                    json_t *v = json_null();
+                    for (size_t f = 0; f < in->nfields; f++)
+                        if (in->fields[f].name_len == strlen(rec[r]) && !memcmp(in->fields[f].name, rec[r], strlen(rec[r]))) {
+                            json_decref(v);
+                            v = jr_json_bytes(in->fields[f].value, in->fields[f].value_len);
+                            break;
+                        }
+                    json_object_set_new(doc, rec[r], v);
+                }
+            }
             json_object_set_new(doc, "fields", info_fields_json(in));
         } else if (doc) {
-            json_object_set_new(doc, "note", json_string("finished jobs are not kept"));
+            json_object_set_new(doc, "note", json_string("finished jobs are not kept but with keep_finished"));
         }
         if (jr_cli_json_out(out, doc)) status = 1;
     } else {
         fprintf(out, "job: ");
         jr_cli_print_bytes(out, id, strlen(id));
         fprintf(out, "\nqueue: %s\nstate: %s%s\n", jr_cli_esc(queue), jr_cli_esc(in->state_name),
-                found ? "" : " (finished jobs are not kept; a job that ran is gone)");
+                found ? "" : " (finished jobs are not kept but in a queue or handler with keep_finished; a job "
+                             "that ran is gone)");
         if (in->state == JR_CLIENT_STATE_DELAYED || in->state == JR_CLIENT_STATE_RETRYING)
             fprintf(out, "due: %s (%s)\n", due, score);
         if (found) fprintf(out, "attempt: %lld\n", (long long)in->attempt);
@@ -299,7 +315,7 @@ static int cmd_job_show_all(const jr_config_t *cfg, const char *id, int json, FI
     int status = rc ? 1 : 0;
     if (!rc && !hits.n) {
         fprintf(stderr, "jobrunner job show: job %s is in none of the %zu queues (neither delayed, retrying, ready, "
-                        "running nor dead in any; finished jobs are not kept)\n", jr_cli_esc(id), all.n);
+                        "running nor dead in any; a finished job only with keep_finished)\n", jr_cli_esc(id), all.n);
         status = 1;
     }
     for (size_t i = 0; !rc && i < hits.n && (!json || i == 0); i++) {
@@ -311,6 +327,68 @@ static int cmd_job_show_all(const jr_config_t *cfg, const char *id, int json, FI
     jr_strlist_free(&all);
     jr_strlist_free(&hits);
     return status;
+}
+
+/* `jobrunner job wait`: block until job `id` of `queue` has finished
+ * (jr_client_wait, at most timeout_ms) and print how it ended, as text or
+ * one JSON object. Returns 0 for ok, 1 for failed, cancelled, unknown (or
+ * an error), JR_CLI_WAIT_TIMEOUT (3) when it had not finished in time. */
+#define JR_CLI_WAIT_TIMEOUT 3
+static int cmd_job_wait(const jr_config_t *cfg, const char *queue, const char *id, const char *key,
+                        int64_t timeout_ms, int json, FILE *out) {
+    jr_client_t *c = jr_cli_client(cfg, 1);
+    if (!c) return 1;
+    jr_client_end_t e;
+    if (jr_client_wait(c, queue, id, key, timeout_ms, &e)) {
+        fprintf(stderr, "jobrunner job wait: %s\n", jr_cli_esc(jr_client_errstr(c)));
+        jr_client_free(c);
+        return 1;
+    }
+    jr_client_free(c);
+    static const char unknown_note[] = "not waiting, running, dead or kept: never there, or it finished before the "
+                                       "wait began in a queue without keep_finished (these cannot be told apart)";
+    char at[JR_TIME_LEN] = "";
+    if (e.finished_ms > 0) jr_time_format(e.finished_ms, at);
+    int status = e.outcome == JR_CLIENT_END_OK ? 0 : e.outcome == JR_CLIENT_END_TIMEOUT ? JR_CLI_WAIT_TIMEOUT : 1;
+    if (json) {
+        json_t *doc = json_pack("{s:o,s:o,s:s}", "job", jr_json_bytes(id, strlen(id)), "queue",
+                                jr_json_bytes(queue, strlen(queue)), "outcome", e.outcome_name);
+        if (doc) {
+            json_object_set_new(doc, "result", e.result ? jr_json_bytes(e.result, e.result_len) : json_null());
+            json_object_set_new(doc, "error", e.error ? jr_json_bytes(e.error, e.error_len) : json_null());
+            json_object_set_new(doc, "attempt", e.attempt ? json_integer(e.attempt) : json_null());
+            json_object_set_new(doc, "duration_ms", e.duration_ms >= 0 ? json_real(e.duration_ms) : json_null());
+            json_object_set_new(doc, "worker", e.worker[0] ? jr_json_bytes(e.worker, strlen(e.worker)) : json_null());
+            json_object_set_new(doc, "finished_at", at[0] ? json_string(at) : json_null());
+            if (e.outcome == JR_CLIENT_END_UNKNOWN) json_object_set_new(doc, "note", json_string(unknown_note));
+        }
+        if (jr_cli_json_out(out, doc)) status = 1;
+    } else if (e.outcome == JR_CLIENT_END_TIMEOUT) {
+        fprintf(stderr, "jobrunner job wait: timeout: job %s of queue %s had not finished within %lld ms\n",
+                jr_cli_esc(id), jr_cli_esc(queue), (long long)timeout_ms);
+    } else {
+        fprintf(out, "job: ");
+        jr_cli_print_bytes(out, id, strlen(id));
+        fprintf(out, "\nqueue: %s\noutcome: %s%s%s%s\n", jr_cli_esc(queue), e.outcome_name,
+                e.outcome == JR_CLIENT_END_UNKNOWN ? " (" : "", e.outcome == JR_CLIENT_END_UNKNOWN ? unknown_note : "",
+                e.outcome == JR_CLIENT_END_UNKNOWN ? ")" : "");
+        if (e.attempt) fprintf(out, "attempt: %lld\n", (long long)e.attempt);
+        if (e.duration_ms >= 0) fprintf(out, "duration_ms: %.3f\n", e.duration_ms);
+        if (e.worker[0]) fprintf(out, "worker: %s\n", jr_cli_esc(e.worker));
+        if (at[0]) fprintf(out, "finished_at: %s\n", at);
+        if (e.error) {
+            fputs("error: ", out);
+            jr_cli_print_bytes(out, e.error, e.error_len);
+            fputs("\n", out);
+        }
+        if (e.result) {
+            fputs("result: ", out);
+            jr_cli_print_bytes(out, e.result, e.result_len);
+            fputs("\n", out);
+        }
+    }
+    jr_client_end_free(&e);
+    return jr_cli_done(out, status);
 }
 
 /* `jobrunner job run-now|delete` (sub) for one job. Returns the exit
@@ -406,7 +484,9 @@ static int print_page(FILE *out, const char *state, const char *queue, const lis
             else jr_time_format(strtoll(l->where, NULL, 10), t);
             json_t *o = json_pack("{s:o,s:s,s:s,s:o,s:o,s:o}", "job", jr_json_bytes(l->id, l->id_len),
                                   !strcmp(state, "delayed") ? "due_ms" : "entry", l->where,
-                                  !strcmp(state, "delayed") ? "due" : !strcmp(state, "dead") ? "dead_at" : "enqueued",
+                                  !strcmp(state, "delayed") ? "due" : !strcmp(state, "dead") ? "dead_at"
+                                                                      : !strcmp(state, "finished") ? "finished_at"
+                                                                                                   : "enqueued",
                                   t, "handler", field_json(l->e, JR_F_HANDLER), "attempt", field_json(l->e, JR_F_ATTEMPT),
                                   "fields", fields_json(l->e));
             if (o && l->p) {
@@ -418,6 +498,11 @@ static int print_page(FILE *out, const char *state, const char *queue, const lis
                 json_object_set_new(o, "why", field_json(l->e, JR_F_WHY));
                 json_object_set_new(o, "error", field_json(l->e, JR_F_ERROR));
             }
+            if (o && !strcmp(state, "finished")) { /* the record (redis_finished.h) */
+                json_object_set_new(o, "outcome", field_json(l->e, JR_FIN_OUTCOME));
+                json_object_set_new(o, "error", field_json(l->e, JR_FIN_ERROR));
+                json_object_set_new(o, "result", field_json(l->e, JR_FIN_RESULT));
+            }
             if (!o || json_array_append_new(arr, o)) {
                 json_decref(arr);
                 arr = NULL;
@@ -428,11 +513,11 @@ static int print_page(FILE *out, const char *state, const char *queue, const lis
         return jr_cli_json_out(out, doc);
     }
     const jr_entry_t none = {0}; /* an entry gone between two reads */
-    int running = !strcmp(state, "running"), dead = !strcmp(state, "dead");
-    const char *heads[] = {"JOB", !strcmp(state, "delayed") ? "DUE" : dead ? "DEAD AT" : "ENQUEUED", "HANDLER",
-                           "ATTEMPT", running ? "CONSUMER" : "WHY"};
+    int running = !strcmp(state, "running"), dead = !strcmp(state, "dead"), fin = !strcmp(state, "finished");
+    const char *heads[] = {"JOB", !strcmp(state, "delayed") ? "DUE" : dead ? "DEAD AT" : fin ? "FINISHED AT" : "ENQUEUED",
+                           "HANDLER", "ATTEMPT", running ? "CONSUMER" : fin ? "OUTCOME" : "WHY"};
     jr_table_t tab;
-    jr_table_init(&tab, heads, running || dead ? "lLlrl" : "lLlr");
+    jr_table_init(&tab, heads, running || dead || fin ? "lLlrl" : "lLlr");
     int rc = 0;
     for (size_t i = 0; i < n && !rc; i++) {
         const listed_t *l = &v[i];
@@ -450,8 +535,8 @@ static int print_page(FILE *out, const char *state, const char *queue, const lis
             snprintf(consumer, sizeof consumer, "%s (idle %.1fs, delivered %lld)", l->p->consumer,
                      (double)l->p->idle_ms / 1000.0, l->p->deliveries);
             row[4] = consumer, lens[4] = strlen(consumer);
-        } else if (dead) {
-            row[4] = jr_cli_field(e, JR_F_WHY, &lens[4]);
+        } else if (dead || fin) {
+            row[4] = jr_cli_field(e, fin ? JR_FIN_OUTCOME : JR_F_WHY, &lens[4]);
             if (!row[4]) row[4] = "?", lens[4] = 1;
         } else {
             row[4] = "", lens[4] = 0;
@@ -484,9 +569,10 @@ static int cmd_jobs(const jr_config_t *cfg, const char *queue, const char *iq, i
                     const char *state, int64_t limit, const char *after, const jr_filter_t *flt, int json,
                     size_t limit_cols, FILE *out) {
     int delayed = !strcmp(state, "delayed"), ready = !strcmp(state, "ready"), running = !strcmp(state, "running"),
-        dead = !strcmp(state, "dead");
-    if (!delayed && !ready && !running && !dead) {
-        fprintf(stderr, "jobrunner jobs: --state must be delayed, ready, running or dead, not \"%s\"\n", state);
+        dead = !strcmp(state, "dead"), finished = !strcmp(state, "finished");
+    if (!delayed && !ready && !running && !dead && !finished) {
+        fprintf(stderr, "jobrunner jobs: --state must be delayed, ready, running, dead or finished, not \"%s\"\n",
+                state);
         return 2;
     }
     char start[JR_ID_MAX + 2] = "-";
@@ -539,6 +625,8 @@ static int cmd_jobs(const jr_config_t *cfg, const char *queue, const char *iq, i
         if (!rc && npend && !(each = calloc(npend, sizeof *each))) rc = JR_ENOMEM;
         for (size_t i = 0; !rc && i < npend; i++)
             rc = jr_redis_xrange_between(r, k.ready, pend[i].entry, pend[i].entry, 1, &each[i]);
+    } else if (finished) { /* newest first; the cursor is the last record shown */
+        rc = jr_redis_finished_page(r, iq, after, limit, &b, dnext, sizeof dnext);
     } else {
         rc = jr_redis_xrange_between(r, k.dead, start, "+", limit, &b);
     }
@@ -610,7 +698,7 @@ static int cmd_jobs(const jr_config_t *cfg, const char *queue, const char *iq, i
         }
         n++;
     }
-    if (delayed) { /* the cursor jr_delayed_page returned */
+    if (delayed || finished) { /* the cursor jr_delayed_page or jr_redis_finished_page returned */
         if (dnext[0]) snprintf(next, sizeof next, "%s", dnext), nextp = next;
     } else if ((int64_t)n == limit && n > 0) {
         snprintf(next, sizeof next, "%s", v[n - 1].where);
@@ -703,7 +791,7 @@ int jr_cli_job(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *cf
         if (jr_flag(f, JR_O_JSON) || jr_flag(f, JR_O_KEY)) return jr_cli_die(name, "%s", "--json and --key go with one ID");
         return cmd_job_bulk(cfg, queue, argv[0], f->v[JR_O_STATE], &flt, jr_flag(f, JR_O_YES), stdout);
     }
-    if (argc != 2) return jr_cli_die(name, "%s", "expected show|run-now|delete ID");
+    if (argc != 2) return jr_cli_die(name, "%s", "expected show|run-now|delete|wait ID");
     const char *sub = argv[0], *id = argv[1];
     const char *rule = jr_contract_stored_id(id, strlen(id));
     if (rule) return jr_cli_die2(name, "job id", id, rule);
@@ -712,11 +800,20 @@ int jr_cli_job(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *cf
             return jr_cli_die(name, "%s", "--all-queues goes with job show ID (without -q and --key)");
         return cmd_job_show_all(cfg, id, jr_flag(f, JR_O_JSON), stdout);
     }
+    if (f->v[JR_O_TIMEOUT] && strcmp(sub, "wait")) return jr_cli_die(name, "%s", "--timeout applies to job wait");
     if (!strcmp(sub, "show")) return cmd_job_show(cfg, queue, id, f->v[JR_O_KEY], jr_flag(f, JR_O_JSON), stdout);
-    if (jr_flag(f, JR_O_JSON)) return jr_cli_die(name, "%s", "--json applies to job show");
+    if (!strcmp(sub, "wait")) {
+        int64_t timeout_ms = JR_DELAY_MAX_MS; /* no --timeout: as long as it takes (10 years at most) */
+        char why[JR_ERRLEN];
+        if (f->v[JR_O_TIMEOUT] &&
+            jr_duration_parse_range(f->v[JR_O_TIMEOUT], 1, JR_DELAY_MAX_MS, &timeout_ms, why, sizeof why))
+            return jr_cli_die2(name, "--timeout", f->v[JR_O_TIMEOUT], why);
+        return cmd_job_wait(cfg, queue, id, f->v[JR_O_KEY], timeout_ms, jr_flag(f, JR_O_JSON), stdout);
+    }
+    if (jr_flag(f, JR_O_JSON)) return jr_cli_die(name, "%s", "--json applies to job show and job wait");
     if (!strcmp(sub, "run-now") || !strcmp(sub, "delete"))
         return cmd_job_change(cfg, queue, sub, id, f->v[JR_O_KEY], stdout);
-    return jr_cli_die(name, "unknown subcommand \"%s\" (show, run-now or delete)", sub);
+    return jr_cli_die(name, "unknown subcommand \"%s\" (show, run-now, delete or wait)", sub);
 }
 
 int jr_cli_jobs(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *cfg, int argc, char **argv) {
@@ -724,7 +821,7 @@ int jr_cli_jobs(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *c
     const char *queue = one_queue(cmd, f, cfg), *limit_s = f->v[JR_O_LIMIT];
     if (!queue) return 2;
     int64_t limit = 100;
-    if (!f->v[JR_O_STATE]) return jr_cli_die(cmd->name, "%s", "--state delayed|ready|running|dead is required");
+    if (!f->v[JR_O_STATE]) return jr_cli_die(cmd->name, "%s", "--state delayed|ready|running|dead|finished is required");
     if (limit_s && jr_cli_parse_count(limit_s, 1, 10000, &limit))
         return jr_cli_die2(cmd->name, "--limit", limit_s, "must be an integer from 1 to 10000");
     /* A partitioned queue: pages over its partitions in turn, the cursor

@@ -21,6 +21,7 @@
 #include "log.h"
 #include "redis.h"
 #include "redis_admin.h"
+#include "redis_finished.h"
 #include "redis_produce.h"
 #include "redis_partition.h"
 #include "util.h"
@@ -39,7 +40,7 @@ struct jr_client {
 #define DEFAULT_TIMEOUT_MS 5000
 #define MAX_TIMEOUT_MS 3600000
 
-JR_CLIENT_EXPORT const char *jr_client_version(void) { return "1.2"; }
+JR_CLIENT_EXPORT const char *jr_client_version(void) { return "1.3"; }
 
 JR_CLIENT_EXPORT const char *jr_client_strerror(int code) {
     switch (code) {
@@ -465,7 +466,8 @@ static int do_job_show(jr_client_t *c, const char *queue, const char *id, const 
         jr_client_state_t state;
     } states[] = {{"not found", JR_CLIENT_STATE_NOT_FOUND}, {"delayed", JR_CLIENT_STATE_DELAYED},
                   {"retrying", JR_CLIENT_STATE_RETRYING},   {"ready", JR_CLIENT_STATE_READY},
-                  {"running", JR_CLIENT_STATE_RUNNING},     {"dead", JR_CLIENT_STATE_DEAD}};
+                  {"running", JR_CLIENT_STATE_RUNNING},     {"dead", JR_CLIENT_STATE_DEAD},
+                  {"finished", JR_CLIENT_STATE_FINISHED}};
     jr_client_job_info_t *p = &b->pub;
     p->state_name = NULL;
     for (size_t s = 0; s < sizeof states / sizeof states[0]; s++)
@@ -506,6 +508,66 @@ static int do_job_show(jr_client_t *c, const char *queue, const char *id, const 
     p->fields = b->fields;
     *info = p;
     return 0;
+}
+
+/* ---- waiting for a job's end --------------------------------------------- */
+
+static int do_wait(jr_client_t *c, const char *queue, const char *id, const char *key, int64_t timeout_ms,
+                   jr_client_end_t *end) {
+    if (!c) return JR_CLIENT_EINVAL;
+    c->err = 0, c->errstr[0] = '\0';
+    if (!end) return cfail(c, JR_CLIENT_EINVAL, "end is NULL");
+    memset(end, 0, sizeof *end);
+    end->duration_ms = -1;
+    if (timeout_ms < 1 || timeout_ms > JR_DELAY_MAX_MS)
+        return cfail(c, JR_CLIENT_EINVAL, "timeout_ms must be 1..%lld, got %lld", (long long)JR_DELAY_MAX_MS,
+                     (long long)timeout_ms);
+    queue = queue_or_default(queue);
+    int rc = check_queue_id(c, queue, id, 1);
+    if (rc || (rc = begin(c))) return rc;
+    char iq[JR_INTERNAL_QUEUE_MAX + 1], iid[JR_ID_MAX];
+    jr_job_end_t e;
+    memset(&e, 0, sizeof e);
+    if ((rc = jr_partition_locate(parts_of(c), c->r, queue, id, key, iq, iid))) return redis_fail(c, rc, "job wait");
+    rc = jr_redis_job_wait(c->r, iq, iid, timeout_ms, &e);
+    if (rc < 0) {
+        jr_job_end_free(&e);
+        return redis_fail(c, rc, "job wait");
+    }
+    static const struct {
+        const char *name;
+        jr_client_outcome_t o;
+    } outs[] = {{"ok", JR_CLIENT_END_OK}, {"failed", JR_CLIENT_END_FAILED}, {"cancelled", JR_CLIENT_END_CANCELLED},
+                {"unknown", JR_CLIENT_END_UNKNOWN}};
+    end->outcome = JR_CLIENT_END_TIMEOUT, end->outcome_name = "timeout";
+    if (rc == 1) {
+        end->outcome = JR_CLIENT_END_UNKNOWN, end->outcome_name = "unknown";
+        for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++)
+            if (!strcmp(e.outcome, outs[i].name)) end->outcome = outs[i].o, end->outcome_name = outs[i].name;
+    }
+    end->result = e.result, end->result_len = e.result_len;
+    end->error = e.error, end->error_len = e.error ? strlen(e.error) : 0;
+    end->attempt = e.attempt[0] ? strtoll(e.attempt, NULL, 10) : 0;
+    end->duration_ms = e.duration_ms[0] ? strtod(e.duration_ms, NULL) : -1;
+    snprintf(end->worker, sizeof end->worker, "%s", e.worker);
+    end->finished_ms = e.finished_at[0] ? strtoll(e.finished_at, NULL, 10) : 0;
+    return 0;
+}
+
+JR_CLIENT_EXPORT int jr_client_wait(jr_client_t *c, const char *queue, const char *id, const char *key,
+                                    int64_t timeout_ms, jr_client_end_t *end) {
+    sigpipe_guard_t g;
+    sigpipe_block(&g);
+    int rc = do_wait(c, queue, id, key, timeout_ms, end);
+    sigpipe_restore(&g);
+    return rc;
+}
+
+JR_CLIENT_EXPORT void jr_client_end_free(jr_client_end_t *end) {
+    if (!end) return;
+    free(end->result), free(end->error);
+    end->result = end->error = NULL;
+    end->result_len = end->error_len = 0;
 }
 
 /* ---- queues -------------------------------------------------------------- */

@@ -236,6 +236,8 @@ void jr_config_free(jr_config_t *cfg) {
     jr_strlist_free(&cfg->plugin_paths);
     jr_strlist_free(&cfg->plugin_settings);
     jr_strlist_free(&cfg->queue_partitions);
+    for (size_t i = 0; i < cfg->nqueue_keep; i++) free(cfg->queue_keep[i].queue);
+    free(cfg->queue_keep);
     jr_strlist_free(&cfg->worker_queues);
     free(cfg->worker_weights);
     jr_strlist_free(&cfg->scheduler_queues);
@@ -248,6 +250,22 @@ void jr_config_free(jr_config_t *cfg) {
 
 static int cmp_handler(const void *a, const void *b) {
     return strcmp(((const jr_handler_policy_t *)a)->name, ((const jr_handler_policy_t *)b)->name);
+}
+
+jr_keep_t jr_config_keep(const jr_config_t *cfg, const char *queue, const char *handler) {
+    jr_keep_t off = {0, 0};
+    if (handler && cfg->nhandlers) {
+        jr_handler_policy_t key = {.name = (char *)handler};
+        const jr_handler_policy_t *h = bsearch(&key, cfg->handlers, cfg->nhandlers, sizeof key, cmp_handler);
+        if (h && h->keep.count >= 0) return h->keep;
+    }
+    size_t qlen = strlen(queue);
+    const char *hash = strrchr(queue, '#'); /* a partition has its queue's setting */
+    if (hash && hash[1] && strspn(hash + 1, "0123456789") == strlen(hash + 1)) qlen = (size_t)(hash - queue);
+    for (size_t i = 0; i < cfg->nqueue_keep; i++)
+        if (strlen(cfg->queue_keep[i].queue) == qlen && !memcmp(cfg->queue_keep[i].queue, queue, qlen))
+            return cfg->queue_keep[i].keep;
+    return off;
 }
 
 jr_policy_t jr_config_policy(const jr_config_t *cfg, const char *handler) {
@@ -614,6 +632,40 @@ static int check_key_event(loader_t *ld, const char *where) {
 /* Handler names as in plugins: the rule of contract.h. */
 static int handler_name_ok(const char *s) { return jr_contract_handler_name(s, strlen(s)) == NULL; }
 
+/* The current event is the value of a keep_finished key (`path` names it):
+ * a mapping {count: 0..JR_KEEP_FINISHED_MAX (required; 0 = off), age: a
+ * duration (optional; none = no age limit)} into *k. */
+static int load_keep(loader_t *ld, const char *path, jr_keep_t *k) {
+    if (ld->ev.type != YAML_MAPPING_START_EVENT)
+        return fail(ld, path, "expected a mapping {count: N, age: D} (count 0..%d required, age optional), got %s",
+                    JR_KEEP_FINISHED_MAX, ev_kind(ld));
+    char key[2 * PATH_LEN + 16], why[JR_ERRLEN];
+    size_t seen[2] = {0}, line0 = ev_line(ld);
+    jr_keep_t v = {-1, 0};
+    int rc;
+    while ((rc = next(ld)) == 0 && ld->ev.type != YAML_MAPPING_END_EVENT) {
+        if ((rc = check_key_event(ld, path))) return rc;
+        snprintf(key, sizeof key, "%s.%s", path, ev_text(ld));
+        int which = !strcmp(ev_text(ld), "count") ? 0 : !strcmp(ev_text(ld), "age") ? 1 : -1;
+        if (which < 0) return fail(ld, key, "unknown key (keep_finished has count and age)");
+        if (seen[which]) return fail(ld, key, "duplicate key (first given on line %zu)", seen[which]);
+        seen[which] = ev_line(ld);
+        if ((rc = next(ld))) return rc;
+        if (ld->ev.type != YAML_SCALAR_EVENT || ev_is_null(ld))
+            return fail(ld, key, "expected a single value, got %s", ev_kind(ld));
+        if (which == 0 && (parse_int64(ev_text(ld), &v.count) || v.count < 0 || v.count > JR_KEEP_FINISHED_MAX))
+            return fail(ld, key, "must be an integer from 0 (off) to %d, got \"%s\"", JR_KEEP_FINISHED_MAX, ev_text(ld));
+        if (which == 1 && jr_duration_parse_range(ev_text(ld), 1, JR_DELAY_MAX_MS, &v.age_ms, why, sizeof why))
+            return fail(ld, key, "%s", why);
+    }
+    if (rc) return rc;
+    if (v.count < 0)
+        return fail(ld, path, "count is required (keep_finished on line %zu: the most records kept, 0..%d)", line0,
+                    JR_KEEP_FINISHED_MAX);
+    *k = v;
+    return 0;
+}
+
 /* The current event opens the "handlers" section: a mapping of handler
  * name -> mapping of the four policy keys of "jobs". Values go into an
  * override whose unset fields stay -1 (inherit). */
@@ -647,7 +699,7 @@ static int load_handlers(loader_t *ld) {
         }
         ld->handler_lines = lines;
         jr_handler_policy_t *h = &c->handlers[at];
-        *h = (jr_handler_policy_t){copy, {-1, -1, -1, -1}};
+        *h = (jr_handler_policy_t){copy, {-1, -1, -1, -1}, {-1, 0}};
         ld->handler_lines[nnew] = ev_line(ld);
         c->nhandlers++;
         if (old) { /* set by an earlier file: this one replaces it */
@@ -667,10 +719,15 @@ static int load_handlers(loader_t *ld) {
             char key[PATH_LEN + 70];
             if ((rc = check_key_event(ld, path))) return rc;
             snprintf(key, sizeof key, "%s.%s", path, ev_text(ld));
+            if (!strcmp(ev_text(ld), "keep_finished")) {
+                if ((rc = next(ld)) || (rc = load_keep(ld, key, &h->keep))) return rc;
+                continue;
+            }
             int row = find_row(ld, "jobs");
             int first = find_row_index("jobs");
             if (row < 0 || row - first >= 4)
-                return fail(ld, key, "unknown key (a handler has timeout, max_attempts, backoff, backoff_max)");
+                return fail(ld, key, "unknown key (a handler has timeout, max_attempts, backoff, backoff_max, "
+                            "keep_finished)");
             if (seen[row - first]) return fail(ld, key, "duplicate key (first given on line %zu)", seen[row - first]);
             seen[row - first] = ev_line(ld);
             if ((rc = next(ld))) return rc;
@@ -881,9 +938,28 @@ static int load_plugin_settings(loader_t *ld) {
     return rc;
 }
 
+/* Set queue's keep_finished (replacing an earlier one). 0 or JR_ENOMEM. */
+static int set_queue_keep(jr_config_t *c, const char *queue, jr_keep_t k) {
+    for (size_t i = 0; i < c->nqueue_keep; i++)
+        if (!strcmp(c->queue_keep[i].queue, queue)) {
+            c->queue_keep[i].keep = k;
+            return 0;
+        }
+    char *copy = strdup(queue);
+    jr_queue_keep_t *v = copy ? realloc(c->queue_keep, (c->nqueue_keep + 1) * sizeof *v) : NULL;
+    if (!v) {
+        free(copy);
+        return JR_ENOMEM;
+    }
+    c->queue_keep = v;
+    v[c->nqueue_keep++] = (jr_queue_keep_t){copy, k};
+    return 0;
+}
+
 /* The current event opens the "queues" section: a mapping of queue names
  * (each a queue name by the rule of contract.h) to a mapping of the keys of
- * a queue: partitions (1..1024, see partition.h). A queue named twice in
+ * a queue: partitions (1..1024, see partition.h) and keep_finished (see
+ * load_keep; read by the worker, jr_config_keep). A queue named twice in
  * one section is refused; a later layer (the environment after the file)
  * replaces what an earlier one set. */
 static int load_queues(loader_t *ld) {
@@ -916,14 +992,20 @@ static int load_queues(loader_t *ld) {
         if ((rc = next(ld))) goto out;
         if (ev_is_null(ld)) goto next_queue;
         if (ld->ev.type != YAML_MAPPING_START_EVENT) {
-            rc = fail(ld, path, "expected a mapping of the queue's keys (partitions), got %s", ev_kind(ld));
+            rc = fail(ld, path, "expected a mapping of the queue's keys (partitions, keep_finished), got %s", ev_kind(ld));
             goto out;
         }
         while ((rc = next(ld)) == 0 && ld->ev.type != YAML_MAPPING_END_EVENT) {
             if ((rc = check_key_event(ld, path))) goto out;
             snprintf(key, sizeof key, "%s.%s", path, ev_text(ld));
+            if (!strcmp(ev_text(ld), "keep_finished")) {
+                jr_keep_t kf;
+                if ((rc = next(ld)) || (rc = load_keep(ld, key, &kf)) || (rc = set_queue_keep(ld->cfg, queue, kf)))
+                    goto out;
+                continue;
+            }
             if (strcmp(ev_text(ld), "partitions")) {
-                rc = fail(ld, key, "unknown key (a queue takes: partitions)");
+                rc = fail(ld, key, "unknown key (a queue takes: partitions, keep_finished)");
                 goto out;
             }
             int64_t n = 0;

@@ -27,10 +27,26 @@ typedef struct jr_policy {
     int64_t backoff_max_ms; /* cap of the retry delay ceiling */
 } jr_policy_t;
 
+/* keep_finished of a queue or a handler: keep the records of the last
+ * `count` finished jobs (0 = off; at most JR_KEEP_FINISHED_MAX), none older
+ * than age_ms (0 = no age limit). */
+typedef struct jr_keep {
+    int64_t count;
+    int64_t age_ms;
+} jr_keep_t;
+#define JR_KEEP_FINISHED_MAX 1000000 /* the largest keep_finished count */
+
 typedef struct jr_handler_policy {
     char *name;
     jr_policy_t p;
+    jr_keep_t keep; /* handlers.NAME.keep_finished; count -1 = the queue's */
 } jr_handler_policy_t;
+
+/* queues.NAME.keep_finished */
+typedef struct jr_queue_keep {
+    char *queue;
+    jr_keep_t keep;
+} jr_queue_keep_t;
 
 /* Each field is set by one key (named in its comment). The key's default
  * and range are in its row of the table in config.c, and
@@ -107,6 +123,11 @@ typedef struct jr_config {
      * the count of the same queue). JOBRUNNER_QUEUES (YAML flow) or
      * JOBRUNNER_QUEUES_PARTITIONS="orders:8,emails:4". */
     jr_strlist_t queue_partitions;
+    /* queues.NAME.keep_finished, one per queue named (a later load replaces
+     * the setting of the same queue); read by the worker that finishes the
+     * job (jr_config_keep) */
+    jr_queue_keep_t *queue_keep;
+    size_t nqueue_keep;
 } jr_config_t;
 
 /* The environment variable of the queues section's partitions. */
@@ -140,6 +161,12 @@ int jr_config_load_string(jr_config_t *cfg, const char *yaml, size_t len,
 /* The policy for a handler: its override's values where set, the jobs
  * defaults elsewhere. O(log n) in the number of overrides. */
 jr_policy_t jr_config_policy(const jr_config_t *cfg, const char *handler);
+
+/* The keep_finished of a job of `handler` in `queue` (a queue name, or the
+ * internal name "<queue>#<J>" of one of its partitions, which has its
+ * queue's setting): the handler's override where it sets one, else the
+ * queue's, else off (count 0). */
+jr_keep_t jr_config_keep(const jr_config_t *cfg, const char *queue, const char *handler);
 
 /* Apply the environment envp (NULL-terminated "NAME=value" strings, e.g.
  * `environ`): every key of the file can be set by the variable

@@ -204,15 +204,50 @@ static int write_full(int fd, const void *p, size_t n) {
     return 0;
 }
 
-/* Send the follow-ups of task i to the worker (before the task is marked
- * done: see jr_exec_new). A runner that cannot write to its worker ends. */
-static void send_followups(int fd, uint32_t i, const jr_fu_list_t *fu) {
-    char hdr[FRAME_HDR];
-    uint64_t len = fu->len;
+/* Send the result and follow-ups (fu NULL: none) of task i to the worker
+ * (before the task is marked done: see jr_exec_new). A runner that cannot
+ * write to its worker ends. */
+static void send_frame(int fd, uint32_t i, const char *result, uint32_t rlen, const jr_fu_list_t *fu) {
+    char hdr[FRAME_HDR + 4];
+    size_t flen = fu ? fu->len : 0;
+    uint64_t len = 4 + (uint64_t)rlen + flen;
     hdr[0] = FRAME_BYTE;
     memcpy(hdr + 1, &i, 4);
     memcpy(hdr + 5, &len, 8);
-    if (write_full(fd, hdr, sizeof hdr) != 0 || write_full(fd, fu->buf, fu->len) != 0) _exit(70);
+    memcpy(hdr + FRAME_HDR, &rlen, 4);
+    if (write_full(fd, hdr, sizeof hdr) != 0 || write_full(fd, result, rlen) != 0 ||
+        (flen && write_full(fd, fu->buf, flen) != 0))
+        _exit(70);
+}
+
+/* Split a frame (buf, len: malloc'ed, taken) into o's result and
+ * follow-ups. Returns 0, or -1 with why (buf freed) when its result
+ * length is past JR_RESULT_MAX or the frame. */
+static int split_frame(char *buf, size_t len, jr_outcome_t *o, int *nomem, char *why, size_t wl) {
+    uint32_t rlen;
+    if (len < 4 || (memcpy(&rlen, buf, 4), rlen > JR_RESULT_MAX) || 4 + (size_t)rlen > len) {
+        snprintf(why, wl, "its result came garbled from the handler process (%zu bytes of frame)", len);
+        free(buf);
+        return -1;
+    }
+    if (rlen) {
+        if (!(o->result = malloc(rlen))) {
+            *nomem = 1;
+            snprintf(why, wl, "out of memory for its result");
+            free(buf);
+            return -1;
+        }
+        memcpy(o->result, buf + 4, rlen);
+        o->result_len = rlen;
+    }
+    size_t flen = len - 4 - rlen;
+    if (flen) {
+        memmove(buf, buf + 4 + rlen, flen);
+        o->followups = buf, o->followups_len = flen;
+    } else {
+        free(buf);
+    }
+    return 0;
 }
 
 static void notify(int fd) {
@@ -271,14 +306,17 @@ static int32_t run_job(const jr_registry_t *reg, jr_job_t *job) {
 static void run_task(const jr_registry_t *reg, shm_t *shm, const task_hdr_t *h, const char *const s[4],
                      slot_t *sl, int fd, uint32_t i, int64_t max_payload) {
     jr_fu_list_t fu = {.max_payload = max_payload};
+    static char result[JR_RESULT_MAX];
+    uint32_t rlen = 0;
     jr_job_t job = {.id = s[0], .queue = s[1], .handler = s[2], .payload = s[3],
                     .payload_len = h->lens[3], .attempt = h->attempt,
                     .deadline_ms = jr_wall_ms() + h->timeout_ms, .stop_flag = &shm->stop,
-                    .cancel_flag = &sl->cancel, .fu = &fu};
+                    .cancel_flag = &sl->cancel, .fu = &fu, .result = result, .result_len = &rlen};
     int32_t res = run_job(reg, &job);
-    sl->followups = 0;
-    if (res == JR_RESULT_OK && fu.n > 0) {
-        send_followups(fd, i, &fu);
+    sl->followups = 0; /* 1: a frame was sent (follow-ups, a result) */
+    if (res != JR_RESULT_OK && res != JR_RESULT_FAIL) rlen = 0;
+    if ((res == JR_RESULT_OK && fu.n > 0) || rlen) {
+        send_frame(fd, i, result, rlen, res == JR_RESULT_OK ? &fu : NULL);
         sl->followups = 1;
     }
     jr_fu_reset(&fu);
@@ -777,13 +815,19 @@ static jr_outcome_t *emit_inline(jr_outcome_t *out, size_t *k, uint32_t tag, jr_
  * o takes the follow-ups of an OK task. */
 static void run_inline(jr_exec_t *x, const jr_task_t *t, jr_outcome_t *o) {
     jr_fu_list_t fu = {.max_payload = x->max_payload};
+    char result[JR_RESULT_MAX];
+    uint32_t rlen = 0;
     jr_job_t job = {.id = t->id, .queue = t->queue, .handler = t->handler,
                     .payload = t->payload, .payload_len = t->payload_len,
                     .attempt = t->attempt, .deadline_ms = jr_wall_ms() + t->timeout_ms,
                     .stop_flag = &x->inline_stop, .probe = x->probe, .probe_ctx = x->probe_ctx,
-                    .tag = t->tag, .fu = &fu};
+                    .tag = t->tag, .fu = &fu, .result = result, .result_len = &rlen};
     int64_t t0 = jr_mono_us();
     o->kind = kind_of(run_job(x->reg, &job));
+    if (rlen && (o->kind == JR_OUT_OK || o->kind == JR_OUT_FAIL)) {
+        if ((o->result = malloc(rlen))) memcpy(o->result, result, rlen), o->result_len = rlen;
+        else x->nomem = 1;
+    }
     o->retry_after_ms = job.retry_after_ms;
     snprintf(o->error, sizeof o->error, "%s", job.error);
     if (o->kind == JR_OUT_OK && fu.n > 0) { /* the outcome takes the buffer */
@@ -1081,14 +1125,19 @@ static void emit_done(jr_exec_t *x, runner_t *r, jr_outcome_t *out, size_t *k) {
         o->duration_us = sl->duration_us;
         memcpy(o->error, sl->error, sizeof o->error);
         o->error[sizeof o->error - 1] = '\0';
-        if (sl->followups && o->kind == JR_OUT_OK) {
-            char why[200];
-            if (take_frame(x, r, r->collected, &o->followups, &o->followups_len, why, sizeof why) != 0 ||
-                jr_fu_validate(o->followups, o->followups_len, x->max_payload, why, sizeof why) != 0) {
-                free(o->followups);
+        if (sl->followups && (o->kind == JR_OUT_OK || o->kind == JR_OUT_FAIL)) {
+            char why[200], *frame = NULL;
+            size_t flen = 0;
+            if (take_frame(x, r, r->collected, &frame, &flen, why, sizeof why) != 0 ||
+                split_frame(frame, flen, o, &x->nomem, why, sizeof why) != 0 ||
+                (o->followups && jr_fu_validate(o->followups, o->followups_len, x->max_payload, why, sizeof why) != 0)) {
+                free(o->followups), free(o->result);
                 o->followups = NULL, o->followups_len = 0;
-                o->kind = JR_OUT_RETRY; /* no ack without them: run it again */
-                snprintf(o->error, sizeof o->error, "handler succeeded, but %s; retried", why);
+                o->result = NULL, o->result_len = 0;
+                if (o->kind == JR_OUT_OK) { /* no ack without them: run it again */
+                    o->kind = JR_OUT_RETRY;
+                    snprintf(o->error, sizeof o->error, "handler succeeded, but %s; retried", why);
+                }
             }
         }
     }

@@ -84,6 +84,11 @@ typedef struct jr_outcome {
      * owns (frees) it. */
     char *followups;
     size_t followups_len;
+    /* JR_OUT_OK and JR_OUT_FAIL only: the result the handler set
+     * (api->set_result, at most JR_RESULT_MAX bytes), malloc'ed; NULL =
+     * none. The caller of jr_exec_collect owns (frees) it. */
+    char *result;
+    size_t result_len;
 } jr_outcome_t;
 
 typedef struct jr_exec jr_exec_t;
@@ -92,12 +97,15 @@ typedef struct jr_exec jr_exec_t;
  * max_payload (jobs.max_payload) the payload of a follow-up a handler
  * enqueues. Returns NULL with a message in err on failure.
  *
- * Follow-ups (api->enqueue) of a task that returns OK come back with its
+ * Follow-ups (api->enqueue) of a task that returns OK, and the result
+ * (api->set_result) of one that returns OK or FAIL, come back with its
  * outcome. From a runner process they travel over its socket as a frame
- * ('F', u32 task index, u64 length, the encoded list) written before the
- * task is marked done, so the worker finds the whole frame once it sees
- * the task done; a frame that is missing or corrupt then turns the outcome
- * into a RETRY saying so. Frames are sized by what arrives, no cap. */
+ * ('F', u32 task index, u64 length, then u32 result length, the result,
+ * the encoded list of follow-ups) written before the task is marked done,
+ * so the worker finds the whole frame once it sees the task done; a frame
+ * that is missing or corrupt then turns an OK outcome into a RETRY saying
+ * so (a FAIL stays a FAIL, without its result). Frames are sized by what
+ * arrives, no cap (a result by JR_RESULT_MAX). */
 jr_exec_t *jr_exec_new(const jr_registry_t *reg, int inline_mode, int concurrency,
                        size_t max_batch, int64_t max_payload, char *err, size_t errlen);
 

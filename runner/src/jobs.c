@@ -99,9 +99,14 @@ static int push_ack(worker_t *w, const slot_t *s) {
 }
 
 /* The op just queued for slot s, whose job ended with `outcome`, takes the
- * job's log data: its line is written when Redis answers (log_settled). */
-static void log_when_settled(worker_t *w, slot_t *s, int64_t duration_us, const char *outcome) {
+ * job's log data: its line is written when Redis answers (log_settled);
+ * and what its finished record needs: the keep_finished of its queue and
+ * handler, and its result (moved from *o). */
+static void log_when_settled(worker_t *w, slot_t *s, int64_t duration_us, const char *outcome, jr_outcome_t *o) {
     op_t *op = &w->ops[w->nops - 1];
+    op->keep = jr_config_keep(w->cfg, w->queues[s->queue], s->handler);
+    op->result = o->result, op->result_len = o->result_len; /* moved */
+    o->result = NULL, o->result_len = 0;
     op->done_outcome = outcome;
     op->done_id = s->id, op->done_handler = s->handler; /* moved: jrw_free_slot frees NULL */
     s->id = s->handler = NULL;
@@ -123,10 +128,10 @@ int jrw_finish(worker_t *w, jr_outcome_t *o) {
     slot_t *s = &w->slots[o->tag];
     int rc = 0;
     if (s->cancelled) { /* its follow-ups are not written: it was cancelled */
-        jrw_log_outcome(w, s, "cancelled", o->duration_us, o->error, -1);
         free(o->followups);
         o->followups = NULL;
         rc = push_ack(w, s);
+        if (!rc) log_when_settled(w, s, o->duration_us, "cancelled", o); /* and its record says so */
     } else if (o->kind == JR_OUT_OK && o->followups) { /* the operation takes them */
         /* a job of a partition: its follow-ups to its own queue stay in its partition */
         char *renamed = NULL;
@@ -142,10 +147,10 @@ int jrw_finish(worker_t *w, jr_outcome_t *o) {
         if (!rc) w->ops[w->nops - 1].fu = o->followups, w->ops[w->nops - 1].fu_len = o->followups_len;
         else free(o->followups);
         o->followups = NULL;
-        if (!rc) log_when_settled(w, s, o->duration_us, "ok");
+        if (!rc) log_when_settled(w, s, o->duration_us, "ok", o);
     } else if (o->kind == JR_OUT_OK) {
         rc = push_ack(w, s);
-        if (!rc) log_when_settled(w, s, o->duration_us, "ok");
+        if (!rc) log_when_settled(w, s, o->duration_us, "ok", o);
     } else if (o->kind == JR_OUT_UNSTARTED || o->kind == JR_OUT_INTERRUPTED) {
         /* Stopped by our shutdown, not by the job: no attempt used. */
         if (o->kind == JR_OUT_INTERRUPTED)
@@ -169,16 +174,19 @@ int jrw_finish(worker_t *w, jr_outcome_t *o) {
             else
                 snprintf(why, sizeof why, "%s (permanent failure)", err);
             rc = jrw_push_op(w, OP_DEAD, s->queue, s->entry, 0, why, "failed");
-            if (!rc) log_when_settled(w, s, o->duration_us, "dead");
+            if (!rc) log_when_settled(w, s, o->duration_us, "dead", o);
         } else {
             int64_t delay = o->retry_after_ms >= 0
                                 ? o->retry_after_ms
                                 : jr_backoff_ms(s->attempt, s->policy.backoff_ms,
                                                 s->policy.backoff_max_ms, jrw_next_rand(w));
             rc = jrw_push_op(w, OP_RETRY, s->queue, s->entry, delay, err, NULL);
-            if (!rc) log_when_settled(w, s, o->duration_us, "retry");
+            if (!rc) log_when_settled(w, s, o->duration_us, "retry", o);
+            if (!rc) free(w->ops[w->nops - 1].result), w->ops[w->nops - 1].result = NULL; /* a retry keeps none */
         }
     }
+    free(o->result); /* not taken by an op */
+    o->result = NULL;
     jrw_free_slot(w, s);
     return rc;
 }

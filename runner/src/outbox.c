@@ -59,6 +59,8 @@ int jrw_push_op(worker_t *w, op_kind_t kind, uint32_t queue, const char *entry, 
     o->jobid[0] = '\0';
     o->fu = NULL, o->fu_len = 0;
     o->done_id = o->done_handler = NULL;
+    o->keep = (jr_keep_t){0, 0};
+    o->result = NULL, o->result_len = 0;
     snprintf(o->entry, sizeof o->entry, "%s", entry);
     o->error = error ? strdup(error) : NULL;
     if (error && !o->error) return JR_ENOMEM;
@@ -69,7 +71,8 @@ int jrw_push_op(worker_t *w, op_kind_t kind, uint32_t queue, const char *entry, 
 /* Drop every queued operation (the worker's end). */
 void jrw_clear_ops(worker_t *w) {
     for (size_t i = 0; i < w->nops; i++)
-        free(w->ops[i].error), free(w->ops[i].fu), free(w->ops[i].done_id), free(w->ops[i].done_handler);
+        free(w->ops[i].error), free(w->ops[i].fu), free(w->ops[i].done_id), free(w->ops[i].done_handler),
+            free(w->ops[i].result);
     w->nops = 0;
 }
 
@@ -88,6 +91,13 @@ static void log_settled(const worker_t *w, op_t *o, int cancelled, const char *o
                         !cancelled && o->kind == OP_RETRY ? o->delay_ms : -1);
     free(o->done_id), free(o->done_handler);
     o->done_id = o->done_handler = NULL;
+}
+
+/* The end of op o's job, for its finished record and its waiters. */
+static jr_end_rec_t end_rec(const op_t *o) {
+    return (jr_end_rec_t){.entry = o->entry, .jobid = o->jobid, .keep_count = o->keep.count,
+                          .keep_age_ms = o->keep.age_ms, .handler = o->done_handler, .attempt = o->done_attempt,
+                          .duration_us = o->done_us, .result = o->result, .result_len = o->result_len};
 }
 
 /* Read the reply of the WAIT sent after a flush's operations (rc: 0 or a
@@ -304,17 +314,27 @@ int jrw_flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t block) 
         return JR_ENOMEM;
     }
     const char **jobids = malloc(w->nops * sizeof *jobids);
-    if (!jobids) {
-        free(ids), free(call), free(ackcall), free(flagged), free(nflagged), free(val);
+    jr_end_rec_t *recs = malloc(w->nops * sizeof *recs);
+    if (!jobids || !recs) {
+        free(ids), free(call), free(ackcall), free(flagged), free(nflagged), free(val), free(jobids), free(recs);
         return JR_ENOMEM;
     }
     for (uint32_t q = 0; q < w->nq && !rc; q++) {
         for (int kind = OP_ACK; kind <= OP_HANDBACK && !rc; kind += OP_HANDBACK - OP_ACK) {
             size_t n = 0;
+            int keep = 0; /* a job kept (keep_finished) or with a result: the record form */
             for (size_t i = 0; i < w->nops; i++)
-                if (w->ops[i].queue == q && (int)w->ops[i].kind == kind)
+                if (w->ops[i].queue == q && (int)w->ops[i].kind == kind) {
+                    keep |= w->ops[i].keep.count > 0 || w->ops[i].result;
+                    recs[n] = end_rec(&w->ops[i]);
                     jobids[n] = w->ops[i].jobid, ids[n++] = w->ops[i].entry, call[i] = calls;
+                }
             if (!n) continue;
+            if (kind == OP_ACK && keep) {
+                rc = jr_redis_append_ack_records(conn, w->queues[q], w->consumer, recs, n);
+                ackcall[calls++] = 1;
+                continue;
+            }
             /* Acks carry the job ids, so the job index forgets them. When
              * every job id is its entry id (no index entry to forget: the
              * usual case), the one-key form: half the arguments for Redis. */
@@ -325,7 +345,7 @@ int jrw_flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t block) 
             ackcall[calls++] = kind == OP_ACK;
         }
     }
-    free(ids), free(jobids);
+    free(ids), free(jobids), free(recs);
     size_t first_follow = calls; /* calls from here on: jr_register (if regs) + jr_ack_follow */
     unsigned char *regs = calloc(w->nops, 1);
     if (!regs) rc = JR_ENOMEM;
@@ -333,8 +353,9 @@ int jrw_flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t block) 
         const op_t *o = &w->ops[i];
         if (o->kind != OP_FOLLOW || o->held) continue;
         regs[calls - first_follow] = !targets_registered(w, o, 0);
-        rc = jr_redis_append_ack_follow(conn, w->queues[o->queue], o->entry, o->fu, o->fu_len,
-                                        regs[calls - first_follow]);
+        jr_end_rec_t rec = end_rec(o);
+        rc = jr_redis_append_ack_follow_end(conn, w->queues[o->queue], o->entry, o->fu, o->fu_len,
+                                            regs[calls - first_follow], w->consumer, &rec);
         /* Cannot happen (exec.c validated them; nothing was appended): the
          * job goes to the dead stream rather than lose them unseen. */
         if (rc == JR_EINVAL) {
@@ -343,8 +364,8 @@ int jrw_flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t block) 
                      jr_redis_errstr(conn));
             jr_log_kv(JR_LOG_ERROR, "invalid follow-ups; the job goes to the dead-letter stream", "entry",
                       o->entry, "error", why, NULL);
-            rc = jr_redis_append_fail(conn, w->queues[o->queue], o->entry, w->consumer, "dead", 0, why,
-                                      "failed", w->cfg->dead_max);
+            rc = jr_redis_append_fail_end(conn, w->queues[o->queue], o->entry, w->consumer, "dead", 0, why,
+                                          "failed", w->cfg->dead_max, &rec);
             regs[calls - first_follow] = 0;
             w->ops[i].done_outcome = "dead"; /* logged as what it is when jr_fail answers */
         }
@@ -354,10 +375,11 @@ int jrw_flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t block) 
     for (size_t i = 0; i < w->nops && !rc; i++) {
         const op_t *o = &w->ops[i];
         if (o->kind != OP_RETRY && o->kind != OP_DEAD && o->kind != OP_DEFER) continue;
-        rc = jr_redis_append_fail(conn, w->queues[o->queue], o->entry, w->consumer,
-                                  o->kind == OP_RETRY ? "retry" : o->kind == OP_DEFER ? "defer" : "dead", o->delay_ms,
-                                  o->error ? o->error : "", o->why ? o->why : "failed",
-                                  w->cfg->dead_max);
+        jr_end_rec_t rec = end_rec(o);
+        rc = jr_redis_append_fail_end(conn, w->queues[o->queue], o->entry, w->consumer,
+                                      o->kind == OP_RETRY ? "retry" : o->kind == OP_DEFER ? "defer" : "dead",
+                                      o->delay_ms, o->error ? o->error : "", o->why ? o->why : "failed",
+                                      w->cfg->dead_max, &rec);
         call[i] = calls++;
     }
     /* bad[c]: 1 = refused (kept, tried again later), 2 = follow-ups
@@ -454,7 +476,7 @@ int jrw_flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t block) 
                                "queue", w->queues[o->queue], drop_err);
                 /* it ran: say so (the key is named once, above, not per job) and free its log fields */
                 log_settled(w, o, 0, "unrecorded", "Redis refused its result: a key of the queue holds garbage");
-                free(o->error), free(o->fu);
+                free(o->error), free(o->fu), free(o->result);
             } else if (bad[call[i]]) {
                 w->ops[kept++] = *o;
             } else {
@@ -463,7 +485,7 @@ int jrw_flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t block) 
                 for (size_t f = 0; o->kind == OP_ACK && f < nflagged[call[i]] && !cancelled; f++)
                     cancelled = !strcmp(flagged[call[i]][f], o->entry);
                 log_settled(w, o, cancelled, NULL, NULL);
-                free(o->error), free(o->fu);
+                free(o->error), free(o->fu), free(o->result);
             }
         }
         for (size_t c = first_follow; follow_err && c < first_fail; c++) free(follow_err[c - first_follow]);

@@ -34,6 +34,7 @@ static const size_t desc_min_size[] = {
     offsetof(jr_plugin_t, fini) + sizeof(void (*)(void)),               /* 1.0 */
     offsetof(jr_plugin_t, runner_exit) + sizeof(void (*)(void *)),      /* 1.1 */
     offsetof(jr_plugin_t, runner_exit) + sizeof(void (*)(void *)),      /* 1.2: host table only */
+    offsetof(jr_plugin_t, runner_exit) + sizeof(void (*)(void *)),      /* 1.3: host table only */
 };
 _Static_assert(sizeof desc_min_size / sizeof desc_min_size[0] == JR_PLUGIN_ABI_MINOR + 1,
                "one minimum descriptor size per ABI minor");
@@ -329,6 +330,27 @@ static int api_enqueue(jr_job_t *job, const jr_followup_t *f) {
     return -1;
 }
 
+/* api->set_result: see plugin.h. Refused (-1, logged) above JR_RESULT_MAX
+ * or without a place for it; never cut. */
+static int api_set_result(jr_job_t *job, const void *data, size_t len) {
+    if (!job) {
+        jr_log(JR_LOG_WARN, "a plugin called set_result without a job (only a handler can set a result); ignored");
+        return -1;
+    }
+    if (!job->result || !job->result_len) {
+        api_log(job, JR_LOG_ERROR, "set_result refused: not available here");
+        return -1;
+    }
+    if (len > JR_RESULT_MAX || (len && !data)) {
+        api_log(job, JR_LOG_ERROR, "set_result refused: %zu bytes%s, the most is %d (JR_RESULT_MAX); the result is "
+                "unchanged", len, len && !data ? " from a NULL pointer" : "", JR_RESULT_MAX);
+        return -1;
+    }
+    if (len) memcpy(job->result, data, len);
+    *job->result_len = (uint32_t)len;
+    return 0;
+}
+
 static const jr_host_api_t host_api = {
     .size = sizeof(jr_host_api_t),
     .register_handler = api_register,
@@ -344,11 +366,13 @@ static const jr_host_api_t host_api = {
     .cancelled = api_cancelled,
     .setting = api_setting,
     .enqueue = api_enqueue,
+    .set_result = api_set_result,
 };
 
 jr_result_t jr_handler_run(const jr_handler_t *h, jr_job_t *job) {
     job->retry_after_ms = -1;
     job->error[0] = '\0';
+    if (job->result_len) *job->result_len = 0;
     int res = (int)h->fn(job, &host_api, h->udata);
     if (res == JR_RESULT_OK && job->fu && job->fu->refused) {
         snprintf(job->error, sizeof job->error, "%s", job->fu->why);

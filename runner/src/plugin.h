@@ -35,6 +35,10 @@ struct jr_job {
     /* api->enqueue appends here; NULL = follow-ups not available (the
      * call is refused). Owned by the caller of jr_handler_run. */
     jr_fu_list_t *fu;
+    /* api->set_result writes here (ABI minor 3); NULL = not available (the
+     * call is refused); room for JR_RESULT_MAX bytes. */
+    char *result;
+    uint32_t *result_len;
 };
 
 /* One registered handler. */

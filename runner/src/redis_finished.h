@@ -2,7 +2,8 @@
  * the reading side of jr:{Q}:finished, jr:{Q}:finished:ids, jr:{Q}:waiters
  * and jr:{Q}:done (docs/redis-contract.md, "Finished jobs"). The records
  * are written by the worker's calls (jr_ack, jr_ack_follow, jr_fail) in the
- * same FCALL as the acknowledgement; nothing here writes a record.
+ * same FCALL as the acknowledgement; nothing here writes a record (only
+ * jr_redis_job_wait writes: its waiter's entry in jr:{Q}:waiters).
  * See redis.h for the connection and the conventions shared by every call. */
 #ifndef JR_REDIS_FINISHED_H
 #define JR_REDIS_FINISHED_H
@@ -20,10 +21,6 @@
 #define JR_FIN_AT "finished_at"     /* Redis's TIME when recorded, Unix ms */
 #define JR_FIN_ERROR "err"          /* the error of a failure */
 #define JR_FIN_RESULT "result"      /* what the handler set with api->set_result */
-
-/* The most a keep_finished count may be (config.c refuses more; the Lua
- * function refuses more too). */
-#define JR_KEEP_FINISHED_MAX 1000000
 
 /* A page of queue's finished records, newest first (XREVRANGE
  * jr:{Q}:finished): at most count (1..) entries into *b, each entry id the

@@ -1,5 +1,6 @@
 /* The Redis layer, produce part: see redis_produce.h. */
 #include "redis_produce.h"
+#include "redis_finished.h"
 #include "redis_internal.h"
 
 #include <stdio.h>
@@ -543,15 +544,21 @@ static int job_keys(jr_redis_t *r, const char *queue, const char *id, const enum
     return 0;
 }
 
-/* FCALL fn with the keys of job_keys and the one argument id. */
+/* FCALL fn with the keys of job_keys and the one argument id; with uniq
+ * (jr_cancel, jr_delete) also jr:{Q}:waiters jr:{Q}:done after the uniq key
+ * (revision 20: a waiting job removed is told to those waiting for it). */
 static int job_fcall(jr_redis_t *r, const char *fn, const char *queue, const char *id, const enum jr_qkey *which,
                      size_t n, int uniq, redisReply **out) {
-    char buf[8][JR_UNIQ_KEY_MAX], nkeys[8];
-    const char *argv[16];
+    char buf[10][JR_UNIQ_KEY_MAX], nkeys[8];
+    const char *argv[18];
     argv[0] = "FCALL", argv[1] = fn, argv[2] = nkeys;
     size_t nk = 0;
     int rc = job_keys(r, queue, id, which, n, uniq, buf, argv + 3, &nk);
     if (rc) return rc;
+    if (uniq) {
+        jr_queue_key(buf[nk], queue, JR_QK_WAITERS), argv[3 + nk] = buf[nk], nk++;
+        jr_queue_key(buf[nk], queue, JR_QK_DONE), argv[3 + nk] = buf[nk], nk++;
+    }
     snprintf(nkeys, sizeof nkeys, "%zu", nk);
     argv[3 + nk] = id;
     return jri_exec_argv(r, out, (int)(4 + nk), argv, NULL);
@@ -589,7 +596,20 @@ int jr_redis_job_locate(jr_redis_t *r, const char *queue, const char *id, jr_job
     entries->type = REDIS_REPLY_ARRAY, entries->elements = 1, entries->element = pe;
     pe[0] = en;
     freeReplyObject(rep);
-    return jri_batch_of_entries(r, "job", entries, &info->fields);
+    rc = jri_batch_of_entries(r, "job", entries, &info->fields);
+    if (rc || strcmp(info->state, "not found")) return rc;
+    /* not waiting, running or dead: a finished record (keep_finished)? */
+    jr_batch_t fin = {0};
+    int got = jr_redis_finished_get(r, queue, id, &fin);
+    if (got == 1) {
+        jr_batch_free(&info->fields);
+        info->fields = fin;
+        snprintf(info->state, sizeof info->state, "finished");
+        snprintf(info->entry, sizeof info->entry, "%s", fin.v[0].id);
+        return 0;
+    }
+    jr_batch_free(&fin);
+    return got < 0 ? got : 0;
 }
 
 int jr_redis_job_change(jr_redis_t *r, const char *fn, const char *queue, const char *id, char *state,

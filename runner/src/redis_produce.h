@@ -93,14 +93,17 @@ int jr_redis_enqueue_each(jr_redis_t *r, const jr_enqueue_t *jobs, size_t n, cha
 /* Where a job is. fields holds one entry (id: the stream entry, or the job
  * id for a delayed job) with the job's fields as stored. */
 typedef struct jr_jobinfo {
-    char state[16];                  /* delayed retrying ready running dead, or "not found" */
-    char entry[JR_ID_MAX];           /* stream or dead entry id; "" when delayed or not found */
+    char state[16];                  /* delayed retrying ready running dead finished, or "not found" */
+    char entry[JR_ID_MAX];           /* stream, dead or finished record entry id; "" when delayed or not found */
     char due[48];                    /* delayed, retrying: the score, Unix ms with 3 decimals */
     char consumer[JR_PROC_NAME_MAX]; /* running: who holds it */
     long long idle_ms, deliveries;   /* running: since its last delivery/heartbeat; times delivered */
     jr_batch_t fields;
 } jr_jobinfo_t;
-/* Locate job `id` of `queue` in one atomic read (jr_locate). */
+/* Locate job `id` of `queue` in one atomic read (jr_locate); a job not
+ * found there is then looked for among the finished records
+ * (jr_redis_finished_get, keep_finished): state "finished", fields = its
+ * record (id h outcome a duration_ms worker finished_at [err] [result]). */
 int jr_redis_job_locate(jr_redis_t *r, const char *queue, const char *id, jr_jobinfo_t *info);
 void jr_jobinfo_free(jr_jobinfo_t *info);
 /* Call fn = "jr_cancel", "jr_run_now" or "jr_delete" for one job; state

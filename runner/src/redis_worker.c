@@ -134,6 +134,32 @@ int jr_redis_recv_read(jr_redis_t *r, jr_batch_t *b, const char *const *queues, 
     return jri_parse_streams(r, b, rep, queues, n, 0);
 }
 
+/* The arguments of a job's end in the worker's calls: KEEP_COUNT
+ * KEEP_AGE_MS DURATION_MS into the buffers (rec NULL: keep nothing). */
+static void end_args(const jr_end_rec_t *rec, char keep[24], char age[24], char dur[32]) {
+    snprintf(keep, 24, "%lld", rec ? (long long)rec->keep_count : 0LL);
+    snprintf(age, 24, "%lld", rec ? (long long)rec->keep_age_ms : 0LL);
+    snprintf(dur, 32, "%.3f", rec ? (double)rec->duration_us / 1000.0 : 0.0);
+}
+
+int jr_redis_append_fail_end(jr_redis_t *r, const char *queue, const char *entry, const char *consumer,
+                             const char *action, int64_t delay_ms, const char *error, const char *why,
+                             int64_t dead_max, const jr_end_rec_t *rec) {
+    jr_qkeys_t k;
+    jr_qkeys(&k, queue);
+    char delay[24], max[24], keep[24], age[24], dur[32];
+    snprintf(delay, sizeof delay, "%lld", (long long)delay_ms);
+    snprintf(max, sizeof max, "%lld", (long long)dead_max);
+    end_args(rec, keep, age, dur);
+    const char *argv[] = {"FCALL", "jr_fail", "15", k.ready, k.delayed, k.wake, k.dead, k.ids, k.cancelled, k.stats,
+                          k.wheel, k.wheel_n, k.seq, k.finished, k.finished_ids, k.waiters, k.done, k.history, entry, consumer,
+                          action, delay, error, why, max, keep, age, dur, rec && rec->result ? rec->result : ""};
+    size_t lens[sizeof argv / sizeof *argv], last = sizeof argv / sizeof *argv - 1;
+    for (size_t i = 0; i < last; i++) lens[i] = strlen(argv[i]);
+    lens[last] = rec && rec->result ? rec->result_len : 0; /* the result: bytes, no NUL */
+    return jri_append_argv(r, (int)(sizeof argv / sizeof *argv), argv, lens);
+}
+
 int jr_redis_append_fail(jr_redis_t *r, const char *queue, const char *entry, const char *consumer,
                          const char *action, int64_t delay_ms, const char *error, const char *why,
                          int64_t dead_max) {
@@ -268,6 +294,12 @@ static void fu_when(const jr_fu_item_t *it, char *out, size_t len) {
 
 int jr_redis_append_ack_follow(jr_redis_t *r, const char *queue, const char *entry, const char *fu,
                                size_t fu_len, int register_targets) {
+    return jr_redis_append_ack_follow_end(r, queue, entry, fu, fu_len, register_targets, NULL, NULL);
+}
+
+int jr_redis_append_ack_follow_end(jr_redis_t *r, const char *queue, const char *entry, const char *fu,
+                                   size_t fu_len, int register_targets, const char *consumer,
+                                   const jr_end_rec_t *rec) {
     long n = jr_fu_count(fu, fu_len);
     if (n <= 0) return jri_fail(r, JR_EINVAL, "follow-ups of entry %s are corrupt or empty", entry);
     size_t nq = 0, nuniq = 0, off = 0;
@@ -278,7 +310,7 @@ int jr_redis_append_ack_follow(jr_redis_t *r, const char *queue, const char *ent
     char (*uniq)[JR_UNIQ_KEY_MAX] = calloc((size_t)n, sizeof *uniq);
     char (*when)[32] = calloc((size_t)n, sizeof *when);
     char (*qix)[12] = calloc((size_t)n, sizeof *qix);
-    size_t max = 12 + (size_t)n * (7 + 4 + 1 + 7);
+    size_t max = 21 + (size_t)n * (7 + 4 + 1 + 7);
     const char **argv = malloc(max * sizeof *argv);
     size_t *lens = malloc(max * sizeof *lens);
     int rc = 0;
@@ -317,20 +349,31 @@ int jr_redis_append_ack_follow(jr_redis_t *r, const char *queue, const char *ent
 
     jr_qkeys_t own;
     jr_qkeys(&own, queue);
-    char nkeys[24], nqs[24], uniq_ms[24];
-    snprintf(nkeys, sizeof nkeys, "%zu", 5 + 7 * nq + nuniq);
+    char nkeys[24], nqs[24], uniq_ms[24], keep[24], age[24], dur[32];
+    int ended = consumer != NULL; /* the worker's form: the job's end too (revision 20) */
+    end_args(rec, keep, age, dur);
+    snprintf(nkeys, sizeof nkeys, "%zu", 5 + (ended ? 4 : 0) + 7 * nq + nuniq);
     snprintf(uniq_ms, sizeof uniq_ms, "%lld", (long long)JR_UNIQ_DEFAULT_MS);
     snprintf(nqs, sizeof nqs, "%zu", nq);
     a = 0;
     argv[a++] = "FCALL", argv[a++] = "jr_ack_follow", argv[a++] = nkeys, argv[a++] = own.ready;
-    argv[a++] = own.cancelled, argv[a++] = own.ids, argv[a++] = own.stats, argv[a++] = own.history;
+    argv[a++] = own.cancelled, argv[a++] = own.ids, argv[a++] = own.stats;
+    if (ended) argv[a++] = own.finished, argv[a++] = own.finished_ids, argv[a++] = own.waiters, argv[a++] = own.done;
+    argv[a++] = own.history; /* last of Q's keys (revision 21) */
     for (size_t q = 0; q < nq; q++) {
         argv[a++] = qk[q].ready, argv[a++] = qk[q].delayed, argv[a++] = qk[q].wake, argv[a++] = qk[q].seq;
         argv[a++] = qk[q].ids, argv[a++] = qk[q].wheel, argv[a++] = qk[q].wheel_n;
     }
     for (size_t u = 0; u < nuniq; u++) argv[a++] = uniq[u];
+    size_t result_at = 0;
+    if (ended) {
+        argv[a++] = consumer, argv[a++] = keep, argv[a++] = age, argv[a++] = dur;
+        result_at = a;
+        argv[a++] = rec && rec->result ? rec->result : "";
+    }
     argv[a++] = entry, argv[a++] = nqs, argv[a++] = uniq_ms;
-    for (size_t i = 0; i < a; i++) lens[i] = strlen(argv[i]);
+    for (size_t i = 0; i < a; i++) /* the result: bytes, no NUL */
+        lens[i] = ended && i == result_at ? (rec && rec->result ? rec->result_len : 0) : strlen(argv[i]);
     for (long i = 0; i < n; i++) {
         const jr_fu_item_t *it = &items[i];
         snprintf(qix[i], sizeof qix[i], "%u", qi[i] + 1);
@@ -354,18 +397,49 @@ int jr_redis_append_ack_report(jr_redis_t *r, const char *queue, const char *con
                                const char *const *jobids, size_t n) {
     jr_qkeys_t k;
     jr_qkeys(&k, queue);
-    const char **argv = malloc((2 * n + 8) * sizeof *argv);
+    const char **argv = malloc((2 * n + 10) * sizeof *argv);
     if (!argv) return jri_fail(r, JR_ENOMEM, "out of memory");
     size_t a = 0;
-    argv[a++] = "FCALL", argv[a++] = "jr_ack", argv[a++] = jobids ? "5" : "4", argv[a++] = k.ready;
+    argv[a++] = "FCALL", argv[a++] = "jr_ack", argv[a++] = jobids ? "7" : "6", argv[a++] = k.ready;
     if (jobids) argv[a++] = k.ids;
-    argv[a++] = k.cancelled, argv[a++] = k.stats, argv[a++] = k.history;
+    argv[a++] = k.cancelled, argv[a++] = k.stats, argv[a++] = k.waiters, argv[a++] = k.done, argv[a++] = k.history;
     for (size_t i = 0; i < n; i++) {
         argv[a++] = entries[i];
         if (jobids) argv[a++] = jobids[i] ? jobids[i] : "";
     }
     int rc = jri_append_argv(r, (int)a, argv, NULL);
     free(argv);
+    return rc;
+}
+
+int jr_redis_append_ack_records(jr_redis_t *r, const char *queue, const char *consumer, const jr_end_rec_t *recs,
+                                size_t n) {
+    jr_qkeys_t k;
+    jr_qkeys(&k, queue);
+    size_t argc = 13 + 8 * n;
+    const char **argv = malloc(argc * sizeof *argv);
+    size_t *lens = malloc(argc * sizeof *lens);
+    char (*nums)[3][32] = malloc((n ? n : 1) * sizeof *nums), (*att)[12] = malloc((n ? n : 1) * sizeof *att);
+    if (!argv || !lens || !nums || !att) {
+        free(argv), free(lens), free(nums), free(att);
+        return jri_fail(r, JR_ENOMEM, "out of memory");
+    }
+    size_t a = 0;
+    argv[a++] = "FCALL", argv[a++] = "jr_ack", argv[a++] = "9", argv[a++] = k.ready, argv[a++] = k.ids;
+    argv[a++] = k.cancelled, argv[a++] = k.stats, argv[a++] = k.waiters, argv[a++] = k.done;
+    argv[a++] = k.finished, argv[a++] = k.finished_ids, argv[a++] = k.history, argv[a++] = consumer;
+    for (size_t i = 0; i < a; i++) lens[i] = strlen(argv[i]);
+    for (size_t i = 0; i < n; i++) {
+        const jr_end_rec_t *e = &recs[i];
+        end_args(e, nums[i][0], nums[i][1], nums[i][2]);
+        snprintf(att[i], sizeof att[i], "%u", e->attempt);
+        const char *v[8] = {e->entry, e->jobid ? e->jobid : "", nums[i][0], nums[i][1], e->handler ? e->handler : "",
+                            att[i], nums[i][2], e->result ? e->result : ""};
+        for (int j = 0; j < 7; j++) argv[a] = v[j], lens[a++] = strlen(v[j]);
+        argv[a] = v[7], lens[a++] = e->result ? e->result_len : 0; /* the result: bytes, no NUL */
+    }
+    int rc = jri_append_argv(r, (int)a, argv, lens);
+    free(argv), free(lens), free(nums), free(att);
     return rc;
 }
 

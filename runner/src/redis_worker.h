@@ -24,6 +24,19 @@ int jr_redis_send_read(jr_redis_t *r, const char *consumer, const char *const *q
  * none of the queues in the reply is JR_EPROTO. */
 int jr_redis_recv_read(jr_redis_t *r, jr_batch_t *b, const char *const *queues, size_t n);
 
+/* How a job ended, for its finished record (keep_finished) and its waiters
+ * (job wait): see redis_finished.h and docs/redis-contract.md, Finished
+ * jobs. The strings are read while the call is appended only. */
+typedef struct jr_end_rec {
+    const char *entry, *jobid;       /* jobid NULL or "" = the entry id */
+    int64_t keep_count, keep_age_ms; /* keep_finished; count 0 = no record (waiters are told still) */
+    const char *handler;             /* NULL = "" */
+    uint32_t attempt;
+    int64_t duration_us;             /* the attempt's run time */
+    const char *result;              /* api->set_result, result_len bytes; NULL = none */
+    size_t result_len;
+} jr_end_rec_t;
+
 /* Append (not send) an acknowledge-and-remove of stream entries of a queue
  * (the 1-key jr_ack; integer reply). Workers use jr_redis_append_ack_report. */
 int jr_redis_append_ack(jr_redis_t *r, const char *queue, const char *const *ids, size_t n);
@@ -36,6 +49,13 @@ int jr_redis_append_ack(jr_redis_t *r, const char *queue, const char *const *ids
 int jr_redis_append_fail(jr_redis_t *r, const char *queue, const char *entry, const char *consumer,
                          const char *action, int64_t delay_ms, const char *error, const char *why,
                          int64_t dead_max);
+/* jr_redis_append_fail in the worker's form (revision 20): a job that ends
+ * here (dead, or cancelled while it ran) gets its finished record when
+ * rec->keep_count > 0, and its waiters are told; rec NULL = keep nothing
+ * (waiters are told still). Same reply. */
+int jr_redis_append_fail_end(jr_redis_t *r, const char *queue, const char *entry, const char *consumer,
+                             const char *action, int64_t delay_ms, const char *error, const char *why,
+                             int64_t dead_max, const jr_end_rec_t *rec);
 
 /* Append the acknowledgement of an entry of `queue` together with the
  * follow-up jobs its handler enqueued (fu: followup.h encoding, at least
@@ -49,6 +69,11 @@ int jr_redis_append_fail(jr_redis_t *r, const char *queue, const char *entry, co
  * appended), or an error. */
 int jr_redis_append_ack_follow(jr_redis_t *r, const char *queue, const char *entry, const char *fu,
                                size_t fu_len, int register_targets);
+/* The same in the worker's form (revision 20): with the job's end for its
+ * record and waiters (rec; its entry is `entry`), consumer = who ran it. */
+int jr_redis_append_ack_follow_end(jr_redis_t *r, const char *queue, const char *entry, const char *fu,
+                                   size_t fu_len, int register_targets, const char *consumer,
+                                   const jr_end_rec_t *rec);
 
 /* Append a hand-back of entries fetched but never started. Integer reply. */
 int jr_redis_append_handback(jr_redis_t *r, const char *queue, const char *consumer,
@@ -83,12 +108,20 @@ int jr_redis_cancelled_entries(jr_redis_t *r, const char *queue, const char *con
 
 /* Append jr_ack's reporting form (the worker's): each entry, with its job
  * id when jobids is not NULL (NULL or "" when the job id is the entry id),
- * and the keys jr:{Q}:cancelled, stats and history, so the reply
- * (jr_redis_recv_ack) says which of the acknowledged entries were flagged
- * cancelled: the check is part of the acknowledgement, atomic with it. The
- * jobs are counted in the stats and in this minute of the history. */
+ * and the keys jr:{Q}:cancelled jr:{Q}:stats jr:{Q}:waiters jr:{Q}:done
+ * jr:{Q}:history after them, so the reply (jr_redis_recv_ack) says which
+ * of the acknowledged entries were flagged cancelled (the check is part of
+ * the acknowledgement, atomic with it), and a job someone waits for (job
+ * wait) has its end written for the waiter (outcome, when; revision 20: one
+ * EXISTS of jr:{Q}:waiters per call when nobody waits). The jobs are counted
+ * in the stats and in this minute of the history. */
 int jr_redis_append_ack_report(jr_redis_t *r, const char *queue, const char *const *entries,
                                const char *const *jobids, size_t n);
+/* jr_redis_append_ack_report's record form (revision 20), for a batch in
+ * which some job is kept (keep_finished) or has a result: one jr_ack with
+ * every job's end (recs, n), consumer = who ran them. Same reply. */
+int jr_redis_append_ack_records(jr_redis_t *r, const char *queue, const char *consumer, const jr_end_rec_t *recs,
+                                size_t n);
 
 /* Read the reply of jr_redis_append_ack_report: *n acknowledged, and in
  * *flagged (malloc'd strings in a malloc'd array, the caller frees both;

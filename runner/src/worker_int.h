@@ -76,6 +76,12 @@ typedef struct op {
     char *done_id, *done_handler;
     uint32_t done_attempt;
     int64_t done_us;
+    /* ACK, FOLLOW, DEAD of a job that ran: its finished record (revision
+     * 20): keep_finished of its queue and handler, and api->set_result's
+     * result (owned; NULL = none). */
+    jr_keep_t keep;
+    char *result;
+    size_t result_len;
 } op_t;
 
 /* Whether Redis is refusing a kind of call, and its last error text. */

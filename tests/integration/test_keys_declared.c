@@ -11,7 +11,9 @@
  * and workers): jobs ready now (alone, in bulk, with ids), delayed near
  * and far (the wheel), retried, failed to the dead stream, dead-retried,
  * cancelled waiting and running, shown, run now, deleted, listed, follow-
- * ups, a cron schedule set, fired, listed and removed, pause and resume,
+ * ups, finished records kept and trimmed (keep_finished, revision 20), a
+ * job waited for (job wait) until it ends, a cron schedule set, fired,
+ * listed and removed, pause and resume,
  * heartbeats, a worker killed and its job reclaimed, a hand-back, a dead
  * process forgotten. MONITOR prints each FCALL and then, as "[0 lua]"
  * lines, every command the function ran, in order. For every FCALL and
@@ -324,7 +326,9 @@ Test(keys, every_key_a_function_reaches_is_declared_in_its_call) {
     cr_assert(ok && ok->type == REDIS_REPLY_STATUS, "MONITOR refused");
     freeReplyObject(ok);
 
-    jrt_config(&R, "worker:\n  lease: 1s\n  concurrency: 2\n", cfgpath, sizeof cfgpath);
+    /* keep_finished (revision 20): every end writes a record, trimmed at 5 */
+    jrt_config(&R, "worker:\n  lease: 1s\n  concurrency: 2\nqueues:\n  " Q ": {keep_finished: {count: 5, age: 1h}}\n",
+               cfgpath, sizeof cfgpath);
     pid_t sched = jrt_scheduler(&R, cfgpath, jrt_path(&R, "sched.log")); /* no -q: jr_queues */
     const char *wargs[] = {"-q", Q, NULL};
     pid_t w1 = jrt_worker(&R, cfgpath, JRT_FOLLOW_PLUGIN, wlog, wargs);
@@ -394,6 +398,14 @@ Test(keys, every_key_a_function_reaches_is_declared_in_its_call) {
     jrt_sleep_ms(800); /* heartbeats at lease/3 */
     CLI(0, "job", "show", "-q", Q, "run-1");
     CLI(0, "cancel", "-q", Q, "run-1");
+    /* someone waits for a delayed job (jr_wait); its acknowledgement tells
+     * the waiter (jr:{Q}:done); then it is kept: answered at once */
+    CLI(0, "enqueue", "-q", Q, "--in", "1s", "--id", "wt-1", "record", "waited");
+    const char *wait_args[] = {"job", "wait", "-c", cfgpath, "-q", Q, "wt-1", "--timeout", "30s", NULL};
+    pid_t waiter = jrt_spawn(jrt_path(&R, "wait.log"), wait_args);
+    cr_expect_eq(jrt_stop(waiter, 0, 25000), 0, "job wait of a job that ran: exit 0");
+    CLI(0, "job", "wait", "-q", Q, "wt-1");
+    CLI(0, "jobs", "-q", Q, "--state", "finished");
     jrt_sleep_ms(500);
     /* a worker killed while it runs a job: another one reclaims it */
     CLI(0, "enqueue", "-q", Q, "--id", "run-2", "follow", "n=1,q=,h=record,block=1");
@@ -438,7 +450,7 @@ Test(keys, every_key_a_function_reaches_is_declared_in_its_call) {
         "jr_register", "jr_queues", "jr_enqueue", "jr_enqueue_many", "jr_ready_prepare", "jr_promote", "jr_ack",
         "jr_ack_follow", "jr_fail", "jr_reclaim", "jr_heartbeat", "jr_handback", "jr_dead_retry", "jr_locate",
         "jr_cancel", "jr_run_now", "jr_delete", "jr_delayed_page", "jr_prune_consumers", "jr_procs_forget",
-        "jr_cron_set", "jr_cron_del", "jr_cron_fired", "jr_cron_list", "jr_queue_remove"};
+        "jr_cron_set", "jr_cron_del", "jr_cron_fired", "jr_cron_list", "jr_queue_remove", "jr_wait"};
     for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
         char w[80];
         snprintf(w, sizeof w, " %s ", want[i]);

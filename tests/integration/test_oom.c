@@ -103,7 +103,8 @@ Test(oom, out_of_memory_handing_a_job_to_the_executor_ends_the_worker_with_statu
 }
 
 /* The follow-ups a runner sends with a job's result, as the worker takes
- * them from the runner's socket (one malloc of the encoded list's size,
+ * them from the runner's socket (one malloc of the frame's size, the encoded
+ * list's and 4,
  * unlike anything else the worker allocates: a payload of an odd size).
  * Before, the job was retried for the want of memory ("out of memory for
  * its follow-ups") and the worker went on (exit 0 at SIGTERM). */
@@ -123,7 +124,8 @@ Test(oom, out_of_memory_for_a_jobs_follow_ups_ends_the_worker_with_status_1) {
     jr_fu_reset(&l);
     free(big);
     const char *wargs[] = {"worker", "--redis", R.url, "--plugin", JRT_FOLLOW_PLUGIN, NULL};
-    expect_oom_exit(wargs, "MALLOC", encoded, 1);
+    /* the frame: the result's length (4 bytes; no result), then the list (exec.h) */
+    expect_oom_exit(wargs, "MALLOC", encoded + 4, 1);
     jr_qstats_t next = jrt_stats(&R, "next");
     cr_expect_eq(next.ready, 0, "the follow-up was written (%lld ready in queue next)", next.ready);
 }

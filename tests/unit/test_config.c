@@ -1112,3 +1112,36 @@ Test(config, queues_section_sets_partition_counts) {
     cr_expect_eq(jr_config_apply_env(&cfg, twice, NULL, err, sizeof err), JR_EINVAL);
     cr_expect(strstr(err, "queue \"orders\" is given twice"), "%s", err);
 }
+
+/* keep_finished (issue 22): per queue and per handler, count required and
+ * capped, age optional; a partition has its queue's; a handler's wins;
+ * bad ones named. */
+Test(config, keep_finished_per_queue_and_handler) {
+    jr_keep_t k = jr_config_keep(&cfg, "orders", "send");
+    cr_expect_eq(k.count, 0, "off by default");
+    cr_assert_eq(load("queues:\n  orders: {partitions: 4, keep_finished: {count: 1000, age: 168h}}\n"
+                      "handlers:\n  send: {timeout: 5s, keep_finished: {count: 20}}\n  quiet: {keep_finished: {count: 0}}\n"),
+                 0, "%s", err);
+    k = jr_config_keep(&cfg, "orders", "close");
+    cr_expect(k.count == 1000 && k.age_ms == 7LL * 24 * 3600 * 1000, "%lld %lld", (long long)k.count, (long long)k.age_ms);
+    k = jr_config_keep(&cfg, "orders#3", "close");
+    cr_expect_eq(k.count, 1000, "a partition has its queue's setting");
+    k = jr_config_keep(&cfg, "mail", "send");
+    cr_expect(k.count == 20 && k.age_ms == 0, "the handler's, in any queue");
+    cr_expect_eq(jr_config_keep(&cfg, "orders", "quiet").count, 0, "count 0: this handler is not kept");
+    cr_expect_eq(jr_config_keep(&cfg, "mail", "close").count, 0);
+    cr_expect_eq(jr_config_policy(&cfg, "send").timeout_ms, 5000, "the handler's other keys still apply");
+    cr_expect_eq(load("queues:\n  orders:\n    keep_finished: {age: 1h}\n"), JR_EINVAL);
+    cr_expect(strstr(err, "t.yaml:3: queues.orders.keep_finished: count is required"), "%s", err);
+    cr_expect_eq(load("queues:\n  orders:\n    keep_finished: {count: 1000001}\n"), JR_EINVAL);
+    cr_expect(strstr(err, "queues.orders.keep_finished.count: must be an integer from 0 (off) to 1000000"), "%s", err);
+    cr_expect_eq(load("handlers:\n  send: {keep_finished: {count: 5, ages: 1h}}\n"), JR_EINVAL);
+    cr_expect(strstr(err, "handlers.send.keep_finished.ages: unknown key (keep_finished has count and age)"), "%s", err);
+    cr_expect_eq(load("queues:\n  orders:\n    keep_finished: {count: 5, age: 1.5s}\n"), JR_EINVAL);
+    cr_expect(strstr(err, "queues.orders.keep_finished.age: must be a duration"), "%s", err);
+    cr_expect_eq(load("queues:\n  orders:\n    keep_finished: 5\n"), JR_EINVAL);
+    cr_expect(strstr(err, "queues.orders.keep_finished: expected a mapping {count: N, age: D}"), "%s", err);
+    char *env[] = {"JOBRUNNER_QUEUES={mail: {keep_finished: {count: 7}}}", NULL};
+    cr_assert_eq(jr_config_apply_env(&cfg, env, NULL, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(jr_config_keep(&cfg, "mail", "close").count, 7, "JOBRUNNER_QUEUES sets it too");
+}

@@ -839,6 +839,42 @@ Test(plugin, accepts_a_minor_1_plugin_beside_minor_2_and_runs_its_hooks) {
     jr_registry_runner_exit(reg);
 }
 
+/* ---- ABI 1.3: api->set_result, and a 1.2 plugin beside it ---- */
+
+Test(plugin, accepts_a_minor_2_plugin_on_a_minor_3_host) {
+    load_ok(FX("enqueue")); /* built for 1.2: no set_result in its table */
+    jr_fu_list_t fu = {.max_payload = 1 << 20};
+    jr_job_t j = job_for("fx_enqueue_ok", "", 0);
+    j.fu = &fu;
+    cr_expect_eq(run(&j), JR_RESULT_OK, "%s", j.error);
+    jr_fu_reset(&fu);
+}
+
+Test(plugin, set_result_keeps_up_to_the_maximum_and_refuses_more_without_cutting) {
+    load_ok(FX("result"));
+    static char out[JR_RESULT_MAX];
+    uint32_t len = 7;
+    jr_job_t j = job_for("fx_result_max", "", 0);
+    j.result = out, j.result_len = &len;
+    cr_assert_eq(run(&j), JR_RESULT_OK, "%s", j.error);
+    cr_expect_eq(len, JR_RESULT_MAX);
+    cr_expect(out[0] == 'r' && out[JR_RESULT_MAX - 1] == 'r');
+    j = job_for("fx_result_big", "", 0);
+    j.result = out, j.result_len = &len;
+    cr_assert_eq(run(&j), JR_RESULT_OK, "a result over the maximum must be refused with -1");
+    cr_expect(len == 5 && !memcmp(out, "small", 5), "the refused call left the result as it was (%u bytes)", len);
+    j = job_for("fx_result_null", "", 0);
+    j.result = out, j.result_len = &len;
+    cr_expect_eq(run(&j), JR_RESULT_OK, "NULL data with a length must be refused");
+    cr_expect_eq(len, 0, "each run starts without a result");
+    j = job_for("fx_result_clear", "", 0);
+    j.result = out, j.result_len = &len;
+    cr_expect_eq(run(&j), JR_RESULT_OK);
+    cr_expect_eq(len, 0, "a result of 0 bytes clears it");
+    j = job_for("fx_result_max", "", 0); /* nowhere to put it (j.result NULL): refused */
+    cr_expect_eq(run(&j), JR_RESULT_FAIL);
+}
+
 Test(plugin, enqueue_keeps_follow_ups_with_the_attempt) {
     load_ok(FX("enqueue"));
     jr_fu_list_t fu = {.max_payload = 1 << 20};

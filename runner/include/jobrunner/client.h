@@ -38,7 +38,7 @@ extern "C" {
 #endif
 
 #define JR_CLIENT_VERSION_MAJOR 1
-#define JR_CLIENT_VERSION_MINOR 2
+#define JR_CLIENT_VERSION_MINOR 3
 
 /* Longest job id, with its terminating NUL (ids are at most 158 bytes). */
 #define JR_CLIENT_ID_MAX 160
@@ -214,12 +214,15 @@ JR_CLIENT_EXPORT int jr_client_cancel_keyed(jr_client_t *c, const char *queue, c
                                             jr_client_cancel_t *outcome);
 
 typedef enum jr_client_state {
-    JR_CLIENT_STATE_NOT_FOUND = 0, /* finished jobs are not kept */
+    JR_CLIENT_STATE_NOT_FOUND = 0, /* never there, or finished without keep_finished */
     JR_CLIENT_STATE_DELAYED = 1,
     JR_CLIENT_STATE_RETRYING = 2,
     JR_CLIENT_STATE_READY = 3,
     JR_CLIENT_STATE_RUNNING = 4,
-    JR_CLIENT_STATE_DEAD = 5
+    JR_CLIENT_STATE_DEAD = 5,
+    JR_CLIENT_STATE_FINISHED = 6   /* since 1.3: its finished record (keep_finished); entry = the record's
+                                      id, fields = the record: id h outcome a duration_ms worker
+                                      finished_at [err] [result] (docs/redis-contract.md) */
 } jr_client_state_t;
 
 /* One stored field of a job, as stored (binary-safe). */
@@ -234,7 +237,7 @@ typedef struct jr_client_field {
  * have lengths where they can hold any byte. */
 typedef struct jr_client_job_info {
     jr_client_state_t state;
-    const char *state_name;   /* "delayed", "retrying", "ready", "running", "dead", "not found" */
+    const char *state_name;   /* "delayed", "retrying", "ready", "running", "dead", "finished", "not found" */
     const char *queue, *id;
     const char *entry;        /* ready, running: the stream entry id; dead: the dead entry id; else "" */
     double due_ms;            /* delayed, retrying: due at (Unix ms); else -1 */
@@ -267,6 +270,48 @@ JR_CLIENT_EXPORT void jr_client_job_info_free(jr_client_job_info_t *info);
  * jr_client_cancel_keyed). */
 JR_CLIENT_EXPORT int jr_client_job_show_keyed(jr_client_t *c, const char *queue, const char *id, const char *key,
                                               jr_client_job_info_t **info);
+
+/* ---- waiting for a job's end (since 1.3) ---------------------------------- */
+
+typedef enum jr_client_outcome {
+    JR_CLIENT_END_OK = 0,        /* the handler succeeded */
+    JR_CLIENT_END_FAILED = 1,    /* it failed for good: in the dead-letter stream */
+    JR_CLIENT_END_CANCELLED = 2, /* cancelled while it ran */
+    JR_CLIENT_END_UNKNOWN = 3,   /* not waiting, running, dead or kept: never there, or it finished
+                                    before the wait began in a queue without keep_finished (the two
+                                    cannot be told apart) */
+    JR_CLIENT_END_TIMEOUT = 4    /* it had not finished within the timeout */
+} jr_client_outcome_t;
+
+/* How a job ended. Strings are NUL-terminated; result and error also have
+ * lengths (binary-safe). Free with jr_client_end_free. */
+typedef struct jr_client_end {
+    jr_client_outcome_t outcome;
+    const char *outcome_name; /* "ok", "failed", "cancelled", "unknown", "timeout" */
+    char *result;             /* api->set_result's result, NULL if none */
+    size_t result_len;
+    char *error;              /* the error of a failure, NULL if none */
+    size_t error_len;
+    int64_t attempt;          /* the attempt that ended it; 0 = not known */
+    double duration_ms;       /* its run time; -1 = not known */
+    char worker[128];         /* who ran it ("host-pid"); "" = not known */
+    int64_t finished_ms;      /* when (Redis's clock, Unix ms); 0 = not known */
+} jr_client_end_t;
+
+/* Wait until job `id` of `queue` (NULL = "default") has finished, at most
+ * timeout_ms (1..): returns 0 with *end filled (outcome TIMEOUT when it had
+ * not). One atomic call registers the wait and looks at the job (a job
+ * finished with a record, dead, or nowhere is answered at once); then the
+ * call blocks in Redis, woken only by the end of a job someone waits for
+ * in that queue: no polling. The connection is blocked meanwhile (give the
+ * wait a client of its own when others use it). A job of a partitioned
+ * queue is found by its id (the partition it carries); key as in
+ * jr_client_job_show_keyed (NULL = none). What a job's end tells a waiter
+ * is written in the call that acknowledges, dead-letters or cancels it
+ * (docs/redis-contract.md, Finished jobs). */
+JR_CLIENT_EXPORT int jr_client_wait(jr_client_t *c, const char *queue, const char *id, const char *key,
+                                    int64_t timeout_ms, jr_client_end_t *end);
+JR_CLIENT_EXPORT void jr_client_end_free(jr_client_end_t *end);
 
 /* ---- queues -------------------------------------------------------------- */
 

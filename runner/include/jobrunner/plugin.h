@@ -64,7 +64,10 @@ extern "C" {
 
 #define JR_PLUGIN_MAGIC 0x4C50524Au /* "JRPL" read as little-endian bytes */
 #define JR_PLUGIN_ABI_MAJOR 1
-#define JR_PLUGIN_ABI_MINOR 2 /* 1: runner_init, runner_exit; 2: cancelled, enqueue, setting */
+#define JR_PLUGIN_ABI_MINOR 3 /* 1: runner_init, runner_exit; 2: cancelled, enqueue, setting; 3: set_result */
+
+/* The largest result api->set_result takes, in bytes. */
+#define JR_RESULT_MAX 4096
 
 /* Name of the exported entry function, as a string for dlsym(). */
 #define JR_PLUGIN_ENTRY_NAME "jr_plugin_entry"
@@ -186,6 +189,20 @@ typedef struct jr_host_api {
      * NULL. Call it from init or runner_init with their ctx; the string
      * stays valid as long as the process. */
     const char *(*setting)(void *ctx, const char *key);
+
+    /* Members below: ABI minor 3 (check api->size >= offsetof(jr_host_api_t,
+     * set_result) + sizeof api->set_result before calling it). */
+
+    /* Set the job's result: len bytes (binary-safe; at most JR_RESULT_MAX,
+     * 4096), shown by `jobrunner job show` and `job wait` and kept in the
+     * finished record of a queue or handler with keep_finished. A later
+     * call replaces it; len 0 clears it. Returns 0, or -1 (the reason
+     * logged, the result as it was) for more than JR_RESULT_MAX bytes or
+     * data NULL with len > 0: a result is never cut short. Kept for an
+     * attempt that succeeds or fails for good (dead); a retried attempt's
+     * result is dropped. Only valid inside a handler, for the job it was
+     * given. */
+    int (*set_result)(jr_job_t *job, const void *data, size_t len);
 } jr_host_api_t;
 
 /* The plugin descriptor returned by the entry function. */
