@@ -170,13 +170,14 @@ static json_t *workers_json(const jr_proc_t *v, size_t n) {
             json_array_append_new(queues, jr_json_bytes(q, len));
             q += len + (q[len] == ',');
         }
-        json_t *o = json_pack("{s:o, s:o, s:o, s:I, s:o, s:o, s:s, s:I, s:I, s:I}", "name",
+        json_t *o = json_pack("{s:o, s:o, s:o, s:I, s:o, s:o, s:s, s:I, s:I, s:I, s:o}", "name",
                               jr_json_bytes(v[i].name, strlen(v[i].name)), "role",
                               jr_json_bytes(v[i].role, strlen(v[i].role)), "host",
                               jr_json_bytes(v[i].host, strlen(v[i].host)), "pid", (json_int_t)v[i].pid, "queues",
                               queues, "version", jr_json_bytes(v[i].version, strlen(v[i].version)), "started", t,
                               "running", (json_int_t)v[i].running, "last_seen_ms", (json_int_t)v[i].seen_ago_ms,
-                              "lease_ms", (json_int_t)v[i].lease_ms);
+                              "lease_ms", (json_int_t)v[i].lease_ms, "capacity",
+                              v[i].capacity > 0 ? json_integer(v[i].capacity) : json_null());
         if (!o || json_array_append_new(list, o) != 0) {
             json_decref(list);
             return NULL;
@@ -198,11 +199,13 @@ int jr_cli_workers(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t
     } else if (jr_flag(f, JR_O_JSON)) {
         if (jr_json_print(stdout, workers_json(v, n)) != 0) rc = JR_ENOMEM;
     } else {
-        printf("%-32s %-9s %-20s %8s %-20s %-8s %-24s %7s %9s\n", "NAME", "ROLE", "HOST", "PID", "QUEUES", "VERSION",
+        printf("%-32s %-9s %-20s %8s %-20s %-8s %-24s %9s %9s\n", "NAME", "ROLE", "HOST", "PID", "QUEUES", "VERSION",
                "STARTED", "RUNNING", "LAST SEEN");
         for (size_t i = 0; i < n; i++) {
-            char t[JR_TIME_LEN], seen[32];
+            char t[JR_TIME_LEN], seen[32], busy[48];
             jr_time_format(v[i].started_ms, t);
+            if (v[i].capacity > 0) snprintf(busy, sizeof busy, "%lld/%lld", v[i].running, v[i].capacity);
+            else snprintf(busy, sizeof busy, "%lld", v[i].running);
             snprintf(seen, sizeof seen, "%.1fs ago", (double)v[i].seen_ago_ms / 1000.0);
             jr_cli_print_cell(stdout, v[i].name, 32), putchar(' ');
             jr_cli_print_cell(stdout, v[i].role, 9), putchar(' ');
@@ -210,7 +213,7 @@ int jr_cli_workers(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t
             printf(" %8lld ", v[i].pid);
             jr_cli_print_cell(stdout, v[i].queues[0] ? v[i].queues : "*", 20), putchar(' ');
             jr_cli_print_cell(stdout, v[i].version, 8);
-            printf(" %-24s %7lld %9s\n", t, v[i].running, seen);
+            printf(" %-24s %9s %9s\n", t, busy, seen);
         }
     }
     jr_procs_free(v, n);
