@@ -315,8 +315,8 @@ function route() {
   const parts = path.split('/').slice(1).map(decodeURIComponent);
   const params = new URLSearchParams(query || '');
   let nav = 'overview', run;
-  if (parts[0] === 'queue' && parts[1]) run = () => queuePage(seq, parts[1], STATES.includes(parts[2]) ? parts[2] : 'ready', params.get('after'));
-  else if (parts[0] === 'job' && parts[1] && parts.length >= 3) run = () => jobPage(seq, parts[1], parts.slice(2).join('/'));
+  if (parts[0] === 'queue' && parts[1]) nav = '', run = () => queuePage(seq, parts[1], STATES.includes(parts[2]) ? parts[2] : 'ready', params.get('after'));
+  else if (parts[0] === 'job' && parts[1] && parts.length >= 3) nav = '', run = () => jobPage(seq, parts[1], parts.slice(2).join('/'));
   else if (parts[0] === 'workers') nav = 'workers', run = () => workersPage(seq);
   else if (parts[0] === 'schedules') nav = 'schedules', run = () => schedulesPage(seq);
   else run = () => overview(seq);
