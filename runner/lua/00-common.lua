@@ -1,5 +1,5 @@
 #!lua name=jobrunner
--- jobrunner: contract 1, revision 19.
+-- jobrunner: contract 1, revision 20.
 -- (Raise the revision with every change to any part of the library; tests/lua_revision.sh checks.
 -- A jobrunner process never replaces a newer revision loaded in Redis.)
 --[[
@@ -117,6 +117,10 @@ local K_CANCELLED = 'cancelled'
 local K_STATS = 'stats'
 local K_WHEEL = 'wheel'
 local K_WHEEL_N = 'wheel:n'
+local K_FINISHED = 'finished'
+local K_FINISHED_IDS = 'finished:ids'
+local K_WAITERS = 'waiters'
+local K_DONE = 'done'
 local DAY_MS = 86400000 -- JR_DAY_MS: one day, the default idempotency window of jobrunner's producers
 
 -- The key of queue q with that suffix (K_*), and the keys with a variable

@@ -39,6 +39,12 @@ const jr_cli_option_t jr_cli_options[JR_O_COUNT] = {
     [JR_O_WATCH] = {"watch", 0, 0, NULL},
     [JR_O_KEY] = {"key", 0, 1, NULL},
     [JR_O_PARTITIONS] = {"partitions", 0, 0, NULL},
+    [JR_O_HANDLER] = {"handler", 0, 1, NULL},
+    [JR_O_MATCH] = {"match", 0, 1, NULL},
+    [JR_O_YES] = {"yes", 0, 0, NULL},
+    [JR_O_WIDE] = {"wide", 0, 0, NULL},
+    [JR_O_ALL_QUEUES] = {"all-queues", 0, 0, NULL},
+    [JR_O_CREATE] = {"create", 0, 0, NULL},
     [JR_O_LISTEN] = {"listen", 0, 1, NULL},
     [JR_O_HELP] = {"help", 'h', 0, NULL},
 };
@@ -168,6 +174,7 @@ const jr_cli_cmd_t jr_cli_commands[] = {
      .summary = "list, show, retry or purge dead jobs",
      .usage =
          "usage: jobrunner dead list|show|retry|purge [-c FILE] [--redis URL] [-q QUEUE] [ID... | --all]\n"
+         "       jobrunner dead retry|purge [-q QUEUE] --handler H [--match TEXT] [--yes]\n"
          "\n"
          "Jobs that failed permanently, ran out of attempts, crashed their worker too often\n"
          "(poison) or could not be read are kept in the queue's dead-letter stream.\n"
@@ -175,12 +182,16 @@ const jr_cli_cmd_t jr_cli_commands[] = {
          "  list [ID...]        one line per dead job (--json: all fields)\n"
          "  show ID...          every field of the named jobs\n"
          "  retry ID...|--all   enqueue them again, attempts reset\n"
-         "  purge ID...|--all   delete them\n"
+         "  purge ID...|--all   delete them (delete: the same)\n"
          "  -q, --queue QUEUE   the queue (default: 'default')\n"
          "      --all           every dead job of the queue\n"
+         "      --handler H     retry, purge: every dead job of handler H ...\n"
+         "      --match TEXT    ... (or of any handler) whose payload bytes contain TEXT\n"
+         "      --yes           do it without asking (needed when stdin is not a terminal)\n"
          "      --json          list, show: print one JSON array, an object per dead job\n"
          "                      (text that is not UTF-8 as {\"base64\": ...})\n",
-     .options = JR_OPT(JR_O_QUEUE) | JR_OPT(JR_O_ALL) | JR_OPT(JR_O_JSON),
+     .options = JR_OPT(JR_O_QUEUE) | JR_OPT(JR_O_ALL) | JR_OPT(JR_O_JSON) | JR_OPT(JR_O_HANDLER) | JR_OPT(JR_O_MATCH) |
+                JR_OPT(JR_O_YES),
      .mode = JR_CMD_PERMUTE | JR_CMD_OPERANDS,
      .run = jr_cli_dead},
     {.name = "workers",
@@ -227,9 +238,11 @@ const jr_cli_cmd_t jr_cli_commands[] = {
      .mode = JR_CMD_PERMUTE | JR_CMD_OPERANDS,
      .run = jr_cli_functions},
     {.name = "job",
-     .summary = "show, run-now or delete one job by its id",
+     .summary = "show, run-now or delete one job by its id, or every job a filter passes",
      .usage =
          "usage: jobrunner job show|run-now|delete [-c FILE] [--redis URL] [-q QUEUE] ID [--key KEY] [--json]\n"
+         "       jobrunner job run-now|delete [-q QUEUE] --state delayed|retrying|dead --handler H\n"
+         "                 [--match TEXT] [--yes]\n"
          "\n"
          "  show ID      where the job is: delayed (due at), retrying (attempt, due at), ready,\n"
          "               running (consumer, idle, deliveries), dead (why, error) or not found\n"
@@ -238,15 +251,21 @@ const jr_cli_cmd_t jr_cli_commands[] = {
          "  delete ID    remove a waiting or dead job (a running one: use cancel)\n"
          "  -q, --queue QUEUE   the queue (default: 'default')\n"
          "      --key KEY       the key a partitioned queue's job with an explicit id was enqueued with\n"
-         "      --json          show: print one JSON object\n",
-     .options = JR_OPT(JR_O_QUEUE) | JR_OPT(JR_O_JSON) | JR_OPT(JR_O_KEY),
+         "      --json          show: print one JSON object\n"
+         "      --state STATE   a bulk: every job in STATE (delayed, retrying or dead; run-now of a\n"
+         "                      dead job retries it) ...\n"
+         "      --handler H     ... of handler H ...\n"
+         "      --match TEXT    ... (or of any handler) whose payload bytes contain TEXT\n"
+         "      --yes           do the bulk without asking (needed when stdin is not a terminal)\n",
+     .options = JR_OPT(JR_O_QUEUE) | JR_OPT(JR_O_JSON) | JR_OPT(JR_O_KEY) | JR_OPT(JR_O_STATE) | JR_OPT(JR_O_HANDLER) |
+                JR_OPT(JR_O_MATCH) | JR_OPT(JR_O_YES),
      .mode = JR_CMD_PERMUTE | JR_CMD_OPERANDS,
      .run = jr_cli_job},
     {.name = "jobs",
      .summary = "list a page of the jobs in one state",
      .usage =
          "usage: jobrunner jobs [-c FILE] [--redis URL] [-q QUEUE] --state delayed|ready|running|dead\n"
-         "                      [--limit N] [--after CURSOR] [--json]\n"
+         "                      [--limit N] [--after CURSOR] [--handler H] [--match TEXT] [--json]\n"
          "\n"
          "A page of the queue's jobs in one state, oldest first (delayed: by due time,\n"
          "jobs due 2 s or more after they were written by the second of their due time),\n"
@@ -255,8 +274,12 @@ const jr_cli_cmd_t jr_cli_commands[] = {
          "  -q, --queue QUEUE   the queue (default: 'default')\n"
          "      --limit N       jobs per page, 1-10000 (default 100)\n"
          "      --after CURSOR  the cursor a previous page printed\n"
+         "      --handler H     show the page's jobs of handler H only ...\n"
+         "      --match TEXT    ... (or of any handler) whose payload bytes contain TEXT\n"
+         "                      (the page is read as without them: its cursor goes on from it)\n"
          "      --json          print one JSON object {\"queue\", \"state\", \"jobs\": [...], \"next\"}\n",
-     .options = JR_OPT(JR_O_QUEUE) | JR_OPT(JR_O_STATE) | JR_OPT(JR_O_LIMIT) | JR_OPT(JR_O_AFTER) | JR_OPT(JR_O_JSON),
+     .options = JR_OPT(JR_O_QUEUE) | JR_OPT(JR_O_STATE) | JR_OPT(JR_O_LIMIT) | JR_OPT(JR_O_AFTER) | JR_OPT(JR_O_JSON) |
+                JR_OPT(JR_O_HANDLER) | JR_OPT(JR_O_MATCH),
      .mode = JR_CMD_PERMUTE,
      .run = jr_cli_jobs},
     {.name = "cancel",
@@ -311,16 +334,20 @@ const jr_cli_cmd_t jr_cli_commands[] = {
      .mode = JR_CMD_PERMUTE | JR_CMD_OPERANDS,
      .run = jr_cli_queue},
     {.name = "cron",
-     .summary = "add, remove or list periodic schedules (fired by the schedulers)",
+     .summary = "add, remove, enable, disable, fire or list periodic schedules",
      .usage =
          "usage: jobrunner cron add NAME (--cron EXPR | --every DURATION) [--tz ZONE] [-q QUEUE]\n"
          "                          [--missed skip|once] [--disabled] HANDLER [PAYLOAD]\n"
-         "       jobrunner cron remove NAME...\n"
+         "       jobrunner cron remove|enable|disable NAME...\n"
+         "       jobrunner cron fire NAME\n"
          "       jobrunner cron list [--json]\n"
          "\n"
          "Periodic schedules live in Redis; every running scheduler fires them, each tick\n"
          "exactly once, as a job with id NAME@TICK (the tick in Unix ms).\n"
          "\n"
+         "  enable, disable     let the schedulers fire it, or not (a schedule of a scheduler's\n"
+         "                      configuration is written again as configured when it starts)\n"
+         "  fire NAME           one job of it now, id NAME@fire-<Unix us> (never a tick's id)\n"
          "  --cron EXPR         5 fields (min hour day-of-month month day-of-week) or 6 (seconds\n"
          "                      first); *, N, N-M, lists, /STEP, JAN..DEC, SUN..SAT, @daily, @hourly...\n"
          "  --every DURATION    a fixed interval from 1s (ticks at multiples of it since the epoch)\n"

@@ -12,6 +12,7 @@
 
 #include <jobrunner/client.h>
 
+#include "bulk.h"
 #include "config.h"
 #include "json.h"
 #include "redis.h"
@@ -24,6 +25,7 @@ typedef enum jr_cli_opt {
     JR_O_TIMEOUT, JR_O_ORDERS, JR_O_ALL, JR_O_BACKOFF, JR_O_METRICS, JR_O_CONCURRENCY, JR_O_LOG_LEVEL,
     JR_O_LOG_FORMAT, JR_O_WAIT, JR_O_STATE, JR_O_LIMIT, JR_O_AFTER, JR_O_ORDER, JR_O_CRON, JR_O_EVERY,
     JR_O_TZ, JR_O_MISSED, JR_O_DISABLED, JR_O_WATCH, JR_O_KEY, JR_O_PARTITIONS,
+    JR_O_HANDLER, JR_O_MATCH, JR_O_YES, JR_O_WIDE, JR_O_ALL_QUEUES, JR_O_CREATE, /* wt-cli */
     JR_O_LISTEN,
     JR_O_HELP,
     JR_O_COUNT
@@ -145,6 +147,19 @@ void jr_cli_print_cell(FILE *out, const char *s, int width);
  * JR_ERRLEN). */
 const char *jr_cli_esc(const char *s);
 
+/* A bulk over a filter (bulk.h) asks first. `what` says what it will do
+ * ("retry every dead job of queue Q with handler H"). With yes (--yes),
+ * 0 at once; on a terminal (stdin), the question on stderr and 0 for an
+ * answer starting with y or Y, else 1 after "nothing changed"; when stdin
+ * is not a terminal, 2 after saying that --yes is needed. */
+int jr_cli_confirm(const char *cmd, int yes, const char *what);
+/* The filter of --handler and --match (f's values, kept). 1 if either was
+ * given, else 0 (*out then passes every job). */
+int jr_cli_filter(const jr_cli_flags_t *f, jr_filter_t *out);
+/* What a filter chose, for messages: " with handler H" and/or " whose
+ * payload contains "T"", escaped, into buf (len bytes); "" for none. */
+const char *jr_cli_filter_text(const jr_filter_t *flt, char *buf, size_t len);
+
 /* The value of field `name` of a stream entry, or NULL (its length in *len
  * when len is not NULL). */
 const char *jr_cli_field(const jr_entry_t *e, const char *name, size_t *len);
@@ -179,10 +194,5 @@ jr_redis_t *jr_cli_connect(const jr_config_t *cfg, int required);
  * commands the library has a call for (enqueue, cancel, job show, stats,
  * pause, resume). NULL after printing why on stderr. */
 jr_client_t *jr_cli_client(const jr_config_t *cfg, int required);
-
-/* Decode a delayed-set member: a msgpack sequence of strings (fixstr, str
- * 8/16/32, bin 8/16/32), at most max items into v/lens (pointing into p).
- * Returns how many, or -1 if p is not such a sequence or has more. Pure. */
-int jr_msgpack_strings(const char *p, size_t n, const char **v, size_t *lens, size_t max);
 
 #endif

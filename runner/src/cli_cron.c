@@ -1,5 +1,6 @@
-/* The periodic schedules: cron add|remove|list (a row of cli.c; see cli.h),
- * through the Redis layer (the client library has no call for them). */
+/* The periodic schedules: cron add|remove|enable|disable|fire|list (a row
+ * of cli.c; see cli.h), through the Redis layer (the client library has no
+ * call for them). */
 #include "cli.h"
 
 #include <stdlib.h>
@@ -73,6 +74,46 @@ static int cmd_cron_remove(const jr_config_t *cfg, char **names, size_t n, FILE 
     return jr_cli_done(out, rc || missing ? 1 : 0);
 }
 
+/* `cron enable|disable NAME...` (on = 1: enable): "NAME enabled|disabled"
+ * or "NAME was already enabled|disabled" or "NAME not found" per name;
+ * exit status 0 when every name was found. */
+static int cmd_cron_enable(const jr_config_t *cfg, char **names, size_t n, int on, FILE *out) {
+    jr_redis_t *r = jr_cli_connect(cfg, 1);
+    if (!r) return 1;
+    int missing = 0, rc = 0;
+    const char *word = on ? "enabled" : "disabled";
+    for (size_t i = 0; !rc && i < n; i++) {
+        int found = 0, changed = 0;
+        rc = jr_redis_cron_enable(r, names[i], on, &found, &changed);
+        if (!rc && !found) fprintf(out, "%s not found\n", jr_cli_esc(names[i]));
+        else if (!rc) fprintf(out, "%s %s%s\n", jr_cli_esc(names[i]), changed ? "" : "was already ", word);
+        missing += !rc && !found;
+    }
+    if (rc)
+        fprintf(stderr, "jobrunner cron %s: %s\n", on ? "enable" : "disable",
+                jr_redis_errstr(r)[0] ? jr_cli_esc(jr_redis_errstr(r)) : jr_strerror(rc));
+    jr_redis_free(r);
+    return jr_cli_done(out, rc || missing ? 1 : 0);
+}
+
+/* `cron fire NAME`: one job of the schedule now (jr_redis_cron_fire);
+ * prints "NAME fired: job ID". Exit status 1 when there is no such
+ * schedule. */
+static int cmd_cron_fire(const jr_config_t *cfg, const char *name, FILE *out) {
+    jr_redis_t *r = jr_cli_connect(cfg, 1);
+    if (!r) return 1;
+    char id[JR_ID_MAX];
+    int found = 0, rc = jr_redis_cron_fire(r, name, id, &found);
+    if (rc)
+        fprintf(stderr, "jobrunner cron fire: %s\n", jr_redis_errstr(r)[0] ? jr_cli_esc(jr_redis_errstr(r)) : jr_strerror(rc));
+    else if (!found)
+        fprintf(stderr, "jobrunner cron fire: no schedule \"%s\" ('jobrunner cron list' lists them)\n", jr_cli_esc(name));
+    else
+        fprintf(out, "%s fired: job %s\n", jr_cli_esc(name), jr_cli_esc(id));
+    jr_redis_free(r);
+    return jr_cli_done(out, rc || !found ? 1 : 0);
+}
+
 static int cmp_entry(const void *a, const void *b) {
     return strcmp(((const jr_cron_entry_t *)a)->name, ((const jr_cron_entry_t *)b)->name);
 }
@@ -109,6 +150,7 @@ static json_t *cron_json(const jr_cron_entry_t *e, const jr_cron_def_t *d, const
     int64_t last = jr_cron_last_parse(e->last, &job);
     json_object_set_new(o, "last_fired_ms", last < 0 ? json_null() : json_integer(last));
     json_object_set_new(o, "last_fired_utc", last < 0 ? json_null() : json_string(jr_time_format(last, t)));
+    json_object_set_new(o, "last_fired_local", last < 0 ? json_null() : str_json(jr_cron_local_format(last, d->tz, loc)));
     json_object_set_new(o, "last_job_id", last < 0 ? json_null() : str_json(job));
     return o;
 }
@@ -173,7 +215,8 @@ static int cmd_cron_list(const jr_config_t *cfg, int json, FILE *out) {
     return jr_cli_done(out, rc ? 1 : 0);
 }
 
-/* `jobrunner cron add|remove|list`: check the arguments, then run it. */
+/* `jobrunner cron add|remove|enable|disable|fire|list`: check the
+ * arguments, then run it. */
 int jr_cli_cron(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *cfg, int argc, char **argv) {
     const char *name = cmd->name, *sub = argc > 0 ? argv[0] : "";
     const char *cron = f->v[JR_O_CRON], *every = f->v[JR_O_EVERY], *tz = f->v[JR_O_TZ], *missed = f->v[JR_O_MISSED];
@@ -185,11 +228,19 @@ int jr_cli_cron(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *c
         return cmd_cron_list(cfg, json, stdout);
     }
     if (json) return jr_cli_die(name, "%s", "--json goes with cron list");
+    if (!strcmp(sub, "enable") || !strcmp(sub, "disable")) {
+        if (argc < 2) return jr_cli_die(name, "expected cron %s NAME...", sub);
+        return cmd_cron_enable(cfg, argv + 1, (size_t)(argc - 1), !strcmp(sub, "enable"), stdout);
+    }
+    if (!strcmp(sub, "fire")) {
+        if (argc != 2) return jr_cli_die(name, "%s", "expected cron fire NAME");
+        return cmd_cron_fire(cfg, argv[1], stdout);
+    }
     if (!strcmp(sub, "remove")) {
         if (argc < 2) return jr_cli_die(name, "%s", "expected cron remove NAME...");
         return cmd_cron_remove(cfg, argv + 1, (size_t)(argc - 1), stdout);
     }
-    if (!add) return jr_cli_die(name, "%s", "expected add, remove or list");
+    if (!add) return jr_cli_die(name, "%s", "expected add, remove, enable, disable, fire or list");
     if (argc < 3 || argc > 4)
         return jr_cli_die(name, "%s", "expected cron add NAME (--cron EXPR | --every DURATION) HANDLER [PAYLOAD]");
     if (!cron == !every) return jr_cli_die(name, "%s", "give exactly one of --cron and --every");

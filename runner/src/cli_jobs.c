@@ -10,6 +10,7 @@
 
 #include "client_internal.h"
 #include "contract.h"
+#include "bulk.h"
 #include "envelope.h"
 #include "jr.h"
 #include "proc.h"
@@ -136,31 +137,6 @@ int jr_cli_enqueue(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t
 }
 
 /* ---- one job: job show / run-now / delete, cancel, jobs --state ---------- */
-
-/* A delayed-set member's strings: see cli.h. */
-int jr_msgpack_strings(const char *p, size_t n, const char **v, size_t *lens, size_t max) {
-    const unsigned char *u = (const unsigned char *)p;
-    size_t i = 0, k = 0;
-    while (i < n) {
-        unsigned char t = u[i++];
-        size_t len, hdr;
-        if ((t & 0xe0) == 0xa0) len = t & 0x1f, hdr = 0;
-        else if (t == 0xd9 || t == 0xc4) hdr = 1;
-        else if (t == 0xda || t == 0xc5) hdr = 2;
-        else if (t == 0xdb || t == 0xc6) hdr = 4;
-        else return -1;
-        if (hdr) {
-            if (n - i < hdr) return -1;
-            len = 0;
-            for (size_t b = 0; b < hdr; b++) len = len << 8 | u[i + b];
-            i += hdr;
-        }
-        if (n - i < len || k == max) return -1;
-        v[k] = p + i, lens[k++] = len;
-        i += len;
-    }
-    return (int)k;
-}
 
 /* "<ms with fraction>" -> a printable time ("" stays ""). */
 static void score_time(const char *score, char *buf) {
@@ -429,7 +405,8 @@ static int print_page(FILE *out, const char *state, const char *queue, const lis
  * An empty page of a partition that is not the last prints nothing and
  * returns -1: the caller asks the next partition. */
 static int cmd_jobs(const jr_config_t *cfg, const char *queue, const char *iq, int part, unsigned nparts,
-                    const char *state, int64_t limit, const char *after, int json, FILE *out) {
+                    const char *state, int64_t limit, const char *after, const jr_filter_t *flt, int json,
+                    FILE *out) {
     int delayed = !strcmp(state, "delayed"), ready = !strcmp(state, "ready"), running = !strcmp(state, "running"),
         dead = !strcmp(state, "dead");
     if (!delayed && !ready && !running && !dead) {
@@ -574,6 +551,17 @@ static int cmd_jobs(const jr_config_t *cfg, const char *queue, const char *iq, i
             goto out;
         }
     }
+    if (flt) { /* --handler, --match: the page's jobs the filter passes */
+        const jr_entry_t none = {0};
+        size_t kept = 0;
+        for (size_t i = 0; i < n; i++)
+            if (jr_filter_match_entry(flt, v[i].e ? v[i].e : &none)) v[kept++] = v[i];
+        if (!json) {
+            char ft[JR_ERRLEN];
+            fprintf(out, "%zu of the page's %zu jobs%s\n", kept, n, jr_cli_filter_text(flt, ft, sizeof ft));
+        }
+        n = kept;
+    }
     status = print_page(out, state, queue, v, n, nextp, json) ? 1 : 0;
     free(fake);
 out:
@@ -595,9 +583,50 @@ static const char *one_queue(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, c
     return f->queues.n ? f->queues.v[0] : cfg->default_queue;
 }
 
+/* `jobrunner job run-now|delete --state S --handler H [--match TEXT]`:
+ * every job in state S (delayed, retrying or dead) of the queue the filter
+ * passes, after jr_cli_confirm, through jr_bulk (page by page). Prints how
+ * many it changed of how many matched. Returns the exit status. */
+static int cmd_job_bulk(const jr_config_t *cfg, const char *queue, const char *sub, const char *state_name,
+                        const jr_filter_t *flt, int yes, FILE *out) {
+    int state = jr_bulk_state_parse(state_name), run_now = !strcmp(sub, "run-now"), status;
+    if (state < 0) return jr_cli_die2("job", "--state", state_name, "must be delayed, retrying or dead");
+    char what[2 * JR_ERRLEN], ft[JR_ERRLEN], cmd[32];
+    jr_cli_filter_text(flt, ft, sizeof ft);
+    snprintf(what, sizeof what, "%s every %s job of queue %s%s", run_now ? "run now" : "delete", state_name,
+             jr_cli_esc(queue), ft);
+    snprintf(cmd, sizeof cmd, "job %s", sub);
+    if ((status = jr_cli_confirm(cmd, yes, what))) return status;
+    jr_redis_t *r = jr_cli_connect(cfg, 1);
+    if (!r) return 1;
+    jr_bulk_result_t res;
+    int rc = jr_bulk(r, queue, (jr_bulk_state_t)state, run_now ? JR_BULK_RUN_NOW : JR_BULK_DELETE, flt, NULL, 0, NULL,
+                     &res);
+    if (rc) {
+        fprintf(stderr, "jobrunner job %s: %s (after %lld of %lld changed)\n", sub, jr_cli_esc(jr_redis_errstr(r)),
+                res.acted, res.matched);
+    } else {
+        const char *done = !run_now ? "deleted" : state == JR_BULK_DEAD ? "re-enqueued" : "made ready";
+        fprintf(out, "%s %lld %s job%s%s (%lld matched of %lld looked at)\n", done, res.acted, state_name,
+                res.acted == 1 ? "" : "s", ft, res.matched, res.seen);
+    }
+    jr_redis_free(r);
+    return jr_cli_done(out, rc ? 1 : 0);
+}
+
 int jr_cli_job(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *cfg, int argc, char **argv) {
     const char *queue = one_queue(cmd, f, cfg), *name = cmd->name;
     if (!queue) return 2;
+    jr_filter_t flt;
+    int filtered = jr_cli_filter(f, &flt);
+    if (filtered || jr_flag(f, JR_O_STATE) || jr_flag(f, JR_O_YES)) {
+        if (argc != 1 || (strcmp(argv[0], "run-now") && strcmp(argv[0], "delete")))
+            return jr_cli_die(name, "%s", "expected run-now|delete --state STATE --handler H [--match TEXT] (no ID)");
+        if (!filtered || !jr_flag(f, JR_O_STATE))
+            return jr_cli_die(name, "%s", "a bulk takes --state delayed|retrying|dead and --handler H and/or --match TEXT");
+        if (jr_flag(f, JR_O_JSON) || jr_flag(f, JR_O_KEY)) return jr_cli_die(name, "%s", "--json and --key go with one ID");
+        return cmd_job_bulk(cfg, queue, argv[0], f->v[JR_O_STATE], &flt, jr_flag(f, JR_O_YES), stdout);
+    }
     if (argc != 2) return jr_cli_die(name, "%s", "expected show|run-now|delete ID");
     const char *sub = argv[0], *id = argv[1];
     const char *rule = jr_contract_stored_id(id, strlen(id));
@@ -642,10 +671,12 @@ int jr_cli_jobs(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *c
         part = (unsigned)p;
         after = end[1] ? end + 1 : NULL;
     }
+    jr_filter_t flt;
+    int filtered = jr_cli_filter(f, &flt);
     int st;
     do
         st = cmd_jobs(cfg, queue, jr_qpart_name(qp, part), (int)part, qp->n, f->v[JR_O_STATE], limit, after,
-                      jr_flag(f, JR_O_JSON), stdout);
+                      filtered ? &flt : NULL, jr_flag(f, JR_O_JSON), stdout);
     while (st == -1 && (after = NULL, ++part < qp->n));
     jr_partmap_free(&parts);
     return st;

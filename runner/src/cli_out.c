@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "client_internal.h"
 #include "jr.h"
@@ -83,6 +84,38 @@ const char *jr_cli_esc(const char *s) {
     }
     b[o] = '\0';
     return b;
+}
+
+/* ---- bulk actions over a filter --------------------------------------------- */
+
+int jr_cli_confirm(const char *cmd, int yes, const char *what) {
+    if (yes) return 0;
+    if (!isatty(STDIN_FILENO)) {
+        fprintf(stderr, "jobrunner %s: this would %s; stdin is not a terminal to confirm it on: "
+                        "give --yes to do it\n", cmd, what);
+        return 2;
+    }
+    fprintf(stderr, "%s? [y/N] ", what);
+    fflush(stderr);
+    char line[64];
+    if (fgets(line, sizeof line, stdin) && (line[0] == 'y' || line[0] == 'Y')) return 0;
+    fprintf(stderr, "jobrunner %s: nothing changed\n", cmd);
+    return 1;
+}
+
+int jr_cli_filter(const jr_cli_flags_t *f, jr_filter_t *out) {
+    *out = (jr_filter_t){.handler = f->v[JR_O_HANDLER], .match = f->v[JR_O_MATCH],
+                         .match_len = f->v[JR_O_MATCH] ? strlen(f->v[JR_O_MATCH]) : 0};
+    return jr_flag(f, JR_O_HANDLER) || jr_flag(f, JR_O_MATCH);
+}
+
+const char *jr_cli_filter_text(const jr_filter_t *flt, char *buf, size_t len) {
+    int n = 0;
+    buf[0] = '\0';
+    if (flt->handler && flt->handler[0]) n = snprintf(buf, len, " with handler %s", jr_cli_esc(flt->handler));
+    if (n >= 0 && (size_t)n < len && flt->match && flt->match_len)
+        snprintf(buf + n, len - (size_t)n, "%s whose payload contains \"%s\"", n ? " and" : "", jr_cli_esc(flt->match));
+    return buf;
 }
 
 const char *jr_cli_field(const jr_entry_t *e, const char *name, size_t *len) {

@@ -9,6 +9,7 @@
 
 #include "client_internal.h"
 #include "contract.h"
+#include "bulk.h"
 #include "envelope.h"
 #include "jr.h"
 #include "proc.h"
@@ -287,19 +288,18 @@ static void dead_time(const jr_entry_t *e, char *buf) {
     jr_time_format(strtoll(e->id, NULL, 10), buf);
 }
 
-/* What `jobrunner dead` does over the partitions of a queue (one, when it
- * is not partitioned). */
+/* What `jobrunner dead list|show` does over the partitions of a queue
+ * (one, when it is not partitioned). */
 typedef struct dead_run {
     const char *sub;
-    int list, show, retry, all, json;
+    int list, show, json;
     char **ids;
     size_t nids;
     FILE *out;
-    json_t *arr;          /* list, show --json: the entries so far */
+    json_t *arr;          /* --json: the entries so far */
     unsigned char *found; /* per id: found in some partition */
     int missing;          /* an id named no dead job */
-    size_t nsel, shown;   /* entries selected, entries shown (show) */
-    long long moved;      /* retry, purge: how many */
+    size_t shown;         /* entries shown (show) */
 } dead_run_t;
 
 /* 1 if dead entry e (its stored job id: id, len) of partition p (-1: not
@@ -313,8 +313,8 @@ static int dead_names(const jr_entry_t *e, const char *id, size_t len, int p, co
     return (id && wl == len && !memcmp(want, id, len)) || !strcmp(want, e->id);
 }
 
-/* `jobrunner dead` on one internal queue (partition p, -1: none). 0, or 1
- * after saying why. */
+/* `jobrunner dead list|show` on one internal queue (partition p, -1:
+ * none). 0, or 1 after saying why. */
 static int dead_part(jr_redis_t *r, dead_run_t *run, const char *queue, int p) {
     jr_qkeys_t k;
     jr_qkeys(&k, queue);
@@ -338,13 +338,12 @@ static int dead_part(jr_redis_t *r, dead_run_t *run, const char *queue, int p) {
     for (size_t i = 0; i < b.n; i++) {
         size_t len;
         const char *id = jr_cli_field(&b.v[i], JR_F_ID, &len);
-        int want = run->all || (run->list && !run->nids);
+        int want = run->list && !run->nids;
         for (size_t j = 0; j < run->nids; j++)
             if (dead_names(&b.v[i], id, len, p, run->ids[j])) want = 1, run->found[j] = 1;
         if (want) sel[nsel++] = b.v[i].id;
     }
-    run->nsel += nsel;
-    if (run->list || run->show) {
+    {
         for (size_t i = 0; i < b.n && (run->arr || !run->json); i++) {
             const jr_entry_t *e = &b.v[i];
             int pick = 0;
@@ -379,15 +378,6 @@ static int dead_part(jr_redis_t *r, dead_run_t *run, const char *queue, int p) {
                 }
             }
         }
-    } else if (nsel) {
-        long long n = 0;
-        int rc = run->retry ? jr_redis_dead_retry(r, queue, sel, nsel, &n)
-                            : jr_redis_dead_purge(r, queue, run->all ? NULL : sel, run->all ? 0 : nsel, &n);
-        if (rc) {
-            fprintf(stderr, "jobrunner dead %s: %s\n", run->sub, jr_cli_esc(jr_redis_errstr(r)));
-            status = 1;
-        }
-        run->moved += n;
     }
 out:
     free(sel);
@@ -395,44 +385,67 @@ out:
     return status;
 }
 
-/* `jobrunner dead SUB`: sub is list, show, retry or purge; ids are job ids
- * or dead entry ids (all = every dead job). With json (list and show only)
- * it prints one JSON array of dead entries, one object each (dead_json), even
- * for one id. Returns the exit status: 2 for a bad subcommand or arguments,
- * 1 when a named job is not dead or Redis fails. */
-static int cmd_dead(const jr_config_t *cfg, const char *queue, const char *sub, char **ids, size_t nids,
-                int all, int json, FILE *out) {
-    int list = !strcmp(sub, "list"), show = !strcmp(sub, "show");
-    int retry = !strcmp(sub, "retry"), purge = !strcmp(sub, "purge");
-    if (!list && !show && !retry && !purge) {
-        fprintf(stderr, "jobrunner dead: unknown subcommand \"%s\" (list, show, retry or purge)\n", sub);
-        return 2;
-    }
-    if ((retry || purge) && !all && !nids) {
-        fprintf(stderr, "jobrunner dead %s: name job ids or give --all\n", sub);
-        return 2;
-    }
-    if (json && !list && !show) {
-        fprintf(stderr, "jobrunner dead %s: --json applies to list and show\n", sub);
-        return 2;
-    }
-    if (show && !nids) {
-        fprintf(stderr, "jobrunner dead show: name one or more job ids\n");
-        return 2;
-    }
+/* `jobrunner dead retry|purge` (delete: purge): the named jobs (job ids or
+ * dead entry ids), every dead job (all), or those the filter passes
+ * (filtered: after jr_cli_confirm), through jr_bulk, page by page. Prints
+ * how many it changed. Returns the exit status: 1 when a named job is not
+ * dead or Redis fails. */
+static int cmd_dead_change(const jr_config_t *cfg, const char *queue, const char *sub, char **ids, size_t nids,
+                           const jr_filter_t *flt, int filtered, int yes, FILE *out) {
+    int retry = !strcmp(sub, "retry"), status;
+    char what[2 * JR_ERRLEN], ft[JR_ERRLEN];
+    jr_cli_filter_text(flt, ft, sizeof ft);
+    snprintf(what, sizeof what, "%s every dead job of queue %s%s", retry ? "retry" : "delete", jr_cli_esc(queue), ft);
+    if (filtered && (status = jr_cli_confirm(retry ? "dead retry" : "dead purge", yes, what))) return status;
     jr_redis_t *r = jr_cli_connect(cfg, retry);
+    if (!r) return 1;
+    unsigned char *found = calloc(nids + 1, 1);
+    jr_bulk_result_t res;
+    int rc = found ? jr_bulk(r, queue, JR_BULK_DEAD, retry ? JR_BULK_RUN_NOW : JR_BULK_DELETE, filtered ? flt : NULL,
+                             (const char *const *)ids, nids, found, &res)
+                   : JR_ENOMEM;
+    status = rc != 0;
+    if (rc) fprintf(stderr, "jobrunner dead %s: %s\n", sub, rc == JR_ENOMEM ? "out of memory" : jr_cli_esc(jr_redis_errstr(r)));
+    int missing = 0;
+    for (size_t j = 0; !rc && j < nids; j++) /* a job id that is not dead is an error */
+        if (!found[j]) {
+            fprintf(stderr, "jobrunner dead %s: no dead job \"%s\" in queue %s\n", sub, jr_cli_esc(ids[j]),
+                    jr_cli_esc(queue));
+            missing = 1;
+        }
+    if (!rc && res.matched) {
+        fprintf(out, "%s %lld dead job%s%s\n", retry ? "re-enqueued" : "purged", res.acted, res.acted == 1 ? "" : "s",
+                filtered ? ft : "");
+        if (retry && res.acted < res.matched)
+            fprintf(stderr, "jobrunner dead retry: %lld left in the dead stream: they cannot run "
+                    "(no handler, or kept whole in a raw field)\n", res.matched - res.acted);
+    } else if (!rc && !missing) {
+        fprintf(out, "no dead jobs%s in queue %s\n", filtered ? ft : "", jr_cli_esc(queue));
+    }
+    free(found);
+    jr_redis_free(r);
+    return jr_cli_done(out, status || missing);
+}
+
+/* `jobrunner dead list|show`: ids are job ids or dead entry ids (list: none
+ * = every dead job). With json it prints one JSON array of dead entries,
+ * one object each (dead_json), even for one id. Returns the exit status:
+ * 1 when a named job is not dead or Redis fails. */
+static int cmd_dead(const jr_config_t *cfg, const char *queue, const char *sub, char **ids, size_t nids, int json,
+                    FILE *out) {
+    int list = !strcmp(sub, "list"), show = !strcmp(sub, "show");
+    jr_redis_t *r = jr_cli_connect(cfg, 0);
     if (!r) return 1;
     jr_partmap_t parts = {0};
     jr_qpart_t *qp = NULL;
-    dead_run_t run = {.sub = sub, .list = list, .show = show, .retry = retry, .all = all, .json = json,
-                      .ids = ids, .nids = nids, .out = out};
+    dead_run_t run = {.sub = sub, .list = list, .show = show, .json = json, .ids = ids, .nids = nids, .out = out};
     int status = 0;
     if (!(run.found = calloc(nids + 1, 1))) status = 1;
     else if (jr_partmap_get(&parts, r, queue, &qp)) {
         fprintf(stderr, "jobrunner dead: %s\n", jr_cli_esc(jr_redis_errstr(r)));
         status = 1;
     }
-    if (!status && json && (list || show) && !(run.arr = json_array())) status = jr_cli_json_oom(&run.arr);
+    if (!status && json && !(run.arr = json_array())) status = jr_cli_json_oom(&run.arr);
     if (!status && list && !json)
         fprintf(out, "%-24s %-28s %-16s %-8s %-8s %s\n", "DEAD AT", "JOB", "HANDLER", "ATTEMPT", "WHY", "ERROR");
     /* a partitioned queue: every partition in turn, then Q itself (jobs a
@@ -441,33 +454,43 @@ static int cmd_dead(const jr_config_t *cfg, const char *queue, const char *sub, 
         status = dead_part(r, &run, p < qp->n ? jr_qpart_name(qp, p) : queue, qp->n > 1 && p < qp->n ? (int)p : -1);
     for (size_t j = 0; !status && j < nids; j++) /* a job id that is not dead is an error */
         if (!run.found[j]) {
-            fprintf(stderr, "jobrunner dead %s: no dead job \"%s\" in queue %s\n", sub, ids[j], queue);
+            fprintf(stderr, "jobrunner dead %s: no dead job \"%s\" in queue %s\n", sub, jr_cli_esc(ids[j]), jr_cli_esc(queue));
             run.missing = 1;
         }
     if (run.arr && status) json_decref(run.arr);
     else if (run.arr && jr_cli_json_out(out, run.arr)) status = 1; /* it takes the array */
-    if (!status && (retry || purge) && run.nsel) {
-        fprintf(out, "%s %lld dead job%s\n", retry ? "re-enqueued" : "purged", run.moved, run.moved == 1 ? "" : "s");
-        if (retry && (size_t)run.moved < run.nsel)
-            fprintf(stderr, "jobrunner dead retry: %zu left in the dead stream: they cannot run "
-                    "(no handler, or kept whole in a raw field)\n", run.nsel - (size_t)run.moved);
-    } else if (!status && !run.missing && (retry || purge)) {
-        fprintf(out, "no dead jobs in queue %s\n", queue);
-    }
     free(run.found);
     jr_partmap_free(&parts);
     jr_redis_free(r);
     return jr_cli_done(out, status || run.missing);
 }
 
-
 int jr_cli_dead(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *cfg, int argc, char **argv) {
     if (argc < 1) return jr_cli_die(cmd->name, "%s", "expected list, show, retry or purge");
     if (f->queues.n > 1) return jr_cli_die(cmd->name, "%s", "dead takes one -q");
-    int all = jr_flag(f, JR_O_ALL);
-    if (all && argc > 1) return jr_cli_die(cmd->name, "%s", "give job ids or --all, not both");
-    return cmd_dead(cfg, f->queues.n ? f->queues.v[0] : cfg->default_queue, argv[0], argv + 1, (size_t)(argc - 1), all,
-                    jr_flag(f, JR_O_JSON), stdout);
+    const char *sub = argv[0], *queue = f->queues.n ? f->queues.v[0] : cfg->default_queue;
+    int all = jr_flag(f, JR_O_ALL), json = jr_flag(f, JR_O_JSON);
+    jr_filter_t flt;
+    int filtered = jr_cli_filter(f, &flt);
+    char **ids = argv + 1;
+    size_t nids = (size_t)(argc - 1);
+    int list = !strcmp(sub, "list"), show = !strcmp(sub, "show");
+    int retry = !strcmp(sub, "retry"), purge = !strcmp(sub, "purge") || !strcmp(sub, "delete");
+    if (!list && !show && !retry && !purge)
+        return jr_cli_die(cmd->name, "unknown subcommand \"%s\" (list, show, retry, purge or delete)", sub);
+    if (all && nids) return jr_cli_die(cmd->name, "%s", "give job ids or --all, not both");
+    if (filtered && (nids || all))
+        return jr_cli_die(cmd->name, "%s", "give job ids, --all or --handler/--match, one of them");
+    if (filtered && !retry && !purge) return jr_cli_die(cmd->name, "%s", "--handler and --match go with retry and purge");
+    if (jr_flag(f, JR_O_YES) && !filtered) return jr_cli_die(cmd->name, "%s", "--yes goes with --handler/--match");
+    if (json && !list && !show) return jr_cli_die(cmd->name, "%s", "--json applies to list and show");
+    if (show && !nids) return jr_cli_die(cmd->name, "%s", "dead show: name one or more job ids");
+    if ((retry || purge) && !all && !nids && !filtered)
+        return jr_cli_die(cmd->name, "%s", "name job ids, or give --all or --handler H [--match TEXT]");
+    if (retry || purge)
+        return cmd_dead_change(cfg, queue, retry ? "retry" : "purge", ids, nids, &flt, filtered, jr_flag(f, JR_O_YES),
+                               stdout);
+    return cmd_dead(cfg, queue, sub, ids, nids, json, stdout);
 }
 
 /* ---- queue partitions ------------------------------------------------------- */

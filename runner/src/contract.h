@@ -85,7 +85,11 @@
     X(CANCELLED, cancelled, "cancelled") /* hash: running entries asked to cancel */   \
     X(STATS, stats, "stats")             /* hash: counters of jobrunner stats */       \
     X(WHEEL, wheel, "wheel")             /* sorted set: the time-wheel buckets */      \
-    X(WHEEL_N, wheel_n, "wheel:n")       /* counter: jobs in the buckets */
+    X(WHEEL_N, wheel_n, "wheel:n")       /* counter: jobs in the buckets */ \
+    X(FINISHED, finished, "finished")    /* stream, capped: finished jobs (keep_finished) */ \
+    X(FINISHED_IDS, finished_ids, "finished:ids") /* hash: job id -> its finished entry */ \
+    X(WAITERS, waiters, "waiters")       /* hash: job id -> deadline of its waiters (job wait) */ \
+    X(DONE, done, "done")                /* stream, capped: outcomes of jobs waited for */
 
 /* JR_QK_READY, ...: the index of a key in JR_QUEUE_KEYS. */
 enum jr_qkey {

@@ -6,8 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cron.h"
 #include "jr.h"
 #include "jr_limits.h"
+#include "redis_partition.h"
 #include "util.h"
 
 /* Parse a "%.3f" ms string from the Lua side ("" -> -1). */
@@ -199,6 +201,65 @@ int jr_redis_cron_list(jr_redis_t *r, jr_cron_entry_t **out, size_t *n, char *wa
     }
     *out = v, *n = k;
     return 0;
+}
+
+/* Schedule `name` decoded into *d (jr_cron_def_free it either way):
+ * *found = 0 when there is none. */
+static int cron_get(jr_redis_t *r, const char *name, jr_cron_def_t *d, int *found) {
+    jr_cron_entry_t *v = NULL;
+    size_t n = 0;
+    char wake[JR_ID_MAX], why[JR_ERRLEN];
+    memset(d, 0, sizeof *d);
+    *found = 0;
+    int rc = jr_redis_cron_list(r, &v, &n, wake);
+    for (size_t i = 0; !rc && i < n && !*found; i++) {
+        if (strcmp(v[i].name, name)) continue;
+        *found = 1;
+        if ((rc = jr_cron_def_decode(name, v[i].def, d, why, sizeof why)))
+            rc = jri_fail(r, rc, "schedule %s: its stored definition cannot be read: %s", name, why);
+    }
+    jr_cron_entries_free(v, n);
+    return rc;
+}
+
+int jr_redis_cron_enable(jr_redis_t *r, const char *name, int on, int *found, int *changed) {
+    jr_cron_def_t d;
+    *changed = 0;
+    int rc = cron_get(r, name, &d, found);
+    if (!rc && *found && d.enabled != on) {
+        d.enabled = on;
+        char *def = jr_cron_def_encode(&d);
+        rc = def ? jr_redis_cron_set(r, name, def, changed) : jri_fail(r, JR_ENOMEM, "out of memory");
+        free(def);
+    }
+    jr_cron_def_free(&d);
+    return rc;
+}
+
+int jr_redis_cron_fire(jr_redis_t *r, const char *name, char *id, int *found) {
+    jr_cron_def_t d;
+    double now = 0;
+    id[0] = '\0';
+    int rc = cron_get(r, name, &d, found);
+    if (!rc && *found) rc = jr_redis_time_ms(r, &now);
+    if (!rc && *found) {
+        snprintf(id, JR_ID_MAX, "%s@fire-%lld", name, (long long)(now * 1000.0));
+        jr_enqueue_t job = {.queue = d.queue, .id = id};
+        job.env.handler = d.handler;
+        job.env.handler_len = strlen(d.handler);
+        job.env.payload = d.payload;
+        job.env.payload_len = d.payload ? strlen(d.payload) : 0;
+        job.env.attempt = 1;
+        jr_partmap_t parts = {0};
+        jr_enq_outcome_t o = {0};
+        char ids[1][JR_ID_MAX];
+        rc = jr_redis_enqueue_parts(r, &parts, &job, NULL, 1, ids, &o, NULL);
+        if (!rc && o.status == JR_ENQ_CREATED) snprintf(id, JR_ID_MAX, "%s", ids[0]);
+        else if (!rc) rc = jri_fail(r, JR_EREDIS, "schedule %s: job %s was not enqueued", name, id);
+        jr_partmap_free(&parts);
+    }
+    jr_cron_def_free(&d);
+    return rc;
 }
 
 int64_t jr_cron_last_parse(const char *last, const char **job) {

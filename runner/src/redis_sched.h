@@ -65,6 +65,27 @@ typedef struct jr_cron_entry {
  * wake stream's last id into wake_id (JR_ID_MAX bytes), read atomically. */
 int jr_redis_cron_list(jr_redis_t *r, jr_cron_entry_t **out, size_t *n, char *wake_id);
 void jr_cron_entries_free(jr_cron_entry_t *v, size_t n);
+/* Enable (on = 1) or disable schedule `name`: its stored definition is
+ * read (jr_cron_list), its "enabled" set and written back (jr_cron_set,
+ * which pokes the wake stream on a change, so running schedulers follow at
+ * once). *found = 0 when there is no such schedule, *changed = 0 when it
+ * already was so. Not atomic with a `cron add` of the same name at the
+ * same moment (the later write wins). A schedule of a scheduler's
+ * configuration (periodic:) is written again, as configured, by each
+ * scheduler at its start. A stored definition that cannot be decoded is
+ * JR_EINVAL naming it. */
+int jr_redis_cron_enable(jr_redis_t *r, const char *name, int on, int *found, int *changed);
+
+/* Fire schedule `name` now (also when disabled): one job of its handler,
+ * payload and queue, ready now, with the id NAME@fire-<Redis's time, Unix
+ * microseconds> into id (JR_ID_MAX bytes). A tick's job is NAME@<digits>
+ * and a schedule name holds no '@', so the two never collide, and two
+ * fires differ by their microsecond. The schedule's ticks and its
+ * last-fired record are not changed. *found = 0 (nothing enqueued) when
+ * there is no such schedule. Refusals of the enqueue: JR_EREDIS or
+ * JR_EINVAL with the reason. */
+int jr_redis_cron_fire(jr_redis_t *r, const char *name, char *id, int *found);
+
 /* Parse a last-fired record "<tick ms> <job id>": returns the tick and
  * points *job at the id, or returns -1 (malformed, or NULL or "") with
  * *job = "". */

@@ -305,3 +305,57 @@ Test(cron, functions_refuse_and_change_nothing) {
     jr_redis_free(j);
     redisFree(c);
 }
+
+/* `cron disable` stops a running scheduler firing a schedule and `cron
+ * enable` starts it again; `cron fire` makes one job now, its id
+ * NAME@fire-<us> (not a tick's NAME@TICK), every time anew. */
+Test(cron, disable_enable_and_fire_now) {
+    pid_t s = start_scheduler(0);
+    add_every("de", "dq", "skip");
+    tick_t t[64];
+    size_t n = 0;
+    for (int i = 0; i < 100 && n < 1; i++, jrt_sleep_ms(100)) n = ticks_of("dq", "de", t, 64);
+    cr_assert_geq(n, 1, "the schedule did not fire");
+    char out[4096];
+    const char *off[] = {"cron", "disable", "de", "--redis", R.url, NULL};
+    jrt_run_expect(0, out, sizeof out, off);
+    cr_expect(strstr(out, "de disabled"), "%s", out);
+    jrt_run_expect(0, out, sizeof out, off);
+    cr_expect(strstr(out, "de was already disabled"), "%s", out);
+    jrt_sleep_ms(1500); /* a tick in flight may still land */
+    n = ticks_of("dq", "de", t, 64);
+    jrt_sleep_ms(2500);
+    cr_expect_eq(ticks_of("dq", "de", t, 64), n, "a disabled schedule still fires");
+    const char *on[] = {"cron", "enable", "de", "--redis", R.url, NULL};
+    jrt_run_expect(0, out, sizeof out, on);
+    cr_expect(strstr(out, "de enabled"), "%s", out);
+    size_t m = n;
+    for (int i = 0; i < 100 && m <= n; i++, jrt_sleep_ms(100)) m = ticks_of("dq", "de", t, 64);
+    cr_expect_gt(m, n, "an enabled schedule does not fire again");
+    const char *nope[] = {"cron", "disable", "nosuch", "--redis", R.url, NULL};
+    jrt_run_expect(1, out, sizeof out, nope);
+    cr_expect(strstr(out, "nosuch not found"), "%s", out);
+    jrt_stop(s, SIGTERM, 10000);
+
+    /* fire now: no scheduler needed; a disabled schedule fires too */
+    const char *add[] = {"cron", "add", "fn", "--cron", "0 0 1 1 *", "-q", "fq", "--disabled", "--redis", R.url,
+                         "echo", "{\"x\":1}", NULL};
+    cli(0, add);
+    const char *fire[] = {"cron", "fire", "fn", "--redis", R.url, NULL};
+    char first[4096];
+    jrt_run_expect(0, first, sizeof first, fire);
+    cr_assert(strstr(first, "fn fired: job fn@fire-"), "%s", first);
+    jrt_run_expect(0, out, sizeof out, fire);
+    cr_expect(strcmp(out, first), "two fires, one id: %s", out);
+    redisContext *c = jrt_connect(&R);
+    cr_expect_eq(jrt_int(c, "XLEN jr:{fq}:ready"), 2, "two jobs ready now");
+    redisFree(c);
+    char id[JR_ID_MAX];
+    snprintf(id, sizeof id, "%s", strstr(first, "job ") + 4);
+    id[strcspn(id, "\n")] = '\0';
+    const char *show[] = {"job", "show", "-q", "fq", id, "--redis", R.url, NULL};
+    jrt_run_expect(0, out, sizeof out, show);
+    cr_expect(strstr(out, "state: ready") && strstr(out, "{\"x\":1}"), "%s", out);
+    const char *none[] = {"cron", "fire", "nosuch", "--redis", R.url, NULL};
+    cli(1, none);
+}
