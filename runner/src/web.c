@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "bulk.h"
 #include "cli.h"
 #include "client_internal.h"
 #include "contract.h"
@@ -23,6 +24,7 @@
 #include "partition.h"
 #include "proc.h"
 #include "redis_admin.h"
+#include "redis_finished.h"
 #include "redis_produce.h"
 #include "redis_sched.h"
 #include "util.h"
@@ -40,7 +42,7 @@ extern const size_t jr_web_nassets;
 #define WEB_BODY_MAX (1 << 20)  /* bytes of a POST body */
 #define WEB_PAGE_MAX 500        /* jobs of one page */
 #define WEB_PAGE_DEFAULT 50
-#define WEB_SELECT_MAX 1000     /* entries of one bulk action */
+#define WEB_SELECT_MAX 1000     /* ids of one bulk action's selection */
 #define WEB_CONN_MAX 64
 #define WEB_PER_IP 16
 #define WEB_IDLE_S 10           /* MHD's idle timeout per connection */
@@ -406,9 +408,7 @@ static enum MHD_Result get_schedules(struct MHD_Connection *con) {
         jr_cron_def_free(&d);
     }
     jr_cron_entries_free(v, n);
-    /* enable / disable / fire now need the library calls of the bulk work
-     * (redis_sched.h, not merged yet): the page says so */
-    return answer_json(con, MHD_HTTP_OK, json_pack("{s:o,s:b}", "schedules", arr, "actions", 0));
+    return answer_json(con, MHD_HTTP_OK, json_pack("{s:o,s:b}", "schedules", arr, "actions", !W.cfg->web_read_only));
 }
 
 /* ---- GET /api/jobs: one page of a queue ------------------------------------ */
@@ -450,10 +450,31 @@ static json_t *row_json(const char *id, size_t idlen, const char *entry, const c
     return o;
 }
 
+/* A finished record (an entry of jr:{Q}:finished, redis_finished.h) as a
+ * row: job, entry, at_ms (finished at), handler, attempt, outcome,
+ * duration_ms, worker, error, result. */
+static json_t *finished_json(const jr_entry_t *e) {
+    size_t len, rl, el;
+    const char *id = field(e, JR_FIN_ID, &len), *res = field(e, JR_FIN_RESULT, &rl), *err = field(e, JR_FIN_ERROR, &el);
+    const char *at = field(e, JR_FIN_AT, NULL);
+    json_t *o = json_pack("{s:o,s:s,s:o}", "job", id ? jr_json_bytes(id, len) : json_string(e->id), "entry", e->id,
+                          "at_ms", at ? json_integer(strtoll(at, NULL, 10)) : json_null());
+    if (!o) return NULL;
+    json_object_set_new(o, "handler", field_json(e, JR_FIN_HANDLER));
+    json_object_set_new(o, "attempt", field_json(e, JR_FIN_ATTEMPT));
+    json_object_set_new(o, "outcome", field_json(e, JR_FIN_OUTCOME));
+    json_object_set_new(o, "duration_ms", field_json(e, JR_FIN_DURATION));
+    json_object_set_new(o, "worker", field_json(e, JR_FIN_WORKER));
+    json_object_set_new(o, "error", err ? bytes_view(err, el) : json_null());
+    json_object_set_new(o, "result", res ? bytes_view(res, rl) : json_null());
+    return o;
+}
+
 /* A page of up to limit jobs of queue q in `state`, oldest first, after
  * the cursor `after` (as `jobrunner jobs` pages: the same library calls;
  * "retrying" is the delayed page's jobs past their first attempt, so a
- * page of it may hold fewer than limit). next = the cursor of the next
+ * page of it may hold fewer than limit; "finished", the records kept with
+ * keep_finished, newest first). next = the cursor of the next
  * page or null. Of a partitioned queue, partition 0 only (the CLI's
  * jobs --after p<N>: pages the others). */
 static enum MHD_Result get_jobs(struct MHD_Connection *con) {
@@ -462,15 +483,15 @@ static enum MHD_Result get_jobs(struct MHD_Connection *con) {
     if (!q) return answer_error(con, MHD_HTTP_BAD_REQUEST, why);
     if (!state) state = "ready";
     int delayed = !strcmp(state, "delayed"), retrying = !strcmp(state, "retrying"), ready = !strcmp(state, "ready"),
-        running = !strcmp(state, "running"), dead = !strcmp(state, "dead");
-    if (!delayed && !retrying && !ready && !running && !dead)
-        return answer_error(con, MHD_HTTP_BAD_REQUEST, "state must be ready, running, delayed, retrying or dead");
+        running = !strcmp(state, "running"), dead = !strcmp(state, "dead"), finished = !strcmp(state, "finished");
+    if (!delayed && !retrying && !ready && !running && !dead && !finished)
+        return answer_error(con, MHD_HTTP_BAD_REQUEST, "state must be ready, running, delayed, retrying, dead or finished");
     int64_t limit = WEB_PAGE_DEFAULT;
     if (ls && jr_cli_parse_count(ls, 1, WEB_PAGE_MAX, &limit))
         return answer_error(con, MHD_HTTP_BAD_REQUEST, "limit must be an integer from 1 to 500");
     if (after && !after[0]) after = NULL;
     char start[JR_ID_MAX + 2] = "-";
-    if (after && !delayed && !retrying) {
+    if (after && !delayed && !retrying && !finished) {
         char *end;
         (void)strtoull(after, &end, 10);
         if (end == after || *end != '-' || strlen(after) >= JR_ID_MAX)
@@ -491,6 +512,8 @@ static enum MHD_Result get_jobs(struct MHD_Connection *con) {
     int rc = 0;
     if (delayed || retrying) {
         rc = jr_redis_delayed_page(r, q, after, limit, &b, next, sizeof next);
+    } else if (finished) { /* newest first; kept only with keep_finished */
+        rc = jr_redis_finished_page(r, q, after, limit, &b, next, sizeof next);
     } else if (ready) {
         char last[JR_ID_MAX];
         rc = jr_redis_group_last_id(r, q, last);
@@ -536,6 +559,8 @@ static enum MHD_Result get_jobs(struct MHD_Connection *con) {
                 if (retrying && (!a || strtoll(a, NULL, 10) <= 1)) continue;
                 o = row_json(iv[0], il[0], NULL, e->id, &fe, NULL);
             }
+        } else if (finished) {
+            o = finished_json(&b.v[i]);
         } else if (running) {
             const jr_entry_t *e = each[i].n ? &each[i].v[0] : NULL;
             size_t len;
@@ -551,7 +576,7 @@ static enum MHD_Result get_jobs(struct MHD_Connection *con) {
         }
         if (o) json_array_append_new(rows, o);
     }
-    if (!delayed && !retrying && (int64_t)total == limit && last_where) snprintf(next, sizeof next, "%.*s", (int)(sizeof next - 1), last_where);
+    if (!delayed && !retrying && !finished && (int64_t)total == limit && last_where) snprintf(next, sizeof next, "%.*s", (int)(sizeof next - 1), last_where);
     jr_batch_free(&b);
     for (size_t i = 0; each && i < npend; i++) jr_batch_free(&each[i]);
     free(each), free(pend);
@@ -615,8 +640,20 @@ static enum MHD_Result get_job(struct MHD_Connection *con) {
         }
         json_object_set_new(o, "actions", W.cfg->web_read_only ? json_array() : acts);
         if (W.cfg->web_read_only) json_decref(acts);
-    } else if (o) {
-        json_object_set_new(o, "note", json_string("finished jobs are not kept"));
+    } else if (o) { /* finished: its record, when keep_finished kept one (by id, no scan) */
+        jr_batch_t b = {0};
+        int got = jr_redis_finished_get(jr_client_redis(c), q, id, &b);
+        if (got == 1 && b.n) {
+            found = 1;
+            json_object_set_new(o, "state", json_string("finished"));
+            json_object_set_new(o, "found", json_true());
+            json_object_set_new(o, "finished", finished_json(&b.v[0]));
+            json_object_set_new(o, "actions", json_array());
+        } else {
+            json_object_set_new(o, "note", json_string(got < 0 ? "its finished record could not be read"
+                                                                : "not waiting, running, dead, nor kept as finished"));
+        }
+        jr_batch_free(&b);
     }
     jr_client_job_info_free(in);
     return answer_json(con, found ? MHD_HTTP_OK : MHD_HTTP_NOT_FOUND, o);
@@ -671,62 +708,77 @@ static enum MHD_Result post_job(struct MHD_Connection *con, json_t *body, const 
                                  jr_json_bytes(id, strlen(id)), "result", jr_json_bytes(state, strlen(state))));
 }
 
-/* POST /api/dead/retry|delete {"queue", "entries": [dead entry id, ...]}
- * or {"queue", "all": true}: the calls of `jobrunner dead retry|purge`. */
-static enum MHD_Result post_dead(struct MHD_Connection *con, json_t *body, int retry) {
+/* POST /api/bulk {"queue", "state": "dead" | "delayed" | "retrying",
+ * "action": "retry" | "run-now" | "delete", and either "ids": [job ids; of
+ * dead jobs also dead entry ids] or "all": true with an optional filter
+ * "handler" (exact) and "match" (a substring of the stored payload)}: one
+ * jr_bulk (bulk.h), the call of `jobrunner dead retry|purge` and `job
+ * run-now|delete --state S` (cursor pages of 500, never the state loaded
+ * whole). POST /api/dead/retry|delete {"queue", "entries": [...] | "all"}
+ * is the same for dead jobs. */
+static enum MHD_Result post_bulk(struct MHD_Connection *con, json_t *body, const char *state, const char *act) {
     const char *why, *q = queue_arg(body_str(body, "queue"), &why);
     if (!q) return answer_error(con, MHD_HTTP_BAD_REQUEST, why);
-    json_t *ents = json_object_get(body, "entries");
+    if (!state) state = body_str(body, "state");
+    if (!act) act = body_str(body, "action");
+    int st = state ? jr_bulk_state_parse(state) : -1;
+    if (st < 0) return answer_error(con, MHD_HTTP_BAD_REQUEST, "\"state\" must be dead, delayed or retrying");
+    if (!act || (strcmp(act, "retry") && strcmp(act, "run-now") && strcmp(act, "delete")))
+        return answer_error(con, MHD_HTTP_BAD_REQUEST, "\"action\" must be retry, run-now or delete");
+    json_t *ids = json_object_get(body, "ids");
+    if (!ids) ids = json_object_get(body, "entries");
     int all = json_is_true(json_object_get(body, "all"));
-    if (!all && (!json_is_array(ents) || !json_array_size(ents)))
-        return answer_error(con, MHD_HTTP_BAD_REQUEST, "give \"entries\": [dead entry ids] or \"all\": true");
-    if (!all && json_array_size(ents) > WEB_SELECT_MAX)
-        return answer_error(con, MHD_HTTP_BAD_REQUEST, "at most 1000 entries per call (or \"all\": true)");
-    jr_client_t *c = client();
-    if (!c) return answer_error(con, MHD_HTTP_SERVICE_UNAVAILABLE, W.err);
-    jr_redis_t *r = jr_client_redis(c);
-    size_t n = all ? 0 : json_array_size(ents);
+    if (all == (ids != NULL) || (ids && (!json_is_array(ids) || !json_array_size(ids))))
+        return answer_error(con, MHD_HTTP_BAD_REQUEST, "give \"ids\": [...] (a selection) or \"all\": true, not both");
+    if (ids && json_array_size(ids) > WEB_SELECT_MAX)
+        return answer_error(con, MHD_HTTP_BAD_REQUEST, "at most 1000 ids per call (or \"all\": true with a filter)");
+    size_t n = ids ? json_array_size(ids) : 0;
     const char **sel = calloc(n + 1, sizeof *sel);
     if (!sel) return answer_error(con, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
-    for (size_t i = 0; i < n; i++) {
-        const char *e = json_string_value(json_array_get(ents, i));
-        char *end;
-        if (!e || (strtoull(e, &end, 10), end == e || *end != '-' || strlen(e) >= JR_ID_MAX)) {
+    for (size_t i = 0; i < n; i++)
+        if (!(sel[i] = json_string_value(json_array_get(ids, i))) || jr_contract_stored_id(sel[i], strlen(sel[i]))) {
             free(sel);
-            return answer_error(con, MHD_HTTP_BAD_REQUEST, "an entry is not a stream entry id");
+            return answer_error(con, MHD_HTTP_BAD_REQUEST, "an id of the selection is not a job id");
         }
-        sel[i] = e;
+    const char *h = body_str(body, "handler"), *m = body_str(body, "match");
+    jr_filter_t f = {.handler = h, .match = m, .match_len = m ? strlen(m) : 0};
+    jr_client_t *c = client();
+    if (!c) {
+        free(sel);
+        return answer_error(con, MHD_HTTP_SERVICE_UNAVAILABLE, W.err);
     }
-    long long moved = 0;
-    int rc = 0;
-    if (all && retry) { /* every dead entry: the stream's ids, a page at a time */
-        jr_qkeys_t k;
-        jr_qkeys(&k, q);
-        char start[JR_ID_MAX + 2] = "-";
-        for (;;) {
-            jr_batch_t b = {0};
-            const char *ids[WEB_SELECT_MAX];
-            if ((rc = jr_redis_xrange_between(r, k.dead, start, "+", WEB_SELECT_MAX, &b))) break;
-            for (size_t i = 0; i < b.n; i++) ids[i] = b.v[i].id;
-            long long m = 0;
-            if (b.n) rc = jr_redis_dead_retry(r, q, ids, b.n, &m);
-            moved += m;
-            size_t got = b.n;
-            if (got) snprintf(start, sizeof start, "(%s", b.v[got - 1].id);
-            jr_batch_free(&b);
-            if (rc || got < WEB_SELECT_MAX) break;
-        }
-    } else {
-        rc = retry ? jr_redis_dead_retry(r, q, sel, n, &moved) : jr_redis_dead_purge(r, q, all ? NULL : sel, n, &moved);
-    }
+    jr_bulk_result_t res = {0};
+    int rc = jr_bulk(jr_client_redis(c), q, (jr_bulk_state_t)st, strcmp(act, "delete") ? JR_BULK_RUN_NOW : JR_BULK_DELETE,
+                     all ? &f : NULL, sel, n, NULL, &res);
     free(sel);
     if (rc) return answer_error(con, MHD_HTTP_BAD_GATEWAY, why_failed());
-    char m[24];
-    snprintf(m, sizeof m, "%lld", moved);
-    jr_log_kv(JR_LOG_INFO, retry ? "web: dead jobs retried" : "web: dead jobs deleted", "queue", q, "count", m, NULL);
-    return answer_json(con, MHD_HTTP_OK, json_pack("{s:o,s:s,s:I}", "queue", jr_json_bytes(q, strlen(q)), "action",
-                                                   retry ? "retry" : "delete", retry ? "retried" : "deleted",
-                                                   (json_int_t)moved));
+    char a[24];
+    snprintf(a, sizeof a, "%lld", res.acted);
+    jr_log_kv(JR_LOG_INFO, "web: bulk action", "queue", q, "state", state, "action", act, "count", a, NULL);
+    return answer_json(con, MHD_HTTP_OK,
+                       json_pack("{s:o,s:s,s:s,s:I,s:I,s:I,s:I}", "queue", jr_json_bytes(q, strlen(q)), "state", state,
+                                 "action", act, "seen", (json_int_t)res.seen, "matched", (json_int_t)res.matched,
+                                 "acted", (json_int_t)res.acted, strcmp(act, "delete") ? "retried" : "deleted",
+                                 (json_int_t)res.acted));
+}
+
+/* POST /api/cron/enable|disable|fire {"name"}: the calls of `jobrunner
+ * cron enable|disable|fire`. */
+static enum MHD_Result post_cron(struct MHD_Connection *con, json_t *body, const char *act) {
+    const char *name = body_str(body, "name");
+    if (!name || !jr_cron_name_valid(name)) return answer_error(con, MHD_HTTP_BAD_REQUEST, "name a schedule (\"name\")");
+    jr_client_t *c = client();
+    if (!c) return answer_error(con, MHD_HTTP_SERVICE_UNAVAILABLE, W.err);
+    int found = 0, changed = 0, rc;
+    char id[JR_ID_MAX] = "";
+    if (!strcmp(act, "fire")) rc = jr_redis_cron_fire(jr_client_redis(c), name, id, &found);
+    else rc = jr_redis_cron_enable(jr_client_redis(c), name, !strcmp(act, "enable"), &found, &changed);
+    if (rc) return answer_error(con, MHD_HTTP_BAD_GATEWAY, why_failed());
+    if (!found) return answer_error(con, MHD_HTTP_NOT_FOUND, "no such schedule");
+    jr_log_kv(JR_LOG_INFO, "web: schedule action", "action", act, "schedule", name, NULL);
+    json_t *o = json_pack("{s:s,s:o,s:b}", "action", act, "name", jr_json_bytes(name, strlen(name)), "changed", changed);
+    if (o && id[0]) json_object_set_new(o, "job", jr_json_bytes(id, strlen(id)));
+    return answer_json(con, MHD_HTTP_OK, o);
 }
 
 /* ---- the request ------------------------------------------------------------ */
@@ -793,8 +845,12 @@ static enum MHD_Result route_post(struct MHD_Connection *con, const char *url, r
     else if (!strcmp(url, "/api/job/cancel")) res = post_job(con, body, "cancel");
     else if (!strcmp(url, "/api/job/run-now")) res = post_job(con, body, "run-now");
     else if (!strcmp(url, "/api/job/delete")) res = post_job(con, body, "delete");
-    else if (!strcmp(url, "/api/dead/retry")) res = post_dead(con, body, 1);
-    else if (!strcmp(url, "/api/dead/delete")) res = post_dead(con, body, 0);
+    else if (!strcmp(url, "/api/dead/retry")) res = post_bulk(con, body, "dead", "retry");
+    else if (!strcmp(url, "/api/dead/delete")) res = post_bulk(con, body, "dead", "delete");
+    else if (!strcmp(url, "/api/bulk")) res = post_bulk(con, body, NULL, NULL);
+    else if (!strcmp(url, "/api/cron/enable")) res = post_cron(con, body, "enable");
+    else if (!strcmp(url, "/api/cron/disable")) res = post_cron(con, body, "disable");
+    else if (!strcmp(url, "/api/cron/fire")) res = post_cron(con, body, "fire");
     else res = answer_error(con, MHD_HTTP_NOT_FOUND, "no such action");
     json_decref(body);
     return res;

@@ -137,7 +137,8 @@ function card(k, v) { return el('div', { class: 'card' }, el('div', { class: 'k'
 
 // ---- Queue ---------------------------------------------------------------
 
-const STATES = ['ready', 'running', 'delayed', 'retrying', 'dead'];
+const STATES = ['ready', 'running', 'delayed', 'retrying', 'dead', 'finished'];
+const BULK = ['delayed', 'retrying', 'dead']; // the states jr_bulk acts on
 
 async function queuePage(seq, q, state, after) {
   const [page, ov] = await Promise.all([
@@ -149,18 +150,22 @@ async function queuePage(seq, q, state, after) {
   const fh = el('input', { id: 'f-handler', placeholder: 'handler is', size: 16 });
   const fp = el('input', { id: 'f-payload', placeholder: 'payload contains', size: 24 });
   const tbody = el('tbody');
-  const dead = state === 'dead';
-  const selectAll = dead && !S.readOnly ? el('input', { type: 'checkbox', id: 'select-all', title: 'select the rows shown' }) : null;
+  const dead = state === 'dead', fin = state === 'finished';
+  const bulkable = BULK.includes(state) && !S.readOnly;
+  const runLabel = dead ? 'Retry' : 'Run now';
+  const selectAll = bulkable ? el('input', { type: 'checkbox', id: 'select-all', title: 'select the rows shown' }) : null;
   const rows = page.jobs.map((j) => {
-    const box = dead && !S.readOnly ? el('input', { type: 'checkbox', class: 'sel', 'data-entry': j.entry }) : null;
+    const box = bulkable ? el('input', { type: 'checkbox', class: 'sel', 'data-id': dead ? j.entry : txt(j.job) }) : null;
     const tr = el('tr', { 'data-job': txt(j.job) },
-      dead && !S.readOnly ? el('td', {}, box) : null,
+      bulkable ? el('td', {}, box) : null,
       el('td', {}, joblink(q, j.job)),
       el('td', {}, state === 'delayed' || state === 'retrying' ? utc(j.due_ms) : utc(j.at_ms)),
       el('td', {}, txt(j.handler)),
       el('td', { class: 'num' }, txt(j.attempt) || '1'),
-      el('td', { class: 'mono' }, view(j.payload).slice(0, 200)),
-      el('td', {}, state === 'running' ? txt(j.consumer) + ' (idle ' + age(j.idle_ms) + ')' : dead ? txt(j.why) + ' ' + txt(j.error) : txt(j.error)));
+      fin ? el('td', {}, txt(j.outcome) + (j.duration_ms ? ' in ' + txt(j.duration_ms) + ' ms' : '') + (j.worker ? ' by ' + txt(j.worker) : ''))
+          : el('td', { class: 'mono' }, view(j.payload).slice(0, 200)),
+      el('td', {}, state === 'running' ? txt(j.consumer) + ' (idle ' + age(j.idle_ms) + ')' : dead ? txt(j.why) + ' ' + txt(j.error)
+        : fin ? (j.result ? 'result: ' + view(j.result).slice(0, 200) : '') + (j.error ? ' error: ' + view(j.error) : '') : txt(j.error)));
     tr._job = j;
     return tr;
   });
@@ -175,8 +180,9 @@ async function queuePage(seq, q, state, after) {
       if (!ok) { const b = tr.querySelector('input.sel'); if (b) b.checked = false; }
       n += ok;
     }
-    shownNote.textContent = 'The filters search the ' + rows.length + ' jobs of this page only (handler: exact name; ' +
-      'payload: a substring of its text), not the whole queue: ' + n + ' shown.';
+    shownNote.textContent = 'The filters search the ' + rows.length + ' jobs of this page (handler: its exact name; ' +
+      'payload: a substring of the stored payload): ' + n + ' shown.' +
+      (bulkable ? ' "… all matching" acts on every ' + state + ' job of the queue that the filters match, not only this page.' : '');
   }
   fh.addEventListener('input', filter);
   fp.addEventListener('input', filter);
@@ -185,28 +191,25 @@ async function queuePage(seq, q, state, after) {
   });
   tbody.replaceChildren(...rows);
   filter();
-  const selected = () => rows.filter((tr) => !tr.hidden && tr.querySelector('input.sel:checked')).map((tr) => tr._job.entry);
-  const bulk = dead ? el('div', { class: 'toolbar', id: 'bulk' },
-    action('Retry selected', null, async () => {
-      const s = selected();
-      if (!s.length) throw new Error('select some rows first');
-      if (!window.confirm('Retry ' + s.length + ' dead job(s) of ' + q + '?')) return;
-      const r = await post('/api/dead/retry', { queue: q, entries: s }); route(); flash('retried ' + r.retried);
-    }),
-    action('Delete selected', null, async () => {
-      const s = selected();
-      if (!s.length) throw new Error('select some rows first');
-      if (!window.confirm('Delete ' + s.length + ' dead job(s) of ' + q + ' for good?')) return;
-      const r = await post('/api/dead/delete', { queue: q, entries: s }); route(); flash('deleted ' + r.deleted);
-    }, 'danger'),
-    action('Retry all dead', 'Retry every dead job of ' + q + ' (' + num(qs && qs.dead) + ')?', async () => {
-      const r = await post('/api/dead/retry', { queue: q, all: true }); route(); flash('retried ' + r.retried);
-    }),
-    action('Delete all dead', 'Delete every dead job of ' + q + ' (' + num(qs && qs.dead) + ') for good?', async () => {
-      const r = await post('/api/dead/delete', { queue: q, all: true }); route(); flash('deleted ' + r.deleted);
-    }, 'danger')) : null;
-  const heads = [dead && !S.readOnly ? selectAll : null, 'Job', state === 'delayed' || state === 'retrying' ? 'Due (UTC)' : state === 'dead' ? 'Dead at (UTC)' : 'Enqueued (UTC)',
-    'Handler', 'Attempt', 'Payload', state === 'running' ? 'Worker' : dead ? 'Why, error' : 'Last error'];
+  const selected = () => rows.filter((tr) => !tr.hidden && tr.querySelector('input.sel:checked')).map((tr) => tr.querySelector('input.sel').dataset.id);
+  const described = () => (fh.value.trim() ? ' of handler ' + fh.value.trim() : '') + (fp.value ? ' whose payload contains "' + fp.value + '"' : '');
+  const bulkCall = async (action, all) => {
+    const body = { queue: q, state, action };
+    if (all) { body.all = true; if (fh.value.trim()) body.handler = fh.value.trim(); if (fp.value) body.match = fp.value; }
+    else { body.ids = selected(); if (!body.ids.length) throw new Error('select some rows first'); }
+    const what = all ? 'every ' + state + ' job of ' + q + described() + ' (the whole queue, not only this page)' : body.ids.length + ' selected ' + state + ' job(s) of ' + q;
+    if (!window.confirm((action === 'delete' ? 'Delete ' : runLabel + ': ') + what + '?')) return;
+    const r = await post('/api/bulk', body);
+    flash((action === 'delete' ? 'deleted ' : (dead ? 'retried ' : 'made ready ')) + r.acted + ' of ' + r.matched + ' matching (' + r.seen + ' looked at)');
+    route();
+  };
+  const bulk = bulkable ? el('div', { class: 'toolbar', id: 'bulk' },
+    action(runLabel + ' selected', null, () => bulkCall(dead ? 'retry' : 'run-now', false)),
+    action('Delete selected', null, () => bulkCall('delete', false), 'danger'),
+    action(runLabel + ' all matching', null, () => bulkCall(dead ? 'retry' : 'run-now', true)),
+    action('Delete all matching', null, () => bulkCall('delete', true), 'danger')) : null;
+  const heads = [selectAll, 'Job', state === 'delayed' || state === 'retrying' ? 'Due (UTC)' : dead ? 'Dead at (UTC)' : fin ? 'Finished (UTC)' : 'Enqueued (UTC)',
+    'Handler', 'Attempt', fin ? 'Outcome' : 'Payload', state === 'running' ? 'Worker' : dead ? 'Why, error' : fin ? 'Result, error' : 'Last error'];
   show(
     el('h1', {}, 'Queue ', el('span', { class: 'mono', id: 'queue-name' }, q), ' ',
       paused ? el('span', { class: 'pill paused', id: 'paused' }, 'paused') : null),
@@ -214,16 +217,16 @@ async function queuePage(seq, q, state, after) {
       paused ? action('Resume', null, async () => { await post('/api/resume', { queue: q }); route(); })
              : action('Pause', 'Pause queue ' + q + '? Workers start none of its jobs until it is resumed.', async () => { await post('/api/pause', { queue: q }); route(); }),
       qs ? el('span', { class: 'note' }, 'ready ' + num(qs.ready) + ' · running ' + num(qs.running) + ' · delayed ' + num(qs.delayed) + ' · dead ' + num(qs.dead)) : null),
-    el('div', { class: 'tabs' }, STATES.map((s) => el('a', { href: '#/queue/' + enc(q) + '/' + s, class: s === state ? 'active' : null }, s)),
-      el('a', { class: 'disabled', title: 'finished jobs are not kept by this build' }, 'finished (not kept)')),
+    el('div', { class: 'tabs' }, STATES.map((s) => el('a', { href: '#/queue/' + enc(q) + '/' + s, class: s === state ? 'active' : null }, s))),
     el('div', { class: 'toolbar' }, fh, fp, shownNote),
     bulk,
-    el('table', { id: 'jobs' }, el('thead', {}, el('tr', {}, heads.map((h) => el('th', {}, h)))), tbody),
+    el('table', { id: 'jobs' }, el('thead', {}, el('tr', {}, heads.filter((h) => h !== null).map((h) => el('th', {}, h)))), tbody),
     rows.length ? null : el('p', {}, 'No ' + state + ' jobs' + (after ? ' after this cursor.' : '.')),
     el('div', { class: 'toolbar' },
       after ? el('a', { href: '#/queue/' + enc(q) + '/' + state }, '« first page') : null,
       page.next ? el('a', { id: 'next', href: '#/queue/' + enc(q) + '/' + state + '?after=' + enc(page.next) }, 'next page »') : el('span', { class: 'note' }, '(end)')),
-    state === 'retrying' ? el('p', { class: 'note' }, 'Retrying: the jobs of the delayed page past their first attempt (a page may show fewer).') : null);
+    state === 'retrying' ? el('p', { class: 'note' }, 'Retrying: the jobs of the delayed page past their first attempt (a page may show fewer).') : null,
+    fin ? el('p', { class: 'note' }, 'Finished jobs are kept only for queues and handlers with keep_finished, newest first.') : null);
   status('page of ' + page.jobs.length);
 }
 
@@ -233,10 +236,20 @@ async function jobPage(seq, q, id) {
   const j = await api('/api/job?queue=' + enc(q) + '&id=' + enc(id));
   if (seq !== S.seq) return;
   if (!j.found) {
-    show(el('h1', {}, 'Job ', el('span', { class: 'mono' }, id)), el('p', { id: 'job-state' }, 'not found in queue ' + q + ' (finished jobs are not kept)'));
+    show(el('h1', {}, 'Job ', el('span', { class: 'mono' }, id)), el('p', { id: 'job-state' }, 'not found in queue ' + q + ': not waiting, running, dead, nor kept as finished (keep_finished)'));
     return;
   }
   const kv = (k, v) => [el('dt', {}, k), el('dd', { 'data-k': k }, v)];
+  if (j.state === 'finished') {
+    const f = j.finished || {};
+    show(el('h1', {}, 'Job ', el('span', { class: 'mono', id: 'job-id' }, txt(j.job)), ' ', el('span', { class: 'pill', id: 'job-state' }, 'finished')),
+      el('dl', { class: 'kv' }, kv('queue', qlink(q, 'finished', q)), kv('outcome', txt(f.outcome)), kv('handler', txt(f.handler)),
+        kv('attempt', txt(f.attempt)), kv('duration', txt(f.duration_ms) + ' ms'), kv('worker', txt(f.worker)),
+        kv('finished at', utc(f.at_ms)), f.error ? kv('error', view(f.error)) : null),
+      el('h2', {}, 'Result'), el('pre', { class: 'payload', id: 'result' }, f.result ? view(f.result) : '(none set)'));
+    status('job finished');
+    return;
+  }
   const acts = {
     'run-now': () => action('Run now', null, async () => { await post('/api/job/run-now', { queue: q, id }); route(); flash('made ready now'); }),
     cancel: () => action('Cancel', 'Cancel job ' + id + '?', async () => { const r = await post('/api/job/cancel', { queue: q, id }); route(); flash('cancel: ' + txt(r.result)); }, 'danger'),
@@ -262,7 +275,7 @@ async function jobPage(seq, q, id) {
       j.timeout_ms ? kv('timeout', age(j.timeout_ms)) : null,
       j.why !== null ? kv('why', txt(j.why)) : null,
       j.error ? kv('last error', view(j.error)) : null,
-      kv('result', 'not kept by this build')),
+      kv('result', 'when it finishes (kept with keep_finished)')),
     el('h2', {}, 'Payload', j.payload && j.payload.hex !== undefined ? ' (not UTF-8: hex)' : ''),
     el('pre', { class: 'payload', id: 'payload' }, view(j.payload)),
     el('h2', {}, 'Stored fields'),
@@ -293,14 +306,18 @@ async function schedulesPage(seq) {
   if (seq !== S.seq) return;
   show(el('h1', {}, 'Schedules'),
     el('table', { id: 'schedules' },
-      el('thead', {}, el('tr', {}, ['Name', 'Schedule', 'Zone', 'Queue', 'Handler', 'Next (UTC)', 'Next (local)', 'Last fired (UTC)', 'Last job', 'Enabled'].map((h) => el('th', {}, h)))),
-      el('tbody', {}, s.schedules.map((c) => c.error ? el('tr', {}, el('td', {}, txt(c.name)), el('td', { colspan: 9 }, 'unreadable: ' + txt(c.error))) : el('tr', {},
+      el('thead', {}, el('tr', {}, ['Name', 'Schedule', 'Zone', 'Queue', 'Handler', 'Next (UTC)', 'Next (local)', 'Last fired (UTC)', 'Last job', 'Enabled', ''].map((h) => el('th', {}, h)))),
+      el('tbody', {}, s.schedules.map((c) => c.error ? el('tr', {}, el('td', {}, txt(c.name)), el('td', { colspan: 10 }, 'unreadable: ' + txt(c.error))) : el('tr', {},
         el('td', {}, txt(c.name)), el('td', { class: 'mono' }, txt(c.schedule)), el('td', {}, txt(c.timezone)), el('td', {}, qlink(txt(c.queue), 'ready', txt(c.queue))),
         el('td', {}, txt(c.handler)), el('td', {}, txt(c.next_utc) || '-'), el('td', {}, txt(c.next_local) || '-'),
         el('td', {}, txt(c.last_fired_utc) || '-'), el('td', {}, c.last_job_id ? joblink(txt(c.queue), txt(c.last_job_id)) : '-'),
-        el('td', {}, c.enabled ? 'yes' : 'no'))))),
-    s.schedules.length ? null : el('p', {}, 'No schedule.'),
-    el('p', { class: 'note' }, s.actions ? '' : 'Enable, disable and fire now are not in this build yet (use the configuration or jobrunner cron).'));
+        el('td', {}, c.enabled ? 'yes' : 'no'),
+        el('td', {}, s.actions ? [
+          c.enabled ? action('Disable', 'Disable schedule ' + txt(c.name) + '?', async () => { await post('/api/cron/disable', { name: txt(c.name) }); route(); })
+                    : action('Enable', null, async () => { await post('/api/cron/enable', { name: txt(c.name) }); route(); }),
+          ' ',
+          action('Fire now', 'Enqueue one job of ' + txt(c.name) + ' now?', async () => { const r = await post('/api/cron/fire', { name: txt(c.name) }); flash('fired: job ' + txt(r.job)); route(); })] : null))))),
+    s.schedules.length ? null : el('p', {}, 'No schedule.'));
   status(s.schedules.length + ' schedules');
 }
 

@@ -184,6 +184,17 @@ async function main() {
     await until('the job to run after resume', () => /job finished job=while-paused/.test(readLog(worker.log)));
     check(true, 'resumed from the page: the job ran');
 
+    // ---- bulk over a filter: run now every delayed job whose payload holds "later"
+    await page.goto(web.base + '/#/queue/shop/delayed', { waitUntil: 'networkidle0' });
+    await page.waitForSelector('#f-payload');
+    await page.type('#f-payload', 'later');
+    await page.screenshot({ path: path.join(opt.out, 'bulk.png'), fullPage: true });
+    await page.click('button[data-action="Run now all matching"]');
+    await until('the job "later" to run', () => /later/.test(readLog(RECORD)));
+    check(/later/.test(readLog(RECORD)), 'bulk "run now all matching" ran the job whose payload matched');
+    await sleep(500);
+    check(!readLog(RECORD).includes(XSS), 'and not the other delayed job');
+
     // ---- workers and schedules pages ------------------------------------------
     await page.goto(web.base + '/#/workers', { waitUntil: 'networkidle0' });
     await page.waitForSelector('#workers tbody tr');
@@ -195,6 +206,9 @@ async function main() {
     const sched = await page.evaluate(() => document.querySelector('#schedules').innerText);
     check(/nightly/.test(sched) && /Europe\/Berlin/.test(sched), 'the schedules page lists the schedule and its zone');
     await page.screenshot({ path: path.join(opt.out, 'schedules.png'), fullPage: true });
+    await page.click('button[data-action="Fire now"]');
+    await until('the fired schedule\'s job to run', () => /job finished job=nightly@fire-/.test(readLog(worker.log)));
+    check(true, 'fire now from the schedules page: the worker ran nightly@fire-...');
     await page.goto(web.base + '/#/queue/shop/dead', { waitUntil: 'networkidle0' });
     await page.waitForSelector('#jobs');
     await page.screenshot({ path: path.join(opt.out, 'dead.png'), fullPage: true });

@@ -274,6 +274,69 @@ Test(web, another_address_needs_a_password_and_every_request_carries_it) {
     jrt_stop(web, SIGTERM, 5000);
 }
 
+Test(web, bulk_over_a_filter_schedules_and_finished_records) {
+    redisContext *c = jrt_connect(&R);
+    const char *pay[] = {"{\"order\": 1}", "{\"order\": 2}", "{\"refund\": 3}"};
+    for (int i = 0; i < 3; i++) {
+        jr_enqueue_t d = jrt_job("mail", i == 2 ? "other" : "record", pay[i]);
+        d.delay_ms = 3600 * 1000;
+        jrt_enqueue(&R, d, 1, NULL);
+    }
+    add_dead(c, "mail", "dead-1", "x");
+    add_dead(c, "mail", "dead-2", "y");
+    pid_t web = start_web(NULL);
+    char tok[80], *b;
+    token(tok, sizeof tok);
+    /* every delayed job of handler "record" whose payload holds "order": ready now (2 of 3) */
+    cr_assert_eq(post("/api/bulk", tok,
+                      "{\"queue\":\"mail\",\"state\":\"delayed\",\"action\":\"run-now\",\"all\":true,"
+                      "\"handler\":\"record\",\"match\":\"order\"}", &b), 200, "%s", b);
+    cr_assert(strstr(b, "\"matched\":2") && strstr(b, "\"acted\":2"), "%s", b);
+    free(b);
+    cr_assert_eq(jrt_int(c, "XLEN jr:{mail}:ready"), 2, "the two matching jobs are ready");
+    cr_assert_eq(jrt_delayed_count(c, "mail"), 1, "the other one still waits");
+    /* a selection of dead jobs by job id: delete one */
+    cr_assert_eq(post("/api/bulk", tok, "{\"queue\":\"mail\",\"state\":\"dead\",\"action\":\"delete\",\"ids\":[\"dead-2\"]}", &b),
+                 200, "%s", b);
+    free(b);
+    cr_assert_eq(jrt_int(c, "XLEN jr:{mail}:dead"), 1);
+    /* schedules: disable, enable, fire now */
+    jrt_run_expect(0, NULL, 0, (const char *const[]){"cron", "add", "--redis", R.url, "tick", "--every", "1h", "-q", "mail",
+                                                      "record", "t", NULL});
+    cr_assert_eq(post("/api/cron/disable", tok, "{\"name\":\"tick\"}", &b), 200, "%s", b);
+    free(b);
+    json_t *sc;
+    cr_assert_eq(get_json("/api/schedules", &sc), 200);
+    cr_assert(json_is_false(json_object_get(json_array_get(json_object_get(sc, "schedules"), 0), "enabled")));
+    json_decref(sc);
+    cr_assert_eq(post("/api/cron/enable", tok, "{\"name\":\"tick\"}", &b), 200, "%s", b);
+    free(b);
+    cr_assert_eq(post("/api/cron/fire", tok, "{\"name\":\"tick\"}", &b), 200, "%s", b);
+    cr_assert(strstr(b, "\"job\":\"tick@fire-"), "%s", b);
+    free(b);
+    cr_assert_eq(jrt_int(c, "XLEN jr:{mail}:ready"), 3, "the fired job is ready");
+    cr_assert_eq(post("/api/cron/fire", tok, "{\"name\":\"nosuch\"}", &b), 404, "%s", b);
+    free(b);
+    /* a finished record (as the worker's acknowledgement writes one) on the finished tab and its job page */
+    redisReply *e = jrt_cmd(c, "XADD", "jr:{mail}:finished", "*", "id", "done-1", "h", "record", "outcome", "ok", "a", "1",
+                            "duration_ms", "1.500", "worker", "w-1", "finished_at", "1796226672911", "result",
+                            "<b>42</b>", NULL);
+    freeReplyObject(jrt_cmd(c, "HSET", "jr:{mail}:finished:ids", "done-1", e->str, NULL));
+    freeReplyObject(e);
+    json_t *pg;
+    cr_assert_eq(get_json("/api/jobs?queue=mail&state=finished", &pg), 200);
+    json_t *row = json_array_get(json_object_get(pg, "jobs"), 0);
+    cr_assert_str_eq(json_string_value(json_object_get(row, "job")), "done-1");
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(row, "result"), "text")), "<b>42</b>");
+    json_decref(pg);
+    cr_assert_eq(get_json("/api/job?queue=mail&id=done-1", &pg), 200);
+    cr_assert_str_eq(json_string_value(json_object_get(pg, "state")), "finished");
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(pg, "finished"), "outcome")), "ok");
+    json_decref(pg);
+    jrt_stop(web, SIGTERM, 5000);
+    redisFree(c);
+}
+
 /* ---- the pure helpers --------------------------------------------------------- */
 
 Test(web_unit, secret_compare_base64_and_loopback) {
