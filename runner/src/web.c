@@ -25,6 +25,7 @@
 #include "proc.h"
 #include "redis_admin.h"
 #include "redis_finished.h"
+#include "redis_partition.h"
 #include "redis_produce.h"
 #include "redis_sched.h"
 #include "util.h"
@@ -475,8 +476,8 @@ static json_t *finished_json(const jr_entry_t *e) {
  * "retrying" is the delayed page's jobs past their first attempt, so a
  * page of it may hold fewer than limit; "finished", the records kept with
  * keep_finished, newest first). next = the cursor of the next
- * page or null. Of a partitioned queue, partition 0 only (the CLI's
- * jobs --after p<N>: pages the others). */
+ * page or null. Of a partitioned queue, the page of partition `part`
+ * (default 0; its generated ids as stored, without "~<part>"). */
 static enum MHD_Result get_jobs(struct MHD_Connection *con) {
     const char *why, *q = queue_arg(arg(con, "queue"), &why), *state = arg(con, "state"), *after = arg(con, "after"),
                      *ls = arg(con, "limit");
@@ -503,25 +504,43 @@ static enum MHD_Result get_jobs(struct MHD_Connection *con) {
     jr_client_t *c = client();
     if (!c) return answer_error(con, MHD_HTTP_SERVICE_UNAVAILABLE, W.err);
     jr_redis_t *r = jr_client_redis(c);
+    /* a partitioned queue: one partition's page at a time (part=N, default 0) */
+    jr_partmap_t parts = {0};
+    jr_qpart_t *qp;
+    if (jr_partmap_get(&parts, r, q, &qp)) {
+        jr_partmap_free(&parts);
+        return answer_error(con, MHD_HTTP_BAD_GATEWAY, why_failed());
+    }
+    unsigned nparts = qp->n;
+    int64_t part = 0;
+    const char *ps = arg(con, "part");
+    if (ps && (jr_cli_parse_count(ps, 0, (int64_t)nparts - 1, &part))) {
+        jr_partmap_free(&parts);
+        return answer_error(con, MHD_HTTP_BAD_REQUEST, "part must be a partition of the queue (0 to its count - 1)");
+    }
+    char iqbuf[JR_INTERNAL_QUEUE_MAX + 1];
+    snprintf(iqbuf, sizeof iqbuf, "%s", jr_qpart_name(qp, (unsigned)part));
+    jr_partmap_free(&parts);
+    const char *iq = iqbuf;
     jr_qkeys_t k;
-    jr_qkeys(&k, q);
+    jr_qkeys(&k, iq);
     jr_batch_t b = {0}, *each = NULL;
     jr_pending_t *pend = NULL;
     size_t npend = 0;
     char next[JR_ID_MAX + 64] = "";
     int rc = 0;
     if (delayed || retrying) {
-        rc = jr_redis_delayed_page(r, q, after, limit, &b, next, sizeof next);
+        rc = jr_redis_delayed_page(r, iq, after, limit, &b, next, sizeof next);
     } else if (finished) { /* newest first; kept only with keep_finished */
-        rc = jr_redis_finished_page(r, q, after, limit, &b, next, sizeof next);
+        rc = jr_redis_finished_page(r, iq, after, limit, &b, next, sizeof next);
     } else if (ready) {
         char last[JR_ID_MAX];
-        rc = jr_redis_group_last_id(r, q, last);
+        rc = jr_redis_group_last_id(r, iq, last);
         /* the ready ones follow the group's last delivered entry */
         if (!rc && strcmp(last, "0-0") && (!after || id_cmp(after, last) < 0)) snprintf(start, sizeof start, "(%s", last);
         if (!rc) rc = jr_redis_xrange_between(r, k.ready, start, "+", limit, &b);
     } else if (running) {
-        rc = jr_redis_pending_page(r, q, start, limit, &pend, &npend);
+        rc = jr_redis_pending_page(r, iq, start, limit, &pend, &npend);
         if (!rc && npend && !(each = calloc(npend, sizeof *each))) rc = JR_ENOMEM;
         for (size_t i = 0; !rc && i < npend; i++)
             rc = jr_redis_xrange_between(r, k.ready, pend[i].entry, pend[i].entry, 1, &each[i]);
@@ -574,6 +593,11 @@ static enum MHD_Result get_jobs(struct MHD_Connection *con) {
             o = row_json(id ? id : e->id, id ? len : strlen(e->id), e->id, NULL, e, NULL);
             last_where = e->id;
         }
+        if (o && nparts > 1) { /* a generated id as users see it: "<id>~<part>" (partition.h) */
+            const char *js = json_string_value(json_object_get(o, "job"));
+            if (js && jr_contract_id_reserved(js, strlen(js)))
+                json_object_set_new(o, "job", json_sprintf("%s~%d", js, (int)part));
+        }
         if (o) json_array_append_new(rows, o);
     }
     if (!delayed && !retrying && !finished && (int64_t)total == limit && last_where) snprintf(next, sizeof next, "%.*s", (int)(sizeof next - 1), last_where);
@@ -581,8 +605,9 @@ static enum MHD_Result get_jobs(struct MHD_Connection *con) {
     for (size_t i = 0; each && i < npend; i++) jr_batch_free(&each[i]);
     free(each), free(pend);
     return answer_json(con, MHD_HTTP_OK,
-                       json_pack("{s:o,s:s,s:o,s:o,s:I}", "queue", jr_json_bytes(q, strlen(q)), "state", state, "jobs", rows,
-                                 "next", next[0] ? json_string(next) : json_null(), "limit", (json_int_t)limit));
+                       json_pack("{s:o,s:s,s:o,s:o,s:I,s:I,s:I}", "queue", jr_json_bytes(q, strlen(q)), "state", state, "jobs",
+                                 rows, "next", next[0] ? json_string(next) : json_null(), "limit", (json_int_t)limit,
+                                 "partitions", (json_int_t)nparts, "part", (json_int_t)part));
 }
 
 /* ---- GET /api/job: one job by id --------------------------------------------- */
@@ -697,9 +722,14 @@ static enum MHD_Result post_job(struct MHD_Connection *con, json_t *body, const 
         if (jr_client_cancel(c, q, id, &o)) return answer_error(con, MHD_HTTP_BAD_GATEWAY, why_failed());
         snprintf(state, sizeof state, "%s",
                  o == JR_CLIENT_CANCELLED ? "cancelled" : o == JR_CLIENT_CANCEL_RUNNING ? "running" : "not found");
-    } else if (jr_redis_job_change(jr_client_redis(c), !strcmp(act, "run-now") ? "jr_run_now" : "jr_delete", q, id, state,
-                                   sizeof state, detail, sizeof detail)) {
-        return answer_error(con, MHD_HTTP_BAD_GATEWAY, why_failed());
+    } else { /* a partitioned queue: the partition holding it, as `job run-now|delete` finds it */
+        char iq[JR_INTERNAL_QUEUE_MAX + 1], iid[JR_ID_MAX];
+        jr_partmap_t parts = {0};
+        int rc = jr_partition_locate(&parts, jr_client_redis(c), q, id, NULL, iq, iid);
+        if (!rc) rc = jr_redis_job_change(jr_client_redis(c), !strcmp(act, "run-now") ? "jr_run_now" : "jr_delete", iq, iid,
+                                          state, sizeof state, detail, sizeof detail);
+        jr_partmap_free(&parts);
+        if (rc) return answer_error(con, MHD_HTTP_BAD_GATEWAY, why_failed());
     }
     jr_log_kv(JR_LOG_INFO, "web: job action", "action", act, "queue", q, "job", id, "result", state, NULL);
     int missing = !strcmp(state, "not found");

@@ -140,9 +140,9 @@ function card(k, v) { return el('div', { class: 'card' }, el('div', { class: 'k'
 const STATES = ['ready', 'running', 'delayed', 'retrying', 'dead', 'finished'];
 const BULK = ['delayed', 'retrying', 'dead']; // the states jr_bulk acts on
 
-async function queuePage(seq, q, state, after) {
+async function queuePage(seq, q, state, after, part) {
   const [page, ov] = await Promise.all([
-    api('/api/jobs?queue=' + enc(q) + '&state=' + enc(state) + (after ? '&after=' + enc(after) : '')),
+    api('/api/jobs?queue=' + enc(q) + '&state=' + enc(state) + (after ? '&after=' + enc(after) : '') + (part ? '&part=' + enc(part) : '')),
     api('/api/overview')]);
   if (seq !== S.seq) return;
   const qs = ov.queues.find((x) => txt(x.queue) === q);
@@ -218,13 +218,15 @@ async function queuePage(seq, q, state, after) {
              : action('Pause', 'Pause queue ' + q + '? Workers start none of its jobs until it is resumed.', async () => { await post('/api/pause', { queue: q }); route(); }),
       qs ? el('span', { class: 'note' }, 'ready ' + num(qs.ready) + ' · running ' + num(qs.running) + ' · delayed ' + num(qs.delayed) + ' · dead ' + num(qs.dead)) : null),
     el('div', { class: 'tabs' }, STATES.map((s) => el('a', { href: '#/queue/' + enc(q) + '/' + s, class: s === state ? 'active' : null }, s))),
+    page.partitions > 1 ? el('div', { class: 'tabs', id: 'partitions' }, 'partition: ',
+      Array.from({ length: page.partitions }, (_, i) => el('a', { href: '#/queue/' + enc(q) + '/' + state + '?part=' + i, class: i === page.part ? 'active' : null }, String(i)))) : null,
     el('div', { class: 'toolbar' }, fh, fp, shownNote),
     bulk,
     el('table', { id: 'jobs' }, el('thead', {}, el('tr', {}, heads.filter((h) => h !== null).map((h) => el('th', {}, h)))), tbody),
     rows.length ? null : el('p', {}, 'No ' + state + ' jobs' + (after ? ' after this cursor.' : '.')),
     el('div', { class: 'toolbar' },
       after ? el('a', { href: '#/queue/' + enc(q) + '/' + state }, '« first page') : null,
-      page.next ? el('a', { id: 'next', href: '#/queue/' + enc(q) + '/' + state + '?after=' + enc(page.next) }, 'next page »') : el('span', { class: 'note' }, '(end)')),
+      page.next ? el('a', { id: 'next', href: '#/queue/' + enc(q) + '/' + state + '?after=' + enc(page.next) + (page.part ? '&part=' + page.part : '') }, 'next page »') : el('span', { class: 'note' }, '(end)')),
     state === 'retrying' ? el('p', { class: 'note' }, 'Retrying: the jobs of the delayed page past their first attempt (a page may show fewer).') : null,
     fin ? el('p', { class: 'note' }, 'Finished jobs are kept only for queues and handlers with keep_finished, newest first.') : null);
   status('page of ' + page.jobs.length);
@@ -332,7 +334,7 @@ function route() {
   const parts = path.split('/').slice(1).map(decodeURIComponent);
   const params = new URLSearchParams(query || '');
   let nav = 'overview', run;
-  if (parts[0] === 'queue' && parts[1]) nav = '', run = () => queuePage(seq, parts[1], STATES.includes(parts[2]) ? parts[2] : 'ready', params.get('after'));
+  if (parts[0] === 'queue' && parts[1]) nav = '', run = () => queuePage(seq, parts[1], STATES.includes(parts[2]) ? parts[2] : 'ready', params.get('after'), params.get('part'));
   else if (parts[0] === 'job' && parts[1] && parts.length >= 3) nav = '', run = () => jobPage(seq, parts[1], parts.slice(2).join('/'));
   else if (parts[0] === 'workers') nav = 'workers', run = () => workersPage(seq);
   else if (parts[0] === 'schedules') nav = 'schedules', run = () => schedulesPage(seq);

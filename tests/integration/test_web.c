@@ -337,6 +337,42 @@ Test(web, bulk_over_a_filter_schedules_and_finished_records) {
     redisFree(c);
 }
 
+Test(web, a_partitioned_queue_pages_each_partition_and_acts_on_its_jobs) {
+    jrt_run_expect(0, NULL, 0, (const char *const[]){"queue", "partitions", "pq", "2", "--redis", R.url, NULL});
+    char id[4][128];
+    for (int i = 0; i < 4; i++)
+        jrt_cli_enqueue(&R, NULL, (const char *const[]){"-q", "pq", "--in", "1h", "record", "p", NULL}, id[i], sizeof id[i]);
+    int part = strchr(id[0], '~')[1] - '0', in_part = 0;
+    for (int i = 0; i < 4; i++) in_part += strchr(id[i], '~')[1] - '0' == part;
+    pid_t web = start_web(NULL);
+    json_t *pg;
+    char path[256], body[256], tok[80], *b;
+    snprintf(path, sizeof path, "/api/jobs?queue=pq&state=delayed&part=%d", part);
+    cr_assert_eq(get_json(path, &pg), 200);
+    cr_assert_eq(json_integer_value(json_object_get(pg, "partitions")), 2);
+    json_t *rows = json_object_get(pg, "jobs");
+    cr_assert_eq((int)json_array_size(rows), in_part, "the jobs of partition %d", part);
+    char one[160];
+    snprintf(one, sizeof one, "%s", json_string_value(json_object_get(json_array_get(rows, 0), "job")));
+    json_decref(pg);
+    cr_assert_str_eq(one, id[0], "a generated id as users see it (\"~<partition>\")");
+    snprintf(path, sizeof path, "/api/job?queue=pq&id=%s", one);
+    cr_assert_eq(get_json(path, &pg), 200, "the job page of %s", one);
+    cr_assert_str_eq(json_string_value(json_object_get(pg, "state")), "delayed");
+    json_decref(pg);
+    token(tok, sizeof tok);
+    snprintf(body, sizeof body, "{\"queue\":\"pq\",\"id\":\"%s\"}", one);
+    cr_assert_eq(post("/api/job/run-now", tok, body, &b), 200, "%s", b);
+    cr_assert(strstr(b, "\"result\":\"delayed\""), "%s", b);
+    free(b);
+    redisContext *c = jrt_connect(&R);
+    char key[64];
+    snprintf(key, sizeof key, "XLEN jr:{pq#%d}:ready", part);
+    cr_assert_eq(jrt_int(c, key), 1, "ready now in its partition");
+    redisFree(c);
+    jrt_stop(web, SIGTERM, 5000);
+}
+
 /* ---- the pure helpers --------------------------------------------------------- */
 
 Test(web_unit, secret_compare_base64_and_loopback) {
