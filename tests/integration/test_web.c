@@ -365,11 +365,12 @@ Test(web, a_partitioned_queue_pages_each_partition_and_acts_on_its_jobs) {
     cr_assert_eq(post("/api/job/run-now", tok, body, &b), 200, "%s", b);
     cr_assert(strstr(b, "\"result\":\"delayed\""), "%s", b);
     free(b);
-    redisContext *c = jrt_connect(&R);
-    char key[64];
-    snprintf(key, sizeof key, "XLEN jr:{pq#%d}:ready", part);
-    cr_assert_eq(jrt_int(c, key), 1, "ready now in its partition");
-    redisFree(c);
+    snprintf(path, sizeof path, "/api/jobs?queue=pq&state=ready&part=%d", part);
+    cr_assert_eq(get_json(path, &pg), 200);
+    rows = json_object_get(pg, "jobs");
+    cr_assert_eq(json_array_size(rows), 1, "ready now in its partition");
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(rows, 0), "job")), one);
+    json_decref(pg);
     jrt_stop(web, SIGTERM, 5000);
 }
 
