@@ -53,6 +53,9 @@ done
 t1=$("$PEER" mono)
 fill_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", (b-a)/1000}')
 mem=$(rc info memory | tr -d '\r' | sed -n 's/^used_memory_human:\(.*\)/\1/p')
+held=$(rc eval "return redis.call('ZCARD', KEYS[1]) + (tonumber(redis.call('GET', KEYS[2]) or '0'))" 2 "jr:{$Q}:delayed" "jr:{$Q}:wheel:n")
+held_dead=$(rc xlen "jr:{$Q}:dead")
+[ "$held" = "$DELAYED" ] && [ "$held_dead" = "$DEAD" ] || { echo "Redis holds $held delayed and $held_dead dead jobs, not $DELAYED and $DEAD"; exit 1; }
 
 "$JR" web --redis "unix://$SOCK" --listen 127.0.0.1:0 >"$WORK/web.log" 2>&1 &
 WEB_PID=$!
@@ -115,10 +118,15 @@ time_it retrying GET "/api/jobs?queue=$Q&state=retrying"
 time_it dead_first GET "/api/jobs?queue=$Q&state=dead"
 time_it dead_next GET "/api/jobs?queue=$Q&state=dead&after=$XCUR"
 time_it job_delayed GET "/api/job?queue=$Q&id=$DID"
-time_it job_dead GET "/api/job?queue=$Q&id=dead-$DEAD-$((DEAD > 5000 ? 5000 : 1))"
+NTH=$((DEAD >= 500 ? 500 : 1)) # the NTH dead entry is job dead-$DEAD-$NTH (the first EVAL's)
+DEADJOB=dead-$DEAD-$NTH
+DEADENT=$(curl -s "$B/api/jobs?queue=$Q&state=dead&limit=$NTH" | grep -o '"entry":"[^"]*"' | tail -1 | cut -d'"' -f4)
+time_it job_dead GET "/api/job?queue=$Q&id=$DEADJOB"
+time_it job_dead_entry GET "/api/job?queue=$Q&id=$DEADJOB&entry=$DEADENT"
 time_it pause POST /api/pause $(for _ in $(seq "$REPS"); do echo "{\"queue\":\"$Q\"}"; done)
 time_it resume POST /api/resume $(for _ in $(seq "$REPS"); do echo "{\"queue\":\"$Q\"}"; done)
 time_it run_now POST /api/job/run-now $(for id in $DELAYED_IDS; do echo "{\"queue\":\"$Q\",\"id\":\"$id\"}"; done | head -"$REPS")
+time_it bulk_retry_one_id POST /api/bulk $(for i in $(seq "$REPS"); do echo "{\"queue\":\"$Q\",\"state\":\"dead\",\"action\":\"retry\",\"ids\":[\"dead-$DEAD-$((100 + i))\"]}"; done)
 time_it dead_retry_one POST /api/dead/retry $(for e in $ENTRIES; do echo "{\"queue\":\"$Q\",\"entries\":[\"$e\"]}"; done | head -"$REPS")
 
 mkdir -p "$HERE/results"

@@ -612,13 +612,63 @@ static enum MHD_Result get_jobs(struct MHD_Connection *con) {
 
 /* ---- GET /api/job: one job by id --------------------------------------------- */
 
+/* 1 if s is a stream entry id "<ms>-<seq>". */
+static int is_entry_id(const char *s) {
+    char *end;
+    if (!s || strlen(s) >= JR_ID_MAX) return 0;
+    (void)strtoull(s, &end, 10);
+    if (end == s || *end != '-') return 0;
+    const char *q = end + 1;
+    (void)strtoull(q, &end, 10);
+    return end != q && !*end;
+}
+
+/* The dead job `id` of queue q at dead entry `entry` (the dead tab links
+ * carry it): one XRANGE of that entry instead of jr_locate, which looks
+ * through the dead stream for a dead job. NULL when that entry is not
+ * the job's (then the caller locates it). */
+static json_t *dead_at_entry(jr_redis_t *r, const char *q, const char *id, const char *entry) {
+    jr_qkeys_t k;
+    jr_batch_t b = {0};
+    json_t *o = NULL;
+    size_t len, plen, elen;
+    if (jr_qkeys(&k, q) || jr_redis_xrange_between(r, k.dead, entry, entry, 1, &b) || b.n != 1) goto out;
+    const jr_entry_t *e = &b.v[0];
+    const char *jid = field(e, JR_F_ID, &len), *pl = field(e, JR_F_PAYLOAD, &plen), *err = field(e, JR_F_ERROR, &elen);
+    if (!jid || len != strlen(id) || memcmp(jid, id, len)) goto out;
+    const char *a = field(e, JR_F_ATTEMPT, NULL), *m = field(e, JR_F_MAX, NULL), *t = field(e, JR_F_TIMEOUT, NULL),
+               *en = field(e, JR_F_ENQUEUED, NULL);
+    o = json_pack("{s:o,s:o,s:s,s:b,s:s,s:n,s:I}", "job", jr_json_bytes(id, strlen(id)), "queue", jr_json_bytes(q, strlen(q)),
+                  "state", "dead", "found", 1, "entry", e->id, "due_ms", "dead_at_ms", (json_int_t)strtoll(e->id, NULL, 10));
+    if (!o) goto out;
+    json_object_set_new(o, "enqueued_ms", en ? json_integer(strtoll(en, NULL, 10)) : json_null());
+    json_object_set_new(o, "attempt", json_integer(a ? strtoll(a, NULL, 10) : 1));
+    json_object_set_new(o, "max_attempts", m ? json_integer(strtoll(m, NULL, 10)) : json_null());
+    json_object_set_new(o, "timeout_ms", t ? json_integer(strtoll(t, NULL, 10)) : json_null());
+    json_object_set_new(o, "handler", field_json(e, JR_F_HANDLER));
+    json_object_set_new(o, "payload", bytes_view(pl ? pl : "", pl ? plen : 0));
+    json_object_set_new(o, "error", err ? bytes_view(err, elen) : json_null());
+    json_object_set_new(o, "why", field_json(e, JR_F_WHY));
+    json_t *fields = json_array();
+    for (size_t f = 0; fields && f < e->nfields; f++)
+        json_array_append_new(fields, json_pack("[o,o]", jr_json_bytes(e->names[f], e->name_lens[f]),
+                                                bytes_view(e->values[f], e->value_lens[f])));
+    json_object_set_new(o, "fields", fields);
+    json_object_set_new(o, "actions", W.cfg->web_read_only ? json_array() : json_pack("[s,s]", "retry", "delete"));
+out:
+    jr_batch_free(&b);
+    return o;
+}
+
 static enum MHD_Result get_job(struct MHD_Connection *con) {
-    const char *why, *q = queue_arg(arg(con, "queue"), &why), *id = arg(con, "id");
+    const char *why, *q = queue_arg(arg(con, "queue"), &why), *id = arg(con, "id"), *entry = arg(con, "entry");
     if (!q) return answer_error(con, MHD_HTTP_BAD_REQUEST, why);
     if (!id || (why = jr_contract_stored_id(id, strlen(id))))
         return answer_error(con, MHD_HTTP_BAD_REQUEST, id ? why : "name the job (id=...)");
     jr_client_t *c = client();
     if (!c) return answer_error(con, MHD_HTTP_SERVICE_UNAVAILABLE, W.err);
+    json_t *d = is_entry_id(entry) ? dead_at_entry(jr_client_redis(c), q, id, entry) : NULL;
+    if (d) return answer_json(con, MHD_HTTP_OK, d);
     jr_client_job_info_t *in = NULL;
     if (jr_client_job_show(c, q, id, &in)) return answer_error(con, MHD_HTTP_BAD_GATEWAY, why_failed());
     int found = in->state != JR_CLIENT_STATE_NOT_FOUND;
@@ -778,10 +828,29 @@ static enum MHD_Result post_bulk(struct MHD_Connection *con, json_t *body, const
         return answer_error(con, MHD_HTTP_SERVICE_UNAVAILABLE, W.err);
     }
     jr_bulk_result_t res = {0};
-    int rc = jr_bulk(jr_client_redis(c), q, (jr_bulk_state_t)st, strcmp(act, "delete") ? JR_BULK_RUN_NOW : JR_BULK_DELETE,
+    /* dead entries of a queue that is not partitioned (the dead tab and a
+     * dead job's page send those): `jobrunner dead retry|purge` by entry,
+     * one call for them all, no walk of the dead stream to find them */
+    int entries = st == JR_BULK_DEAD && n > 0, rc;
+    for (size_t i = 0; entries && i < n; i++) entries = is_entry_id(sel[i]);
+    jr_partmap_t parts = {0};
+    jr_qpart_t *qp;
+    if (entries && !jr_partmap_get(&parts, jr_client_redis(c), q, &qp) && qp->n == 1) {
+        long long moved = 0;
+        rc = strcmp(act, "delete") ? jr_redis_dead_retry(jr_client_redis(c), q, sel, n, &moved)
+                                   : jr_redis_dead_purge(jr_client_redis(c), q, sel, n, &moved);
+        res.seen = res.matched = (long long)n, res.acted = moved;
+        jr_partmap_free(&parts);
+        free(sel);
+        if (rc) return answer_error(con, MHD_HTTP_BAD_GATEWAY, why_failed());
+        goto done;
+    }
+    jr_partmap_free(&parts);
+    rc = jr_bulk(jr_client_redis(c), q, (jr_bulk_state_t)st, strcmp(act, "delete") ? JR_BULK_RUN_NOW : JR_BULK_DELETE,
                      all ? &f : NULL, sel, n, NULL, &res);
     free(sel);
     if (rc) return answer_error(con, MHD_HTTP_BAD_GATEWAY, why_failed());
+done:;
     char a[24];
     snprintf(a, sizeof a, "%lld", res.acted);
     jr_log_kv(JR_LOG_INFO, "web: bulk action", "queue", q, "state", state, "action", act, "count", a, NULL);

@@ -80,7 +80,9 @@ function age(ms) {
 function num(v) { return v === null || v === undefined ? '?' : String(v); }
 const enc = encodeURIComponent;
 function qlink(q, state, label) { return el('a', { href: '#/queue/' + enc(q) + '/' + state }, label); }
-function joblink(q, id) { return el('a', { href: '#/job/' + enc(q) + '/' + enc(id), class: 'mono' }, txt(id)); }
+function joblink(q, id, entry) {
+  return el('a', { href: '#/job/' + enc(q) + '/' + enc(id) + (entry ? '?entry=' + enc(entry) : ''), class: 'mono' }, txt(id));
+}
 
 function flash(text, bad) {
   S.pending = { text, bad };
@@ -158,7 +160,7 @@ async function queuePage(seq, q, state, after, part) {
     const box = bulkable ? el('input', { type: 'checkbox', class: 'sel', 'data-id': dead ? j.entry : txt(j.job) }) : null;
     const tr = el('tr', { 'data-job': txt(j.job) },
       bulkable ? el('td', {}, box) : null,
-      el('td', {}, joblink(q, j.job)),
+      el('td', {}, joblink(q, j.job, dead ? j.entry : null)),
       el('td', {}, state === 'delayed' || state === 'retrying' ? utc(j.due_ms) : utc(j.at_ms)),
       el('td', {}, txt(j.handler)),
       el('td', { class: 'num' }, txt(j.attempt) || '1'),
@@ -234,8 +236,8 @@ async function queuePage(seq, q, state, after, part) {
 
 // ---- Job -----------------------------------------------------------------
 
-async function jobPage(seq, q, id) {
-  const j = await api('/api/job?queue=' + enc(q) + '&id=' + enc(id));
+async function jobPage(seq, q, id, entry) {
+  const j = await api('/api/job?queue=' + enc(q) + '&id=' + enc(id) + (entry ? '&entry=' + enc(entry) : ''));
   if (seq !== S.seq) return;
   if (!j.found) {
     show(el('h1', {}, 'Job ', el('span', { class: 'mono' }, id)), el('p', { id: 'job-state' }, 'not found in queue ' + q + ': not waiting, running, dead, nor kept as finished (keep_finished)'));
@@ -335,7 +337,7 @@ function route() {
   const params = new URLSearchParams(query || '');
   let nav = 'overview', run;
   if (parts[0] === 'queue' && parts[1]) nav = '', run = () => queuePage(seq, parts[1], STATES.includes(parts[2]) ? parts[2] : 'ready', params.get('after'), params.get('part'));
-  else if (parts[0] === 'job' && parts[1] && parts.length >= 3) nav = '', run = () => jobPage(seq, parts[1], parts.slice(2).join('/'));
+  else if (parts[0] === 'job' && parts[1] && parts.length >= 3) nav = '', run = () => jobPage(seq, parts[1], parts.slice(2).join('/'), params.get('entry'));
   else if (parts[0] === 'workers') nav = 'workers', run = () => workersPage(seq);
   else if (parts[0] === 'schedules') nav = 'schedules', run = () => schedulesPage(seq);
   else run = () => overview(seq);

@@ -144,6 +144,17 @@ Test(web, actions_need_the_csrf_token_and_work_with_it) {
     const char *entry = json_string_value(json_object_get(json_array_get(json_object_get(pg, "jobs"), 0), "entry"));
     char body[256];
     snprintf(body, sizeof body, "{\"queue\":\"mail\",\"entries\":[\"%s\"]}", entry);
+    /* its page by the entry the dead tab links with: one read of that entry */
+    char jp[256];
+    snprintf(jp, sizeof jp, "/api/job?queue=mail&id=dead-1&entry=%s", entry);
+    json_t *j;
+    cr_assert_eq(get_json(jp, &j), 200);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "dead");
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "payload"), "text")), "again");
+    json_decref(j);
+    cr_assert_eq(get_json("/api/job?queue=mail&id=dead-1&entry=1-1", &j), 200, "a wrong entry: located by id");
+    cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "dead");
+    json_decref(j);
     json_decref(pg);
     pid_t w = jrt_worker(&R, NULL, NULL, wlog, (const char *const[]){"-q", "mail", NULL});
     cr_assert_eq(post("/api/dead/retry", tok, body, &b), 200, "%s", b);
