@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -260,9 +261,20 @@ Test(web, another_address_needs_a_password_and_every_request_carries_it) {
     char out[4096], err[4096], listen[64];
     port = jrt_free_port();
     snprintf(listen, sizeof listen, "0.0.0.0:%d", port);
-    int st = jrt_run(out, sizeof out, err, sizeof err, (const char *const[]){"web", "-c", cfgpath, "--listen", listen, NULL});
-    cr_assert_eq(st, 2, "exit %d: %s", st, err);
-    cr_assert(strstr(err, "without a password") && strstr(err, "web.password"), "%s", err);
+    /* it must refuse at once: waited for 10 s at most (a server that started would run on) */
+    const char *refusal = jrt_path(&R, "refusal.log");
+    pid_t pid = jrt_spawn(refusal, (const char *const[]){"web", "-c", cfgpath, "--listen", listen, NULL});
+    int ws = 0, waited = 0;
+    while (waitpid(pid, &ws, WNOHANG) == 0 && waited < 10000) jrt_sleep_ms(50), waited += 50;
+    if (waited >= 10000) {
+        jrt_stop(pid, SIGKILL, 1000);
+        cr_assert_fail("jobrunner web --listen %s without a password did not refuse to start", listen);
+    }
+    char *msg = jrt_slurp(refusal);
+    cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 2, "exit status %d: %s", ws, msg);
+    cr_assert(strstr(msg, "without a password") && strstr(msg, "web.password"), "%s", msg);
+    free(msg);
+    (void)out, (void)err;
 
     jrt_config(&R, "web:\n  password: s3cret-pass\n", cfgpath, sizeof cfgpath);
     pid_t web = jrt_spawn(jrt_path(&R, "web.log"), (const char *const[]){"web", "-c", cfgpath, "--listen", listen, NULL});
