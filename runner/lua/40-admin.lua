@@ -7,6 +7,7 @@ most 200 locals at once), but for the functions it gives the registration
 list.
 ]]
 local version, register, queues, job_locate, job_cancel, job_run_now, job_delete, delayed_page, prune_consumers, procs_forget
+local queue_remove
 do -- 40-admin.lua
 
 --[[
@@ -55,6 +56,49 @@ function queues(keys)
   local r = {last_wake(keys[2])}
   for _, q in ipairs(redis.call('SMEMBERS', keys[1])) do r[#r + 1] = q end
   return r
+end
+
+--[[
+jr_queue_remove (revision 20): delete the keys of a queue that holds no job.
+  KEYS: every key of the queue Q, jr:{Q}:ready first (contract.h's
+        JR_QUEUE_KEYS: jobrunner sends them all), among them at least
+        jr:{Q}:delayed dead wheel wheel:n
+  Refuses, naming what it holds, while Q holds a job: ready or running (its
+  stream's length), delayed or retrying (the sorted set, the time wheel),
+  dead; or while one of those keys holds another type. Otherwise deletes
+  every key given; returns how many existed. The registry (jr:{queues},
+  another slot) is the caller's to update, after.
+]]
+function queue_remove(keys, args)
+  local fn = 'jr_queue_remove'
+  local q = keys[1] and string.match(keys[1], '^jr:{(.*)}:' .. K_READY .. '$')
+  if not key_queue_ok(q) then
+    return refuse(fn, 'key 1 must be jr:{Q}:' .. K_READY .. ' with Q a queue name (' .. QUEUE_RULE .. '), got ' ..
+                  shown(keys[1] or ''))
+  end
+  if #args ~= 0 then return refuse(fn, 'takes no arguments') end
+  local prefix, k = qkey(q, ''), {}
+  for i, key in ipairs(keys) do
+    if #key <= #prefix or string.sub(key, 1, #prefix) ~= prefix then
+      return refuse(fn, 'key ' .. i .. ' must be a key of queue ' .. shown(q) .. ' (' .. prefix .. '...), got ' .. shown(key))
+    end
+    k[string.sub(key, #prefix + 1)] = key
+  end
+  local spec = {{keys[1], 'stream'}}
+  for _, s in ipairs({{K_DELAYED, 'zset'}, {K_DEAD, 'stream'}, {K_WHEEL, 'zset'}, {K_WHEEL_N, 'string'}}) do
+    if not k[s[1]] then return refuse(fn, 'takes every key of the queue: ' .. qkey(q, s[1]) .. ' is missing') end
+    spec[#spec + 1] = {k[s[1]], s[2]}
+  end
+  local err = check_types(fn, spec)
+  if err then return err end
+  local ready, delayed = redis.call('XLEN', keys[1]), redis.call('ZCARD', k[K_DELAYED])
+  local dead, wheel = redis.call('XLEN', k[K_DEAD]), tonumber(redis.call('GET', k[K_WHEEL_N]) or '0') or 0
+  if redis.call('ZCARD', k[K_WHEEL]) > 0 and wheel == 0 then wheel = 1 end
+  if ready + delayed + dead + wheel > 0 then
+    return refuse(fn, 'queue ' .. shown(q) .. ' holds jobs (' .. ready .. ' ready or running, ' .. delayed ..
+                  ' delayed or retrying, ' .. wheel .. ' in the time wheel, ' .. dead .. ' dead): it is removed only empty')
+  end
+  return redis.call('DEL', unpack(keys))
 end
 
 -- The contract version of this library (docs/redis-contract.md).

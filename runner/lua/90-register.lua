@@ -37,6 +37,7 @@ local FUNCTIONS = {
   {'jr_delayed_page', delayed_page, 'no-writes'},
   {'jr_prune_consumers', prune_consumers, 'allow-oom'},
   {'jr_procs_forget', procs_forget, 'allow-oom'},
+  {'jr_queue_remove', queue_remove, 'allow-oom'},
   -- 45-partitions.lua
   {'jr_partitions_set', partitions_set},
   -- 50-cron.lua

@@ -44,7 +44,6 @@ const jr_cli_option_t jr_cli_options[JR_O_COUNT] = {
     [JR_O_YES] = {"yes", 0, 0, NULL},
     [JR_O_WIDE] = {"wide", 0, 0, NULL},
     [JR_O_ALL_QUEUES] = {"all-queues", 0, 0, NULL},
-    [JR_O_CREATE] = {"create", 0, 0, NULL},
     [JR_O_LISTEN] = {"listen", 0, 1, NULL},
     [JR_O_HELP] = {"help", 'h', 0, NULL},
 };
@@ -154,7 +153,7 @@ const jr_cli_cmd_t jr_cli_commands[] = {
     {.name = "stats",
      .summary = "show ready, pending, delayed and dead counts per queue",
      .usage =
-         "usage: jobrunner stats [-c FILE] [--redis URL] [-q QUEUE]... [--json] [--watch] [--partitions]\n"
+         "usage: jobrunner stats [-c FILE] [--redis URL] [-q QUEUE]... [--json] [--watch] [--partitions] [--wide]\n"
          "\n"
          "Per queue: ready (waiting for a worker), pending (running or unacknowledged),\n"
          "delayed (waiting for their due time), dead; processed (succeeded) and failed\n"
@@ -166,8 +165,10 @@ const jr_cli_cmd_t jr_cli_commands[] = {
          "      --json          print one JSON object: {\"queues\": [{\"queue\", \"ready\", ...}]}\n"
          "      --watch         redraw every second until Ctrl-C\n"
          "      --partitions    a partitioned queue's row (the sums) is followed by one per partition\n"
-         "                      (JSON: its \"partitions\" array)\n",
-     .options = JR_OPT(JR_O_QUEUE) | JR_OPT(JR_O_JSON) | JR_OPT(JR_O_WATCH) | JR_OPT(JR_O_PARTITIONS),
+         "                      (JSON: its \"partitions\" array)\n"
+         "      --wide          every cell whole (on a terminal a table fits 80 columns or\n"
+         "                      $COLUMNS, long names and texts cut, ending in an ellipsis)\n",
+     .options = JR_OPT(JR_O_QUEUE) | JR_OPT(JR_O_JSON) | JR_OPT(JR_O_WATCH) | JR_OPT(JR_O_PARTITIONS) | JR_OPT(JR_O_WIDE),
      .mode = 0,
      .run = jr_cli_stats},
     {.name = "dead",
@@ -189,15 +190,17 @@ const jr_cli_cmd_t jr_cli_commands[] = {
          "      --match TEXT    ... (or of any handler) whose payload bytes contain TEXT\n"
          "      --yes           do it without asking (needed when stdin is not a terminal)\n"
          "      --json          list, show: print one JSON array, an object per dead job\n"
-         "                      (text that is not UTF-8 as {\"base64\": ...})\n",
+         "                      (text that is not UTF-8 as {\"base64\": ...})\n"
+         "      --wide          every cell whole (on a terminal a table fits 80 columns or\n"
+         "                      $COLUMNS, long names and texts cut, ending in an ellipsis)\n",
      .options = JR_OPT(JR_O_QUEUE) | JR_OPT(JR_O_ALL) | JR_OPT(JR_O_JSON) | JR_OPT(JR_O_HANDLER) | JR_OPT(JR_O_MATCH) |
-                JR_OPT(JR_O_YES),
+                JR_OPT(JR_O_YES) | JR_OPT(JR_O_WIDE),
      .mode = JR_CMD_PERMUTE | JR_CMD_OPERANDS,
      .run = jr_cli_dead},
     {.name = "workers",
      .summary = "list the live workers and schedulers",
      .usage =
-         "usage: jobrunner workers [-c FILE] [--redis URL] [--json]\n"
+         "usage: jobrunner workers [-c FILE] [--redis URL] [--json] [--wide]\n"
          "\n"
          "The live workers and schedulers: name (a worker's consumer name), role, host,\n"
          "pid, queues ('*' = every registered queue), version, start time, jobs running\n"
@@ -205,8 +208,10 @@ const jr_cli_cmd_t jr_cli_commands[] = {
          "it last refreshed its entry. A process is listed within a\n"
          "moment of starting, until it exits, or for at most worker.lease after it dies.\n"
          "\n"
-         "      --json          print JSON\n",
-     .options = JR_OPT(JR_O_JSON),
+         "      --json          print JSON\n"
+         "      --wide          every cell whole (on a terminal a table fits 80 columns or\n"
+         "                      $COLUMNS, long names and texts cut, ending in an ellipsis)\n",
+     .options = JR_OPT(JR_O_JSON) | JR_OPT(JR_O_WIDE),
      .mode = 0,
      .run = jr_cli_workers},
     {.name = "web",
@@ -241,6 +246,7 @@ const jr_cli_cmd_t jr_cli_commands[] = {
      .summary = "show, run-now or delete one job by its id, or every job a filter passes",
      .usage =
          "usage: jobrunner job show|run-now|delete [-c FILE] [--redis URL] [-q QUEUE] ID [--key KEY] [--json]\n"
+         "       jobrunner job show --all-queues ID [--json]\n"
          "       jobrunner job run-now|delete [-q QUEUE] --state delayed|retrying|dead --handler H\n"
          "                 [--match TEXT] [--yes]\n"
          "\n"
@@ -252,20 +258,21 @@ const jr_cli_cmd_t jr_cli_commands[] = {
          "  -q, --queue QUEUE   the queue (default: 'default')\n"
          "      --key KEY       the key a partitioned queue's job with an explicit id was enqueued with\n"
          "      --json          show: print one JSON object\n"
+         "      --all-queues    show: look for the id in every registered queue (by id, no scan)\n"
          "      --state STATE   a bulk: every job in STATE (delayed, retrying or dead; run-now of a\n"
          "                      dead job retries it) ...\n"
          "      --handler H     ... of handler H ...\n"
          "      --match TEXT    ... (or of any handler) whose payload bytes contain TEXT\n"
          "      --yes           do the bulk without asking (needed when stdin is not a terminal)\n",
      .options = JR_OPT(JR_O_QUEUE) | JR_OPT(JR_O_JSON) | JR_OPT(JR_O_KEY) | JR_OPT(JR_O_STATE) | JR_OPT(JR_O_HANDLER) |
-                JR_OPT(JR_O_MATCH) | JR_OPT(JR_O_YES),
+                JR_OPT(JR_O_MATCH) | JR_OPT(JR_O_YES) | JR_OPT(JR_O_ALL_QUEUES),
      .mode = JR_CMD_PERMUTE | JR_CMD_OPERANDS,
      .run = jr_cli_job},
     {.name = "jobs",
      .summary = "list a page of the jobs in one state",
      .usage =
          "usage: jobrunner jobs [-c FILE] [--redis URL] [-q QUEUE] --state delayed|ready|running|dead\n"
-         "                      [--limit N] [--after CURSOR] [--handler H] [--match TEXT] [--json]\n"
+         "                      [--limit N] [--after CURSOR] [--handler H] [--match TEXT] [--json] [--wide]\n"
          "\n"
          "A page of the queue's jobs in one state, oldest first (delayed: by due time,\n"
          "jobs due 2 s or more after they were written by the second of their due time),\n"
@@ -277,9 +284,11 @@ const jr_cli_cmd_t jr_cli_commands[] = {
          "      --handler H     show the page's jobs of handler H only ...\n"
          "      --match TEXT    ... (or of any handler) whose payload bytes contain TEXT\n"
          "                      (the page is read as without them: its cursor goes on from it)\n"
-         "      --json          print one JSON object {\"queue\", \"state\", \"jobs\": [...], \"next\"}\n",
+         "      --json          print one JSON object {\"queue\", \"state\", \"jobs\": [...], \"next\"}\n"
+         "      --wide          every cell whole (on a terminal a table fits 80 columns or\n"
+         "                      $COLUMNS, long names and texts cut, ending in an ellipsis)\n",
      .options = JR_OPT(JR_O_QUEUE) | JR_OPT(JR_O_STATE) | JR_OPT(JR_O_LIMIT) | JR_OPT(JR_O_AFTER) | JR_OPT(JR_O_JSON) |
-                JR_OPT(JR_O_HANDLER) | JR_OPT(JR_O_MATCH),
+                JR_OPT(JR_O_HANDLER) | JR_OPT(JR_O_MATCH) | JR_OPT(JR_O_WIDE),
      .mode = JR_CMD_PERMUTE,
      .run = jr_cli_jobs},
     {.name = "cancel",
@@ -321,9 +330,13 @@ const jr_cli_cmd_t jr_cli_commands[] = {
      .check = jr_cli_pause_check,
      .run = jr_cli_pause},
     {.name = "queue",
-     .summary = "show or set the number of partitions of a queue",
+     .summary = "show or set the number of partitions of a queue, or remove an empty queue",
      .usage =
          "usage: jobrunner queue partitions [-c FILE] [--redis URL] QUEUE [N]\n"
+         "       jobrunner queue remove [-c FILE] [--redis URL] QUEUE\n"
+         "\n"
+         "remove: delete the keys and the registration of QUEUE, refused (naming what it\n"
+         "holds) unless it holds no job and no live worker or scheduler names it.\n"
          "\n"
          "A queue of N partitions keeps its jobs in N internal queues, each in its own\n"
          "slot of a Redis Cluster, placed evenly over the slots (docs/operations.md,\n"
@@ -340,7 +353,7 @@ const jr_cli_cmd_t jr_cli_commands[] = {
          "                          [--missed skip|once] [--disabled] HANDLER [PAYLOAD]\n"
          "       jobrunner cron remove|enable|disable NAME...\n"
          "       jobrunner cron fire NAME\n"
-         "       jobrunner cron list [--json]\n"
+         "       jobrunner cron list [--json] [--wide]\n"
          "\n"
          "Periodic schedules live in Redis; every running scheduler fires them, each tick\n"
          "exactly once, as a job with id NAME@TICK (the tick in Unix ms).\n"
@@ -356,9 +369,11 @@ const jr_cli_cmd_t jr_cli_commands[] = {
          "  --missed skip|once  after all schedulers were down: fire nothing (skip, default)\n"
          "                      or one job for the latest missed tick (once)\n"
          "  --disabled          store it without firing it\n"
-         "  --json              list: print {\"schedules\": [...]}\n",
+         "  --json              list: print {\"schedules\": [...]}\n"
+         "  --wide              list: one whole row per schedule (on a terminal the table fits 80\n"
+         "                      columns or $COLUMNS: the zone's times and the last job go under it)\n",
      .options = JR_OPT(JR_O_QUEUE) | JR_OPT(JR_O_CRON) | JR_OPT(JR_O_EVERY) | JR_OPT(JR_O_TZ) | JR_OPT(JR_O_MISSED) |
-                JR_OPT(JR_O_DISABLED) | JR_OPT(JR_O_JSON),
+                JR_OPT(JR_O_DISABLED) | JR_OPT(JR_O_JSON) | JR_OPT(JR_O_WIDE),
      .mode = JR_CMD_PERMUTE | JR_CMD_OPERANDS,
      .run = jr_cli_cron},
     {.name = "dev",

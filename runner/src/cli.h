@@ -25,7 +25,7 @@ typedef enum jr_cli_opt {
     JR_O_TIMEOUT, JR_O_ORDERS, JR_O_ALL, JR_O_BACKOFF, JR_O_METRICS, JR_O_CONCURRENCY, JR_O_LOG_LEVEL,
     JR_O_LOG_FORMAT, JR_O_WAIT, JR_O_STATE, JR_O_LIMIT, JR_O_AFTER, JR_O_ORDER, JR_O_CRON, JR_O_EVERY,
     JR_O_TZ, JR_O_MISSED, JR_O_DISABLED, JR_O_WATCH, JR_O_KEY, JR_O_PARTITIONS,
-    JR_O_HANDLER, JR_O_MATCH, JR_O_YES, JR_O_WIDE, JR_O_ALL_QUEUES, JR_O_CREATE, /* wt-cli */
+    JR_O_HANDLER, JR_O_MATCH, JR_O_YES, JR_O_WIDE, JR_O_ALL_QUEUES, /* wt-cli */
     JR_O_LISTEN,
     JR_O_HELP,
     JR_O_COUNT
@@ -139,13 +139,65 @@ int jr_cli_parse_count(const char *s, int64_t min, int64_t max, int64_t *out);
  * or hide what follows; the JSON outputs escape with jansson instead). */
 /* Print n bytes of s so escaped. */
 void jr_cli_print_bytes(FILE *out, const char *s, size_t n);
-/* One table cell: s (NULL: "") escaped, then spaces up to `width` columns
- * (none past it: a long value shifts the row, never loses bytes). */
-void jr_cli_print_cell(FILE *out, const char *s, int width);
+
+/* ---- tables ----------------------------------------------------------------
+ * A table is padded to its widest cell or header in each column, columns
+ * two spaces apart (one when two would not fit), and fits `limit` display
+ * columns: the columns that may
+ * shrink (text: names, handlers, errors) are shortened, widest first, down
+ * to their header's width (at least 4), each shortened cell ending in the
+ * ellipsis mark "…"; counts and times never shrink (a table of them alone
+ * may stay wider). The limit: $COLUMNS when set to a number, else 80 on a
+ * terminal, else none (output piped to a program is never cut); --wide
+ * (limit 0) shows every cell whole. */
+#define JR_TABLE_ELLIPSIS "\xe2\x80\xa6" /* U+2026, one display column */
+typedef struct jr_table {
+    size_t ncols, nrows, cap;
+    const char *const *heads; /* ncols headers */
+    const char *kinds;        /* per column: 'l' text that may shrink, 'L' text that may not (times),
+                                 'r' right-aligned, never shrinks (counts) */
+    char **cells;             /* nrows * ncols, escaped as jr_cli_print_bytes escapes */
+    char **notes;             /* per row: a line printed under it, indented (NULL: none) */
+} jr_table_t;
+/* An empty table of strlen(kinds) columns (heads and kinds are kept, not copied). */
+void jr_table_init(jr_table_t *t, const char *const *heads, const char *kinds);
+/* Add a row of ncols cells (NULL: ""), each escaped; lens (NULL: strlen
+ * of each) the length of each, as a value read from Redis may hold a NUL.
+ * 0, or JR_ENOMEM. */
+int jr_table_add(jr_table_t *t, const char *const *cells);
+int jr_table_add_n(jr_table_t *t, const char *const *cells, const size_t *lens);
+/* Give the last row a line under it: "    " and text, escaped, cut to the
+ * limit like a cell. 0, or JR_ENOMEM. */
+int jr_table_note(jr_table_t *t, const char *text);
+/* Print the header and the rows within limit columns (0: no limit). */
+void jr_table_print(const jr_table_t *t, FILE *out, size_t limit);
+void jr_table_free(jr_table_t *t);
+/* The width limit of a table on out, as said above (wide: 0). */
+size_t jr_table_limit(FILE *out, int wide);
+/* The widths of n columns of natural widths nat[], the minimum widths
+ * min[] (min[i] == nat[i]: never shrinks), so that they fit limit (0: no
+ * limit) as far as the minima allow: two columns between them, or one if
+ * two would not fit whole; then the widest shrinkable column loses a
+ * column at a time. Into w[]; returns the columns between them. Pure. */
+size_t jr_table_fit(const size_t *nat, const size_t *min, size_t n, size_t limit, size_t *w);
+/* s (ASCII, len bytes) cut to width columns: s itself when it fits, else
+ * its first width - 1 bytes and the ellipsis mark, into buf (width + 3
+ * bytes). Returns buf or s. Pure. */
+const char *jr_table_cut(const char *s, size_t width, char *buf);
+
 /* s escaped for a printf argument: one of 4 static buffers in turn, so up
  * to 4 can appear in one call; cut with "..." past about 2 KiB (4 *
  * JR_ERRLEN). */
 const char *jr_cli_esc(const char *s);
+
+/* Name on stderr each of the n queues nothing ever used (cli_queues.c):
+ * an error, or with fatal = 0 a warning. Returns how many (0 when Redis
+ * cannot tell). */
+int jr_cli_unknown_queues(jr_redis_t *r, const char *cmd, const char *const *queues, size_t n, int fatal);
+
+/* A list of registered queues (jr_redis_queues) with each partitioned
+ * queue once, as Q, for its partitions Q#J (cli_queues.c). 0 or JR_ENOMEM. */
+int jr_cli_queue_rows(jr_strlist_t *l);
 
 /* A bulk over a filter (bulk.h) asks first. `what` says what it will do
  * ("retry every dead job of queue Q with handler H"). With yes (--yes),
@@ -163,8 +215,6 @@ const char *jr_cli_filter_text(const jr_filter_t *flt, char *buf, size_t len);
 /* The value of field `name` of a stream entry, or NULL (its length in *len
  * when len is not NULL). */
 const char *jr_cli_field(const jr_entry_t *e, const char *name, size_t *len);
-/* Print field `name` of e escaped, or dflt when e has none. */
-void jr_cli_print_field(FILE *out, const jr_entry_t *e, const char *name, const char *dflt);
 
 /* How a command ends. Its output may go to a pipe whose reader is gone and
  * its connection to a Redis that went away: either ends the command with a

@@ -155,10 +155,12 @@ static json_t *cron_json(const jr_cron_entry_t *e, const jr_cron_def_t *d, const
     return o;
 }
 
-/* `cron list`: every schedule with its next firing (UTC and local, after
- * Redis's now) and last fired tick and job id, as a table or JSON
- * ({"schedules": [...]}, see docs/operations.md). */
-static int cmd_cron_list(const jr_config_t *cfg, int json, FILE *out) {
+/* `cron list`: every schedule with its next firing (after Redis's now) and
+ * last fired tick, each in UTC and in the schedule's zone, and the last
+ * job id, as a table (within limit columns, 0: none: one row each; with a
+ * limit the zone's times and the job id go on a line under the row) or
+ * JSON ({"schedules": [...]}, see README). */
+static int cmd_cron_list(const jr_config_t *cfg, int json, size_t limit, FILE *out) {
     jr_redis_t *r = jr_cli_connect(cfg, 0);
     if (!r) return 1;
     jr_cron_entry_t *v = NULL;
@@ -176,34 +178,48 @@ static int cmd_cron_list(const jr_config_t *cfg, int json, FILE *out) {
     int64_t now = (int64_t)nowf;
     if (n) qsort(v, n, sizeof *v, cmp_entry);
     json_t *arr = json ? json_array() : NULL;
-    if (!json)
-        fprintf(out, "%-20s %-20s %-16s %-10s %-16s %-24s %-25s %-24s %-30s %s\n", "NAME", "SCHEDULE", "ZONE", "QUEUE",
-                "HANDLER", "NEXT (UTC)", "NEXT (LOCAL)", "LAST FIRED (UTC)", "LAST JOB", "ENABLED");
-    for (size_t i = 0; i < n; i++) {
+    /* the whole row (--wide, or output to a program), or within the limit:
+     * the times in the schedule's zone and the last job on a line under it */
+    static const char *const wide_heads[] = {"NAME", "SCHEDULE", "ZONE", "QUEUE", "HANDLER", "NEXT (UTC)", "NEXT (ZONE)",
+                                             "LAST (UTC)", "LAST (ZONE)", "LAST JOB", "ENABLED"};
+    static const char *const heads[] = {"NAME", "SCHEDULE", "QUEUE", "HANDLER", "NEXT (UTC)", "LAST (UTC)", "ON"};
+    jr_table_t tab;
+    jr_table_init(&tab, limit ? heads : wide_heads, limit ? "llllLLl" : "llllLLLLLll");
+    for (size_t i = 0; i < n && !rc; i++) {
         jr_cron_def_t d;
         char why[JR_ERRLEN];
         int bad = jr_cron_def_decode(v[i].name, v[i].def, &d, why, sizeof why);
         if (json) {
             json_array_append_new(arr, cron_json(&v[i], bad ? NULL : &d, why, now));
         } else if (bad) {
-            jr_cli_print_cell(out, v[i].name, 20);
-            fprintf(out, " (unreadable definition: %s)\n", jr_cli_esc(why));
+            char note[JR_ERRLEN + 32];
+            const char *row[11] = {v[i].name, "?", "?", "?", "?", "?", "?", "?", "?", "?", "?"};
+            snprintf(note, sizeof note, "unreadable definition: %s", why);
+            rc = jr_table_add(&tab, row) || jr_table_note(&tab, note) ? JR_ENOMEM : 0;
         } else {
-            char sched[128], t[JR_TIME_LEN], loc[JR_CRON_LOCAL_LEN], lt[JR_TIME_LEN], dur[JR_DURATION_LEN];
+            char sched[128], t[JR_TIME_LEN], loc[JR_CRON_LOCAL_LEN], lt[JR_TIME_LEN], lloc[JR_CRON_LOCAL_LEN],
+                dur[JR_DURATION_LEN], note[512];
             if (d.cron) snprintf(sched, sizeof sched, "%s", d.cron);
             else snprintf(sched, sizeof sched, "every %s", jr_duration_format(d.every_ms, dur, sizeof dur));
             int64_t next = d.enabled ? jr_cron_def_next(&d, now) : -1;
             const char *job;
             int64_t last = jr_cron_last_parse(v[i].last, &job);
-            const char *cells[] = {d.name, sched, d.tz, d.queue, d.handler, next < 0 ? "-" : jr_time_format(next, t),
-                                   next < 0 ? "-" : jr_cron_local_format(next, d.tz, loc),
-                                   last < 0 ? "-" : jr_time_format(last, lt), last < 0 ? "-" : job};
-            static const int widths[] = {20, 20, 16, 10, 16, 24, 25, 24, 30};
-            for (size_t k = 0; k < sizeof cells / sizeof *cells; k++) jr_cli_print_cell(out, cells[k], widths[k]), fputc(' ', out);
-            fprintf(out, "%s\n", d.enabled ? "yes" : "no");
+            const char *nu = next < 0 ? "-" : jr_time_format(next, t), *nl = next < 0 ? "-" : jr_cron_local_format(next, d.tz, loc);
+            const char *lu = last < 0 ? "-" : jr_time_format(last, lt), *ll = last < 0 ? "-" : jr_cron_local_format(last, d.tz, lloc);
+            const char *on = d.enabled ? "yes" : "no";
+            if (limit) {
+                const char *row[] = {d.name, sched, d.queue, d.handler, nu, lu, on};
+                snprintf(note, sizeof note, "%s: next %s, last %s, last job %s", d.tz, nl, ll, last < 0 ? "-" : job);
+                rc = jr_table_add(&tab, row) || jr_table_note(&tab, note) ? JR_ENOMEM : 0;
+            } else {
+                const char *row[] = {d.name, sched, d.tz, d.queue, d.handler, nu, nl, lu, ll, last < 0 ? "-" : job, on};
+                rc = jr_table_add(&tab, row) ? JR_ENOMEM : 0;
+            }
         }
         jr_cron_def_free(&d);
     }
+    if (!json && !rc) jr_table_print(&tab, out, limit);
+    jr_table_free(&tab);
     if (json) {
         json_t *doc = json_object();
         if (doc) json_object_set_new(doc, "schedules", arr);
@@ -225,7 +241,7 @@ int jr_cli_cron(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *c
         return jr_cli_die(name, "%s", "--cron, --every, --tz, -q, --missed and --disabled go with cron add");
     if (!strcmp(sub, "list")) {
         if (argc > 1) return jr_cli_die(name, "unexpected argument \"%s\"", argv[1]);
-        return cmd_cron_list(cfg, json, stdout);
+        return cmd_cron_list(cfg, json, jr_table_limit(stdout, jr_flag(f, JR_O_WIDE)), stdout);
     }
     if (json) return jr_cli_die(name, "%s", "--json goes with cron list");
     if (!strcmp(sub, "enable") || !strcmp(sub, "disable")) {

@@ -188,13 +188,19 @@ static json_t *bytes_json(const char *v, size_t len) { return v ? jr_json_bytes(
 
 /* `jobrunner job show`: where job `id` of `queue` is (jr_client_job_show:
  * delayed, retrying, ready, running, dead or not found) with its fields, as
- * text or one JSON object. Returns 0 when found, 1 when not (or on error). */
+ * text or one JSON object; when not found, stderr names the queue it looked
+ * in and --all-queues. A queue nothing ever used is said so, looked in no
+ * further. Returns 0 when found, 1 when not (or on error). */
 static int cmd_job_show(const jr_config_t *cfg, const char *queue, const char *id, const char *key, int json,
                         FILE *out) {
     jr_client_t *c = jr_cli_client(cfg, 1);
     if (!c) return 1;
     jr_client_job_info_t *in = NULL;
     int status = 0;
+    if (jr_cli_unknown_queues(jr_client_redis(c), "job show", &queue, 1, 1)) {
+        jr_client_free(c);
+        return 1;
+    }
     if (jr_client_job_show_keyed(c, queue, id, key, &in)) {
         fprintf(stderr, "jobrunner job show: %s\n", jr_cli_esc(jr_client_errstr(c)));
         jr_client_free(c);
@@ -253,10 +259,58 @@ static int cmd_job_show(const jr_config_t *cfg, const char *queue, const char *i
             fputs("\n", out);
         }
     }
-    if (!found) status = 1;
+    if (!found) {
+        fprintf(stderr, "jobrunner job show: job %s is not in queue %s (neither delayed, retrying, ready, running "
+                        "nor dead there); 'jobrunner job show --all-queues %s' looks in every queue\n",
+                jr_cli_esc(id), jr_cli_esc(queue), jr_cli_esc(id));
+        status = 1;
+    }
     jr_client_job_info_free(in);
     jr_client_free(c);
     return jr_cli_done(out, status);
+}
+
+/* `jobrunner job show --all-queues ID`: job id looked up by id (as `job
+ * show` does: no scan of jobs) in every registered queue (a partitioned
+ * one as one), then shown as `job show -q Q ID` shows it, for each queue
+ * that has it (--json: the first; the others named on stderr). Returns 0
+ * when found somewhere, 1 when not (saying how many queues it looked in). */
+static int cmd_job_show_all(const jr_config_t *cfg, const char *id, int json, FILE *out) {
+    jr_client_t *c = jr_cli_client(cfg, 1);
+    if (!c) return 1;
+    jr_redis_t *r = jr_client_redis(c);
+    jr_strlist_t all = {0}, hits = {0};
+    char wake[JR_ID_MAX];
+    int rc = r ? jr_redis_queues(r, &all, wake) : JR_EIO;
+    if (!rc) rc = jr_cli_queue_rows(&all);
+    for (size_t i = 0; !rc && i < all.n; i++) {
+        jr_client_job_info_t *in = NULL;
+        if (jr_client_job_show_keyed(c, all.v[i], id, NULL, &in)) {
+            fprintf(stderr, "jobrunner job show: %s: %s\n", jr_cli_esc(all.v[i]), jr_cli_esc(jr_client_errstr(c)));
+            rc = JR_EREDIS;
+        } else if (in->state != JR_CLIENT_STATE_NOT_FOUND && jr_strlist_push(&hits, all.v[i])) {
+            rc = JR_ENOMEM;
+        }
+        jr_client_job_info_free(in);
+    }
+    if (rc && rc != JR_EREDIS)
+        fprintf(stderr, "jobrunner job show: %s\n", rc == JR_ENOMEM ? "out of memory" : r ? jr_cli_esc(jr_redis_errstr(r)) : "not connected");
+    jr_client_free(c);
+    int status = rc ? 1 : 0;
+    if (!rc && !hits.n) {
+        fprintf(stderr, "jobrunner job show: job %s is in none of the %zu queues (neither delayed, retrying, ready, "
+                        "running nor dead in any; finished jobs are not kept)\n", jr_cli_esc(id), all.n);
+        status = 1;
+    }
+    for (size_t i = 0; !rc && i < hits.n && (!json || i == 0); i++) {
+        if (i) fputs("\n", out);
+        status |= cmd_job_show(cfg, hits.v[i], id, NULL, json, out);
+    }
+    for (size_t i = 1; json && i < hits.n; i++)
+        fprintf(stderr, "jobrunner job show: job %s is also in queue %s\n", jr_cli_esc(id), jr_cli_esc(hits.v[i]));
+    jr_strlist_free(&all);
+    jr_strlist_free(&hits);
+    return status;
 }
 
 /* `jobrunner job run-now|delete` (sub) for one job. Returns the exit
@@ -296,11 +350,13 @@ static int cmd_job_change(const jr_config_t *cfg, const char *queue, const char 
 
 /* `jobrunner cancel`: one line "ID cancelled|running|not found" per id (an
  * id the library refuses is named on stderr, and the others still go; a
- * lost connection stops). Returns 0 when every id was found, 1 otherwise. */
+ * lost connection stops); of a queue nothing ever used, that alone, on
+ * stderr. Returns 0 when every id was found, 1 otherwise. */
 static int cmd_cancel(const jr_config_t *cfg, const char *queue, char **ids, size_t n, const char *key, FILE *out) {
     jr_client_t *c = jr_cli_client(cfg, 1);
     if (!c) return 1;
     int status = 0;
+    if (jr_cli_unknown_queues(jr_client_redis(c), "cancel", &queue, 1, 1)) n = 0, status = 1;
     for (size_t i = 0; i < n; i++) {
         jr_client_cancel_t o;
         int rc = jr_client_cancel_keyed(c, queue, ids[i], key, &o);
@@ -340,7 +396,7 @@ typedef struct listed {
 } listed_t;
 
 static int print_page(FILE *out, const char *state, const char *queue, const listed_t *v, size_t n,
-                      const char *next, int json) {
+                      const char *next, int json, size_t limit) {
     if (json) {
         json_t *arr = json_array();
         for (size_t i = 0; arr && i < n; i++) {
@@ -372,23 +428,41 @@ static int print_page(FILE *out, const char *state, const char *queue, const lis
         return jr_cli_json_out(out, doc);
     }
     const jr_entry_t none = {0}; /* an entry gone between two reads */
-    fprintf(out, "%-32s %-24s %-16s %-7s %s\n", "JOB", !strcmp(state, "delayed") ? "DUE" : !strcmp(state, "dead") ? "DEAD AT" : "ENQUEUED",
-            "HANDLER", "ATTEMPT", !strcmp(state, "running") ? "CONSUMER" : !strcmp(state, "dead") ? "WHY" : "");
-    for (size_t i = 0; i < n; i++) {
+    int running = !strcmp(state, "running"), dead = !strcmp(state, "dead");
+    const char *heads[] = {"JOB", !strcmp(state, "delayed") ? "DUE" : dead ? "DEAD AT" : "ENQUEUED", "HANDLER",
+                           "ATTEMPT", running ? "CONSUMER" : "WHY"};
+    jr_table_t tab;
+    jr_table_init(&tab, heads, running || dead ? "lLlrl" : "lLlr");
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
         const listed_t *l = &v[i];
-        char t[JR_TIME_LEN];
+        const jr_entry_t *e = l->e ? l->e : &none;
+        char t[JR_TIME_LEN], consumer[JR_PROC_NAME_MAX + 64];
         if (!strcmp(state, "delayed")) score_time(l->where, t);
         else jr_time_format(strtoll(l->where, NULL, 10), t);
-        jr_cli_print_bytes(out, l->id, l->id_len);
-        fprintf(out, "%*s %-24s ", l->id_len < 32 ? (int)(32 - l->id_len) : 0, "", t);
-        jr_cli_print_field(out, l->e ? l->e : &none, JR_F_HANDLER, "?");
-        fputs(" ", out);
-        jr_cli_print_field(out, l->e ? l->e : &none, JR_F_ATTEMPT, "1");
-        fputs(" ", out);
-        if (l->p) fprintf(out, "%s (idle %.1fs, delivered %lld)", jr_cli_esc(l->p->consumer), (double)l->p->idle_ms / 1000.0,
-                          l->p->deliveries);
-        if (!strcmp(state, "dead")) jr_cli_print_field(out, l->e ? l->e : &none, JR_F_WHY, "?");
-        fputs("\n", out);
+        const char *row[5] = {l->id, t};
+        size_t lens[5] = {l->id_len, strlen(t)};
+        row[2] = jr_cli_field(e, JR_F_HANDLER, &lens[2]);
+        row[3] = jr_cli_field(e, JR_F_ATTEMPT, &lens[3]);
+        if (!row[2]) row[2] = "?", lens[2] = 1;
+        if (!row[3]) row[3] = "1", lens[3] = 1;
+        if (l->p) {
+            snprintf(consumer, sizeof consumer, "%s (idle %.1fs, delivered %lld)", l->p->consumer,
+                     (double)l->p->idle_ms / 1000.0, l->p->deliveries);
+            row[4] = consumer, lens[4] = strlen(consumer);
+        } else if (dead) {
+            row[4] = jr_cli_field(e, JR_F_WHY, &lens[4]);
+            if (!row[4]) row[4] = "?", lens[4] = 1;
+        } else {
+            row[4] = "", lens[4] = 0;
+        }
+        rc = jr_table_add_n(&tab, row, lens);
+    }
+    if (!rc) jr_table_print(&tab, out, limit);
+    jr_table_free(&tab);
+    if (rc) {
+        fprintf(stderr, "jobrunner jobs: out of memory\n");
+        return 1;
     }
     if (next) fprintf(out, "next page: --after %s\n", jr_cli_esc(next));
     else fprintf(out, "(end)\n");
@@ -397,7 +471,9 @@ static int print_page(FILE *out, const char *state, const char *queue, const lis
 
 /* `jobrunner jobs --state`: a page of up to `limit` jobs in that state,
  * oldest first, after the cursor `after` (NULL: from the start), with the
- * cursor of the next page, as a table or one JSON object. Returns the exit
+ * cursor of the next page, as a table (within limit_cols columns, 0: none)
+ * or one JSON object; with flt, only the page's jobs it passes (the cursor
+ * as without it). Returns the exit
  * status (2: a bad state or cursor). Of a partitioned queue (nparts > 1),
  * the page is of partition `part` (internal queue iq): its generated ids
  * shown with "~<part>", its cursor "p<part>:<cursor in it>", or, at the
@@ -406,7 +482,7 @@ static int print_page(FILE *out, const char *state, const char *queue, const lis
  * returns -1: the caller asks the next partition. */
 static int cmd_jobs(const jr_config_t *cfg, const char *queue, const char *iq, int part, unsigned nparts,
                     const char *state, int64_t limit, const char *after, const jr_filter_t *flt, int json,
-                    FILE *out) {
+                    size_t limit_cols, FILE *out) {
     int delayed = !strcmp(state, "delayed"), ready = !strcmp(state, "ready"), running = !strcmp(state, "running"),
         dead = !strcmp(state, "dead");
     if (!delayed && !ready && !running && !dead) {
@@ -562,7 +638,7 @@ static int cmd_jobs(const jr_config_t *cfg, const char *queue, const char *iq, i
         }
         n = kept;
     }
-    status = print_page(out, state, queue, v, n, nextp, json) ? 1 : 0;
+    status = print_page(out, state, queue, v, n, nextp, json, limit_cols) ? 1 : 0;
     free(fake);
 out:
     free(v), free(mv), free(ml), free(shown);
@@ -631,6 +707,11 @@ int jr_cli_job(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *cf
     const char *sub = argv[0], *id = argv[1];
     const char *rule = jr_contract_stored_id(id, strlen(id));
     if (rule) return jr_cli_die2(name, "job id", id, rule);
+    if (jr_flag(f, JR_O_ALL_QUEUES)) {
+        if (strcmp(sub, "show") || f->queues.n || jr_flag(f, JR_O_KEY))
+            return jr_cli_die(name, "%s", "--all-queues goes with job show ID (without -q and --key)");
+        return cmd_job_show_all(cfg, id, jr_flag(f, JR_O_JSON), stdout);
+    }
     if (!strcmp(sub, "show")) return cmd_job_show(cfg, queue, id, f->v[JR_O_KEY], jr_flag(f, JR_O_JSON), stdout);
     if (jr_flag(f, JR_O_JSON)) return jr_cli_die(name, "%s", "--json applies to job show");
     if (!strcmp(sub, "run-now") || !strcmp(sub, "delete"))
@@ -652,6 +733,10 @@ int jr_cli_jobs(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *c
     if (!r) return 1;
     jr_partmap_t parts = {0};
     jr_qpart_t *qp;
+    if (jr_cli_unknown_queues(r, "jobs", &queue, 1, 1)) {
+        jr_redis_free(r);
+        return 1;
+    }
     if (jr_partmap_get(&parts, r, queue, &qp)) {
         fprintf(stderr, "jobrunner jobs: %s\n", jr_cli_esc(jr_redis_errstr(r)));
         jr_partmap_free(&parts);
@@ -676,7 +761,8 @@ int jr_cli_jobs(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *c
     int st;
     do
         st = cmd_jobs(cfg, queue, jr_qpart_name(qp, part), (int)part, qp->n, f->v[JR_O_STATE], limit, after,
-                      filtered ? &flt : NULL, jr_flag(f, JR_O_JSON), stdout);
+                      filtered ? &flt : NULL, jr_flag(f, JR_O_JSON), jr_table_limit(stdout, jr_flag(f, JR_O_WIDE)),
+                      stdout);
     while (st == -1 && (after = NULL, ++part < qp->n));
     jr_partmap_free(&parts);
     return st;

@@ -60,13 +60,6 @@ void jr_cli_print_bytes(FILE *out, const char *s, size_t n) {
     }
 }
 
-void jr_cli_print_cell(FILE *out, const char *s, int width) {
-    size_t n = s ? strlen(s) : 0, cols = 0;
-    for (size_t i = 0; i < n; i++) cols += plain((unsigned char)s[i]) ? 1 : 4;
-    jr_cli_print_bytes(out, s ? s : "", n);
-    for (; (int)cols < width; cols++) fputc(' ', out);
-}
-
 #define ESC_BUFS 4
 #define ESC_LEN (4 * JR_ERRLEN + 8)
 const char *jr_cli_esc(const char *s) {
@@ -84,6 +77,128 @@ const char *jr_cli_esc(const char *s) {
     }
     b[o] = '\0';
     return b;
+}
+
+/* ---- tables ----------------------------------------------------------------- */
+
+void jr_table_init(jr_table_t *t, const char *const *heads, const char *kinds) {
+    *t = (jr_table_t){.ncols = strlen(kinds), .heads = heads, .kinds = kinds};
+}
+
+/* s (n bytes) escaped as jr_cli_print_bytes prints it, malloc'd. */
+static char *escaped(const char *s, size_t n) {
+    char *b = malloc(4 * n + 1), *o = b;
+    for (size_t i = 0; b && i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (plain(c)) *o++ = (char)c;
+        else o += sprintf(o, "\\x%02x", c);
+    }
+    if (b) *o = '\0';
+    return b;
+}
+
+int jr_table_add(jr_table_t *t, const char *const *cells) { return jr_table_add_n(t, cells, NULL); }
+
+int jr_table_add_n(jr_table_t *t, const char *const *cells, const size_t *lens) {
+    if (t->nrows == t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 16;
+        char **c = realloc(t->cells, cap * t->ncols * sizeof *c), **nt;
+        if (c) t->cells = c;
+        if (!c || !(nt = realloc(t->notes, cap * sizeof *nt))) return JR_ENOMEM;
+        t->notes = nt, t->cap = cap;
+    }
+    char **row = t->cells + t->nrows * t->ncols;
+    for (size_t i = 0; i < t->ncols; i++) {
+        const char *v = cells[i] ? cells[i] : "";
+        if (!(row[i] = escaped(v, cells[i] && lens ? lens[i] : strlen(v)))) {
+            while (i--) free(row[i]);
+            return JR_ENOMEM;
+        }
+    }
+    t->notes[t->nrows++] = NULL;
+    return 0;
+}
+
+int jr_table_note(jr_table_t *t, const char *text) {
+    if (!t->nrows) return JR_EINVAL;
+    free(t->notes[t->nrows - 1]);
+    return (t->notes[t->nrows - 1] = escaped(text, strlen(text))) ? 0 : JR_ENOMEM;
+}
+
+size_t jr_table_fit(const size_t *nat, const size_t *min, size_t n, size_t limit, size_t *w) {
+    size_t total = 0, sep = 2;
+    for (size_t i = 0; i < n; i++) w[i] = nat[i], total += nat[i];
+    if (limit && n && total + 2 * (n - 1) > limit) sep = 1; /* one space rather than cut cells */
+    total += n ? sep * (n - 1) : 0;
+    while (limit && total > limit) {
+        size_t best = n;
+        for (size_t i = 0; i < n; i++)
+            if (w[i] > min[i] && (best == n || w[i] > w[best])) best = i;
+        if (best == n) break; /* nothing left to shrink */
+        w[best]--, total--;
+    }
+    return sep;
+}
+
+const char *jr_table_cut(const char *s, size_t width, char *buf) {
+    size_t n = strlen(s);
+    if (n <= width) return s;
+    size_t keep = width ? width - 1 : 0;
+    memcpy(buf, s, keep);
+    memcpy(buf + keep, JR_TABLE_ELLIPSIS, sizeof JR_TABLE_ELLIPSIS);
+    return buf;
+}
+
+size_t jr_table_limit(FILE *out, int wide) {
+    if (wide) return 0;
+    const char *cols = getenv("COLUMNS");
+    int64_t n;
+    if (cols && !jr_cli_parse_count(cols, 1, 100000, &n)) return (size_t)n;
+    return isatty(fileno(out)) ? 80 : 0;
+}
+
+void jr_table_print(const jr_table_t *t, FILE *out, size_t limit) {
+    size_t n = t->ncols, *nat = calloc(n + 1, sizeof *nat), *min = calloc(n + 1, sizeof *min),
+           *w = calloc(n + 1, sizeof *w);
+    char *buf = NULL;
+    size_t widest = 0;
+    if (!nat || !min || !w) goto out;
+    for (size_t i = 0; i < n; i++) {
+        nat[i] = strlen(t->heads[i]);
+        for (size_t r = 0; r < t->nrows; r++) {
+            size_t l = strlen(t->cells[r * n + i]);
+            if (l > nat[i]) nat[i] = l;
+        }
+        for (size_t r = 0; i == 0 && r < t->nrows; r++)
+            if (t->notes[r] && strlen(t->notes[r]) + 4 > widest) widest = strlen(t->notes[r]) + 4;
+        min[i] = t->kinds[i] == 'l' ? (strlen(t->heads[i]) > 4 ? strlen(t->heads[i]) : 4) : nat[i];
+        if (min[i] > nat[i]) min[i] = nat[i];
+        if (nat[i] > widest) widest = nat[i];
+    }
+    size_t sep = jr_table_fit(nat, min, n, limit, w);
+    if (!(buf = malloc(widest + 4))) goto out;
+    for (size_t r = 0; r <= t->nrows; r++) {
+        for (size_t i = 0; i < n; i++) {
+            const char *v = r ? jr_table_cut(t->cells[(r - 1) * n + i], w[i], buf) : t->heads[i];
+            size_t len = strlen(v), cols = v == buf ? w[i] : len;
+            int last = i + 1 == n;
+            if (t->kinds[i] == 'r') fprintf(out, "%*s%s", (int)(w[i] - cols), "", v);
+            else fprintf(out, "%s%*s", v, last ? 0 : (int)(w[i] - cols), "");
+            if (!last) fputs(sep == 1 ? " " : "  ", out);
+        }
+        fputc('\n', out);
+        if (r && t->notes[r - 1])
+            fprintf(out, "    %s\n", limit > 4 ? jr_table_cut(t->notes[r - 1], limit - 4, buf) : t->notes[r - 1]);
+    }
+out:
+    free(nat), free(min), free(w), free(buf);
+}
+
+void jr_table_free(jr_table_t *t) {
+    for (size_t i = 0; t->cells && i < t->nrows * t->ncols; i++) free(t->cells[i]);
+    for (size_t i = 0; t->notes && i < t->nrows; i++) free(t->notes[i]);
+    free(t->cells), free(t->notes);
+    t->cells = t->notes = NULL, t->nrows = t->cap = 0;
 }
 
 /* ---- bulk actions over a filter --------------------------------------------- */
@@ -125,13 +240,6 @@ const char *jr_cli_field(const jr_entry_t *e, const char *name, size_t *len) {
             return e->values[i];
         }
     return NULL;
-}
-
-void jr_cli_print_field(FILE *out, const jr_entry_t *e, const char *name, const char *dflt) {
-    size_t len = 0;
-    const char *v = jr_cli_field(e, name, &len);
-    if (!v) v = dflt, len = strlen(dflt);
-    jr_cli_print_bytes(out, v, len);
 }
 
 /* ---- how a command ends -------------------------------------------------------- */

@@ -199,22 +199,24 @@ int jr_cli_workers(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t
     } else if (jr_flag(f, JR_O_JSON)) {
         if (jr_json_print(stdout, workers_json(v, n)) != 0) rc = JR_ENOMEM;
     } else {
-        printf("%-32s %-9s %-20s %8s %-20s %-8s %-24s %9s %9s\n", "NAME", "ROLE", "HOST", "PID", "QUEUES", "VERSION",
-               "STARTED", "RUNNING", "LAST SEEN");
-        for (size_t i = 0; i < n; i++) {
-            char t[JR_TIME_LEN], seen[32], busy[48];
+        static const char *const heads[] = {"NAME", "ROLE", "HOST", "PID", "QUEUES", "VERSION", "STARTED", "RUNNING",
+                                            "LAST SEEN"};
+        jr_table_t tab;
+        jr_table_init(&tab, heads, "lllrllLrr");
+        for (size_t i = 0; i < n && !rc; i++) {
+            char t[JR_TIME_LEN], seen[32], pid[24], running[48];
             jr_time_format(v[i].started_ms, t);
-            if (v[i].capacity > 0) snprintf(busy, sizeof busy, "%lld/%lld", v[i].running, v[i].capacity);
-            else snprintf(busy, sizeof busy, "%lld", v[i].running);
             snprintf(seen, sizeof seen, "%.1fs ago", (double)v[i].seen_ago_ms / 1000.0);
-            jr_cli_print_cell(stdout, v[i].name, 32), putchar(' ');
-            jr_cli_print_cell(stdout, v[i].role, 9), putchar(' ');
-            jr_cli_print_cell(stdout, v[i].host, 20);
-            printf(" %8lld ", v[i].pid);
-            jr_cli_print_cell(stdout, v[i].queues[0] ? v[i].queues : "*", 20), putchar(' ');
-            jr_cli_print_cell(stdout, v[i].version, 8);
-            printf(" %-24s %9s %9s\n", t, busy, seen);
+            snprintf(pid, sizeof pid, "%lld", v[i].pid);
+            if (v[i].capacity > 0) snprintf(running, sizeof running, "%lld/%lld", v[i].running, v[i].capacity);
+            else snprintf(running, sizeof running, "%lld", v[i].running);
+            const char *row[] = {v[i].name, v[i].role, v[i].host, pid, v[i].queues[0] ? v[i].queues : "*",
+                                 v[i].version, t, running, seen};
+            rc = jr_table_add(&tab, row);
         }
+        if (!rc) jr_table_print(&tab, stdout, jr_table_limit(stdout, jr_flag(f, JR_O_WIDE)));
+        else fprintf(stderr, "jobrunner workers: out of memory\n");
+        jr_table_free(&tab);
     }
     jr_procs_free(v, n);
     jr_redis_free(r);

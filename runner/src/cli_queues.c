@@ -1,7 +1,7 @@
-/* The queues: stats, dead, pause, resume (rows of cli.c; see cli.h).
- * stats, pause and resume go through the client library; dead reads and
- * changes the dead-letter stream through the Redis layer (the library has
- * no call for it). */
+/* The queues: stats, dead, pause, resume, queue partitions|remove (rows of
+ * cli.c; see cli.h). stats, pause and resume go through the client
+ * library; dead lists the dead-letter stream through the Redis layer and
+ * changes it through bulk.h; queue remove through the Redis layer. */
 #include "cli.h"
 
 #include <stdlib.h>
@@ -45,7 +45,7 @@ static const char *age_text(long long ms, char *buf, size_t len) {
 /* The registry holds the partitions "Q#J" of a partitioned queue: one row
  * of Q stands for them (its counts are their sums). Keeps the order of
  * first appearance. 0, or JR_ENOMEM. */
-static int one_row_per_queue(jr_strlist_t *l) {
+int jr_cli_queue_rows(jr_strlist_t *l) {
     jr_strlist_t out = {0};
     for (size_t i = 0; i < l->n; i++) {
         size_t qlen;
@@ -78,7 +78,7 @@ static int one_row_per_queue(jr_strlist_t *l) {
  * queue's object (obj), [{"partition", "name", "ready", "pending",
  * "delayed", "dead", "processed", "failed"}, ...]. Nothing for a queue that
  * is not partitioned. 0, or 1 after saying why. */
-static int stats_partitions(jr_client_t *c, const char *q, json_t *obj, FILE *out) {
+static int stats_partitions(jr_client_t *c, const char *q, json_t *obj, jr_table_t *tab) {
     jr_redis_t *r = jr_client_redis(c);
     jr_partmap_t m = {0};
     jr_qpart_t *p;
@@ -104,17 +104,22 @@ static int stats_partitions(jr_client_t *c, const char *q, json_t *obj, FILE *ou
         } else if (!obj) {
             char n[6][24], label[JR_INTERNAL_QUEUE_MAX + 8];
             snprintf(label, sizeof label, "  %s", p->names[i]);
-            jr_cli_print_cell(out, label, 20);
-            fprintf(out, " %9s %9s %9s %9s %11s %9s\n", count_text(s.ready, n[0]), count_text(s.pending, n[1]),
-                    count_text(s.delayed, n[2]), count_text(s.dead, n[3]), count_text(s.processed, n[4]),
-                    count_text(s.failed, n[5]));
+            const char *row[] = {label, count_text(s.ready, n[0]), count_text(s.pending, n[1]),
+                                 count_text(s.delayed, n[2]), count_text(s.dead, n[3]), count_text(s.processed, n[4]),
+                                 count_text(s.failed, n[5]), "", "", ""};
+            if (jr_table_add(tab, row)) status = 1;
         }
     }
     jr_partmap_free(&m);
     return status;
 }
 
-static int stats_once(jr_client_t *c, const jr_strlist_t *queues, int json, int parts, FILE *out) {
+static const char *const stats_heads[] = {"QUEUE", "READY", "PENDING", "DELAYED", "DEAD", "PROCESSED",
+                                           "FAILED", "JOBS/S", "OLDEST", "PAUSED"};
+
+static int stats_once(jr_client_t *c, const jr_strlist_t *queues, int json, int parts, size_t limit, FILE *out) {
+    jr_table_t tab;
+    jr_table_init(&tab, stats_heads, "lrrrrrrrrl");
     jr_strlist_t all = {0};
     char wake[JR_ID_MAX];
     int rc = 0, failed = 0; /* rc: a Redis error; failed: JSON building or writing */
@@ -125,7 +130,7 @@ static int stats_once(jr_client_t *c, const jr_strlist_t *queues, int json, int 
             return 1;
         }
         if ((rc = jr_redis_queues(r, &all, wake))) fprintf(stderr, "jobrunner: stats: %s\n", jr_cli_esc(jr_redis_errstr(r)));
-        if (!rc && (rc = one_row_per_queue(&all))) fprintf(stderr, "jobrunner: stats: out of memory\n");
+        if (!rc && (rc = jr_cli_queue_rows(&all))) fprintf(stderr, "jobrunner: stats: out of memory\n");
         queues = &all;
     }
     json_t *doc = NULL, *arr = NULL;
@@ -133,9 +138,6 @@ static int stats_once(jr_client_t *c, const jr_strlist_t *queues, int json, int 
         doc = json_object();
         arr = json_array();
         if (!doc || !arr || json_object_set_new(doc, "queues", arr)) failed = jr_cli_json_oom(&doc);
-    } else if (!rc) {
-        fprintf(out, "%-20s %9s %9s %9s %9s %11s %9s %8s %8s  %s\n", "QUEUE", "READY", "PENDING", "DELAYED", "DEAD",
-                "PROCESSED", "FAILED", "JOBS/S", "OLDEST", "PAUSED");
     }
     for (size_t i = 0; !rc && !failed && i < queues->n; i++) {
         jr_client_stats_t s;
@@ -161,81 +163,111 @@ static int stats_once(jr_client_t *c, const jr_strlist_t *queues, int json, int 
                 json_decref(q);
                 q = NULL;
             }
-            if (q && parts && stats_partitions(c, queues->v[i], q, out)) {
+            if (q && parts && stats_partitions(c, queues->v[i], q, NULL)) {
                 json_decref(q);
                 q = NULL;
             }
             if (!q || json_array_append_new(arr, q)) failed = jr_cli_json_oom(&doc);
         } else {
-            char t[JR_TIME_LEN], age[32], n[6][24], rate[24];
-            jr_cli_print_cell(out, queues->v[i], 20);
+            char t[JR_TIME_LEN], age[32], n[6][24], rate[24], paused[JR_TIME_LEN + 8];
             if (s.jobs_per_second >= 0) snprintf(rate, sizeof rate, "%.1f", s.jobs_per_second);
             else snprintf(rate, sizeof rate, "?");
-            fprintf(out, " %9s %9s %9s %9s %11s %9s %8s %8s  %s%s\n", count_text(s.ready, n[0]),
-                    count_text(s.pending, n[1]), count_text(s.delayed, n[2]), count_text(s.dead, n[3]),
-                    count_text(s.processed, n[4]), count_text(s.failed, n[5]), rate,
-                    age_text(s.oldest_ready_ms, age, sizeof age), since >= 0 ? "since " : s.paused < 0 ? "?" : "-",
-                    since >= 0 ? jr_time_format(since, t) : "");
-            if (parts && (rc = stats_partitions(c, queues->v[i], NULL, out))) break;
+            /* within a width limit: "yes" (the time with --wide or --json) */
+            snprintf(paused, sizeof paused, "%s%s", since >= 0 ? (limit ? "yes" : "since ") : s.paused < 0 ? "?" : "-",
+                     since >= 0 && !limit ? jr_time_format(since, t) : "");
+            const char *row[] = {queues->v[i], count_text(s.ready, n[0]), count_text(s.pending, n[1]),
+                                 count_text(s.delayed, n[2]), count_text(s.dead, n[3]), count_text(s.processed, n[4]),
+                                 count_text(s.failed, n[5]), rate, age_text(s.oldest_ready_ms, age, sizeof age), paused};
+            if (jr_table_add(&tab, row)) {
+                fprintf(stderr, "jobrunner: stats: out of memory\n");
+                rc = 1;
+                break;
+            }
+            if (parts && (rc = stats_partitions(c, queues->v[i], NULL, &tab))) break;
         }
     }
     if (rc || failed) json_decref(doc);
     else if (json) failed = jr_cli_json_out(out, doc);
+    else jr_table_print(&tab, out, limit);
+    jr_table_free(&tab);
     jr_strlist_free(&all);
     return rc || failed ? 1 : 0;
 }
 
-/* Warn on stderr, for each of the n queues that nothing ever used, that it
- * may be a typo: a queue is known once it is in the registry (jr:{queues}:
- * every queue ever enqueued to; a partition Q#J stands for Q) or is paused.
- * The command then goes on (a pause ahead of time is meant to work), so
- * only the message is added. Costs two reads: the registry (SMEMBERS, one
- * member per queue or partition) and, when some queue is not in it, the
- * paused set (one HMGET); says nothing when Redis cannot tell. */
-static void warn_unknown_queues(jr_client_t *c, const char *cmd, const char *const *queues, size_t n) {
-    jr_redis_t *r = jr_client_redis(c);
-    jr_strlist_t all = {0};
-    char wake[JR_ID_MAX];
-    unsigned char *known = n ? calloc(n, 1) : NULL, *paused = n ? calloc(n, 1) : NULL;
+/* Say on stderr, for each of the n queues nothing ever used
+ * (jr_redis_queues_known: not registered, not paused, no key of it), that it
+ * may be a typo: "jobrunner CMD: queue "X" is not known: ...", as an error,
+ * or with fatal = 0 as a warning (pause, resume and stats go on: a pause
+ * ahead of time is meant to work). Returns how many; 0 also when Redis
+ * cannot tell (the command then goes on and meets the error itself). */
+int jr_cli_unknown_queues(jr_redis_t *r, const char *cmd, const char *const *queues, size_t n, int fatal) {
+    unsigned char *known = n ? calloc(n, 1) : NULL;
     size_t nunknown = 0;
-    if (r && known && paused && !jr_redis_queues(r, &all, wake)) {
-        for (size_t i = 0; i < n; i++) {
-            size_t len = strlen(queues[i]);
-            for (size_t j = 0; j < all.n && !known[i]; j++)
-                known[i] = !strcmp(all.v[j], queues[i]) ||
-                           (!strncmp(all.v[j], queues[i], len) && all.v[j][len] == '#');
-            nunknown += !known[i];
-        }
-        if (nunknown && !jr_redis_paused(r, queues, n, paused))
-            for (size_t i = 0; i < n; i++)
-                if (!known[i] && !paused[i])
-                    fprintf(stderr, "jobrunner: %s: warning: queue \"%s\" is not known: no job was ever "
-                                    "enqueued to it (a typo? 'jobrunner stats' lists the known queues)\n",
-                            cmd, jr_cli_esc(queues[i]));
-    }
+    if (r && known && !jr_redis_queues_known(r, queues, n, known))
+        for (size_t i = 0; i < n; i++)
+            if (!known[i]) {
+                nunknown++;
+                fprintf(stderr, "jobrunner: %s: %squeue \"%s\" is not known: no job was ever "
+                                "enqueued to it (a typo? 'jobrunner stats' lists the known queues)\n",
+                        cmd, fatal ? "" : "warning: ", jr_cli_esc(queues[i]));
+            }
     free(known);
-    free(paused);
-    jr_strlist_free(&all);
+    return (int)nunknown;
+}
+
+/* A connection for `stats --watch` after Redis went away: as jr_cli_client
+ * without its messages (the screen says why). NULL with why (len bytes). */
+static jr_client_t *watch_connect(const jr_config_t *cfg, char *why, size_t len) {
+    jr_redis_opts_t o;
+    jr_config_redis_opts(cfg, &o);
+    jr_redis_t *r = jr_redis_open(&o, why, len);
+    if (!r) return NULL;
+    if (jr_redis_load_library(r) && !jr_redis_ok(r)) { /* a library Redis refuses is met by the reads */
+        snprintf(why, len, "%s", jr_redis_errstr(r));
+        jr_redis_free(r);
+        return NULL;
+    }
+    jr_client_t *c = jr_client_adopt(r);
+    if (!c) {
+        snprintf(why, len, "out of memory");
+        jr_redis_free(r);
+    }
+    return c;
 }
 
 /* Print, per queue of `queues`: ready, pending, delayed and dead counts,
  * processed and failed totals, jobs per second over the last minute, the age
  * of the oldest ready job, paused; as a table or JSON on `out`. With
- * `watch`, clear the screen and redraw every second until interrupted.
- * Returns the exit status. */
-static int cmd_stats(const jr_config_t *cfg, const jr_strlist_t *queues, int json, int watch, int parts, FILE *out) {
+ * `watch`, clear the screen and redraw every second until interrupted
+ * (exit status 0), and when Redis cannot be read (gone, frozen, refusing)
+ * show "Redis unreachable: WHY, retrying" instead and keep trying every
+ * second with a new connection: only output that cannot be written ends
+ * it (jr_cli_done says so). Returns the exit status. */
+static int cmd_stats(const jr_config_t *cfg, const jr_strlist_t *queues, int json, int watch, int parts, int wide,
+                     FILE *out) {
     jr_client_t *c = jr_cli_client(cfg, 0);
     if (!c) return 1;
     int status;
-    if (queues->n) warn_unknown_queues(c, "stats", (const char *const *)queues->v, queues->n);
+    if (queues->n) jr_cli_unknown_queues(jr_client_redis(c), "stats", (const char *const *)queues->v, queues->n, 0);
     for (;;) {
+        char why[JR_ERRLEN] = "", t[JR_TIME_LEN];
+        if (!c) c = watch_connect(cfg, why, sizeof why);
         if (watch) fputs("\033[H\033[2J", out); /* home, clear: redraw in place */
-        status = stats_once(c, queues, json, parts, out);
-        if (!watch || status) break;
-        char t[JR_TIME_LEN];
+        status = c ? stats_once(c, queues, json, parts, jr_table_limit(out, wide), out) : 1;
+        if (!watch) break;
+        if (status) { /* show why, and start again on a new connection */
+            jr_redis_t *r = c ? jr_client_redis(c) : NULL;
+            if (c) snprintf(why, sizeof why, "%s", jr_client_errstr(c)[0] ? jr_client_errstr(c) : r ? jr_redis_errstr(r) : "");
+            fprintf(out, "Redis unreachable: %s, retrying\n", jr_cli_esc(why[0] ? why : "the connection was lost"));
+            jr_client_free(c);
+            c = NULL;
+        }
         fprintf(out, "\n%s  (every 1 s; Ctrl-C stops)\n", jr_time_format(jr_wall_ms(), t));
         if (fflush(out) || ferror(out)) break; /* its reader is gone: out_done says so */
-        if (jr_sleep_interruptible(1000)) break;
+        if (jr_sleep_interruptible(1000)) {
+            status = 0;
+            break;
+        }
     }
     jr_client_free(c);
     return jr_cli_done(out, status);
@@ -243,7 +275,8 @@ static int cmd_stats(const jr_config_t *cfg, const jr_strlist_t *queues, int jso
 
 int jr_cli_stats(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *cfg, int argc, char **argv) {
     (void)cmd, (void)argc, (void)argv;
-    return cmd_stats(cfg, &f->queues, jr_flag(f, JR_O_JSON), jr_flag(f, JR_O_WATCH), jr_flag(f, JR_O_PARTITIONS), stdout);
+    return cmd_stats(cfg, &f->queues, jr_flag(f, JR_O_JSON), jr_flag(f, JR_O_WATCH), jr_flag(f, JR_O_PARTITIONS),
+                     jr_flag(f, JR_O_WIDE), stdout);
 }
 
 /* ---- dead ------------------------------------------------------------------- */
@@ -300,6 +333,7 @@ typedef struct dead_run {
     unsigned char *found; /* per id: found in some partition */
     int missing;          /* an id named no dead job */
     size_t shown;         /* entries shown (show) */
+    jr_table_t tab;       /* list: the rows so far */
 } dead_run_t;
 
 /* 1 if dead entry e (its stored job id: id, len) of partition p (-1: not
@@ -354,20 +388,22 @@ static int dead_part(jr_redis_t *r, dead_run_t *run, const char *queue, int p) {
             if (run->json) {
                 if (json_array_append_new(run->arr, dead_json(e, t))) status = jr_cli_json_oom(&run->arr);
             } else if (run->list) {
-                fprintf(out, "%-24s ", t);
                 size_t len;
                 const char *id = jr_cli_field(e, JR_F_ID, &len);
-                jr_cli_print_field(out, e, JR_F_ID, "?");
-                if (p >= 0 && id && jr_contract_id_reserved(id, len)) fprintf(out, "~%d", p); /* as users see it */
-                fputs(" ", out);
-                jr_cli_print_field(out, e, JR_F_HANDLER, "?");
-                fputs(" ", out);
-                jr_cli_print_field(out, e, JR_F_ATTEMPT, "1");
-                fputs(" ", out);
-                jr_cli_print_field(out, e, JR_F_WHY, "?");
-                fputs(" ", out);
-                jr_cli_print_field(out, e, JR_F_ERROR, "");
-                fputs("\n", out);
+                static const char *const names[] = {JR_F_HANDLER, JR_F_ATTEMPT, JR_F_WHY, JR_F_ERROR};
+                static const char *const dflt[] = {"?", "1", "?", ""};
+                const char *row[6] = {t, id ? id : "?"};
+                size_t lens[6] = {strlen(t), id ? len : 1};
+                char shown[JR_ID_MAX + 16]; /* a partition's generated id as users see it: "~p" */
+                if (id && p >= 0 && len < JR_ID_MAX && jr_contract_id_reserved(id, len)) {
+                    snprintf(shown, sizeof shown, "%.*s~%d", (int)len, id, p);
+                    row[1] = shown, lens[1] = strlen(shown);
+                }
+                for (int c = 0; c < 4; c++) {
+                    row[2 + c] = jr_cli_field(e, names[c], &lens[2 + c]);
+                    if (!row[2 + c]) row[2 + c] = dflt[c], lens[2 + c] = strlen(dflt[c]);
+                }
+                if (jr_table_add_n(&run->tab, row, lens)) status = 1;
             } else {
                 fprintf(out, "%sdead_at: %s\nentry: %s\n", run->shown++ ? "\n" : "", t, jr_cli_esc(e->id));
                 for (size_t f = 0; f < e->nfields; f++) {
@@ -432,7 +468,7 @@ static int cmd_dead_change(const jr_config_t *cfg, const char *queue, const char
  * one object each (dead_json), even for one id. Returns the exit status:
  * 1 when a named job is not dead or Redis fails. */
 static int cmd_dead(const jr_config_t *cfg, const char *queue, const char *sub, char **ids, size_t nids, int json,
-                    FILE *out) {
+                    int wide, FILE *out) {
     int list = !strcmp(sub, "list"), show = !strcmp(sub, "show");
     jr_redis_t *r = jr_cli_connect(cfg, 0);
     if (!r) return 1;
@@ -446,8 +482,8 @@ static int cmd_dead(const jr_config_t *cfg, const char *queue, const char *sub, 
         status = 1;
     }
     if (!status && json && !(run.arr = json_array())) status = jr_cli_json_oom(&run.arr);
-    if (!status && list && !json)
-        fprintf(out, "%-24s %-28s %-16s %-8s %-8s %s\n", "DEAD AT", "JOB", "HANDLER", "ATTEMPT", "WHY", "ERROR");
+    static const char *const heads[] = {"DEAD AT", "JOB", "HANDLER", "ATTEMPT", "WHY", "ERROR"};
+    jr_table_init(&run.tab, heads, "LllLll");
     /* a partitioned queue: every partition in turn, then Q itself (jobs a
      * producer unaware of the partitions put there), as one */
     for (unsigned p = 0; !status && qp && p < qp->n + (qp->n > 1); p++)
@@ -459,6 +495,8 @@ static int cmd_dead(const jr_config_t *cfg, const char *queue, const char *sub, 
         }
     if (run.arr && status) json_decref(run.arr);
     else if (run.arr && jr_cli_json_out(out, run.arr)) status = 1; /* it takes the array */
+    if (!status && list && !json) jr_table_print(&run.tab, out, jr_table_limit(out, wide));
+    jr_table_free(&run.tab);
     free(run.found);
     jr_partmap_free(&parts);
     jr_redis_free(r);
@@ -490,17 +528,43 @@ int jr_cli_dead(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *c
     if (retry || purge)
         return cmd_dead_change(cfg, queue, retry ? "retry" : "purge", ids, nids, &flt, filtered, jr_flag(f, JR_O_YES),
                                stdout);
-    return cmd_dead(cfg, queue, sub, ids, nids, json, stdout);
+    return cmd_dead(cfg, queue, sub, ids, nids, json, jr_flag(f, JR_O_WIDE), stdout);
 }
 
 /* ---- queue partitions ------------------------------------------------------- */
 
 /* `jobrunner queue partitions QUEUE [N]`: print QUEUE's count, or set it
  * (jr_client_set_partitions: refused while the queue holds jobs). */
+/* `jobrunner queue remove QUEUE`: jr_redis_queue_remove (refused, naming
+ * what is in the way, unless the queue is empty and served by no live
+ * process); "QUEUE removed (N keys deleted)". A queue nothing ever used is
+ * an error. Returns the exit status. */
+static int cmd_queue_remove(const jr_config_t *cfg, const char *queue, FILE *out) {
+    jr_redis_t *r = jr_cli_connect(cfg, 1);
+    if (!r) return 1;
+    long long deleted = 0;
+    int status = 1;
+    if (!jr_cli_unknown_queues(r, "queue remove", &queue, 1, 1)) {
+        if (jr_redis_queue_remove(r, queue, &deleted))
+            fprintf(stderr, "jobrunner queue remove: %s\n", jr_cli_esc(jr_redis_errstr(r)));
+        else
+            fprintf(out, "%s removed (%lld key%s deleted)\n", jr_cli_esc(queue), deleted, deleted == 1 ? "" : "s"),
+                status = 0;
+    }
+    jr_redis_free(r);
+    return jr_cli_done(out, status);
+}
+
 int jr_cli_queue(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *cfg, int argc, char **argv) {
     (void)f;
+    if (argc >= 1 && !strcmp(argv[0], "remove")) {
+        if (argc != 2) return jr_cli_die(cmd->name, "%s", "expected remove QUEUE");
+        const char *rule = jr_contract_queue_name(argv[1], strlen(argv[1]));
+        if (rule) return jr_cli_die2(cmd->name, "queue name", argv[1], rule);
+        return cmd_queue_remove(cfg, argv[1], stdout);
+    }
     if (argc < 1 || strcmp(argv[0], "partitions"))
-        return jr_cli_die(cmd->name, "%s", "expected partitions QUEUE [N]");
+        return jr_cli_die(cmd->name, "%s", "expected partitions QUEUE [N] or remove QUEUE");
     if (argc < 2 || argc > 3) return jr_cli_die(cmd->name, "%s", "expected partitions QUEUE [N]");
     const char *queue = argv[1], *rule = jr_contract_queue_name(queue, strlen(queue));
     if (rule) return jr_cli_die2(cmd->name, "queue name", queue, rule);
@@ -554,7 +618,7 @@ static int cmd_pause(const jr_config_t *cfg, const char *queue, int on, FILE *ou
     jr_client_t *c = jr_cli_client(cfg, 0);
     if (!c) return 1;
     int changed = 0, woken = 0;
-    warn_unknown_queues(c, on ? "pause" : "resume", &queue, 1);
+    jr_cli_unknown_queues(jr_client_redis(c), on ? "pause" : "resume", &queue, 1, 0);
     if (jr_client_set_paused(c, queue, on, &changed, &woken)) {
         fprintf(stderr, "jobrunner: %s %s: %s\n", on ? "pause" : "resume", jr_cli_esc(queue),
                 jr_cli_esc(jr_client_errstr(c)));

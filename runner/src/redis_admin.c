@@ -8,6 +8,8 @@
 
 #include "jr.h"
 #include "jr_limits.h"
+#include "redis_partition.h"
+#include "redis_sched.h"
 #include "util.h"
 
 int jr_redis_dead_retry(jr_redis_t *r, const char *queue, const char *const *entries, size_t n,
@@ -486,6 +488,88 @@ int jr_redis_pause(jr_redis_t *r, const char *queue, int on, int64_t now_ms, int
     rc = rep->type == REDIS_REPLY_INTEGER ? (*changed = rep->integer != 0, 0)
                                           : jri_fail(r, JR_EPROTO, "pause: unexpected reply");
     freeReplyObject(rep);
+    return rc;
+}
+
+int jr_redis_queues_known(jr_redis_t *r, const char *const *queues, size_t n, unsigned char *known) {
+    jr_strlist_t all = {0};
+    char wake[JR_ID_MAX];
+    size_t left = 0;
+    int rc = jr_redis_queues(r, &all, wake);
+    for (size_t i = 0; !rc && i < n; i++) {
+        size_t len = strlen(queues[i]);
+        known[i] = 0;
+        for (size_t j = 0; j < all.n && !known[i]; j++)
+            known[i] = !strcmp(all.v[j], queues[i]) || (!strncmp(all.v[j], queues[i], len) && all.v[j][len] == '#');
+        left += !known[i];
+    }
+    jr_strlist_free(&all);
+    unsigned char *paused = left ? calloc(n, 1) : NULL;
+    if (!rc && left && !paused) rc = jri_fail(r, JR_ENOMEM, "out of memory");
+    if (!rc && left) rc = jr_redis_paused(r, queues, n, paused);
+    for (size_t i = 0; !rc && i < n; i++) {
+        if (known[i] || (known[i] = paused[i])) continue;
+        jr_qkeys_t k;
+        redisReply *rep;
+        jr_qkeys(&k, queues[i]);
+        if ((rc = jri_exec(r, &rep, "EXISTS", k.ready, k.delayed, k.dead, k.wheel, k.stats, NULL))) break;
+        known[i] = rep->type == REDIS_REPLY_INTEGER && rep->integer > 0;
+        freeReplyObject(rep);
+    }
+    free(paused);
+    return rc;
+}
+
+/* 1 if the comma-separated queue list of a process names q (as "q" or
+ * with its weight, "q:N"). */
+static int serves(const char *list, const char *q) {
+    size_t n = strlen(q);
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, ","), i = n;
+        if (len >= n && !memcmp(p, q, n) && (len == n || p[n] == ':')) {
+            for (i = n + 1; i < len && p[i] >= '0' && p[i] <= '9'; i++) {}
+            if (len == n || (i == len && len > n + 1)) return 1;
+        }
+        p += len + (p[len] == ',');
+    }
+    return 0;
+}
+
+int jr_redis_queue_remove(jr_redis_t *r, const char *q, long long *deleted) {
+    *deleted = 0;
+    jr_partmap_t m = {0};
+    jr_qpart_t *p;
+    int rc = jr_partmap_get(&m, r, q, &p);
+    if (!rc && p->n > 1)
+        rc = jri_fail(r, JR_EREDIS, "queue %s has %u partitions: make it one first ('jobrunner queue partitions %s 1', "
+                                    "which it allows only while empty)", q, p->n, q);
+    jr_partmap_free(&m);
+    jr_proc_t *procs = NULL;
+    size_t np = 0;
+    if (!rc && !(rc = jr_redis_proc_list(r, &procs, &np)))
+        for (size_t i = 0; i < np && !rc; i++)
+            if (serves(procs[i].queues, q))
+                rc = jri_fail(r, JR_EREDIS, "queue %s is served by the live %s %s: stop it (or take the queue out "
+                                            "of its queues) first", q, procs[i].role, procs[i].name);
+    jr_procs_free(procs, np);
+    if (rc) return rc;
+    /* every key of the queue (JR_QUEUE_KEYS), ready first */
+    jr_qkeys_t k;
+    jr_qkeys(&k, q);
+    char nkeys[8];
+    const char *argv[3 + JR_QK_COUNT] = {"FCALL", "jr_queue_remove", nkeys};
+    int argc = 3;
+#define JR_QK_ARG_(NAME, member, suffix) argv[argc++] = k.member;
+    JR_QUEUE_KEYS(JR_QK_ARG_)
+#undef JR_QK_ARG_
+    snprintf(nkeys, sizeof nkeys, "%d", argc - 3);
+    redisReply *rep;
+    if ((rc = jri_exec_argv(r, &rep, argc, argv, NULL))) return rc;
+    *deleted = rep->type == REDIS_REPLY_INTEGER ? rep->integer : 0;
+    freeReplyObject(rep);
+    const char *cmds[3][3] = {{"SREM", JR_REGISTRY_KEY, q}, {"HDEL", JR_PAUSED_KEY, q}, {"HDEL", JR_PARTITIONS_KEY, q}};
+    for (int i = 0; i < 3 && !rc; i++)
+        if (!(rc = jri_exec(r, &rep, cmds[i][0], cmds[i][1], cmds[i][2], NULL))) freeReplyObject(rep);
     return rc;
 }
 

@@ -94,6 +94,26 @@ int jr_redis_zrange_page(jr_redis_t *r, const char *key, const char *min, int64_
 int jr_redis_delayed_page(jr_redis_t *r, const char *queue, const char *after, int64_t count, jr_batch_t *b,
                           char *next, size_t nextlen);
 
+/* known[i] = 1 if queues[i] was ever used, as Redis holds it: in the
+ * registry (every queue ever enqueued to; a partition Q#J stands for Q),
+ * paused, or one of its keys exists (ready, delayed, dead, the time wheel,
+ * stats: jobs written by a producer that does not register). Costs one
+ * SMEMBERS of the registry and, for the queues not in it, one HMGET of the
+ * paused hash and one EXISTS each: no scan. */
+int jr_redis_queues_known(jr_redis_t *r, const char *const *queues, size_t n, unsigned char *known);
+
+/* Remove queue q (`jobrunner queue remove`): refused (JR_EREDIS, the
+ * reason in jr_redis_errstr naming what is in the way) while it is
+ * partitioned, while a live worker or scheduler names it in its queues, or
+ * while it holds a job (ready, running, delayed, retrying, dead: checked
+ * and deleted in one atomic call, jr_queue_remove, with every key of it).
+ * Then its registration: SREM from the registry, HDEL from the paused set
+ * and the partition counts (another slot: after the keys). *deleted = the
+ * keys that existed. Its idempotency keys (jr:{Q}:uniq:ID) are not
+ * touched: they end with their window. A producer still connected that
+ * registered q before re-registers it only on its next connection. */
+int jr_redis_queue_remove(jr_redis_t *r, const char *q, long long *deleted);
+
 /* paused[i] = 1 if queues[i] is paused now (one HMGET). */
 int jr_redis_paused(jr_redis_t *r, const char *const *queues, size_t n, unsigned char *paused);
 /* since_ms[i] = when queues[i] was paused (Unix ms), -1 if it is not. */

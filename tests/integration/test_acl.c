@@ -501,7 +501,20 @@ static int cli_work(const char *url, const char *q, char *why, size_t len) {
     RUN("workers");
     RUN("cron", "add", name, "--every", "1m", "-q", q, "noop");
     RUN("cron", "list");
+    RUN("cron", "disable", name);
+    RUN("cron", "enable", name);
+    RUN("cron", "fire", name);
     RUN("cron", "remove", name);
+    /* bulk over a filter, a job looked for everywhere, a queue removed */
+    RUN("dead", "retry", "-q", q, "--handler", "noop", "--yes");
+    RUN("job", "delete", "-q", q, "--state", "delayed", "--handler", "nosuch", "--yes");
+    RUN("job", "show", "--all-queues", soon);
+    char gone[48], gid[64];
+    snprintf(gone, sizeof gone, "%s-gone", q);
+    snprintf(gid, sizeof gid, "gone-%s", q);
+    RUN("enqueue", "-q", gone, "--in", "1h", "--id", gid, "noop");
+    RUN("cancel", "-q", gone, gid);
+    RUN("queue", "remove", gone);
 #undef RUN
     return 0;
 }

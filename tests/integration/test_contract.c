@@ -656,6 +656,18 @@ Test(contract, refused_calls_change_nothing) {
           "jr:{q}:ids", "jr:{q}:wheel", "jr:{q}:wheel:n", e1, "1", "0", "1", "", "", "1", "h", "echo", NULL}},
         {"procs forget: the entry of another name", "key 2 must be",
          {"FCALL", "jr_procs_forget", "2", "jr:{procs}", "jr:{procs}:b", "a", NULL}},
+        /* jr_queue_remove (revision 20) */
+        {"queue remove: the dead stream of another queue", "key 3 must be a key of queue",
+         {"FCALL", "jr_queue_remove", "5", "jr:{q}:ready", "jr:{q}:delayed", "jr:{r}:dead", "jr:{q}:wheel",
+          "jr:{q}:wheel:n", NULL}},
+        {"queue remove: a key left out", "jr:{q}:wheel:n is missing",
+         {"FCALL", "jr_queue_remove", "4", "jr:{q}:ready", "jr:{q}:delayed", "jr:{q}:dead", "jr:{q}:wheel", NULL}},
+        {"queue remove: an argument", "takes no arguments",
+         {"FCALL", "jr_queue_remove", "5", "jr:{q}:ready", "jr:{q}:delayed", "jr:{q}:dead", "jr:{q}:wheel",
+          "jr:{q}:wheel:n", "x", NULL}},
+        {"queue remove: ready key holds a list", "holds a list",
+         {"FCALL", "jr_queue_remove", "5", "jr:{h}:ready", "jr:{h}:delayed", "jr:{h}:dead", "jr:{h}:wheel",
+          "jr:{h}:wheel:n", NULL}},
         /* jr_ready_prepare (bulk producers' plain XADD path) */
         {"ready prepare: the delayed key", "key 1 must be", {"FCALL", "jr_ready_prepare", "1", "jr:{q}:delayed", NULL}},
         {"ready prepare: bad queue", "key 1 must be", {"FCALL", "jr_ready_prepare", "1", "jr:{a b}:ready", NULL}},

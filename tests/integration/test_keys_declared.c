@@ -379,6 +379,10 @@ Test(keys, every_key_a_function_reaches_is_declared_in_its_call) {
     CLI(0, "dead", "retry", "-q", Q, "--all");
     CLI(0, "pause", Q);
     CLI(0, "resume", Q);
+    /* a queue made and removed */
+    CLI(0, "enqueue", "-q", "gone", "--in", "1h", "--id", "gone-1", "record", "x");
+    CLI(0, "cancel", "-q", "gone", "gone-1");
+    CLI(0, "queue", "remove", "gone");
 
     /* a running job: heartbeats, a cancel while it runs */
     char id[64] = "";
@@ -434,7 +438,7 @@ Test(keys, every_key_a_function_reaches_is_declared_in_its_call) {
         "jr_register", "jr_queues", "jr_enqueue", "jr_enqueue_many", "jr_ready_prepare", "jr_promote", "jr_ack",
         "jr_ack_follow", "jr_fail", "jr_reclaim", "jr_heartbeat", "jr_handback", "jr_dead_retry", "jr_locate",
         "jr_cancel", "jr_run_now", "jr_delete", "jr_delayed_page", "jr_prune_consumers", "jr_procs_forget",
-        "jr_cron_set", "jr_cron_del", "jr_cron_fired", "jr_cron_list"};
+        "jr_cron_set", "jr_cron_del", "jr_cron_fired", "jr_cron_list", "jr_queue_remove"};
     for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
         char w[80];
         snprintf(w, sizeof w, " %s ", want[i]);
