@@ -56,6 +56,9 @@ for u in jobrunner-worker@.service jobrunner-scheduler.service; do
               "EnvironmentFile=-/etc/jobrunner/$role.env" NoNewPrivileges=yes; do
     grep -qx "$line" "$units/$u" || fail "$u lacks the line $line"
   done
+  # each worker instance serves its metrics on its own port (metrics.port_offset)
+  [ "$role" = worker ] && { grep -qx 'Environment=JOBRUNNER_METRICS_PORT_OFFSET=%i' "$units/$u" ||
+    fail "$u lacks Environment=JOBRUNNER_METRICS_PORT_OFFSET=%i"; }
   stop=$(sed -n 's/^TimeoutStopSec=\([0-9]*\)s$/\1/p' "$units/$u")
   [ -n "$stop" ] && [ "$stop" -gt 8 ] || fail "$u: TimeoutStopSec must be more than worker.grace (8s)"
 done

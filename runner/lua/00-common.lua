@@ -1,5 +1,5 @@
 #!lua name=jobrunner
--- jobrunner: contract 1, revision 20.
+-- jobrunner: contract 1, revision 21.
 -- (Raise the revision with every change to any part of the library; tests/lua_revision.sh checks.
 -- A jobrunner process never replaces a newer revision loaded in Redis.)
 --[[
@@ -45,6 +45,9 @@ share the tag of its keys -- see `reached` below):
   jr:{Q}:cancelled hash: entry id -> Unix ms, running jobs asked to cancel
   jr:{Q}:dead     stream, capped: dead jobs (the envelope, err, why, raw)
   jr:{Q}:stats    hash: processed, failed, and a 60-slot ring t<k>/c<k>
+  jr:{Q}:history  hash, at most 1440 fields: per minute of the last 24 h,
+                  field k = minute mod 1440, value "<minute> <processed>
+                  <failed>" (minute = Unix s / 60; revision 20, see count)
 Not of one queue (each its own slot):
   jr:{queues}        set of queue names (the registry); jr:{queues}:wake stream
   jr:{queues}:paused hash: paused queues (jobrunner pause writes it, not
@@ -121,6 +124,7 @@ local K_FINISHED = 'finished'
 local K_FINISHED_IDS = 'finished:ids'
 local K_WAITERS = 'waiters'
 local K_DONE = 'done'
+local K_HISTORY = 'history'
 local DAY_MS = 86400000 -- JR_DAY_MS: one day, the default idempotency window of jobrunner's producers
 
 -- The key of queue q with that suffix (K_*), and the keys with a variable
@@ -419,19 +423,37 @@ end
 local function flag_take(cancelled, entry)
   return cancelled ~= nil and redis.call('HDEL', cancelled, entry) == 1
 end
-local function count(stats, field, n)
+-- History (revision 20): with `history` (jr:{Q}:history, declared by the
+-- caller; nil for a caller of an older form), the same n also goes into
+-- this minute's slot of a 1440-slot ring, one field per minute of the
+-- last 24 h: field k = minute mod 1440, value "<minute> <processed>
+-- <failed>"; a slot holding another minute (a day old, or garbage) starts
+-- again. Bounded at 1440 fields whatever the load; one HGET and one HSET
+-- per call, not per job. A history key of another type is left alone.
+local HISTORY_SLOTS = 1440
+local function count(stats, field, n, history)
   local key = aux(stats, 'hash')
-  if not key then return end
-  bump(key, field, n)
-  if field == 'processed' then
-    local sec = redis.call('TIME')[1]
-    local k = tonumber(sec) % 60
-    if redis.call('HGET', key, 't' .. k) == sec then
-      bump(key, 'c' .. k, n)
-    else
-      redis.call('HSET', key, 't' .. k, sec, 'c' .. k, n)
+  local sec
+  if key then
+    bump(key, field, n)
+    if field == 'processed' then
+      sec = redis.call('TIME')[1]
+      local k = tonumber(sec) % 60
+      if redis.call('HGET', key, 't' .. k) == sec then
+        bump(key, 'c' .. k, n)
+      else
+        redis.call('HSET', key, 't' .. k, sec, 'c' .. k, n)
+      end
     end
   end
+  local h = history and aux(history, 'hash')
+  if not h then return end
+  local minute = math.floor(tonumber(sec or redis.call('TIME')[1]) / 60)
+  local slot = tostring(minute % HISTORY_SLOTS)
+  local m, p, f = string.match(redis.call('HGET', h, slot) or '', '^(%d+) (%d+) (%d+)$')
+  if tonumber(m) ~= minute or #p > 15 or #f > 15 then p, f = 0, 0 end
+  if field == 'processed' then p = tonumber(p) + n else f = tonumber(f) + n end
+  redis.call('HSET', h, slot, string.format('%d %d %d', minute, p, f))
 end
 local function index_set(ids, id, loc)
   if ids then redis.call('HSET', ids, id, loc) end

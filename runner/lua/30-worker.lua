@@ -105,6 +105,9 @@ jr_ack
   KEYS: ready [ids] cancelled stats  (revision 18: the forms that declare
         every key the call reaches; a form without cancelled or stats
         reaches them by name, see reached)
+  KEYS: ready [ids] cancelled stats history  (revision 20: the history
+        key last; the jobs acknowledged are counted in this minute's slot,
+        see count. A form without it leaves the history alone)
   Acknowledges the entries and deletes them from the stream, atomically,
   and forgets their cancel flags (jr:{Q}:cancelled). With the ids key, each
   entry comes with its job id ("" when the job id is the entry id): the job
@@ -122,9 +125,9 @@ function ack(keys, args)
   local fn = 'jr_ack'
   local q, err = queue_of(fn, keys, {K_READY}, true)
   if not q then return err end
-  -- keys 2..: any of ids, cancelled, stats, in this order
+  -- keys 2..: any of ids, cancelled, stats, history, in this order
   local given, pos, left = {}, 2, {}
-  for _, s in ipairs({K_IDS, K_CANCELLED, K_STATS}) do
+  for _, s in ipairs({K_IDS, K_CANCELLED, K_STATS, K_HISTORY}) do
     if keys[pos] == qkey(q, s) then
       given[s], pos, left = keys[pos], pos + 1, {}
     else
@@ -133,7 +136,7 @@ function ack(keys, args)
   end
   if #keys >= pos then
     return refuse(fn, 'key ' .. pos .. ' must be ' .. (#left > 0 and table.concat(left, ' or ') .. ' or ' or '') ..
-                  'left out (the keys are jr:{Q}:ready [jr:{Q}:ids] [jr:{Q}:cancelled] [jr:{Q}:stats], in this ' ..
+                  'left out (the keys are jr:{Q}:ready [jr:{Q}:ids] [jr:{Q}:cancelled] [jr:{Q}:stats] [jr:{Q}:history], in this ' ..
                   'order), got ' .. shown(keys[pos]))
   end
   local ready, ids = keys[1], given[K_IDS] and aux(given[K_IDS], 'hash')
@@ -184,7 +187,7 @@ function ack(keys, args)
   for i, id in ipairs(jobids or {}) do
     if id ~= '' then index_forget(ids, id, entries[i]) end
   end
-  if n > 0 then count(stats, 'processed', n) end
+  if n > 0 then count(stats, 'processed', n, given[K_HISTORY]) end
   if report then return {n, flagged} end
   return n
 end
@@ -198,7 +201,9 @@ handler enqueued (plugin api->enqueue), atomically.
         key jr:{T}:uniq:ID of each follow-up with an id, in order
         (revision 18; the form before it, still taken, leaves out Q's
         cancelled ids stats and each target's ids wheel wheel:n: they
-        are built from the names, see reached)
+        are built from the names, see reached); revision 20: after
+        stats, jr:{Q}:history may follow (the job is counted in this
+        minute's slot, see count; left alone without it)
   ARGV: entry nq uniq_ms, then per follow-up: qi when id npairs field value
         ... (qi: 1..nq, its target queue; the rest as in jr_enqueue_many)
   Every follow-up is checked as jr_enqueue checks a job (check_job, same
@@ -219,11 +224,13 @@ function ack_follow(keys, args)
   local x, nx = reached(fn, keys, 2, q, {K_CANCELLED, K_IDS, K_STATS})
   if not x then return nx end
   local stride = nx > 0 and 7 or 4 -- keys per target queue
+  local history = nx > 0 and keys[2 + nx] == qkey(q, K_HISTORY) and keys[2 + nx] or nil
+  if history then nx = nx + 1 end
   local entry, nq = args[1], int_arg(args[2])
   if entry and stream_id_ok(entry) and not string.find(entry, '-', 1, true) then entry = entry .. '-0' end -- see check_ids
   if #args < 3 or not stream_id_ok(entry) or not nq or nq < 1 or nq > 1000 or #keys < 1 + nx + stride * nq then
     return refuse(fn, 'arguments: ENTRY NQ (1..1000) UNIQ_MS, then per follow-up QI WHEN ID NPAIRS field value ...; ' ..
-                  'keys: jr:{Q}:ready [jr:{Q}:cancelled jr:{Q}:ids jr:{Q}:stats], then 4 (7 with them) keys per ' ..
+                  'keys: jr:{Q}:ready [jr:{Q}:cancelled jr:{Q}:ids jr:{Q}:stats [jr:{Q}:history]], then 4 (7 with them) keys per ' ..
                   'target queue, then the uniq keys; got ' .. #keys ..
                   ' keys and ' .. shown(table.concat(args, ' ', 1, math.min(#args, 3))))
   end
@@ -292,7 +299,7 @@ function ack_follow(keys, args)
       break
     end
   end
-  count(x[K_STATS], 'processed', 1)
+  count(x[K_STATS], 'processed', 1, history)
   if was_cancelled then return 2 end
   for _, tg in ipairs(targets) do
     if tg.now then ensure_group(tg.ready) end
@@ -398,6 +405,8 @@ jr_fail: an attempt failed (or the entry cannot be run): retry or bury it.
   KEYS: ready delayed wake dead ids cancelled stats wheel wheel:n seq
         (revision 18; the first four alone, the form before it, are
         still taken: the others are then built from Q, see reached)
+        [history]  (revision 20: a failed attempt -- retry or dead, not a
+        defer -- is also counted in this minute's slot, see count)
   ARGV: entry consumer action delay_ms error why dead_max
     action  "retry": attempt+1, due in delay_ms (0 = ready again now,
             at most DELAY_MAX_MS)
@@ -421,9 +430,11 @@ function fail(keys, args)
   if not q then return err end
   local x, nx = reached(fn, keys, 5, q, {K_IDS, K_CANCELLED, K_STATS, K_WHEEL, K_WHEEL_N, K_SEQ})
   if not x then return nx end
+  local history = nx > 0 and keys[11] == qkey(q, K_HISTORY) and keys[11] or nil
+  if history then nx = nx + 1 end
   if #keys ~= 4 + nx then
     return refuse(fn, 'takes the keys jr:{Q}:ready jr:{Q}:delayed jr:{Q}:wake jr:{Q}:dead [jr:{Q}:ids jr:{Q}:cancelled ' ..
-                  'jr:{Q}:stats jr:{Q}:wheel jr:{Q}:wheel:n jr:{Q}:seq], got ' .. #keys .. ' keys')
+                  'jr:{Q}:stats jr:{Q}:wheel jr:{Q}:wheel:n jr:{Q}:seq [jr:{Q}:history]], got ' .. #keys .. ' keys')
   end
   local ready, delayed, wake, dead = keys[1], keys[2], keys[3], keys[4]
   local entry, consumer, action = args[1], args[2], args[3]
@@ -460,7 +471,7 @@ function fail(keys, args)
   if e[1] then
     local flat = e[1][2]
     local id, m, rest = entry_env(entry, flat)
-    if action ~= 'defer' and not was_cancelled then count(x[K_STATS], 'failed', 1) end
+    if action ~= 'defer' and not was_cancelled then count(x[K_STATS], 'failed', 1, history) end
     if was_cancelled then
       index_forget(ids, id, entry)
     elseif action == 'dead' or too_large(flat) then

@@ -119,6 +119,7 @@ static const key_def_t keys[] = {
     {"scheduler", "batch", T_INT, F(scheduler_batch), "1000", 1, 100000, NULL},
     {"scheduler", "block", T_DURATION, F(scheduler_block_ms), "5s", 100, 60 * MS_S, NULL},
     {"metrics", "listen", T_ADDR, F(metrics_listen), NULL, 0, 0, NULL}, /* NULL: off */
+    {"metrics", "port_offset", T_INT, F(metrics_port_offset), "0", 0, 65535, NULL},
     {"web", "listen", T_ADDR, F(web_listen), "127.0.0.1:8080", 0, 0, NULL},
     {"web", "password", T_SECRET, F(web_password), NULL, 0, 0, NULL}, /* NULL: none (localhost only) */
     {"web", "read_only", T_ENUM, F(web_read_only), "false", 0, 0, booleans},

@@ -92,6 +92,7 @@ typedef struct jr_config {
 
     /* metrics: */
     char *metrics_listen;          /* metrics.listen: HOST:PORT serving /metrics and /healthz, NULL = off */
+    int64_t metrics_port_offset;   /* metrics.port_offset: added to that port (systemd: the instance number) */
 
     /* web (jobrunner web): */
     char *web_listen;              /* web.listen: HOST:PORT of the dashboard */

@@ -20,6 +20,7 @@
 
 #include "jr.h"
 #include "log.h"
+#include "proc.h"
 #include "util.h"
 
 #define NONE UINT32_MAX
@@ -417,6 +418,7 @@ static int spawn(jr_exec_t *x, runner_t *r) {
         setpgid(0, 0);   /* our own group: killed as a whole on a timeout or crash */
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent) _exit(0);
+        jr_proc_title("jobrunner-run", "jobrunner: runner of worker %d", (int)parent);
         /* Shutdown is the worker's to run: it tells us through shm->stop. */
         signal(SIGINT, SIG_IGN);
         signal(SIGTERM, SIG_IGN);

@@ -62,6 +62,10 @@ static int no_handler(worker_t *w, uint32_t q, const char *entry, const jr_envel
     snprintf(in, sizeof in, "%lldms", (long long)delay);
     jr_log_kv(JR_LOG_WARN, "no handler for this job here: deferred for a worker that has it", "entry", entry,
               "queue", w->shown[q], "handler", env->handler, "retry_in", in, NULL);
+    char h[JR_HANDLER_NAME_MAX + 1]; /* the envelope's strings are not NUL-terminated */
+    size_t hl = env->handler_len < JR_HANDLER_NAME_MAX ? env->handler_len : JR_HANDLER_NAME_MAX;
+    snprintf(h, sizeof h, "%.*s", (int)hl, env->handler);
+    jr_metrics_deferred(w->shown[q], h);
     return jrw_push_op(w, OP_DEFER, q, entry, delay, err, NULL);
 }
 

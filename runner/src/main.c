@@ -80,6 +80,9 @@ int main(int argc, char **argv) {
      * first moment (a stop sent while it reads its config or plugins is seen
      * by its loop, which then exits 0), not only once its loop starts. */
     if (cmd->mode & JR_CMD_SIGNALS) jr_signals_install();
+    /* its title in ps (worker, runner, scheduler): the environment moves to
+     * the heap now, before anything keeps a pointer into it */
+    if (cmd->mode & JR_CMD_SIGNALS) jr_proc_title_init(argc, argv);
     const char *name = cmd->name;
 
     jr_cli_flags_t f = {0};

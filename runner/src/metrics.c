@@ -20,7 +20,12 @@
 
 #include "jr.h"
 #include "log.h"
+#include "redis.h"
 #include "util.h"
+
+/* The Function library built in (redis.c): build_info names its revision. */
+extern const char jr_lua_library[];
+extern const size_t jr_lua_library_len;
 
 /* ---- address ------------------------------------------------------------ */
 
@@ -57,6 +62,25 @@ int jr_metrics_parse_addr(const char *addr, char *host, size_t hostlen, int *por
     memcpy(host, h, hl);
     host[hl] = '\0';
     *port = (int)p;
+    return 0;
+}
+
+int jr_metrics_addr_offset(const char *addr, int64_t offset, char *out, size_t outlen, char *err,
+                           size_t errlen) {
+    char host[256];
+    int port;
+    if (jr_metrics_parse_addr(addr, host, sizeof host, &port, err, errlen)) return JR_EINVAL;
+    if (port && offset && port + offset > 65535) {
+        snprintf(err, errlen, "metrics.listen \"%s\" with metrics.port_offset %lld is port %lld, past 65535", addr,
+                 (long long)offset, (long long)(port + offset));
+        return JR_EINVAL;
+    }
+    int n = snprintf(out, outlen, strchr(host, ':') ? "[%s]:%lld" : "%s:%lld", host,
+                     (long long)(port ? port + offset : 0));
+    if (n < 0 || (size_t)n >= outlen) {
+        snprintf(err, errlen, "metrics.listen \"%s\": too long", addr);
+        return JR_EINVAL;
+    }
     return 0;
 }
 
@@ -284,9 +308,26 @@ static const double lateness_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05
      "or closed for not completing a request in time (slow).",                                            \
      JR_MT_COUNTER, 1, {"reason"}, NULL, 0}
 
-enum { W_JOBS, W_DURATION, W_RUNNING, W_FETCH, W_RECONNECTS, W_HTTP };
+/* Both roles: the process itself (jobrunner_up, jobrunner_build_info). */
+#define UP_FAMILY \
+    {"jobrunner_up", "1 while this process serves its metrics (absent or stale: the process is gone).", \
+     JR_MT_GAUGE, 0, {0}, NULL, 0}
+#define REDIS_UP_FAMILY                                                                                 \
+    {"jobrunner_redis_up",                                                                              \
+     "1 while Redis has answered this process within its health limit (block period + 1 s), as /healthz " \
+     "says; 0 when not (Redis down, unreachable or stalled).",                                          \
+     JR_MT_GAUGE, 0, {0}, NULL, 0}
+#define BUILD_FAMILY                                                                                 \
+    {"jobrunner_build_info", "Always 1; the labels say which jobrunner this is and what it runs as.", \
+     JR_MT_GAUGE, 3, {"version", "role", "library_revision"}, NULL, 0}
+
+enum { W_JOBS, W_DURATION, W_RUNNING, W_FETCH, W_RECONNECTS, W_HTTP, W_UP, W_BUILD, W_REDIS_UP, W_CAPACITY,
+       W_DEFERRED };
 static const jr_mfamily_t worker_fams[] = {
-    {"jobrunner_jobs_total", "Jobs finished by this worker, by queue, handler and outcome (ok, retry, dead, interrupted).",
+    {"jobrunner_jobs_total",
+     "Attempts finished by this worker, by queue, handler and outcome: ok (the job succeeded), retried (this "
+     "attempt failed and the job will run again, so one job can count several times), dead (to the dead-letter "
+     "stream), cancelled, interrupted (stopped by shutdown, handed back), unrecorded (Redis refused the result).",
      JR_MT_COUNTER, 3, {"queue", "handler", "outcome"}, NULL, 0},
     {"jobrunner_job_duration_seconds", "Run time of finished jobs (every outcome), by queue and handler.",
      JR_MT_HISTOGRAM, 2, {"queue", "handler"}, duration_bounds, NB(duration_bounds)},
@@ -296,9 +337,20 @@ static const jr_mfamily_t worker_fams[] = {
     {"jobrunner_redis_reconnects_total", "Redis connections lost or refused and made again.", JR_MT_COUNTER, 0,
      {0}, NULL, 0},
     HTTP_DROPPED_FAMILY,
+    UP_FAMILY,
+    BUILD_FAMILY,
+    REDIS_UP_FAMILY,
+    {"jobrunner_worker_capacity",
+     "Jobs this worker can run at once (worker.concurrency); busy: jobrunner_jobs_running.", JR_MT_GAUGE, 0, {0},
+     NULL, 0},
+    {"jobrunner_jobs_deferred_total",
+     "Jobs this worker fetched but has no handler for, put back for a worker that has it (worker.handler_wait); "
+     "one job counts once per deferral.",
+     JR_MT_COUNTER, 2, {"queue", "handler"}, NULL, 0},
 };
 
-enum { S_PROMOTED, S_LATENESS, S_DELAYED, S_READY, S_RECONNECTS, S_HTTP };
+enum { S_PROMOTED, S_LATENESS, S_DELAYED, S_READY, S_RECONNECTS, S_HTTP, S_UP, S_BUILD, S_REDIS_UP, S_PENDING, S_DEAD,
+       S_PAUSED, S_OLDEST, S_CRON_LAST, S_CRON_LATE };
 static const jr_mfamily_t sched_fams[] = {
     {"jobrunner_jobs_promoted_total", "Delayed jobs moved into their queue's ready stream.", JR_MT_COUNTER, 1,
      {"queue"}, NULL, 0},
@@ -313,6 +365,24 @@ static const jr_mfamily_t sched_fams[] = {
     {"jobrunner_redis_reconnects_total", "Redis connections lost or refused and made again.", JR_MT_COUNTER, 0,
      {0}, NULL, 0},
     HTTP_DROPPED_FAMILY,
+    UP_FAMILY,
+    BUILD_FAMILY,
+    REDIS_UP_FAMILY,
+    {"jobrunner_queue_pending_jobs", "Jobs delivered to a worker and not yet acknowledged (running or held).",
+     JR_MT_GAUGE, 1, {"queue"}, NULL, 0},
+    {"jobrunner_queue_dead_jobs", "Jobs in the dead-letter stream.", JR_MT_GAUGE, 1, {"queue"}, NULL, 0},
+    {"jobrunner_queue_paused", "1 while the queue is paused (jobrunner pause), else 0.", JR_MT_GAUGE, 1, {"queue"},
+     NULL, 0},
+    {"jobrunner_queue_oldest_ready_age_seconds",
+     "How long the oldest ready job (due, not yet delivered) has waited in the stream, by Redis's clock; 0 when "
+     "none is ready.",
+     JR_MT_GAUGE, 1, {"queue"}, NULL, 0},
+    {"jobrunner_cron_last_fire_timestamp_seconds",
+     "Unix time of the last tick of the schedule whose job this scheduler enqueued.", JR_MT_GAUGE, 1,
+     {"schedule"}, NULL, 0},
+    {"jobrunner_cron_lateness_seconds",
+     "For that tick: Redis time when this scheduler enqueued its job minus the tick's time.", JR_MT_GAUGE, 1,
+     {"schedule"}, NULL, 0},
 };
 
 /* ---- the HTTP server: what a bystander can reach ----------------------------
@@ -396,7 +466,8 @@ static void update(size_t fam, const char *const *labels, double v) {
 
 void jr_metrics_job_done(const char *queue, const char *handler, const char *outcome, double seconds) {
     if (!jr_metrics_on() || M.role != JR_METRICS_WORKER) return;
-    const char *l[] = {queue, handler, outcome};
+    /* the label says what it counts: an attempt that will be retried */
+    const char *l[] = {queue, handler, strcmp(outcome, "retry") ? outcome : "retried"};
     pthread_mutex_lock(&M.mu);
     jr_mreg_update(M.reg, W_JOBS, l, 1);
     jr_mreg_update(M.reg, W_DURATION, l, seconds);
@@ -418,11 +489,29 @@ void jr_metrics_promoted(const char *queue, int64_t n, double lateness_s) {
     if (lateness_s >= 0) jr_mreg_update(M.reg, S_LATENESS, &queue, lateness_s);
     pthread_mutex_unlock(&M.mu);
 }
-void jr_metrics_depth(const char *queue, long long delayed, long long ready) {
+void jr_metrics_queue(const char *queue, const jr_qgauges_t *g) {
     if (!jr_metrics_on() || M.role != JR_METRICS_SCHEDULER) return;
     pthread_mutex_lock(&M.mu);
-    jr_mreg_update(M.reg, S_DELAYED, &queue, (double)delayed);
-    jr_mreg_update(M.reg, S_READY, &queue, (double)ready);
+    if (g->delayed >= 0) jr_mreg_update(M.reg, S_DELAYED, &queue, (double)g->delayed);
+    if (g->ready >= 0) jr_mreg_update(M.reg, S_READY, &queue, (double)g->ready);
+    if (g->pending >= 0) jr_mreg_update(M.reg, S_PENDING, &queue, (double)g->pending);
+    if (g->dead >= 0) jr_mreg_update(M.reg, S_DEAD, &queue, (double)g->dead);
+    if (g->paused >= 0) jr_mreg_update(M.reg, S_PAUSED, &queue, (double)g->paused);
+    if (g->oldest_ready_s >= 0) jr_mreg_update(M.reg, S_OLDEST, &queue, g->oldest_ready_s);
+    pthread_mutex_unlock(&M.mu);
+}
+void jr_metrics_capacity(size_t n) {
+    if (M.role == JR_METRICS_WORKER) update(W_CAPACITY, NULL, (double)n);
+}
+void jr_metrics_deferred(const char *queue, const char *handler) {
+    const char *l[] = {queue, handler};
+    if (M.role == JR_METRICS_WORKER) update(W_DEFERRED, l, 1);
+}
+void jr_metrics_cron_fired(const char *schedule, int64_t tick_ms, double lateness_s) {
+    if (!jr_metrics_on() || M.role != JR_METRICS_SCHEDULER) return;
+    pthread_mutex_lock(&M.mu);
+    jr_mreg_update(M.reg, S_CRON_LAST, &schedule, (double)tick_ms / 1000.0);
+    jr_mreg_update(M.reg, S_CRON_LATE, &schedule, lateness_s);
     pthread_mutex_unlock(&M.mu);
 }
 
@@ -463,7 +552,10 @@ static enum MHD_Result serve(void *cls, struct MHD_Connection *c, const char *ur
         return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, strdup("only GET\n"), 9, plain);
     if (!strcmp(url, "/metrics")) {
         size_t len = 0;
+        char why[160];
+        int redis_up = !unhealthy(why, sizeof why) || strncmp(why, "redis", 5);
         pthread_mutex_lock(&M.mu);
+        jr_mreg_update(M.reg, M.role == JR_METRICS_WORKER ? W_REDIS_UP : S_REDIS_UP, NULL, redis_up);
         char *text = jr_mreg_encode(M.reg, &len);
         pthread_mutex_unlock(&M.mu);
         if (!text) return reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, strdup("out of memory\n"), 14, plain);
@@ -640,9 +732,11 @@ static int listen_on(const char *addr, int *port_out, int *v6, char *err, size_t
     return fd;
 }
 
-int jr_metrics_start(const char *addr, jr_metrics_role_t role, int64_t stale_ms, char *err,
+int jr_metrics_start(const char *given, int64_t port_offset, jr_metrics_role_t role, int64_t stale_ms, char *err,
                      size_t errlen) {
     int v6 = 0;
+    char addr[300];
+    if (jr_metrics_addr_offset(given, port_offset, addr, sizeof addr, err, errlen)) return JR_EIO;
     jr_metrics_stop();
     M.role = role;
     M.stale_us = stale_ms * 1000;
@@ -652,9 +746,17 @@ int jr_metrics_start(const char *addr, jr_metrics_role_t role, int64_t stale_ms,
         snprintf(err, errlen, "out of memory");
         return JR_ENOMEM;
     }
-    /* Series without labels exist from the start, at 0. */
-    jr_mreg_update(M.reg, role == JR_METRICS_WORKER ? W_RECONNECTS : S_RECONNECTS, NULL, 0);
-    if (role == JR_METRICS_WORKER) jr_mreg_update(M.reg, W_RUNNING, NULL, 0);
+    /* Series without labels exist from the start, at 0; up and build_info at 1. */
+    int worker = role == JR_METRICS_WORKER;
+    char rev[24];
+    long contract = 0, revision = 0;
+    jr_lua_revision(jr_lua_library, jr_lua_library_len, &contract, &revision);
+    snprintf(rev, sizeof rev, "%ld", revision);
+    const char *build[] = {JR_VERSION, worker ? "worker" : "scheduler", rev};
+    jr_mreg_update(M.reg, worker ? W_RECONNECTS : S_RECONNECTS, NULL, 0);
+    jr_mreg_update(M.reg, worker ? W_UP : S_UP, NULL, 1);
+    jr_mreg_update(M.reg, worker ? W_BUILD : S_BUILD, build, 1);
+    if (worker) jr_mreg_update(M.reg, W_RUNNING, NULL, 0);
     if ((M.fd = listen_on(addr, &M.port, &v6, err, errlen)) < 0) {
         jr_metrics_stop();
         return JR_EIO;

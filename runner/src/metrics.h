@@ -28,6 +28,14 @@
 int jr_metrics_parse_addr(const char *addr, char *host, size_t hostlen, int *port, char *err,
                           size_t errlen);
 
+/* addr (as jr_metrics_parse_addr takes it) with offset added to its port,
+ * into out: "127.0.0.1:9464" + 2 -> "127.0.0.1:9466" (metrics.port_offset;
+ * systemd's jobrunner-worker@N gives N). Port 0 (any free port) stays 0.
+ * Returns 0, or JR_EINVAL with a message naming both in err when addr is
+ * not an address or the sum is past 65535. Pure. */
+int jr_metrics_addr_offset(const char *addr, int64_t offset, char *out, size_t outlen, char *err,
+                           size_t errlen);
+
 /* ---- registry (pure) ---------------------------------------------------- */
 
 typedef enum { JR_MT_COUNTER, JR_MT_GAUGE, JR_MT_HISTOGRAM } jr_mtype_t;
@@ -68,12 +76,14 @@ char *jr_mreg_encode(const jr_mreg_t *m, size_t *len);
 
 typedef enum { JR_METRICS_WORKER, JR_METRICS_SCHEDULER } jr_metrics_role_t;
 
-/* Start serving on addr (jr_metrics_parse_addr) with the families of the
- * role. /healthz answers 503 until Redis first answers, and once the loop
- * has not turned, or Redis has not answered, for longer than stale_ms.
- * Returns 0, or JR_EIO with a message naming the address in err (bad
- * address, port in use, ...), or JR_ENOMEM. */
-int jr_metrics_start(const char *addr, jr_metrics_role_t role, int64_t stale_ms, char *err,
+/* Start serving on addr (jr_metrics_parse_addr) with port_offset added to
+ * its port (jr_metrics_addr_offset), with the families of the role (and
+ * jobrunner_up, build_info at 1). /healthz answers 503 until Redis first
+ * answers, and once the loop has not turned, or Redis has not answered,
+ * for longer than stale_ms. Returns 0, or JR_EIO with a message naming the
+ * address in err (bad address, port in use, a port past 65535 with the
+ * offset, ...), or JR_ENOMEM. */
+int jr_metrics_start(const char *addr, int64_t port_offset, jr_metrics_role_t role, int64_t stale_ms, char *err,
                      size_t errlen);
 /* Stop the server and free everything. Safe if never started. */
 void jr_metrics_stop(void);
@@ -88,8 +98,14 @@ void jr_metrics_redis_ok(void);
 /* Microseconds since Redis last answered (INT64_MAX if never). */
 int64_t jr_metrics_redis_age_us(void);
 
-/* Worker hooks. outcome: ok | retry | dead | interrupted. */
+/* Worker hooks. outcome: ok | retry | dead | cancelled | interrupted |
+ * unrecorded, as logged; exported as outcome="retried" for retry (it
+ * counts attempts, not jobs). */
 void jr_metrics_job_done(const char *queue, const char *handler, const char *outcome, double seconds);
+/* The worker's capacity: how many jobs it runs at once (its runners). */
+void jr_metrics_capacity(size_t n);
+/* A job was deferred: no handler of that name here (jobs.c, no_handler). */
+void jr_metrics_deferred(const char *queue, const char *handler);
 void jr_metrics_running(size_t n);
 void jr_metrics_fetched(size_t n);
 /* Both roles: a Redis connection was lost (or refused) and is re-made. */
@@ -97,6 +113,20 @@ void jr_metrics_reconnect(void);
 
 /* Scheduler hooks. lateness_s < 0: not measured in this call. */
 void jr_metrics_promoted(const char *queue, int64_t n, double lateness_s);
-void jr_metrics_depth(const char *queue, long long delayed, long long ready);
+/* The gauges of one queue (its partitions added up), as Redis holds them:
+ * every scheduler exports the same values for the queues it serves, so
+ * duplicates across schedulers are harmless: aggregate with max by
+ * (queue), never sum (docs/operations.md, Metrics for alerting). A count
+ * < 0 is unknown (a key holds garbage) and leaves its gauge as it was;
+ * paused is 0/1, oldest_ready_s 0 when nothing is ready. */
+typedef struct jr_qgauges {
+    long long ready, pending, delayed, dead;
+    int paused;
+    double oldest_ready_s;
+} jr_qgauges_t;
+void jr_metrics_queue(const char *queue, const jr_qgauges_t *g);
+/* A schedule's tick whose job this scheduler enqueued: the tick's time
+ * (Unix ms) and how late it was enqueued (s, by Redis's clock). */
+void jr_metrics_cron_fired(const char *schedule, int64_t tick_ms, double lateness_s);
 
 #endif

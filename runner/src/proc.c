@@ -4,8 +4,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -142,4 +145,49 @@ void jr_consumer_name(char *buf, size_t len) {
     gethostname(host, sizeof host - 1);
     host[sizeof host - 1] = '\0';
     snprintf(buf, len, "%s-%d", host, (int)getpid());
+}
+
+/* ---- process titles ------------------------------------------------------ */
+
+extern char **environ;
+static char *title_area; /* argv[0] .. the end of the last environment string */
+static size_t title_len, title_used; /* the whole; the most written (at first: argv's part) */
+static char **volatile title_environ; /* the copy, still reachable (volatile: kept) should environ change */
+
+void jr_proc_title_init(int argc, char **argv) {
+    if (argc < 1 || !argv[0]) return;
+    char *start = argv[0], *end = argv[0] + strlen(argv[0]) + 1;
+    for (int i = 1; i < argc; i++) /* only strings that follow one another */
+        if (argv[i] == end) end += strlen(argv[i]) + 1;
+    size_t argv_len = (size_t)(end - start), n = 0;
+    while (environ && environ[n]) n++;
+    char **copy = calloc(n + 1, sizeof *copy);
+    if (!copy) return;
+    for (size_t i = 0; i < n; i++) {
+        if (environ[i] == end) end += strlen(environ[i]) + 1;
+        if (!(copy[i] = strdup(environ[i]))) {
+            while (i--) free(copy[i]);
+            free(copy);
+            return;
+        }
+    }
+    environ = title_environ = copy; /* never freed: the environment of the process */
+    title_area = start, title_len = (size_t)(end - start), title_used = argv_len;
+}
+
+void jr_proc_title(const char *comm, const char *fmt, ...) {
+    if (comm) prctl(PR_SET_NAME, comm, 0, 0, 0);
+    if (!title_area || title_len < 2) return;
+    va_list ap;
+    va_start(ap, fmt);
+    char buf[512];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    /* argv's memory, and the environment's after it only for a title too
+     * long for argv (then /proc/PID/environ shows the title's end) */
+    size_t n = strlen(buf);
+    if (n > title_len - 1) n = title_len - 1;
+    if (n + 1 > title_used) title_used = n + 1;
+    memcpy(title_area, buf, n);
+    memset(title_area + n, 0, title_used - n);
 }

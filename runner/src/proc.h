@@ -49,6 +49,23 @@ jr_redis_t *jr_connect_retry(const jr_config_t *cfg);
  * time + 1 s), 5 s otherwise. */
 int64_t jr_reconnect_cap_ms(const jr_config_t *cfg);
 
+/* ---- process titles (what ps shows) ---------------------------------------
+ * jr_proc_title_init, once, first thing in main: takes over the memory of
+ * argv and the environment strings after it (the environment is copied to
+ * the heap first, so getenv and environ keep working). Then jr_proc_title
+ * (once argv[1..] is no longer read: it overwrites them) sets the command
+ * line that /proc/PID/cmdline and `ps -o args` show: in argv's memory,
+ * and only for a title longer than that in the environment's after it too
+ * (then /proc/PID/environ no longer shows the environment the process
+ * started with); cut to that memory, NUL-padded. And the
+ * 15-byte name of `ps -o comm`, `top` and /proc/PID/comm
+ * (prctl PR_SET_NAME): "jobrunner-work", "jobrunner-run", "jobrunner-sched",
+ * all starting with "jobrunner" so `pgrep jobrunner` still finds them
+ * (comm NULL: left as it is). When the init failed (out of memory) the
+ * command line stays as it was. */
+void jr_proc_title_init(int argc, char **argv);
+void jr_proc_title(const char *comm, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Consumer name for this process: "<hostname>-<pid>". */
 void jr_consumer_name(char *buf, size_t len);
 

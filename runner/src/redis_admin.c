@@ -138,6 +138,62 @@ int jr_redis_stats(jr_redis_t *r, const char *queue, jr_qstats_t *s) {
     return first_err;
 }
 
+int jr_redis_history(jr_redis_t *r, const char *queue, int64_t minutes, int64_t *start_minute,
+                     long long *processed, long long *failed) {
+    if (minutes < 1 || minutes > JR_HISTORY_MINUTES) { /* the caller's mistake: the connection stays usable */
+        snprintf(r->err, sizeof r->err, "history: minutes must be 1..%d, got %lld", JR_HISTORY_MINUTES,
+                 (long long)minutes);
+        return JR_EINVAL;
+    }
+    jr_qkeys_t k;
+    jr_qkeys(&k, queue);
+    redisReply *rep;
+    int rc = jri_exec(r, &rep, "TIME", NULL);
+    if (rc) return rc;
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 || rep->element[0]->type != REDIS_REPLY_STRING) {
+        freeReplyObject(rep);
+        return jri_fail(r, JR_EPROTO, "TIME: unexpected reply");
+    }
+    int64_t now = strtoll(rep->element[0]->str, NULL, 10) / 60, start = now - minutes + 1;
+    freeReplyObject(rep);
+    const char **argv = malloc((size_t)(minutes + 2) * sizeof *argv);
+    char (*slot)[8] = malloc((size_t)minutes * sizeof *slot);
+    if (!argv || !slot) {
+        free(argv), free(slot);
+        return jri_fail(r, JR_ENOMEM, "out of memory");
+    }
+    argv[0] = "HMGET", argv[1] = k.history;
+    for (int64_t i = 0; i < minutes; i++) {
+        snprintf(slot[i], sizeof slot[i], "%lld", (long long)((start + i) % JR_HISTORY_MINUTES));
+        argv[i + 2] = slot[i];
+    }
+    rc = jri_exec_argv(r, &rep, (int)(minutes + 2), argv, NULL);
+    free(argv), free(slot);
+    if (rc == JR_EREDIS) { /* WRONGTYPE: name the key */
+        char why[256];
+        snprintf(why, sizeof why, "%s", jr_redis_errstr(r));
+        return jri_fail(r, JR_EREDIS, "key \"%s\": %s", k.history, why);
+    }
+    if (rc) return rc;
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != (size_t)minutes) {
+        freeReplyObject(rep);
+        return jri_fail(r, JR_EPROTO, "HMGET %s: unexpected reply", k.history);
+    }
+    *start_minute = start;
+    for (int64_t i = 0; i < minutes; i++) {
+        const redisReply *v = rep->element[i];
+        long long m = -1, p = 0, f = 0;
+        int used = 0;
+        processed[i] = failed[i] = 0;
+        /* "<minute> <processed> <failed>" (count() in 00-common.lua) */
+        if (v->type == REDIS_REPLY_STRING && sscanf(v->str, "%lld %lld %lld%n", &m, &p, &f, &used) == 3 &&
+            (size_t)used == v->len && m == start + i && p >= 0 && f >= 0)
+            processed[i] = p, failed[i] = f;
+    }
+    freeReplyObject(rep);
+    return 0;
+}
+
 /* ---- the process registry ------------------------------------------------ */
 
 /* The key of the process `name` into buf (JR_PROC_NAME_MAX + 16 bytes hold

@@ -29,6 +29,22 @@ typedef struct jr_qstats {
 } jr_qstats_t;
 int jr_redis_stats(jr_redis_t *r, const char *queue, jr_qstats_t *s);
 
+/* The last `minutes` minutes (1..JR_HISTORY_MINUTES) of queue `queue` (a
+ * queue or an internal partition name) from its history jr:{Q}:history,
+ * which the workers' acknowledgements and failures write (jr_ack,
+ * jr_ack_follow, jr_fail; docs/redis-contract.md, History): processed[i]
+ * (jobs finished with success) and failed[i] (failed attempts) of minute
+ * *start_minute + i, oldest first, the last one the current minute by
+ * Redis's clock (minutes are Unix seconds / 60). A minute with no entry, a
+ * slot holding another minute (a day old) or a value that is not a count
+ * is 0. Two round trips: TIME, then one HMGET of those slots. Returns 0;
+ * JR_EINVAL for minutes out of range; JR_EREDIS when the key holds
+ * another type (WRONGTYPE, the key named) or another refusal; or a
+ * connection error. */
+#define JR_HISTORY_MINUTES 1440 /* the slots of the ring: 24 h */
+int jr_redis_history(jr_redis_t *r, const char *queue, int64_t minutes, int64_t *start_minute,
+                     long long *processed, long long *failed);
+
 /* ---- the process registry (see docs/redis-contract.md) -------------------- */
 
 /* The keys: JR_PROCS_KEY (contract.h) and jr:{procs}:<name>. */

@@ -142,8 +142,8 @@ int jr_redis_append_fail(jr_redis_t *r, const char *queue, const char *entry, co
     char delay[24], max[24];
     snprintf(delay, sizeof delay, "%lld", (long long)delay_ms);
     snprintf(max, sizeof max, "%lld", (long long)dead_max);
-    const char *argv[] = {"FCALL", "jr_fail", "10", k.ready, k.delayed, k.wake, k.dead, k.ids, k.cancelled, k.stats,
-                          k.wheel, k.wheel_n, k.seq, entry, consumer, action, delay, error, why, max};
+    const char *argv[] = {"FCALL", "jr_fail", "11", k.ready, k.delayed, k.wake, k.dead, k.ids, k.cancelled, k.stats,
+                          k.wheel, k.wheel_n, k.seq, k.history, entry, consumer, action, delay, error, why, max};
     return jri_append_argv(r, (int)(sizeof argv / sizeof *argv), argv, NULL);
 }
 
@@ -278,7 +278,7 @@ int jr_redis_append_ack_follow(jr_redis_t *r, const char *queue, const char *ent
     char (*uniq)[JR_UNIQ_KEY_MAX] = calloc((size_t)n, sizeof *uniq);
     char (*when)[32] = calloc((size_t)n, sizeof *when);
     char (*qix)[12] = calloc((size_t)n, sizeof *qix);
-    size_t max = 11 + (size_t)n * (7 + 4 + 1 + 7);
+    size_t max = 12 + (size_t)n * (7 + 4 + 1 + 7);
     const char **argv = malloc(max * sizeof *argv);
     size_t *lens = malloc(max * sizeof *lens);
     int rc = 0;
@@ -318,12 +318,12 @@ int jr_redis_append_ack_follow(jr_redis_t *r, const char *queue, const char *ent
     jr_qkeys_t own;
     jr_qkeys(&own, queue);
     char nkeys[24], nqs[24], uniq_ms[24];
-    snprintf(nkeys, sizeof nkeys, "%zu", 4 + 7 * nq + nuniq);
+    snprintf(nkeys, sizeof nkeys, "%zu", 5 + 7 * nq + nuniq);
     snprintf(uniq_ms, sizeof uniq_ms, "%lld", (long long)JR_UNIQ_DEFAULT_MS);
     snprintf(nqs, sizeof nqs, "%zu", nq);
     a = 0;
     argv[a++] = "FCALL", argv[a++] = "jr_ack_follow", argv[a++] = nkeys, argv[a++] = own.ready;
-    argv[a++] = own.cancelled, argv[a++] = own.ids, argv[a++] = own.stats;
+    argv[a++] = own.cancelled, argv[a++] = own.ids, argv[a++] = own.stats, argv[a++] = own.history;
     for (size_t q = 0; q < nq; q++) {
         argv[a++] = qk[q].ready, argv[a++] = qk[q].delayed, argv[a++] = qk[q].wake, argv[a++] = qk[q].seq;
         argv[a++] = qk[q].ids, argv[a++] = qk[q].wheel, argv[a++] = qk[q].wheel_n;
@@ -354,12 +354,12 @@ int jr_redis_append_ack_report(jr_redis_t *r, const char *queue, const char *con
                                const char *const *jobids, size_t n) {
     jr_qkeys_t k;
     jr_qkeys(&k, queue);
-    const char **argv = malloc((2 * n + 7) * sizeof *argv);
+    const char **argv = malloc((2 * n + 8) * sizeof *argv);
     if (!argv) return jri_fail(r, JR_ENOMEM, "out of memory");
     size_t a = 0;
-    argv[a++] = "FCALL", argv[a++] = "jr_ack", argv[a++] = jobids ? "4" : "3", argv[a++] = k.ready;
+    argv[a++] = "FCALL", argv[a++] = "jr_ack", argv[a++] = jobids ? "5" : "4", argv[a++] = k.ready;
     if (jobids) argv[a++] = k.ids;
-    argv[a++] = k.cancelled, argv[a++] = k.stats;
+    argv[a++] = k.cancelled, argv[a++] = k.stats, argv[a++] = k.history;
     for (size_t i = 0; i < n; i++) {
         argv[a++] = entries[i];
         if (jobids) argv[a++] = jobids[i] ? jobids[i] : "";

@@ -30,8 +30,9 @@ int jr_redis_append_ack(jr_redis_t *r, const char *queue, const char *const *ids
 
 /* Append a failed attempt's outcome for a stream entry this consumer holds:
  * action "retry" (attempt+1, due after delay_ms) or "dead" (into the dead
- * stream, trimmed to about dead_max, with error and why). Its reply is an
- * integer: 1 done, 0 if the entry is no longer ours. */
+ * stream, trimmed to about dead_max, with error and why), counted as failed
+ * in the stats and this minute of the history. Its reply is an integer:
+ * 1 done, 0 if the entry is no longer ours. */
 int jr_redis_append_fail(jr_redis_t *r, const char *queue, const char *entry, const char *consumer,
                          const char *action, int64_t delay_ms, const char *error, const char *why,
                          int64_t dead_max);
@@ -82,9 +83,10 @@ int jr_redis_cancelled_entries(jr_redis_t *r, const char *queue, const char *con
 
 /* Append jr_ack's reporting form (the worker's): each entry, with its job
  * id when jobids is not NULL (NULL or "" when the job id is the entry id),
- * and the key jr:{Q}:cancelled last, so the reply (jr_redis_recv_ack) says
- * which of the acknowledged entries were flagged cancelled: the check is
- * part of the acknowledgement, atomic with it. */
+ * and the keys jr:{Q}:cancelled, stats and history, so the reply
+ * (jr_redis_recv_ack) says which of the acknowledged entries were flagged
+ * cancelled: the check is part of the acknowledgement, atomic with it. The
+ * jobs are counted in the stats and in this minute of the history. */
 int jr_redis_append_ack_report(jr_redis_t *r, const char *queue, const char *const *entries,
                                const char *const *jobids, size_t n);
 

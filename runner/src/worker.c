@@ -36,6 +36,27 @@
 #include "proc.h"
 #include "util.h"
 
+/* The worker's title in ps: "jobrunner: worker q1,q2 (3 of 4 busy)", set
+ * at start and rewritten when the number busy changed, at a loop turn at
+ * most 4 times a second (a snprintf and a memcpy; the name of ps -o comm
+ * once, at start). */
+static void worker_title(const worker_t *w, size_t busy) {
+    static size_t shown_busy = (size_t)-1;
+    static int64_t next_us;
+    static char queues[256];
+    int first = shown_busy == (size_t)-1;
+    if (busy == shown_busy || (!first && jr_mono_us() < next_us)) return;
+    if (first) {
+        const jr_strlist_t *q = &w->cfg->worker_queues;
+        snprintf(queues, sizeof queues, "%s", q->n ? "" : JR_DEFAULT_QUEUE);
+        for (size_t i = 0; i < q->n && strlen(queues) + 2 < sizeof queues; i++)
+            snprintf(queues + strlen(queues), sizeof queues - strlen(queues), "%s%s", i ? "," : "", q->v[i]);
+    }
+    shown_busy = busy, next_us = jr_mono_us() + 250000;
+    jr_proc_title(first ? "jobrunner-work" : NULL, "jobrunner: worker %s (%zu of %zu busy)", queues, busy,
+                  w->runners);
+}
+
 /* Log a refusal by Redis (with Redis's own text) once per state change:
  * when it starts, or its text changes; and when it ends. */
 void jrw_refused(refusal_t *r, const char *what, const char *err) {
@@ -248,10 +269,10 @@ static int turn(worker_t *w, int sigfd) {
     if (w->reconnect_after_read && !w->reading) return JR_EREDIS; /* see jrw_flush_ops_on */
     if ((rc = jrw_collect(w))) return rc;
     if (!w->stopping && (rc = jrw_shed(w))) return rc;
-    if (jr_metrics_on()) {
-        size_t busy = jr_exec_busy(w->exec);
-        jr_metrics_running(busy < w->runners ? busy : w->runners);
-    }
+    size_t busy = jr_exec_busy(w->exec);
+    if (busy > w->runners) busy = w->runners;
+    if (jr_metrics_on()) jr_metrics_running(busy);
+    worker_title(w, busy);
     now = jr_mono_us();
     if (w->rd && (w->used || w->nops) && now >= w->next_heartbeat) {
         w->next_heartbeat = now + jrw_lease_us(w) / 3;
@@ -315,7 +336,8 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
     /* /healthz: stale after a block period and a second (the loop turns and
      * asks Redis at least every half block period). */
     if (cfg->metrics_listen &&
-        jr_metrics_start(cfg->metrics_listen, JR_METRICS_WORKER, cfg->worker_block_ms + 1000, err, sizeof err)) {
+        jr_metrics_start(cfg->metrics_listen, cfg->metrics_port_offset, JR_METRICS_WORKER,
+                         cfg->worker_block_ms + 1000, err, sizeof err)) {
         jr_log_kv(JR_LOG_ERROR, "cannot start the worker", "error", err, NULL);
         jr_exec_free(w.exec);
         free(w.tasks), free(w.outcomes);
@@ -324,6 +346,8 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
         jr_presence_free(&w.presence);
         return 1;
     }
+    jr_metrics_capacity(w.runners);
+    worker_title(&w, 0);
     if (inline_mode && jrw_keeper_start(&w, err, sizeof err) != 0) {
         jr_log_kv(JR_LOG_ERROR, "cannot start the worker", "error", err, NULL);
         jr_metrics_stop();

@@ -147,3 +147,27 @@ Test(metrics, parses_listen_addresses) {
     snprintf(longname + 300, 100, ":80");
     cr_expect_eq(jr_metrics_parse_addr(longname, host, sizeof host, &port, err, sizeof err), JR_EINVAL);
 }
+
+/* metrics.port_offset: the port of metrics.listen plus the offset (the
+ * systemd instance number), checked against 65535; port 0 stays any port. */
+Test(metrics_addr, port_offset_is_added_to_the_port) {
+    static const struct {
+        const char *in;
+        long long off;
+        const char *out;
+    } good[] = {
+        {"127.0.0.1:9500", 0, "127.0.0.1:9500"}, {"127.0.0.1:9500", 3, "127.0.0.1:9503"},
+        {":9464", 1, ":9465"},                   {"[::1]:9464", 2, "[::1]:9466"},
+        {"127.0.0.1:0", 7, "127.0.0.1:0"},       {"localhost:65534", 1, "localhost:65535"},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        char out[300], err[256] = "";
+        cr_expect_eq(jr_metrics_addr_offset(good[i].in, good[i].off, out, sizeof out, err, sizeof err), 0, "%s: %s",
+                     good[i].in, err);
+        cr_expect_str_eq(out, good[i].out, "%s + %lld", good[i].in, good[i].off);
+    }
+    char out[300], err[256];
+    cr_expect_eq(jr_metrics_addr_offset("127.0.0.1:65535", 1, out, sizeof out, err, sizeof err), JR_EINVAL);
+    cr_expect(strstr(err, "metrics.port_offset 1") && strstr(err, "65536"), "%s", err);
+    cr_expect_eq(jr_metrics_addr_offset("nonsense", 1, out, sizeof out, err, sizeof err), JR_EINVAL);
+}
