@@ -247,7 +247,7 @@ static const char *queue_arg(const char *q, const char **why) {
 static enum MHD_Result get_session(struct MHD_Connection *con) {
     return answer_json(con, MHD_HTTP_OK,
                        json_pack("{s:s,s:b,s:s,s:b}", "csrf", W.token, "read_only", W.cfg->web_read_only, "version",
-                                 JR_VERSION, "history", 0));
+                                 JR_VERSION, "history", 1));
 }
 
 /* The registered queues, one name per queue (a partition Q#J stands for Q),
@@ -334,6 +334,62 @@ static enum MHD_Result get_overview(struct MHD_Connection *con) {
                        json_pack("{s:o,s:o,s:{s:I,s:I,s:I,s:I},s:I}", "queues", qs, "redis", redis, "workers", "live",
                                  (json_int_t)workers, "busy", (json_int_t)busy, "capacity", (json_int_t)capacity,
                                  "schedulers", (json_int_t)schedulers, "now_ms", (json_int_t)jr_wall_ms()));
+}
+
+/* ---- GET /api/history: processed and failed per minute -------------------- */
+
+/* Add queue q's last `minutes` minutes (jr_redis_history; a partitioned
+ * queue: each partition and q itself) into processed/failed, *start the
+ * first minute. */
+static int add_history(jr_redis_t *r, const char *q, int64_t minutes, int64_t *start, long long *processed,
+                       long long *failed, long long *p1, long long *f1) {
+    jr_partmap_t parts = {0};
+    jr_qpart_t *qp;
+    int rc = jr_partmap_get(&parts, r, q, &qp);
+    unsigned n = rc ? 0 : qp->n;
+    for (unsigned i = 0; !rc && i < n + (n > 1); i++) {
+        rc = jr_redis_history(r, i < n ? jr_qpart_name(qp, i) : q, minutes, start, p1, f1);
+        for (int64_t m = 0; !rc && m < minutes; m++) processed[m] += p1[m], failed[m] += f1[m];
+    }
+    jr_partmap_free(&parts);
+    return rc;
+}
+
+/* GET /api/history[?queue=Q][&minutes=N]: the per-minute history the
+ * workers keep in Redis (24 h, jr:{Q}:history), of one queue or summed over
+ * every queue: {"start_minute", "processed": [...], "failed": [...]},
+ * oldest first, the last the current minute (Unix seconds / 60). One HMGET
+ * of N slots per queue: the page asks once a minute. */
+static enum MHD_Result get_history(struct MHD_Connection *con) {
+    const char *why = NULL, *qa = arg(con, "queue"), *ms = arg(con, "minutes");
+    const char *q = qa ? queue_arg(qa, &why) : NULL;
+    if (qa && !q) return answer_error(con, MHD_HTTP_BAD_REQUEST, why);
+    int64_t minutes = JR_HISTORY_MINUTES;
+    if (ms && jr_cli_parse_count(ms, 1, JR_HISTORY_MINUTES, &minutes))
+        return answer_error(con, MHD_HTTP_BAD_REQUEST, "minutes must be an integer from 1 to 1440");
+    jr_client_t *c = client();
+    if (!c) return answer_error(con, MHD_HTTP_SERVICE_UNAVAILABLE, W.err);
+    jr_redis_t *r = jr_client_redis(c);
+    long long *v = calloc((size_t)minutes * 4, sizeof *v);
+    if (!v) return answer_error(con, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+    long long *processed = v, *failed = v + minutes, *p1 = v + 2 * minutes, *f1 = v + 3 * minutes;
+    int64_t start = 0;
+    jr_strlist_t names = {0};
+    int rc = q ? jr_strlist_push(&names, q) : queue_names(r, &names);
+    for (size_t i = 0; !rc && i < names.n; i++) rc = add_history(r, names.v[i], minutes, &start, processed, failed, p1, f1);
+    jr_strlist_free(&names);
+    if (rc) {
+        free(v);
+        return answer_error(con, MHD_HTTP_BAD_GATEWAY, rc == JR_ENOMEM ? "out of memory" : why_failed());
+    }
+    if (!start) start = jr_wall_ms() / 60000 - minutes + 1; /* no queue: an empty history ending now */
+    json_t *pa = json_array(), *fa = json_array();
+    for (int64_t m = 0; pa && fa && m < minutes; m++)
+        json_array_append_new(pa, json_integer(processed[m])), json_array_append_new(fa, json_integer(failed[m]));
+    free(v);
+    return answer_json(con, MHD_HTTP_OK,
+                       json_pack("{s:o,s:I,s:o,s:o}", "queue", q ? jr_json_bytes(q, strlen(q)) : json_null(),
+                                 "start_minute", (json_int_t)start, "processed", pa, "failed", fa));
 }
 
 /* ---- GET /api/workers, /api/schedules -------------------------------------- */
@@ -991,6 +1047,7 @@ static enum MHD_Result serve(void *cls, struct MHD_Connection *con, const char *
     if (!strcmp(url, "/api/jobs")) return get_jobs(con);
     if (!strcmp(url, "/api/job")) return get_job(con);
     if (!strcmp(url, "/api/workers")) return get_workers(con);
+    if (!strcmp(url, "/api/history")) return get_history(con);
     if (!strcmp(url, "/api/schedules")) return get_schedules(con);
     if (!strncmp(url, "/api/", 5)) return answer_error(con, MHD_HTTP_NOT_FOUND, "no such endpoint");
     return get_asset(con, url);

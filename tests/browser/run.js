@@ -134,6 +134,7 @@ async function main() {
     jr('enqueue', '--redis', URL_REDIS, '-q', 'idle', 'record', 'one more');
     await until('the overview to show 5 ready in idle', async () => (await text('tr[data-queue="idle"] td[data-col="ready"]')) === '5');
     check(true, 'overview updates itself (polling)');
+    check(await page.$('#history-chart polyline') !== null, 'the overview draws the per-minute history chart');
     await page.screenshot({ path: path.join(opt.out, 'overview.png'), fullPage: true });
 
     // ---- XSS: markup from Redis renders as text ----------------------------

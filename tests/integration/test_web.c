@@ -397,6 +397,38 @@ Test(web, a_partitioned_queue_pages_each_partition_and_acts_on_its_jobs) {
     jrt_stop(web, SIGTERM, 5000);
 }
 
+static long long sum_of(json_t *a) {
+    long long n = 0;
+    size_t i;
+    json_t *v;
+    json_array_foreach(a, i, v) n += json_integer_value(v);
+    return n;
+}
+
+Test(web, history_counts_the_jobs_the_workers_ran) {
+    jrt_enqueue(&R, jrt_job("mail", "record", "h"), 3, NULL);
+    pid_t w = jrt_worker(&R, NULL, NULL, wlog, (const char *const[]){"-q", "mail", NULL});
+    cr_assert_eq(jrt_wait_count(record, " h", 3, 15000), 3, "the worker ran the 3 jobs");
+    pid_t web = start_web(NULL);
+    json_t *h = NULL;
+    long long got = 0;
+    for (int t = 0; t < 5000 && got < 3; t += 100, jrt_sleep_ms(100)) { /* the acknowledgements are flushed in batches */
+        json_decref(h);
+        cr_assert_eq(get_json("/api/history?queue=mail&minutes=5", &h), 200);
+        got = sum_of(json_object_get(h, "processed"));
+    }
+    cr_assert_eq(got, 3, "processed in the last 5 minutes");
+    cr_assert_eq(json_array_size(json_object_get(h, "processed")), 5);
+    cr_assert_eq(sum_of(json_object_get(h, "failed")), 0);
+    json_decref(h);
+    cr_assert_eq(get_json("/api/history", &h), 200, "every queue, 24 h");
+    cr_assert_eq(json_array_size(json_object_get(h, "processed")), 1440);
+    cr_assert_eq(sum_of(json_object_get(h, "processed")), 3);
+    json_decref(h);
+    jrt_stop(w, SIGTERM, 10000);
+    jrt_stop(web, SIGTERM, 5000);
+}
+
 /* ---- the pure helpers --------------------------------------------------------- */
 
 Test(web_unit, secret_compare_base64_and_loopback) {
