@@ -1,7 +1,8 @@
 #!/bin/sh
-# Install the Debian packages jobrunner needs to build and test, if missing.
+# Install the Debian packages jobrunner needs to build and test, if missing
+# (chromium, nodejs and npm: the dashboard's browser test, tests/browser/).
 set -eu
-pkgs="cmake gcc make pkg-config libhiredis-dev libyaml-dev libjansson-dev libmicrohttpd-dev libcriterion-dev redis-server redis-tools valgrind groff-base faketime libssl-dev openssl prometheus"
+pkgs="cmake gcc make pkg-config libhiredis-dev libyaml-dev libjansson-dev libmicrohttpd-dev libcriterion-dev redis-server redis-tools valgrind groff-base faketime libssl-dev openssl prometheus chromium nodejs npm"
 missing=""
 for p in $pkgs; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -513,6 +513,29 @@ int jrt_http_get(int port, const char *path, char **body) {
     return status;
 }
 
+int jrt_http_request(int port, const char *method, const char *path, const char *headers, const char *body,
+                     char **resp) {
+    *resp = NULL;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct timeval tv = {.tv_sec = 10};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a)) {
+        close(fd);
+        return -1;
+    }
+    size_t blen = body ? strlen(body) : 0, cap = strlen(path) + (headers ? strlen(headers) : 0) + blen + 256;
+    char *req = malloc(cap);
+    cr_assert(req, "out of memory");
+    int n = snprintf(req, cap, "%s %s HTTP/1.0\r\nHost: 127.0.0.1\r\n%sContent-Length: %zu\r\n\r\n%s", method, path,
+                     headers ? headers : "", blen, body ? body : "");
+    int status = n > 0 && (size_t)n < cap && write(fd, req, (size_t)n) == n ? jrt_http_read(fd, 0, resp) : -1;
+    free(req);
+    close(fd);
+    return status;
+}
+
 int jrt_http_status(const char *text, char **body) {
     int status = -1;
     const char *sep = strstr(text, "\r\n\r\n");

@@ -163,6 +163,12 @@ int jrt_free_port(void);
  * status (-1 if no connection or no complete answer) and the body
  * (malloc'd, or NULL) into *body. */
 int jrt_http_get(int port, const char *path, char **body);
+/* `method` path to 127.0.0.1:port with the extra header lines `headers`
+ * (each ending in \r\n; may be NULL) and the body `body` (NULL: none;
+ * sent with its Content-Length), HTTP/1.0, a 10 s receive timeout: the
+ * status and body as jrt_http_get. */
+int jrt_http_request(int port, const char *method, const char *path, const char *headers, const char *body,
+                     char **resp);
 /* The status of the HTTP/1.x response in text, -1 if it is none or has no
  * end of headers; its body (malloc'd) into *body unless -1. */
 int jrt_http_status(const char *text, char **body);

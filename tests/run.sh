@@ -10,6 +10,8 @@ set -eu
 cd "$(dirname "$0")/.."
 sh .ci/deps.sh
 sh .ci/build.sh build
+# puppeteer-core for the browser test (test_browser), as package-lock.json pins it
+(cd tests/browser && npm ci --no-audit --no-fund --loglevel=error)
 (cd build && ctest --output-on-failure)
 
 if [ "${JR_SKIP_DEPLOY:-0}" != 1 ]; then

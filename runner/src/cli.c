@@ -44,6 +44,7 @@ const jr_cli_option_t jr_cli_options[JR_O_COUNT] = {
     [JR_O_YES] = {"yes", 0, 0, NULL},
     [JR_O_WIDE] = {"wide", 0, 0, NULL},
     [JR_O_ALL_QUEUES] = {"all-queues", 0, 0, NULL},
+    [JR_O_LISTEN] = {"listen", 0, 1, NULL},
     [JR_O_HELP] = {"help", 'h', 0, NULL},
 };
 
@@ -203,7 +204,8 @@ const jr_cli_cmd_t jr_cli_commands[] = {
          "\n"
          "The live workers and schedulers: name (a worker's consumer name), role, host,\n"
          "pid, queues ('*' = every registered queue), version, start time, jobs running\n"
-         "and how long ago it last refreshed its entry. A process is listed within a\n"
+         "(of a worker: running/capacity, capacity = worker.concurrency) and how long ago\n"
+         "it last refreshed its entry. A process is listed within a\n"
          "moment of starting, until it exits, or for at most worker.lease after it dies.\n"
          "\n"
          "      --json          print JSON\n"
@@ -212,6 +214,21 @@ const jr_cli_cmd_t jr_cli_commands[] = {
      .options = JR_OPT(JR_O_JSON) | JR_OPT(JR_O_WIDE),
      .mode = 0,
      .run = jr_cli_workers},
+    {.name = "web",
+     .summary = "serve the dashboard: queues, jobs, workers, schedules (HTTP)",
+     .usage =
+         "usage: jobrunner web [-c FILE] [--redis URL] [--listen ADDR]\n"
+         "\n"
+         "Serve the dashboard and its JSON API (docs/web-api.md) until SIGTERM or SIGINT.\n"
+         "An address other than 127.0.0.1, ::1 or localhost is refused unless web.password\n"
+         "is set (HTTP Basic; put a TLS proxy in front). web.read_only: true hides every\n"
+         "action.\n"
+         "\n"
+         "      --listen ADDR   HOST:PORT, [IPV6]:PORT or :PORT (web.listen, default 127.0.0.1:8080)\n",
+     .options = JR_OPT(JR_O_LISTEN),
+     .mode = JR_CMD_SIGNALS,
+     .role = "cli",
+     .run = jr_cli_web},
     {.name = "functions",
      .summary = "load the Redis function library (for producers), or print it",
      .usage =

@@ -26,6 +26,7 @@ typedef enum jr_cli_opt {
     JR_O_LOG_FORMAT, JR_O_WAIT, JR_O_STATE, JR_O_LIMIT, JR_O_AFTER, JR_O_ORDER, JR_O_CRON, JR_O_EVERY,
     JR_O_TZ, JR_O_MISSED, JR_O_DISABLED, JR_O_WATCH, JR_O_KEY, JR_O_PARTITIONS,
     JR_O_HANDLER, JR_O_MATCH, JR_O_YES, JR_O_WIDE, JR_O_ALL_QUEUES, /* wt-cli */
+    JR_O_LISTEN,
     JR_O_HELP,
     JR_O_COUNT
 } jr_cli_opt_t;
@@ -115,6 +116,8 @@ jr_cli_run_t jr_cli_stats, jr_cli_dead, jr_cli_pause, jr_cli_queue;
 jr_cli_check_t jr_cli_pause_check;
 /* cli_cron.c */
 jr_cli_run_t jr_cli_cron;
+/* web.c */
+jr_cli_run_t jr_cli_web;
 
 /* ---- what the command files share (cli_out.c) ------------------------------- */
 

@@ -170,13 +170,14 @@ static json_t *workers_json(const jr_proc_t *v, size_t n) {
             json_array_append_new(queues, jr_json_bytes(q, len));
             q += len + (q[len] == ',');
         }
-        json_t *o = json_pack("{s:o, s:o, s:o, s:I, s:o, s:o, s:s, s:I, s:I, s:I}", "name",
+        json_t *o = json_pack("{s:o, s:o, s:o, s:I, s:o, s:o, s:s, s:I, s:I, s:I, s:o}", "name",
                               jr_json_bytes(v[i].name, strlen(v[i].name)), "role",
                               jr_json_bytes(v[i].role, strlen(v[i].role)), "host",
                               jr_json_bytes(v[i].host, strlen(v[i].host)), "pid", (json_int_t)v[i].pid, "queues",
                               queues, "version", jr_json_bytes(v[i].version, strlen(v[i].version)), "started", t,
                               "running", (json_int_t)v[i].running, "last_seen_ms", (json_int_t)v[i].seen_ago_ms,
-                              "lease_ms", (json_int_t)v[i].lease_ms);
+                              "lease_ms", (json_int_t)v[i].lease_ms, "capacity",
+                              v[i].capacity > 0 ? json_integer(v[i].capacity) : json_null());
         if (!o || json_array_append_new(list, o) != 0) {
             json_decref(list);
             return NULL;
@@ -203,11 +204,12 @@ int jr_cli_workers(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t
         jr_table_t tab;
         jr_table_init(&tab, heads, "lllrllLrr");
         for (size_t i = 0; i < n && !rc; i++) {
-            char t[JR_TIME_LEN], seen[32], pid[24], running[24];
+            char t[JR_TIME_LEN], seen[32], pid[24], running[48];
             jr_time_format(v[i].started_ms, t);
             snprintf(seen, sizeof seen, "%.1fs ago", (double)v[i].seen_ago_ms / 1000.0);
             snprintf(pid, sizeof pid, "%lld", v[i].pid);
-            snprintf(running, sizeof running, "%lld", v[i].running);
+            if (v[i].capacity > 0) snprintf(running, sizeof running, "%lld/%lld", v[i].running, v[i].capacity);
+            else snprintf(running, sizeof running, "%lld", v[i].running);
             const char *row[] = {v[i].name, v[i].role, v[i].host, pid, v[i].queues[0] ? v[i].queues : "*",
                                  v[i].version, t, running, seen};
             rc = jr_table_add(&tab, row);

@@ -120,6 +120,9 @@ static const key_def_t keys[] = {
     {"scheduler", "block", T_DURATION, F(scheduler_block_ms), "5s", 100, 60 * MS_S, NULL},
     {"metrics", "listen", T_ADDR, F(metrics_listen), NULL, 0, 0, NULL}, /* NULL: off */
     {"metrics", "port_offset", T_INT, F(metrics_port_offset), "0", 0, 65535, NULL},
+    {"web", "listen", T_ADDR, F(web_listen), "127.0.0.1:8080", 0, 0, NULL},
+    {"web", "password", T_SECRET, F(web_password), NULL, 0, 0, NULL}, /* NULL: none (localhost only) */
+    {"web", "read_only", T_ENUM, F(web_read_only), "false", 0, 0, booleans},
     {"enqueue", "queue", T_QUEUE, F(default_queue), JR_DEFAULT_QUEUE, 0, 0, NULL},
     {"periodic", "*", T_PERIODIC, 0, NULL, 0, 0, NULL},
     {"plugin_settings", "*", T_PSETTINGS, 0, NULL, 0, 0, NULL},
@@ -233,6 +236,7 @@ void jr_config_free(jr_config_t *cfg) {
     free(cfg->redis_password_file);
     free(cfg->default_queue);
     free(cfg->metrics_listen);
+    free(cfg->web_listen), free(cfg->web_password);
     jr_strlist_free(&cfg->plugin_paths);
     jr_strlist_free(&cfg->plugin_settings);
     jr_strlist_free(&cfg->queue_partitions);

@@ -110,6 +110,11 @@ typedef struct jr_config {
     char *metrics_listen;          /* metrics.listen: HOST:PORT serving /metrics and /healthz, NULL = off */
     int64_t metrics_port_offset;   /* metrics.port_offset: added to that port (systemd: the instance number) */
 
+    /* web (jobrunner web): */
+    char *web_listen;              /* web.listen: HOST:PORT of the dashboard */
+    char *web_password;            /* web.password: HTTP Basic password, NULL = none (then localhost only) */
+    int web_read_only;             /* web.read_only: 1 = no actions (POSTs refused with 403) */
+
     /* enqueue: */
     char *default_queue;        /* enqueue.queue */
 

@@ -211,21 +211,22 @@ static int proc_key(char *buf, size_t len, const char *name) {
 static int proc_name_bad(const redisReply *e) { return e->len >= JR_PROC_NAME_MAX || memchr(e->str, '\0', e->len); }
 
 int jr_redis_proc_announce(jr_redis_t *r, const jr_proc_t *p) {
-    char key[JR_PROC_NAME_MAX + 16], pid[24], started[24], running[24], lease[24], client[24];
+    char key[JR_PROC_NAME_MAX + 16], pid[24], started[24], running[24], lease[24], client[24], cap[24];
     if (proc_key(key, sizeof key, p->name)) return jri_fail(r, JR_EINVAL, "process name too long: %s", p->name);
     snprintf(pid, sizeof pid, "%lld", p->pid);
     snprintf(started, sizeof started, "%lld", p->started_ms);
     snprintf(running, sizeof running, "%lld", p->running);
     snprintf(lease, sizeof lease, "%lld", p->lease_ms);
     snprintf(client, sizeof client, "%lld", p->client_id);
+    snprintf(cap, sizeof cap, "%lld", p->capacity);
     const char *hset[] = {"HSET", key, "role", p->role, "host", p->host, "pid", pid, "queues",
                           p->queues ? p->queues : "", "version", p->version, "started", started,
-                          "running", running, "lease", lease, "client", client};
+                          "running", running, "lease", lease, "capacity", cap, "client", client};
     const char *multi[] = {"MULTI"}, *exec_[] = {"EXEC"};
     const char *pexpire[] = {"PEXPIRE", key, lease};
     const char *zadd[] = {"ZADD", JR_PROCS_KEY, started, p->name};
     int rc;
-    if ((rc = jri_append_argv(r, 1, multi, NULL)) || (rc = jri_append_argv(r, p->client_id > 0 ? 20 : 18, hset, NULL)) ||
+    if ((rc = jri_append_argv(r, 1, multi, NULL)) || (rc = jri_append_argv(r, p->client_id > 0 ? 22 : 20, hset, NULL)) ||
         (rc = jri_append_argv(r, 3, pexpire, NULL)) || (rc = jri_append_argv(r, 4, zadd, NULL)) ||
         (rc = jri_append_argv(r, 1, exec_, NULL)) || (rc = jr_redis_flush(r)))
         return rc;
@@ -281,6 +282,7 @@ static int proc_from_hash(jr_proc_t *p, const redisReply *h) {
         else if (!strcmp(f, "running")) p->running = strtoll(v, NULL, 10);
         else if (!strcmp(f, "lease")) p->lease_ms = strtoll(v, NULL, 10);
         else if (!strcmp(f, "client")) p->client_id = strtoll(v, NULL, 10);
+        else if (!strcmp(f, "capacity")) p->capacity = strtoll(v, NULL, 10);
     }
     return 1;
 }
@@ -641,4 +643,15 @@ int jr_redis_paused_since(jr_redis_t *r, const char *const *queues, size_t n, lo
                       : -1;
     freeReplyObject(rep);
     return 0;
+}
+
+int jr_redis_server_info(jr_redis_t *r, const char *section, char **text) {
+    redisReply *rep;
+    *text = NULL;
+    int rc = jri_exec(r, &rep, "INFO", section, NULL);
+    if (rc) return rc;
+    if (rep->type != REDIS_REPLY_STRING) rc = jri_fail(r, JR_EPROTO, "INFO: unexpected reply");
+    else if (!(*text = strndup(rep->str, rep->len))) rc = JR_ENOMEM;
+    freeReplyObject(rep);
+    return rc;
 }

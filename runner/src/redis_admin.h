@@ -59,6 +59,8 @@ typedef struct jr_proc {
     char version[32];
     long long started_ms;        /* Unix ms */
     long long running;           /* jobs running at the last refresh */
+    long long capacity;          /* a worker's jobs at once (worker.concurrency; 1 inline); 0 = not said
+                                    (a scheduler, or a worker before this field) */
     long long lease_ms;          /* the key lives this long after each refresh */
     long long seen_ago_ms;       /* since the last refresh, by Redis's clock */
     long long client_id;         /* a worker's CLIENT ID of its blocking read connection, 0 = none
@@ -136,5 +138,10 @@ int jr_redis_paused_since(jr_redis_t *r, const char *const *queues, size_t n, lo
 /* Pause (on = 1: HSETNX, keeping the first time) or resume (HDEL) a queue;
  * *changed = 0 if it already was so. Workers are not woken here. */
 int jr_redis_pause(jr_redis_t *r, const char *queue, int on, int64_t now_ms, int *changed);
+
+/* Redis's own description of itself: INFO `section` ("server", "memory",
+ * "replication", ...) as text into *text (malloc'd; free()). A refusal (an
+ * ACL without INFO) is JR_EREDIS with Redis's text. */
+int jr_redis_server_info(jr_redis_t *r, const char *section, char **text);
 
 #endif

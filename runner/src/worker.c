@@ -314,6 +314,7 @@ int jr_worker_run(const jr_config_t *cfg, const jr_registry_t *reg) {
     int nomem = parts_nomem || jr_presence_init(&w.presence, "worker", w.consumer, w.uq, w.nuq, cfg->worker_lease_ms) ||
                 !w.tasks || !w.outcomes || !w.swrr || !w.counts || !w.got || !w.cur || !w.paused || !w.broken || !w.on ||
                 !w.order_scratch;
+    w.presence.self.capacity = (long long)runners; /* "3 of 4 busy" in `workers` and the dashboard */
     if (nomem ||
         !(w.exec = jr_exec_new(reg, inline_mode, (int)runners, (size_t)cfg->worker_batch, cfg->max_payload, err,
                               sizeof err))) {

@@ -136,7 +136,11 @@ Test(workers, listed_while_alive_and_gone_within_a_lease_after_sigkill) {
                        strstr(me, "\"running\":1,");
     }
     cr_assert(seen_running, "never listed as running 1 job on queue mail:\n%s", out);
+    /* its capacity (worker.concurrency) beside it: "1 of 2 busy" */
+    cr_assert(strstr(strstr(out, line), "\"capacity\":2}"), "no capacity 2 in the worker's JSON:\n%s", out);
     cr_assert(strstr(out, "\"role\":\"scheduler\""), "%s", out);
+    workers(out, sizeof out, 0);
+    cr_assert(strstr(out, " 1/2 "), "the table does not say 1/2 running:\n%s", out);
 
     int64_t t0 = jrt_wall_us();
     kill(w, SIGKILL);
