@@ -727,7 +727,9 @@ static enum MHD_Result get_job(struct MHD_Connection *con) {
     if (d) return answer_json(con, MHD_HTTP_OK, d);
     jr_client_job_info_t *in = NULL;
     if (jr_client_job_show(c, q, id, &in)) return answer_error(con, MHD_HTTP_BAD_GATEWAY, why_failed());
-    int found = in->state != JR_CLIENT_STATE_NOT_FOUND;
+    /* a finished job (client 1.3 reports its record as a state): shown from
+     * its record below, with the record's own fields */
+    int found = in->state != JR_CLIENT_STATE_NOT_FOUND && in->state != JR_CLIENT_STATE_FINISHED;
     json_t *o = json_pack("{s:o,s:o,s:s,s:b}", "job", jr_json_bytes(id, strlen(id)), "queue", jr_json_bytes(q, strlen(q)),
                           "state", in->state_name, "found", found);
     if (o && found) {
