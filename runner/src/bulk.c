@@ -91,10 +91,7 @@ typedef struct bulk {
     char dead_end[32]; /* the last dead entry id walked: Redis's ms when the call began */
 } bulk_t;
 
-/* 1 if dead entry e (its stored job id: id, len) of partition p (-1: not
- * partitioned) is the job named `want`: its id, the id as shown (a
- * generated id with "~p"), or the dead entry's own id. */
-static int dead_names(const jr_entry_t *e, const char *id, size_t len, int p, const char *want) {
+int jr_bulk_dead_names(const jr_entry_t *e, const char *id, size_t len, int p, const char *want) {
     size_t wl = strlen(want), gen;
     unsigned i;
     if (p >= 0 && jr_partition_id_parse(want, wl, &gen, &i))
@@ -122,7 +119,7 @@ static int bulk_dead(bulk_t *b, const char *iq, int p) {
                 size_t len;
                 const char *id = entry_field(e, JR_F_ID, &len);
                 for (size_t j = 0; j < b->nids; j++)
-                    if (dead_names(e, id, len, p, b->ids[j])) {
+                    if (jr_bulk_dead_names(e, id, len, p, b->ids[j])) {
                         want = 1;
                         if (b->found) b->found[j] = 1;
                     }

@@ -69,6 +69,11 @@ typedef struct jr_bulk_result {
 int jr_bulk(jr_redis_t *r, const char *queue, jr_bulk_state_t state, jr_bulk_action_t action, const jr_filter_t *f,
             const char *const *ids, size_t nids, unsigned char *found, jr_bulk_result_t *res);
 
+/* 1 if dead entry e (its stored job id: id, len) of partition p (-1: not
+ * partitioned) is the job named `want`: its id, the id as shown (a
+ * generated id with "~p"), or the dead entry's own id. Pure. */
+int jr_bulk_dead_names(const jr_entry_t *e, const char *id, size_t len, int p, const char *want);
+
 /* The name of a state ("delayed", "retrying", "dead"), and the state of a
  * name (-1 for another). Pure. */
 const char *jr_bulk_state_name(jr_bulk_state_t s);

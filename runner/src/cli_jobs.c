@@ -453,15 +453,6 @@ static int cmd_cancel(const jr_config_t *cfg, const char *queue, char **ids, siz
     return jr_cli_done(out, status);
 }
 
-/* -1, 0, 1 as stream id a is before, equal to, after b ("<ms>-<seq>"). */
-static int id_cmp(const char *a, const char *b) {
-    unsigned long long am = strtoull(a, NULL, 10), bm = strtoull(b, NULL, 10);
-    const char *ad = strchr(a, '-'), *bd = strchr(b, '-');
-    unsigned long long as = ad ? strtoull(ad + 1, NULL, 10) : 0, bs = bd ? strtoull(bd + 1, NULL, 10) : 0;
-    if (am != bm) return am < bm ? -1 : 1;
-    return as < bs ? -1 : as > bs;
-}
-
 #define MP_ITEMS 41 /* id and 20 field/value pairs: a page shows at most these */
 
 /* One listed job. */
@@ -618,7 +609,7 @@ static int cmd_jobs(const jr_config_t *cfg, const char *queue, const char *iq, i
     } else if (ready) {
         char last[JR_ID_MAX];
         rc = jr_redis_group_last_id(r, iq, last);
-        if (!rc && (!after || id_cmp(after, last) < 0) && strcmp(last, "0-0")) snprintf(start, sizeof start, "(%s", last);
+        if (!rc && (!after || jr_stream_id_cmp(after, last) < 0) && strcmp(last, "0-0")) snprintf(start, sizeof start, "(%s", last);
         if (!rc) rc = jr_redis_xrange_between(r, k.ready, start, "+", limit, &b);
     } else if (running) {
         rc = jr_redis_pending_page(r, iq, start, limit, &pend, &npend);

@@ -336,17 +336,6 @@ typedef struct dead_run {
     jr_table_t tab;       /* list: the rows so far */
 } dead_run_t;
 
-/* 1 if dead entry e (its stored job id: id, len) of partition p (-1: not
- * partitioned) is the job the user named `want`: its id, the id as shown
- * (a generated id with "~p"), or the dead entry's own id. */
-static int dead_names(const jr_entry_t *e, const char *id, size_t len, int p, const char *want) {
-    size_t wl = strlen(want), gen;
-    unsigned i;
-    if (p >= 0 && jr_partition_id_parse(want, wl, &gen, &i))
-        return (int)i == p && id && gen == len && !memcmp(want, id, len);
-    return (id && wl == len && !memcmp(want, id, len)) || !strcmp(want, e->id);
-}
-
 /* `jobrunner dead list|show` on one internal queue (partition p, -1:
  * none). 0, or 1 after saying why. */
 static int dead_part(jr_redis_t *r, dead_run_t *run, const char *queue, int p) {
@@ -374,7 +363,7 @@ static int dead_part(jr_redis_t *r, dead_run_t *run, const char *queue, int p) {
         const char *id = jr_cli_field(&b.v[i], JR_F_ID, &len);
         int want = run->list && !run->nids;
         for (size_t j = 0; j < run->nids; j++)
-            if (dead_names(&b.v[i], id, len, p, run->ids[j])) want = 1, run->found[j] = 1;
+            if (jr_bulk_dead_names(&b.v[i], id, len, p, run->ids[j])) want = 1, run->found[j] = 1;
         if (want) sel[nsel++] = b.v[i].id;
     }
     {

@@ -3,6 +3,7 @@
 #include "contract.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cron.h"
@@ -246,4 +247,12 @@ int jr_duration_parse_range(const char *s, int64_t min_ms, int64_t max_ms, int64
     }
     *ms = v;
     return 0;
+}
+
+int jr_stream_id_cmp(const char *a, const char *b) {
+    unsigned long long am = strtoull(a, NULL, 10), bm = strtoull(b, NULL, 10);
+    const char *ad = strchr(a, '-'), *bd = strchr(b, '-');
+    unsigned long long as = ad ? strtoull(ad + 1, NULL, 10) : 0, bs = bd ? strtoull(bd + 1, NULL, 10) : 0;
+    if (am != bm) return am < bm ? -1 : 1;
+    return as < bs ? -1 : as > bs;
 }

@@ -199,6 +199,10 @@ const char *jr_contract_stored_id(const char *id, size_t n);
  * partitioned queue, partition.h). */
 int jr_contract_id_reserved(const char *id, size_t n);
 
+/* -1, 0, 1 as stream entry id a is before, equal to, after b ("<ms>-<seq>"
+ * or "<ms>", as Redis orders them). */
+int jr_stream_id_cmp(const char *a, const char *b);
+
 /* Parse a duration: "0", or one to four <digits><unit> groups with the
  * units h, m, s, ms in that order, each at most once ("250ms", "30s",
  * "5m", "2h", "1h30m", "1m30s", "90m"). Only ASCII digits; no fraction,

@@ -700,24 +700,21 @@ static void *http_loop(void *arg) {
     return NULL;
 }
 
-/* Bind and listen on addr ourselves (so a failure says why), returning the
- * socket or -1 with err set. */
-static int listen_on(const char *addr, int *port_out, int *v6, char *err, size_t errlen) {
-    char host[256], port[8];
-    int p;
-    if (jr_metrics_parse_addr(addr, host, sizeof host, &p, err, errlen)) return -1;
+int jr_http_listen(const char *what, const char *addr, const char *host, int p, int *port_out, int *v6, char *err,
+                   size_t errlen) {
+    char port[8];
     snprintf(port, sizeof port, "%d", p);
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV}, *res = NULL;
     int g = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
     if (g) {
-        snprintf(err, errlen, "cannot serve metrics on %s: %s", addr, gai_strerror(g));
+        snprintf(err, errlen, "cannot serve %s on %s: %s", what, addr, gai_strerror(g));
         return -1;
     }
     int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
     if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) ||
         bind(fd, res->ai_addr, res->ai_addrlen) || listen(fd, 64)) {
-        snprintf(err, errlen, "cannot serve metrics on %s: %s", addr, strerror(errno));
+        snprintf(err, errlen, "cannot serve %s on %s: %s", what, addr, strerror(errno));
         if (fd >= 0) close(fd);
         freeaddrinfo(res);
         return -1;
@@ -730,6 +727,15 @@ static int listen_on(const char *addr, int *port_out, int *v6, char *err, size_t
                 : ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
                                            : ntohs(((struct sockaddr_in *)&ss)->sin_port);
     return fd;
+}
+
+/* Bind and listen on addr ourselves (so a failure says why), returning the
+ * socket or -1 with err set. */
+static int listen_on(const char *addr, int *port_out, int *v6, char *err, size_t errlen) {
+    char host[256];
+    int p;
+    if (jr_metrics_parse_addr(addr, host, sizeof host, &p, err, errlen)) return -1;
+    return jr_http_listen("metrics", addr, host, p, port_out, v6, err, errlen);
 }
 
 int jr_metrics_start(const char *given, int64_t port_offset, jr_metrics_role_t role, int64_t stale_ms, char *err,

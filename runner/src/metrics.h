@@ -28,6 +28,14 @@
 int jr_metrics_parse_addr(const char *addr, char *host, size_t hostlen, int *port, char *err,
                           size_t errlen);
 
+/* Bind and listen (backlog 64, SO_REUSEADDR, close-on-exec) on host:p
+ * (host "" = every address), the socket we hand libmicrohttpd, so that a
+ * failure says why: "cannot serve WHAT on ADDR: reason" in err. Returns the
+ * socket with *port_out = the port bound (p, or the one the system chose
+ * for 0) and *v6 = 1 for an IPv6 socket; or -1. Shared with web.c. */
+int jr_http_listen(const char *what, const char *addr, const char *host, int p, int *port_out, int *v6, char *err,
+                   size_t errlen);
+
 /* addr (as jr_metrics_parse_addr takes it) with offset added to its port,
  * into out: "127.0.0.1:9464" + 2 -> "127.0.0.1:9466" (metrics.port_offset;
  * systemd's jobrunner-worker@N gives N). Port 0 (any free port) stays 0.

@@ -470,15 +470,6 @@ static enum MHD_Result get_schedules(struct MHD_Connection *con) {
 
 /* ---- GET /api/jobs: one page of a queue ------------------------------------ */
 
-/* -1, 0, 1 as stream id a is before, equal to, after b ("<ms>-<seq>"). */
-static int id_cmp(const char *a, const char *b) {
-    unsigned long long am = strtoull(a, NULL, 10), bm = strtoull(b, NULL, 10);
-    const char *ad = strchr(a, '-'), *bd = strchr(b, '-');
-    unsigned long long as = ad ? strtoull(ad + 1, NULL, 10) : 0, bs = bd ? strtoull(bd + 1, NULL, 10) : 0;
-    if (am != bm) return am < bm ? -1 : 1;
-    return as < bs ? -1 : as > bs;
-}
-
 #define MP_ITEMS 41 /* a delayed member's id and up to 20 field/value pairs */
 
 /* One row of a page: its job id, where it is (entry id or due score) and
@@ -593,7 +584,7 @@ static enum MHD_Result get_jobs(struct MHD_Connection *con) {
         char last[JR_ID_MAX];
         rc = jr_redis_group_last_id(r, iq, last);
         /* the ready ones follow the group's last delivered entry */
-        if (!rc && strcmp(last, "0-0") && (!after || id_cmp(after, last) < 0)) snprintf(start, sizeof start, "(%s", last);
+        if (!rc && strcmp(last, "0-0") && (!after || jr_stream_id_cmp(after, last) < 0)) snprintf(start, sizeof start, "(%s", last);
         if (!rc) rc = jr_redis_xrange_between(r, k.ready, start, "+", limit, &b);
     } else if (running) {
         rc = jr_redis_pending_page(r, iq, start, limit, &pend, &npend);
@@ -1064,35 +1055,6 @@ static void done(void *cls, struct MHD_Connection *con, void **ctx, enum MHD_Req
 
 /* ---- the server ------------------------------------------------------------- */
 
-/* Bind and listen on host:port (metrics.c's way, so a failure says why). */
-static int listen_on(const char *addr, const char *host, int p, int *v6, char *err, size_t errlen) {
-    char port[8];
-    snprintf(port, sizeof port, "%d", p);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
-                    *res = NULL;
-    int g = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
-    if (g) {
-        snprintf(err, errlen, "cannot serve the dashboard on %s: %s", addr, gai_strerror(g));
-        return -1;
-    }
-    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
-    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) || bind(fd, res->ai_addr, res->ai_addrlen) ||
-        listen(fd, 64)) {
-        snprintf(err, errlen, "cannot serve the dashboard on %s: %s", addr, strerror(errno));
-        if (fd >= 0) close(fd);
-        freeaddrinfo(res);
-        return -1;
-    }
-    *v6 = res->ai_family == AF_INET6;
-    freeaddrinfo(res);
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    W.port = getsockname(fd, (struct sockaddr *)&ss, &sl) ? p
-             : ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
-                                        : ntohs(((struct sockaddr_in *)&ss)->sin_port);
-    return fd;
-}
-
 int jr_web_run(const jr_config_t *cfg) {
     char host[256], err[JR_ERRLEN];
     int port, v6 = 0;
@@ -1120,7 +1082,7 @@ int jr_web_run(const jr_config_t *cfg) {
         return 1;
     }
     for (size_t i = 0; i < sizeof rnd; i++) snprintf(W.token + 2 * i, 3, "%02x", rnd[i]);
-    int fd = listen_on(addr, host, port, &v6, err, sizeof err);
+    int fd = jr_http_listen("the dashboard", addr, host, port, &W.port, &v6, err, sizeof err);
     if (fd < 0) {
         fprintf(stderr, "jobrunner web: %s\n", err);
         return 1;
