@@ -153,25 +153,30 @@ extern char **environ;
 static char *title_area; /* argv[0] .. the end of the last environment string */
 static size_t title_len, title_used; /* the whole; the most written (at first: argv's part) */
 static char **volatile title_environ; /* the copy, still reachable (volatile: kept) should environ change */
+static char *volatile title_env_strings; /* its strings, one block: still reachable when setenv replaces one */
 
 void jr_proc_title_init(int argc, char **argv) {
     if (argc < 1 || !argv[0]) return;
     char *start = argv[0], *end = argv[0] + strlen(argv[0]) + 1;
     for (int i = 1; i < argc; i++) /* only strings that follow one another */
         if (argv[i] == end) end += strlen(argv[i]) + 1;
-    size_t argv_len = (size_t)(end - start), n = 0;
-    while (environ && environ[n]) n++;
-    char **copy = calloc(n + 1, sizeof *copy);
-    if (!copy) return;
-    for (size_t i = 0; i < n; i++) {
-        if (environ[i] == end) end += strlen(environ[i]) + 1;
-        if (!(copy[i] = strdup(environ[i]))) {
-            while (i--) free(copy[i]);
-            free(copy);
-            return;
-        }
+    size_t argv_len = (size_t)(end - start), n = 0, bytes = 0;
+    while (environ && environ[n]) bytes += strlen(environ[n++]) + 1;
+    char **copy = calloc(n + 1, sizeof *copy), *block = malloc(bytes ? bytes : 1);
+    if (!copy || !block) {
+        free(copy), free(block);
+        return;
     }
-    environ = title_environ = copy; /* never freed: the environment of the process */
+    char *w = block;
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(environ[i]) + 1;
+        if (environ[i] == end) end += len;
+        copy[i] = memcpy(w, environ[i], len);
+        w += len;
+    }
+    /* never freed: the environment of the process */
+    environ = title_environ = copy;
+    title_env_strings = block;
     title_area = start, title_len = (size_t)(end - start), title_used = argv_len;
 }
 
