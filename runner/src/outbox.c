@@ -207,7 +207,11 @@ static int cross_queue_followups(worker_t *w, jr_redis_t *conn, char *held_err, 
         for (size_t j = 0; j < m && !rc; j++)
             if (out[j].status == JR_ENQ_REFUSED) {
                 refused = 1;
-                if (out[j].why < reasons.n && jr_redis_node_down(reasons.v[out[j].why])) down = reasons.v[out[j].why];
+                /* a primary down, or one back without the library (a
+                 * restarted node: the reconnect loads it): hold, not dead */
+                if (out[j].why < reasons.n && (jr_redis_node_down(reasons.v[out[j].why]) ||
+                                               strstr(reasons.v[out[j].why], "Function not found")))
+                    down = reasons.v[out[j].why];
             }
         if (!rc && down) { /* a target's primary is down: this job waits for it, the others go on */
             o->held = 1;
@@ -454,6 +458,7 @@ int jrw_flush_ops_on(worker_t *w, jr_redis_t *conn, size_t want, int64_t block) 
             if (o->held) { /* not sent: kept, as refused */
                 w->ops[kept++] = *o;
                 all_down &= jr_redis_node_down(held_err);
+                nofunc |= strstr(held_err, "Function not found") != NULL;
                 if (!err[0]) snprintf(err, sizeof err, "%s", held_err);
                 continue;
             }
