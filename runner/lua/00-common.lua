@@ -1,5 +1,5 @@
 #!lua name=jobrunner
--- jobrunner: contract 1, revision 21.
+-- jobrunner: contract 1, revision 22.
 -- (Raise the revision with every change to any part of the library; tests/lua_revision.sh checks.
 -- A jobrunner process never replaces a newer revision loaded in Redis.)
 --[[
@@ -125,6 +125,7 @@ local K_FINISHED_IDS = 'finished:ids'
 local K_WAITERS = 'waiters'
 local K_DONE = 'done'
 local K_HISTORY = 'history'
+local K_MOVED = 'moved'
 local DAY_MS = 86400000 -- JR_DAY_MS: one day, the default idempotency window of jobrunner's producers
 
 -- The key of queue q with that suffix (K_*), and the keys with a variable
@@ -464,6 +465,25 @@ local function index_forget(ids, id, loc)
   if not ids then return end
   if loc and redis.call('HGET', ids, id) ~= loc then return end
   redis.call('HDEL', ids, id)
+end
+
+-- index_forget for many jobs at once: the index entries of jobids[i] (""
+-- = none: the job id is the entry id) that point at entries[i] go, by one
+-- HMGET and at most one HDEL per 1000 jobs (an acknowledgement's batch).
+local function index_forget_many(ids, jobids, entries)
+  if not ids then return end
+  local names, locs = {}, {}
+  for i = 1, #jobids do
+    if jobids[i] ~= '' then names[#names + 1], locs[#locs + 1] = jobids[i], entries[i] end
+  end
+  for i = 1, #names, 1000 do
+    local last = math.min(i + 999, #names)
+    local v, gone = redis.call('HMGET', ids, unpack(names, i, last)), {}
+    for j = 1, #v do
+      if v[j] == locs[i + j - 1] then gone[#gone + 1] = names[i + j - 1] end
+    end
+    if #gone > 0 then redis.call('HDEL', ids, unpack(gone)) end
+  end
 end
 
 -- jr:{Q}:seq must be missing or an integer INCR can raise by n.

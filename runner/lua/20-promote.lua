@@ -41,20 +41,91 @@ local function fields4(n, f1, v1, f2, v2, f3, v3, f4, v4)
   return h
 end
 
--- XADD job `id` with its n (2..8) field values f1, v1, ... and, when es is
--- given, e = es and d = ds after them (the envelope of a wheel item whose
--- e and d were left out): no table, no unpack. Returns the entry id.
-local function xadd_job(ready, id, es, ds, n, f1, v1, f2, v2, f3, v3, f4, v4)
+-- XADD job `id` as entry `eid` ("*" or an id above the stream's last) with
+-- its n (2..8) field values f1, v1, ... and, when es is given, e = es and
+-- d = ds after them (the envelope of a wheel item whose e and d were left
+-- out): no table, no unpack. Returns the entry id.
+local function xadd_job(ready, eid, id, es, ds, n, f1, v1, f2, v2, f3, v3, f4, v4)
   if es then
-    if n == 4 then return l_call('XADD', ready, '*', F_ID, id, f1, v1, f2, v2, F_ENQUEUED, es, F_DUE, ds) end
-    if n == 2 then return l_call('XADD', ready, '*', F_ID, id, f1, v1, F_ENQUEUED, es, F_DUE, ds) end
-    if n == 6 then return l_call('XADD', ready, '*', F_ID, id, f1, v1, f2, v2, f3, v3, F_ENQUEUED, es, F_DUE, ds) end
-    return l_call('XADD', ready, '*', F_ID, id, f1, v1, f2, v2, f3, v3, f4, v4, F_ENQUEUED, es, F_DUE, ds)
+    if n == 4 then return l_call('XADD', ready, eid, F_ID, id, f1, v1, f2, v2, F_ENQUEUED, es, F_DUE, ds) end
+    if n == 2 then return l_call('XADD', ready, eid, F_ID, id, f1, v1, F_ENQUEUED, es, F_DUE, ds) end
+    if n == 6 then return l_call('XADD', ready, eid, F_ID, id, f1, v1, f2, v2, f3, v3, F_ENQUEUED, es, F_DUE, ds) end
+    return l_call('XADD', ready, eid, F_ID, id, f1, v1, f2, v2, f3, v3, f4, v4, F_ENQUEUED, es, F_DUE, ds)
   end
-  if n == 4 then return l_call('XADD', ready, '*', F_ID, id, f1, v1, f2, v2) end
-  if n == 2 then return l_call('XADD', ready, '*', F_ID, id, f1, v1) end
-  if n == 6 then return l_call('XADD', ready, '*', F_ID, id, f1, v1, f2, v2, f3, v3) end
-  return l_call('XADD', ready, '*', F_ID, id, f1, v1, f2, v2, f3, v3, f4, v4)
+  if n == 4 then return l_call('XADD', ready, eid, F_ID, id, f1, v1, f2, v2) end
+  if n == 2 then return l_call('XADD', ready, eid, F_ID, id, f1, v1) end
+  if n == 6 then return l_call('XADD', ready, eid, F_ID, id, f1, v1, f2, v2, f3, v3) end
+  return l_call('XADD', ready, eid, F_ID, id, f1, v1, f2, v2, f3, v3, f4, v4)
+end
+
+--[[
+Moves by number (revision 22): a job of a bucket wholly due whose id was
+generated (d<due>-<n>: the bucket and n) enters the stream as the entry
+T-n, T one millisecond for a run of such jobs, so that it needs no job
+index entry of its own (an HSET at the move and an HGET/HDEL at the
+acknowledgement per job, a third of a burst's cost): each run is recorded
+once, in the index's field d<start> (a reserved id form, so no job's), as
+"n_first n_last T," (locate: in_moved, 40-admin.lua), and the bucket in
+jr:{Q}:moved (member start, score its last T) until the stream holds no
+entry as old as that (moved_trim). mv = {ms, seq} is the stream's last
+entry id as numbers (nil until read: XINFO STREAM's last-generated-id, so
+deleted entries count), then per bucket the runs {n_first, n_last, T, ...}.
+]]
+local function mv_last(mv, ready)
+  local info = redis.call('XINFO', 'STREAM', ready)
+  for i = 1, #info, 2 do
+    if info[i] == 'last-generated-id' then
+      local a, b = string.match(info[i + 1], '^(%d+)%-(%d+)$')
+      mv.ms, mv.seq = tonumber(a), tonumber(b)
+    end
+  end
+  mv.ms, mv.seq = mv.ms or 0, mv.seq or 0
+end
+-- The entry id of job number n of this run (a new run when T-n would not
+-- be above the stream's last id, as after a "*" entry or another bucket's).
+local function mv_id(mv, ready, n, now)
+  if not mv.ms then mv_last(mv, ready) end
+  local runs = mv.runs
+  local k = #runs
+  local t = k > 0 and runs[k] or nil
+  if not t or not (t > mv.ms or (t == mv.ms and n > mv.seq)) then
+    t = math.max(l_floor(now), mv.ms)
+    if t == mv.ms and n <= mv.seq then t = t + 1 end
+    runs[k + 1], runs[k + 2], runs[k + 3], k = n, n, t, k + 3
+  end
+  runs[k - 1] = n
+  mv.ms, mv.seq = t, n
+  return string.format('%d-%d', t, n)
+end
+-- After an entry "*" made (its id e): the stream's last id, if being followed.
+local function mv_saw(mv, e)
+  if mv and mv.ms then
+    local a, b = string.match(e, '^(%d+)%-(%d+)$')
+    mv.ms, mv.seq = tonumber(a), tonumber(b)
+  end
+end
+-- Record the runs of bucket `start` (see above) and start the next bucket's.
+local function mv_record(mv, ids, moved, start)
+  local runs = mv.runs
+  if #runs == 0 then return end
+  local field = 'd' .. ms_int(start)
+  local out = {redis.call('HGET', ids, field) or ''}
+  for i = 1, #runs, 3 do out[#out + 1] = string.format('%d %d %d,', runs[i], runs[i + 1], runs[i + 2]) end
+  redis.call('HSET', ids, field, table.concat(out))
+  redis.call('ZADD', moved, 'GT', runs[#runs], ms_int(start))
+  mv.runs = {}
+end
+-- Forget the records of runs whose entries are all gone: their last T
+-- below the stream's first entry (or the stream empty), at most 100 a call.
+local function moved_trim(ready, ids, moved)
+  local first = redis.call('XRANGE', ready, '-', '+', 'COUNT', 1)[1]
+  local below = first and ('(' .. string.match(first[1], '^(%d+)')) or '+inf'
+  local old = redis.call('ZRANGE', moved, '-inf', below, 'BYSCORE', 'LIMIT', 0, 100)
+  if #old == 0 then return end
+  local fields = {}
+  for i, b in ipairs(old) do fields[i] = 'd' .. b end
+  redis.call('HDEL', ids, unpack(fields))
+  redis.call('ZREM', moved, unpack(old))
 end
 
 -- Promote one member: XADD it if it is an envelope, else add {member,
@@ -119,10 +190,12 @@ end
 -- The fast path of a bucket wholly due (issue 10): XADD one item straight
 -- from cmsgpack's values, for the usual item of at most 4 string pairs and
 -- a handler: no table, no unpack, e / d / id strings memoised per ms.
--- Returns the job id and its entry id, or nil (nothing written) for any
--- other item: the caller takes wheel_decode_fast's path, which also says
--- what is wrong. ok, off, ... are pcall(unpack_limit)'s values.
-local function wheel_xadd_fast(ready, start, ok, off, seq, o, sid, E, ...)
+-- Returns the job id, its entry id and whether it needs an index entry (a
+-- job moved by number does not, see mv_id: mv = nil moves none so), or nil
+-- (nothing written) for any other item: the caller takes
+-- wheel_decode_fast's path, which also says what is wrong. ok, off, ... are
+-- pcall(unpack_limit)'s values.
+local function wheel_xadd_fast(ready, start, mv, now, ok, off, seq, o, sid, E, ...)
   local nf = l_select('#', ...)
   if not (ok and off == -1 and nf > 0 and nf <= 8 and nf % 2 == 0 and l_type(seq) == 'number' and
           l_type(o) == 'number' and l_type(sid) == 'string' and l_type(E) == 'number' and o >= 0 and
@@ -135,8 +208,12 @@ local function wheel_xadd_fast(ready, start, ok, off, seq, o, sid, E, ...)
   local ms = l_floor(us / 1000)
   local es, ds
   if E >= 0 then es, ds = ms_memo(ms - E), ms_memo(math.ceil(us / 1000)) end
-  if sid == '' then sid = 'd' .. ms_memo(ms) .. '-' .. ms_int(seq) end
-  return sid, xadd_job(ready, sid, es, ds, nf, ...)
+  if sid ~= '' then return sid, xadd_job(ready, '*', sid, es, ds, nf, ...), true end
+  sid = 'd' .. ms_memo(ms) .. '-' .. ms_int(seq)
+  if mv and seq >= 0 and seq < 1e15 then -- moved by number: no index entry
+    return sid, xadd_job(ready, mv_id(mv, ready, seq, now), sid, es, ds, nf, ...), false
+  end
+  return sid, xadd_job(ready, '*', sid, es, ds, nf, ...), true
 end
 
 -- The buckets a jr_promote at `now` takes: those wholly due or whose
@@ -240,7 +317,7 @@ end
 -- rest into the sorted set. Returns how many items were taken (tombstones
 -- included), how many of them were live or garbage (moved), and how many
 -- went into the sorted set; `idx`, `bad` as for promote_one.
-local function wheel_promote(w, starts, room, now, ready, delayed, idx, bad, direct)
+local function wheel_promote(w, starts, room, now, ready, delayed, idx, bad, direct, mv)
   local q = w.q
   local taken, moved, live, cascaded = 0, 0, 0, 0
   for _, b in ipairs(starts) do
@@ -254,10 +331,14 @@ local function wheel_promote(w, starts, room, now, ready, delayed, idx, bad, dir
       for _, item in ipairs(items) do
         local id, us, flat
         if direct then
-          id, us = wheel_xadd_fast(ready, start, l_pcall(l_unpack_limit, item, 5 + 2 * FIELDS_MAX, 0))
+          local indexed
+          id, us, indexed = wheel_xadd_fast(ready, start, mv, now, l_pcall(l_unpack_limit, item, 5 + 2 * FIELDS_MAX, 0))
           if id then
             live = live + 1
-            idx[k + 1], idx[k + 2], k = id, us, k + 2
+            if indexed then
+              idx[k + 1], idx[k + 2], k = id, us, k + 2
+              mv_saw(mv, us)
+            end
           end
         end
         if not id then
@@ -266,7 +347,9 @@ local function wheel_promote(w, starts, room, now, ready, delayed, idx, bad, dir
         if flat then
           live = live + 1
           if direct or us / 1000 <= now then
-            idx[k + 1], idx[k + 2], k = id, redis.call('XADD', ready, '*', F_ID, id, unpack(flat)), k + 2
+            local e = redis.call('XADD', ready, '*', F_ID, id, unpack(flat))
+            idx[k + 1], idx[k + 2], k = id, e, k + 2
+            if direct then mv_saw(mv, e) end
           else
             redis.call('ZADD', delayed, ms_str(us / 1000), cmsgpack.pack(id, unpack(flat)))
             cascaded = cascaded + 1
@@ -276,6 +359,7 @@ local function wheel_promote(w, starts, room, now, ready, delayed, idx, bad, dir
           moved = moved + 1
         end
       end
+      if mv then mv_record(mv, w.ids, w.moved, start) end
       if redis.call('EXISTS', bk) == 0 then redis.call('ZREM', w.wheel, b) end
     end
   end
@@ -285,9 +369,10 @@ end
 
 --[[
 jr_promote
-  KEYS: ready delayed wake dead ids wheel wheel:n   (revision 18; before
-        it ready delayed wake [dead], still taken: the others are then
-        built from Q, see reached)
+  KEYS: ready delayed wake dead ids wheel wheel:n [moved]   (revision 18;
+        before it ready delayed wake [dead], still taken: the others are
+        then built from Q, see reached; moved, revision 22: the jobs of a
+        bucket wholly due with generated ids are moved by number, mv_id)
   ARGV: limit [dead_max]
   Moves up to `limit` (1..PROMOTE_MAX) members whose due time has come out
   of the delayed set, atomically: each envelope into the ready stream, each
@@ -318,9 +403,11 @@ local function promote_impl(fn, keys, args, due_only)
   if keys[4] and keys[4] ~= dead then return refuse(fn, 'key 4 must be ' .. shown(dead) .. ' or left out') end
   local x, nx = reached(fn, keys, 5, q, {K_IDS, K_WHEEL, K_WHEEL_N})
   if not x then return nx end
-  if #keys > 4 + nx then
+  -- revision 22: jr:{Q}:moved may follow (moves by number, see mv_id)
+  local movedk = nx > 0 and keys[8] == qkey(q, K_MOVED) and keys[8]
+  if #keys > 4 + nx + (movedk and 1 or 0) then
     return refuse(fn, 'takes the keys jr:{Q}:ready jr:{Q}:delayed jr:{Q}:wake jr:{Q}:dead jr:{Q}:ids jr:{Q}:wheel ' ..
-                  'jr:{Q}:wheel:n, got ' .. #keys .. ' keys')
+                  'jr:{Q}:wheel:n [jr:{Q}:moved], got ' .. #keys .. ' keys')
   end
   local w = {q = q, wheel = x[K_WHEEL], wheel_n = x[K_WHEEL_N]}
   local ready, delayed, wake = keys[1], keys[2], keys[3]
@@ -329,6 +416,10 @@ local function promote_impl(fn, keys, args, due_only)
     return refuse(fn, 'arguments: LIMIT (1..' .. PROMOTE_MAX .. ') [DEAD_MAX], got ' .. shown(table.concat(args, ' ')))
   end
   local ids = aux(x[K_IDS], 'hash') -- garbage there costs the lookups only (revision 15)
+  local mv -- moves by number only with both keys usable
+  if ids and movedk and aux(movedk, 'zset') then
+    mv, w.ids, w.moved = {runs = {}}, ids, movedk
+  end
   err = check_types(fn, {{ready, 'stream'}, {delayed, 'zset'}, {wake, 'stream'}, {dead, 'stream'}})
   if err then return err end
   local now = now_ms()
@@ -353,7 +444,7 @@ local function promote_impl(fn, keys, args, due_only)
   local taken = #envs
   if #starts > 0 then
     -- 2. the buckets wholly due; 3. the cascades, with the room left
-    local t, m, c = wheel_promote(w, starts, limit - taken, now, ready, delayed, idx, bad, true)
+    local t, m, c = wheel_promote(w, starts, limit - taken, now, ready, delayed, idx, bad, true, mv)
     taken, moved = taken + t, moved + m
     if not due_only and taken < limit then
       t, m, c = wheel_promote(w, starts, limit - taken, now, ready, delayed, idx, bad, false)
@@ -367,6 +458,7 @@ local function promote_impl(fn, keys, args, due_only)
   for _, b in ipairs(bad) do
     xadd_dead(dead, dead_max, {F_ERROR, 'delayed member: ' .. b[2], F_WHY, 'invalid', F_RAW, b[1]})
   end
+  if mv and redis.call('EXISTS', movedk) == 1 then moved_trim(ready, ids, movedk) end
   -- the next wake-up: the earliest member, or when the next bucket must
   -- cascade: among those looked at (`later`, or now for the ones this call
   -- left for lack of room), else the first beyond them, at its earliest

@@ -216,10 +216,18 @@ local function trim_point(ready, entries)
   if not pm or pm > hm or (pm == hm and ps > hs) then
     return string.format('%d-%d', hm, hs + 1), nil
   end
-  local rest = {}
+  -- the entries past P: those of P's shape (length, '-' at one place)
+  -- compare as strings, the others as numbers
+  local rest, pe = {}, p[1][1]
+  local len, d, byte = #pe, string.find(pe, '-', 1, true), string.byte
   for i = 1, #entries do
-    local m, sq = id_parts(entries[i])
-    if m > pm or (m == pm and sq > ps) then rest[#rest + 1] = entries[i] end
+    local e = entries[i]
+    if #e == len and byte(e, d) == 45 then
+      if e > pe then rest[#rest + 1] = e end
+    else
+      local m, sq = id_parts(e)
+      if m > pm or (m == pm and sq > ps) then rest[#rest + 1] = e end
+    end
   end
   if #rest == #entries then return nil end -- none below P: no trim to make
   return p[1][1], rest
@@ -367,9 +375,7 @@ function ack(keys, args)
     end
     redis.call('HDEL', cancelled, unpack(part))
   end
-  for i, id in ipairs(jobids or {}) do
-    if id ~= '' then index_forget(ids, id, entries[i]) end
-  end
+  if jobids then index_forget_many(ids, jobids, entries) end
   if n > 0 then count(stats, 'processed', n, given[K_HISTORY]) end
   if ended then
     local now = now_ms()

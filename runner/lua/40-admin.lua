@@ -115,7 +115,9 @@ Finding and controlling one job by its id. A lookup never scans a queue:
      "<entry id>" -> XRANGE entry entry; a stale entry counts as not there;
   2. an id "<ms>-<n>" (enqueued now without an id) is its own stream entry;
   3. an id "d<due ms>-<n>" (enqueued for later without an id) is in the
-     delayed set between due and due + 1 ms;
+     delayed set between due and due + 1 ms, or in the time-wheel bucket
+     of that due time (by number), or, moved by number into the stream
+     (revision 22), at the entry its bucket's runs name (in_moved);
   4. only jr_locate and jr_delete then look in the dead stream, which is
      capped (dead.max): bounded, not a queue scan.
 The cost is one or two hash/stream/sorted-set reads, plus the members due
@@ -213,6 +215,21 @@ local function in_stream(k, id, entry)
   return r
 end
 
+-- The entry of job `id`, number n of the bucket starting at `start`, if it
+-- was moved by number (revision 22, mv_id in 20-promote.lua): the runs
+-- recorded in the index's field d<start> name its entry T-n.
+local function in_moved(k, id, n, start)
+  local rec = k.ids and redis.call('HGET', k.ids, 'd' .. string.format('%d', start))
+  if not rec then return nil end
+  for a, b, t in string.gmatch(rec, '(%d+) (%d+) (%d+),') do
+    if #a <= 15 and #b <= 15 and tonumber(a) <= n and n <= tonumber(b) and #t <= 15 then
+      local r = in_stream(k, id, t .. '-' .. string.format('%d', n))
+      if r then return r end
+    end
+  end
+  return nil
+end
+
 -- The newest dead entry of job `id` (or whose entry id is `id`), or nil.
 local function in_dead(k, id)
   local from = '+'
@@ -256,8 +273,10 @@ local function locate(k, id)
   end
   local due, dn = string.match(id, '^d(%d+)%-(%d+)$')
   if due and #due <= 15 then
-    r = (#dn <= 15 and in_wheel(k, id, tonumber(dn), bucket_of(tonumber(due) * 1000))) or
-        in_delayed(k, id, due, '(' .. string.format('%d', tonumber(due) + 1))
+    local start = bucket_of(tonumber(due) * 1000)
+    r = (#dn <= 15 and in_wheel(k, id, tonumber(dn), start)) or
+        in_delayed(k, id, due, '(' .. string.format('%d', tonumber(due) + 1)) or
+        (#dn <= 15 and in_moved(k, id, tonumber(dn), start))
     if r then return r end
   end
   if k.dead then return in_dead(k, id) end

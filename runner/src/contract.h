@@ -90,7 +90,8 @@
     X(FINISHED_IDS, finished_ids, "finished:ids") /* hash: job id -> its finished entry */ \
     X(WAITERS, waiters, "waiters")       /* hash: job id -> deadline of its waiters (job wait) */ \
     X(DONE, done, "done")                /* stream, capped: outcomes of jobs waited for */ \
-    X(HISTORY, history, "history")       /* hash, <= 1440 fields: per-minute counts */
+    X(HISTORY, history, "history")       /* hash, <= 1440 fields: per-minute counts */ \
+    X(MOVED, moved, "moved")             /* sorted set: buckets moved by number (revision 22) */
 
 /* JR_QK_READY, ...: the index of a key in JR_QUEUE_KEYS. */
 enum jr_qkey {

@@ -27,14 +27,14 @@ int jr_redis_promote(jr_redis_t *r, const char *queue, int64_t limit, int64_t de
     snprintf(lim, sizeof lim, "%lld", (long long)limit);
     snprintf(dmax, sizeof dmax, "%lld", (long long)dead_max);
     redisReply *rep;
-    int rc = jri_exec(r, &rep, "FCALL", "jr_promote", "7", k.ready, k.delayed, k.wake, k.dead, k.ids, k.wheel,
-                      k.wheel_n, lim, dmax, NULL);
+    int rc = jri_exec(r, &rep, "FCALL", "jr_promote", "8", k.ready, k.delayed, k.wake, k.dead, k.ids, k.wheel,
+                      k.wheel_n, k.moved, lim, dmax, NULL);
     /* Out of memory (maxmemory, noeviction): jr_promote, which may cascade
      * a bucket into the sorted set (more memory), is refused; the due jobs
      * still go, by jr_promote_due (allow-oom, no cascade). */
     if (rc == JR_EREDIS && !strncmp(jr_redis_errstr(r), "OOM", 3))
-        rc = jri_exec(r, &rep, "FCALL", "jr_promote_due", "7", k.ready, k.delayed, k.wake, k.dead, k.ids, k.wheel,
-                      k.wheel_n, lim, dmax, NULL);
+        rc = jri_exec(r, &rep, "FCALL", "jr_promote_due", "8", k.ready, k.delayed, k.wake, k.dead, k.ids, k.wheel,
+                      k.wheel_n, k.moved, lim, dmax, NULL);
     if (rc) return rc;
     /* A library older than this binary answers without the 5th element. */
     if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 4 ||

@@ -857,3 +857,111 @@ Test(wheel, a_job_whose_bucket_would_cascade_at_once_pokes_no_scheduler_and_runs
     }
     cr_expect_eq(got, 11, "not every job ran");
 }
+
+/* jr_promote in the scheduler's form (revision 22: with jr:{Q}:moved, the
+ * jobs of a bucket wholly due with generated ids are moved by number). */
+static long long promote8(const char *q, int limit) {
+    char k[8][96], lim[16];
+    const char *suf[8] = {"ready", "delayed", "wake", "dead", "ids", "wheel", "wheel:n", "moved"};
+    for (int i = 0; i < 8; i++) snprintf(k[i], sizeof k[i], "jr:{%s}:%s", q, suf[i]);
+    snprintf(lim, sizeof lim, "%d", limit);
+    const char *v[] = {"FCALL", "jr_promote", "8", k[0], k[1], k[2], k[3], k[4], k[5], k[6], k[7], lim};
+    redisReply *r = cmdv(12, v);
+    cr_assert(r->type == REDIS_REPLY_ARRAY, "jr_promote: %s", r->type == REDIS_REPLY_ERROR ? r->str : "?");
+    long long moved = r->element[0]->integer;
+    freeReplyObject(r);
+    return moved;
+}
+
+/* Property (revision 22): jobs of buckets wholly due, generated and
+ * explicit ids mixed, promoted by calls of random LIMIT with ready jobs
+ * written between them (entries "*" that the numbered ones must stay
+ * above): each job reaches the stream once, never early; a job with a
+ * generated id gets no index entry of its own yet is found by its id at its
+ * very entry (jr_locate) and can be cancelled; once the entries are gone
+ * the next promotion forgets the runs' records. */
+Test(wheel, property_jobs_moved_by_number_are_found_by_id_and_their_records_go) {
+    const char *q = "mn";
+    unsigned seed = (unsigned)(getenv("JRT_SEED") ? atol(getenv("JRT_SEED")) : jrt_wall_us());
+    srand(seed);
+    cr_log_info("property test: JRT_SEED=%u", seed);
+    enum { N = 500 };
+    static char ids[N][64];
+    static long long dues[N];
+    long long now = redis_ms();
+    for (int i = 0; i < N; i++) {
+        dues[i] = now + 2600 + rand() % 2400; /* 3-4 buckets, all starting over 2 s ahead or in the sorted set */
+        char want[32] = "";
+        if (rand() % 4 == 0) snprintf(want, sizeof want, "mn-%d", i);
+        enqueue_at(q, dues[i], want, ids[i], sizeof ids[i]);
+    }
+    cr_assert_gt(jrt_int(C, "ZCARD jr:{%s}:wheel", q), 1, "the jobs are not in the wheel");
+    while (redis_ms() < now + 6100) usleep(20000); /* every bucket wholly due */
+    int ready = 0;
+    for (int calls = 0; jrt_delayed_count(C, q) > 0; calls++) {
+        cr_assert_lt(calls, 10000, "the jobs are not promoted");
+        promote8(q, 1 + rand() % 40);
+        for (int k = rand() % 3; k > 0; k--, ready++) {
+            char out[64];
+            enqueue_at(q, 0, "", out, sizeof out); /* due now: an entry "*" */
+        }
+    }
+    redisReply *x = redisCommand(C, "XRANGE jr:{%s}:ready - +", q);
+    cr_assert_eq(x->elements, (size_t)(N + ready), "%zu entries for %d jobs", x->elements, N + ready);
+    int seen[N] = {0}, early = 0;
+    static char entry_of[N][48];
+    for (size_t i = 0; i < x->elements; i++) {
+        redisReply *f = x->element[i]->element[1];
+        const char *jid = NULL;
+        for (size_t k = 0; k + 1 < f->elements; k += 2)
+            if (!strcmp(f->element[k]->str, "id")) jid = f->element[k + 1]->str;
+        if (!jid) continue; /* a ready job */
+        int n = -1;
+        for (int k = 0; k < N; k++)
+            if (!strcmp(ids[k], jid)) n = k;
+        cr_assert_geq(n, 0, "unknown job %s", jid);
+        seen[n]++;
+        snprintf(entry_of[n], sizeof entry_of[n], "%s", x->element[i]->element[0]->str);
+        if (atoll(entry_of[n]) < dues[n]) early++;
+    }
+    freeReplyObject(x);
+    int unindexed = 0;
+    for (int k = 0; k < N; k++) {
+        cr_assert_eq(seen[k], 1, "job %s promoted %d times", ids[k], seen[k]);
+        if (ids[k][0] == 'd' && !jrt_int(C, "HEXISTS jr:{%s}:ids %s", q, ids[k])) unindexed++;
+        char k4[4][96];
+        snprintf(k4[0], sizeof k4[0], "jr:{%s}:ready", q), snprintf(k4[1], sizeof k4[1], "jr:{%s}:delayed", q);
+        snprintf(k4[2], sizeof k4[2], "jr:{%s}:ids", q), snprintf(k4[3], sizeof k4[3], "jr:{%s}:dead", q);
+        const char *v[] = {"FCALL", "jr_locate", "4", k4[0], k4[1], k4[2], k4[3], ids[k]};
+        redisReply *r = cmdv(8, v);
+        cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 8, "jr_locate %s", ids[k]);
+        cr_expect_str_eq(r->element[0]->str, "ready", "job %s: %s", ids[k], r->element[0]->str);
+        cr_expect_str_eq(r->element[2]->str, entry_of[k], "job %s found at %s, is at %s", ids[k], r->element[2]->str,
+                         entry_of[k]);
+        freeReplyObject(r);
+    }
+    cr_expect_eq(early, 0, "%d jobs promoted early", early);
+    cr_assert_gt(unindexed, N / 2, "only %d generated ids went without an index entry", unindexed);
+    cr_assert_gt(jrt_int(C, "ZCARD jr:{%s}:moved", q), 0, "no run recorded");
+    /* a moved job is cancelled by its id */
+    int victim = -1;
+    for (int k = 0; k < N && victim < 0; k++)
+        if (ids[k][0] == 'd') victim = k;
+    redisReply *c = redisCommand(C,
+                                 "FCALL jr_cancel 7 jr:{%s}:ready jr:{%s}:delayed jr:{%s}:ids jr:{%s}:cancelled "
+                                 "jr:{%s}:wheel jr:{%s}:wheel:n jr:{%s}:uniq:%s %s",
+                                 q, q, q, q, q, q, q, ids[victim], ids[victim]);
+    cr_assert(c && c->type == REDIS_REPLY_STRING, "jr_cancel: %s", c && c->type == REDIS_REPLY_ERROR ? c->str : "?");
+    cr_expect_str_eq(c->str, "cancelled");
+    freeReplyObject(c);
+    cr_expect_eq(jrt_int(C, "XLEN jr:{%s}:ready", q), N + ready - 1, "the cancelled job is still in the stream");
+    /* the entries go (as acknowledged): the next promotion forgets the records */
+    freeReplyObject(redisCommand(C, "XTRIM jr:{%s}:ready MAXLEN 0", q));
+    promote8(q, 10);
+    cr_expect_eq(jrt_int(C, "EXISTS jr:{%s}:moved", q), 0, "the records of gone entries stay");
+    redisReply *h = redisCommand(C, "HKEYS jr:{%s}:ids", q);
+    for (size_t i = 0; i < h->elements; i++)
+        cr_expect(strncmp(h->element[i]->str, "d", 1) || strchr(h->element[i]->str, '-'), "record %s stays",
+                  h->element[i]->str);
+    freeReplyObject(h);
+}
