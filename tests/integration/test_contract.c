@@ -2161,3 +2161,82 @@ Test(contract, worker_dead_letters_values_outside_the_rules_with_the_rule, .time
     }
     freeReplyObject(ds);
 }
+
+/* Property (revision 22: jr_ack compares ids by their shape, without a
+ * number parsed per entry): over random entry ids of every shape -- ms
+ * parts of 1 to 13 digits, sequences of 1 to 7, several entries per
+ * millisecond -- and random acknowledgements of any subset, in any order,
+ * written with leading zeros or not, an acknowledgement removes exactly
+ * the entries it acknowledges: every other one (still running, never
+ * acknowledged, not yet delivered) stays. A batch mixing one bad id is
+ * refused, naming it, and acknowledges nothing. */
+Test(contract, property_ack_removes_exactly_its_entries_whatever_their_shape) {
+    unsigned seed = (unsigned)(getenv("JRT_SEED") ? atol(getenv("JRT_SEED")) : jrt_wall_us());
+    srand(seed);
+    cr_log_info("property test: JRT_SEED=%u", seed);
+    enum { E = 120 };
+    for (int round = 0; round < 40; round++) {
+        freeReplyObject(cmd("DEL", "jr:{t}:ready", NULL));
+        static char ids[E][48];
+        long long ms = rand() % 3 ? rand() % 50 : 1700000000000LL + rand() % 1000;
+        long long sq = 0;
+        for (int i = 0; i < E; i++) { /* increasing: sometimes the same ms, sometimes a longer one */
+            int r = rand() % 6;
+            if (r == 0) ms += 1 + rand() % 5, sq = rand() % 3;
+            else if (r == 1 && ms < 1000000000000LL) ms = ms * 10 + rand() % 10, sq = rand() % 20;
+            else if (r == 2) sq = sq * 10 + rand() % 10 + 1;
+            else sq += 1 + rand() % 9;
+            if (sq > 9999999) ms++, sq = 0;
+            snprintf(ids[i], sizeof ids[i], "%lld-%lld", ms, sq);
+            redisReply *x = cmd("XADD", "jr:{t}:ready", ids[i], "h", "x", NULL);
+            cr_assert(x->type == REDIS_REPLY_STRING, "XADD %s: %s", ids[i], x->type == REDIS_REPLY_ERROR ? x->str : "?");
+            freeReplyObject(x);
+        }
+        int delivered = E - rand() % 10; /* the last few never read */
+        freeReplyObject(cmd("XGROUP", "CREATE", "jr:{t}:ready", "jr", "0", NULL));
+        char count[16];
+        snprintf(count, sizeof count, "%d", delivered);
+        freeReplyObject(cmd("XREADGROUP", "GROUP", "jr", "c", "COUNT", count, "STREAMS", "jr:{t}:ready", ">", NULL));
+        int gone[E] = {0};
+        for (int call = 0; call < 4; call++) {
+            static char args[E][64];
+            const char *argv[4 + E] = {"FCALL", "jr_ack", "1", "jr:{t}:ready"};
+            int n = 0;
+            for (int i = 0; i < delivered; i++) {
+                if (gone[i] || rand() % 3) continue;
+                long long m, s;
+                sscanf(ids[i], "%lld-%lld", &m, &s);
+                if (rand() % 8 == 0) snprintf(args[n], sizeof args[n], "00%lld-0%lld", m, s);
+                else snprintf(args[n], sizeof args[n], "%.47s", ids[i]);
+                gone[i] = 1;
+                n++;
+            }
+            for (int i = n - 1; i > 0; i--) { /* any order */
+                int j = rand() % (i + 1);
+                char t[64];
+                memcpy(t, args[i], sizeof t), memcpy(args[i], args[j], sizeof t), memcpy(args[j], t, sizeof t);
+            }
+            for (int i = 0; i < n; i++) argv[4 + i] = args[i];
+            if (!n) continue;
+            redisReply *rep = cmdv(4 + n, argv, NULL);
+            cr_assert(rep->type == REDIS_REPLY_INTEGER && rep->integer == n, "round %d: jr_ack of %d: %s", round, n,
+                      rep->type == REDIS_REPLY_ERROR ? rep->str : "wrong count");
+            freeReplyObject(rep);
+            for (int i = 0; i < E; i++)
+                cr_assert_eq(has_entry("jr:{t}:ready", ids[i]), !gone[i], "round %d call %d: entry %s %s", round, call,
+                             ids[i], gone[i] ? "acknowledged but still there" : "not acknowledged but gone");
+        }
+        /* one bad id among good ones: refused by name, nothing acknowledged */
+        int good = -1;
+        for (int i = 0; i < delivered && good < 0; i++)
+            if (!gone[i]) good = i;
+        if (good < 0) continue;
+        long long before = npending("jr:{t}:ready");
+        const char *bad[] = {"FCALL", "jr_ack", "1", "jr:{t}:ready", ids[good], "5-x"};
+        redisReply *rep = cmdv(6, bad, NULL);
+        cr_assert(rep->type == REDIS_REPLY_ERROR && strstr(rep->str, "argument 2") && strstr(rep->str, "5-x"),
+                  "a bad id: %s", rep->type == REDIS_REPLY_ERROR ? rep->str : "accepted");
+        freeReplyObject(rep);
+        cr_assert_eq(npending("jr:{t}:ready"), before, "a refused acknowledgement acknowledged entries");
+    }
+}
