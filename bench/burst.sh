@@ -21,7 +21,10 @@
 # The wait polls `jr_peer waitempty` (a stats call every 2 ms): its own Redis
 # time is inside the drain figures (about 7 commands per poll; < 0.05 us/job
 # at 1M). INFO commandstats of each drain is kept per command (us/job), the
-# per-command profile RESULTS.md records.
+# per-command profile RESULTS.md records. Each rep then runs shape_floor
+# (bench/shape_floor.c) on the same Redis: Redis's CPU per job for the bare
+# shape, no Lua (XADD, XREADGROUP, XACK, XTRIM; delayed: ZADD, ZPOPMIN and
+# an XADD per job from the client), the floor of that rep.
 # Appends one key=value line per rep to bench/results/burst.txt and prints
 # the medians. Stops what it started by pid.
 set -u
@@ -31,10 +34,10 @@ BUILD=${BUILD_DIR:-$ROOT/build}
 case "$BUILD" in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 N=${N_BURST:-1000000}
 REPS=${REPS:-3}
-JR=$BUILD/bin/jobrunner PEER=$BUILD/bench/jr_peer PLUGIN=$BUILD/bench/bench_job.so
+JR=$BUILD/bin/jobrunner PEER=$BUILD/bench/jr_peer PLUGIN=$BUILD/bench/bench_job.so FLOOR=$BUILD/bench/shape_floor
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
   [ -f "$BUILD/CMakeCache.txt" ] || cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null || exit 1
-  cmake --build "$BUILD" -j2 --target jobrunner bench_job jr_peer >/dev/null || exit 1
+  cmake --build "$BUILD" -j2 --target jobrunner bench_job jr_peer shape_floor >/dev/null || exit 1
 fi
 WORK=$(mktemp -d /tmp/jr-burst.XXXXXX)
 REDIS_PID= PIDS=()
@@ -91,7 +94,12 @@ for rep in $(seq "$REPS"); do
   BURST_S=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1000 }')
   TARGET_S=$(awk -v n="$N" -v d="$DRAIN" 'BEGIN { printf "%.3f", 1.1 * n / d }')
   DENQ=$(per_job "$c0" "$c1") DREST=$(per_job "$c1" "$c2") DIDLE=$(per_job "$c1" "$c1b")
-  LINE="burst stamp=$(date -u +%FT%TZ) rep=$rep jobs=$N build=$BUILD drain_jobs_per_s=$DRAIN burst_s=$BURST_S target_s=$TARGET_S burst_over_drain=$(awk -v b="$BURST_S" -v n="$N" -v d="$DRAIN" 'BEGIN { printf "%.2f", b / (n / d) }') ready_redis_us_enqueue=$RENQ ready_redis_us_drain=$RDRAIN ready_redis_us_total=$(awk -v a="$RENQ" -v b="$RDRAIN" 'BEGIN { printf "%.2f", a + b }') delayed_redis_us_enqueue=$DENQ delayed_redis_us_after=$DREST delayed_redis_us_total=$(awk -v a="$DENQ" -v b="$DREST" 'BEGIN { printf "%.2f", a + b }') delayed_redis_us_waiting=$DIDLE ready_profile=$RPROF delayed_profile=$DPROF loadavg=$(cut -d' ' -f1 /proc/loadavg)"
+  # --- the floor of the same rep: the bare shape, no Lua (shape_floor.c)
+  FL=$("$FLOOR" "$SOCK" "$N") || { log "shape_floor failed"; exit 1; }
+  FREADY=$(sed -n 's/^floor phase=ready .* redis_us_total=\([0-9.]*\).*/\1/p' <<<"$FL")
+  FDELAYED=$(sed -n 's/^floor phase=delayed .* redis_us_total=\([0-9.]*\).*/\1/p' <<<"$FL")
+  FPROF=$(sed -n 's/^floor phase=ready .* redis_us_total=[0-9.]* \(.*\)/\1/p' <<<"$FL" | tr ' ' ',')
+  LINE="burst stamp=$(date -u +%FT%TZ) rep=$rep jobs=$N build=$BUILD drain_jobs_per_s=$DRAIN burst_s=$BURST_S target_s=$TARGET_S burst_over_drain=$(awk -v b="$BURST_S" -v n="$N" -v d="$DRAIN" 'BEGIN { printf "%.2f", b / (n / d) }') ready_redis_us_enqueue=$RENQ ready_redis_us_drain=$RDRAIN ready_redis_us_total=$(awk -v a="$RENQ" -v b="$RDRAIN" 'BEGIN { printf "%.2f", a + b }') delayed_redis_us_enqueue=$DENQ delayed_redis_us_after=$DREST delayed_redis_us_total=$(awk -v a="$DENQ" -v b="$DREST" 'BEGIN { printf "%.2f", a + b }') delayed_redis_us_waiting=$DIDLE ready_profile=$RPROF delayed_profile=$DPROF floor_ready_us=$FREADY floor_delayed_us=$FDELAYED floor_ready_profile=$FPROF loadavg=$(cut -d' ' -f1 /proc/loadavg)"
   echo "$LINE" >>"$HERE/results/burst.txt"
   echo "$LINE" | tee -a "$WORK/lines"
 done
@@ -102,3 +110,4 @@ echo "  drain rate (ready)                          $(med drain_jobs_per_s) jobs
 echo "  burst: 1 scheduler, all due, until all ran  $(med burst_s) s   target <= $(med target_s) s (1.1 x N / drain)   ratio burst/(N/drain) $(med burst_over_drain)"
 echo "  Redis CPU per ready job                     $(med ready_redis_us_total) us  (enqueue $(med ready_redis_us_enqueue) + drain $(med ready_redis_us_drain))   target <= 2.0"
 echo "  Redis CPU per delayed job                   $(med delayed_redis_us_total) us  (enqueue $(med delayed_redis_us_enqueue) + wheel..ack $(med delayed_redis_us_after))   target <= 3.0"
+echo "  the bare shape, no Lua (shape_floor)        ready $(med floor_ready_us) us   delayed (sorted set, copied by the client) $(med floor_delayed_us) us"

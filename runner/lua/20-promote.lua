@@ -83,7 +83,8 @@ local function mv_last(mv, ready)
 end
 -- The entry id of job number n of this run (a new run when T-n would not
 -- be above the stream's last id, as after a "*" entry or another bucket's).
-local function mv_id(mv, ready, n, now)
+-- ns is n as digits; mv.pre the run's "T-".
+local function mv_id(mv, ready, n, ns, now)
   if not mv.ms then mv_last(mv, ready) end
   local runs = mv.runs
   local k = #runs
@@ -92,10 +93,11 @@ local function mv_id(mv, ready, n, now)
     t = math.max(l_floor(now), mv.ms)
     if t == mv.ms and n <= mv.seq then t = t + 1 end
     runs[k + 1], runs[k + 2], runs[k + 3], k = n, n, t, k + 3
+    mv.pre = ms_int(t) .. '-'
   end
   runs[k - 1] = n
   mv.ms, mv.seq = t, n
-  return string.format('%d-%d', t, n)
+  return mv.pre .. ns
 end
 -- After an entry "*" made (its id e): the stream's last id, if being followed.
 local function mv_saw(mv, e)
@@ -209,9 +211,10 @@ local function wheel_xadd_fast(ready, start, mv, now, ok, off, seq, o, sid, E, .
   local es, ds
   if E >= 0 then es, ds = ms_memo(ms - E), ms_memo(math.ceil(us / 1000)) end
   if sid ~= '' then return sid, xadd_job(ready, '*', sid, es, ds, nf, ...), true end
-  sid = 'd' .. ms_memo(ms) .. '-' .. ms_int(seq)
+  local ns = ms_int(seq)
+  sid = 'd' .. ms_memo(ms) .. '-' .. ns
   if mv and seq >= 0 and seq < 1e15 then -- moved by number: no index entry
-    return sid, xadd_job(ready, mv_id(mv, ready, seq, now), sid, es, ds, nf, ...), false
+    return sid, xadd_job(ready, mv_id(mv, ready, seq, ns, now), sid, es, ds, nf, ...), false
   end
   return sid, xadd_job(ready, '*', sid, es, ds, nf, ...), true
 end
