@@ -396,7 +396,8 @@ function ack(keys, args)
   if quick then
     n = redis.pcall('XACK', ready, GROUP, unpack(entries))
     if type(n) ~= 'number' then
-      return check_ids(fn, entries, 1) or refuse(fn, 'XACK refused the entries: ' .. shown(n.err))
+      -- "XACK to <key> failed": the form jri_explain reads the command from
+      return check_ids(fn, entries, 1) or refuse(fn, 'XACK to ' .. shown(ready) .. ' failed: ' .. shown(n.err))
     end
   else
     for i = 1, #entries, 1000 do
