@@ -24,7 +24,8 @@
 # per-command profile RESULTS.md records. Each rep then runs shape_floor
 # (bench/shape_floor.c) on the same Redis: Redis's CPU per job for the bare
 # shape, no Lua (XADD, XREADGROUP, XACK, XTRIM; delayed: ZADD, ZPOPMIN and
-# an XADD per job from the client), the floor of that rep.
+# an XADD per job from the client; and each 1 s bucket a stream of its own,
+# read in place once due), the floors of that rep.
 # Appends one key=value line per rep to bench/results/burst.txt and prints
 # the medians. Stops what it started by pid.
 set -u
@@ -98,8 +99,10 @@ for rep in $(seq "$REPS"); do
   FL=$("$FLOOR" "$SOCK" "$N") || { log "shape_floor failed"; exit 1; }
   FREADY=$(sed -n 's/^floor phase=ready .* redis_us_total=\([0-9.]*\).*/\1/p' <<<"$FL")
   FDELAYED=$(sed -n 's/^floor phase=delayed .* redis_us_total=\([0-9.]*\).*/\1/p' <<<"$FL")
+  FINPLACE=$(sed -n 's/^floor phase=inplace .* redis_us_total=\([0-9.]*\).*/\1/p' <<<"$FL")
+  FLEAN=$(sed -n 's/^floor phase=inplace_lean .* redis_us_total=\([0-9.]*\).*/\1/p' <<<"$FL")
   FPROF=$(sed -n 's/^floor phase=ready .* redis_us_total=[0-9.]* \(.*\)/\1/p' <<<"$FL" | tr ' ' ',')
-  LINE="burst stamp=$(date -u +%FT%TZ) rep=$rep jobs=$N build=$BUILD drain_jobs_per_s=$DRAIN burst_s=$BURST_S target_s=$TARGET_S burst_over_drain=$(awk -v b="$BURST_S" -v n="$N" -v d="$DRAIN" 'BEGIN { printf "%.2f", b / (n / d) }') ready_redis_us_enqueue=$RENQ ready_redis_us_drain=$RDRAIN ready_redis_us_total=$(awk -v a="$RENQ" -v b="$RDRAIN" 'BEGIN { printf "%.2f", a + b }') delayed_redis_us_enqueue=$DENQ delayed_redis_us_after=$DREST delayed_redis_us_total=$(awk -v a="$DENQ" -v b="$DREST" 'BEGIN { printf "%.2f", a + b }') delayed_redis_us_waiting=$DIDLE ready_profile=$RPROF delayed_profile=$DPROF floor_ready_us=$FREADY floor_delayed_us=$FDELAYED floor_ready_profile=$FPROF loadavg=$(cut -d' ' -f1 /proc/loadavg)"
+  LINE="burst stamp=$(date -u +%FT%TZ) rep=$rep jobs=$N build=$BUILD drain_jobs_per_s=$DRAIN burst_s=$BURST_S target_s=$TARGET_S burst_over_drain=$(awk -v b="$BURST_S" -v n="$N" -v d="$DRAIN" 'BEGIN { printf "%.2f", b / (n / d) }') ready_redis_us_enqueue=$RENQ ready_redis_us_drain=$RDRAIN ready_redis_us_total=$(awk -v a="$RENQ" -v b="$RDRAIN" 'BEGIN { printf "%.2f", a + b }') delayed_redis_us_enqueue=$DENQ delayed_redis_us_after=$DREST delayed_redis_us_total=$(awk -v a="$DENQ" -v b="$DREST" 'BEGIN { printf "%.2f", a + b }') delayed_redis_us_waiting=$DIDLE ready_profile=$RPROF delayed_profile=$DPROF floor_ready_us=$FREADY floor_delayed_us=$FDELAYED floor_inplace_us=$FINPLACE floor_inplace_lean_us=$FLEAN floor_ready_profile=$FPROF loadavg=$(cut -d' ' -f1 /proc/loadavg)"
   echo "$LINE" >>"$HERE/results/burst.txt"
   echo "$LINE" | tee -a "$WORK/lines"
 done
@@ -111,3 +114,4 @@ echo "  burst: 1 scheduler, all due, until all ran  $(med burst_s) s   target <=
 echo "  Redis CPU per ready job                     $(med ready_redis_us_total) us  (enqueue $(med ready_redis_us_enqueue) + drain $(med ready_redis_us_drain))   target <= 2.0"
 echo "  Redis CPU per delayed job                   $(med delayed_redis_us_total) us  (enqueue $(med delayed_redis_us_enqueue) + wheel..ack $(med delayed_redis_us_after))   target <= 3.0"
 echo "  the bare shape, no Lua (shape_floor)        ready $(med floor_ready_us) us   delayed (sorted set, copied by the client) $(med floor_delayed_us) us"
+echo "                                              delayed, each bucket a stream read in place: $(med floor_inplace_us) us (fields id h e d p), $(med floor_inplace_lean_us) us (h d p)"

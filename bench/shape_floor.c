@@ -18,7 +18,13 @@
  *            and its e and d fields, 1 ms apart), ZADDed pipelined; then
  *            ZPOPMIN B at a time and one XADD per job from the client (a
  *            copy of the smallest cost: not atomic, so not a design, a
- *            floor), then the same read, XACK and XTRIM.
+ *            floor), then the same read, XACK and XTRIM;
+ *   inplace: the same N jobs XADDed into a stream per 1 s bucket of their
+ *            due time (id, e and d fields, as a delayed job carries), one
+ *            XGROUP CREATE per bucket once due, then each bucket read,
+ *            acknowledged and trimmed as above and deleted: the floor of
+ *            reading a due bucket where it lies instead of copying it;
+ *   inplace_lean: the same with the fields h, d and p only.
  * Prints Redis's CPU (INFO cpu, user + system, all threads) per job for
  * each phase, and the time of each command per job (INFO commandstats),
  * as key=value words on one line per phase. Needs nothing but hiredis.
@@ -80,10 +86,11 @@ static void profile(long n) {
     freeReplyObject(r);
 }
 
-/* Read the stream with group jr until empty: XREADGROUP COUNT b, then
- * XACK of the batch and XTRIM MINID of its last id, sent with the next
- * read (XTRIM keeps that last entry: at most one entry stays). */
-static void drain(long n, long b) {
+/* Read the stream `key` with group jr until empty (n entries expected):
+ * XREADGROUP COUNT b, then XACK of the batch and XTRIM MINID of its last
+ * id, sent with the next read (XTRIM keeps that last entry: at most one
+ * entry stays). */
+static void drain(const char *key, long n, long b) {
     long done = 0;
     char **ids = calloc((size_t)b, sizeof *ids);
     size_t *lens = calloc((size_t)b, sizeof *lens);
@@ -96,13 +103,13 @@ static void drain(long n, long b) {
     while (done < n) {
         int pend = 0;
         if (have) {
-            argv[0] = "XACK", argl[0] = 4, argv[1] = "s", argl[1] = 1, argv[2] = "jr", argl[2] = 2;
+            argv[0] = "XACK", argl[0] = 4, argv[1] = key, argl[1] = strlen(key), argv[2] = "jr", argl[2] = 2;
             for (long i = 0; i < have; i++) argv[3 + i] = ids[i], argl[3 + i] = lens[i];
             redisAppendCommandArgv(C, (int)have + 3, argv, argl);
-            redisAppendCommand(C, "XTRIM s MINID %s", ids[have - 1]);
+            redisAppendCommand(C, "XTRIM %s MINID %s", key, ids[have - 1]);
             pend = 2;
         }
-        redisAppendCommand(C, "XREADGROUP GROUP jr c COUNT %s STREAMS s >", count);
+        redisAppendCommand(C, "XREADGROUP GROUP jr c COUNT %s STREAMS %s >", count, key);
         for (int i = 0; i < pend; i++) freeReplyObject(get());
         for (long i = 0; i < have; i++) free(ids[i]);
         have = 0;
@@ -121,10 +128,10 @@ static void drain(long n, long b) {
         done += have;
     }
     if (have) { /* the last batch's acknowledgement */
-        argv[0] = "XACK", argl[0] = 4, argv[1] = "s", argl[1] = 1, argv[2] = "jr", argl[2] = 2;
+        argv[0] = "XACK", argl[0] = 4, argv[1] = key, argl[1] = strlen(key), argv[2] = "jr", argl[2] = 2;
         for (long i = 0; i < have; i++) argv[3 + i] = ids[i], argl[3 + i] = lens[i];
         redisAppendCommandArgv(C, (int)have + 3, argv, argl);
-        redisAppendCommand(C, "XTRIM s MINID %s", ids[have - 1]);
+        redisAppendCommand(C, "XTRIM %s MINID %s", key, ids[have - 1]);
         freeReplyObject(get());
         freeReplyObject(get());
         for (long i = 0; i < have; i++) free(ids[i]);
@@ -161,7 +168,7 @@ int main(int argc, char **argv) {
     }
     double c1 = cpu();
     cmd("XGROUP CREATE s jr 0");
-    drain(n, b);
+    drain("s", n, b);
     double c2 = cpu();
     printf("floor phase=ready jobs=%ld batch=%ld payload=%ld redis_us_enqueue=%.2f redis_us_drain=%.2f redis_us_total=%.2f",
            n, b, pb, (c1 - c0) * 1e6 / (double)n, (c2 - c1) * 1e6 / (double)n, (c2 - c0) * 1e6 / (double)n);
@@ -202,7 +209,7 @@ int main(int argc, char **argv) {
     }
     double c1b = cpu();
     cmd("XGROUP CREATE s jr 0");
-    drain(n, b);
+    drain("s", n, b);
     c2 = cpu();
     printf("floor phase=delayed jobs=%ld batch=%ld payload=%ld redis_us_enqueue=%.2f redis_us_copy=%.2f "
            "redis_us_drain=%.2f redis_us_total=%.2f",
@@ -210,6 +217,53 @@ int main(int argc, char **argv) {
            (c2 - c0) * 1e6 / (double)n);
     profile(n);
     printf("\n");
+    /* in place: each 1 s bucket is a stream of its own from the enqueue on;
+     * once wholly due it is made readable where it lies (one XGROUP CREATE
+     * per bucket) and read, acknowledged and deleted as the ready stream
+     * is: no copy per job. The floor of reading a due bucket in place, with
+     * the fields of a delayed job today (id h e d p), and lean (h d p: the
+     * job id told by the bucket and the entry id, no enqueue time). */
+    for (int lean = 0; lean < 2; lean++) {
+        cmd("FLUSHALL");
+        cmd("CONFIG RESETSTAT");
+        c0 = cpu();
+        for (long i = 0; i < n; i += 1000) {
+            long k = n - i < 1000 ? n - i : 1000;
+            for (long j = 0; j < k; j++) {
+                long long due = t0 + i + j;
+                if (lean)
+                    redisAppendCommand(C, "XADD b:%lld * h noop d %lld p %b", due / 1000 * 1000, due, pay, (size_t)pb);
+                else
+                    redisAppendCommand(C, "XADD b:%lld * id d%lld-%ld h noop e %lld d %lld p %b", due / 1000 * 1000, due,
+                                       i + j, t0, due, pay, (size_t)pb);
+            }
+            for (long j = 0; j < k; j++) freeReplyObject(get());
+        }
+        c1 = cpu();
+        long long first = t0 / 1000 * 1000, last = (t0 + n - 1) / 1000 * 1000;
+        for (long long bk = first; bk <= last; bk += 1000) {
+            redisReply *r = redisCommand(C, "XGROUP CREATE b:%lld jr 0", bk);
+            if (!r || r->type == REDIS_REPLY_ERROR) die("XGROUP CREATE");
+            freeReplyObject(r);
+        }
+        c1b = cpu();
+        for (long long bk = first; bk <= last; bk += 1000) {
+            char key[40];
+            snprintf(key, sizeof key, "b:%lld", bk);
+            long in = (long)((bk + 1000 < t0 + n ? bk + 1000 : t0 + n) - (bk > t0 ? bk : t0));
+            drain(key, in, b);
+            redisReply *r = redisCommand(C, "DEL %s", key);
+            if (!r || r->type == REDIS_REPLY_ERROR) die("DEL");
+            freeReplyObject(r);
+        }
+        c2 = cpu();
+        printf("floor phase=%s jobs=%ld batch=%ld payload=%ld redis_us_enqueue=%.2f redis_us_promote=%.2f "
+               "redis_us_drain=%.2f redis_us_total=%.2f",
+               lean ? "inplace_lean" : "inplace", n, b, pb, (c1 - c0) * 1e6 / (double)n, (c1b - c1) * 1e6 / (double)n,
+               (c2 - c1b) * 1e6 / (double)n, (c2 - c0) * 1e6 / (double)n);
+        profile(n);
+        printf("\n");
+    }
     free(pay);
     redisFree(C);
     return 0;
