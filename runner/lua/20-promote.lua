@@ -71,21 +71,34 @@ entry as old as that (moved_trim). mv = {ms, seq} is the stream's last
 entry id as numbers (nil until read: XINFO STREAM's last-generated-id, so
 deleted entries count), then per bucket the runs {n_first, n_last, T, ...}.
 ]]
-local function mv_last(mv, ready)
-  local info = redis.call('XINFO', 'STREAM', ready)
-  for i = 1, #info, 2 do
-    if info[i] == 'last-generated-id' then
-      local a, b = string.match(info[i + 1], '^(%d+)%-(%d+)$')
-      mv.ms, mv.seq = tonumber(a), tonumber(b)
-    end
+-- mv.ms, mv.seq: stream id e ("<ms>-<seq>") as numbers. mv.off once its
+-- ms part has more than 15 digits (a stream written by hand): a number
+-- would not hold it exactly, so T-n could land at or below the stream's
+-- last id and XADD refuse it after the bucket's items were taken; the rest
+-- of the call then moves its jobs by "*", each with its index entry. (A
+-- seq part past 2^53 is harmless: n < 1e15 stays below it, so T moves on.)
+local function mv_set(mv, e)
+  local a, b = string.match(e, '^(%d+)%-(%d+)$')
+  if not a or #a > 15 then
+    mv.off = true
+    return
   end
-  mv.ms, mv.seq = mv.ms or 0, mv.seq or 0
+  mv.ms, mv.seq = tonumber(a), tonumber(b)
+end
+local function mv_last(mv, ready)
+  local info, last = redis.call('XINFO', 'STREAM', ready), '0-0'
+  for i = 1, #info, 2 do
+    if info[i] == 'last-generated-id' then last = info[i + 1] end
+  end
+  mv_set(mv, last)
 end
 -- The entry id of job number n of this run (a new run when T-n would not
--- be above the stream's last id, as after a "*" entry or another bucket's).
+-- be above the stream's last id, as after a "*" entry or another bucket's),
+-- or nil when this call moves no more jobs by number (mv.off).
 -- ns is n as digits; mv.pre the run's "T-".
 local function mv_id(mv, ready, n, ns, now)
-  if not mv.ms then mv_last(mv, ready) end
+  if not mv.ms and not mv.off then mv_last(mv, ready) end
+  if mv.off then return nil end
   local runs = mv.runs
   local k = #runs
   local t = k > 0 and runs[k] or nil
@@ -101,10 +114,7 @@ local function mv_id(mv, ready, n, ns, now)
 end
 -- After an entry "*" made (its id e): the stream's last id, if being followed.
 local function mv_saw(mv, e)
-  if mv and mv.ms then
-    local a, b = string.match(e, '^(%d+)%-(%d+)$')
-    mv.ms, mv.seq = tonumber(a), tonumber(b)
-  end
+  if mv and mv.ms and not mv.off then mv_set(mv, e) end
 end
 -- Record the runs of bucket `start` (see above) and start the next bucket's.
 local function mv_record(mv, ids, moved, start)
@@ -214,7 +224,8 @@ local function wheel_xadd_fast(ready, start, mv, now, ok, off, seq, o, sid, E, .
   local ns = ms_int(seq)
   sid = 'd' .. ms_memo(ms) .. '-' .. ns
   if mv and seq >= 0 and seq < 1e15 then -- moved by number: no index entry
-    return sid, xadd_job(ready, mv_id(mv, ready, seq, ns, now), sid, es, ds, nf, ...), false
+    local eid = mv_id(mv, ready, seq, ns, now)
+    if eid then return sid, xadd_job(ready, eid, sid, es, ds, nf, ...), false end
   end
   return sid, xadd_job(ready, '*', sid, es, ds, nf, ...), true
 end

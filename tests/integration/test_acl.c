@@ -5,6 +5,7 @@
  * which command Redis refused and to which role, and loses nothing. The
  * default user is the test's own, for setting up and looking. */
 #include <criterion/criterion.h>
+#include <stdarg.h>
 #include <jobrunner/client.h>
 #include <signal.h>
 #include <stdio.h>
@@ -388,6 +389,118 @@ Test(acl, the_scheduler_promotes_and_fires_cron_with_its_acl) {
     char denied[4096];
     refusals("jr-scheduler", denied, sizeof denied);
     cr_expect_str_empty(denied, "Redis refused the scheduler: %s", denied);
+}
+
+/* The paths a short run does not take, each with the role's user (the
+ * class: tests/unit/test_acl_lists.c checks every path statically). */
+
+/* An integer reply of one command on an admin connection. */
+static long long admin_int(const char *first, ...) {
+    const char *argv[8];
+    size_t n = 0;
+    va_list ap;
+    va_start(ap, first);
+    for (const char *a = first; a && n < 8; a = va_arg(ap, const char *)) argv[n++] = a;
+    va_end(ap);
+    redisContext *c = jrt_connect(&R);
+    redisReply *rep = redisCommandArgv(c, (int)n, argv, NULL);
+    cr_assert(rep && rep->type == REDIS_REPLY_INTEGER, "%s: %s", first, rep && rep->str ? rep->str : "no integer");
+    long long v = rep->integer;
+    freeReplyObject(rep);
+    redisFree(c);
+    return v;
+}
+
+/* A bucket of the time wheel found wholly due (the scheduler was not
+ * running) is moved by number (revision 22): its runs are recorded in
+ * jr:{Q}:ids and jr:{Q}:moved, and forgotten by a later call once the
+ * stream holds no entry that old (XRANGE, HDEL). */
+Test(acl, the_scheduler_moves_a_wholly_due_bucket_and_forgets_its_runs_with_its_acl) {
+    set_user("jr-scheduler", NULL);
+    char id[64];
+    const char *far[] = {"--in", "3500ms", "noop", NULL}; /* a bucket starting 2.5 s or more away: the wheel */
+    for (int i = 0; i < 3; i++) jrt_cli_enqueue(&R, NULL, far, id, sizeof id);
+    jrt_sleep_ms(4700); /* the bucket ends by 4.5 s from now: wholly due */
+    const char *slog = jrt_path(&R, "sched.log");
+    const char *args[] = {"scheduler", "--redis", url_of("jr-scheduler"), NULL};
+    pid_t s = jrt_spawn(slog, args);
+    jr_qstats_t st = {0};
+    for (int i = 0; i < 200 && ((st = jrt_stats(&R, "default")).ready < 3 || st.delayed); i++) jrt_sleep_ms(50);
+    cr_expect(st.ready == 3 && st.delayed == 0, "%lld ready, %lld delayed:\n%s", st.ready, st.delayed,
+              jrt_slurp(slog));
+    cr_expect_eq(admin_int("EXISTS", "jr:{default}:moved", NULL), 1, "the bucket was not moved by number");
+    admin_int("XTRIM", "jr:{default}:ready", "MAXLEN", "0", NULL); /* the jobs are gone: their runs may go */
+    const char *soon[] = {"--in", "200ms", "noop", NULL};
+    jrt_cli_enqueue(&R, NULL, soon, id, sizeof id); /* another call of the scheduler */
+    long long left = 1;
+    for (int i = 0; i < 200 && (left = admin_int("EXISTS", "jr:{default}:moved", NULL)); i++) jrt_sleep_ms(50);
+    cr_expect_eq(left, 0, "the runs were not forgotten:\n%s", jrt_slurp(slog));
+    cr_expect_eq(jrt_stop(s, SIGTERM, 15000), 0);
+    char denied[4096];
+    refusals("jr-scheduler", denied, sizeof denied);
+    cr_expect_str_empty(denied, "Redis refused the scheduler: %s", denied);
+}
+
+/* keep_finished: each acknowledgement writes the job's record and trims the
+ * records to the count (XLEN, XRANGE, XTRIM). */
+Test(acl, the_worker_keeps_and_trims_finished_records_with_its_acl) {
+    set_user("jr-worker", NULL);
+    char conf[512], id[64];
+    jrt_write(&R, "keep.yaml", "queues:\n  default: {keep_finished: {count: 2}}\n", conf, sizeof conf);
+    const char *job[] = {"follow", "n=0", NULL};
+    for (int i = 0; i < 4; i++) jrt_cli_enqueue(&R, NULL, job, id, sizeof id);
+    const char *wlog = jrt_path(&R, "worker.log");
+    const char *args[] = {"worker", "-c", conf, "--redis", url_of("jr-worker"), "--plugin", JRT_FOLLOW_PLUGIN,
+                          "-q", "default", NULL};
+    pid_t w = jrt_spawn(wlog, args);
+    jr_qstats_t st = jrt_wait_settled(&R, "default", 0, 30000);
+    cr_expect_eq(st.ready + st.pending, 0, "%lld ready, %lld pending:\n%s", st.ready, st.pending, jrt_slurp(wlog));
+    cr_expect_eq(admin_int("XLEN", "jr:{default}:finished", NULL), 2, "records kept:\n%s", jrt_slurp(wlog));
+    cr_expect_eq(jrt_stop(w, SIGTERM, 15000), 0);
+    char denied[4096];
+    refusals("jr-worker", denied, sizeof denied);
+    cr_expect_str_empty(denied, "Redis refused the worker: %s", denied);
+}
+
+/* A worker removes the consumer of a stopped worker that holds no job
+ * (XINFO CONSUMERS, XGROUP DELCONSUMER), at its start. */
+Test(acl, a_worker_removes_a_stopped_workers_consumer_with_its_acl) {
+    set_user("jr-worker", NULL);
+    char conf[512], id[64];
+    jrt_write(&R, "lease.yaml", "worker:\n  lease: 300ms\n", conf, sizeof conf);
+    const char *job[] = {"follow", "n=0", NULL};
+    jrt_cli_enqueue(&R, NULL, job, id, sizeof id);
+    const char *wlog = jrt_path(&R, "worker.log");
+    const char *args[] = {"worker", "-c", conf, "--redis", url_of("jr-worker"), "--plugin", JRT_FOLLOW_PLUGIN,
+                          "-q", "default", NULL};
+    pid_t a = jrt_spawn(wlog, args);
+    jr_qstats_t st = jrt_wait_settled(&R, "default", 0, 30000);
+    cr_expect_eq(st.ready + st.pending, 0, "%s", jrt_slurp(wlog));
+    cr_expect_eq(jrt_stop(a, SIGTERM, 15000), 0);
+    redisContext *c = jrt_connect(&R);
+    redisReply *rep = jrt_cmd(c, "XINFO", "CONSUMERS", "jr:{default}:ready", "jr", NULL);
+    cr_assert(rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 && rep->element[0]->elements >= 2,
+              "the first worker left %zu consumers", rep->elements);
+    char gone[128];
+    snprintf(gone, sizeof gone, "%s", rep->element[0]->element[1]->str); /* "name", <name>, ... */
+    freeReplyObject(rep);
+    jrt_sleep_ms(600); /* idle longer than the lease */
+    pid_t b = jrt_spawn(wlog, args);
+    int there = 1;
+    for (int i = 0; i < 200 && there; i++) {
+        rep = jrt_cmd(c, "XINFO", "CONSUMERS", "jr:{default}:ready", "jr", NULL);
+        there = rep->type != REDIS_REPLY_ARRAY;
+        for (size_t k = 0; !there && k < rep->elements; k++)
+            there = rep->element[k]->elements >= 2 && !strcmp(rep->element[k]->element[1]->str, gone);
+        freeReplyObject(rep);
+        if (there) jrt_sleep_ms(50);
+    }
+    redisFree(c);
+    cr_expect(!there, "the stopped worker's consumer %s is still there:\n%s", gone, jrt_slurp(wlog));
+    cr_expect_eq(jrt_stop(b, SIGTERM, 15000), 0);
+    char denied[4096];
+    refusals("jr-worker", denied, sizeof denied);
+    cr_expect_str_empty(denied, "Redis refused the worker: %s", denied);
 }
 
 Test(acl, the_scheduler_without_xadd_says_so_and_the_job_stays_delayed) {

@@ -965,3 +965,33 @@ Test(wheel, property_jobs_moved_by_number_are_found_by_id_and_their_records_go) 
                   h->element[i]->str);
     freeReplyObject(h);
 }
+
+/* A ready stream whose last id has a millisecond part no Lua number holds
+ * exactly (more than 15 digits: written by hand, or by a clock far off):
+ * a bucket wholly due is not moved by number then (T-n could land at or
+ * below that id, and XADD refuse it after the bucket's items were taken,
+ * losing them), its jobs go in by "*" with their index entries: every one
+ * reaches the stream once and is found by its id. */
+Test(wheel, a_stream_past_2_pow_53_ms_takes_a_wholly_due_bucket_whole) {
+    const char *q = "mbig";
+    freeReplyObject(redisCommand(C, "XADD jr:{%s}:ready 9007199254740993-0 id junk h noop", q));
+    enum { N = 20 };
+    char ids[N][64];
+    long long now = redis_ms();
+    for (int i = 0; i < N; i++) enqueue_at(q, now + 3000 + i, "", ids[i], sizeof ids[i]);
+    cr_assert_gt(jrt_int(C, "ZCARD jr:{%s}:wheel", q), 0, "the jobs are not in the wheel");
+    while (redis_ms() < now + 4100) usleep(20000); /* the bucket wholly due */
+    for (int calls = 0; jrt_delayed_count(C, q) > 0; calls++) {
+        cr_assert_lt(calls, 100, "the jobs are not promoted");
+        promote8(q, 7);
+    }
+    cr_expect_eq(jrt_int(C, "XLEN jr:{%s}:ready", q), N + 1, "jobs lost");
+    cr_expect_eq(jrt_int(C, "EXISTS jr:{%s}:moved", q), 0, "a run was recorded");
+    for (int k = 0; k < N; k++) {
+        redisReply *r = redisCommand(C, "FCALL jr_locate 4 jr:{%s}:ready jr:{%s}:delayed jr:{%s}:ids jr:{%s}:dead %s",
+                                     q, q, q, q, ids[k]);
+        cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 8, "jr_locate %s", ids[k]);
+        cr_expect_str_eq(r->element[0]->str, "ready", "job %s: %s", ids[k], r->element[0]->str);
+        freeReplyObject(r);
+    }
+}
