@@ -39,13 +39,16 @@ typedef struct {
 } fn_t;
 
 static tok_t *toks;
-static size_t ntoks;
+static size_t ntoks, captoks;
 static fn_t *fns;
 static size_t nfns;
 
 static void push(int kind, const char *s, size_t n) {
-    toks = realloc(toks, (ntoks + 1) * sizeof *toks);
-    cr_assert(toks);
+    if (ntoks == captoks) {
+        captoks = captoks ? 2 * captoks : 4096;
+        toks = realloc(toks, captoks * sizeof *toks);
+        cr_assert(toks);
+    }
     toks[ntoks].kind = kind;
     snprintf(toks[ntoks].text, sizeof toks[ntoks].text, "%.*s", (int)(n < 63 ? n : 63), s);
     ntoks++;
@@ -134,7 +137,7 @@ static void add_unique(char (*v)[48], size_t *n, size_t max, const char *s) {
  * count for the inner one only (the outer refers to it by name). */
 static void scan(void) {
     struct {
-        fn_t *f;
+        size_t f; /* index in fns (which a realloc moves) */
         int depth;
     } stack[64];
     int sp = 0, depth = 0;
@@ -156,7 +159,7 @@ static void scan(void) {
                     snprintf(f->name, sizeof f->name, "%s", name);
                 }
                 cr_assert(sp < 64);
-                stack[sp].f = f, stack[sp].depth = depth, sp++;
+                stack[sp].f = (size_t)(f - fns), stack[sp].depth = depth, sp++;
             }
             continue;
         }
@@ -170,7 +173,7 @@ static void scan(void) {
             continue;
         }
         if (sp == 0) continue;
-        fn_t *f = stack[sp - 1].f;
+        fn_t *f = &fns[stack[sp - 1].f];
         /* redis.call, redis.pcall, and l_call (the library's local for redis.call) */
         int caller = t->kind == TOK_NAME && (((!strcmp(t->text, "call") || !strcmp(t->text, "pcall")) && i >= 2 &&
                                               is(i - 1, TOK_PUNCT, ".") && is(i - 2, TOK_NAME, "redis")) ||
@@ -244,7 +247,7 @@ static void setup(void) {
 
 static void teardown(void) {
     free(toks), free(fns), free(doc);
-    toks = NULL, fns = NULL, ntoks = nfns = 0;
+    toks = NULL, fns = NULL, ntoks = nfns = captoks = 0;
 }
 
 /* Whether the words hold +cmd, or +container for "container|sub". */
