@@ -7,6 +7,7 @@
 #   BUILD_DIR=build-bench bench/run.sh    # another build tree (default: build)
 #   SKIP_PEERS=1 bench/run.sh             # only the jobrunner extras
 #   SKIP_EXTRAS=1 bench/run.sh            # only the peer harness
+#   SKIP_BURST=1 bench/run.sh             # without bench/burst.sh and bench/fn_cost.sh (issue 23, ~5 min)
 #
 # Writes:
 #   bench/results/peers.txt        result lines of the peer harness (appended, one batch per run)
@@ -47,8 +48,8 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
   fi
   BT=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$BUILD/CMakeCache.txt")
   case "$BT" in ""|Release|RelWithDebInfo) ;; *) log "warning: $BUILD is a $BT build; numbers will not be representative" ;; esac
-  log "building jobrunner, bench_job, jr_peer in $BUILD"
-  cmake --build "$BUILD" -j2 --target jobrunner bench_job jr_peer >/dev/null || { log "build failed"; exit 1; }
+  log "building jobrunner, bench_job, jr_peer, shape_floor in $BUILD"
+  cmake --build "$BUILD" -j2 --target jobrunner bench_job jr_peer shape_floor >/dev/null || { log "build failed"; exit 1; }
 fi
 JR=$BUILD/bin/jobrunner
 PEER=$BUILD/bench/jr_peer
@@ -296,4 +297,15 @@ emit "workload=idle seconds=$IDLE_S processes=3 block_s=$BLOCK_S $per_proc comma
 trap - EXIT
 cleanup
 $PY "$HERE/report.py" --peers "$PEER_RESULTS" --extras "$EXTRAS" --batch "$BATCH" --out "$LATEST"
+
+# --- issue 23: N_BURST (1M) jobs due at once against the drain rate of the
+# same rep, Redis's CPU per job (ready, delayed) beside the bare shape's
+# floors (bench/burst.sh, its own private Redis on a unix socket), then each
+# job-path function's Redis time per job (bench/fn_cost.sh). SKIP_BURST=1
+# leaves them out.
+if [ "${SKIP_BURST:-0}" != 1 ] && [ "$QUICK" != 1 ]; then
+  log "burst and Redis CPU per job: bench/burst.sh (N_BURST=${N_BURST:-1000000}, REPS=$REPS), bench/fn_cost.sh"
+  SKIP_BUILD=1 BUILD_DIR="$BUILD" REPS="$REPS" bash "$HERE/burst.sh" | sed -n '/^== medians/,$p'
+  SKIP_BUILD=1 BUILD_DIR="$BUILD" REPS="$REPS" bash "$HERE/fn_cost.sh" | sed 's/^fn_cost stamp=[^ ]* /  /'
+fi
 log "results: $LATEST, $PEER_RESULTS, $EXTRAS; log: $RUNLOG"
