@@ -187,8 +187,11 @@ async function main() {
 
     // ---- bulk over a filter: run now every delayed job whose payload holds "later"
     await page.goto(web.base + '/#/queue/shop/delayed', { waitUntil: 'networkidle0' });
-    await page.waitForSelector('#f-payload');
+    // the delayed page's own toolbar (the ready page before it has a #f-payload too, which
+    // the delayed page replaces once its data arrived: text typed there was lost under ASan)
+    await page.waitForSelector('button[data-action="Run now all matching"]');
     await page.type('#f-payload', 'later');
+    await page.waitForFunction(() => / 1 shown\./.test(document.getElementById('filter-note').textContent));
     await page.screenshot({ path: path.join(opt.out, 'bulk.png'), fullPage: true });
     await page.click('button[data-action="Run now all matching"]');
     await until('the job "later" to run', () => /later/.test(readLog(RECORD)));
