@@ -290,11 +290,14 @@ static int sched_promote(sched_t *s, size_t i) {
                 double ahead_us = (next_due - now) * 1000.0;
                 if (!(ahead_us < JR_DELAY_MAX_MS * 1000.0)) ahead_us = JR_DELAY_MAX_MS * 1000.0;
                 /* A call that moved nothing and says a job is due now
-                 * (bucket items that were all cancelled, or garbage in the
-                 * time wheel's index that a library before revision 15
-                 * misread) is called again after 100 ms at the earliest:
-                 * the loop never spins on it. */
-                if (moved == 0 && ahead_us < 100000) ahead_us = 100000;
+                 * or past (bucket items that were all cancelled, or garbage
+                 * in the time wheel's index that a library before revision
+                 * 15 misread) is called again after 100 ms at the earliest:
+                 * the loop never spins on it. Only then: a call that came a
+                 * hair early (our timer runs on our clock, the due time is
+                 * Redis's) moved nothing either, and its job, due in
+                 * microseconds, waited those 100 ms. */
+                if (moved == 0 && ahead_us <= 0) ahead_us = 100000;
                 sched_fold_deadline(s, sent + (int64_t)ahead_us);
             }
             break;
