@@ -411,6 +411,20 @@ static long long admin_int(const char *first, ...) {
     return v;
 }
 
+/* The role's user was refused nothing (ACL LOG), said by role. */
+static void expect_not_refused(const char *user, const char *role) {
+    char denied[4096];
+    refusals(user, denied, sizeof denied);
+    cr_expect_str_empty(denied, "Redis refused the %s: %s", role, denied);
+}
+
+/* A worker of queue default with its role's user and configuration conf. */
+static pid_t start_worker_conf(const char *conf, const char *log) {
+    const char *args[] = {"worker", "-c", conf, "--redis", url_of("jr-worker"), "--plugin", JRT_FOLLOW_PLUGIN,
+                          "-q", "default", NULL};
+    return jrt_spawn(log, args);
+}
+
 /* A bucket of the time wheel found wholly due (the scheduler was not
  * running) is moved by number (revision 22): its runs are recorded in
  * jr:{Q}:ids and jr:{Q}:moved, and forgotten by a later call once the
@@ -436,9 +450,7 @@ Test(acl, the_scheduler_moves_a_wholly_due_bucket_and_forgets_its_runs_with_its_
     for (int i = 0; i < 200 && (left = admin_int("EXISTS", "jr:{default}:moved", NULL)); i++) jrt_sleep_ms(50);
     cr_expect_eq(left, 0, "the runs were not forgotten:\n%s", jrt_slurp(slog));
     cr_expect_eq(jrt_stop(s, SIGTERM, 15000), 0);
-    char denied[4096];
-    refusals("jr-scheduler", denied, sizeof denied);
-    cr_expect_str_empty(denied, "Redis refused the scheduler: %s", denied);
+    expect_not_refused("jr-scheduler", "scheduler");
 }
 
 /* keep_finished: each acknowledgement writes the job's record and trims the
@@ -450,16 +462,12 @@ Test(acl, the_worker_keeps_and_trims_finished_records_with_its_acl) {
     const char *job[] = {"follow", "n=0", NULL};
     for (int i = 0; i < 4; i++) jrt_cli_enqueue(&R, NULL, job, id, sizeof id);
     const char *wlog = jrt_path(&R, "worker.log");
-    const char *args[] = {"worker", "-c", conf, "--redis", url_of("jr-worker"), "--plugin", JRT_FOLLOW_PLUGIN,
-                          "-q", "default", NULL};
-    pid_t w = jrt_spawn(wlog, args);
+    pid_t w = start_worker_conf(conf, wlog);
     jr_qstats_t st = jrt_wait_settled(&R, "default", 0, 30000);
     cr_expect_eq(st.ready + st.pending, 0, "%lld ready, %lld pending:\n%s", st.ready, st.pending, jrt_slurp(wlog));
     cr_expect_eq(admin_int("XLEN", "jr:{default}:finished", NULL), 2, "records kept:\n%s", jrt_slurp(wlog));
     cr_expect_eq(jrt_stop(w, SIGTERM, 15000), 0);
-    char denied[4096];
-    refusals("jr-worker", denied, sizeof denied);
-    cr_expect_str_empty(denied, "Redis refused the worker: %s", denied);
+    expect_not_refused("jr-worker", "worker");
 }
 
 /* A worker removes the consumer of a stopped worker that holds no job
@@ -471,9 +479,7 @@ Test(acl, a_worker_removes_a_stopped_workers_consumer_with_its_acl) {
     const char *job[] = {"follow", "n=0", NULL};
     jrt_cli_enqueue(&R, NULL, job, id, sizeof id);
     const char *wlog = jrt_path(&R, "worker.log");
-    const char *args[] = {"worker", "-c", conf, "--redis", url_of("jr-worker"), "--plugin", JRT_FOLLOW_PLUGIN,
-                          "-q", "default", NULL};
-    pid_t a = jrt_spawn(wlog, args);
+    pid_t a = start_worker_conf(conf, wlog);
     jr_qstats_t st = jrt_wait_settled(&R, "default", 0, 30000);
     cr_expect_eq(st.ready + st.pending, 0, "%s", jrt_slurp(wlog));
     cr_expect_eq(jrt_stop(a, SIGTERM, 15000), 0);
@@ -485,7 +491,7 @@ Test(acl, a_worker_removes_a_stopped_workers_consumer_with_its_acl) {
     snprintf(gone, sizeof gone, "%s", rep->element[0]->element[1]->str); /* "name", <name>, ... */
     freeReplyObject(rep);
     jrt_sleep_ms(600); /* idle longer than the lease */
-    pid_t b = jrt_spawn(wlog, args);
+    pid_t b = start_worker_conf(conf, wlog);
     int there = 1;
     for (int i = 0; i < 200 && there; i++) {
         rep = jrt_cmd(c, "XINFO", "CONSUMERS", "jr:{default}:ready", "jr", NULL);
@@ -498,9 +504,7 @@ Test(acl, a_worker_removes_a_stopped_workers_consumer_with_its_acl) {
     redisFree(c);
     cr_expect(!there, "the stopped worker's consumer %s is still there:\n%s", gone, jrt_slurp(wlog));
     cr_expect_eq(jrt_stop(b, SIGTERM, 15000), 0);
-    char denied[4096];
-    refusals("jr-worker", denied, sizeof denied);
-    cr_expect_str_empty(denied, "Redis refused the worker: %s", denied);
+    expect_not_refused("jr-worker", "worker");
 }
 
 Test(acl, the_scheduler_without_xadd_says_so_and_the_job_stays_delayed) {

@@ -45,6 +45,17 @@ Test(jobpath, job_enqueued_now_runs_once_and_is_removed) {
     free(log);
 }
 
+/* The start time (Unix us) the record plugin logged for job id in rec
+ * (its line "<id> <attempt> <start> ..."); fails the test if it has none. */
+static long long start_of(const char *rec, const char *id) {
+    const char *line = strstr(rec, id);
+    cr_assert(line, "job %s did not run", id);
+    unsigned attempt;
+    long long start;
+    cr_assert_eq(sscanf(line + strlen(id), " %u %lld", &attempt, &start), 2, "job %s: %.60s", id, line);
+    return start;
+}
+
 Test(jobpath, delayed_jobs_never_run_before_due) {
     pid_t w = start_worker();
     char slog[192];
@@ -65,11 +76,7 @@ Test(jobpath, delayed_jobs_never_run_before_due) {
     cr_assert_eq(jrt_wait_lines(record, N, 15000), N, "not every delayed job ran");
     char *rec = jrt_slurp(record);
     for (int i = 0; i < N; i++) {
-        char *line = strstr(rec, ids[i]);
-        cr_assert(line, "job %s did not run", ids[i]);
-        unsigned attempt;
-        long long start;
-        cr_assert_eq(sscanf(line + strlen(ids[i]), " %u %lld", &attempt, &start), 2);
+        long long start = start_of(rec, ids[i]);
         cr_expect_geq(start, due_us[i], "job %s ran %lld us before it was due", ids[i], due_us[i] - start);
         /* Not a latency benchmark (bench/ has that); only proves the jobs
          * are not waiting on a poll interval or Redis's hz tick. */
@@ -113,12 +120,7 @@ Test(jobpath, delayed_jobs_start_near_their_due_time_not_a_poll_period_later) {
     cr_assert_eq(jrt_wait_lines(record, N, 15000), N, "not every delayed job ran:\n%s", jrt_slurp(slog));
     char *rec = jrt_slurp(record);
     for (int i = 0; i < N; i++) {
-        char *line = strstr(rec, ids[i]);
-        cr_assert(line, "job %s did not run", ids[i]);
-        unsigned attempt;
-        long long start;
-        cr_assert_eq(sscanf(line + strlen(ids[i]), " %u %lld", &attempt, &start), 2);
-        late[i] = start - at[i];
+        late[i] = start_of(rec, ids[i]) - at[i];
         cr_expect_geq(late[i], 0, "job %s ran %lld us before it was due", ids[i], -late[i]);
     }
     free(rec);
