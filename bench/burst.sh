@@ -14,7 +14,11 @@
 #            the time wheel), no scheduler running; once all are due, 2
 #            workers start, then one scheduler: the burst time (scheduler
 #            launch until every job has run), against the target
-#            1.1 x N_BURST / (the drain rate of the same rep).
+#            1.1 x N_BURST / (the drain rate of the same rep);
+#   live:    the burst as production sees it: scheduler and 2 workers
+#            running, N_BURST jobs due at one Unix ms LIVE_LEAD_MS (20000)
+#            after the enqueue starts (their bucket cascades into the sorted
+#            set before): from that ms until every job has run.
 # Redis's own CPU (INFO cpu, user + system, all threads) is read around each
 # phase: per job, enqueue and drain for ready jobs; enqueue and everything
 # after it (wheel, promotion, delivery, acknowledgement) for delayed ones.
@@ -95,6 +99,30 @@ for rep in $(seq "$REPS"); do
   BURST_S=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1000 }')
   TARGET_S=$(awk -v n="$N" -v d="$DRAIN" 'BEGIN { printf "%.3f", 1.1 * n / d }')
   DENQ=$(per_job "$c0" "$c1") DREST=$(per_job "$c1" "$c2") DIDLE=$(per_job "$c1" "$c1b")
+  # --- a burst as it happens in production: the scheduler and the workers
+  # run throughout; N_BURST jobs due at one Unix ms (jr_peer clientbulk with
+  # BENCH_AT_MS), LIVE_LEAD_MS after the enqueue starts, so that the wheel
+  # has cascaded their bucket into the sorted set before they fall due. The
+  # time counts from that ms (Redis's clock, mapped onto the monotonic one)
+  # until every job has run.
+  rc flushall >/dev/null
+  "$PEER" bulk 10 >/dev/null; "$PEER" waitempty 1 >/dev/null 2>&1  # the group exists
+  workers
+  "$JR" scheduler -c "$WORK/c.yaml" -q bench >>"$WORK/scheduler.log" 2>&1 </dev/null &
+  PIDS+=($!)
+  sleep 1
+  m0=$("$PEER" mono); r0=$(rc time | tr -d '\r' | awk 'NR == 1 { s = $1 } NR == 2 { printf "%.3f", s * 1000 + $1 / 1000 }')
+  AT=$(awk -v r="$r0" -v l="${LIVE_LEAD_MS:-20000}" 'BEGIN { printf "%.0f", r + l }')
+  DUE_MONO=$(awk -v m="$m0" -v r="$r0" -v a="$AT" 'BEGIN { printf "%.3f", m + (a - r) }')
+  c0=$(cpu); BENCH_AT_MS=$AT "$PEER" clientbulk "$N" 0 >/dev/null || { log "enqueue at one ms failed"; exit 1; }; c1=$(cpu)
+  LATE_ENQ=$(awk -v d="$DUE_MONO" -v m="$("$PEER" mono)" 'BEGIN { print (m >= d) ? 1 : 0 }')
+  [ "$LATE_ENQ" = 1 ] && log "the enqueue ran past the due time: raise LIVE_LEAD_MS"
+  rc config resetstat >/dev/null
+  t1=$(wait_empty) || exit 1
+  c2=$(cpu); LPROF=$(profile)
+  stop_pids "${PIDS[@]}"; PIDS=()
+  LIVE_S=$(awk -v a="$DUE_MONO" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1000 }')
+  LENQ=$(per_job "$c0" "$c1") LREST=$(per_job "$c1" "$c2")
   # --- the floor of the same rep: the bare shape, no Lua (shape_floor.c)
   FL=$("$FLOOR" "$SOCK" "$N") || { log "shape_floor failed"; exit 1; }
   FREADY=$(sed -n 's/^floor phase=ready .* redis_us_total=\([0-9.]*\).*/\1/p' <<<"$FL")
@@ -102,7 +130,7 @@ for rep in $(seq "$REPS"); do
   FINPLACE=$(sed -n 's/^floor phase=inplace .* redis_us_total=\([0-9.]*\).*/\1/p' <<<"$FL")
   FLEAN=$(sed -n 's/^floor phase=inplace_lean .* redis_us_total=\([0-9.]*\).*/\1/p' <<<"$FL")
   FPROF=$(sed -n 's/^floor phase=ready .* redis_us_total=[0-9.]* \(.*\)/\1/p' <<<"$FL" | tr ' ' ',')
-  LINE="burst stamp=$(date -u +%FT%TZ) rep=$rep jobs=$N build=$BUILD drain_jobs_per_s=$DRAIN burst_s=$BURST_S target_s=$TARGET_S burst_over_drain=$(awk -v b="$BURST_S" -v n="$N" -v d="$DRAIN" 'BEGIN { printf "%.2f", b / (n / d) }') ready_redis_us_enqueue=$RENQ ready_redis_us_drain=$RDRAIN ready_redis_us_total=$(awk -v a="$RENQ" -v b="$RDRAIN" 'BEGIN { printf "%.2f", a + b }') delayed_redis_us_enqueue=$DENQ delayed_redis_us_after=$DREST delayed_redis_us_total=$(awk -v a="$DENQ" -v b="$DREST" 'BEGIN { printf "%.2f", a + b }') delayed_redis_us_waiting=$DIDLE ready_profile=$RPROF delayed_profile=$DPROF floor_ready_us=$FREADY floor_delayed_us=$FDELAYED floor_inplace_us=$FINPLACE floor_inplace_lean_us=$FLEAN floor_ready_profile=$FPROF loadavg=$(cut -d' ' -f1 /proc/loadavg)"
+  LINE="burst stamp=$(date -u +%FT%TZ) rep=$rep jobs=$N build=$BUILD drain_jobs_per_s=$DRAIN burst_s=$BURST_S target_s=$TARGET_S burst_over_drain=$(awk -v b="$BURST_S" -v n="$N" -v d="$DRAIN" 'BEGIN { printf "%.2f", b / (n / d) }') ready_redis_us_enqueue=$RENQ ready_redis_us_drain=$RDRAIN ready_redis_us_total=$(awk -v a="$RENQ" -v b="$RDRAIN" 'BEGIN { printf "%.2f", a + b }') delayed_redis_us_enqueue=$DENQ delayed_redis_us_after=$DREST delayed_redis_us_total=$(awk -v a="$DENQ" -v b="$DREST" 'BEGIN { printf "%.2f", a + b }') delayed_redis_us_waiting=$DIDLE live_burst_s=$LIVE_S live_over_drain=$(awk -v b="$LIVE_S" -v n="$N" -v d="$DRAIN" 'BEGIN { printf "%.2f", b / (n / d) }') live_redis_us_enqueue=$LENQ live_redis_us_after=$LREST live_profile=$LPROF ready_profile=$RPROF delayed_profile=$DPROF floor_ready_us=$FREADY floor_delayed_us=$FDELAYED floor_inplace_us=$FINPLACE floor_inplace_lean_us=$FLEAN floor_ready_profile=$FPROF loadavg=$(cut -d' ' -f1 /proc/loadavg)"
   echo "$LINE" >>"$HERE/results/burst.txt"
   echo "$LINE" | tee -a "$WORK/lines"
 done
@@ -111,6 +139,7 @@ echo
 echo "== medians of $REPS (N=$N, no-op handler, 2 workers, unix socket)"
 echo "  drain rate (ready)                          $(med drain_jobs_per_s) jobs/s"
 echo "  burst: 1 scheduler, all due, until all ran  $(med burst_s) s   target <= $(med target_s) s (1.1 x N / drain)   ratio burst/(N/drain) $(med burst_over_drain)"
+echo "  burst, scheduler and workers running, all due at one ms (cascaded before): $(med live_burst_s) s   ratio $(med live_over_drain)   Redis CPU per job: enqueue $(med live_redis_us_enqueue) + cascade..ack $(med live_redis_us_after) us"
 echo "  Redis CPU per ready job                     $(med ready_redis_us_total) us  (enqueue $(med ready_redis_us_enqueue) + drain $(med ready_redis_us_drain))   target <= 2.0"
 echo "  Redis CPU per delayed job                   $(med delayed_redis_us_total) us  (enqueue $(med delayed_redis_us_enqueue) + wheel..ack $(med delayed_redis_us_after))   target <= 3.0"
 echo "  the bare shape, no Lua (shape_floor)        ready $(med floor_ready_us) us   delayed (sorted set, copied by the client) $(med floor_delayed_us) us"

@@ -16,6 +16,11 @@
 #   jr_promote               those N, all due, moved by calls of LIMIT 1000
 #                            in the scheduler's 8-key form (a bucket wholly
 #                            due: moved by number)
+#   jr_promote/cascade       N jobs due at one ms 8-9 s later (`jr_peer
+#                            clientbulk`, BENCH_AT_MS), their bucket
+#                            cascaded into the sorted set by the same calls
+#                            before they are due (a delayed job's usual path)
+#   jr_promote/sorted_set    those N promoted from the sorted set once due
 #   jr_ack                   N ready entries read by one consumer, then
 #                            acknowledged in calls of B as a worker does
 #                            (7 keys, ENTRY "" pairs)
@@ -67,4 +72,22 @@ for rep in $(seq "$REPS"); do
   for _ in $(seq $((N / 1000 + 2))); do echo "FCALL jr_promote 8 $K 1000"; done | rc >/dev/null
   [ "$(rc xlen 'jr:{bench}:ready')" -eq "$N" ] || { echo "jr_promote moved $(rc xlen 'jr:{bench}:ready') of $N"; exit 1; }
   line "jr_promote"
+  # the usual path of a delayed job: its bucket cascades into the sorted set
+  # before it is due, then the sorted set's members are promoted
+  rc flushall >/dev/null
+  AT=$(rc time | tr -d '\r' | awk 'NR == 1 { s = $1 } NR == 2 { printf "%.0f", int((s * 1000 + $1 / 1000 + 8000) / 1000) * 1000 + 900 }')
+  BENCH_AT_MS=$AT "$PEER" clientbulk "$N" 0 >/dev/null || exit 1
+  until_ms() { while [ "$(rc time | tr -d '\r' | awk 'NR == 1 { s = $1 } NR == 2 { printf "%.0f", s * 1000 + $1 / 1000 }')" -lt "$1" ]; do sleep 0.05; done; }
+  # due at the end of its bucket (start + 900 ms): from 1.95 s before the
+  # start, the cascade time of whatever the bucket still holds has come
+  until_ms $((AT - 2850))
+  rc config resetstat >/dev/null
+  for _ in $(seq $((N / 1000 + 2))); do echo "FCALL jr_promote 8 $K 1000"; done | rc >/dev/null
+  [ "$(rc zcard 'jr:{bench}:delayed')" -eq "$N" ] || { echo "the cascade left $(rc zcard 'jr:{bench}:delayed') of $N in the sorted set (too slow: due before it ended?)"; exit 1; }
+  line "jr_promote/cascade"
+  until_ms $((AT + 100))
+  rc config resetstat >/dev/null
+  for _ in $(seq $((N / 1000 + 2))); do echo "FCALL jr_promote 8 $K 1000"; done | rc >/dev/null
+  [ "$(rc xlen 'jr:{bench}:ready')" -eq "$N" ] || { echo "jr_promote moved $(rc xlen 'jr:{bench}:ready') of $N from the sorted set"; exit 1; }
+  line "jr_promote/sorted_set"
 done | tee -a "$HERE/results/fn_cost.txt"

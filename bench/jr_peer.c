@@ -143,6 +143,8 @@ static void bulk(long n, int64_t delay_ms, size_t batch, size_t chunk) {
  * partitions; delay_ms 0 = ready. Uses its own connection (url); exits on
  * the first job not CREATED, naming it. */
 static void clientbulk(const char *url, long n, int64_t delay_ms, size_t batch) {
+    const char *at = getenv("BENCH_AT_MS"); /* all due at this Unix ms (a burst with the scheduler running) */
+    int64_t at_ms = at && at[0] ? (int64_t)strtoll(at, NULL, 10) : 0;
     jr_client_options_t o = {.url = url, .connect_timeout_ms = 5000, .command_timeout_ms = 60000};
     jr_client_t *c = jr_client_open(&o);
     if (!c || jr_client_err(c)) {
@@ -156,7 +158,7 @@ static void clientbulk(const char *url, long n, int64_t delay_ms, size_t batch) 
     if (!jobs || !res) die("out of memory");
     for (size_t i = 0; i < batch; i++)
         jobs[i] = (jr_client_job_t){.queue = queue, .handler = handler, .payload = buf, .payload_len = len,
-                                    .delay_ms = delay_ms};
+                                    .delay_ms = delay_ms, .at_ms = at_ms};
     double t0 = mono_ms();
     for (long done = 0; done < n;) {
         size_t k = (size_t)(n - done) < batch ? (size_t)(n - done) : batch;
@@ -174,7 +176,7 @@ static void clientbulk(const char *url, long n, int64_t delay_ms, size_t batch) 
     }
     double s = (mono_ms() - t0) / 1000.0;
     printf("enqueue_mode=jr_client_enqueue_many(batch=%zu%s) enqueue_s=%.3f enqueue_jobs_per_s=%.0f\n", batch,
-           delay_ms > 0 ? ",delayed" : "", s, (double)n / s);
+           delay_ms > 0 || at_ms > 0 ? ",delayed" : "", s, (double)n / s);
     free(jobs);
     free(res);
     jr_client_free(c);

@@ -873,20 +873,104 @@ static long long promote8(const char *q, int limit) {
     return moved;
 }
 
+/* The check of the properties of moves by number over jobs ids[0..n)
+ * due at dues[] (ms), all promoted into queue q's stream besides `ready`
+ * jobs enqueued due now, with no promotion since Redis's time `after`:
+ * each job reaches the stream once, never early, and no entry is ahead of
+ * Redis's clock (ids in the stream's order: a run is never started past
+ * now); every job is found by its id at its very entry (jr_locate) and one
+ * that the index names is named at that entry. Returns how many generated
+ * ids have no index entry (moved by number); entry_of[k] = job k's entry. */
+static int check_promoted(const char *q, int n, char (*ids)[64], const long long *dues, int ready, long long after,
+                          char (*entry_of)[48]) {
+    redisReply *x = redisCommand(C, "XRANGE jr:{%s}:ready - +", q);
+    cr_assert_eq(x->elements, (size_t)(n + ready), "%zu entries for %d jobs", x->elements, n + ready);
+    int *seen = calloc((size_t)n, sizeof *seen), early = 0, ahead = 0;
+    for (size_t i = 0; i < x->elements; i++) {
+        const char *e = x->element[i]->element[0]->str;
+        ahead += atoll(e) > after;
+        redisReply *f = x->element[i]->element[1];
+        const char *jid = NULL;
+        for (size_t k = 0; k + 1 < f->elements; k += 2)
+            if (!strcmp(f->element[k]->str, "id")) jid = f->element[k + 1]->str;
+        if (!jid) continue; /* a ready job */
+        int j = -1;
+        for (int k = 0; k < n; k++)
+            if (!strcmp(ids[k], jid)) j = k;
+        cr_assert_geq(j, 0, "unknown job %s", jid);
+        seen[j]++;
+        snprintf(entry_of[j], 48, "%s", e);
+        if (atoll(e) < dues[j]) early++;
+    }
+    freeReplyObject(x);
+    int unindexed = 0;
+    for (int k = 0; k < n; k++) {
+        cr_assert_eq(seen[k], 1, "job %s promoted %d times", ids[k], seen[k]);
+        redisReply *h = redisCommand(C, "HGET jr:{%s}:ids %s", q, ids[k]);
+        if (h->type == REDIS_REPLY_STRING)
+            cr_expect_str_eq(h->str, entry_of[k], "the index names job %s at %s, it is at %s", ids[k], h->str,
+                             entry_of[k]);
+        else if (ids[k][0] == 'd')
+            unindexed++;
+        freeReplyObject(h);
+        char k4[4][96];
+        snprintf(k4[0], sizeof k4[0], "jr:{%s}:ready", q), snprintf(k4[1], sizeof k4[1], "jr:{%s}:delayed", q);
+        snprintf(k4[2], sizeof k4[2], "jr:{%s}:ids", q), snprintf(k4[3], sizeof k4[3], "jr:{%s}:dead", q);
+        const char *v[] = {"FCALL", "jr_locate", "4", k4[0], k4[1], k4[2], k4[3], ids[k]};
+        redisReply *r = cmdv(8, v);
+        cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 8, "jr_locate %s", ids[k]);
+        cr_expect_str_eq(r->element[0]->str, "ready", "job %s: %s", ids[k], r->element[0]->str);
+        cr_expect_str_eq(r->element[2]->str, entry_of[k], "job %s found at %s, is at %s", ids[k], r->element[2]->str,
+                         entry_of[k]);
+        freeReplyObject(r);
+    }
+    free(seen);
+    cr_expect_eq(early, 0, "%d jobs promoted early", early);
+    cr_expect_eq(ahead, 0, "%d entries ahead of Redis's clock", ahead);
+    return unindexed;
+}
+
+/* A moved job is cancelled by its id; once the entries are gone (as
+ * acknowledged) the next promotion forgets every run's record. */
+static void cancel_one_and_forget(const char *q, int n, char (*ids)[64], int ready) {
+    int victim = -1;
+    for (int k = 0; k < n && victim < 0; k++)
+        if (ids[k][0] == 'd' && !jrt_int(C, "HEXISTS jr:{%s}:ids %s", q, ids[k])) victim = k;
+    cr_assert_geq(victim, 0, "no job moved by number");
+    redisReply *c = redisCommand(C,
+                                 "FCALL jr_cancel 7 jr:{%s}:ready jr:{%s}:delayed jr:{%s}:ids jr:{%s}:cancelled "
+                                 "jr:{%s}:wheel jr:{%s}:wheel:n jr:{%s}:uniq:%s %s",
+                                 q, q, q, q, q, q, q, ids[victim], ids[victim]);
+    cr_assert(c && c->type == REDIS_REPLY_STRING, "jr_cancel: %s", c && c->type == REDIS_REPLY_ERROR ? c->str : "?");
+    cr_expect_str_eq(c->str, "cancelled");
+    freeReplyObject(c);
+    cr_expect_eq(jrt_int(C, "XLEN jr:{%s}:ready", q), n + ready - 1, "the cancelled job is still in the stream");
+    freeReplyObject(redisCommand(C, "XTRIM jr:{%s}:ready MAXLEN 0", q));
+    promote8(q, 10);
+    cr_expect_eq(jrt_int(C, "EXISTS jr:{%s}:moved", q), 0, "the records of gone entries stay");
+    redisReply *h = redisCommand(C, "HKEYS jr:{%s}:ids", q);
+    for (size_t i = 0; i < h->elements; i++)
+        cr_expect(strncmp(h->element[i]->str, "d", 1) || strchr(h->element[i]->str, '-'), "record %s stays",
+                  h->element[i]->str);
+    freeReplyObject(h);
+}
+
 /* Property (revision 22): jobs of buckets wholly due, generated and
  * explicit ids mixed, promoted by calls of random LIMIT with ready jobs
  * written between them (entries "*" that the numbered ones must stay
- * above): each job reaches the stream once, never early; a job with a
- * generated id gets no index entry of its own yet is found by its id at its
- * very entry (jr_locate) and can be cancelled; once the entries are gone
- * the next promotion forgets the runs' records. */
+ * above): each job reaches the stream once, never early, no entry ahead
+ * of Redis's clock (revision 23: the buckets' numbers go down from one to
+ * the next, since jobs are numbered in enqueue order, not due order); a
+ * job with a generated id gets no index entry of its own yet is found by
+ * its id at its very entry (jr_locate) and can be cancelled; once the
+ * entries are gone the next promotion forgets the runs' records. */
 Test(wheel, property_jobs_moved_by_number_are_found_by_id_and_their_records_go) {
     const char *q = "mn";
     unsigned seed = (unsigned)(getenv("JRT_SEED") ? atol(getenv("JRT_SEED")) : jrt_wall_us());
     srand(seed);
     cr_log_info("property test: JRT_SEED=%u", seed);
     enum { N = 500 };
-    static char ids[N][64];
+    static char ids[N][64], entry_of[N][48];
     static long long dues[N];
     long long now = redis_ms();
     for (int i = 0; i < N; i++) {
@@ -906,64 +990,94 @@ Test(wheel, property_jobs_moved_by_number_are_found_by_id_and_their_records_go) 
             enqueue_at(q, 0, "", out, sizeof out); /* due now: an entry "*" */
         }
     }
-    redisReply *x = redisCommand(C, "XRANGE jr:{%s}:ready - +", q);
-    cr_assert_eq(x->elements, (size_t)(N + ready), "%zu entries for %d jobs", x->elements, N + ready);
-    int seen[N] = {0}, early = 0;
-    static char entry_of[N][48];
-    for (size_t i = 0; i < x->elements; i++) {
-        redisReply *f = x->element[i]->element[1];
-        const char *jid = NULL;
-        for (size_t k = 0; k + 1 < f->elements; k += 2)
-            if (!strcmp(f->element[k]->str, "id")) jid = f->element[k + 1]->str;
-        if (!jid) continue; /* a ready job */
-        int n = -1;
-        for (int k = 0; k < N; k++)
-            if (!strcmp(ids[k], jid)) n = k;
-        cr_assert_geq(n, 0, "unknown job %s", jid);
-        seen[n]++;
-        snprintf(entry_of[n], sizeof entry_of[n], "%s", x->element[i]->element[0]->str);
-        if (atoll(entry_of[n]) < dues[n]) early++;
-    }
-    freeReplyObject(x);
-    int unindexed = 0;
-    for (int k = 0; k < N; k++) {
-        cr_assert_eq(seen[k], 1, "job %s promoted %d times", ids[k], seen[k]);
-        if (ids[k][0] == 'd' && !jrt_int(C, "HEXISTS jr:{%s}:ids %s", q, ids[k])) unindexed++;
-        char k4[4][96];
-        snprintf(k4[0], sizeof k4[0], "jr:{%s}:ready", q), snprintf(k4[1], sizeof k4[1], "jr:{%s}:delayed", q);
-        snprintf(k4[2], sizeof k4[2], "jr:{%s}:ids", q), snprintf(k4[3], sizeof k4[3], "jr:{%s}:dead", q);
-        const char *v[] = {"FCALL", "jr_locate", "4", k4[0], k4[1], k4[2], k4[3], ids[k]};
-        redisReply *r = cmdv(8, v);
-        cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 8, "jr_locate %s", ids[k]);
-        cr_expect_str_eq(r->element[0]->str, "ready", "job %s: %s", ids[k], r->element[0]->str);
-        cr_expect_str_eq(r->element[2]->str, entry_of[k], "job %s found at %s, is at %s", ids[k], r->element[2]->str,
-                         entry_of[k]);
-        freeReplyObject(r);
-    }
-    cr_expect_eq(early, 0, "%d jobs promoted early", early);
+    int unindexed = check_promoted(q, N, ids, dues, ready, redis_ms(), entry_of);
     cr_assert_gt(unindexed, N / 2, "only %d generated ids went without an index entry", unindexed);
     cr_assert_gt(jrt_int(C, "ZCARD jr:{%s}:moved", q), 0, "no run recorded");
-    /* a moved job is cancelled by its id */
-    int victim = -1;
-    for (int k = 0; k < N && victim < 0; k++)
-        if (ids[k][0] == 'd') victim = k;
-    redisReply *c = redisCommand(C,
-                                 "FCALL jr_cancel 7 jr:{%s}:ready jr:{%s}:delayed jr:{%s}:ids jr:{%s}:cancelled "
-                                 "jr:{%s}:wheel jr:{%s}:wheel:n jr:{%s}:uniq:%s %s",
-                                 q, q, q, q, q, q, q, ids[victim], ids[victim]);
-    cr_assert(c && c->type == REDIS_REPLY_STRING, "jr_cancel: %s", c && c->type == REDIS_REPLY_ERROR ? c->str : "?");
-    cr_expect_str_eq(c->str, "cancelled");
-    freeReplyObject(c);
-    cr_expect_eq(jrt_int(C, "XLEN jr:{%s}:ready", q), N + ready - 1, "the cancelled job is still in the stream");
-    /* the entries go (as acknowledged): the next promotion forgets the records */
-    freeReplyObject(redisCommand(C, "XTRIM jr:{%s}:ready MAXLEN 0", q));
-    promote8(q, 10);
-    cr_expect_eq(jrt_int(C, "EXISTS jr:{%s}:moved", q), 0, "the records of gone entries stay");
-    redisReply *h = redisCommand(C, "HKEYS jr:{%s}:ids", q);
-    for (size_t i = 0; i < h->elements; i++)
-        cr_expect(strncmp(h->element[i]->str, "d", 1) || strchr(h->element[i]->str, '-'), "record %s stays",
-                  h->element[i]->str);
-    freeReplyObject(h);
+    cancel_one_and_forget(q, N, ids, ready);
+}
+
+/* Property (revision 23): moves by number of the sorted set. Jobs due
+ * within 2.3 s go into the sorted set at their enqueue, later ones into
+ * buckets that cascade into it before they are due; generated and
+ * explicit ids mixed, and some generated ids given an index entry by hand
+ * (as a retried job has: '@<due>'), promoted once due by calls of random
+ * LIMIT with entries "*" written between them, while the scheduler's form
+ * runs every few ms: each job reaches the stream once, never early, no
+ * entry ahead of Redis's clock; a generated id the index did not name is
+ * moved by number (no index entry), one it named is named again at its
+ * new entry; every job is found by its id at its entry; a moved one can
+ * be cancelled and the runs' records go with the entries. */
+Test(wheel, property_sorted_set_jobs_move_by_number_unless_the_index_names_them) {
+    const char *q = "mz";
+    unsigned seed = (unsigned)(getenv("JRT_SEED") ? atol(getenv("JRT_SEED")) : jrt_wall_us());
+    srand(seed);
+    cr_log_info("property test: JRT_SEED=%u", seed);
+    enum { N = 600 };
+    static char ids[N][64], entry_of[N][48];
+    static long long dues[N];
+    long long now = redis_ms();
+    /* due times from few distinct ones (many jobs of one ms: long runs) */
+    long long at[6];
+    for (int i = 0; i < 6; i++) at[i] = now + 300 + rand() % 4000;
+    /* numbers that gain a digit halfway (from 8 to 9): members of one score
+     * are in the order of their bytes, so the 9-digit ones come first and
+     * the 8-digit ones after them in one call go by "*" (a run for them
+     * would start after Redis's now) */
+    freeReplyObject(redisCommand(C, "SET jr:{%s}:seq %d", q, 100000000 - N / 2));
+    int named = 0;
+    for (int i = 0; i < N; i++) {
+        dues[i] = rand() % 4 ? at[rand() % 6] : now + 300 + rand() % 4000;
+        char want[32] = "";
+        if (rand() % 5 == 0) snprintf(want, sizeof want, "mz-%d", i);
+        enqueue_at(q, dues[i], want, ids[i], sizeof ids[i]);
+        if (!want[0] && dues[i] < now + 2000 && rand() % 8 == 0) { /* in the sorted set: as if retried */
+            char score[40];
+            snprintf(score, sizeof score, "@%lld.000", dues[i]);
+            cr_assert_eq(jrt_int(C, "HSET jr:{%s}:ids %s %s", q, ids[i], score), 1);
+            named++;
+        }
+    }
+    cr_assert_gt(jrt_int(C, "ZCARD jr:{%s}:delayed", q), 0, "no job in the sorted set");
+    cr_assert_gt(jrt_int(C, "ZCARD jr:{%s}:wheel", q), 0, "no job in the wheel");
+    cr_log_info("%d generated ids named by the index by hand", named);
+    int ready = 0;
+    for (int calls = 0; jrt_delayed_count(C, q) > 0; calls++) {
+        cr_assert_lt(calls, 200000, "the jobs are not promoted");
+        promote8(q, rand() % 3 ? 32 + rand() % 200 : 1 + rand() % 20);
+        for (int k = rand() % 4 == 0; k > 0; k--, ready++) {
+            char out[64];
+            enqueue_at(q, 0, "", out, sizeof out); /* due now: an entry "*" */
+        }
+        usleep(1000 + rand() % 4000);
+    }
+    int unindexed = check_promoted(q, N, ids, dues, ready, redis_ms(), entry_of);
+    cr_log_info("%d generated ids moved by number", unindexed);
+    cr_assert_gt(unindexed, N / 5, "only %d generated ids went without an index entry", unindexed);
+    cancel_one_and_forget(q, N, ids, ready);
+}
+
+/* Revision 23: a call that moves fewer than 32 sorted-set members with
+ * generated ids (a trickle of jobs due at distinct times) gives each its
+ * index entry and records no run (a record per call, each rewritten whole,
+ * would cost a second of such jobs quadratic bytes). */
+Test(wheel, a_trickle_of_sorted_set_jobs_keeps_index_entries_and_records_no_runs) {
+    const char *q = "mt";
+    enum { N = 40 };
+    char ids[N][64];
+    long long now = redis_ms();
+    for (int i = 0; i < N; i++) enqueue_at(q, now + 200 + 30 * i, "", ids[i], sizeof ids[i]);
+    cr_assert_eq(jrt_int(C, "ZCARD jr:{%s}:delayed", q), N, "the jobs are not in the sorted set");
+    for (int calls = 0; jrt_delayed_count(C, q) > 0; calls++) {
+        cr_assert_lt(calls, 100000, "the jobs are not promoted");
+        promote8(q, 1000);
+        usleep(2000);
+    }
+    cr_expect_eq(jrt_int(C, "EXISTS jr:{%s}:moved", q), 0, "runs recorded for a trickle");
+    for (int k = 0; k < N; k++) {
+        redisReply *h = redisCommand(C, "HGET jr:{%s}:ids %s", q, ids[k]);
+        cr_expect(h->type == REDIS_REPLY_STRING, "job %s has no index entry", ids[k]);
+        freeReplyObject(h);
+    }
 }
 
 /* A ready stream whose last id has a millisecond part no Lua number holds
