@@ -162,35 +162,43 @@ free}: free the set of such ids among the call's members (near_free, nil
 when too few); mv.start the bucket whose runs mv holds.
 ]]
 local NEAR_RUN_MIN = 32
+-- Returns free (id -> its n as digits) and start (id -> its bucket), or
+-- nil when fewer than NEAR_RUN_MIN members have such ids.
 local function near_free(envs, ids)
-  local cand, free = {}, {}
+  local cand, nss, starts, free, start = {}, {}, {}, {}, {}
+  local last_ms, last_start
   for _, packed in ipairs(envs) do
     local b = string.byte(packed, 1) -- a fixstr: the id of at most 31 bytes
     if b and b >= 0xa0 and b <= 0xbf then
       local id = string.sub(packed, 2, 1 + b - 0xa0)
-      if string.find(id, '^d%d+%-%d+$') then cand[#cand + 1] = id end
+      local ms, ns = string.match(id, '^d([1-9]%d*)%-([1-9]%d*)$')
+      if ms and #ms <= 15 and #ns <= 15 then
+        if ms ~= last_ms then last_ms, last_start = ms, bucket_of(tonumber(ms) * 1000) end
+        local k = #cand + 1
+        cand[k], nss[k], starts[k] = id, ns, last_start
+      end
     end
   end
   if #cand < NEAR_RUN_MIN then return nil end
   for i = 1, #cand, 1000 do
     local v = redis.call('HMGET', ids, unpack(cand, i, math.min(i + 999, #cand)))
     for j = 1, #v do
-      if not v[j] then free[cand[i + j - 1]] = true end
+      if not v[j] then
+        local k = i + j - 1
+        free[cand[k]], start[cand[k]] = nss[k], starts[k]
+      end
     end
   end
-  return free
+  return free, start
 end
 -- The entry id of near-tier job `id` (in mz.free) moved by number, or nil.
 local function near_id(mz, ready, id, ids, moved)
-  local ms, ns = string.match(id, '^d(%d+)%-(%d+)$')
-  if #ms > 15 or #ns > 15 then return nil end
-  local mv, n = mz.mv, tonumber(ns)
-  local start = bucket_of(tonumber(ms) * 1000)
+  local mv, ns, start = mz.mv, mz.free[id], mz.start[id]
   if mv.start ~= start then
     if mv.start then mv_record(mv, ids, moved, mv.start) end
     mv.start = start
   end
-  return mv_id(mv, ready, n, ms_int(n), mz.now)
+  return mv_id(mv, ready, tonumber(ns), ns, mz.now)
 end
 
 -- Promote one member: XADD it if it is an envelope, else add {member,
@@ -574,8 +582,9 @@ local function promote_impl(fn, keys, args, due_only)
   local bad, idx, moved, cascaded = {}, {}, #envs, 0
   -- 1. the due members, removed by rank (the lowest-scored ones) before a
   -- cascade adds any
-  local free = mv and #envs >= NEAR_RUN_MIN and near_free(envs, ids)
-  local mz = free and {mv = mv, now = now, free = free}
+  local free, fstart
+  if mv and #envs >= NEAR_RUN_MIN then free, fstart = near_free(envs, ids) end
+  local mz = free and {mv = mv, now = now, free = free, start = fstart}
   for _, packed in ipairs(envs) do
     promote_one(ready, idx, bad, mz, w, packed, l_pcall(l_unpack_limit, packed, 2 + 2 * FIELDS_MAX, 0))
   end
