@@ -285,6 +285,15 @@ char *jrt_slurp(const char *path) {
     return buf;
 }
 
+const char *jrt_doc_acl(const char *doc, const char *user, size_t *len) {
+    char want[64];
+    snprintf(want, sizeof want, "\nACL SETUSER %s ", user);
+    const char *p = strstr(doc, want);
+    cr_assert(p, "docs/operations.md has no line \"ACL SETUSER %s ...\"", user);
+    *len = strcspn(p + 1, "\n");
+    return p + 1;
+}
+
 size_t jrt_lines(const char *path) {
     char *s = jrt_slurp(path);
     size_t n = 0;

@@ -66,6 +66,10 @@ int jrt_count(const char *path, const char *needle);
 
 /* Read a whole file (malloc'd, NUL-terminated; "" if missing). */
 char *jrt_slurp(const char *path);
+/* The line "ACL SETUSER <user> ..." of docs/operations.md's text `doc`
+ * (ACL users per role): a pointer into doc, its length into *len; fails
+ * the test if there is none. */
+const char *jrt_doc_acl(const char *doc, const char *user, size_t *len);
 /* Number of lines in a file (0 if missing). */
 size_t jrt_lines(const char *path);
 /* Wait until path has at least n lines, up to timeout_ms. Returns the count. */

@@ -95,7 +95,7 @@ end
 -- The entry id of job number n of this run (a new run when T-n would not
 -- be above the stream's last id, as after a "*" entry or another bucket's),
 -- or nil when this call moves no more jobs by number (mv.off) or this job
--- would need a run starting after Redis's now.
+-- would need a run past both Redis's now and the stream's last millisecond.
 -- ns is n as digits; mv.pre the run's "T-".
 local function mv_id(mv, ready, n, ns, now)
   if not mv.ms and not mv.off then mv_last(mv, ready) end
@@ -105,11 +105,11 @@ local function mv_id(mv, ready, n, ns, now)
   local t = k > 0 and runs[k] or nil
   if not t or not (t > mv.ms or (t == mv.ms and n > mv.seq)) then
     t = math.max(l_floor(now), mv.ms)
-    if t == mv.ms and n <= mv.seq then t = t + 1 end
-    -- a new run never starts ahead of Redis's clock (a catch-up whose
-    -- numbers go down would otherwise put it 1 ms further each time, and
-    -- every "*" entry after it): this job goes by "*" then
-    if t > l_floor(now) then return nil end
+    -- revision 23: a run never starts past both Redis's now and the
+    -- stream's last millisecond (a catch-up whose numbers go down put
+    -- each new run 1 ms further ahead, and every "*" entry after it): a
+    -- job that would need that goes by "*" (as XADD would place it)
+    if t == mv.ms and n <= mv.seq then return nil end
     runs[k + 1], runs[k + 2], runs[k + 3], k = n, n, t, k + 3
     mv.pre = ms_int(t) .. '-'
   end
@@ -126,7 +126,11 @@ local function mv_record(mv, ids, moved, start)
   local runs = mv.runs
   if #runs == 0 then return end
   local field = 'd' .. ms_int(start)
-  local out = {redis.call('HGET', ids, field) or ''}
+  local cur = redis.call('HGET', ids, field) or ''
+  -- a record ends with ",": anything else there (written by hand) stays
+  -- apart from the runs appended to it
+  if cur ~= '' and string.sub(cur, -1) ~= ',' then cur = cur .. ',' end
+  local out = {cur}
   for i = 1, #runs, 3 do out[#out + 1] = string.format('%d %d %d,', runs[i], runs[i + 1], runs[i + 2]) end
   redis.call('HSET', ids, field, table.concat(out))
   redis.call('ZADD', moved, 'GT', runs[#runs], ms_int(start))
@@ -140,8 +144,12 @@ local function moved_trim(ready, ids, moved)
   local old = redis.call('ZRANGE', moved, '-inf', below, 'BYSCORE', 'LIMIT', 0, 100)
   if #old == 0 then return end
   local fields = {}
-  for i, b in ipairs(old) do fields[i] = 'd' .. b end
-  redis.call('HDEL', ids, unpack(fields))
+  for _, b in ipairs(old) do
+    -- a member that is not a bucket start (garbage) names no record: d<it>
+    -- could be a job's own index entry
+    if string.find(b, '^%d+$') then fields[#fields + 1] = 'd' .. b end
+  end
+  if #fields > 0 then redis.call('HDEL', ids, unpack(fields)) end
   redis.call('ZREM', moved, unpack(old))
 end
 
@@ -153,19 +161,23 @@ move rewrites as before) enters the stream as T-n, recorded as a bucket's
 jobs are (mv_id, mv_record) under the bucket its due time falls in, where
 in_moved (40-admin.lua) looks for it. Members of one score are in the
 order of their bytes, so the jobs of one bulk call, due at one ms, come in
-the order of n while n keeps its number of digits: long runs. Only a call
-that finds NEAR_RUN_MIN such members or more moves them so: a trickle of
-jobs due at distinct times, promoted a few per call, would add a record
-per call to its bucket's field (each rewritten whole: quadratic in the
-jobs of a second), where the index entry costs one HSET. mz = {mv, now,
-free}: free the set of such ids among the call's members (near_free, nil
-when too few); mv.start the bucket whose runs mv holds.
+the order of n while n keeps its number of digits: long runs. Only the
+jobs of a stretch of NEAR_RUN_MIN or more such members (in the call's
+order, one bucket, n rising) move so: jobs due at distinct times, or
+numbered out of due order, would each make a run of their own — a record
+per job in its bucket's field (rewritten whole each call: quadratic in the
+jobs of a second, and one more XRANGE per lookup), where an index entry
+costs one HSET. The index is read with redis.pcall: a scheduler whose ACL
+user lacks +hmget (the role's line before revision 23, in a rolling
+upgrade) promotes by the index as before. mz = {mv, now, free, start}:
+free maps such ids to their n as digits, start to their bucket
+(near_free, nil when none); mv.start the bucket whose runs mv holds.
 ]]
 local NEAR_RUN_MIN = 32
 -- Returns free (id -> its n as digits) and start (id -> its bucket), or
--- nil when fewer than NEAR_RUN_MIN members have such ids.
+-- nil when no stretch is long enough.
 local function near_free(envs, ids)
-  local cand, nss, starts, free, start = {}, {}, {}, {}, {}
+  local cand, nss, starts = {}, {}, {}
   local last_ms, last_start
   for _, packed in ipairs(envs) do
     local b = string.byte(packed, 1) -- a fixstr: the id of at most 31 bytes
@@ -180,16 +192,28 @@ local function near_free(envs, ids)
     end
   end
   if #cand < NEAR_RUN_MIN then return nil end
+  local named = {}
   for i = 1, #cand, 1000 do
-    local v = redis.call('HMGET', ids, unpack(cand, i, math.min(i + 999, #cand)))
-    for j = 1, #v do
-      if not v[j] then
-        local k = i + j - 1
-        free[cand[k]], start[cand[k]] = nss[k], starts[k]
-      end
+    local v = redis.pcall('HMGET', ids, unpack(cand, i, math.min(i + 999, #cand)))
+    if v.err then return nil end
+    for j = 1, #v do named[i + j - 1] = v[j] ~= false end
+  end
+  -- the stretches among the ids the index does not name
+  local free, start, run, prev = {}, {}, {}, nil
+  local function take()
+    if #run >= NEAR_RUN_MIN then
+      for _, k in ipairs(run) do free[cand[k]], start[cand[k]] = nss[k], starts[k] end
+    end
+    run = {}
+  end
+  for k = 1, #cand do
+    if not named[k] then
+      if prev and not (starts[k] == starts[prev] and tonumber(nss[k]) > tonumber(nss[prev])) then take() end
+      run[#run + 1], prev = k, k
     end
   end
-  return free, start
+  take()
+  return next(free) and free or nil, start
 end
 -- The entry id of near-tier job `id` (in mz.free) moved by number, or nil.
 local function near_id(mz, ready, id, ids, moved)

@@ -1080,6 +1080,68 @@ Test(wheel, a_trickle_of_sorted_set_jobs_keeps_index_entries_and_records_no_runs
     }
 }
 
+/* Revision 23: 64 jobs due in one millisecond, at microseconds in the
+ * reverse order of their numbers (the sorted set orders them by due time,
+ * so n falls from each to the next), promoted by one call: no stretch of
+ * rising numbers, so none moves by number (each would be a run of its own:
+ * a record per job); each gets its index entry and is found at its entry. */
+Test(wheel, sorted_set_jobs_numbered_out_of_due_order_keep_index_entries) {
+    const char *q = "mr";
+    enum { N = 64 };
+    static char ids[N][64], entry_of[N][48];
+    static long long dues[N];
+    long long now = redis_ms(), ms = now + 300;
+    for (int i = 0; i < N; i++) {
+        char k[4][96], when[40];
+        snprintf(when, sizeof when, "@%lld.%03d", ms, 999 - i * 10);
+        snprintf(k[0], sizeof k[0], "jr:{%s}:ready", q), snprintf(k[1], sizeof k[1], "jr:{%s}:delayed", q);
+        snprintf(k[2], sizeof k[2], "jr:{%s}:wake", q), snprintf(k[3], sizeof k[3], "jr:{%s}:seq", q);
+        const char *w[] = {"FCALL", "jr_enqueue", "4", k[0], k[1], k[2], k[3], when, "", "86400000", "h", "echo"};
+        redisReply *r = cmdv(12, w);
+        cr_assert(r->type == REDIS_REPLY_ARRAY, "jr_enqueue: %s", r->type == REDIS_REPLY_ERROR ? r->str : "?");
+        snprintf(ids[i], sizeof ids[i], "%s", r->element[0]->str);
+        freeReplyObject(r);
+        dues[i] = ms;
+    }
+    while (redis_ms() < ms + 20) usleep(5000);
+    cr_assert_eq(promote8(q, 1000), N);
+    cr_expect_eq(jrt_int(C, "EXISTS jr:{%s}:moved", q), 0, "runs recorded for numbers out of order");
+    cr_expect_eq(check_promoted(q, N, ids, dues, 0, redis_ms(), entry_of), 0, "moved by number");
+}
+
+/* Garbage written by hand beside the records of moves by number: a record
+ * field d<start> not ending in "," keeps apart from the runs appended to
+ * it (the jobs stay found), and a member of jr:{Q}:moved that is not a
+ * bucket start is dropped without touching jr:{Q}:ids (where d<it> may be
+ * a job's own index entry). */
+Test(wheel, garbage_beside_the_run_records_hides_no_job_and_drops_no_index_entry) {
+    const char *q = "mg";
+    enum { N = 40 };
+    static char ids[N][64], entry_of[N][48];
+    static long long dues[N];
+    long long ms = redis_ms() + 300, start = ms / 1000 * 1000;
+    if (ms % 1000 > 900) ms += 200, start = ms / 1000 * 1000; /* not across a second */
+    char explicit[64];
+    enqueue_at(q, redis_ms() + 30000, "dabc", explicit, sizeof explicit); /* a job whose id is d<garbage> */
+    cr_assert_str_eq(explicit, "dabc");
+    freeReplyObject(redisCommand(C, "HSET jr:{%s}:ids d%lld x5", q, start));
+    freeReplyObject(redisCommand(C, "ZADD jr:{%s}:moved 0 abc", q));
+    for (int i = 0; i < N; i++) {
+        enqueue_at(q, ms, "", ids[i], sizeof ids[i]);
+        dues[i] = ms;
+    }
+    while (redis_ms() < ms + 20) usleep(5000);
+    cr_assert_eq(promote8(q, 1000), N);
+    cr_expect_gt(check_promoted(q, N, ids, dues, 0, redis_ms(), entry_of), 0, "none moved by number");
+    redisReply *z = redisCommand(C, "ZSCORE jr:{%s}:moved abc", q);
+    cr_expect(z && z->type == REDIS_REPLY_NIL, "the garbage member stays");
+    freeReplyObject(z);
+    cr_expect_eq(jrt_int(C, "HEXISTS jr:{%s}:ids dabc", q), 1, "the index entry of job dabc went");
+    char state[32], due[40];
+    locate(q, "dabc", state, sizeof state, due, sizeof due);
+    cr_expect_str_eq(state, "delayed", "job dabc: %s", state);
+}
+
 /* A ready stream whose last id has a millisecond part no Lua number holds
  * exactly (more than 15 digits: written by hand, or by a clock far off):
  * a bucket wholly due is not moved by number then (T-n could land at or

@@ -263,12 +263,8 @@ static int granted(const char *words, const char *cmd) {
 
 /* " <words of the role's line> <extra> " */
 static void role_words(const char *user, const char *extra, char *out, size_t len) {
-    char want[64];
-    snprintf(want, sizeof want, "\nACL SETUSER %s ", user);
-    const char *p = strstr(doc, want);
-    cr_assert(p, "docs/operations.md has no line \"ACL SETUSER %s ...\"", user);
-    p++;
-    size_t n = strcspn(p, "\n");
+    size_t n;
+    const char *p = jrt_doc_acl(doc, user, &n);
     cr_assert(n + strlen(extra) + 4 < len);
     snprintf(out, len, " %.*s %s ", (int)n, p, extra);
     for (char *c = out; *c; c++)
