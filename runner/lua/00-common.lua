@@ -1,5 +1,5 @@
 #!lua name=jobrunner
--- jobrunner: contract 1, revision 23.
+-- jobrunner: contract 1, revision 24.
 -- (Raise the revision with every change to any part of the library; tests/lua_revision.sh checks.
 -- A jobrunner process never replaces a newer revision loaded in Redis.)
 --[[

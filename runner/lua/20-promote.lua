@@ -292,6 +292,16 @@ local function wheel_decode_fast(item, start, ok, off, seq, o, sid, E, ...)
   return wheel_decode(item, start)
 end
 
+-- Whether pcall(unpack_limit)'s values ok, off, seq, o, sid, E and nf
+-- field values are the usual compact item the fast paths below take: read
+-- whole, n and the offset whole numbers (the offset within the bucket), an
+-- id string of at most ID_MAX bytes, an E, and 1 to 4 field/value pairs.
+local function usual_item(ok, off, nf, seq, o, sid, E)
+  return ok and off == -1 and nf > 0 and nf <= 8 and nf % 2 == 0 and l_type(seq) == 'number' and
+         l_type(o) == 'number' and l_type(sid) == 'string' and l_type(E) == 'number' and o >= 0 and
+         o < WHEEL_MS * 1000 and o == l_floor(o) and seq == l_floor(seq) and #sid <= ID_MAX
+end
+
 -- The fast path of a bucket wholly due (issue 10): XADD one item straight
 -- from cmsgpack's values, for the usual item of at most 4 string pairs and
 -- a handler: no table, no unpack, e / d / id strings memoised per ms.
@@ -302,11 +312,7 @@ end
 -- pcall(unpack_limit)'s values.
 local function wheel_xadd_fast(ready, start, mv, now, ok, off, seq, o, sid, E, ...)
   local nf = l_select('#', ...)
-  if not (ok and off == -1 and nf > 0 and nf <= 8 and nf % 2 == 0 and l_type(seq) == 'number' and
-          l_type(o) == 'number' and l_type(sid) == 'string' and l_type(E) == 'number' and o >= 0 and
-          o < WHEEL_MS * 1000 and o == l_floor(o) and seq == l_floor(seq) and #sid <= ID_MAX) then
-    return nil
-  end
+  if not usual_item(ok, off, nf, seq, o, sid, E) then return nil end
   local h = fields4(nf, ...)
   if not h or h == '' then return nil end
   local us = start * 1000 + o
@@ -361,11 +367,7 @@ end
 -- pcall(unpack_limit)'s values.
 local function wheel_cascade_fast(start, now, zbuf, ok, off, seq, o, sid, E, ...)
   local nf = l_select('#', ...)
-  if not (ok and off == -1 and nf > 0 and nf <= 8 and nf % 2 == 0 and l_type(seq) == 'number' and
-          l_type(o) == 'number' and l_type(sid) == 'string' and l_type(E) == 'number' and o >= 0 and
-          o < WHEEL_MS * 1000 and o == l_floor(o) and seq == l_floor(seq) and #sid <= ID_MAX) then
-    return nil
-  end
+  if not usual_item(ok, off, nf, seq, o, sid, E) then return nil end
   local us = start * 1000 + o
   if us / 1000 <= now then return nil end
   local h = fields4(nf, ...)
