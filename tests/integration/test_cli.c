@@ -113,7 +113,9 @@ static int names_option(const char *text, const jr_cli_option_t *o) {
  * rows in order; each row's --help prints its usage and the common options;
  * a row takes exactly the options its usage names; any other option is
  * refused with a message naming it and the command. */
-Test(cli, the_command_table_is_the_cli) {
+/* Some 1,000 runs of the CLI (every command with every option it does not
+ * take): its own timeout, for the sanitizer build on a loaded machine. */
+Test(cli, the_command_table_is_the_cli, .timeout = 300) {
     const char *top[] = {"--help", NULL};
     cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, top), 0);
     char *list = strstr(out, "commands:\n");
