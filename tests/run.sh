@@ -11,6 +11,9 @@
 set -eu
 cd "$(dirname "$0")/.."
 jobs=${JR_TEST_JOBS:-3}
+case "$jobs" in
+  '' | *[!0-9]* | 0*) echo "tests/run.sh: JR_TEST_JOBS must be a whole number from 1, got '$jobs'" >&2; exit 2 ;;
+esac
 sh .ci/deps.sh
 sh .ci/build.sh build
 # puppeteer-core for the browser test (test_browser), as package-lock.json pins it

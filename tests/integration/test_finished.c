@@ -94,6 +94,9 @@ Test(finished, records_ok_dead_and_cancelled_jobs_with_every_field) {
     char ok[128], dead[128], gated[128], out[4096];
     long long t0 = jrt_redis_ms(c);
     enqueue(ok, "orders", "answer", "order 1042 closed");
+    /* ok ends before dead starts: the listing below is newest first, and two
+     * jobs of one fetch run at once and end in either order */
+    wait_record_of(c, "orders", ok);
     enqueue(dead, "orders", "boom", "x");
     enqueue(gated, "orders", "gate", "x");
     /* the gated job runs until cancelled */
