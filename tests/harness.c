@@ -495,13 +495,28 @@ long long jrt_redis_ms(redisContext *c) {
     return ms;
 }
 
-int jrt_free_port(void) {
+/* 1 if a TCP port of 127.0.0.1 can be bound now. */
+static int port_free(int port) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t l = sizeof a;
-    cr_assert(fd >= 0 && !bind(fd, (struct sockaddr *)&a, sizeof a) && !getsockname(fd, (struct sockaddr *)&a, &l));
-    close(fd);
-    return ntohs(a.sin_port);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    if (fd >= 0) close(fd);
+    return ok;
+}
+
+/* A random port of 10000..19999 that can be bound now. Not one the kernel
+ * would hand out itself (ip_local_port_range, 32768..60999 here): a port
+ * bound and closed to ask the kernel for a free one could be taken as the
+ * local end of any outgoing connection before our server binds it, which,
+ * with tests running at once (tests/run.sh), is a real chance. */
+int jrt_free_port(void) {
+    for (int tries = 0; tries < 2000; tries++) {
+        int p = 10000 + (int)(((unsigned)rand() ^ (unsigned)getpid() * 2654435761u ^ (unsigned)jrt_wall_us()) % 10000u);
+        if (port_free(p)) return p;
+    }
+    cr_assert_fail("no free port in 10000..19999");
+    return -1;
 }
 
 int jrt_http_get(int port, const char *path, char **body) {
@@ -774,21 +789,13 @@ void jrt_redis_start_tls(jrt_redis_t *r, const char *auth_clients, char *plain_u
 
 /* ---- Redis Cluster ------------------------------------------------------ */
 
-/* 1 if a TCP port of 127.0.0.1 can be bound now. */
-static int port_free(int port) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
-    if (fd >= 0) close(fd);
-    return ok;
-}
 
-/* A port p in 20000..29999 with p and p + 10000 (the cluster bus) free and
- * not already one of c's. */
+/* A port p in 20000..22767 with p and p + 10000 (the cluster bus) free and
+ * not already one of c's: both below the kernel's own ports (see
+ * jrt_free_port). */
 static int cluster_port(const jrt_cluster_t *c, int upto) {
     for (int tries = 0; tries < 2000; tries++) {
-        int p = 20000 + (int)(((unsigned)rand() ^ (unsigned)getpid() * 2654435761u) % 10000u);
+        int p = 20000 + (int)(((unsigned)rand() ^ (unsigned)getpid() * 2654435761u) % 2768u);
         int taken = 0;
         for (int i = 0; i < upto; i++) taken |= c->port[i] == p || c->tls_port[i] == p;
         if (!taken && port_free(p) && port_free(p + 10000)) return p;
@@ -846,7 +853,7 @@ static void cluster_start(jrt_cluster_t *c, int primaries, int replicas_each, co
     for (int i = 0; i < c->n; i++) {
         if (tls) { /* its TLS port with the bus beside it; the plain port needs no bus */
             c->tls_port[i] = cluster_port(c, i);
-            do c->port[i] = 20000 + (int)((unsigned)rand() % 10000u);
+            do c->port[i] = 20000 + (int)((unsigned)rand() % 2768u);
             while (c->port[i] == c->tls_port[i] || !port_free(c->port[i]));
         } else {
             c->port[i] = cluster_port(c, i);
