@@ -304,10 +304,11 @@ const jr_cli_cmd_t jr_cli_commands[] = {
      .usage =
          "usage: jobrunner cancel [-c FILE] [--redis URL] [-q QUEUE] [--key KEY] ID...\n"
          "\n"
-         "Cancel jobs. A delayed, retrying or ready job is removed (and its id may be\n"
-         "enqueued again): 'ID cancelled'. A running job is flagged: its handler sees\n"
-         "api->cancelled within about a second, and when it ends it is not retried:\n"
-         "'ID running'. Otherwise 'ID not found'. Exit 0 when every id was found.\n"
+         "Cancel jobs. A delayed, retrying or ready job is removed (its id stays taken\n"
+         "until its idempotency window ends): 'ID cancelled'. A running job is flagged:\n"
+         "its handler sees api->cancelled within about a second, and when it ends it is\n"
+         "not retried: 'ID running'. Otherwise 'ID not found'. Exit 0 when every id was\n"
+         "found.\n"
          "\n"
          "  -q, --queue QUEUE   the queue (default: 'default')\n"
          "      --key KEY       the key a partitioned queue's jobs with explicit ids were enqueued with\n",
