@@ -81,18 +81,16 @@ void jrw_free_slot(worker_t *w, slot_t *s) {
     w->used--;
 }
 
-/* The length of slot s's job id as stored: a generated id of a partition
- * is shown with "~<partition>" (see dispatch), which Redis never holds. */
-static size_t stored_id_len(const worker_t *w, const slot_t *s) {
-    size_t n = strlen(s->id), gen;
+size_t jrw_stored_id_len(const worker_t *w, uint32_t queue, const char *id) {
+    size_t n = strlen(id), gen;
     unsigned i;
-    return w->part[s->queue] >= 0 && jr_partition_id_parse(s->id, n, &gen, &i) ? gen : n;
+    return w->part[queue] >= 0 && jr_partition_id_parse(id, n, &gen, &i) ? gen : n;
 }
 
 /* Queue the acknowledgement of slot s's entry, with its job id. */
 static int push_ack(worker_t *w, const slot_t *s) {
     int rc = jrw_push_op(w, OP_ACK, s->queue, s->entry, 0, NULL, NULL);
-    size_t n = stored_id_len(w, s);
+    size_t n = jrw_stored_id_len(w, s->queue, s->id);
     if (!rc && (n != strlen(s->entry) || strncmp(s->id, s->entry, n) != 0))
         snprintf(w->ops[w->nops - 1].jobid, sizeof w->ops[w->nops - 1].jobid, "%.*s", (int)n, s->id);
     return rc;

@@ -125,7 +125,7 @@ static int recv_confirm(worker_t *w, jr_redis_t *conn) {
 /* A job's own-queue follow-ups stay in its op (fu rebuilt from them);
  * the others have been written. None left: the op becomes the plain
  * acknowledgement it now is. Returns 0 or JR_ENOMEM (op unchanged). */
-static int keep_own_followups(op_t *o, const char *own) {
+static int keep_own_followups(const worker_t *w, op_t *o, const char *own) {
     jr_fu_list_t l = {.max_payload = INT64_MAX};
     size_t off = 0;
     jr_fu_item_t it;
@@ -147,7 +147,9 @@ static int keep_own_followups(op_t *o, const char *own) {
     if (!l.n) { /* no follow-up left for the atomic call: a plain acknowledgement */
         o->kind = OP_ACK, o->fu = NULL, o->fu_len = 0;
         free(l.buf);
-        if (o->done_id && strcmp(o->done_id, o->entry) != 0) snprintf(o->jobid, sizeof o->jobid, "%s", o->done_id);
+        size_t n = o->done_id ? jrw_stored_id_len(w, o->queue, o->done_id) : 0; /* as push_ack names it */
+        if (o->done_id && (n != strlen(o->entry) || strncmp(o->done_id, o->entry, n) != 0))
+            snprintf(o->jobid, sizeof o->jobid, "%.*s", (int)n, o->done_id);
     }
     return 0;
 }
@@ -235,7 +237,7 @@ static int cross_queue_followups(worker_t *w, jr_redis_t *conn, char *held_err, 
             o->held = 1;
             snprintf(held_err, held_len, "%s", jr_redis_errstr(conn));
         } else if (!rc && m) {
-            rc = keep_own_followups(o, own);
+            rc = keep_own_followups(w, o, own);
         }
         jr_strlist_free(&reasons);
         free(jobs), free(qs), free(ids), free(got), free(out);
