@@ -197,10 +197,10 @@ static int cmd_cron_list(const jr_config_t *cfg, int json, size_t limit, FILE *o
             snprintf(note, sizeof note, "unreadable definition: %s", why);
             rc = jr_table_add(&tab, row) || jr_table_note(&tab, note) ? JR_ENOMEM : 0;
         } else {
-            char sched[128], t[JR_TIME_LEN], loc[JR_CRON_LOCAL_LEN], lt[JR_TIME_LEN], lloc[JR_CRON_LOCAL_LEN],
-                dur[JR_DURATION_LEN], note[512];
-            if (d.cron) snprintf(sched, sizeof sched, "%s", d.cron);
-            else snprintf(sched, sizeof sched, "every %s", jr_duration_format(d.every_ms, dur, sizeof dur));
+            char every[JR_DURATION_LEN + 8], t[JR_TIME_LEN], loc[JR_CRON_LOCAL_LEN], lt[JR_TIME_LEN],
+                lloc[JR_CRON_LOCAL_LEN], dur[JR_DURATION_LEN], note[512];
+            snprintf(every, sizeof every, "every %s", jr_duration_format(d.every_ms, dur, sizeof dur));
+            const char *sched = d.cron ? d.cron : every; /* whole: a cron line is up to 6 fields of 63 */
             int64_t next = d.enabled ? jr_cron_def_next(&d, now) : -1;
             const char *job;
             int64_t last = jr_cron_last_parse(v[i].last, &job);

@@ -12,6 +12,7 @@
 #include "cron.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -265,15 +266,23 @@ static int civil_search(const jr_cron_t *c, civil_t *t, int64_t limit) {
 
 /* ---- the zone ------------------------------------------------------------ */
 
+/* The TZif file of zone tz into path (under TZDIR, else
+ * /usr/share/zoneinfo): 0, or -1 when the path does not fit (never a
+ * shorter one: "Etc/GMT+10" cut is "Etc/GMT+1", another zone). */
+static int zone_path(const char *tz, char *path, size_t len) {
+    const char *dir = getenv("TZDIR");
+    int n = snprintf(path, len, "%s/%s", dir && *dir ? dir : "/usr/share/zoneinfo", tz);
+    return n > 0 && (size_t)n < len ? 0 : -1;
+}
+
 int jr_tz_valid(const char *tz) {
     size_t n = strlen(tz);
     if (!n || n > 200 || tz[0] == '/' || strstr(tz, "..")) return 0;
     for (const char *p = tz; *p; p++)
         if (!isalnum((unsigned char)*p) && !strchr("_+-/", *p)) return 0;
     if (strcmp(tz, "UTC") == 0) return 1;
-    const char *dir = getenv("TZDIR");
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir && *dir ? dir : "/usr/share/zoneinfo", tz);
+    char path[PATH_MAX];
+    if (zone_path(tz, path, sizeof path)) return 0;
     FILE *f = fopen(path, "rb");
     if (!f) return 0;
     char magic[4] = {0};
@@ -399,9 +408,8 @@ static int tz_rule(const char *s, zone_t *z) {
 static int zone_load(const char *tz, zone_t *z) {
     memset(z, 0, sizeof *z);
     if (strcmp(tz, "UTC") == 0) return 0;
-    const char *dir = getenv("TZDIR");
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir && *dir ? dir : "/usr/share/zoneinfo", tz);
+    char path[PATH_MAX];
+    if (zone_path(tz, path, sizeof path)) return JR_EINVAL;
     FILE *f = fopen(path, "rb");
     struct stat st;
     if (!f) return JR_EINVAL;

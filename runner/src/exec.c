@@ -130,7 +130,7 @@ struct jr_exec {
 };
 
 /* ---- the batch message --------------------------------------------------
- * u32 length of what follows, u32 n, then per task:
+ * u64 length of what follows, u32 n, then per task:
  * u32 attempt, i64 timeout_ms, u32 id/queue/handler/payload lengths, then
  * the four strings, each followed by a NUL. */
 
@@ -327,18 +327,18 @@ static void run_task(const jr_registry_t *reg, shm_t *shm, const task_hdr_t *h, 
 
 /* The next batch message from fd into *buf (grown as needed; *have bytes
  * of it already read, kept across calls): the message body (after its
- * u32 length) is at *buf + 4, its length in *len. Reads as much as the
+ * u64 length) is at *buf + 8, its length in *len. Reads as much as the
  * socket holds per call, so a message usually takes one read. Returns 0,
  * or -1 at EOF or on an error. */
-static int read_message(int fd, char **buf, size_t *cap, size_t *have, uint32_t *len) {
-    size_t need = sizeof(uint32_t);
+static int read_message(int fd, char **buf, size_t *cap, size_t *have, uint64_t *len) {
+    size_t need = sizeof(uint64_t);
     for (;;) {
-        if (*have >= sizeof(uint32_t)) {
+        if (*have >= sizeof(uint64_t)) {
             memcpy(len, *buf, sizeof *len);
-            if (*len < sizeof(uint32_t)) return -1;
-            need = sizeof(uint32_t) + (size_t)*len;
+            if (*len < sizeof(uint32_t) || *len > SIZE_MAX / 2) return -1;
+            need = sizeof(uint64_t) + (size_t)*len;
         }
-        if (*have >= need && need > sizeof(uint32_t)) return 0;
+        if (*have >= need && need > sizeof(uint64_t)) return 0;
         if (need + 4096 > *cap) { /* room for the message, and a read ahead */
             size_t nc = *cap ? *cap : 65536;
             while (nc < need + 4096) nc *= 2;
@@ -359,9 +359,9 @@ static void runner_main(int fd, shm_t *shm, const jr_registry_t *reg, int64_t ma
     char *in = NULL;
     size_t cap = 0, have = 0;
     for (;;) {
-        uint32_t len;
+        uint64_t len;
         if (read_message(fd, &in, &cap, &have, &len) != 0) break;
-        const char *buf = in + sizeof(uint32_t);
+        const char *buf = in + sizeof(uint64_t);
         uint32_t n;
         memcpy(&n, buf, sizeof n);
         size_t off = sizeof n;
@@ -399,7 +399,7 @@ static void runner_main(int fd, shm_t *shm, const jr_registry_t *reg, int64_t ma
             }
             forked_children = p == 0; /* some still run: look again next time */
         }
-        size_t used = sizeof(uint32_t) + len; /* the message is done with: drop it */
+        size_t used = sizeof(uint64_t) + (size_t)len; /* the message is done with: drop it */
         memmove(in, in + used, have - used);
         have -= used;
         __atomic_store_n(&shm->finished, 1, __ATOMIC_RELEASE);
@@ -565,13 +565,16 @@ static void start_batch(runner_t *r) {
     __atomic_store_n(&m->done, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&m->claim, (uint64_t)r->n, __ATOMIC_SEQ_CST);
     size_t body = r->offs[r->n];
-    uint32_t len = (uint32_t)(sizeof(uint32_t) + body), n = r->n;
-    char head[8];
-    memcpy(head, &len, 4);
-    memcpy(head + 4, &n, 4);
+    /* 64 bits: a batch of large payloads (jobs.max_payload is up to 512 MiB,
+     * a batch up to worker.batch jobs) can pass 4 GiB */
+    uint64_t len = sizeof(uint32_t) + (uint64_t)body;
+    uint32_t n = r->n;
+    char head[12];
+    memcpy(head, &len, 8);
+    memcpy(head + 8, &n, 4);
     /* Header and body in one writev: one system call, and one wake-up of
      * the runner with the whole message there (see read_message). */
-    struct iovec iov[2] = {{.iov_base = head, .iov_len = 8}, {.iov_base = r->msg, .iov_len = body}};
+    struct iovec iov[2] = {{.iov_base = head, .iov_len = sizeof head}, {.iov_base = r->msg, .iov_len = body}};
     struct iovec *v = iov;
     int nv = 2;
     while (nv > 0) {

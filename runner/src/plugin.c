@@ -255,17 +255,24 @@ __attribute__((format(printf, 3, 4))) static void api_log(const jr_job_t *job,
                                                           ...) {
     if ((unsigned)level > JR_LOG_ERROR) level = JR_LOG_ERROR;
     if (!jr_log_enabled(level)) return;
-    char msg[2048] = "";
+    char small[2048] = "", *msg = small; /* a longer line on the heap, whole */
     if (fmt) {
-        va_list ap;
+        va_list ap, again;
         va_start(ap, fmt);
-        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_copy(again, ap);
+        int n = vsnprintf(small, sizeof small, fmt, ap);
         va_end(ap);
+        if (n >= (int)sizeof small && (msg = malloc((size_t)n + 1)))
+            vsnprintf(msg, (size_t)n + 1, fmt, again);
+        else if (n >= (int)sizeof small)
+            msg = small; /* out of memory: the first part, as before */
+        va_end(again);
     }
     static const char *const keys[] = {"job", "queue", "handler"};
     const char *vals[] = {job ? job->id : NULL, job ? job->queue : NULL,
                           job ? job->handler : NULL};
     jr_log_kvv(level, msg, job ? 3 : 0, keys, vals);
+    if (msg != small) free(msg);
 }
 
 /* The worker's flag, or (inline mode) the probe, asked at most every 500 ms. */

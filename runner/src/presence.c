@@ -20,7 +20,7 @@ int jr_presence_init(jr_presence_t *p, const char *role, const char *name, const
     jr_proc_t *s = &p->self;
     snprintf(s->name, sizeof s->name, "%s", name);
     snprintf(s->role, sizeof s->role, "%s", role);
-    if (gethostname(s->host, sizeof s->host - 1) != 0) snprintf(s->host, sizeof s->host, "?");
+    if (gethostname(s->host, sizeof s->host) != 0) snprintf(s->host, sizeof s->host, "?");
     s->host[sizeof s->host - 1] = '\0';
     s->pid = (long long)getpid();
     snprintf(s->version, sizeof s->version, "%s", JR_VERSION);

@@ -2,6 +2,7 @@
 #include "proc.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -141,8 +142,8 @@ int64_t jr_reconnect_cap_ms(const jr_config_t *cfg) {
 }
 
 void jr_consumer_name(char *buf, size_t len) {
-    char host[64] = "host";
-    gethostname(host, sizeof host - 1);
+    char host[HOST_NAME_MAX + 1]; /* a Linux host name is at most 64 bytes: whole, so two hosts never share a name */
+    if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "host");
     host[sizeof host - 1] = '\0';
     snprintf(buf, len, "%s-%d", host, (int)getpid());
 }

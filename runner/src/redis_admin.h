@@ -4,6 +4,8 @@
 #ifndef JR_REDIS_ADMIN_H
 #define JR_REDIS_ADMIN_H
 
+#include <limits.h>
+
 #include "redis.h"
 
 /* Re-enqueue dead entries (attempts reset). *moved = how many. */
@@ -53,7 +55,7 @@ int jr_redis_history(jr_redis_t *r, const char *queue, int64_t minutes, int64_t 
 typedef struct jr_proc {
     char name[JR_PROC_NAME_MAX]; /* its consumer name: host-pid */
     char role[16];               /* worker | scheduler */
-    char host[64];
+    char host[HOST_NAME_MAX + 1];
     long long pid;
     char *queues;                /* comma-separated; owned, "" = every registered queue */
     char version[32];

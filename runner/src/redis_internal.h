@@ -33,7 +33,7 @@ struct jr_redis {
     int wait_replicas;       /* redis.wait_replicas: WAIT for this many after writes; 0 = off */
     int64_t wait_timeout_ms; /* redis.wait_timeout: WAIT's own timeout (> 0) */
     /* redis-sentinel:// only (master[0] == '\0' otherwise): */
-    char master[256];     /* the master name */
+    char master[JR_MASTER_NAME_MAX + 1]; /* the master name */
     char primary[300];    /* the primary connected to, "host:port" */
     struct jr_sentinel_sub *sub; /* the sentinels' +switch-master, NULL = none (or broken) */
     int epfd, has_epfd;   /* an epoll set of c->fd and the subscription's: jr_redis_fd */

@@ -154,7 +154,7 @@ void jr_sentinel_sub_free(jr_sentinel_sub_t *s) {
  * follows one or a few masters: a short list). */
 static pthread_mutex_t known_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct known {
-    char master[256], addr[300];
+    char master[JR_MASTER_NAME_MAX + 1], addr[300];
 } known[8];
 static size_t nknown;
 

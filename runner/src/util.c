@@ -618,6 +618,11 @@ static int parse_sentinel(const char *p, const char *at, jr_redis_url_t *u, cons
         q = e;
     }
     /* Not quoted: without an '@', what follows a '/' may be a password's. */
+    if (name_end - name > JR_MASTER_NAME_MAX) {
+        jr_errf(err, errlen, "master name of %zu bytes in redis URL \"%s\" (at most %d)", (size_t)(name_end - name),
+                shown, JR_MASTER_NAME_MAX);
+        return JR_EINVAL;
+    }
     for (const char *q = name; q < name_end; q++) {
         if (!host_char_ok(*q) && *q != ':') {
             jr_errf(err, errlen, "bad master name in redis URL \"%s\" (letters, digits and \"._-:\")", shown);

@@ -93,10 +93,11 @@ int jr_redis_url_parse(const char *s, jr_redis_url_t *u, char *err, size_t errle
 /* "redis-sentinel://[[user:]password@]host[:port][,host[:port]...]/MASTER[?db=N]"
  * is parsed by jr_redis_url_parse too: the sentinels (each host as in
  * redis://, the port 26379 by default) and the master name (letters, digits
- * and "._-:"), the userinfo and the parameters (db, user, password, as for
- * unix://) being the primary's. Refused with a message: no master name, an
- * empty address in the list, a bad host or port (naming its place in the
- * list). */
+ * and "._-:", at most JR_MASTER_NAME_MAX bytes), the userinfo and the
+ * parameters (db, user, password, as for unix://) being the primary's.
+ * Refused with a message: no master name, a longer one, an empty address in
+ * the list, a bad host or port (naming its place in the list). */
+#define JR_MASTER_NAME_MAX 255
 /* "redis-cluster://[[user:]password@]host[:port][,host[:port]...]" and
  * "rediss-cluster://..." (TLS to every node) are parsed by
  * jr_redis_url_parse too: the seed nodes (each host as in redis://, the

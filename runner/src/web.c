@@ -943,12 +943,17 @@ static int authorized(struct MHD_Connection *con) {
     if (!h || strncasecmp(h, "Basic ", 6)) return 0;
     h += 6;
     while (*h == ' ') h++;
-    unsigned char dec[1024];
-    long n = jr_web_base64_decode(h, strcspn(h, " "), dec, sizeof dec);
+    /* sized by what arrived (libmicrohttpd bounds a request's headers), so
+     * a password of any length can log in */
+    size_t elen = strcspn(h, " ");
+    unsigned char *dec = malloc(elen / 4 * 3 + 3);
+    if (!dec) return 0;
+    long n = jr_web_base64_decode(h, elen, dec, elen / 4 * 3 + 3);
     const unsigned char *colon = n > 0 ? memchr(dec, ':', (size_t)n) : NULL;
-    if (!colon) return 0;
-    size_t plen = (size_t)n - (size_t)(colon + 1 - dec);
-    return jr_web_secret_equal((const char *)colon + 1, plen, W.cfg->web_password, strlen(W.cfg->web_password));
+    int ok = colon && jr_web_secret_equal((const char *)colon + 1, (size_t)n - (size_t)(colon + 1 - dec),
+                                          W.cfg->web_password, strlen(W.cfg->web_password));
+    free(dec);
+    return ok;
 }
 
 /* Without a password: the Host header must be a loopback name (a page of

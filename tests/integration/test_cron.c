@@ -165,6 +165,11 @@ Test(cron, list_text_and_json) {
     const char *a2[] = {"cron", "add", "nightly", "--cron", "0 2 * * *", "--tz", "Europe/Berlin", "--disabled",
                         "--redis", R.url, "report", NULL};
     cli(0, a2);
+    /* a line longer than 127 bytes is listed whole (it once was cut there) */
+    const char *busy_cron = "0,3,6,9,12,15,18,21,24,27,30,33,36,39,42,45,48,51,54,57 "
+                            "0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23 * 1,2,3,4,5,6,7,8,9,10,11,12 *";
+    const char *a3[] = {"cron", "add", "busy", "--cron", busy_cron, "--disabled", "--redis", R.url, "report", NULL};
+    cli(0, a3);
     pid_t s = start_scheduler(0);
     tick_t t[64];
     for (int i = 0; i < 100 && ticks_of("lq", "ev", t, 64) < 1; i++) jrt_sleep_ms(100);
@@ -173,7 +178,7 @@ Test(cron, list_text_and_json) {
     const char *ls[] = {"cron", "list", "--redis", R.url, NULL};
     cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, ls), 0, "%s", err);
     cr_expect(strstr(out, "NAME") && strstr(out, "every 1s") && strstr(out, "0 2 * * *") &&
-                  strstr(out, "Europe/Berlin") && strstr(out, "ev@"),
+                  strstr(out, "Europe/Berlin") && strstr(out, "ev@") && strstr(out, busy_cron),
               "%s", out);
     const char *lj[] = {"cron", "list", "--json", "--redis", R.url, NULL};
     cr_assert_eq(jrt_run(out, sizeof out, err, sizeof err, lj), 0, "%s", err);
@@ -181,8 +186,9 @@ Test(cron, list_text_and_json) {
     json_t *doc = json_loads(out, 0, &je);
     cr_assert_not_null(doc, "%s: %s", out, je.text);
     json_t *arr = json_object_get(doc, "schedules");
-    cr_assert_eq(json_array_size(arr), 2, "%s", out);
-    json_t *ev = json_array_get(arr, 0), *ni = json_array_get(arr, 1);
+    cr_assert_eq(json_array_size(arr), 3, "%s", out);
+    json_t *bu = json_array_get(arr, 0), *ev = json_array_get(arr, 1), *ni = json_array_get(arr, 2);
+    cr_expect_str_eq(json_string_value(json_object_get(bu, "cron")), busy_cron);
     cr_expect_str_eq(json_string_value(json_object_get(ev, "name")), "ev");
     cr_expect_eq(json_integer_value(json_object_get(ev, "every_ms")), 1000);
     cr_expect_str_eq(json_string_value(json_object_get(ev, "missed")), "once");

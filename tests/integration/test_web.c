@@ -297,6 +297,43 @@ Test(web, another_address_needs_a_password_and_every_request_carries_it) {
     jrt_stop(web, SIGTERM, 5000);
 }
 
+/* Standard base64 of n bytes of s into out (room for 4 * ceil(n / 3) + 1). */
+static void b64(const char *s, size_t n, char *out) {
+    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t o = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        unsigned v = (unsigned char)s[i] << 16 | (i + 1 < n ? (unsigned char)s[i + 1] << 8 : 0) |
+                     (i + 2 < n ? (unsigned char)s[i + 2] : 0);
+        out[o++] = A[v >> 18], out[o++] = A[v >> 12 & 63];
+        out[o++] = i + 1 < n ? A[v >> 6 & 63] : '=';
+        out[o++] = i + 2 < n ? A[v & 63] : '=';
+    }
+    out[o] = '\0';
+}
+
+/* A password longer than any fixed buffer (the HTTP Basic credentials were
+ * decoded into 1 KiB: a password of 760 bytes or more could never log in). */
+Test(web, a_long_password_logs_in) {
+    char pw[3001], cfg[3200], cred[3100], enc[4200], hdr[4300], *b;
+    for (int i = 0; i < 3000; i++) pw[i] = "abcdefghijklmnopqrstuvwxyz0123456789"[(i * 7) % 36];
+    pw[3000] = '\0';
+    snprintf(cfg, sizeof cfg, "web:\n  password: %s\n", pw);
+    pid_t web = start_web(cfg);
+    cr_assert_eq(jrt_http_get(port, "/api/overview", &b), 401, "no password: %s", b);
+    free(b);
+    int n = snprintf(cred, sizeof cred, "x:%s", pw);
+    b64(cred, (size_t)n, enc);
+    snprintf(hdr, sizeof hdr, "Authorization: Basic %s\r\n", enc);
+    cr_assert_eq(jrt_http_request(port, "GET", "/api/overview", hdr, NULL, &b), 200, "the right password: %s", b);
+    free(b);
+    cred[n - 1] ^= 1; /* the last byte wrong */
+    b64(cred, (size_t)n, enc);
+    snprintf(hdr, sizeof hdr, "Authorization: Basic %s\r\n", enc);
+    cr_assert_eq(jrt_http_request(port, "GET", "/api/overview", hdr, NULL, &b), 401, "a wrong one: %s", b);
+    free(b);
+    jrt_stop(web, SIGTERM, 5000);
+}
+
 Test(web, bulk_over_a_filter_schedules_and_finished_records) {
     redisContext *c = jrt_connect(&R);
     const char *pay[] = {"{\"order\": 1}", "{\"order\": 2}", "{\"refund\": 3}"};

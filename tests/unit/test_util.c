@@ -922,6 +922,18 @@ Test(redis_url, sentinel_errors) {
     url_bad("redis-sentinel://h/m m", "bad master name", NULL);
     url_bad("redis-sentinel://h/m?db=x", "bad database", NULL);
     url_bad("redis-sentinel://h/m?frob=1", "unknown parameter", NULL);
+    /* a master name as long as the buffers that hold it is taken whole; a
+     * longer one is refused, not cut (the +switch-master of a cut name
+     * would never match) */
+    char url[400] = "redis-sentinel://h/";
+    size_t n = strlen(url);
+    memset(url + n, 'm', JR_MASTER_NAME_MAX);
+    url[n + JR_MASTER_NAME_MAX] = '\0';
+    jr_redis_url_t u = url_ok(url);
+    cr_expect_eq(strlen(u.master), JR_MASTER_NAME_MAX);
+    jr_redis_url_free(&u);
+    strcat(url, "m");
+    url_bad(url, "master name of 256 bytes", "(at most 255)", NULL);
 }
 
 Test(redis_url, free_is_safe_twice_and_on_zeroed) {
