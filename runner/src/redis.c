@@ -166,6 +166,14 @@ int jri_fail(jr_redis_t *r, int code, const char *fmt, ...) {
     return code;
 }
 
+int jri_invalid(jr_redis_t *r, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->err, sizeof r->err, fmt, ap);
+    va_end(ap);
+    return JR_EINVAL;
+}
+
 static int transport_fail(jr_redis_t *r) {
     return jri_fail(r, JR_EIO, "Redis connection: %s", r->c->errstr[0] ? r->c->errstr : "closed");
 }

@@ -49,6 +49,10 @@ struct jr_redis {
  * text (NOPERM, or a function's "can't run this command") gets what to
  * grant appended: the command, the role, docs/operations.md. */
 int jri_fail(jr_redis_t *r, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* JR_EINVAL with the message in r's error, for a call refused before it
+ * sent or appended anything: unlike jri_fail, the connection stays usable
+ * (so the caller may append another call in its place). */
+int jri_invalid(jr_redis_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Append to buf (len bytes), when it quotes an ACL refusal, what was
  * refused and to which role, and what to grant (see redis.c). jri_fail does
  * it for the connection's error; texts kept elsewhere (a job's reason, a

@@ -301,11 +301,11 @@ int jr_redis_append_ack_follow_end(jr_redis_t *r, const char *queue, const char 
                                    size_t fu_len, int register_targets, const char *consumer,
                                    const jr_end_rec_t *rec) {
     long n = jr_fu_count(fu, fu_len);
-    if (n <= 0) return jri_fail(r, JR_EINVAL, "follow-ups of entry %s are corrupt or empty", entry);
+    if (n <= 0) return jri_invalid(r, "follow-ups of entry %s are corrupt or empty", entry);
     size_t nq = 0, nuniq = 0, off = 0;
     jr_fu_item_t *items = calloc((size_t)n, sizeof *items);
     uint32_t *qi = calloc((size_t)n, sizeof *qi);
-    char (*qnames)[JR_QUEUE_MAX + 1] = calloc((size_t)n, sizeof *qnames);
+    char (*qnames)[JR_INTERNAL_QUEUE_MAX + 1] = calloc((size_t)n, sizeof *qnames); /* a partition's: Q#J */
     jr_qkeys_t *qk = calloc((size_t)n, sizeof *qk);
     char (*uniq)[JR_UNIQ_KEY_MAX] = calloc((size_t)n, sizeof *uniq);
     char (*when)[32] = calloc((size_t)n, sizeof *when);
@@ -321,8 +321,8 @@ int jr_redis_append_ack_follow_end(jr_redis_t *r, const char *queue, const char 
     for (long i = 0; i < n; i++) {
         jr_fu_next(fu, fu_len, &off, &items[i]);
         jr_fu_item_t *it = &items[i];
-        if (it->queue_len > JR_QUEUE_MAX || it->id_len > JR_ID_MAX - 2) {
-            rc = jri_fail(r, JR_EINVAL, "follow-up %ld of entry %s: queue name or id too long", i + 1, entry);
+        if (it->queue_len > JR_INTERNAL_QUEUE_MAX || it->id_len > JR_ID_MAX - 2) {
+            rc = jri_invalid(r, "follow-up %ld of entry %s: queue name or id too long", i + 1, entry);
             goto out;
         }
         size_t q = 0;
@@ -335,7 +335,7 @@ int jr_redis_append_ack_follow_end(jr_redis_t *r, const char *queue, const char 
         }
         qi[i] = (uint32_t)q;
         if (it->id_len && jr_uniq_key(uniq[nuniq++], sizeof uniq[0], qnames[q], it->id, it->id_len)) {
-            rc = jri_fail(r, JR_EINVAL, "follow-up %ld of entry %s: its id does not make a key", i + 1, entry);
+            rc = jri_invalid(r, "follow-up %ld of entry %s: its id does not make a key", i + 1, entry);
             goto out;
         }
     }

@@ -556,6 +556,28 @@ Test(partitions, follow_ups_to_the_own_queue_stay_in_the_partition, .timeout = 1
     redisFree(c);
 }
 
+/* The same with the longest queue name: the partition's internal name
+ * (Q#J, up to 8 bytes more) is what the acknowledgement with follow-ups
+ * names. Its encoder once refused names over 128 bytes, and the fallback
+ * (the job to the dead stream) then met the connection it had marked
+ * broken: the worker reconnected for ever and never acknowledged. */
+Test(partitions, follow_ups_of_the_longest_queue_name_run, .timeout = 120) {
+    char q[JR_QUEUE_MAX + 1];
+    memset(q, 'q', JR_QUEUE_MAX), q[JR_QUEUE_MAX] = '\0';
+    jr_client_t *cl = client();
+    cr_assert_eq(jr_client_set_partitions(cl, q, 1000, NULL), 0, "%s", jr_client_errstr(cl));
+    jr_client_job_t jobs[3];
+    for (int i = 0; i < 3; i++)
+        jobs[i] = (jr_client_job_t){.queue = q, .handler = "follow", .payload = "q=,n=2", .payload_len = 6};
+    cr_assert_eq(jr_client_enqueue_many(cl, jobs, 3, NULL), 0, "%s", jr_client_errstr(cl));
+    jr_client_free(cl);
+    pid_t w = jrt_worker(&R, NULL, JRT_FOLLOW_PLUGIN, wlog, (const char *[]){"-q", q, NULL});
+    int got = jrt_wait_count(record, " record ", 6, 20000);
+    cr_assert_eq(jrt_stop(w, SIGTERM, 10000), 0, "the worker did not stop on SIGTERM (%s)", wlog);
+    cr_expect_eq(got, 6, "follow-ups run: %d of 6 (%s)", got, wlog);
+    cr_expect_eq(jrt_count(wlog, "invalid follow-ups"), 0, "%s", wlog);
+}
+
 /* A running worker and scheduler follow a change of the count (they read it
  * every 10 s): the worker logs it and runs the jobs of the new partitions,
  * delayed ones promoted by a scheduler serving the queue by name. */
