@@ -165,6 +165,17 @@ int jr_redis_cron_fired(jr_redis_t *r, const char *name, int64_t tick_ms, const 
     return rc ? rc : int_reply(r, rep, "jr_cron_fired", &v);
 }
 
+int jr_redis_cron_last(jr_redis_t *r, const char *name, int64_t *tick_ms) {
+    redisReply *rep;
+    *tick_ms = -1;
+    int rc = jri_exec(r, &rep, "HGET", JR_CRON_LAST_KEY, name, NULL);
+    if (rc) return rc;
+    const char *job;
+    if (rep->type == REDIS_REPLY_STRING) *tick_ms = jr_cron_last_parse(rep->str, &job);
+    freeReplyObject(rep);
+    return 0;
+}
+
 void jr_cron_entries_free(jr_cron_entry_t *v, size_t n) {
     for (size_t i = 0; v && i < n; i++) free(v[i].name), free(v[i].def), free(v[i].last);
     free(v);

@@ -56,6 +56,9 @@ int jr_redis_cron_del(jr_redis_t *r, const char *name, int *removed);
 /* Record tick_ms (job job_id) as the latest tick fired of `name`, unless a
  * later one is recorded or the schedule is gone. */
 int jr_redis_cron_fired(jr_redis_t *r, const char *name, int64_t tick_ms, const char *job_id);
+/* The latest tick of schedule `name` any scheduler recorded as fired
+ * (jr:{cron}:last) into *tick_ms, -1 if none or unreadable. 0 or an error. */
+int jr_redis_cron_last(jr_redis_t *r, const char *name, int64_t *tick_ms);
 
 /* One stored schedule as read (strings owned; last = "" if never fired). */
 typedef struct jr_cron_entry {

@@ -563,6 +563,25 @@ static int cron_near(sched_t *s) {
  * that were made are not made twice), while the other schedules' jobs of
  * the same pipeline are recorded as fired. */
 #define CRON_BATCH 256
+
+/* Before a backlog of c's ticks (two or more due: this scheduler was away,
+ * stopped or cut off for an interval or more), skip those another
+ * scheduler has fired meanwhile: up to the latest tick recorded in
+ * jr:{cron}:last. A tick's id keeps it from running twice only while its
+ * idempotency window lasts (a day, or two intervals); a scheduler away
+ * longer would otherwise fire every tick of its absence again. One HGET,
+ * only then. A refusal (the key holds garbage) skips nothing: the ids still
+ * guard the window. Returns 0 or a transport error. */
+static int cron_skip_fired(sched_t *s, cron_state_t *c, double now) {
+    if (c->next < 0 || c->after < 0 || (double)c->after > now) return 0;
+    int64_t last;
+    int rc = jr_redis_cron_last(s->cmd, c->def.name, &last);
+    if (rc == JR_EREDIS && jr_redis_ok(s->cmd)) return 0;
+    if (rc) return rc;
+    if (last >= c->next) cron_set_next(c, jr_cron_def_next(&c->def, last));
+    return 0;
+}
+
 static int cron_fire(sched_t *s) {
     double now = cron_now(s);
     int64_t mono;
@@ -582,6 +601,7 @@ static int cron_fire(sched_t *s) {
             cron_state_t *c = &s->crons[i];
             if (c->retry_at_us > jr_mono_us()) continue;
             c->retry_at_us = 0;
+            if ((rc = cron_skip_fired(s, c, now))) break;
             for (int64_t t = c->next, a = c->after; t >= 0 && (double)t <= now; t = a, a = -2) {
                 if (k == CRON_BATCH) {
                     more = 1;
@@ -594,7 +614,7 @@ static int cron_fire(sched_t *s) {
                 k++;
             }
         }
-        if (!k) break;
+        if (rc || !k) break;
         /* Each job's own outcome: one refused (its queue's keys hold
          * garbage) costs its schedule only, which tries again after 1 s;
          * the others are recorded. */

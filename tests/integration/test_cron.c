@@ -108,6 +108,32 @@ Test(cron, three_schedulers_one_killed_each_tick_once) {
     cr_expect_eq(jrt_stats(&R, "cq").delayed, 0);
 }
 
+/* A scheduler stopped (SIGSTOP: a paused VM, a partition) for longer than
+ * the ticks' idempotency window, while another fires: when it runs again
+ * it fires none of those ticks a second time. The window (a day) is
+ * played by deleting the ticks' idempotency keys while it is stopped. */
+Test(cron, a_scheduler_away_past_the_window_fires_no_tick_again) {
+    add_every("aw", "cq", "skip");
+    pid_t a = start_scheduler(0), b = start_scheduler(1);
+    jrt_sleep_ms(1500);
+    cr_assert_eq(kill(b, SIGSTOP), 0);
+    jrt_sleep_ms(4000);
+    redisContext *c = jrt_connect(&R);
+    redisReply *keys = jrt_cmd(c, "KEYS", "jr:{cq}:uniq:aw@*", NULL);
+    cr_assert(keys->type == REDIS_REPLY_ARRAY && keys->elements >= 3, "the ticks' idempotency keys");
+    for (size_t i = 0; i < keys->elements; i++) freeReplyObject(jrt_cmd(c, "DEL", keys->element[i]->str, NULL));
+    freeReplyObject(keys);
+    redisFree(c);
+    cr_assert_eq(kill(b, SIGCONT), 0);
+    jrt_sleep_ms(2500);
+    jrt_stop(a, SIGTERM, 10000);
+    jrt_stop(b, SIGTERM, 10000);
+    tick_t t[64];
+    size_t n = ticks_of("cq", "aw", t, 64); /* fails on a tick with two jobs */
+    cr_expect_geq(n, 6, "only %zu ticks fired in ~8 s", n);
+    expect_consecutive("aw", t, n);
+}
+
 /* All schedulers down for ~5 s: `skip` fires nothing for the missed ticks,
  * `once` one job for the latest of them; then both tick on. */
 Test(cron, missed_ticks_skip_and_once) {
