@@ -310,7 +310,8 @@ static void run_task(const jr_registry_t *reg, shm_t *shm, const task_hdr_t *h, 
     uint32_t rlen = 0;
     jr_job_t job = {.id = s[0], .queue = s[1], .handler = s[2], .payload = s[3],
                     .payload_len = h->lens[3], .attempt = h->attempt,
-                    .deadline_ms = jr_wall_ms() + h->timeout_ms, .stop_flag = &shm->stop,
+                    .deadline_ms = jr_wall_ms() + h->timeout_ms,
+                    .deadline_mono_us = jr_mono_us() + h->timeout_ms * 1000, .stop_flag = &shm->stop,
                     .cancel_flag = &sl->cancel, .fu = &fu, .result = result, .result_len = &rlen};
     int32_t res = run_job(reg, &job);
     sl->followups = 0; /* 1: a frame was sent (follow-ups, a result) */
@@ -823,6 +824,7 @@ static void run_inline(jr_exec_t *x, const jr_task_t *t, jr_outcome_t *o) {
     jr_job_t job = {.id = t->id, .queue = t->queue, .handler = t->handler,
                     .payload = t->payload, .payload_len = t->payload_len,
                     .attempt = t->attempt, .deadline_ms = jr_wall_ms() + t->timeout_ms,
+                    .deadline_mono_us = jr_mono_us() + t->timeout_ms * 1000,
                     .stop_flag = &x->inline_stop, .probe = x->probe, .probe_ctx = x->probe_ctx,
                     .tag = t->tag, .fu = &fu, .result = result, .result_len = &rlen};
     int64_t t0 = jr_mono_us();

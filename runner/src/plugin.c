@@ -245,7 +245,7 @@ static int64_t api_job_deadline_ms(const jr_job_t *job) { return job->deadline_m
 /* Stop when the worker says so or once the deadline has passed. */
 static int api_should_stop(const jr_job_t *job) {
     if (job->stop_flag && *job->stop_flag) return 1;
-    return job->deadline_ms > 0 && jr_wall_ms() >= job->deadline_ms;
+    return job->deadline_mono_us > 0 && jr_mono_us() >= job->deadline_mono_us;
 }
 
 /* One log line with keys job, queue, handler (none if job is NULL, e.g.

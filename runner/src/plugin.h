@@ -18,7 +18,9 @@ struct jr_job {
     const char *payload; /* payload_len bytes plus a NUL */
     size_t payload_len;
     uint32_t attempt;
-    int64_t deadline_ms;           /* Unix ms, 0 = none */
+    int64_t deadline_ms;           /* Unix ms, 0 = none: what api->job_deadline_ms tells */
+    int64_t deadline_mono_us;      /* the same on the monotonic clock (jr_mono_us), 0 = none: what
+                                      api->should_stop keeps (a step of the host's clock moves neither way) */
     const volatile int *stop_flag; /* may be NULL */
     /* Cancellation (api->cancelled): *cancel_flag set by the worker (may be
      * NULL); probe, if set, is asked instead at most every 500 ms (inline

@@ -588,9 +588,14 @@ Test(plugin, should_stop_flag_and_deadline) {
     stop = 1;
     cr_assert_eq(run(&job), JR_RESULT_RETRY);
     stop = 0;
-    job.deadline_ms = 1; /* long past */
+    job.deadline_mono_us = 1; /* long past */
     cr_assert_eq(run(&job), JR_RESULT_RETRY);
-    job.deadline_ms = 4102444800000;
+    job.deadline_mono_us = INT64_MAX;
+    cr_assert_eq(run(&job), JR_RESULT_OK);
+    /* the deadline is kept on the monotonic clock: the wall-clock one
+     * (api->job_deadline_ms) in the past, as after a step of the host's
+     * clock, stops nothing */
+    job.deadline_ms = 1;
     cr_assert_eq(run(&job), JR_RESULT_OK);
 }
 
@@ -705,6 +710,7 @@ Test(plugin, sleep_stops_when_asked) {
 
     stop = 0;
     job.deadline_ms = now_ms(CLOCK_REALTIME) + 100;
+    job.deadline_mono_us = (now_ms(CLOCK_MONOTONIC) + 100) * 1000;
     t0 = now_ms(CLOCK_MONOTONIC);
     cr_assert_eq(run(&job), JR_RESULT_RETRY);
     int64_t took = now_ms(CLOCK_MONOTONIC) - t0;
