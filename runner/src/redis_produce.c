@@ -275,6 +275,9 @@ int jr_redis_registry_garbage(const char *err) {
 /* Read the replies of call c (its jr_register's first if c->reg) and set
  * its jobs' outcomes. A refusal by Redis refuses c's jobs only (the first
  * such error goes to *first_err) and returns 0: later calls are still read.
+ * On a Redis Cluster, the answer the connection layer gives for a node that
+ * went down (jr_redis_node_down) makes c's jobs UNKNOWN, not REFUSED: the
+ * call may have been sent and run before the node was lost.
  * Returns an error only when no more can be read (transport, protocol); the
  * caller then owns the outcomes of c and what follows. */
 static int recv_call(jr_redis_t *r, const jr_enqueue_t *sorted, const size_t *order, const enq_call_t *c,
@@ -287,10 +290,14 @@ static int recv_call(jr_redis_t *r, const jr_enqueue_t *sorted, const size_t *or
     if ((rc = jri_recv_reply(r, &rep, r->timeout_us))) return rc;
     if (rep->type == REDIS_REPLY_ERROR) {
         char why[JR_ERRLEN];
-        snprintf(why, sizeof why, "queue %s: Redis refused %zu job%s: %s", q, cnt, cnt == 1 ? "" : "s",
-                 rep->str);
+        /* a Redis Cluster node that went down with the call sent or queued
+         * (cluster.c, node_down): the call may have run, so not "refused" */
+        int lost = jr_redis_node_down(rep->str);
+        snprintf(why, sizeof why, lost ? "queue %s: %zu job%s maybe written, the answer lost: %s"
+                                       : "queue %s: Redis refused %zu job%s: %s",
+                 q, cnt, cnt == 1 ? "" : "s", rep->str);
         jri_explain(r, why, sizeof why);
-        set_outcome(out, order, from, from + cnt, JR_ENQ_REFUSED, add_reason(reasons, why));
+        set_outcome(out, order, from, from + cnt, lost ? JR_ENQ_UNKNOWN : JR_ENQ_REFUSED, add_reason(reasons, why));
         if (!*first_err) *first_err = jri_fail(r, JR_EREDIS, "%s", why);
     } else {
         int ok = rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 * cnt;
@@ -314,7 +321,8 @@ static int recv_call(jr_redis_t *r, const jr_enqueue_t *sorted, const size_t *or
 /* recv_call for a plain call (append_ready_xadds): the replies of its
  * jr_register (if c->reg), jr_ready_prepare, then one per XADD. Each job's
  * outcome is its own XADD's: an entry id is CREATED, an error reply (OOM,
- * WRONGTYPE, a stream out of ids) REFUSED with that error, nil (the stream
+ * WRONGTYPE, a stream out of ids) REFUSED with that error (but a Cluster
+ * node's going down, UNKNOWN: see recv_call), nil (the stream
  * was missing: jr_ready_prepare refused, or another client deleted or
  * renamed it in between — Redis serves other clients between the 16 KB
  * reads of a pipeline) REFUSED; a nil writes nothing (NOMKSTREAM).
@@ -345,7 +353,10 @@ static int recv_plain(jr_redis_t *r, const jr_enqueue_t *sorted, const size_t *o
             freeReplyObject(rep);
             continue;
         }
-        if (rep->type == REDIS_REPLY_ERROR) { /* jr_ready_prepare's refusal says more (which key, which type) */
+        int lost = 0;
+        if (rep->type == REDIS_REPLY_ERROR && (lost = jr_redis_node_down(rep->str))) { /* as in recv_call */
+            snprintf(why, sizeof why, "queue %s: the job maybe written, the answer lost: %s", q, rep->str);
+        } else if (rep->type == REDIS_REPLY_ERROR) { /* jr_ready_prepare's refusal says more (which key, which type) */
             snprintf(why, sizeof why, "queue %s: Redis refused the job: %s", q, prep_err[0] ? prep_err : rep->str);
             jri_explain(r, why, sizeof why);
         } else if (rep->type == REDIS_REPLY_NIL) {
@@ -362,7 +373,7 @@ static int recv_plain(jr_redis_t *r, const jr_enqueue_t *sorted, const size_t *o
             snprintf(last, sizeof last, "%s", why);
             last_why = add_reason(reasons, why);
         }
-        out[i].status = JR_ENQ_REFUSED, out[i].why = last_why;
+        out[i].status = lost ? JR_ENQ_UNKNOWN : JR_ENQ_REFUSED, out[i].why = last_why;
         if (!*first_err) *first_err = jri_fail(r, JR_EREDIS, "%s", why);
     }
     return 0;

@@ -305,6 +305,32 @@ Test(cluster_features, a_partitioned_queue_spreads_over_the_primaries, .fini = t
     jr_client_free(c);
 }
 
+/* An enqueue sent to a primary that stops answering (frozen: SIGSTOP) is
+ * "maybe written" (UNKNOWN), never "refused, not written": the call was
+ * sent, and the node runs it when it wakes. A producer that retried a
+ * "refused" job without an id would have made it twice. */
+Test(cluster_features, an_answer_lost_to_a_frozen_primary_is_unknown, .fini = teardown, .timeout = 120) {
+    start(0);
+    pick_queues();
+    jr_client_options_t o = {.url = C.url, .command_timeout_ms = 1000};
+    jr_client_t *c = jr_client_open(&o);
+    cr_assert(c && !jr_client_errstr(c)[0], "client: %s", c ? jr_client_errstr(c) : "out of memory");
+    jr_client_job_t job = {.queue = Q[2], .handler = "record", .payload = "frozen", .payload_len = 6};
+    jr_client_result_t res;
+    cr_assert_eq(jr_client_enqueue(c, &job, &res), 0, "warm-up: %s", jr_client_errstr(c));
+    cr_assert_eq(kill(C.pid[2], SIGSTOP), 0);
+    int rc = jr_client_enqueue(c, &job, &res);
+    kill(C.pid[2], SIGCONT);
+    cr_assert_neq(rc, 0, "an enqueue to a frozen primary succeeded");
+    cr_expect_eq(res.status, JR_CLIENT_JOB_UNKNOWN, "status %d (%s): not UNKNOWN", (int)res.status,
+                 res.error ? res.error : jr_client_errstr(c));
+    cr_expect(res.error && strstr(res.error, "maybe written"), "%s", res.error ? res.error : "(no reason)");
+    /* the others are served meanwhile, and after it wakes so is it */
+    job.queue = Q[0];
+    cr_expect_eq(jr_client_enqueue(c, &job, &res), 0, "a live primary: %s", jr_client_errstr(c));
+    jr_client_free(c);
+}
+
 /* rediss-cluster://: every node over TLS (the test CA), the worker, the
  * scheduler and the CLI; the cluster's own bus and replication over TLS
  * too. Jobs on the three primaries run, a delayed one too; a client
