@@ -241,12 +241,13 @@ static int turn(worker_t *w, int sigfd) {
         int refused_too = rc == JR_EREDIS && jr_redis_ok(w->rd) && w->read_with_ops && w->ops_refused.on && w->nops;
         w->read_with_ops = 0;
         if (refused_too) rc = 0; /* the batch is empty */
+        int ctl_rc = 0; /* the control connection failed after entries were read: they are started first */
         if (!rc && !refused_too && !paused_now && w->batch.n > 0) { /* a read sent alone brought entries */
             paused_now = w->order_scratch;
             int prc = jr_redis_paused(w->ctl, w->queues, w->nq, paused_now);
             if (!prc) jrw_paused_note(w->ctl);
             if (prc == JR_EREDIS && jr_redis_ok(w->ctl)) paused_now = NULL; /* refused: the next read tells */
-            else if (prc) rc = prc;
+            else if (prc) paused_now = NULL, ctl_rc = prc; /* the pauses unknown: as before the read */
         }
         if (rc || (!refused_too && paused_now && (rc = jrw_see_paused(w, paused_now))) || (rc = jrw_interleave(w, &w->batch)))
             return rc;
@@ -258,6 +259,7 @@ static int turn(worker_t *w, int sigfd) {
         jr_metrics_fetched(w->batch.n);
         w->went_idle = w->batch.n == 0;
         if ((rc = jrw_dispatch(w, &w->batch, 0))) return rc;
+        if (ctl_rc) return ctl_rc; /* entries already delivered to us are not left for a take-over */
         /* A full batch was there already (the read did not block): its
          * time, until the jobs were handed over, is a fetch round trip;
          * not counting the handlers run meanwhile (inline mode), or the
