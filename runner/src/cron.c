@@ -563,7 +563,12 @@ int jr_cron_next(const jr_cron_t *c, const char *tz, int64_t after_ms, int64_t *
     int64_t s0 = floor_div(after_ms, 1000) + 1;
     civil_t cv;
     long off;
-    local_of(&z, s0, &cv, &off);
+    /* the local second after after_ms's, not the local time of s0: when s0
+     * is the end of a gap (spring forward), the gap's times come first, and
+     * each stands for that instant */
+    local_of(&z, s0 - 1, &cv, &off);
+    cv.s++;
+    civil_carry(&cv);
     int64_t limit = cv.y + 400;
     *next_ms = -1;
     while (civil_search(c, &cv, limit)) {

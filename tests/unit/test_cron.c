@@ -111,6 +111,11 @@ Test(cron_next, dst_europe_berlin) {
     /* 02:30 does not exist: once at the first instant after the gap. */
     expect_next("30 2 * * *", "Europe/Berlin", "2026-03-28T12:00:00Z", "2026-03-29T01:00:00Z");
     expect_next("30 2 * * *", "Europe/Berlin", "2026-03-29T01:00:00Z", "2026-03-30T00:30:00Z");
+    /* from the last second before the gap: its times still stand for the gap's end */
+    expect_next("30 2 * * *", "Europe/Berlin", "2026-03-29T00:59:59Z", "2026-03-29T01:00:00Z");
+    expect_next("30 2 * * *", "Europe/Berlin", "2026-03-29T00:59:59.999Z", "2026-03-29T01:00:00Z");
+    expect_next("59 59 * * * *", "Europe/Berlin", "2026-03-29T00:59:58Z", "2026-03-29T00:59:59Z");
+    expect_next("0 30 2 * * *", "Europe/Berlin", "2026-03-29T00:59:59Z", "2026-03-29T01:00:00Z");
     expect_next("0 3 * * *", "Europe/Berlin", "2026-03-28T12:00:00Z", "2026-03-29T01:00:00Z");
     /* 02:00, 02:30 and 03:00 are one instant: one firing. */
     expect_next("*/30 * * * *", "Europe/Berlin", "2026-03-29T00:30:00Z", "2026-03-29T01:00:00Z");
