@@ -169,6 +169,18 @@ redisReply *jrt_cmd(redisContext *c, const char *first, ...) {
     return rep;
 }
 
+long long jrt_info_int(redisContext *c, const char *section, const char *field) {
+    redisReply *rep = jrt_cmd(c, "INFO", section, NULL);
+    cr_assert(rep->type == REDIS_REPLY_STRING, "INFO %s: not a string", section);
+    char key[96];
+    snprintf(key, sizeof key, "\n%s:", field);
+    const char *p = strstr(rep->str, key);
+    cr_assert(p, "no %s in INFO %s", field, section);
+    long long v = atoll(p + strlen(key));
+    freeReplyObject(rep);
+    return v;
+}
+
 void jrt_start_recorded(jrt_redis_t *r, char *record, size_t len) {
     jrt_redis_start(r, NULL);
     snprintf(record, len, "%s/record.txt", r->dir);
@@ -505,6 +517,12 @@ static int port_free(int port) {
     return ok;
 }
 
+/* A random port of base..base + span - 1 (rand(), the pid and the clock
+ * mixed, so tests starting at once pick apart). */
+static int random_port(int base, unsigned span) {
+    return base + (int)(((unsigned)rand() ^ (unsigned)getpid() * 2654435761u ^ (unsigned)jrt_wall_us()) % span);
+}
+
 /* A random port of 10000..19999 that can be bound now. Not one the kernel
  * would hand out itself (ip_local_port_range, 32768..60999 here): a port
  * bound and closed to ask the kernel for a free one could be taken as the
@@ -512,7 +530,7 @@ static int port_free(int port) {
  * with tests running at once (tests/run.sh), is a real chance. */
 int jrt_free_port(void) {
     for (int tries = 0; tries < 2000; tries++) {
-        int p = 10000 + (int)(((unsigned)rand() ^ (unsigned)getpid() * 2654435761u ^ (unsigned)jrt_wall_us()) % 10000u);
+        int p = random_port(10000, 10000u);
         if (port_free(p)) return p;
     }
     cr_assert_fail("no free port in 10000..19999");
@@ -789,18 +807,17 @@ void jrt_redis_start_tls(jrt_redis_t *r, const char *auth_clients, char *plain_u
 
 /* ---- Redis Cluster ------------------------------------------------------ */
 
-
-/* A port p in 20000..22767 with p and p + 10000 (the cluster bus) free and
- * not already one of c's: both below the kernel's own ports (see
- * jrt_free_port). */
-static int cluster_port(const jrt_cluster_t *c, int upto) {
+/* A free port p in 20000..22767 that is not one of the first upto nodes'
+ * of c, and with bus, p + 10000 (its cluster bus) free too: both below the
+ * kernel's own ports (see jrt_free_port). */
+static int cluster_port(const jrt_cluster_t *c, int upto, int bus) {
     for (int tries = 0; tries < 2000; tries++) {
-        int p = 20000 + (int)(((unsigned)rand() ^ (unsigned)getpid() * 2654435761u) % 2768u);
+        int p = random_port(20000, 2768u);
         int taken = 0;
         for (int i = 0; i < upto; i++) taken |= c->port[i] == p || c->tls_port[i] == p;
-        if (!taken && port_free(p) && port_free(p + 10000)) return p;
+        if (!taken && port_free(p) && (!bus || port_free(p + 10000))) return p;
     }
-    cr_assert_fail("no free port pair for a cluster node");
+    cr_assert_fail("no free port%s for a cluster node", bus ? " pair" : "");
     return -1;
 }
 
@@ -852,11 +869,10 @@ static void cluster_start(jrt_cluster_t *c, int primaries, int replicas_each, co
     size_t tu = (size_t)snprintf(c->tls_url, sizeof c->tls_url, "rediss-cluster://");
     for (int i = 0; i < c->n; i++) {
         if (tls) { /* its TLS port with the bus beside it; the plain port needs no bus */
-            c->tls_port[i] = cluster_port(c, i);
-            do c->port[i] = 20000 + (int)((unsigned)rand() % 2768u);
-            while (c->port[i] == c->tls_port[i] || !port_free(c->port[i]));
+            c->tls_port[i] = cluster_port(c, i, 1);
+            c->port[i] = cluster_port(c, i + 1, 0);
         } else {
-            c->port[i] = cluster_port(c, i);
+            c->port[i] = cluster_port(c, i, 1);
         }
         cluster_launch(c, i);
         off += (size_t)snprintf(cmd + off, sizeof cmd - off, " 127.0.0.1:%d", tls ? c->tls_port[i] : c->port[i]);

@@ -38,6 +38,9 @@ long long jrt_int(redisContext *c, const char *fmt, ...);
  * of them) on c; fails the test if the connection breaks. The caller frees
  * the reply. */
 redisReply *jrt_cmd(redisContext *c, const char *first, ...);
+/* The integer field `field` of INFO `section`, read over c (no new
+ * connection); fails the test if Redis does not answer or has no such field. */
+long long jrt_info_int(redisContext *c, const char *section, const char *field);
 /* jrt_redis_start(r, NULL), then point the record plugin at <dir>/record.txt
  * (its path into record; JRT_RECORD set to it). */
 void jrt_start_recorded(jrt_redis_t *r, char *record, size_t len);

@@ -1092,15 +1092,7 @@ static void garbage_cron_string(redisContext *c) {
 static int64_t oom_t0;
 static int oom_confirmed, oom_refills;
 
-static long long used_memory(redisContext *c) {
-    redisReply *rep = redisCommand(c, "INFO memory");
-    cr_assert(rep && rep->type == REDIS_REPLY_STRING, "INFO memory failed");
-    const char *u = strstr(rep->str, "used_memory:");
-    cr_assert(u, "no used_memory in INFO");
-    long long used = atoll(u + 12);
-    freeReplyObject(rep);
-    return used;
-}
+static long long used_memory(redisContext *c) { return jrt_info_int(c, "memory", "used_memory"); }
 
 /* Set maxmemory just above what is used now (noeviction), then grow a
  * filler key by small appends until Redis refuses one for lack of memory (a

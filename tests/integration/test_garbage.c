@@ -66,19 +66,6 @@ static long long loop_calls(void) {
     return n;
 }
 
-/* The integer field `name` of INFO stats, read over c (no new connection). */
-static long long info_stat(redisContext *c, const char *name) {
-    redisReply *rep = jrt_cmd(c, "INFO", "stats", NULL);
-    cr_assert(rep->type == REDIS_REPLY_STRING, "INFO stats");
-    char needle[96];
-    snprintf(needle, sizeof needle, "\n%s:", name);
-    const char *p = strstr(rep->str, needle);
-    cr_assert(p, "INFO stats has no %s", name);
-    long long n = atoll(p + strlen(needle));
-    freeReplyObject(rep);
-    return n;
-}
-
 /* Overwrite `key` with a value of type `kind` (0 string, 1 list, 2 set,
  * 3 zset, 4 hash, 5 stream), its members garbage. A key that already has
  * that type gets the garbage members added beside its own (wrong members
@@ -237,9 +224,9 @@ Test(garbage, random_garbage_in_every_key_kind_costs_only_its_own_queue_or_sched
      * due: the test's own connection c reads the count); a busy loop as
      * hundreds of calls per second or more. */
     long long before = loop_calls();
-    long long conns = info_stat(c, "total_connections_received");
+    long long conns = jrt_info_int(c, "stats", "total_connections_received");
     jrt_sleep_ms(3000);
-    conns = info_stat(c, "total_connections_received") - conns;
+    conns = jrt_info_int(c, "stats", "total_connections_received") - conns;
     long long per_s = (loop_calls() - before) / 3;
     redisReply *cs = jrt_cmd(c, "INFO", "commandstats", NULL);
     fprintf(stderr, "garbage: %lld calls per second while idle, %lld new connections in 3 s\n", per_s, conns);

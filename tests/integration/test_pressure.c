@@ -76,25 +76,13 @@ static int wait_all_settled(const char *const *qs, size_t n, int timeout_ms) {
     return jrt_wait_for(timeout_ms, 100, all_settled, &(queues_t){qs, n});
 }
 
-static long long info_field(redisContext *c, const char *section, const char *field) {
-    redisReply *rep = redisCommand(c, "INFO %s", section);
-    cr_assert(rep && rep->type == REDIS_REPLY_STRING);
-    char key[64];
-    snprintf(key, sizeof key, "\n%s:", field);
-    const char *p = strstr(rep->str, key);
-    cr_assert(p, "no %s in INFO %s", field, section);
-    long long v = atoll(p + strlen(key));
-    freeReplyObject(rep);
-    return v;
-}
-
 /* Make Redis refuse writes: maxmemory a little above what it uses, fill it
  * with keys until a write is refused for lack of memory, then lower
  * maxmemory below what is used (query buffers come and go: without that,
  * small writes would still slip in). Returns how many filler keys were
  * written (fill:0..n-1). */
 static int fill_memory(redisContext *c) {
-    long long used = info_field(c, "memory", "used_memory");
+    long long used = jrt_info_int(c, "memory", "used_memory");
     freeReplyObject(redisCommand(c, "CONFIG SET maxmemory-policy noeviction"));
     redisReply *rep = redisCommand(c, "CONFIG SET maxmemory %lld", used + 2 * 1024 * 1024);
     cr_assert(rep && rep->type != REDIS_REPLY_ERROR);
@@ -106,7 +94,7 @@ static int fill_memory(redisContext *c) {
         int oom = rep && rep->type == REDIS_REPLY_ERROR && strstr(rep->str, "OOM");
         freeReplyObject(rep);
         if (oom) {
-            used = info_field(c, "memory", "used_memory");
+            used = jrt_info_int(c, "memory", "used_memory");
             freeReplyObject(redisCommand(c, "CONFIG SET maxmemory %lld", used - 1024 * 1024));
             return i;
         }

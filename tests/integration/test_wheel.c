@@ -536,15 +536,7 @@ static void enqueue_n_at(const char *q, long long at, int n) {
     }
 }
 
-static long long used_memory(void) {
-    redisReply *r = redisCommand(C, "INFO memory");
-    cr_assert(r && r->type == REDIS_REPLY_STRING, "INFO");
-    const char *p = strstr(r->str, "used_memory:");
-    cr_assert(p);
-    long long v = atoll(p + strlen("used_memory:"));
-    freeReplyObject(r);
-    return v;
-}
+static long long used_memory(void) { return jrt_info_int(C, "memory", "used_memory"); }
 
 /* Issue 10 review, 1: a cascade grows memory (a bucket item -> a sorted-set
  * member); in a Redis at maxmemory (noeviction) jr_promote is refused, and
