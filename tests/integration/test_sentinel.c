@@ -114,6 +114,51 @@ static int cluster_ready(const void *arg) {
     return 1;
 }
 
+static const char *path_in(const char *name) {
+    static char buf[8][192];
+    static int i;
+    i = (i + 1) % 8;
+    snprintf(buf[i], sizeof buf[i], "%s/%s", C.dir, name);
+    return buf[i];
+}
+
+/* On stderr (CTest shows it with the failure): whether each process still
+ * runs, what each node and sentinel answers, and the last lines of each
+ * log; the temp dir goes with the test, so this is what is left of it. */
+static void setup_report(void) {
+    for (int i = 0; i < NODES + SENTINELS; i++) {
+        int s = i >= NODES, k = s ? i - NODES : i;
+        pid_t pid = s ? C.spid[k] : C.pid[k];
+        int port = s ? C.sport[k] : C.port[k];
+        char name[32], answer[512];
+        snprintf(name, sizeof name, s ? "sentinel%d.log" : "redis%d.log", k);
+        siginfo_t info = {0}; /* WNOWAIT: left for cluster_stop to reap */
+        waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT);
+        const char *alive = info.si_pid == pid ? "exited" : "running";
+        if (s)
+            ask(port, answer, sizeof answer, "SENTINEL get-master-addr-by-name m");
+        else
+            ask(port, answer, sizeof answer, "INFO replication");
+        fprintf(stderr, "== %s %d (pid %d, port %d): %s; answers \"%s\"\n", s ? "sentinel" : "node", k, (int)pid,
+                port, alive, answer);
+        if (s) {
+            redisContext *c = tcp(port);
+            redisReply *rep = c && !c->err ? redisCommand(c, "SENTINEL master m") : NULL;
+            for (size_t j = 0; rep && rep->type == REDIS_REPLY_ARRAY && j + 1 < rep->elements; j += 2)
+                fprintf(stderr, "%s=%s%s", rep->element[j]->str, rep->element[j + 1]->str,
+                        j + 2 < rep->elements ? " " : "\n");
+            if (rep) freeReplyObject(rep);
+            if (c) redisFree(c);
+        }
+        char *log = jrt_slurp(path_in(name));
+        const char *tail = log + strlen(log); /* the last 15 lines */
+        int lines = 0;
+        while (tail > log && !(tail[-1] == '\n' && ++lines > 16)) tail--;
+        fprintf(stderr, "%s\n", tail);
+        free(log);
+    }
+}
+
 /* Start the primary, its replicas and the sentinels (with requirepass
  * spass unless NULL); write the config file of the jobrunner processes
  * (extra: more YAML). */
@@ -154,8 +199,10 @@ static void cluster_start2(const char *extra, const char *spass) {
         const char *argv[] = {JRT_REDIS_SERVER, conf, "--sentinel", NULL};
         C.spid[i] = launch(log, argv);
     }
-    cr_assert(jrt_wait_for(30000, 100, cluster_ready, NULL),
-              "the sentinels did not find the replicas and each other within 30 s (see %s)", C.dir);
+    int ready = jrt_wait_for(30000, 100, cluster_ready, NULL);
+    if (!ready) setup_report();
+    cr_assert(ready, "the sentinels did not find the replicas and each other within 30 s (what each process says "
+                     "and the ends of their logs are above)");
     snprintf(C.url, sizeof C.url, "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/m", C.sport[0],
              C.sport[1], C.sport[2]);
     snprintf(C.record, sizeof C.record, "%s/record.txt", C.dir);
@@ -187,14 +234,6 @@ static void cluster_stop(void) {
 }
 
 TestSuite(sentinel, .fini = cluster_stop, .timeout = 120);
-
-static const char *path_in(const char *name) {
-    static char buf[8][192];
-    static int i;
-    i = (i + 1) % 8;
-    snprintf(buf[i], sizeof buf[i], "%s/%s", C.dir, name);
-    return buf[i];
-}
 
 /* The index of the node listening on port. */
 static int node_of(int port) {
