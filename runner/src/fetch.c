@@ -155,7 +155,13 @@ static int read_rounds(worker_t *w, size_t want, size_t *taken) {
         }
         memcpy(w->got, w->counts, w->nq * sizeof *w->got); /* asked */
         int64_t sent = jr_mono_us();
-        if ((rc = jr_redis_read_each(w->rd, w->consumer, w->queues, w->nq, w->got, &w->batch, now))) break;
+        /* a queue's refusal (NOGROUP, WRONGTYPE...) is acted on after the
+         * entries the others delivered to us are started */
+        int refused = jr_redis_read_each(w->rd, w->consumer, w->queues, w->nq, w->got, &w->batch, now);
+        if (refused && (refused != JR_EREDIS || !jr_redis_ok(w->rd))) {
+            rc = refused;
+            break;
+        }
         jrw_paused_note(w->rd);
         if ((rc = jrw_see_paused(w, now))) break;
         size_t n = w->batch.n;
@@ -169,6 +175,10 @@ static int read_rounds(worker_t *w, size_t want, size_t *taken) {
         jr_metrics_fetched(n);
         *taken += n;
         if ((rc = jrw_dispatch(w, &w->batch, 0))) break;
+        if (refused) {
+            rc = refused;
+            break;
+        }
     }
     return rc;
 }

@@ -548,18 +548,20 @@ int jr_redis_read_each(jr_redis_t *r, const char *consumer, const char *const *q
             if (!(rep = calloc(1, sizeof *rep))) return jri_fail(r, JR_ENOMEM, "out of memory");
             rep->type = REDIS_REPLY_NIL;
         }
+        if (rep->type == REDIS_REPLY_ERROR) { /* that queue refused (NOGROUP...): the others' entries are ours */
+            if (!first_err) first_err = jri_fail(r, JR_EREDIS, "%s", rep->str);
+            freeReplyObject(rep);
+            if (!(rep = calloc(1, sizeof *rep))) return jri_fail(r, JR_ENOMEM, "out of memory");
+            rep->type = REDIS_REPLY_NIL;
+        }
         if (i == 0) b->reply = rep;
         else b->more[b->nmore++] = rep;
-        if (rep->type == REDIS_REPLY_ERROR) {
-            if (!first_err) first_err = jri_fail(r, JR_EREDIS, "%s", rep->str);
-        } else if (!first_err && (rc = jri_count_streams(r, rep, &entries, &strs))) {
-            first_err = rc;
-        }
+        if ((rc = jri_count_streams(r, rep, &entries, &strs))) return rc;
     }
-    if ((rc = jri_recv_paused(r, n, paused)) || first_err) return first_err ? first_err : rc;
+    if ((rc = jri_recv_paused(r, n, paused))) return rc;
     if (jri_batch_reserve(b, entries, strs)) return jri_fail(r, JR_ENOMEM, "out of memory");
     for (size_t i = 0; i < k && !rc; i++) rc = jri_fill_streams(r, b, i ? b->more[i - 1] : b->reply, queues, n, 0);
-    return rc;
+    return rc ? rc : first_err;
 }
 
 int jr_redis_send_read_paused(jr_redis_t *r, const char *consumer, const char *const *queues, size_t n,

@@ -135,9 +135,11 @@ int jr_redis_recv_ack(jr_redis_t *r, long long *n, char ***flagged, size_t *nfla
  * every reply: the entries go into *b (queue index i, queue by queue in
  * order), paused[i] = 1 if queue i is paused (as of just after the reads:
  * entries of a queue paused meanwhile are to be handed back). An error reply
- * to a read is JR_EREDIS with its text (b then holds nothing usable), but
- * for a queue whose Redis Cluster primary is down (cluster.c), which counts
- * as empty. */
+ * to a read counts as that queue empty and makes the call return JR_EREDIS
+ * with its text, b holding the other queues' entries (delivered to this
+ * consumer: the caller starts them before it acts on the error); for a
+ * queue whose Redis Cluster primary is down (cluster.c) the read counts as
+ * empty and is no error. */
 int jr_redis_read_each(jr_redis_t *r, const char *consumer, const char *const *queues, size_t n,
                        const int64_t *counts, jr_batch_t *b, unsigned char *paused);
 
