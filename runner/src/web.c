@@ -1,6 +1,7 @@
 /* `jobrunner web`: see web.h. */
 #include "web.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -69,8 +70,11 @@ int jr_web_secret_equal(const char *a, size_t al, const char *b, size_t bl) {
 }
 
 int jr_web_host_is_loopback(const char *host) {
-    return !strcmp(host, "localhost") || !strncmp(host, "127.", 4) || !strcmp(host, "::1") ||
-           !strcmp(host, "[::1]");
+    struct in_addr a4;
+    /* a numeric address only: a name that merely starts with "127." (a
+     * domain an attacker's DNS points at us: DNS rebinding) is not one */
+    if (inet_pton(AF_INET, host, &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+    return !strcmp(host, "localhost") || !strcmp(host, "::1") || !strcmp(host, "[::1]");
 }
 
 long jr_web_base64_decode(const char *s, size_t n, unsigned char *out, size_t outlen) {

@@ -35,8 +35,10 @@ int jr_web_run(const jr_config_t *cfg);
 /* 1 if a[0..al) equals b[0..bl), in a time that depends on bl only (b is
  * the secret). */
 int jr_web_secret_equal(const char *a, size_t al, const char *b, size_t bl);
-/* 1 if host (of HOST:PORT as jr_metrics_parse_addr splits it) is a loopback
- * address or "localhost"; "" (every interface) is not. */
+/* 1 if host (of HOST:PORT as jr_metrics_parse_addr splits it, or of a Host
+ * header) is a numeric loopback address (127.0.0.0/8, ::1) or the name
+ * "localhost"; "" (every interface) and every other name (one starting
+ * with "127." included) are not. */
 int jr_web_host_is_loopback(const char *host);
 /* Decode RFC 4648 base64 s[0..n) into out (at most outlen bytes): the
  * length, or -1 if s is not padded base64 or does not fit. */

@@ -230,14 +230,14 @@ Test(web, markup_from_redis_comes_back_escaped) {
     jrt_stop(web, SIGTERM, 5000);
 }
 
-/* The whole answer to GET path, headers included, into out. */
-static void headers_of(const char *path, char *out, size_t len) {
+/* The whole answer to GET path with Host: host, headers included, into out. */
+static void answer_of(const char *path, const char *host, char *out, size_t len) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     cr_assert(fd >= 0 && !connect(fd, (struct sockaddr *)&a, sizeof a));
-    char req[256];
-    int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n", path);
+    char req[512];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n", path, host);
     cr_assert_eq(write(fd, req, (size_t)n), n);
     size_t got = 0;
     ssize_t k;
@@ -249,10 +249,29 @@ static void headers_of(const char *path, char *out, size_t len) {
 Test(web, headers_forbid_inline_script_framing_and_sniffing) {
     pid_t web = start_web(NULL);
     char h[1 << 16];
-    headers_of("/api/session", h, sizeof h);
+    answer_of("/api/session", "localhost", h, sizeof h);
     cr_assert(strstr(h, "Content-Security-Policy: default-src 'none'; script-src 'self';"), "%s", h);
     cr_assert(strstr(h, "frame-ancestors 'none'"), "%s", h);
     cr_assert(strstr(h, "X-Content-Type-Options: nosniff"), "%s", h);
+    jrt_stop(web, SIGTERM, 5000);
+}
+
+/* Without a password the dashboard answers only requests whose Host is a
+ * loopback address or localhost: a page of another site whose name its DNS
+ * points at 127.0.0.1 (DNS rebinding) gets 403, also when that name starts
+ * with "127." (once taken for an address). */
+Test(web, a_foreign_host_name_is_refused_even_one_starting_with_127) {
+    pid_t web = start_web(NULL);
+    char h[1 << 16], ok[64];
+    snprintf(ok, sizeof ok, "127.0.0.1:%d", port);
+    answer_of("/api/session", ok, h, sizeof h);
+    cr_assert(strstr(h, "HTTP/1.0 200") || strstr(h, "HTTP/1.1 200"), "%s", h);
+    const char *bad[] = {"attacker.example", "127.0.0.1.attacker.example:8080", "127.x.attacker.example",
+                         "localhost.attacker.example"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        answer_of("/api/session", bad[i], h, sizeof h);
+        cr_assert(strstr(h, " 403 ") && !strstr(h, "\"csrf"), "Host %s: %s", bad[i], h);
+    }
     jrt_stop(web, SIGTERM, 5000);
 }
 
@@ -483,6 +502,11 @@ Test(web_unit, secret_compare_base64_and_loopback) {
               jr_web_host_is_loopback("::1"));
     cr_assert(!jr_web_host_is_loopback("") && !jr_web_host_is_loopback("0.0.0.0") &&
               !jr_web_host_is_loopback("10.0.0.5"));
+    /* DNS rebinding: a name is not an address, whatever it starts with */
+    cr_assert(jr_web_host_is_loopback("127.1.2.3"));
+    cr_assert(!jr_web_host_is_loopback("127.0.0.1.attacker.example") && !jr_web_host_is_loopback("127.x.example") &&
+              !jr_web_host_is_loopback("127.") && !jr_web_host_is_loopback("localhost.attacker.example") &&
+              !jr_web_host_is_loopback("128.0.0.1"));
     char buf[32];
     cr_assert_str_eq(jr_web_info_field("# Server\r\nredis_version:7.0.15\r\nx:1\r\n", "redis_version", buf, sizeof buf),
                      "7.0.15");
