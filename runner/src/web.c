@@ -1041,6 +1041,12 @@ static enum MHD_Result serve(void *cls, struct MHD_Connection *con, const char *
     if (W.cfg->web_password && !authorized(con)) return answer_error(con, MHD_HTTP_UNAUTHORIZED, "password required");
     if (!W.cfg->web_password && !host_ok(con))
         return answer_error(con, MHD_HTTP_FORBIDDEN, "the Host header must be localhost or a loopback address");
+    /* A request another site's page made (a browser says so): not served.
+     * Its POSTs fail the CSRF token anyway, but a blind GET (an <img> of
+     * /api/job) could still make Redis search, over and over. */
+    const char *site = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Sec-Fetch-Site");
+    if (site && !strcmp(site, "cross-site"))
+        return answer_error(con, MHD_HTTP_FORBIDDEN, "requests from another site's page are refused");
     if (post) return route_post(con, url, rq);
     if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD))
         return answer_error(con, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and POST");

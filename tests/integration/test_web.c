@@ -272,6 +272,15 @@ Test(web, a_foreign_host_name_is_refused_even_one_starting_with_127) {
         answer_of("/api/session", bad[i], h, sizeof h);
         cr_assert(strstr(h, " 403 ") && !strstr(h, "\"csrf"), "Host %s: %s", bad[i], h);
     }
+    /* a request a browser says another site's page made (an <img> of an
+     * API URL) is refused too; the page's own (same-origin) are served */
+    char *b = NULL;
+    cr_assert_eq(jrt_http_request(port, "GET", "/api/job?queue=default&id=nope", "Sec-Fetch-Site: cross-site\r\n",
+                                  NULL, &b), 403, "%s", b);
+    free(b);
+    cr_assert_eq(jrt_http_request(port, "GET", "/api/session", "Sec-Fetch-Site: same-origin\r\n", NULL, &b), 200,
+                 "%s", b);
+    free(b);
     jrt_stop(web, SIGTERM, 5000);
 }
 
