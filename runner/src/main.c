@@ -106,6 +106,18 @@ int main(int argc, char **argv) {
             status = 0;
             goto out;
         }
+        /* One value each (but the lists -q and --plugin): a second would
+         * silently win over the first, and for --match or --handler widen a
+         * bulk action. An empty filter or key would mean "any": refused. */
+        if (jr_cli_options[i].has_value && i != JR_O_QUEUE && i != JR_O_PLUGIN &&
+            (i == JR_O_REDIS ? f.redis != NULL : f.v[i] != NULL)) {
+            status = jr_cli_die(name, "option --%s given twice (it takes one value)", jr_cli_options[i].name);
+            goto out;
+        }
+        if ((i == JR_O_HANDLER || i == JR_O_MATCH || i == JR_O_KEY) && (!optarg || !optarg[0])) {
+            status = jr_cli_die(name, "option --%s needs a value that is not empty", jr_cli_options[i].name);
+            goto out;
+        }
         if (i != JR_O_REDIS) f.v[i] = optarg ? optarg : "";
         if (i == JR_O_REDIS) { /* kept as a copy: the argument itself is scrubbed */
             free(f.redis);

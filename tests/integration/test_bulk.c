@@ -126,6 +126,36 @@ Test(bulk, dead_retry_and_purge_by_handler_and_payload_from_the_cli) {
     redisFree(c);
 }
 
+/* A filter given empty (an unset shell variable) or twice is a usage error
+ * that changes nothing: empty meant "any handler" or "any payload", and the
+ * second value silently replaced the first, so either widened the action to
+ * jobs the user did not name. An empty --key is refused the same way. */
+Test(bulk, an_empty_or_repeated_filter_is_refused_and_changes_nothing) {
+    redisContext *c = jrt_connect(&R);
+    bury(c, "default", "mail", "order-1042", 10);
+    bury(c, "default", "echo", "cust-3", 10);
+    const char *cases[][10] = {
+        {"dead", "delete", "--handler", "", "--yes", NULL},
+        {"dead", "retry", "--match", "", "--yes", NULL},
+        {"job", "delete", "--state", "dead", "--match", "order-1042", "--match", "cust-3", "--yes", NULL},
+        {"dead", "delete", "--handler", "mail", "--handler", "echo", "--yes", NULL},
+        {"enqueue", "--key", "", "echo", "x", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        cr_expect_eq(jrt_cli(&R, out, sizeof out, cases[i]), 2, "%s %s %s: not refused: %s", cases[i][0], cases[i][1],
+                     cases[i][2], out);
+        const char *args[12] = {0};
+        size_t k = 0;
+        for (; cases[i][k]; k++) args[k] = cases[i][k];
+        args[k++] = "--redis", args[k++] = R.url;
+        cr_expect_eq(jrt_run(out, sizeof out, err, sizeof err, args), 2);
+        cr_expect(strstr(err, "given twice") || strstr(err, "not empty"), "%s", err);
+    }
+    cr_expect_eq(jrt_int(c, "XLEN jr:{default}:dead"), 20, "nothing changed");
+    cr_expect_eq(jrt_int(c, "EXISTS jr:{default}:ready"), 0, "nothing enqueued");
+    redisFree(c);
+}
+
 Test(bulk, a_selection_acts_on_the_named_jobs_in_that_state_only) {
     char ids[3][JR_ID_MAX];
     jr_enqueue_t j[3] = {jrt_job("sel", "a", "1"), jrt_job("sel", "a", "2"), jrt_job("sel", "a", "3")};
