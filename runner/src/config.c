@@ -718,12 +718,14 @@ static int load_handlers(loader_t *ld) {
         if (ld->ev.type != YAML_MAPPING_START_EVENT)
             return fail(ld, path, "expected a mapping (timeout, max_attempts, backoff, backoff_max), got %s",
                         ev_kind(ld));
-        size_t seen[4] = {0};
+        size_t seen[4] = {0}, seen_keep = 0;
         while ((rc = next(ld)) == 0 && ld->ev.type != YAML_MAPPING_END_EVENT) {
             char key[PATH_LEN + 70];
             if ((rc = check_key_event(ld, path))) return rc;
             snprintf(key, sizeof key, "%s.%s", path, ev_text(ld));
             if (!strcmp(ev_text(ld), "keep_finished")) {
+                if (seen_keep) return fail(ld, key, "duplicate key (first given on line %zu)", seen_keep);
+                seen_keep = ev_line(ld);
                 if ((rc = next(ld)) || (rc = load_keep(ld, key, &h->keep))) return rc;
                 continue;
             }
@@ -999,9 +1001,18 @@ static int load_queues(loader_t *ld) {
             rc = fail(ld, path, "expected a mapping of the queue's keys (partitions, keep_finished), got %s", ev_kind(ld));
             goto out;
         }
+        size_t seen_keep = 0, seen_parts = 0; /* the line each was given on */
         while ((rc = next(ld)) == 0 && ld->ev.type != YAML_MAPPING_END_EVENT) {
             if ((rc = check_key_event(ld, path))) goto out;
             snprintf(key, sizeof key, "%s.%s", path, ev_text(ld));
+            size_t *seen_at = !strcmp(ev_text(ld), "keep_finished") ? &seen_keep
+                              : !strcmp(ev_text(ld), "partitions")  ? &seen_parts
+                                                                      : NULL;
+            if (seen_at && *seen_at) {
+                rc = fail(ld, key, "duplicate key (first given on line %zu)", *seen_at);
+                goto out;
+            }
+            if (seen_at) *seen_at = ev_line(ld);
             if (!strcmp(ev_text(ld), "keep_finished")) {
                 jr_keep_t kf;
                 if ((rc = next(ld)) || (rc = load_keep(ld, key, &kf)) || (rc = set_queue_keep(ld->cfg, queue, kf)))

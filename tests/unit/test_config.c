@@ -646,6 +646,13 @@ Test(config, bad_handler_overrides_are_named) {
     load_bad("handlers:\n  a:\n    max_deliveries: 3\n", "handlers.a.max_deliveries: unknown key", NULL);
     load_bad("handlers:\n  a: {timeout: soon}\n", "handlers.a.timeout: must be a duration", NULL);
     load_bad("handlers:\n  a: {}\n  a: {}\n", "t.yaml:3: handlers.a: duplicate key", NULL);
+    /* a key given twice within one handler or queue: the second no longer wins silently */
+    load_bad("handlers:\n  a:\n    keep_finished: {count: 1}\n    keep_finished: {count: 2}\n",
+             "t.yaml:4: handlers.a.keep_finished: duplicate key (first given on line 3)", NULL);
+    load_bad("queues:\n  q:\n    partitions: 4\n    partitions: 8\n",
+             "t.yaml:4: queues.q.partitions: duplicate key (first given on line 3)", NULL);
+    load_bad("queues:\n  q:\n    keep_finished: {count: 1}\n    partitions: 2\n    keep_finished: {count: 3}\n",
+             "t.yaml:5: queues.q.keep_finished: duplicate key (first given on line 3)", NULL);
     load_bad("handlers:\n  \"bad name\": {}\n", "bad handler name", NULL);
     load_bad("handlers: [a]\n", "handlers: expected a mapping", NULL);
     load_bad("worker:\n  isolation: thread\n", "t.yaml:2: worker.isolation: must be process or inline", NULL);
