@@ -813,6 +813,11 @@ int jr_cli_jobs(const jr_cli_cmd_t *cmd, const jr_cli_flags_t *f, jr_config_t *c
     if (!queue) return 2;
     int64_t limit = 100;
     if (!f->v[JR_O_STATE]) return jr_cli_die(cmd->name, "%s", "--state delayed|ready|running|dead|finished is required");
+    static const char *const states[] = {"delayed", "ready", "running", "dead", "finished", NULL};
+    size_t si = 0;
+    while (states[si] && strcmp(states[si], f->v[JR_O_STATE])) si++;
+    if (!states[si]) /* a usage error before any connection (exit 2, whether Redis answers or not) */
+        return jr_cli_die2(cmd->name, "--state", f->v[JR_O_STATE], "must be delayed, ready, running, dead or finished");
     if (limit_s && jr_cli_parse_count(limit_s, 1, 10000, &limit))
         return jr_cli_die2(cmd->name, "--limit", limit_s, "must be an integer from 1 to 10000");
     /* A partitioned queue: pages over its partitions in turn, the cursor

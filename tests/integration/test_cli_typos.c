@@ -143,3 +143,15 @@ Test(typos, queue_remove_deletes_an_empty_queue_only) {
     cr_expect(strstr(err, "is served by the live worker"), "%s", err);
     jrt_stop(w, SIGTERM, 10000);
 }
+
+/* A --state typo is a usage error (exit 2) named before anything else:
+ * with Redis unreachable, and for a queue nothing used; it was reported as
+ * "cannot connect" or "queue not known" (exit 1) before the state was read. */
+Test(typos, a_state_typo_is_a_usage_error_whatever_redis_says) {
+    char dead[64];
+    snprintf(dead, sizeof dead, "redis://127.0.0.1:%d", jrt_free_port());
+    cr_expect_eq(RUN("jobs", "--redis", dead, "--state", "retryng"), 2, "%s", err);
+    cr_expect(strstr(err, "--state") && strstr(err, "retryng"), "%s", err);
+    cr_expect_eq(RUN("jobs", "-q", "never-used", "--state", "bogus"), 2, "%s", err);
+    cr_expect(strstr(err, "--state") && !strstr(err, "never-used"), "%s", err);
+}
