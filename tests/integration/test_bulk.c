@@ -142,13 +142,12 @@ Test(bulk, an_empty_or_repeated_filter_is_refused_and_changes_nothing) {
         {"enqueue", "--key", "", "echo", "x", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        cr_expect_eq(jrt_cli(&R, out, sizeof out, cases[i]), 2, "%s %s %s: not refused: %s", cases[i][0], cases[i][1],
-                     cases[i][2], out);
-        const char *args[12] = {0};
+        const char *args[12] = {0}; /* jrt_run, not jrt_cli: it logs a warning (exit 1 of the suite) for exit 2 */
         size_t k = 0;
         for (; cases[i][k]; k++) args[k] = cases[i][k];
         args[k++] = "--redis", args[k++] = R.url;
-        cr_expect_eq(jrt_run(out, sizeof out, err, sizeof err, args), 2);
+        cr_expect_eq(jrt_run(out, sizeof out, err, sizeof err, args), 2, "%s %s %s: not refused: %s", cases[i][0],
+                     cases[i][1], cases[i][2], err);
         cr_expect(strstr(err, "given twice") || strstr(err, "not empty"), "%s", err);
     }
     cr_expect_eq(jrt_int(c, "XLEN jr:{default}:dead"), 20, "nothing changed");
