@@ -550,7 +550,7 @@ static int print_page(FILE *out, const char *state, const char *queue, const lis
  * cursor of the next page, as a table (within limit_cols columns, 0: none)
  * or one JSON object; with flt, only the page's jobs it passes (the cursor
  * as without it). Returns the exit
- * status (2: a bad state or cursor). Of a partitioned queue (nparts > 1),
+ * status (2: a bad cursor). Of a partitioned queue (nparts > 1),
  * the page is of partition `part` (internal queue iq): its generated ids
  * shown with "~<part>", its cursor "p<part>:<cursor in it>", or, at the
  * end of the partition, "p<part+1>:" (the next one; none after the last).
@@ -559,13 +559,9 @@ static int print_page(FILE *out, const char *state, const char *queue, const lis
 static int cmd_jobs(const jr_config_t *cfg, const char *queue, const char *iq, int part, unsigned nparts,
                     const char *state, int64_t limit, const char *after, const jr_filter_t *flt, int json,
                     size_t limit_cols, FILE *out) {
+    /* state is one of the five (jr_cli_jobs checked it before connecting) */
     int delayed = !strcmp(state, "delayed"), ready = !strcmp(state, "ready"), running = !strcmp(state, "running"),
-        dead = !strcmp(state, "dead"), finished = !strcmp(state, "finished");
-    if (!delayed && !ready && !running && !dead && !finished) {
-        fprintf(stderr, "jobrunner jobs: --state must be delayed, ready, running, dead or finished, not \"%s\"\n",
-                state);
-        return 2;
-    }
+        finished = !strcmp(state, "finished"); /* else dead */
     char start[JR_ID_MAX + 2] = "-";
     long long skip = 0;
     if (after) { /* delayed: a cursor of jr_delayed_page; the others: the last entry id shown */

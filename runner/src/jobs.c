@@ -81,18 +81,17 @@ void jrw_free_slot(worker_t *w, slot_t *s) {
     w->used--;
 }
 
-size_t jrw_stored_id_len(const worker_t *w, uint32_t queue, const char *id) {
+void jrw_ack_jobid(const worker_t *w, op_t *o, const char *id) {
     size_t n = strlen(id), gen;
     unsigned i;
-    return w->part[queue] >= 0 && jr_partition_id_parse(id, n, &gen, &i) ? gen : n;
+    if (w->part[o->queue] >= 0 && jr_partition_id_parse(id, n, &gen, &i)) n = gen;
+    if (n != strlen(o->entry) || strncmp(id, o->entry, n) != 0) snprintf(o->jobid, sizeof o->jobid, "%.*s", (int)n, id);
 }
 
 /* Queue the acknowledgement of slot s's entry, with its job id. */
 static int push_ack(worker_t *w, const slot_t *s) {
     int rc = jrw_push_op(w, OP_ACK, s->queue, s->entry, 0, NULL, NULL);
-    size_t n = jrw_stored_id_len(w, s->queue, s->id);
-    if (!rc && (n != strlen(s->entry) || strncmp(s->id, s->entry, n) != 0))
-        snprintf(w->ops[w->nops - 1].jobid, sizeof w->ops[w->nops - 1].jobid, "%.*s", (int)n, s->id);
+    if (!rc) jrw_ack_jobid(w, &w->ops[w->nops - 1], s->id);
     return rc;
 }
 

@@ -147,9 +147,7 @@ static int keep_own_followups(const worker_t *w, op_t *o, const char *own) {
     if (!l.n) { /* no follow-up left for the atomic call: a plain acknowledgement */
         o->kind = OP_ACK, o->fu = NULL, o->fu_len = 0;
         free(l.buf);
-        size_t n = o->done_id ? jrw_stored_id_len(w, o->queue, o->done_id) : 0; /* as push_ack names it */
-        if (o->done_id && (n != strlen(o->entry) || strncmp(o->done_id, o->entry, n) != 0))
-            snprintf(o->jobid, sizeof o->jobid, "%.*s", (int)n, o->done_id);
+        if (o->done_id) jrw_ack_jobid(w, o, o->done_id); /* as push_ack names it */
     }
     return 0;
 }

@@ -240,10 +240,10 @@ int jrw_dispatch(worker_t *w, const jr_batch_t *b, int reclaimed);
 int jrw_collect(worker_t *w);
 int jrw_finish(worker_t *w, jr_outcome_t *o);
 int jrw_held(const worker_t *w, uint32_t q, const char *entry);
-/* The length of job id `id` of queue q as Redis holds it: a generated id of
- * a partition is shown with "~<partition>" (see dispatch), which Redis never
- * holds. An acknowledgement names the job by that much of it. */
-size_t jrw_stored_id_len(const worker_t *w, uint32_t queue, const char *id);
+/* Name job `id` in acknowledgement o (o->jobid) as Redis holds it, unless
+ * that is o's entry id (o->jobid left ""): a generated id of a partition is
+ * shown with "~<partition>" (see dispatch), which Redis never holds. */
+void jrw_ack_jobid(const worker_t *w, op_t *o, const char *id);
 void jrw_free_slot(worker_t *w, slot_t *s);
 int jrw_hand_back_waiting(worker_t *w);
 int64_t jrw_shed_after_us(const worker_t *w);
