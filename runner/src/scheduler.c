@@ -571,14 +571,17 @@ static int cron_near(sched_t *s) {
  * idempotency window lasts (a day, or two intervals); a scheduler away
  * longer would otherwise fire every tick of its absence again. One HGET,
  * only then. A refusal (the key holds garbage) skips nothing: the ids still
- * guard the window. Returns 0 or a transport error. */
+ * guard the window; so does a recorded tick later than now. Returns 0 or
+ * a transport error. */
 static int cron_skip_fired(sched_t *s, cron_state_t *c, double now) {
     if (c->next < 0 || c->after < 0 || (double)c->after > now) return 0;
     int64_t last;
     int rc = jr_redis_cron_last(s->cmd, c->def.name, &last);
     if (rc == JR_EREDIS && jr_redis_ok(s->cmd)) return 0;
     if (rc) return rc;
-    if (last >= c->next) cron_set_next(c, jr_cron_def_next(&c->def, last));
+    /* a tick is fired at or after its time: a later one is garbage (written
+     * by hand), which would silence the schedule until then */
+    if (last >= c->next && (double)last <= now) cron_set_next(c, jr_cron_def_next(&c->def, last));
     return 0;
 }
 

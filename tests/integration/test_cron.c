@@ -134,6 +134,27 @@ Test(cron, a_scheduler_away_past_the_window_fires_no_tick_again) {
     expect_consecutive("aw", t, n);
 }
 
+/* The same skip never trusts a recorded tick later than now (garbage
+ * written by hand): one scheduler stopped for 2.5 s with such a record
+ * goes on firing when it runs again, its backlog included. */
+Test(cron, a_future_last_fired_record_does_not_silence_a_schedule) {
+    add_every("fu", "cq", "skip");
+    pid_t a = start_scheduler(0);
+    jrt_sleep_ms(1500);
+    cr_assert_eq(kill(a, SIGSTOP), 0);
+    redisContext *c = jrt_connect(&R);
+    freeReplyObject(jrt_cmd(c, "HSET", "jr:{cron}:last", "fu", "99999999999999 fu@99999999999999", NULL));
+    redisFree(c);
+    jrt_sleep_ms(2500);
+    cr_assert_eq(kill(a, SIGCONT), 0);
+    jrt_sleep_ms(2500);
+    jrt_stop(a, SIGTERM, 10000);
+    tick_t t[64];
+    size_t n = ticks_of("cq", "fu", t, 64);
+    cr_expect_geq(n, 5, "only %zu ticks fired in ~6.5 s", n);
+    expect_consecutive("fu", t, n);
+}
+
 /* All schedulers down for ~5 s: `skip` fires nothing for the missed ticks,
  * `once` one job for the latest of them; then both tick on. */
 Test(cron, missed_ticks_skip_and_once) {
