@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "cron.h"
@@ -557,4 +558,36 @@ Test(cron_def, latest_tick_before) {
         if (steps == 1000) continue; /* too dense to brute-force */
         cr_expect_eq(jr_cron_def_latest(&r, last, before), want, "\"%s\" before %lld", expr, (long long)before);
     }
+}
+
+/* A zone's file path that does not fit is no zone: not a shorter name's.
+ * TZDIR is made so long that "<TZDIR>/Etc/GMT+10" is 512 bytes, where a
+ * 512-byte buffer once cut it to "<TZDIR>/Etc/GMT+1" (another zone, which
+ * exists there): the zone is unknown, the other one still valid. */
+Test(cron, a_zone_path_is_never_cut_to_another_zone) {
+    char dir[600] = "/tmp/jrtz.XXXXXX";
+    cr_assert(mkdtemp(dir));
+    size_t n = strlen(dir);
+    dir[n++] = '/', memset(dir + n, 'a', 240), n += 240, dir[n] = '\0';
+    cr_assert_eq(mkdir(dir, 0700), 0);
+    dir[n++] = '/', memset(dir + n, 'b', 501 - n), n = 501, dir[n] = '\0';
+    cr_assert_eq(mkdir(dir, 0700), 0);
+    char etc[620], path[640];
+    snprintf(etc, sizeof etc, "%s/Etc", dir);
+    cr_assert_eq(mkdir(etc, 0700), 0);
+    snprintf(path, sizeof path, "%s/GMT+1", etc);
+    FILE *in = fopen("/usr/share/zoneinfo/Etc/GMT+1", "rb"), *out = fopen(path, "wb");
+    cr_assert(in && out, "tzdata's Etc/GMT+1 and %s", path);
+    char buf[4096];
+    size_t got;
+    while ((got = fread(buf, 1, sizeof buf, in)) > 0) cr_assert_eq(fwrite(buf, 1, got, out), got);
+    fclose(in), fclose(out);
+    cr_assert_eq(strlen(dir) + strlen("/Etc/GMT+10"), 512);
+    setenv("TZDIR", dir, 1);
+    cr_expect(jr_tz_valid("Etc/GMT+1"), "the zone that is there");
+    cr_expect(!jr_tz_valid("Etc/GMT+10"), "a zone that is not there is no zone, whatever a cut path names");
+    unsetenv("TZDIR");
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%.16s'", dir);
+    cr_expect_eq(system(cmd), 0);
 }
